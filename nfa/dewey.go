@@ -1,0 +1,57 @@
+package nfa
+
+// dewey is a Dewey decimal version number (Flink's DeweyNumber). It tells
+// which edges of the shared buffer belong to which run of the automaton: a
+// path may follow an edge only when its version is compatible with the edge's.
+// A dewey is immutable once built; increase and addStage return new values.
+type dewey []int32
+
+func (d dewey) increase(n int) dewey {
+	out := make(dewey, len(d))
+	copy(out, d)
+	out[len(out)-1] += int32(n)
+	return out
+}
+
+func (d dewey) addStage() dewey {
+	out := make(dewey, len(d)+1)
+	copy(out, d)
+	return out
+}
+
+// compatible reports whether d is compatible with other: other is a prefix of
+// d, or both have the same length, agree on all but the last digit, and d's
+// last digit is at least other's.
+func (d dewey) compatible(other dewey) bool {
+	switch {
+	case len(d) > len(other):
+		for i := range other {
+			if d[i] != other[i] {
+				return false
+			}
+		}
+		return true
+	case len(d) == len(other):
+		last := len(d) - 1
+		for i := 0; i < last; i++ {
+			if d[i] != other[i] {
+				return false
+			}
+		}
+		return d[last] >= other[last]
+	default:
+		return false
+	}
+}
+
+func (d dewey) equal(o dewey) bool {
+	if len(d) != len(o) {
+		return false
+	}
+	for i := range d {
+		if d[i] != o[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,415 @@
+package expr
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/functions"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/interpreter"
+)
+
+// Limits applied by the Compiler.
+const (
+	// MaxCost is the largest static cost estimate a compiled expression may
+	// have. The estimate assumes the sizes below for data the expression
+	// reads; an expression whose worst case exceeds MaxCost is rejected.
+	MaxCost = 1_000_000
+
+	// MaxRuntimeCost bounds the actual cost of one evaluation. It is larger
+	// than MaxCost because real inputs may exceed the assumed sizes; an
+	// evaluation that reaches it stops with a "cost limit exceeded" error.
+	MaxRuntimeCost = 10 * MaxCost
+
+	// EstimatedMaxEvents is the number of events a stage is assumed to
+	// hold when estimating the cost of events().
+	EstimatedMaxEvents = 10_000
+
+	// EstimatedMaxString is the length assumed for strings read from events.
+	EstimatedMaxString = 1024
+
+	// EstimatedMaxContainer is the number of entries assumed for lists and
+	// maps read from events.
+	EstimatedMaxContainer = 1024
+
+	// MaxSourceLen is the longest accepted expression source, in code points.
+	MaxSourceLen = 16 * 1024
+)
+
+// Overload ids of the functions this package adds to CEL.
+const (
+	overloadEvents = "cep_events_string"
+	overloadSum    = "cep_sum_list"
+	overloadAvg    = "cep_avg_list"
+	overloadMin    = "cep_min_list"
+	overloadMax    = "cep_max_list"
+	overloadFirst  = "cep_first_list"
+	overloadLast   = "cep_last_list"
+)
+
+// Ctx gives a condition access to the events already accepted by the stages
+// of the current partial match (Flink's ctx.getEventsForPattern).
+type Ctx interface {
+	EventsFor(stage string) []Event
+}
+
+// Compiler compiles CEL sources against one shared environment. It is safe
+// for concurrent use.
+type Compiler struct {
+	env        *cel.Env
+	noFastPath bool
+}
+
+// Option configures a Compiler.
+type Option func(*Compiler)
+
+// WithoutFastPath makes every compiled expression use the general CEL
+// evaluator. It exists for tests and benchmarks.
+func WithoutFastPath() Option {
+	return func(c *Compiler) { c.noFastPath = true }
+}
+
+// NewCompiler builds the CEL environment: variable e (the current event),
+// events(stage), sum/avg/min/max/first/last over lists, the string
+// extensions, timestamps and durations, and cross-type numeric comparison.
+func NewCompiler(opts ...Option) (*Compiler, error) {
+	listDyn := cel.ListType(cel.DynType)
+	env, err := cel.NewEnv(
+		cel.Variable("e", cel.MapType(cel.StringType, cel.DynType)),
+		cel.CrossTypeNumericComparisons(true),
+		cel.DefaultUTCTimeZone(true),
+		cel.ParserExpressionSizeLimit(MaxSourceLen),
+		ext.Strings(),
+		cel.Function("events",
+			cel.Overload(overloadEvents, []*cel.Type{cel.StringType}, listDyn, cel.LateFunctionBinding())),
+		cel.Function("sum",
+			cel.Overload(overloadSum, []*cel.Type{listDyn}, cel.DynType, cel.UnaryBinding(listSum))),
+		cel.Function("avg",
+			cel.Overload(overloadAvg, []*cel.Type{listDyn}, cel.DynType, cel.UnaryBinding(listAvg))),
+		cel.Function("min",
+			cel.Overload(overloadMin, []*cel.Type{listDyn}, cel.DynType, cel.UnaryBinding(listMin))),
+		cel.Function("max",
+			cel.Overload(overloadMax, []*cel.Type{listDyn}, cel.DynType, cel.UnaryBinding(listMax))),
+		cel.Function("first",
+			cel.Overload(overloadFirst, []*cel.Type{listDyn}, cel.DynType, cel.UnaryBinding(listFirst))),
+		cel.Function("last",
+			cel.Overload(overloadLast, []*cel.Type{listDyn}, cel.DynType, cel.UnaryBinding(listLast))),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("expr: build CEL environment: %s", oneLine(err.Error()))
+	}
+	c := &Compiler{env: env}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// program is the part shared by Condition and Value.
+type program struct {
+	src        string
+	prg        cel.Program
+	usesEvents bool
+}
+
+// compile parses, checks, estimates and plans src.
+func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
+	defer func() {
+		// cel-go is not expected to panic; make sure a bad source can
+		// never take the engine down if it does.
+		if r := recover(); r != nil {
+			p, a, err = nil, nil, fmt.Errorf("expr: internal error compiling expression: %v", r)
+		}
+	}()
+	if n := len([]rune(src)); n > MaxSourceLen {
+		return nil, nil, fmt.Errorf("expression is %d characters long, longer than the limit of %d", n, MaxSourceLen)
+	}
+	if strings.TrimSpace(src) == "" {
+		return nil, nil, errors.New("expression is empty")
+	}
+	checked, iss := c.env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		return nil, nil, issuesError(iss)
+	}
+	est, err := c.env.EstimateCost(checked, estimator{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("estimate cost: %s", oneLine(err.Error()))
+	}
+	if est.Max > MaxCost {
+		return nil, nil, fmt.Errorf("expression cost estimate %s exceeds the limit of %d (assuming up to %d events per stage, strings of %d bytes and containers of %d entries)",
+			costString(est.Max), MaxCost, EstimatedMaxEvents, EstimatedMaxString, EstimatedMaxContainer)
+	}
+	prg, err := c.env.Program(checked,
+		cel.CostLimit(MaxRuntimeCost),
+		cel.CostTrackerOptions(
+			cost.OverloadTracker(overloadSum, trackListSize),
+			cost.OverloadTracker(overloadAvg, trackListSize),
+			cost.OverloadTracker(overloadMin, trackListSize),
+			cost.OverloadTracker(overloadMax, trackListSize),
+		),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plan expression: %s", oneLine(err.Error()))
+	}
+	return &program{
+		src:        src,
+		prg:        prg,
+		usesEvents: callsFunction(checked.NativeRep().Expr(), "events"),
+	}, checked, nil
+}
+
+func costString(c uint64) string {
+	if c == ^uint64(0) {
+		return "unbounded"
+	}
+	return fmt.Sprint(c)
+}
+
+// issuesError condenses cel-go's multi-line issue report (one "ERROR:" line
+// per problem, each followed by a source snippet and a caret line) into one
+// line.
+func issuesError(iss *cel.Issues) error {
+	var parts []string
+	for _, line := range strings.Split(iss.String(), "\n") {
+		if strings.HasPrefix(line, " | ") || strings.TrimSpace(line) == "" || strings.TrimSpace(line) == "|" {
+			continue
+		}
+		parts = append(parts, strings.TrimSpace(line))
+	}
+	if len(parts) == 0 {
+		return errors.New(oneLine(iss.String()))
+	}
+	return errors.New(strings.Join(parts, "; "))
+}
+
+// callsFunction reports whether e contains a global call of fn.
+func callsFunction(e celast.Expr, fn string) bool {
+	found := false
+	visit(e, func(x celast.Expr) {
+		if x.Kind() == celast.CallKind && x.AsCall().FunctionName() == fn && !x.AsCall().IsMemberFunction() {
+			found = true
+		}
+	})
+	return found
+}
+
+func visit(e celast.Expr, f func(celast.Expr)) {
+	if e == nil {
+		return
+	}
+	f(e)
+	switch e.Kind() {
+	case celast.CallKind:
+		call := e.AsCall()
+		if call.IsMemberFunction() {
+			visit(call.Target(), f)
+		}
+		for _, a := range call.Args() {
+			visit(a, f)
+		}
+	case celast.ComprehensionKind:
+		comp := e.AsComprehension()
+		visit(comp.IterRange(), f)
+		visit(comp.AccuInit(), f)
+		visit(comp.LoopCondition(), f)
+		visit(comp.LoopStep(), f)
+		visit(comp.Result(), f)
+	case celast.ListKind:
+		for _, x := range e.AsList().Elements() {
+			visit(x, f)
+		}
+	case celast.MapKind:
+		for _, entry := range e.AsMap().Entries() {
+			if entry.Kind() == celast.MapEntryKind {
+				visit(entry.AsMapEntry().Key(), f)
+				visit(entry.AsMapEntry().Value(), f)
+			}
+		}
+	case celast.SelectKind:
+		visit(e.AsSelect().Operand(), f)
+	case celast.StructKind:
+		for _, field := range e.AsStruct().Fields() {
+			if field.Kind() == celast.StructFieldKind {
+				visit(field.AsStructField().Value(), f)
+			}
+		}
+	}
+}
+
+// eval runs the general CEL program.
+func (p *program) eval(e Event, ctx Ctx) (ref.Val, error) {
+	var act interpreter.Activation
+	if p.usesEvents {
+		fa := &fnActivation{activation: activation{e: e}, ctx: ctx}
+		fa.events = fa.callEvents
+		act = fa
+	} else {
+		act = &activation{e: e}
+	}
+	out, _, err := p.prg.Eval(act)
+	if err != nil {
+		return nil, errors.New(oneLine(err.Error()))
+	}
+	return out, nil
+}
+
+// activation binds the variable e for one evaluation.
+type activation struct {
+	e Event
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	if name == "e" {
+		return a.e, true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+// fnActivation also binds the late-bound events() function to ctx, so one
+// compiled program can be evaluated against different contexts, one after
+// another or concurrently.
+type fnActivation struct {
+	activation
+	ctx    Ctx
+	events functions.LateBoundOp
+}
+
+func (a *fnActivation) ResolveFunction(name string) (functions.LateBoundOp, bool) {
+	if name == "events" {
+		return a.events, true
+	}
+	return nil, false
+}
+
+var emptyList = types.NewRefValList(types.DefaultTypeAdapter, nil)
+
+func (a *fnActivation) callEvents(_ string, args ...ref.Val) ref.Val {
+	if len(args) != 1 {
+		return types.NewErr("events() takes one argument")
+	}
+	stage, ok := args[0].(types.String)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(args[0])
+	}
+	if a.ctx == nil {
+		return emptyList
+	}
+	evs := a.ctx.EventsFor(string(stage))
+	if len(evs) == 0 {
+		return emptyList
+	}
+	return types.NewDynamicList(types.DefaultTypeAdapter, evs)
+}
+
+// Condition is a compiled boolean expression. It is safe for concurrent use.
+type Condition struct {
+	p    *program
+	fast fastBool
+}
+
+// Condition compiles src, which must type-check to bool or dyn.
+func (c *Compiler) Condition(src string) (*Condition, error) {
+	p, checked, err := c.compile(src)
+	if err != nil {
+		return nil, err
+	}
+	out := checked.OutputType()
+	if !out.IsExactType(types.BoolType) && !isDyn(out) {
+		return nil, fmt.Errorf("condition must be a bool expression, but it has type %s", cel.FormatCELType(out))
+	}
+	cond := &Condition{p: p}
+	if !c.noFastPath {
+		cond.fast = compileFastBool(checked.NativeRep().Expr())
+	}
+	return cond, nil
+}
+
+func isDyn(t *cel.Type) bool {
+	return t.Kind() == types.DynKind || t.Kind() == types.AnyKind
+}
+
+// Eval evaluates the condition for event e. ctx may be nil when the
+// condition does not call events(); events() then yields an empty list. An
+// evaluation error (a missing field, a type mismatch, a non-bool result, the
+// runtime cost limit) is returned as err, and the result is then false.
+func (c *Condition) Eval(e Event, ctx Ctx) (bool, error) {
+	if c.fast != nil {
+		v, err := c.fast(e)
+		if err != errFallback {
+			return v, err
+		}
+	}
+	out, err := c.p.eval(e, ctx)
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("condition yielded %s, not bool", out.Type().TypeName())
+	}
+	return bool(b), nil
+}
+
+// UsesEvents reports whether the expression calls events().
+func (c *Condition) UsesEvents() bool { return c.p.usesEvents }
+
+// Source returns the expression source.
+func (c *Condition) Source() string { return c.p.src }
+
+// FastPath reports whether the condition is evaluated by the compiled Go fast
+// path rather than the general CEL interpreter.
+func (c *Condition) FastPath() bool { return c.fast != nil }
+
+// Value is a compiled expression of any result type. It is safe for
+// concurrent use.
+type Value struct {
+	p    *program
+	path []string // non-nil when the expression is a plain e.a.b field path
+}
+
+// Value compiles src, which may have any type.
+func (c *Compiler) Value(src string) (*Value, error) {
+	p, checked, err := c.compile(src)
+	if err != nil {
+		return nil, err
+	}
+	v := &Value{p: p}
+	if !c.noFastPath {
+		if path, ok := fieldPath(checked.NativeRep().Expr()); ok {
+			v.path = path
+		}
+	}
+	return v, nil
+}
+
+// Eval evaluates the expression for event e and returns a native Go value:
+// string, int64, uint64, float64, bool, nil (null), []byte, []any,
+// map[string]any, time.Time or time.Duration. Lists and maps are fresh
+// copies except when the expression is a plain field path, where scalars are
+// returned directly from e.
+func (v *Value) Eval(e Event, ctx Ctx) (any, error) {
+	if v.path != nil {
+		if x, ok := lookupScalar(e, v.path); ok {
+			return x, nil
+		}
+	}
+	out, err := v.p.eval(e, ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toNative(out)
+}
+
+// UsesEvents reports whether the expression calls events().
+func (v *Value) UsesEvents() bool { return v.p.usesEvents }
+
+// Source returns the expression source.
+func (v *Value) Source() string { return v.p.src }

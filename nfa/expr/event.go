@@ -1,0 +1,208 @@
+package expr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Event is one decoded JSON object. Values are string, int64, float64,
+// bool, nil, []any and map[string]any, as produced by DecodeEvent.
+type Event = map[string]any
+
+// DecodeEvent decodes b, which must hold exactly one JSON object, into an
+// Event. A number without fraction or exponent that fits in int64 becomes an
+// int64; every other number becomes a float64. Nested objects become
+// map[string]any and arrays []any. It never panics.
+func DecodeEvent(b []byte) (Event, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("decode event: %s", oneLine(err.Error()))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			return nil, errors.New("decode event: unexpected data after the JSON object")
+		}
+		return nil, fmt.Errorf("decode event: after the JSON object: %s", oneLine(err.Error()))
+	}
+	obj, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("event is not a JSON object (got %s)", jsonKind(raw))
+	}
+	if err := convertNumbers(obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// convertNumbers replaces every json.Number inside v, in place.
+func convertNumbers(v any) error {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if n, ok := x.(json.Number); ok {
+				c, err := convertNumber(n)
+				if err != nil {
+					return err
+				}
+				t[k] = c
+				continue
+			}
+			if err := convertNumbers(x); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, x := range t {
+			if n, ok := x.(json.Number); ok {
+				c, err := convertNumber(n)
+				if err != nil {
+					return err
+				}
+				t[i] = c
+				continue
+			}
+			if err := convertNumbers(x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func convertNumber(n json.Number) (any, error) {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("decode event: number %s is out of range for a float64", truncate(s, 40))
+	}
+	return f, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// KeyString formats a partition key. A string is returned as is; int64,
+// uint64, integral float64 and bool values are formatted in decimal
+// (or "true"/"false"), so that the int 3 and the float 3.0 give the same key.
+// Any other value is an error.
+func KeyString(v any) (string, error) {
+	switch t := v.(type) {
+	case string:
+		return t, nil
+	case int64:
+		return strconv.FormatInt(t, 10), nil
+	case uint64:
+		return strconv.FormatUint(t, 10), nil
+	case float64:
+		if math.IsNaN(t) || math.IsInf(t, 0) || t != math.Trunc(t) {
+			return "", fmt.Errorf("key %v is not an integral number", t)
+		}
+		if t == 0 {
+			return "0", nil // also for -0
+		}
+		return strconv.FormatFloat(t, 'f', -1, 64), nil
+	case bool:
+		return strconv.FormatBool(t), nil
+	case nil:
+		return "", errors.New("key is null")
+	default:
+		return "", fmt.Errorf("key of type %s is not a string, integer or bool", typeName(v))
+	}
+}
+
+// TimeMillis converts an event-time value to milliseconds since the Unix
+// epoch. It accepts an int64 (already milliseconds), a uint64 that fits in an
+// int64, an integral float64, a time.Time, or an RFC 3339 string (with any
+// offset and optional fraction; sub-millisecond digits are truncated).
+func TimeMillis(v any) (int64, error) {
+	switch t := v.(type) {
+	case int64:
+		return t, nil
+	case uint64:
+		if t > math.MaxInt64 {
+			return 0, fmt.Errorf("time %d is out of range", t)
+		}
+		return int64(t), nil
+	case float64:
+		if math.IsNaN(t) || math.IsInf(t, 0) || t != math.Trunc(t) {
+			return 0, fmt.Errorf("time %v is not an integral number of milliseconds", t)
+		}
+		if t < -9.223372036854775808e18 || t >= 9.223372036854775808e18 {
+			return 0, fmt.Errorf("time %v is out of range", t)
+		}
+		return int64(t), nil
+	case time.Time:
+		return t.UnixMilli(), nil
+	case string:
+		ts, err := time.Parse(time.RFC3339Nano, t)
+		if err != nil {
+			return 0, fmt.Errorf("time %q is not an RFC 3339 timestamp", truncate(t, 64))
+		}
+		return ts.UnixMilli(), nil
+	case nil:
+		return 0, errors.New("time is null")
+	default:
+		return 0, fmt.Errorf("time of type %s is not a number, timestamp or RFC 3339 string", typeName(v))
+	}
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case []any:
+		return "list"
+	case map[string]any:
+		return "map"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// oneLine condenses a possibly multi-line message into one line.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	fields := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	out := make([]string, 0, len(fields))
+	for _, f := range fields {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return strings.Join(out, "; ")
+}

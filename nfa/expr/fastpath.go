@@ -1,0 +1,690 @@
+package expr
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
+)
+
+// The fast path evaluates the common simple conditions — comparisons of
+// event fields with literals, membership in a literal list, has(), bare
+// boolean fields and bool literals combined with &&, || and ! — as Go
+// closures over the event map, without the CEL interpreter.
+//
+// It reproduces CEL's results exactly, including which evaluations are
+// errors: a missing field is an error; && and || absorb errors the way CEL
+// does (false && err == false, true || err == true, err && true == err);
+// ordering values of different kinds (string vs number, bool vs number,
+// null vs anything) is an error, while equality of different kinds is false;
+// ints and doubles compare numerically with cel-go's formulas.
+//
+// Whenever it meets a value it does not model (a Go type DecodeEvent never
+// produces, a NaN, a has() on a non-map) it returns errFallback and the
+// caller runs the general CEL program instead, so a fast result is never
+// different from the CEL result.
+
+// errFallback tells the caller to evaluate with CEL instead.
+var errFallback = errors.New("expr: fast path cannot evaluate this input")
+
+// fastBool evaluates a condition on an event.
+type fastBool func(e Event) (bool, error)
+
+// compileFastBool returns the fast evaluator for x, or nil when x is not in
+// the fast-path subset.
+func compileFastBool(x celast.Expr) fastBool {
+	f, ok := buildBool(x)
+	if !ok {
+		return nil
+	}
+	return f
+}
+
+// value kinds seen by the fast path.
+type vkind uint8
+
+const (
+	kNull vkind = iota
+	kBool
+	kInt
+	kDouble
+	kString
+	kOther    // list or map: only equality (always false against a literal)
+	kFallback // anything else: let CEL decide
+)
+
+type fval struct {
+	k vkind
+	b bool
+	i int64
+	f float64
+	s string
+}
+
+func classify(x any) fval {
+	switch t := x.(type) {
+	case string:
+		return fval{k: kString, s: t}
+	case int64:
+		return fval{k: kInt, i: t}
+	case float64:
+		if t != t { // NaN
+			return fval{k: kFallback}
+		}
+		return fval{k: kDouble, f: t}
+	case bool:
+		return fval{k: kBool, b: t}
+	case nil:
+		return fval{k: kNull}
+	case []any, map[string]any:
+		return fval{k: kOther}
+	default:
+		return fval{k: kFallback}
+	}
+}
+
+func literalVal(x celast.Expr) (fval, bool) {
+	if x.Kind() != celast.LiteralKind {
+		return fval{}, false
+	}
+	switch t := x.AsLiteral().(type) {
+	case types.String:
+		return fval{k: kString, s: string(t)}, true
+	case types.Int:
+		return fval{k: kInt, i: int64(t)}, true
+	case types.Double:
+		if math.IsNaN(float64(t)) {
+			return fval{}, false
+		}
+		return fval{k: kDouble, f: float64(t)}, true
+	case types.Bool:
+		return fval{k: kBool, b: bool(t)}, true
+	case types.Null:
+		return fval{k: kNull}, true
+	}
+	return fval{}, false
+}
+
+func isNum(k vkind) bool { return k == kInt || k == kDouble }
+
+// cmpDoubleInt and cmpDouble are cel-go's compareDoubleInt/compareDouble.
+func cmpDoubleInt(d float64, i int64) int {
+	if d < math.MinInt64 {
+		return -1
+	}
+	if d > math.MaxInt64 {
+		return 1
+	}
+	return cmpDouble(d, float64(i))
+}
+
+func cmpDouble(a, b float64) int {
+	if a < b {
+		return -1
+	}
+	if a > b {
+		return 1
+	}
+	return 0
+}
+
+func cmpInt(a, b int64) int {
+	if a < b {
+		return -1
+	}
+	if a > b {
+		return 1
+	}
+	return 0
+}
+
+func cmpNum(a, b fval) int {
+	switch {
+	case a.k == kInt && b.k == kInt:
+		return cmpInt(a.i, b.i)
+	case a.k == kDouble && b.k == kDouble:
+		return cmpDouble(a.f, b.f)
+	case a.k == kDouble: // b int
+		return cmpDoubleInt(a.f, b.i)
+	default: // a int, b double
+		return -cmpDoubleInt(b.f, a.i)
+	}
+}
+
+// equal is CEL heterogeneous equality for the modelled kinds (no NaN).
+func equal(a, b fval) bool {
+	if isNum(a.k) && isNum(b.k) {
+		return cmpNum(a, b) == 0
+	}
+	if a.k != b.k {
+		return false
+	}
+	switch a.k {
+	case kNull:
+		return true
+	case kBool:
+		return a.b == b.b
+	case kString:
+		return a.s == b.s
+	}
+	return false // kOther against a literal never happens
+}
+
+// order compares a and b for <, <=, >, >=; ok is false when CEL has no
+// overload for the pair.
+func order(a, b fval) (c int, ok bool) {
+	switch {
+	case isNum(a.k) && isNum(b.k):
+		return cmpNum(a, b), true
+	case a.k == kString && b.k == kString:
+		return strings.Compare(a.s, b.s), true
+	case a.k == kBool && b.k == kBool:
+		switch {
+		case a.b == b.b:
+			return 0, true
+		case !a.b:
+			return -1, true
+		default:
+			return 1, true
+		}
+	}
+	return 0, false
+}
+
+// path is a chain of field selections (e.a.b or e["a"]["b"]) rooted at e.
+type path struct {
+	segs   []string
+	noKey  []error // noKey[i]: segs[i] is missing
+	notMap []error // notMap[i]: the value holding segs[i] is not a map
+}
+
+func newPath(segs []string) *path {
+	p := &path{segs: segs, noKey: make([]error, len(segs)), notMap: make([]error, len(segs))}
+	for i, s := range segs {
+		p.noKey[i] = fmt.Errorf("no such key: %s", s)
+		p.notMap[i] = fmt.Errorf("cannot select field '%s' of a value that is not a map", s)
+	}
+	return p
+}
+
+// get resolves the path in e. It returns errFallback when it meets a value
+// it does not model.
+func (p *path) get(e Event) (any, error) {
+	x, ok := e[p.segs[0]]
+	if !ok {
+		return nil, p.noKey[0]
+	}
+	for i := 1; i < len(p.segs); i++ {
+		m, isMap := x.(map[string]any)
+		if !isMap {
+			switch x.(type) {
+			case string, int64, float64, bool, nil, []any:
+				return nil, p.notMap[i]
+			}
+			return nil, errFallback
+		}
+		if x, ok = m[p.segs[i]]; !ok {
+			return nil, p.noKey[i]
+		}
+	}
+	return x, nil
+}
+
+// fieldPath recognises e.a.b / e["a"]["b"] and returns its segments.
+func fieldPath(x celast.Expr) ([]string, bool) {
+	var rev []string
+	for {
+		switch x.Kind() {
+		case celast.IdentKind:
+			if x.AsIdent() != "e" || len(rev) == 0 {
+				return nil, false
+			}
+			segs := make([]string, len(rev))
+			for i := range rev {
+				segs[i] = rev[len(rev)-1-i]
+			}
+			return segs, true
+		case celast.SelectKind:
+			sel := x.AsSelect()
+			if sel.IsTestOnly() {
+				return nil, false
+			}
+			rev = append(rev, sel.FieldName())
+			x = sel.Operand()
+		case celast.CallKind:
+			call := x.AsCall()
+			if call.FunctionName() != operators.Index || call.IsMemberFunction() || len(call.Args()) != 2 {
+				return nil, false
+			}
+			idx := call.Args()[1]
+			if idx.Kind() != celast.LiteralKind {
+				return nil, false
+			}
+			s, ok := idx.AsLiteral().(types.String)
+			if !ok {
+				return nil, false
+			}
+			rev = append(rev, string(s))
+			x = call.Args()[0]
+		default:
+			return nil, false
+		}
+	}
+}
+
+// lookupScalar returns the value at segs when it is a scalar of a kind
+// DecodeEvent produces; ok is false otherwise (missing, container, other).
+func lookupScalar(e Event, segs []string) (any, bool) {
+	x, ok := e[segs[0]]
+	if !ok {
+		return nil, false
+	}
+	for _, s := range segs[1:] {
+		m, isMap := x.(map[string]any)
+		if !isMap {
+			return nil, false
+		}
+		if x, ok = m[s]; !ok {
+			return nil, false
+		}
+	}
+	switch x.(type) {
+	case string, int64, float64, bool, nil:
+		return x, true
+	}
+	return nil, false
+}
+
+var (
+	errNotBool = errors.New("no such overload: operand of a logical operator is not a bool")
+)
+
+func buildBool(x celast.Expr) (fastBool, bool) {
+	switch x.Kind() {
+	case celast.LiteralKind:
+		b, ok := x.AsLiteral().(types.Bool)
+		if !ok {
+			return nil, false
+		}
+		v := bool(b)
+		return func(Event) (bool, error) { return v, nil }, true
+	case celast.SelectKind:
+		if x.AsSelect().IsTestOnly() {
+			return buildHas(x.AsSelect())
+		}
+		return buildBareField(x)
+	case celast.CallKind:
+		call := x.AsCall()
+		if call.IsMemberFunction() {
+			return nil, false
+		}
+		args := call.Args()
+		switch call.FunctionName() {
+		case operators.LogicalAnd, operators.LogicalOr:
+			if len(args) < 2 {
+				return nil, false
+			}
+			terms := make([]fastBool, len(args))
+			for i, a := range args {
+				t, ok := buildBool(a)
+				if !ok {
+					return nil, false
+				}
+				terms[i] = t
+			}
+			if call.FunctionName() == operators.LogicalAnd {
+				return buildAnd(terms), true
+			}
+			return buildOr(terms), true
+		case operators.LogicalNot:
+			if len(args) != 1 {
+				return nil, false
+			}
+			t, ok := buildBool(args[0])
+			if !ok {
+				return nil, false
+			}
+			return func(e Event) (bool, error) {
+				v, err := t(e)
+				if err != nil {
+					return false, err
+				}
+				return !v, nil
+			}, true
+		case operators.Equals, operators.NotEquals, operators.Less, operators.LessEquals,
+			operators.Greater, operators.GreaterEquals:
+			if len(args) != 2 {
+				return nil, false
+			}
+			return buildCompare(call.FunctionName(), args[0], args[1])
+		case operators.In:
+			if len(args) != 2 {
+				return nil, false
+			}
+			return buildIn(args[0], args[1])
+		case operators.Index:
+			return buildBareField(x)
+		}
+	}
+	return nil, false
+}
+
+// buildAnd mirrors cel-go's evalAnd: any false term makes the result false,
+// otherwise an error (or non-bool) term makes it an error, otherwise true.
+func buildAnd(terms []fastBool) fastBool {
+	if len(terms) == 2 {
+		l, r := terms[0], terms[1]
+		return func(e Event) (bool, error) {
+			lv, lerr := l(e)
+			if lerr == nil && !lv {
+				return false, nil
+			}
+			if lerr == errFallback {
+				return false, errFallback
+			}
+			rv, rerr := r(e)
+			if rerr == nil {
+				if !rv {
+					return false, nil
+				}
+				return lv, lerr
+			}
+			if rerr == errFallback {
+				return false, errFallback
+			}
+			if lerr != nil {
+				return false, lerr
+			}
+			return false, rerr
+		}
+	}
+	return func(e Event) (bool, error) {
+		var first error
+		for _, t := range terms {
+			v, err := t(e)
+			if err == nil {
+				if !v {
+					return false, nil
+				}
+				continue
+			}
+			if err == errFallback {
+				return false, errFallback
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return false, first
+		}
+		return true, nil
+	}
+}
+
+// buildOr mirrors cel-go's evalOr: any true term makes the result true,
+// otherwise an error term makes it an error, otherwise false.
+func buildOr(terms []fastBool) fastBool {
+	if len(terms) == 2 {
+		l, r := terms[0], terms[1]
+		return func(e Event) (bool, error) {
+			lv, lerr := l(e)
+			if lerr == nil && lv {
+				return true, nil
+			}
+			if lerr == errFallback {
+				return false, errFallback
+			}
+			rv, rerr := r(e)
+			if rerr == nil {
+				if rv {
+					return true, nil
+				}
+				return false, lerr
+			}
+			if rerr == errFallback {
+				return false, errFallback
+			}
+			if lerr != nil {
+				return false, lerr
+			}
+			return false, rerr
+		}
+	}
+	return func(e Event) (bool, error) {
+		var first error
+		for _, t := range terms {
+			v, err := t(e)
+			if err == nil {
+				if v {
+					return true, nil
+				}
+				continue
+			}
+			if err == errFallback {
+				return false, errFallback
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return false, first
+		}
+		return false, nil
+	}
+}
+
+// buildBareField evaluates a field used directly as a bool operand.
+func buildBareField(x celast.Expr) (fastBool, bool) {
+	segs, ok := fieldPath(x)
+	if !ok {
+		return nil, false
+	}
+	p := newPath(segs)
+	return func(e Event) (bool, error) {
+		v, err := p.get(e)
+		if err != nil {
+			return false, err
+		}
+		switch t := v.(type) {
+		case bool:
+			return t, nil
+		case string, int64, float64, nil, []any, map[string]any:
+			return false, errNotBool
+		}
+		return false, errFallback
+	}, true
+}
+
+// buildHas evaluates has(e.a...b): presence of the last field in the map
+// the rest of the path yields.
+func buildHas(sel celast.SelectExpr) (fastBool, bool) {
+	field := sel.FieldName()
+	op := sel.Operand()
+	if op.Kind() == celast.IdentKind && op.AsIdent() == "e" {
+		return func(e Event) (bool, error) {
+			_, ok := e[field]
+			return ok, nil
+		}, true
+	}
+	segs, ok := fieldPath(op)
+	if !ok {
+		return nil, false
+	}
+	p := newPath(segs)
+	return func(e Event) (bool, error) {
+		v, err := p.get(e)
+		if err != nil {
+			return false, err
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false, errFallback
+		}
+		_, ok = m[field]
+		return ok, nil
+	}, true
+}
+
+func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
+	var (
+		segs    []string
+		lit     fval
+		litLeft bool
+		ok      bool
+	)
+	if segs, ok = fieldPath(lhs); ok {
+		if lit, ok = literalVal(rhs); !ok {
+			return nil, false
+		}
+	} else if segs, ok = fieldPath(rhs); ok {
+		if lit, ok = literalVal(lhs); !ok {
+			return nil, false
+		}
+		litLeft = true
+	} else {
+		return nil, false
+	}
+	p := newPath(segs)
+	if op == operators.Equals || op == operators.NotEquals {
+		want := op == operators.Equals
+		if lit.k == kString {
+			s := lit.s
+			return func(e Event) (bool, error) {
+				x, err := p.get(e)
+				if err != nil {
+					return false, err
+				}
+				switch t := x.(type) {
+				case string:
+					return (t == s) == want, nil
+				case int64, float64, bool, nil, []any, map[string]any:
+					return !want, nil
+				}
+				return false, errFallback
+			}, true
+		}
+		return func(e Event) (bool, error) {
+			x, err := p.get(e)
+			if err != nil {
+				return false, err
+			}
+			v := classify(x)
+			if v.k == kFallback {
+				return false, errFallback
+			}
+			return equal(v, lit) == want, nil
+		}, true
+	}
+	// Ordering. Normalise to "value OP' literal".
+	if litLeft {
+		switch op {
+		case operators.Less:
+			op = operators.Greater
+		case operators.LessEquals:
+			op = operators.GreaterEquals
+		case operators.Greater:
+			op = operators.Less
+		case operators.GreaterEquals:
+			op = operators.LessEquals
+		}
+	}
+	var test func(c int) bool
+	switch op {
+	case operators.Less:
+		test = func(c int) bool { return c < 0 }
+	case operators.LessEquals:
+		test = func(c int) bool { return c <= 0 }
+	case operators.Greater:
+		test = func(c int) bool { return c > 0 }
+	default:
+		test = func(c int) bool { return c >= 0 }
+	}
+	errOverload := fmt.Errorf("no such overload: %s between %s and a value of another type", opSymbol(op), kindName(lit.k))
+	return func(e Event) (bool, error) {
+		x, err := p.get(e)
+		if err != nil {
+			return false, err
+		}
+		v := classify(x)
+		if v.k == kFallback {
+			return false, errFallback
+		}
+		c, ok := order(v, lit)
+		if !ok {
+			return false, errOverload
+		}
+		return test(c), nil
+	}, true
+}
+
+func buildIn(lhs, rhs celast.Expr) (fastBool, bool) {
+	segs, ok := fieldPath(lhs)
+	if !ok || rhs.Kind() != celast.ListKind {
+		return nil, false
+	}
+	list := rhs.AsList()
+	if len(list.OptionalIndices()) > 0 {
+		return nil, false
+	}
+	lits := make([]fval, 0, list.Size())
+	for _, el := range list.Elements() {
+		l, ok := literalVal(el)
+		if !ok {
+			return nil, false
+		}
+		lits = append(lits, l)
+	}
+	p := newPath(segs)
+	return func(e Event) (bool, error) {
+		x, err := p.get(e)
+		if err != nil {
+			return false, err
+		}
+		v := classify(x)
+		if v.k == kFallback {
+			return false, errFallback
+		}
+		for _, l := range lits {
+			if equal(v, l) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, true
+}
+
+func opSymbol(op string) string {
+	switch op {
+	case operators.Less:
+		return "<"
+	case operators.LessEquals:
+		return "<="
+	case operators.Greater:
+		return ">"
+	case operators.GreaterEquals:
+		return ">="
+	}
+	return op
+}
+
+func kindName(k vkind) string {
+	switch k {
+	case kNull:
+		return "null"
+	case kBool:
+		return "bool"
+	case kInt:
+		return "int"
+	case kDouble:
+		return "double"
+	case kString:
+		return "string"
+	}
+	return "value"
+}

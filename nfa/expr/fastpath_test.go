@@ -1,0 +1,252 @@
+package expr
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// The property test generates random conditions from the fast-path subset
+// and random events (missing fields, wrong types, nested maps, lists, nulls,
+// and values of Go types the fast path does not model) and checks that the
+// fast path gives exactly the result of the general CEL evaluation: the same
+// value, and an error exactly when CEL errs.
+
+var (
+	genFields  = []string{"a", "b", "c"}
+	genStrings = []string{"", "x", "y", "LOGIN", "a"}
+	genInts    = []int64{0, 1, -1, 2, 5, 9007199254740993, math.MaxInt64, math.MinInt64}
+	genDoubles = []float64{0, math.Copysign(0, -1), 1, 1.5, -2.5, 5.5, 9007199254740992, 9.223372036854775807e18, -9.3e18, 1e300, math.Inf(1), math.Inf(-1)}
+)
+
+type genLit struct {
+	src string
+	val any
+}
+
+func literalGen() *rapid.Generator[genLit] {
+	return rapid.Custom(func(t *rapid.T) genLit {
+		switch rapid.IntRange(0, 4).Draw(t, "litKind") {
+		case 0:
+			s := rapid.SampledFrom(genStrings).Draw(t, "str")
+			if rapid.Bool().Draw(t, "singleQuote") {
+				return genLit{"'" + s + "'", s}
+			}
+			return genLit{strconv.Quote(s), s}
+		case 1:
+			i := rapid.SampledFrom(genInts).Draw(t, "int")
+			return genLit{strconv.FormatInt(i, 10), i}
+		case 2:
+			f := rapid.SampledFrom(genDoubles).Draw(t, "double")
+			if math.IsInf(f, 0) {
+				// No CEL literal denotes infinity; use the largest finite one.
+				f = math.Copysign(math.MaxFloat64, f)
+			}
+			s := strconv.FormatFloat(f, 'g', -1, 64)
+			if !strings.ContainsAny(s, ".e") {
+				s += ".0"
+			}
+			return genLit{s, f}
+		case 3:
+			b := rapid.Bool().Draw(t, "bool")
+			return genLit{strconv.FormatBool(b), b}
+		default:
+			return genLit{"null", nil}
+		}
+	})
+}
+
+func pathGen() *rapid.Generator[string] {
+	return rapid.Custom(func(t *rapid.T) string {
+		n := []int{1, 1, 1, 2, 2, 3}[rapid.IntRange(0, 5).Draw(t, "pathLen")]
+		var sb strings.Builder
+		sb.WriteString("e")
+		for i := 0; i < n; i++ {
+			f := rapid.SampledFrom(genFields).Draw(t, "field")
+			if rapid.IntRange(0, 3).Draw(t, "indexForm") == 0 {
+				sb.WriteString(`["` + f + `"]`)
+			} else {
+				sb.WriteString("." + f)
+			}
+		}
+		return sb.String()
+	})
+}
+
+func condGen(depth int) *rapid.Generator[string] {
+	return rapid.Custom(func(t *rapid.T) string {
+		max := 6
+		if depth <= 0 {
+			max = 3
+		}
+		switch rapid.IntRange(0, max).Draw(t, "node") {
+		case 0: // comparison
+			op := rapid.SampledFrom([]string{"==", "!=", "<", "<=", ">", ">="}).Draw(t, "op")
+			p := pathGen().Draw(t, "path")
+			l := literalGen().Draw(t, "lit")
+			if rapid.Bool().Draw(t, "litLeft") {
+				return l.src + " " + op + " " + p
+			}
+			return p + " " + op + " " + l.src
+		case 1: // membership
+			n := rapid.IntRange(0, 4).Draw(t, "inLen")
+			lits := make([]string, n)
+			for i := range lits {
+				lits[i] = literalGen().Draw(t, "inLit").src
+			}
+			return pathGen().Draw(t, "path") + " in [" + strings.Join(lits, ", ") + "]"
+		case 2: // bare field, has(), bool literal
+			switch rapid.IntRange(0, 2).Draw(t, "leaf") {
+			case 0:
+				return pathGen().Draw(t, "path")
+			case 1:
+				if rapid.Bool().Draw(t, "hasTop") {
+					return "has(e." + rapid.SampledFrom(genFields).Draw(t, "hasField") + ")"
+				}
+				return "has(" + pathGen().Draw(t, "path") + "." + rapid.SampledFrom(genFields).Draw(t, "hasField") + ")"
+			default:
+				return strconv.FormatBool(rapid.Bool().Draw(t, "b"))
+			}
+		case 3:
+			return pathGen().Draw(t, "path") + " == " + literalGen().Draw(t, "lit").src
+		case 4:
+			return "!(" + condGen(depth-1).Draw(t, "not") + ")"
+		case 5:
+			return "(" + condGen(depth-1).Draw(t, "l") + " && " + condGen(depth-1).Draw(t, "r") + ")"
+		default:
+			return "(" + condGen(depth-1).Draw(t, "l") + " || " + condGen(depth-1).Draw(t, "r") + ")"
+		}
+	})
+}
+
+func valueGen(depth int) *rapid.Generator[any] {
+	return rapid.Custom(func(t *rapid.T) any {
+		max := 9
+		if depth <= 0 {
+			max = 6
+		}
+		switch rapid.IntRange(0, max).Draw(t, "valKind") {
+		case 0:
+			return rapid.SampledFrom(genStrings).Draw(t, "s")
+		case 1:
+			return rapid.SampledFrom(genInts).Draw(t, "i")
+		case 2:
+			return rapid.SampledFrom(genDoubles).Draw(t, "f")
+		case 3:
+			return rapid.Bool().Draw(t, "b")
+		case 4:
+			return nil
+		case 5:
+			// Go types DecodeEvent never produces: the fast path must
+			// hand these to CEL.
+			return rapid.SampledFrom([]any{uint64(1), int(1), int32(-1), float32(1.5), math.NaN(), []string{"x"}, []byte("x")}).Draw(t, "odd")
+		case 6:
+			return rapid.SampledFrom([]any{[]any{}, map[string]any{}}).Draw(t, "empty")
+		case 7:
+			n := rapid.IntRange(0, 3).Draw(t, "listLen")
+			l := make([]any, n)
+			for i := range l {
+				l[i] = valueGen(depth-1).Draw(t, "elem")
+			}
+			return l
+		default:
+			return mapGen(depth - 1).Draw(t, "map")
+		}
+	})
+}
+
+func mapGen(depth int) *rapid.Generator[map[string]any] {
+	return rapid.Custom(func(t *rapid.T) map[string]any {
+		m := map[string]any{}
+		for _, f := range genFields {
+			if rapid.IntRange(0, 3).Draw(t, "present_"+f) > 0 {
+				m[f] = valueGen(depth).Draw(t, "val_"+f)
+			}
+		}
+		return m
+	})
+}
+
+func TestFastPathMatchesCEL(t *testing.T) {
+	fast, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := NewCompiler(WithoutFastPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		src := condGen(3).Draw(t, "cond")
+		fc, err := fast.Condition(src)
+		if err != nil {
+			t.Fatalf("compile %q: %v", src, err)
+		}
+		if !fc.FastPath() {
+			t.Fatalf("%q is not on the fast path", src)
+		}
+		sc, err := slow.Condition(src)
+		if err != nil {
+			t.Fatalf("compile %q without fast path: %v", src, err)
+		}
+		if sc.FastPath() {
+			t.Fatalf("WithoutFastPath compiled %q to the fast path", src)
+		}
+		for i := 0; i < 4; i++ {
+			ev := mapGen(2).Draw(t, "event")
+			fv, ferr := fc.Eval(ev, nil)
+			cv, cerr := sc.Eval(ev, nil)
+			if (ferr != nil) != (cerr != nil) || fv != cv {
+				t.Fatalf("%s on %#v:\nfast path: %v, %v\nCEL:       %v, %v", src, ev, fv, ferr, cv, cerr)
+			}
+			// The raw fast evaluator too: when it does not fall back it
+			// must agree by itself.
+			rv, rerr := fc.fast(ev)
+			if rerr != errFallback && ((rerr != nil) != (cerr != nil) || rv != cv) {
+				t.Fatalf("%s on %#v:\nraw fast path: %v, %v\nCEL:           %v, %v", src, ev, rv, rerr, cv, cerr)
+			}
+		}
+	})
+}
+
+func TestFastPathSubset(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		src  string
+		fast bool
+	}{
+		{`e.type == "LOGIN"`, true},
+		{`e.a.b.c != 1.5`, true},
+		{`5 < e.n`, true},
+		{`e["x"].y >= -3`, true},
+		{`e.t in ["a", "b", 1, null]`, true},
+		{`has(e.a) && e.a.b`, true},
+		{`!(e.a == 1) || false`, true},
+		{`true`, true},
+		{`e.a == e.b`, false},
+		{`e.a + 1 == 2`, false},
+		{`e.a == 1u`, false},
+		{`e.s.startsWith("x")`, false},
+		{`size(e.s) > 1`, false},
+		{`events("a").size() > 0`, false},
+		{`e.a in e.b`, false},
+		{`e.a in {"x": 1}`, false},
+		{`1 == 1`, false},
+		{`e.m[1] == 1`, false},
+		{`e.l.exists(x, x == 1)`, false},
+	} {
+		cond, err := c.Condition(tc.src)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		if cond.FastPath() != tc.fast {
+			t.Errorf("%s: FastPath() = %v, want %v", tc.src, cond.FastPath(), tc.fast)
+		}
+	}
+}

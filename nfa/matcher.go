@@ -1,0 +1,343 @@
+package nfa
+
+import (
+	"container/heap"
+	"fmt"
+
+	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/watermark"
+)
+
+// Input is one event: its decoded JSON object and its original bytes (which
+// are what output records carry).
+type Input struct {
+	Data expr.Event
+	Raw  []byte
+}
+
+// Stats are a Matcher's counters. They are part of neither output nor state.
+type Stats struct {
+	Events          uint64 // events accepted (not late)
+	Late            uint64
+	Matches         uint64
+	Timeouts        uint64
+	ConditionErrors uint64 // condition evaluations that failed and counted as false
+	EmitErrors      uint64
+}
+
+// Matcher runs one Pattern over one stream of events, for every key. It is
+// Flink's CepOperator in one value: events are buffered per key until the
+// watermark passes them, then fed to the key's automaton in event-time order
+// (ties in arrival order); windows time out as the watermark advances.
+//
+// A Matcher is a pure step function: it does no IO, reads no clock and starts
+// no goroutines; time comes only from event timestamps, watermarks and the
+// processing-time ticks that the caller passes in. It is not safe for
+// concurrent use: one owner drives it.
+type Matcher struct {
+	p     *Pattern
+	keys  map[string]*keyState
+	gen   *watermark.Generator
+	wm    int64 // current event-time watermark, or processing time
+	timer timerHeap
+	stats Stats
+
+	// AutoWatermark: when true (the default) the watermark follows the
+	// events (max seen − outOfOrderness − 1); when false only Watermark
+	// calls advance it, as in a cluster where the leader logs watermarks.
+	AutoWatermark bool
+
+	// per-event scratch
+	cacheGen   []uint32
+	cacheVal   []bool
+	gen32      uint32
+	stateStack []*cstate
+	out        []Record
+}
+
+// NewMatcher returns a Matcher for p with no state.
+func NewMatcher(p *Pattern) *Matcher {
+	m := &Matcher{
+		p:             p,
+		keys:          map[string]*keyState{},
+		gen:           watermark.NewGenerator(p.ooo),
+		wm:            watermark.MinTime,
+		AutoWatermark: true,
+		cacheGen:      make([]uint32, len(p.leaves)),
+		cacheVal:      make([]bool, len(p.leaves)),
+	}
+	if p.time == nil {
+		m.wm = 0 // processing time starts at 0 and moves with ticks
+	}
+	return m
+}
+
+// Pattern returns the compiled pattern.
+func (m *Matcher) Pattern() *Pattern { return m.p }
+
+// Stats returns the counters.
+func (m *Matcher) Stats() Stats { return m.stats }
+
+// CurrentWatermark is the event-time watermark (or processing time).
+func (m *Matcher) CurrentWatermark() int64 { return m.wm }
+
+// Keys is the number of keys holding state.
+func (m *Matcher) Keys() int { return len(m.keys) }
+
+// KeyState reports, for one key, the number of partial matches that hold
+// events and the number of events stored (shared buffer plus those waiting
+// for the watermark).
+func (m *Matcher) KeyState(key string) (partialMatches, bufferedEvents int) {
+	ks := m.keys[key]
+	if ks == nil {
+		return 0, 0
+	}
+	return ks.partialCount(), len(ks.events) + ks.queue.Len()
+}
+
+// Totals sums KeyState over all keys.
+func (m *Matcher) Totals() (partialMatches, bufferedEvents int) {
+	for _, ks := range m.keys {
+		p, b := ks.partialCount(), len(ks.events)+ks.queue.Len()
+		partialMatches += p
+		bufferedEvents += b
+	}
+	return
+}
+
+// KeyOf evaluates the pattern's key expression ("" without one).
+func (m *Matcher) KeyOf(in Input) (string, error) {
+	if m.p.key == nil {
+		return "", nil
+	}
+	v, err := m.p.key.Eval(in.Data, nil)
+	if err != nil {
+		return "", fmt.Errorf("key %s: %s", m.p.spec.Key, oneLine(err.Error()))
+	}
+	k, err := expr.KeyString(v)
+	if err != nil {
+		return "", fmt.Errorf("key %s: %s", m.p.spec.Key, oneLine(err.Error()))
+	}
+	return k, nil
+}
+
+// TimeOf evaluates the pattern's time expression. Without one, it returns
+// the current processing time.
+func (m *Matcher) TimeOf(in Input) (int64, error) {
+	if m.p.time == nil {
+		return m.wm, nil
+	}
+	v, err := m.p.time.Eval(in.Data, nil)
+	if err != nil {
+		return 0, fmt.Errorf("time %s: %s", m.p.spec.Time, oneLine(err.Error()))
+	}
+	ts, err := expr.TimeMillis(v)
+	if err != nil {
+		return 0, fmt.Errorf("time %s: %s", m.p.spec.Time, oneLine(err.Error()))
+	}
+	return ts, nil
+}
+
+// Event feeds one event. It returns the records produced (which stay valid
+// until the next call); an error means the event's key or time could not be
+// computed, and nothing changed.
+func (m *Matcher) Event(in Input) ([]Record, error) {
+	key, err := m.KeyOf(in)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := m.TimeOf(in)
+	if err != nil {
+		return nil, err
+	}
+	return m.EventAt(key, ts, in), nil
+}
+
+// EventAt feeds one event whose key and time are already known.
+func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
+	m.out = m.out[:0]
+	if m.p.time == nil {
+		// processing time: no buffering, the event is processed now
+		ks := m.keyState(key)
+		m.stats.Events++
+		m.timeAdvance(ks, m.wm)
+		m.processOne(ks, m.wm, in)
+		m.reschedule(ks)
+		return m.out
+	}
+	if ts <= m.wm {
+		m.stats.Late++
+		m.out = append(m.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw})
+		return m.out
+	}
+	m.stats.Events++
+	ks := m.keyState(key)
+	ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw})
+	m.reschedule(ks)
+	if m.AutoWatermark {
+		if wm, adv := m.gen.Observe(ts); adv {
+			m.advance(wm)
+		}
+	}
+	return m.out
+}
+
+// Watermark advances event time (or processing time, for a pattern without
+// a time expression) to wm and returns what that produces. A watermark that
+// does not advance is ignored.
+func (m *Matcher) Watermark(wm int64) []Record {
+	m.out = m.out[:0]
+	if m.p.time != nil {
+		m.gen.Advance(wm)
+		wm = m.gen.Current()
+	}
+	m.advance(wm)
+	return m.out
+}
+
+// Finish ends a bounded input: every buffered event is processed and, when
+// final is true, time advances to +infinity, so partial matches with a window
+// time out (and notFollowedBy-at-end matches complete).
+func (m *Matcher) Finish(final bool) []Record {
+	m.out = m.out[:0]
+	if m.p.time != nil && m.gen.MaxTimestamp() > m.wm {
+		m.gen.Advance(m.gen.MaxTimestamp())
+		m.advance(m.gen.Current())
+	}
+	if final {
+		if m.p.time != nil {
+			m.gen.Advance(watermark.MaxTime)
+		}
+		m.advance(watermark.MaxTime)
+	}
+	return m.out
+}
+
+func (m *Matcher) keyState(key string) *keyState {
+	ks := m.keys[key]
+	if ks == nil {
+		ks = newKeyState(m.p, key)
+		m.keys[key] = ks
+	}
+	return ks
+}
+
+func (m *Matcher) advance(wm int64) {
+	if wm <= m.wm {
+		return
+	}
+	m.wm = wm
+	for len(m.timer) > 0 && m.timer[0].due <= wm {
+		t := heap.Pop(&m.timer).(timerEntry)
+		ks := t.ks
+		if !ks.scheduled || ks.due != t.due || m.keys[ks.key] != ks {
+			continue // stale entry
+		}
+		ks.scheduled = false
+		m.fire(ks, wm)
+	}
+}
+
+// fire runs a key up to watermark wm: Flink's CepOperator.onEventTime.
+func (m *Matcher) fire(ks *keyState, wm int64) {
+	for ks.queue.Len() > 0 {
+		t, _ := ks.queue.MinTime()
+		if t > wm {
+			break
+		}
+		m.timeAdvance(ks, t)
+		ks.queue.PopUpTo(t, func(ts int64, q queued) {
+			m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw})
+		})
+	}
+	m.timeAdvance(ks, wm)
+	m.reschedule(ks)
+}
+
+func (m *Matcher) processOne(ks *keyState, ts int64, in Input) {
+	ev := &event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw}
+	ks.nextSeq++
+	for _, p := range m.processEvent(ks, ev) {
+		m.emitMatch(ks, p)
+	}
+}
+
+func (m *Matcher) timeAdvance(ks *keyState, now int64) {
+	matches, tos := m.advanceTime(ks, now)
+	for _, p := range matches {
+		m.emitMatch(ks, p)
+	}
+	for _, t := range tos {
+		m.stats.Timeouts++
+		r := Record{Type: "timeout", Pattern: m.p.spec.Name, Key: ks.key, TimeoutAt: t.at, Events: m.stageEvents(t.p)}
+		if len(t.p) > 0 {
+			r.Start = t.p[0].ev.ts
+		}
+		m.out = append(m.out, r)
+	}
+}
+
+// reschedule computes when the key next needs attention, or drops its state
+// when it holds nothing.
+func (m *Matcher) reschedule(ks *keyState) {
+	due := maxInt64
+	if ks.queue.Len() > 0 {
+		due, _ = ks.queue.MinTime()
+	}
+	for _, c := range ks.partial.a {
+		st := m.p.states[c.state]
+		if st.start {
+			continue
+		}
+		if m.p.windowTime > 0 {
+			due = min(due, satAdd(c.startTs, m.p.windowTime))
+		}
+		if st.hasWindow && st.window > 0 {
+			due = min(due, satAdd(c.prevTs, st.window))
+		}
+	}
+	if due == maxInt64 && ks.queue.Len() == 0 {
+		ks.scheduled = false
+		if ks.idle() {
+			delete(m.keys, ks.key)
+		}
+		return
+	}
+	if ks.scheduled && ks.due == due {
+		return
+	}
+	ks.due, ks.scheduled = due, true
+	heap.Push(&m.timer, timerEntry{due: due, ks: ks})
+}
+
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > maxInt64-b {
+		return maxInt64
+	}
+	return a + b
+}
+
+type timerEntry struct {
+	due int64
+	ks  *keyState
+}
+
+// timerHeap orders keys by due time, then by key, so that the order in which
+// keys fire (and so the order of output records) is deterministic.
+type timerHeap []timerEntry
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].due != h[j].due {
+		return h[i].due < h[j].due
+	}
+	return h[i].ks.key < h[j].ks.key
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timerEntry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,262 @@
+package nfa
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/cepcluster/cep/nfa/expr"
+)
+
+type skipKind uint8
+
+const (
+	skipNone skipKind = iota
+	skipToNext
+	skipPastLast
+	skipToFirst
+	skipToLast
+)
+
+type skipStrategy struct {
+	kind  skipKind
+	stage string
+}
+
+func parseSkip(s string) (skipStrategy, error) {
+	switch {
+	case s == "" || s == "noSkip":
+		return skipStrategy{kind: skipNone}, nil
+	case s == "skipToNext":
+		return skipStrategy{kind: skipToNext}, nil
+	case s == "skipPastLastEvent":
+		return skipStrategy{kind: skipPastLast}, nil
+	case strings.HasPrefix(s, "skipToFirst:"):
+		return skipStrategy{kind: skipToFirst, stage: strings.TrimPrefix(s, "skipToFirst:")}, nil
+	case strings.HasPrefix(s, "skipToLast:"):
+		return skipStrategy{kind: skipToLast, stage: strings.TrimPrefix(s, "skipToLast:")}, nil
+	}
+	return skipStrategy{}, fmt.Errorf("unknown skip strategy %q (want noSkip, skipToNext, skipPastLastEvent, skipToFirst:STAGE or skipToLast:STAGE)", s)
+}
+
+// pruningID is the event relative to which a skip strategy prunes after a
+// match (Flink's AfterMatchSkipStrategy.getPruningId); nil means no pruning.
+func (s skipStrategy) pruningID(p *Pattern, paths []path) *event {
+	var id *event
+	for _, pa := range paths {
+		var cand *event
+		switch s.kind {
+		case skipNone:
+			return nil
+		case skipToNext:
+			if len(pa) > 0 {
+				cand = pa[0].ev
+			}
+			if cand != nil && (id == nil || cmpEvent(cand, id) < 0) {
+				id = cand
+			}
+			continue
+		case skipPastLast:
+			if len(pa) > 0 {
+				cand = pa[len(pa)-1].ev
+			}
+		case skipToFirst, skipToLast:
+			for _, n := range pa {
+				if p.stageNames[n.key.stage] == s.stage {
+					cand = n.ev
+					if s.kind == skipToFirst {
+						break
+					}
+				}
+			}
+		}
+		if cand != nil && (id == nil || cmpEvent(cand, id) > 0) {
+			id = cand
+		}
+	}
+	return id
+}
+
+// Pattern is a compiled pattern: its automaton, its CEL programs and its time
+// settings. A Pattern is immutable and may be shared by any number of
+// Matchers, including concurrently.
+type Pattern struct {
+	spec        *Spec
+	states      []*cstate
+	startStates []int
+	windowTime  int64
+	leaves      []leafInfo
+	stageNames  []string
+	stageOf     []int32 // state id → stage index
+	skip        skipStrategy
+	key         *expr.Value
+	time        *expr.Value
+	emit        []emitField
+	ooo         int64
+}
+
+type emitField struct {
+	name string
+	v    *expr.Value
+}
+
+// Name is the pattern's name.
+func (p *Pattern) Name() string { return p.spec.Name }
+
+// Spec returns the document the pattern was compiled from. Callers must not
+// modify it.
+func (p *Pattern) Spec() *Spec { return p.spec }
+
+// EventTime reports whether the pattern orders events by a time expression
+// (otherwise it runs in arrival order on processing time).
+func (p *Pattern) EventTime() bool { return p.time != nil }
+
+var (
+	compilerOnce   sync.Once
+	sharedCompiler *expr.Compiler
+	compilerErr    error
+)
+
+func exprCompiler() (*expr.Compiler, error) {
+	compilerOnce.Do(func() { sharedCompiler, compilerErr = expr.NewCompiler() })
+	return sharedCompiler, compilerErr
+}
+
+// Compile validates a spec and compiles it. Errors are *PatternError values
+// whose message is one line naming the stage and field.
+func Compile(s *Spec) (*Pattern, error) {
+	p, err := compile(s)
+	if err != nil {
+		if pe, ok := err.(*PatternError); ok && pe.Pattern == "" {
+			pe.Pattern = s.Name
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// CompileBytes parses (JSON or YAML) and compiles a pattern document.
+func CompileBytes(data []byte) (*Pattern, error) {
+	s, err := ParseSpec(data)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(s)
+}
+
+func compile(s *Spec) (*Pattern, error) {
+	if s.Name == "" {
+		return nil, perr("", "name", "a pattern needs a name")
+	}
+	if !nameRE.MatchString(s.Name) {
+		return nil, perr("", "name", "%q is not a valid name: use lower-case letters, digits and '-', at most 63 characters, starting with a letter or digit", s.Name)
+	}
+	ec, err := exprCompiler()
+	if err != nil {
+		return nil, err
+	}
+	b := &builder{conds: &condCompiler{c: ec}}
+	stages := s.Stages
+	if s.Within != nil && len(stages) > 0 {
+		// the top-level within is within() called on the last stage
+		last := stages[len(stages)-1]
+		if last.Within != nil {
+			return nil, perr(last.Name, "within", "both the pattern and its last stage set within; set it once")
+		}
+		last.Within = s.Within
+		last.WithinType = s.WithinType
+		stages = append(append([]Stage(nil), stages[:len(stages)-1]...), last)
+	} else if s.WithinType != "" {
+		return nil, perr("", "withinType", "withinType needs within")
+	}
+	chain, err := b.buildChain(stages, "")
+	if err != nil {
+		return nil, err
+	}
+	skip, err := parseSkip(s.Skip)
+	if err != nil {
+		return nil, perr("", "skip", "%v", err)
+	}
+	c := newCompiler(chain)
+	if err := c.compile(skip.stage); err != nil {
+		return nil, err
+	}
+	p := &Pattern{spec: s, leaves: b.conds.leaves, skip: skip}
+	if c.hasWindow {
+		p.windowTime = c.windowTime
+	}
+	stageIdx := map[string]int32{}
+	for i, st := range c.states {
+		st.id = i
+		p.states = append(p.states, st)
+		if st.start {
+			p.startStates = append(p.startStates, i)
+		}
+		idx, ok := stageIdx[st.stage]
+		if !ok {
+			idx = int32(len(p.stageNames))
+			stageIdx[st.stage] = idx
+			p.stageNames = append(p.stageNames, st.stage)
+		}
+		p.stageOf = append(p.stageOf, idx)
+	}
+	if s.Key != "" {
+		if p.key, err = ec.Value(s.Key); err != nil {
+			return nil, perr("", "key", "%v", err)
+		}
+	}
+	if s.Time != "" {
+		if p.time, err = ec.Value(s.Time); err != nil {
+			return nil, perr("", "time", "%v", err)
+		}
+	}
+	if s.OutOfOrderness != nil {
+		p.ooo = s.OutOfOrderness.Millis
+	}
+	names := make([]string, 0, len(s.Emit))
+	for k := range s.Emit {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		v, err := ec.Value(s.Emit[k])
+		if err != nil {
+			return nil, perr("", "emit."+k, "%v", err)
+		}
+		p.emit = append(p.emit, emitField{name: k, v: v})
+	}
+	return p, nil
+}
+
+// Describe prints the automaton, one state per line, for debugging and tests.
+func (p *Pattern) Describe() string {
+	var sb strings.Builder
+	for _, s := range p.states {
+		kind := [...]string{"normal", "final", "stop", "pending"}[s.typ]
+		if s.start {
+			kind += ",start"
+		}
+		fmt.Fprintf(&sb, "%s (%s)", s.name, kind)
+		if s.hasWindow {
+			fmt.Fprintf(&sb, " window=%d", s.window)
+		}
+		sb.WriteString("\n")
+		for _, t := range s.trans {
+			fmt.Fprintf(&sb, "  %s -> %s if %s\n", [...]string{"take", "ignore", "proceed"}[t.action], t.target.name, p.condString(t.cond))
+		}
+	}
+	return sb.String()
+}
+
+func (p *Pattern) condString(c *cond) string {
+	switch c.op {
+	case cTrue:
+		return "true"
+	case cNot:
+		return "!(" + p.condString(c.x) + ")"
+	case cAnd:
+		return "(" + p.condString(c.x) + " && " + p.condString(c.y) + ")"
+	}
+	return p.leaves[c.leaf].src
+}

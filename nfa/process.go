@@ -1,0 +1,329 @@
+package nfa
+
+import (
+	"github.com/cepcluster/cep/nfa/expr"
+)
+
+// evalCtx is the condition context of one partial match while one event is
+// tested (Flink's ConditionContext). It materialises the partial match only
+// when a condition calls events().
+type evalCtx struct {
+	m       *Matcher
+	cs      *compState
+	ev      *event
+	matched map[string][]expr.Event
+	done    bool
+}
+
+// EventsFor implements expr.Ctx.
+func (c *evalCtx) EventsFor(stage string) []expr.Event {
+	if !c.done {
+		c.done = true
+		if p := currentMatch(c.cs); len(p) > 0 {
+			c.matched = map[string][]expr.Event{}
+			for _, n := range p {
+				name := c.m.p.stageNames[n.key.stage]
+				c.matched[name] = append(c.matched[name], n.ev.data)
+			}
+		}
+	}
+	return c.matched[stage]
+}
+
+func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
+	switch c.op {
+	case cTrue:
+		return true
+	case cNot:
+		return !m.check(c.x, ctx)
+	case cAnd:
+		return m.check(c.x, ctx) && m.check(c.y, ctx)
+	}
+	l := &m.p.leaves[c.leaf]
+	if !l.usesEvents {
+		if m.cacheGen[c.leaf] == m.gen32 {
+			return m.cacheVal[c.leaf]
+		}
+	}
+	ok, err := l.prog.Eval(ctx.ev.data, ctx)
+	if err != nil {
+		m.stats.ConditionErrors++
+		ok = false
+	}
+	if !l.usesEvents {
+		m.cacheGen[c.leaf] = m.gen32
+		m.cacheVal[c.leaf] = ok
+	}
+	return ok
+}
+
+type outgoing struct {
+	edges       []*transition
+	totalTake   int
+	totalIgnore int
+}
+
+// decisionGraph collects the TAKE and IGNORE transitions reachable from the
+// partial match's state through PROCEED transitions whose conditions hold.
+func (m *Matcher) decisionGraph(ctx *evalCtx, cur *cstate) outgoing {
+	var out outgoing
+	stack := m.stateStack[:0]
+	stack = append(stack, cur)
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range s.trans {
+			if !m.check(t.cond, ctx) {
+				continue
+			}
+			switch t.action {
+			case aProceed:
+				stack = append(stack, t.target)
+			default:
+				if !(t.action == aIgnore && t.target == cur) {
+					if t.action == aIgnore {
+						out.totalIgnore++
+					} else {
+						out.totalTake++
+					}
+				}
+				out.edges = append(out.edges, t)
+			}
+		}
+	}
+	m.stateStack = stack
+	return out
+}
+
+func (m *Matcher) finalAfterProceed(ctx *evalCtx, s *cstate) *cstate {
+	stack := []*cstate{s}
+	for len(stack) > 0 {
+		cur := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range cur.trans {
+			if t.action == aProceed && m.check(t.cond, ctx) {
+				if t.target.typ == stFinal {
+					return t.target
+				}
+				stack = append(stack, t.target)
+			}
+		}
+	}
+	return nil
+}
+
+func incSelf(ignore, take int) int {
+	if take == 0 && ignore == 0 {
+		return 0
+	}
+	return ignore + max(1, take)
+}
+
+func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startEv *event) []*compState {
+	ks.lock(prev)
+	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startEv: startEv})
+}
+
+func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compState {
+	cur := m.p.states[cs.state]
+	ctx := &evalCtx{m: m, cs: cs, ev: ev}
+	og := m.decisionGraph(ctx, cur)
+	takeToVisit := max(0, og.totalTake-1)
+	ignoreToVisit := og.totalIgnore
+	takeToSkip := max(0, og.totalTake-1)
+	var res []*compState
+	for _, e := range og.edges {
+		switch e.action {
+		case aIgnore:
+			if cur.start {
+				continue
+			}
+			var ver dewey
+			if e.target == cur {
+				ver = cs.ver.increase(incSelf(og.totalIgnore, og.totalTake))
+			} else {
+				ver = cs.ver.increase(takeToSkip + ignoreToVisit).addStage()
+				ignoreToVisit--
+			}
+			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startEv)
+		case aTake:
+			curVer := cs.ver.increase(takeToVisit)
+			nextVer := curVer.addStage()
+			takeToVisit--
+			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
+			startTs, startEv := cs.startTs, cs.startEv
+			if cur.start {
+				startTs, startEv = ev.ts, ev
+			}
+			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startEv)
+			if f := m.finalAfterProceed(ctx, e.target); f != nil {
+				res = ks.addCS(res, f, entry, nextVer, startTs, ev.ts, startEv)
+			}
+		}
+	}
+	if cur.start {
+		res = append(res, &compState{state: cs.state, ver: cs.ver.increase(incSelf(og.totalIgnore, og.totalTake)), startTs: -1, prevTs: -1})
+	}
+	ks.release(cs.prev)
+	return res
+}
+
+// processEvent feeds one event to the key's automaton and returns the
+// completed matches (Flink's NFA.process).
+func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
+	m.gen32++
+	if m.gen32 == 0 { // wrapped: clear the cache
+		clear(m.cacheGen)
+		m.gen32 = 1
+	}
+	var newPartial, potential csQueue
+	for _, cs := range ks.partial.a {
+		next := m.nextStates(ks, cs, ev)
+		discard := false
+		retain := next[:0]
+		for _, n := range next {
+			switch m.p.states[n.state].typ {
+			case stFinal:
+				potential.offer(n)
+			case stStop:
+				discard = true
+				ks.release(n.prev)
+			default:
+				retain = append(retain, n)
+			}
+		}
+		if discard {
+			for _, r := range retain {
+				ks.release(r.prev)
+			}
+		} else {
+			for _, r := range retain {
+				newPartial.offer(r)
+			}
+		}
+	}
+	out := m.emitCompleted(ks, &potential, &newPartial)
+	ks.partial = newPartial
+	return out
+}
+
+type timeout struct {
+	p  path
+	at int64
+}
+
+func timedOut(now, from, window int64) bool {
+	if window <= 0 {
+		return false
+	}
+	// now - from >= window without overflow
+	if from < 0 && now > maxInt64+from {
+		return true
+	}
+	return now-from >= window
+}
+
+// advanceTime discards partial matches whose windows have passed at time now
+// (Flink's NFA.advanceTime): it returns the timed-out partial matches and the
+// matches completed by pending notFollowedBy states.
+func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
+	var newPartial, potential csQueue
+	var tos []timeout
+	changed := false
+	for _, cs := range ks.partial.a {
+		st := m.p.states[cs.state]
+		if st.start {
+			newPartial.offer(cs)
+			continue
+		}
+		toPrev := st.hasWindow && timedOut(now, cs.prevTs, st.window)
+		toFirst := timedOut(now, cs.startTs, m.p.windowTime)
+		if !toPrev && !toFirst {
+			newPartial.offer(cs)
+			continue
+		}
+		changed = true
+		if st.typ == stPending {
+			potential.offer(cs)
+			continue
+		}
+		at := cs.startTs + m.p.windowTime
+		if toPrev {
+			at = cs.prevTs + st.window
+		}
+		tos = append(tos, timeout{p: currentMatch(cs), at: at})
+		ks.release(cs.prev)
+	}
+	if !changed {
+		return nil, nil
+	}
+	out := m.emitCompleted(ks, &potential, &newPartial)
+	ks.partial = newPartial
+	return out, tos
+}
+
+// emitCompleted is Flink's processMatchesAccordingToSkipStrategy: completed
+// matches leave in start order, and under a skip strategy only once no
+// earlier partial match can still complete; each emitted match prunes the
+// partial and completed matches its skip strategy rules out.
+func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []path {
+	for _, c := range potential.a {
+		ks.completed.offer(c)
+	}
+	var out []path
+	for {
+		earliest := ks.completed.peek()
+		if earliest == nil {
+			break
+		}
+		if m.p.skip.kind != skipNone {
+			if ep := partial.peek(); ep != nil && cmpCS(earliest, ep) > 0 {
+				break
+			}
+		}
+		ks.completed.poll()
+		paths := extract(earliest.prev, earliest.ver)
+		m.prune(ks, partial, paths)
+		m.prune(ks, &ks.completed, paths)
+		if len(paths) > 0 {
+			out = append(out, paths[0])
+		}
+		ks.release(earliest.prev)
+	}
+	return out
+}
+
+func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
+	pid := m.p.skip.pruningID(m.p, paths)
+	if pid == nil {
+		return
+	}
+	inclusive := m.p.skip.kind == skipToNext || m.p.skip.kind == skipPastLast
+	drop := func(c *compState) bool {
+		if c.startEv == nil {
+			return false
+		}
+		d := cmpEvent(c.startEv, pid)
+		return d < 0 || (inclusive && d == 0)
+	}
+	for _, c := range q.a {
+		if drop(c) {
+			ks.release(c.prev)
+		}
+	}
+	q.removeIf(drop)
+}
+
+func cmpEvent(a, b *event) int {
+	switch {
+	case a.ts < b.ts:
+		return -1
+	case a.ts > b.ts:
+		return 1
+	case a.seq < b.seq:
+		return -1
+	case a.seq > b.seq:
+		return 1
+	}
+	return 0
+}

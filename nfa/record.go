@@ -1,0 +1,197 @@
+package nfa
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"github.com/cepcluster/cep/nfa/expr"
+)
+
+// Record is one output record of pattern-v1: a match, a timed-out partial
+// match, or a late event. Its JSON form keeps stage order and the original
+// event bytes.
+type Record struct {
+	Type      string // "match", "timeout" or "late"
+	ID        string // deterministic id, set in cluster mode
+	Pattern   string
+	Key       string
+	Start     int64 // first event's time (match, timeout)
+	End       int64 // last event's time (match)
+	TimeoutAt int64 // timeout
+	Events    []StageEvents
+	Fields    []Field
+	Event     []byte // the late event
+}
+
+// StageEvents are the events one stage accepted, in order.
+type StageEvents struct {
+	Stage  string
+	Events [][]byte
+}
+
+// Field is one emitted field of a match.
+type Field struct {
+	Name  string
+	Value any
+}
+
+// EventsOf returns the events of one stage.
+func (r *Record) EventsOf(stage string) [][]byte {
+	for _, s := range r.Events {
+		if s.Stage == stage {
+			return s.Events
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes the record in the field order of pattern-v1.md.
+func (r Record) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
+
+// AppendJSON appends the record's JSON to b.
+func (r *Record) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"type":`...)
+	b = strconv.AppendQuote(b, r.Type)
+	if r.ID != "" {
+		b = append(b, `,"id":`...)
+		b = strconv.AppendQuote(b, r.ID)
+	}
+	b = append(b, `,"pattern":`...)
+	b = appendJSONString(b, r.Pattern)
+	b = append(b, `,"key":`...)
+	b = appendJSONString(b, r.Key)
+	switch r.Type {
+	case "late":
+		b = append(b, `,"event":`...)
+		b = appendRaw(b, r.Event)
+		return append(b, '}'), nil
+	case "timeout":
+		b = append(b, `,"start":`...)
+		b = strconv.AppendInt(b, r.Start, 10)
+		b = append(b, `,"timeoutAt":`...)
+		b = strconv.AppendInt(b, r.TimeoutAt, 10)
+	default:
+		b = append(b, `,"start":`...)
+		b = strconv.AppendInt(b, r.Start, 10)
+		b = append(b, `,"end":`...)
+		b = strconv.AppendInt(b, r.End, 10)
+	}
+	b = append(b, `,"events":{`...)
+	for i, s := range r.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s.Stage)
+		b = append(b, `:[`...)
+		for j, e := range s.Events {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendRaw(b, e)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, '}')
+	if len(r.Fields) > 0 {
+		b = append(b, `,"fields":{`...)
+		for i, f := range r.Fields {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, f.Name)
+			b = append(b, ':')
+			v, err := json.Marshal(f.Value)
+			if err != nil {
+				v = []byte("null")
+			}
+			b = append(b, v...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}'), nil
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	v, _ := json.Marshal(s)
+	return append(b, v...)
+}
+
+func appendRaw(b, raw []byte) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return append(b, "null"...)
+	}
+	if bytes.IndexByte(raw, '\n') >= 0 {
+		var buf bytes.Buffer
+		if json.Compact(&buf, raw) == nil {
+			return append(b, buf.Bytes()...)
+		}
+	}
+	return append(b, raw...)
+}
+
+func rawOf(ev *event) []byte {
+	if len(ev.raw) > 0 {
+		return ev.raw
+	}
+	b, err := json.Marshal(ev.data)
+	if err != nil {
+		return []byte("null")
+	}
+	return b
+}
+
+func (m *Matcher) stageEvents(p path) []StageEvents {
+	var out []StageEvents
+	idx := map[int32]int{}
+	for _, n := range p {
+		i, ok := idx[n.key.stage]
+		if !ok {
+			i = len(out)
+			idx[n.key.stage] = i
+			out = append(out, StageEvents{Stage: m.p.stageNames[n.key.stage]})
+		}
+		out[i].Events = append(out[i].Events, rawOf(n.ev))
+	}
+	return out
+}
+
+type matchCtx struct {
+	m *Matcher
+	p path
+}
+
+func (c matchCtx) EventsFor(stage string) []expr.Event {
+	var out []expr.Event
+	for _, n := range c.p {
+		if c.m.p.stageNames[n.key.stage] == stage {
+			out = append(out, n.ev.data)
+		}
+	}
+	return out
+}
+
+func (m *Matcher) emitMatch(ks *keyState, p path) {
+	m.stats.Matches++
+	r := Record{Type: "match", Pattern: m.p.spec.Name, Key: ks.key, Events: m.stageEvents(p)}
+	if len(p) > 0 {
+		r.Start, r.End = p[0].ev.ts, p[len(p)-1].ev.ts
+	}
+	if len(m.p.emit) > 0 {
+		var last expr.Event
+		if len(p) > 0 {
+			last = p[len(p)-1].ev.data
+		}
+		ctx := matchCtx{m: m, p: p}
+		for _, f := range m.p.emit {
+			v, err := f.v.Eval(last, ctx)
+			if err != nil {
+				m.stats.EmitErrors++
+				v = nil
+			}
+			r.Fields = append(r.Fields, Field{Name: f.name, Value: v})
+		}
+	}
+	m.out = append(m.out, r)
+}

@@ -1,0 +1,123 @@
+package nfa
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/cepcluster/cep/nfa/expr"
+)
+
+// Runner drives several patterns side by side over one bounded input of JSON
+// lines, the way `cepctl run` does: each line is an event object or a
+// {"$watermark": T} marker. It does no IO itself; the caller reads lines and
+// writes records.
+type Runner struct {
+	matchers []*Matcher
+	line     int
+	out      []Record
+}
+
+// NewRunner returns a Runner for the given patterns, in order.
+func NewRunner(patterns ...*Pattern) *Runner {
+	r := &Runner{}
+	for _, p := range patterns {
+		r.matchers = append(r.matchers, NewMatcher(p))
+	}
+	return r
+}
+
+// Matchers returns the runner's matchers, one per pattern.
+func (r *Runner) Matchers() []*Matcher { return r.matchers }
+
+// InputError is a bad input line.
+type InputError struct {
+	Line int
+	Err  error
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("input line %d: %s", e.Line, oneLine(e.Err.Error())) }
+
+// Unwrap returns the reason.
+func (e *InputError) Unwrap() error { return e.Err }
+
+// ParseLine decodes one input line: an event, or a watermark marker (isWM).
+func ParseLine(line []byte) (in Input, wm int64, isWM bool, err error) {
+	line = bytes.TrimSpace(line)
+	data, err := expr.DecodeEvent(line)
+	if err != nil {
+		return Input{}, 0, false, err
+	}
+	if v, ok := data["$watermark"]; ok {
+		if len(data) != 1 {
+			return Input{}, 0, false, errors.New(`a watermark line has only the "$watermark" field`)
+		}
+		switch t := v.(type) {
+		case int64:
+			return Input{}, t, true, nil
+		case float64:
+			if t == math.Trunc(t) && math.Abs(t) < 1<<62 {
+				return Input{}, int64(t), true, nil
+			}
+		}
+		return Input{}, 0, false, fmt.Errorf(`"$watermark" must be an integer of milliseconds, got %s`, mustJSON(v))
+	}
+	return Input{Data: data, Raw: append([]byte(nil), line...)}, 0, false, nil
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// Line feeds one input line (blank lines are skipped). On error nothing was
+// applied; the error names the line number.
+func (r *Runner) Line(line []byte) ([]Record, error) {
+	r.line++
+	r.out = r.out[:0]
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil, nil
+	}
+	in, wm, isWM, err := ParseLine(line)
+	if err != nil {
+		return nil, &InputError{Line: r.line, Err: err}
+	}
+	if isWM {
+		for _, m := range r.matchers {
+			r.out = append(r.out, m.Watermark(wm)...)
+		}
+		return r.out, nil
+	}
+	// compute every pattern's key and time first, so a bad event changes nothing
+	type kt struct {
+		key string
+		ts  int64
+	}
+	kts := make([]kt, len(r.matchers))
+	for i, m := range r.matchers {
+		k, err := m.KeyOf(in)
+		if err != nil {
+			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
+		}
+		ts, err := m.TimeOf(in)
+		if err != nil {
+			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
+		}
+		kts[i] = kt{k, ts}
+	}
+	for i, m := range r.matchers {
+		r.out = append(r.out, m.EventAt(kts[i].key, kts[i].ts, in)...)
+	}
+	return r.out, nil
+}
+
+// Finish ends the input (see Matcher.Finish).
+func (r *Runner) Finish(final bool) []Record {
+	r.out = r.out[:0]
+	for _, m := range r.matchers {
+		r.out = append(r.out, m.Finish(final)...)
+	}
+	return r.out
+}

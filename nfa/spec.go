@@ -1,0 +1,222 @@
+package nfa
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Spec is a pattern document of pattern-v1 (see the project's spec). Field
+// names follow Flink CEP's Pattern API. A Spec is plain data: Compile turns it
+// into a Pattern that can run.
+type Spec struct {
+	Name           string    `json:"name"`
+	Source         Sources   `json:"source,omitempty"`
+	Key            string    `json:"key,omitempty"`
+	Time           string    `json:"time,omitempty"`
+	OutOfOrderness *Duration `json:"outOfOrderness,omitempty"`
+	IdleTimeout    *Duration `json:"idleTimeout,omitempty"`
+	MaxDrift       *Duration `json:"maxDrift,omitempty"`
+	Within         *Duration `json:"within,omitempty"`
+	WithinType     string    `json:"withinType,omitempty"`
+	Skip           string    `json:"skip,omitempty"`
+	// Emit maps output field names to CEL expressions evaluated once per match.
+	Emit   map[string]string `json:"emit,omitempty"`
+	Stages []Stage           `json:"stages"`
+}
+
+// Stage is one element of the pattern sequence, or a group of them.
+type Stage struct {
+	Name              string    `json:"name"`
+	Where             string    `json:"where,omitempty"`
+	Contiguity        string    `json:"contiguity,omitempty"`
+	Times             *Times    `json:"times,omitempty"`
+	TimesOrMore       *int      `json:"timesOrMore,omitempty"`
+	OneOrMore         bool      `json:"oneOrMore,omitempty"`
+	Optional          bool      `json:"optional,omitempty"`
+	Greedy            bool      `json:"greedy,omitempty"`
+	Consecutive       bool      `json:"consecutive,omitempty"`
+	AllowCombinations bool      `json:"allowCombinations,omitempty"`
+	Until             string    `json:"until,omitempty"`
+	Window            *Duration `json:"window,omitempty"`
+	Within            *Duration `json:"within,omitempty"`
+	WithinType        string    `json:"withinType,omitempty"`
+	Group             []Stage   `json:"group,omitempty"`
+}
+
+// Times is `times: n` or `times: [from, to]`.
+type Times struct {
+	From, To int
+}
+
+// UnmarshalJSON accepts an integer or a two-element array.
+func (t *Times) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		t.From, t.To = n, n
+		return nil
+	}
+	var arr []int
+	if err := json.Unmarshal(b, &arr); err != nil || len(arr) != 2 {
+		return errors.New("want an integer or [from, to]")
+	}
+	t.From, t.To = arr[0], arr[1]
+	return nil
+}
+
+// MarshalJSON writes n or [from, to].
+func (t Times) MarshalJSON() ([]byte, error) {
+	if t.From == t.To {
+		return json.Marshal(t.From)
+	}
+	return json.Marshal([]int{t.From, t.To})
+}
+
+// Sources is `source: name` or `source: [a, b]`.
+type Sources []string
+
+// UnmarshalJSON accepts a string or a list of strings.
+func (s *Sources) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = Sources{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("want a source name or a list of names")
+	}
+	*s = many
+	return nil
+}
+
+// Duration is a duration in milliseconds, written as a Go/Flink-style
+// duration string ("5m", "3s", "250ms") or an integer number of milliseconds.
+type Duration struct{ Millis int64 }
+
+// UnmarshalJSON accepts "5m" style strings and integer milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	ms, err := parseDuration(b)
+	if err != nil {
+		return err
+	}
+	d.Millis = ms
+	return nil
+}
+
+// MarshalJSON writes integer milliseconds.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Millis) }
+
+func parseDuration(b []byte) (int64, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return 0, err
+		}
+		s = strings.TrimSpace(s)
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if n < 0 {
+				return 0, fmt.Errorf("negative duration %q", s)
+			}
+			return n, nil
+		}
+		// Go durations have no day unit; accept "2d" as a convenience.
+		if strings.HasSuffix(s, "d") {
+			if n, err := strconv.ParseInt(strings.TrimSuffix(s, "d"), 10, 64); err == nil && n >= 0 && n < math.MaxInt64/86400000 {
+				return n * 86400000, nil
+			}
+		}
+		dur, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q (want e.g. \"5m\", \"3s\", \"250ms\" or integer milliseconds)", s)
+		}
+		if dur < 0 {
+			return 0, fmt.Errorf("negative duration %q", s)
+		}
+		return dur.Milliseconds(), nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return 0, fmt.Errorf("bad duration %s (want e.g. \"5m\" or integer milliseconds)", string(b))
+	}
+	if f < 0 || f != math.Trunc(f) || f > 1e15 {
+		return 0, fmt.Errorf("bad duration %s (want a non-negative integer of milliseconds)", string(b))
+	}
+	return int64(f), nil
+}
+
+// ParseSpec reads a pattern document from JSON or YAML. Unknown fields are
+// rejected so that a misspelt field does not silently change a pattern. The
+// result is not validated; Compile validates.
+func ParseSpec(data []byte) (*Spec, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, errors.New("pattern: empty document")
+	}
+	js := trimmed
+	if trimmed[0] != '{' {
+		var err error
+		js, err = yaml.YAMLToJSON(trimmed)
+		if err != nil {
+			return nil, fmt.Errorf("pattern: %s", oneLine(err.Error()))
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("pattern: %s", describeJSONError(js, err))
+	}
+	if dec.More() {
+		return nil, errors.New("pattern: more than one document")
+	}
+	return &s, nil
+}
+
+func describeJSONError(doc []byte, err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := lineCol(doc, se.Offset)
+		return fmt.Sprintf("syntax error at line %d, column %d: %s", line, col, se.Error())
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q: want %s, got %s", te.Field, te.Type.String(), te.Value)
+	}
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "json: ")
+	return oneLine(msg)
+}
+
+func lineCol(doc []byte, off int64) (int, int) {
+	if off > int64(len(doc)) {
+		off = int64(len(doc))
+	}
+	line, col := 1, 1
+	for _, c := range doc[:off] {
+		if c == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\r", " ")
+	s = strings.ReplaceAll(s, "\n", " ")
+	return strings.Join(strings.Fields(s), " ")
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
