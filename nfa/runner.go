@@ -38,7 +38,9 @@ type InputError struct {
 	Err  error
 }
 
-func (e *InputError) Error() string { return fmt.Sprintf("input line %d: %s", e.Line, oneLine(e.Err.Error())) }
+func (e *InputError) Error() string {
+	return fmt.Sprintf("input line %d: %s", e.Line, oneLine(e.Err.Error()))
+}
 
 // Unwrap returns the reason.
 func (e *InputError) Unwrap() error { return e.Err }

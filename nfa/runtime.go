@@ -57,7 +57,7 @@ type keyState struct {
 	nodes     map[nodeKey]*node
 	nextSeq   uint64
 	queue     watermark.Queue[queued] // events waiting for the watermark
-	due       int64 // when the matcher must next look at this key
+	due       int64                   // when the matcher must next look at this key
 	scheduled bool
 }
 
