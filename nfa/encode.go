@@ -1,0 +1,429 @@
+package nfa
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sort"
+
+	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/watermark"
+)
+
+// State encoding.
+//
+// A Matcher's state encodes to bytes that depend only on the state (keys in
+// sorted order, events and nodes by sequence number, queues in their array
+// order), so two matchers that saw the same input encode identically, and a
+// decoded matcher continues exactly as the original would. The layout is:
+//
+//	"CEPM" version(1) automaton-fingerprint(uvarint32) watermark(varint)
+//	generator(len-prefixed) keys(uvarint) key*
+//
+// and each key is:
+//
+//	key(string) nextSeq(uvarint) events nodes partial completed queue
+//
+// Reference counts are not stored: they are recomputed from the structure.
+
+const stateVersion = 1
+
+var stateMagic = []byte("CEPM")
+
+// ErrBadState is returned for state bytes that cannot be decoded.
+var ErrBadState = errors.New("nfa: bad state encoding")
+
+// Fingerprint identifies the compiled automaton; state can only be restored
+// into a pattern with the same fingerprint.
+func (p *Pattern) Fingerprint() uint32 { return crc32.ChecksumIEEE([]byte(p.Describe())) }
+
+// MarshalBinary encodes the matcher's whole state.
+func (m *Matcher) MarshalBinary() ([]byte, error) {
+	b := m.AppendHeader(nil)
+	keys := m.SortedKeys()
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = m.AppendKey(b, k)
+	}
+	return b, nil
+}
+
+// SortedKeys lists the keys that hold state, sorted.
+func (m *Matcher) SortedKeys() []string {
+	keys := make([]string, 0, len(m.keys))
+	for k := range m.keys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// AppendHeader appends the key-independent part of the state.
+func (m *Matcher) AppendHeader(b []byte) []byte {
+	b = append(b, stateMagic...)
+	b = append(b, stateVersion)
+	b = binary.AppendUvarint(b, uint64(m.p.Fingerprint()))
+	b = binary.AppendVarint(b, m.wm)
+	g, _ := m.gen.MarshalBinary()
+	b = appendBytes(b, g)
+	return b
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendDewey(b []byte, d dewey) []byte {
+	b = binary.AppendUvarint(b, uint64(len(d)))
+	for _, x := range d {
+		b = binary.AppendVarint(b, int64(x))
+	}
+	return b
+}
+
+func appendNodeRef(b []byte, n *node) []byte {
+	if n == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, n.key.seq)
+	return binary.AppendUvarint(b, uint64(n.key.stage))
+}
+
+func appendCS(b []byte, c *compState) []byte {
+	b = binary.AppendUvarint(b, uint64(c.state))
+	b = appendNodeRef(b, c.prev)
+	b = appendDewey(b, c.ver)
+	b = binary.AppendVarint(b, c.startTs)
+	b = binary.AppendVarint(b, c.prevTs)
+	if c.startEv == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	return binary.AppendUvarint(b, c.startEv.seq)
+}
+
+// AppendKey appends one key's state (nothing is appended for a key without
+// state other than an empty record).
+func (m *Matcher) AppendKey(b []byte, key string) []byte {
+	ks := m.keys[key]
+	if ks == nil {
+		ks = newKeyState(m.p, key)
+	}
+	b = appendBytes(b, []byte(key))
+	b = binary.AppendUvarint(b, ks.nextSeq)
+	seqs := make([]uint64, 0, len(ks.events))
+	for s := range ks.events {
+		seqs = append(seqs, s)
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	b = binary.AppendUvarint(b, uint64(len(seqs)))
+	for _, s := range seqs {
+		ev := ks.events[s]
+		b = binary.AppendUvarint(b, s)
+		b = binary.AppendVarint(b, ev.ts)
+		b = appendBytes(b, rawOf(ev))
+	}
+	nks := make([]nodeKey, 0, len(ks.nodes))
+	for k := range ks.nodes {
+		nks = append(nks, k)
+	}
+	sort.Slice(nks, func(i, j int) bool {
+		if nks[i].seq != nks[j].seq {
+			return nks[i].seq < nks[j].seq
+		}
+		return nks[i].stage < nks[j].stage
+	})
+	b = binary.AppendUvarint(b, uint64(len(nks)))
+	for _, k := range nks {
+		n := ks.nodes[k]
+		b = binary.AppendUvarint(b, k.seq)
+		b = binary.AppendUvarint(b, uint64(k.stage))
+		b = binary.AppendUvarint(b, uint64(len(n.edges)))
+		for _, e := range n.edges {
+			b = appendNodeRef(b, e.target)
+			b = appendDewey(b, e.ver)
+		}
+	}
+	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
+		b = binary.AppendUvarint(b, uint64(len(q.a)))
+		for _, c := range q.a {
+			b = appendCS(b, c)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(ks.queue.Len()))
+	ks.queue.Items(func(ts int64, q queued) {
+		b = binary.AppendVarint(b, ts)
+		raw := q.raw
+		if len(raw) == 0 {
+			raw = rawOf(&event{data: q.data})
+		}
+		b = appendBytes(b, raw)
+	})
+	return b
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrBadState, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("truncated")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("truncated")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) count(limit int) int {
+	n := d.uvarint()
+	if n > uint64(limit) || n > uint64(len(d.b)) {
+		d.fail("count %d too large", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.count(len(d.b))
+	if d.err != nil {
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) dewey() dewey {
+	n := d.count(1 << 16)
+	if n == 0 {
+		d.fail("empty version")
+		return nil
+	}
+	v := make(dewey, n)
+	for i := range v {
+		v[i] = int32(d.varint())
+	}
+	return v
+}
+
+// UnmarshalMatcher restores a matcher for p from MarshalBinary's bytes.
+func UnmarshalMatcher(p *Pattern, data []byte) (*Matcher, error) {
+	m := NewMatcher(p)
+	d := &decoder{b: data}
+	if err := m.readHeader(d); err != nil {
+		return nil, err
+	}
+	n := d.count(len(d.b))
+	for i := 0; i < n && d.err == nil; i++ {
+		m.readKey(d)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
+}
+
+func (m *Matcher) readHeader(d *decoder) error {
+	if !bytes.HasPrefix(d.b, stateMagic) {
+		return fmt.Errorf("%w: not matcher state", ErrBadState)
+	}
+	d.b = d.b[len(stateMagic):]
+	if v := d.byte(); v != stateVersion && d.err == nil {
+		return fmt.Errorf("%w: unknown version %d", ErrBadState, v)
+	}
+	if fp := d.uvarint(); d.err == nil && uint32(fp) != m.p.Fingerprint() {
+		return fmt.Errorf("%w: state is for a different version of pattern %q", ErrBadState, m.p.Name())
+	}
+	m.wm = d.varint()
+	g := d.bytes()
+	if d.err != nil {
+		return d.err
+	}
+	gen := watermark.NewGenerator(m.p.ooo)
+	if err := gen.UnmarshalBinary(g); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadState, err)
+	}
+	m.gen = gen
+	return nil
+}
+
+// RestoreKey decodes one key's state (as written by AppendKey) into m,
+// replacing any state the key had. It returns the bytes that follow it.
+func (m *Matcher) RestoreKey(data []byte) ([]byte, error) {
+	d := &decoder{b: data}
+	m.readKey(d)
+	return d.b, d.err
+}
+
+func (m *Matcher) readKey(d *decoder) {
+	key := string(d.bytes())
+	ks := &keyState{key: key, events: map[uint64]*event{}, nodes: map[nodeKey]*node{}}
+	ks.nextSeq = d.uvarint()
+	nev := d.count(len(d.b))
+	for i := 0; i < nev && d.err == nil; i++ {
+		seq := d.uvarint()
+		ts := d.varint()
+		raw := d.bytes()
+		if d.err != nil {
+			return
+		}
+		data, err := expr.DecodeEvent(raw)
+		if err != nil {
+			d.fail("event %d: %v", seq, err)
+			return
+		}
+		ks.events[seq] = &event{seq: seq, ts: ts, data: data, raw: append([]byte(nil), raw...)}
+	}
+	ref := func() *node {
+		switch d.byte() {
+		case 0:
+			return nil
+		case 1:
+		default:
+			d.fail("bad node reference")
+			return nil
+		}
+		k := nodeKey{seq: d.uvarint(), stage: int32(d.uvarint())}
+		if d.err != nil {
+			return nil
+		}
+		n := ks.nodes[k]
+		if n == nil {
+			d.fail("reference to unknown node")
+		}
+		return n
+	}
+	nn := d.count(len(d.b))
+	// nodes are written in sequence order and edges point to earlier events,
+	// so a single pass resolves every reference
+	for i := 0; i < nn && d.err == nil; i++ {
+		k := nodeKey{seq: d.uvarint(), stage: int32(d.uvarint())}
+		if d.err != nil {
+			return
+		}
+		if int(k.stage) >= len(m.p.stageNames) || k.stage < 0 {
+			d.fail("bad stage index")
+			return
+		}
+		ev := ks.events[k.seq]
+		if ev == nil {
+			d.fail("node for unknown event %d", k.seq)
+			return
+		}
+		n := &node{key: k, ev: ev}
+		ev.refs++
+		ne := d.count(len(d.b))
+		for j := 0; j < ne && d.err == nil; j++ {
+			t := ref()
+			v := d.dewey()
+			n.edges = append(n.edges, edge{target: t, ver: v})
+			if t != nil {
+				t.refs++
+			}
+		}
+		ks.nodes[k] = n
+	}
+	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
+		nc := d.count(len(d.b))
+		for i := 0; i < nc && d.err == nil; i++ {
+			c := &compState{}
+			st := d.uvarint()
+			if st >= uint64(len(m.p.states)) {
+				d.fail("bad state index")
+				return
+			}
+			c.state = int32(st)
+			c.prev = ref()
+			if c.prev != nil {
+				c.prev.refs++
+			}
+			c.ver = d.dewey()
+			c.startTs = d.varint()
+			c.prevTs = d.varint()
+			switch d.byte() {
+			case 0:
+			case 1:
+				seq := d.uvarint()
+				c.startEv = ks.events[seq]
+				if c.startEv == nil && d.err == nil {
+					// the start event may have been freed while the partial
+					// match still orders by it: keep an event stub
+					c.startEv = &event{seq: seq, ts: c.startTs}
+				}
+			default:
+				d.fail("bad start event")
+			}
+			q.a = append(q.a, c)
+		}
+	}
+	nq := d.count(len(d.b))
+	for i := 0; i < nq && d.err == nil; i++ {
+		ts := d.varint()
+		raw := d.bytes()
+		if d.err != nil {
+			return
+		}
+		data, err := expr.DecodeEvent(raw)
+		if err != nil {
+			d.fail("queued event: %v", err)
+			return
+		}
+		ks.queue.Push(ts, queued{ts: ts, data: data, raw: append([]byte(nil), raw...)})
+	}
+	if d.err != nil {
+		return
+	}
+	for _, e := range ks.events {
+		if e.refs == 0 {
+			d.fail("event %d is not referenced", e.seq)
+			return
+		}
+	}
+	m.keys[key] = ks
+	m.reschedule(ks)
+}

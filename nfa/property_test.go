@@ -1,0 +1,242 @@
+package nfa_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/cepcluster/cep/nfa"
+)
+
+// genSpec draws a random pattern over event types A..D: two to four stages
+// with random contiguity and quantifiers, sometimes a window and a skip
+// strategy. Invalid combinations are rejected by Compile and skipped.
+func genSpec(t *rapid.T, skip string) *nfa.Spec {
+	n := rapid.IntRange(2, 4).Draw(t, "stages")
+	s := &nfa.Spec{Name: "p", Key: "e.k", Time: "e.ts", Skip: skip}
+	for i := 0; i < n; i++ {
+		st := nfa.Stage{Name: fmt.Sprintf("s%d", i)}
+		typ := rapid.SampledFrom([]string{"A", "B", "C"}).Draw(t, "type")
+		st.Where = fmt.Sprintf("e.t == %q", typ)
+		if rapid.IntRange(0, 5).Draw(t, "iter") == 0 && i > 0 {
+			st.Where = fmt.Sprintf("e.t == %q && size(events(\"s0\")) > 0", typ)
+		}
+		if i > 0 {
+			st.Contiguity = rapid.SampledFrom([]string{"next", "followedBy", "followedByAny", "notNext", "notFollowedBy"}).Draw(t, "contiguity")
+		}
+		negative := st.Contiguity == "notNext" || st.Contiguity == "notFollowedBy"
+		if !negative {
+			switch rapid.IntRange(0, 5).Draw(t, "quant") {
+			case 1:
+				st.OneOrMore = true
+			case 2:
+				st.Times = &nfa.Times{From: 2, To: 2}
+			case 3:
+				st.Times = &nfa.Times{From: 1, To: 3}
+			case 4:
+				v := 2
+				st.TimesOrMore = &v
+			}
+			looping := st.OneOrMore || st.Times != nil || st.TimesOrMore != nil
+			if rapid.IntRange(0, 3).Draw(t, "optional") == 0 {
+				st.Optional = true
+			}
+			if looping {
+				switch rapid.IntRange(0, 4).Draw(t, "inner") {
+				case 1:
+					st.Consecutive = true
+				case 2:
+					st.AllowCombinations = true
+				case 3:
+					st.Greedy = true
+				}
+				if (st.OneOrMore || st.TimesOrMore != nil) && rapid.IntRange(0, 4).Draw(t, "until") == 0 {
+					st.Until = `e.t == "D"`
+				}
+			}
+		}
+		s.Stages = append(s.Stages, st)
+	}
+	if rapid.Bool().Draw(t, "within") {
+		s.Within = &nfa.Duration{Millis: int64(rapid.IntRange(3, 30).Draw(t, "windowMs"))}
+	}
+	return s
+}
+
+// genInput draws input lines: events of two keys with mostly increasing
+// times, some disorder, some explicit watermarks.
+func genInput(t *rapid.T) [][]byte {
+	n := rapid.IntRange(0, 40).Draw(t, "events")
+	ts := int64(0)
+	var lines [][]byte
+	for i := 0; i < n; i++ {
+		if rapid.IntRange(0, 12).Draw(t, "wmLine") == 0 {
+			lines = append(lines, []byte(fmt.Sprintf(`{"$watermark":%d}`, ts-2)))
+		}
+		ts += int64(rapid.IntRange(0, 3).Draw(t, "gap"))
+		evTs := ts - int64(rapid.IntRange(0, 1).Draw(t, "disorder"))
+		typ := rapid.SampledFrom([]string{"A", "B", "C", "D"}).Draw(t, "t")
+		key := rapid.SampledFrom([]string{"x", "y"}).Draw(t, "k")
+		lines = append(lines, []byte(fmt.Sprintf(`{"id":"e%d","k":%q,"t":%q,"ts":%d}`, i, key, typ, evTs)))
+	}
+	return lines
+}
+
+func recordsJSON(t interface{ Fatalf(string, ...any) }, recs []nfa.Record) []string {
+	var out []string
+	for i := range recs {
+		b, err := recs[i].AppendJSON(nil)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		out = append(out, string(b))
+	}
+	return out
+}
+
+func runLines(t *rapid.T, m *nfa.Matcher, lines [][]byte) []string {
+	var out []string
+	for _, l := range lines {
+		in, wm, isWM, err := nfa.ParseLine(l)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		var recs []nfa.Record
+		if isWM {
+			recs = m.Watermark(wm)
+		} else {
+			recs, err = m.Event(in)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+		}
+		out = append(out, recordsJSON(t, recs)...)
+	}
+	return out
+}
+
+func compileOrSkip(t *rapid.T, s *nfa.Spec) *nfa.Pattern {
+	p, err := nfa.Compile(s)
+	if err != nil {
+		if _, ok := err.(*nfa.PatternError); !ok {
+			t.Fatalf("compile: %v", err)
+		}
+		t.Skip("invalid pattern: " + err.Error())
+	}
+	return p
+}
+
+// Splitting an input anywhere, encoding the state, decoding it into a fresh
+// matcher and continuing gives exactly the output of one uninterrupted run;
+// and encoding is deterministic (decode then encode gives the same bytes).
+func TestSplitResumeEqualsUninterrupted(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipToNext", "skipPastLastEvent", "skipToFirst:s1", "skipToLast:s0"}).Draw(t, "skip"))
+		p := compileOrSkip(t, s)
+		lines := genInput(t)
+		final := rapid.Bool().Draw(t, "final")
+
+		whole := nfa.NewMatcher(p)
+		want := runLines(t, whole, lines)
+		want = append(want, recordsJSON(t, whole.Finish(final))...)
+
+		cut := rapid.IntRange(0, len(lines)).Draw(t, "cut")
+		first := nfa.NewMatcher(p)
+		got := runLines(t, first, lines[:cut])
+		state, err := first.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := nfa.UnmarshalMatcher(p, state)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		again, _ := second.MarshalBinary()
+		if !bytes.Equal(state, again) {
+			t.Fatalf("decode+encode changed the state bytes")
+		}
+		got = append(got, runLines(t, second, lines[cut:])...)
+		got = append(got, recordsJSON(t, second.Finish(final))...)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("resumed at line %d:\n got %s\nwant %s\npattern:\n%s", cut, strings.Join(got, "\n     "), strings.Join(want, "\n     "), p.Describe())
+		}
+	})
+}
+
+// The same input gives byte-identical state run after run.
+func TestStateDeterministic(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := compileOrSkip(t, genSpec(t, "noSkip"))
+		lines := genInput(t)
+		a, b := nfa.NewMatcher(p), nfa.NewMatcher(p)
+		runLines(t, a, lines)
+		runLines(t, b, lines)
+		sa, _ := a.MarshalBinary()
+		sb, _ := b.MarshalBinary()
+		if !bytes.Equal(sa, sb) {
+			t.Fatal("two runs over the same input encode differently")
+		}
+	})
+}
+
+func matchSet(t *rapid.T, recs []string) map[string]int {
+	out := map[string]int{}
+	for _, r := range recs {
+		var rec struct {
+			Type   string                       `json:"type"`
+			Events map[string][]json.RawMessage `json:"events"`
+		}
+		if err := json.Unmarshal([]byte(r), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Type == "match" {
+			b, _ := json.Marshal(rec.Events)
+			out[string(b)]++
+		}
+	}
+	return out
+}
+
+// skipPastLastEvent only ever removes matches: its output is a sub-multiset
+// of noSkip's.
+func TestSkipPastLastIsSubsetOfNoSkip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, "noSkip")
+		pn := compileOrSkip(t, s)
+		s2 := *s
+		s2.Skip = "skipPastLastEvent"
+		ps := compileOrSkip(t, &s2)
+		lines := genInput(t)
+		mn, ms := nfa.NewMatcher(pn), nfa.NewMatcher(ps)
+		outN := append(runLines(t, mn, lines), recordsJSON(t, mn.Finish(true))...)
+		outS := append(runLines(t, ms, lines), recordsJSON(t, ms.Finish(true))...)
+		all, sub := matchSet(t, outN), matchSet(t, outS)
+		for k, c := range sub {
+			if all[k] < c {
+				t.Fatalf("skipPastLastEvent match %s (x%d) not among noSkip's (x%d)", k, c, all[k])
+			}
+		}
+	})
+}
+
+// Once every partial match has ended no state is left: with a window and the
+// final watermark, nothing remains.
+func TestNoStateLeftAfterFinalWatermark(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent", "skipToNext"}).Draw(t, "skip"))
+		if s.Within == nil {
+			s.Within = &nfa.Duration{Millis: 10}
+		}
+		p := compileOrSkip(t, s)
+		m := nfa.NewMatcher(p)
+		runLines(t, m, genInput(t))
+		m.Finish(true)
+		if pm, be := m.Totals(); m.Keys() != 0 || pm != 0 || be != 0 {
+			t.Fatalf("after the final watermark: %d keys, %d partial matches, %d buffered events", m.Keys(), pm, be)
+		}
+	})
+}
