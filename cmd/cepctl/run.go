@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cepcluster/cep/nfa"
+)
+
+type runOptions struct {
+	patterns       []string
+	sql            []string
+	input          string
+	finalWatermark bool
+}
+
+func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
+	opts := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run -p PATTERN [-p PATTERN...] [-i FILE|-]",
+		Short: "Evaluate patterns offline over a file of JSON events",
+		Long: `Evaluate one or more patterns (pattern-v1 JSON or YAML documents) over JSON
+events, one per line, and print the output records (matches, timeouts, late
+events) as JSON lines. A line {"$watermark": T} advances event time to T.
+At the end of the input every buffered event is processed and, unless
+--final-watermark=false, time advances to +infinity so windows time out.`,
+		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(opts.patterns) == 0 && len(opts.sql) == 0 {
+				return errors.New("run: give at least one pattern with -p FILE")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runRun(d, opts)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&opts.patterns, "pattern", "p", nil, "pattern file (JSON or YAML); repeat to run several side by side")
+	cmd.Flags().StringArrayVar(&opts.sql, "sql", nil, "MATCH_RECOGNIZE query file")
+	cmd.Flags().StringVarP(&opts.input, "input", "i", "-", "input file of JSON lines, - for standard input")
+	cmd.Flags().BoolVar(&opts.finalWatermark, "final-watermark", true, "advance time to +infinity at the end of the input")
+	return cmd
+}
+
+func runRun(d *deps, opts *runOptions) error {
+	if len(opts.sql) > 0 {
+		return fmt.Errorf("%s: MATCH_RECOGNIZE queries are not supported yet", opts.sql[0])
+	}
+	var patterns []*nfa.Pattern
+	for _, f := range opts.patterns {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("read pattern: %w", err)
+		}
+		p, err := nfa.CompileBytes(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		patterns = append(patterns, p)
+	}
+	var in io.Reader = d.stdin
+	if opts.input != "-" {
+		f, err := os.Open(opts.input)
+		if err != nil {
+			return fmt.Errorf("read input: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	r := nfa.NewRunner(patterns...)
+	out := bufio.NewWriterSize(d.stdout, 64<<10)
+	var buf []byte
+	write := func(recs []nfa.Record) error {
+		for i := range recs {
+			buf = buf[:0]
+			buf, _ = recs[i].AppendJSON(buf)
+			buf = append(buf, '\n')
+			if _, err := out.Write(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		recs, err := r.Line(sc.Bytes())
+		if err != nil {
+			out.Flush()
+			return fmt.Errorf("%s: %w", inputName(opts.input), err)
+		}
+		if err := write(recs); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		out.Flush()
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("%s: a line is longer than 16 MiB", inputName(opts.input))
+		}
+		return fmt.Errorf("read input: %w", err)
+	}
+	if err := write(r.Finish(opts.finalWatermark)); err != nil {
+		return err
+	}
+	return out.Flush()
+}
+
+func inputName(p string) string {
+	if p == "-" {
+		return "stdin"
+	}
+	return p
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cepcluster/cep/internal/conformance"
+)
+
+var cepctlBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cepctl-test")
+	if err != nil {
+		panic(err)
+	}
+	cepctlBin = filepath.Join(dir, "cepctl")
+	if out, err := exec.Command("go", "build", "-o", cepctlBin, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func write(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func run(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Run(context.Background(), args, strings.NewReader(stdin), &o, &e)
+	return o.String(), e.String(), code
+}
+
+const loginPattern = `
+name: login-fail
+key: e.user
+time: e.ts
+within: 10s
+skip: skipPastLastEvent
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    contiguity: next
+    where: e.type == "FAIL"
+    oneOrMore: true
+    consecutive: true
+    greedy: true
+  - name: logout
+    contiguity: next
+    where: e.type == "LOGOUT"
+`
+
+func TestRunPrintsMatchesAndTimeouts(t *testing.T) {
+	p := write(t, "p.yaml", loginPattern)
+	in := `{"user":"a","type":"LOGIN","ts":1000}
+{"user":"b","type":"LOGIN","ts":1500}
+{"user":"a","type":"FAIL","ts":2000}
+{"user":"a","type":"FAIL","ts":3000}
+{"user":"a","type":"LOGOUT","ts":4000}
+`
+	out, errOut, code := run(t, in, "run", "-p", p)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a match and a timeout, got:\n%s", out)
+	}
+	var match, timeout map[string]any
+	json.Unmarshal([]byte(lines[0]), &match)
+	json.Unmarshal([]byte(lines[1]), &timeout)
+	if match["type"] != "match" || match["key"] != "a" || match["start"] != 1000.0 || match["end"] != 4000.0 {
+		t.Errorf("match: %s", lines[0])
+	}
+	if n := len(match["events"].(map[string]any)["failed"].([]any)); n != 2 {
+		t.Errorf("greedy failed stage took %d events, want 2: %s", n, lines[0])
+	}
+	if timeout["type"] != "timeout" || timeout["key"] != "b" || timeout["timeoutAt"] != 11500.0 {
+		t.Errorf("timeout: %s", lines[1])
+	}
+	// stage order is kept in the JSON
+	if !strings.Contains(lines[0], `"events":{"login":`) || strings.Index(lines[0], `"failed"`) > strings.Index(lines[0], `"logout"`) {
+		t.Errorf("events not in stage order: %s", lines[0])
+	}
+}
+
+func TestRunFinalWatermarkFalse(t *testing.T) {
+	p := write(t, "p.yaml", loginPattern)
+	out, _, code := run(t, `{"user":"b","type":"LOGIN","ts":1500}`+"\n", "run", "-p", p, "--final-watermark=false")
+	if code != 0 || strings.TrimSpace(out) != "" {
+		t.Fatalf("exit %d, output %q: want nothing", code, out)
+	}
+}
+
+func TestRunSeveralPatterns(t *testing.T) {
+	p1 := write(t, "p1.yaml", loginPattern)
+	p2 := write(t, "p2.json", `{"name":"any-login","stages":[{"name":"l","where":"e.type == \"LOGIN\""}]}`)
+	out, errOut, code := run(t, `{"user":"a","type":"LOGIN","ts":1}`+"\n", "run", "-p", p1, "-p", p2)
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	if !strings.Contains(out, `"pattern":"any-login"`) || !strings.Contains(out, `"pattern":"login-fail"`) {
+		t.Fatalf("want records of both patterns:\n%s", out)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	good := write(t, "p.yaml", loginPattern)
+	bad := write(t, "bad.yaml", "name: x\nstages:\n  - name: a\n    until: e.x == 1\n")
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+		want        string
+	}{
+		{"rejected pattern", "", []string{"run", "-p", bad}, `stage "a": field "until"`},
+		{"missing pattern file", "", []string{"run", "-p", "/nonexistent.yaml"}, "read pattern"},
+		{"missing input", "", []string{"run", "-p", good, "-i", "/nonexistent.jsonl"}, "read input"},
+		{"bad json line", `{"user":"a","type":"LOGIN","ts":1}` + "\n" + `{"user":` + "\n", []string{"run", "-p", good}, "input line 2"},
+		{"no time", `{"user":"a","type":"LOGIN"}` + "\n", []string{"run", "-p", good}, "input line 1"},
+		{"not an object", `[1,2]` + "\n", []string{"run", "-p", good}, "input line 1"},
+		{"no pattern", "", []string{"run"}, "at least one pattern"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := run(t, tc.stdin, tc.args...)
+			if code == 0 {
+				t.Fatal("exit 0, want an error")
+			}
+			if strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+				t.Errorf("error is not one line: %q", errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("error %q does not contain %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+// Every spec conformance case passes through the cepctl binary, not only
+// through the in-process API.
+func TestConformanceThroughBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process per case")
+	}
+	cases, err := conformance.Load("../../testdata/conformance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]string{}
+	if b, err := os.ReadFile("../../testdata/conformance/known-differences.json"); err == nil {
+		json.Unmarshal(b, &known)
+	}
+	pass := 0
+	for _, c := range cases {
+		if c.Skip || c.IsSQL() {
+			continue
+		}
+		if _, ok := known[c.File]; ok {
+			continue
+		}
+		dir := t.TempDir()
+		pf := filepath.Join(dir, "pattern.json")
+		os.WriteFile(pf, c.Pattern, 0o644)
+		inf := filepath.Join(dir, "input.jsonl")
+		os.WriteFile(inf, c.InputLines(), 0o644)
+		args := []string{"run", "-p", pf, "-i", inf}
+		if !c.Final() {
+			args = append(args, "--final-watermark=false")
+		}
+		cmd := exec.Command(cepctlBin, args...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ok bool
+		var why string
+		if err != nil {
+			ok, why = c.CheckError(e.String())
+		} else if c.Expect.Error != nil {
+			ok, why = false, "pattern accepted"
+		} else {
+			var recs []conformance.Record
+			for _, l := range strings.Split(strings.TrimSpace(o.String()), "\n") {
+				if l == "" {
+					continue
+				}
+				var r conformance.Record
+				if err := json.Unmarshal([]byte(l), &r); err != nil {
+					t.Fatalf("%s: non-JSON output %q", c.File, l)
+				}
+				recs = append(recs, r)
+			}
+			ok, why = c.CheckRecords(recs)
+		}
+		if !ok {
+			t.Errorf("%s: %s", c.File, why)
+		} else {
+			pass++
+		}
+	}
+	t.Logf("conformance through cepctl: %d passed", pass)
+}
