@@ -70,6 +70,7 @@ type compiler struct {
 	current     *pat
 	following   *pat
 	original    map[string]*cstate
+	nextSuffix  map[string]int
 }
 
 func newCompiler(last *pat) *compiler {
@@ -78,6 +79,7 @@ func newCompiler(last *pat) *compiler {
 		stopStates:  map[string]*cstate{},
 		firstOfLoop: map[*pat]bool{},
 		original:    map[string]*cstate{},
+		nextSuffix:  map[string]int{},
 		current:     last,
 	}
 }
@@ -107,7 +109,15 @@ func (c *compiler) checkNames(p *pat) error {
 
 // compile runs the whole compilation; skipTarget is the stage named by a
 // skipToFirst/skipToLast strategy ("" for none).
-func (c *compiler) compile(skipTarget string) error {
+func (c *compiler) compile(skipTarget string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(tooManyStates); !ok {
+				panic(r)
+			}
+			err = perr("", "stages", "the pattern compiles to more than %d automaton states; use smaller times counts", maxStates)
+		}
+	}()
 	last := c.current
 	c.used[endStateName] = true
 	if err := c.checkNames(last); err != nil {
@@ -147,10 +157,21 @@ func (c *compiler) compile(skipTarget string) error {
 	return nil
 }
 
+// uniqueName gives the base name, or base:N with the smallest unused N
+// (Flink's NFAStateNameHandler). Names are only ever added, so the search for
+// each base resumes where it last stopped.
 func (c *compiler) uniqueName(base string) string {
 	cand := base
-	for i := 0; c.used[cand]; i++ {
-		cand = fmt.Sprintf("%s%s%d", base, stateNameDelim, i)
+	if c.used[cand] {
+		i := c.nextSuffix[base]
+		for {
+			cand = fmt.Sprintf("%s%s%d", base, stateNameDelim, i)
+			i++
+			if !c.used[cand] {
+				break
+			}
+		}
+		c.nextSuffix[base] = i
 	}
 	c.used[cand] = true
 	return cand
@@ -163,7 +184,16 @@ func originalName(internal string) string {
 	return internal
 }
 
+// maxStates bounds the automaton's size: quantifiers like times(1, 10^9)
+// or nested groups with large counts would otherwise exhaust memory.
+const maxStates = 20000
+
+type tooManyStates struct{}
+
 func (c *compiler) createStateN(name string, typ stateType) *cstate {
+	if len(c.states) >= maxStates {
+		panic(tooManyStates{})
+	}
 	s := &cstate{name: c.uniqueName(name), typ: typ}
 	s.stage = originalName(s.name)
 	c.states = append(c.states, s)
