@@ -356,6 +356,7 @@ func (m *Matcher) readKey(d *decoder) {
 			return
 		}
 		n := &node{key: k, ev: ev}
+		n.edges = n.inline[:0:1]
 		ev.refs++
 		ne := d.count(len(d.b))
 		for j := 0; j < ne && d.err == nil; j++ {

@@ -1,7 +1,6 @@
 package nfa
 
 import (
-	"container/heap"
 	"fmt"
 
 	"github.com/cepcluster/cep/nfa/expr"
@@ -51,8 +50,15 @@ type Matcher struct {
 	cacheGen   []uint32
 	cacheVal   []bool
 	gen32      uint32
-	stateStack []*cstate
-	out        []Record
+	stateStack   []*cstate
+	out          []Record
+	ctx          evalCtx
+	resBuf       []*compState
+	partialBuf   []*compState
+	potentialBuf []*compState
+	curEv        event  // the event being processed
+	curEvHeap    *event // its stored copy, once a partial match took it
+	freeKeys     []*keyState
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -216,7 +222,14 @@ func (m *Matcher) Finish(final bool) []Record {
 func (m *Matcher) keyState(key string) *keyState {
 	ks := m.keys[key]
 	if ks == nil {
-		ks = newKeyState(m.p, key)
+		if n := len(m.freeKeys); n > 0 {
+			ks = m.freeKeys[n-1]
+			m.freeKeys = m.freeKeys[:n-1]
+			ks.key = key
+			ks.init(m.p)
+		} else {
+			ks = newKeyState(m.p, key)
+		}
 		m.keys[key] = ks
 	}
 	return ks
@@ -228,9 +241,9 @@ func (m *Matcher) advance(wm int64) {
 	}
 	m.wm = wm
 	for len(m.timer) > 0 && m.timer[0].due <= wm {
-		t := heap.Pop(&m.timer).(timerEntry)
+		t := m.timer.pop()
 		ks := t.ks
-		if !ks.scheduled || ks.due != t.due || m.keys[ks.key] != ks {
+		if t.gen != ks.gen || !ks.scheduled || ks.due != t.due {
 			continue // stale entry
 		}
 		ks.scheduled = false
@@ -255,11 +268,14 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 }
 
 func (m *Matcher) processOne(ks *keyState, ts int64, in Input) {
-	ev := &event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw}
+	m.curEv = event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw}
+	m.curEvHeap = nil
 	ks.nextSeq++
-	for _, p := range m.processEvent(ks, ev) {
+	for _, p := range m.processEvent(ks, &m.curEv) {
 		m.emitMatch(ks, p)
 	}
+	m.curEv = event{}
+	m.curEvHeap = nil
 }
 
 func (m *Matcher) timeAdvance(ks *keyState, now int64) {
@@ -300,6 +316,10 @@ func (m *Matcher) reschedule(ks *keyState) {
 		ks.scheduled = false
 		if ks.idle() {
 			delete(m.keys, ks.key)
+			ks.gen++ // invalidates timer entries that still point at it
+			if len(m.freeKeys) < 1024 {
+				m.freeKeys = append(m.freeKeys, ks)
+			}
 		}
 		return
 	}
@@ -307,7 +327,7 @@ func (m *Matcher) reschedule(ks *keyState) {
 		return
 	}
 	ks.due, ks.scheduled = due, true
-	heap.Push(&m.timer, timerEntry{due: due, ks: ks})
+	m.timer.push(timerEntry{due: due, ks: ks, gen: ks.gen})
 }
 
 func satAdd(a, b int64) int64 {
@@ -320,24 +340,55 @@ func satAdd(a, b int64) int64 {
 type timerEntry struct {
 	due int64
 	ks  *keyState
+	gen uint64
 }
 
 // timerHeap orders keys by due time, then by key, so that the order in which
 // keys fire (and so the order of output records) is deterministic.
 type timerHeap []timerEntry
 
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
+func (h timerHeap) less(i, j int) bool {
 	if h[i].due != h[j].due {
 		return h[i].due < h[j].due
 	}
 	return h[i].ks.key < h[j].ks.key
 }
-func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timerEntry)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *timerHeap) push(e timerEntry) {
+	*h = append(*h, e)
+	a := *h
+	for k := len(a) - 1; k > 0; {
+		p := (k - 1) / 2
+		if !a.less(k, p) {
+			break
+		}
+		a[k], a[p] = a[p], a[k]
+		k = p
+	}
+}
+
+func (h *timerHeap) pop() timerEntry {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	a[n] = timerEntry{}
+	a = a[:n]
+	for k := 0; ; {
+		l := 2*k + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && a.less(r, l) {
+			c = r
+		}
+		if !a.less(c, k) {
+			break
+		}
+		a[k], a[c] = a[c], a[k]
+		k = c
+	}
+	*h = a
+	return top
 }

@@ -126,12 +126,13 @@ func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, st
 
 func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compState {
 	cur := m.p.states[cs.state]
-	ctx := &evalCtx{m: m, cs: cs, ev: ev}
+	ctx := &m.ctx
+	*ctx = evalCtx{m: m, cs: cs, ev: ev}
 	og := m.decisionGraph(ctx, cur)
 	takeToVisit := max(0, og.totalTake-1)
 	ignoreToVisit := og.totalIgnore
 	takeToSkip := max(0, og.totalTake-1)
-	var res []*compState
+	res := m.resBuf[:0]
 	for _, e := range og.edges {
 		switch e.action {
 		case aIgnore:
@@ -150,6 +151,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			curVer := cs.ver.increase(takeToVisit)
 			nextVer := curVer.addStage()
 			takeToVisit--
+			ev = m.heapEvent(ev)
 			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
 			startTs, startEv := cs.startTs, cs.startEv
 			if cur.start {
@@ -162,10 +164,28 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 		}
 	}
 	if cur.start {
-		res = append(res, &compState{state: cs.state, ver: cs.ver.increase(incSelf(og.totalIgnore, og.totalTake)), startTs: -1, prevTs: -1})
+		if inc := incSelf(og.totalIgnore, og.totalTake); inc == 0 && cs.prev == nil {
+			res = append(res, cs) // unchanged: reuse it
+		} else {
+			res = append(res, &compState{state: cs.state, ver: cs.ver.increase(inc), startTs: -1, prevTs: -1})
+		}
 	}
 	ks.release(cs.prev)
+	m.resBuf = res
 	return res
+}
+
+// heapEvent returns the stored copy of the event being processed, making it
+// on first use: most events are taken by no partial match and never stored.
+func (m *Matcher) heapEvent(ev *event) *event {
+	if ev != &m.curEv {
+		return ev
+	}
+	if m.curEvHeap == nil {
+		e := *ev
+		m.curEvHeap = &e
+	}
+	return m.curEvHeap
 }
 
 // processEvent feeds one event to the key's automaton and returns the
@@ -176,7 +196,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		clear(m.cacheGen)
 		m.gen32 = 1
 	}
-	var newPartial, potential csQueue
+	newPartial, potential := csQueue{a: m.partialBuf[:0]}, csQueue{a: m.potentialBuf[:0]}
 	for _, cs := range ks.partial.a {
 		next := m.nextStates(ks, cs, ev)
 		discard := false
@@ -203,7 +223,10 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		}
 	}
 	out := m.emitCompleted(ks, &potential, &newPartial)
-	ks.partial = newPartial
+	ks.partial.a = append(ks.partial.a[:0], newPartial.a...)
+	clear(newPartial.a)
+	clear(potential.a)
+	m.partialBuf, m.potentialBuf = newPartial.a[:0], potential.a[:0]
 	return out
 }
 

@@ -27,10 +27,11 @@ type nodeKey struct {
 }
 
 type node struct {
-	key   nodeKey
-	ev    *event
-	edges []edge
-	refs  int32
+	key    nodeKey
+	ev     *event
+	edges  []edge
+	refs   int32
+	inline [1]edge // most nodes have one edge: no separate allocation
 }
 
 type edge struct {
@@ -59,6 +60,7 @@ type keyState struct {
 	queue     watermark.Queue[queued] // events waiting for the watermark
 	due       int64                   // when the matcher must next look at this key
 	scheduled bool
+	gen       uint64 // bumped when the state is recycled for another key
 }
 
 type queued struct {
@@ -68,11 +70,20 @@ type queued struct {
 }
 
 func newKeyState(p *Pattern, key string) *keyState {
-	ks := &keyState{key: key, events: map[uint64]*event{}, nodes: map[nodeKey]*node{}}
+	ks := &keyState{key: key}
+	ks.init(p)
+	return ks
+}
+
+// init resets a key state to fresh start states, keeping allocated buffers.
+func (ks *keyState) init(p *Pattern) {
+	ks.partial.a = ks.partial.a[:0]
+	ks.completed.a = ks.completed.a[:0]
+	ks.nextSeq = 0
+	ks.due, ks.scheduled = 0, false
 	for _, s := range p.startStates {
 		ks.partial.offer(&compState{state: int32(s), ver: dewey{1}, startTs: -1, prevTs: -1})
 	}
-	return ks
 }
 
 // idle reports whether the key holds nothing but fresh start states.
@@ -136,10 +147,15 @@ func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 	k := nodeKey{seq: ev.seq, stage: stage}
 	n := ks.nodes[k]
 	if n == nil {
+		if ks.nodes == nil {
+			ks.nodes = map[nodeKey]*node{}
+			ks.events = map[uint64]*event{}
+		}
 		if ks.events[ev.seq] == nil {
 			ks.events[ev.seq] = ev
 		}
 		n = &node{key: k, ev: ev}
+		n.edges = n.inline[:0:1]
 		ev.refs++
 		ks.nodes[k] = n
 	}
