@@ -47,9 +47,9 @@ type Matcher struct {
 	AutoWatermark bool
 
 	// per-event scratch
-	cacheGen   []uint32
-	cacheVal   []bool
-	gen32      uint32
+	cacheGen     []uint32
+	cacheVal     []bool
+	gen32        uint32
 	stateStack   []*cstate
 	out          []Record
 	ctx          evalCtx

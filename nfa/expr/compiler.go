@@ -3,7 +3,9 @@ package expr
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
@@ -18,14 +20,22 @@ import (
 // Limits applied by the Compiler.
 const (
 	// MaxCost is the largest static cost estimate a compiled expression may
-	// have. The estimate assumes the sizes below for data the expression
-	// reads; an expression whose worst case exceeds MaxCost is rejected.
-	MaxCost = 1_000_000
+	// have, in cel-go cost units (roughly one unit per variable access,
+	// comparison or loop step; string operations cost a tenth of a unit per
+	// character). The estimate assumes the sizes below for the data the
+	// expression reads; an expression whose worst case exceeds MaxCost is
+	// rejected. The limit admits any single pass over events() with a
+	// modest body (events("a").exists(x, x.user == e.user) is about 1.1
+	// million) and rejects every nested iteration over events(), which
+	// costs at least 10,000 × 10,000 units.
+	MaxCost = 10_000_000
 
-	// MaxRuntimeCost bounds the actual cost of one evaluation. It is larger
-	// than MaxCost because real inputs may exceed the assumed sizes; an
-	// evaluation that reaches it stops with a "cost limit exceeded" error.
-	MaxRuntimeCost = 10 * MaxCost
+	// MaxRuntimeCost bounds the actual cost of one evaluation, measured on
+	// the real inputs; an evaluation that reaches it stops with a "cost
+	// limit exceeded" error. It protects against inputs larger than the
+	// sizes the static estimate assumes (e.g. a stage with a million
+	// accepted events).
+	MaxRuntimeCost = MaxCost
 
 	// EstimatedMaxEvents is the number of events a stage is assumed to
 	// hold when estimating the cost of events().
@@ -171,21 +181,42 @@ func costString(c uint64) string {
 	return fmt.Sprint(c)
 }
 
-// issuesError condenses cel-go's multi-line issue report (one "ERROR:" line
-// per problem, each followed by a source snippet and a caret line) into one
-// line.
+// issuesError condenses cel-go's issue report, which gives each problem a
+// line of its own followed by a source snippet and a caret line, into one
+// line: "ERROR: <input>:line:column: message; ERROR: ...".
 func issuesError(iss *cel.Issues) error {
-	var parts []string
-	for _, line := range strings.Split(iss.String(), "\n") {
-		if strings.HasPrefix(line, " | ") || strings.TrimSpace(line) == "" || strings.TrimSpace(line) == "|" {
-			continue
-		}
-		parts = append(parts, strings.TrimSpace(line))
-	}
-	if len(parts) == 0 {
+	errs := iss.Errors()
+	if len(errs) == 0 {
 		return errors.New(oneLine(iss.String()))
 	}
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if e.Location == nil || e.Location.Line() < 1 {
+			parts = append(parts, "ERROR: <input>: "+escapeControls(e.Message))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("ERROR: <input>:%d:%d: %s",
+			e.Location.Line(), e.Location.Column()+1, escapeControls(e.Message)))
+	}
 	return errors.New(strings.Join(parts, "; "))
+}
+
+// escapeControls writes line breaks and other control characters in s as
+// escapes, so that s fits on one line.
+func escapeControls(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var sb strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			sb.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
 }
 
 // callsFunction reports whether e contains a global call of fn.
@@ -254,7 +285,7 @@ func (p *program) eval(e Event, ctx Ctx) (ref.Val, error) {
 	}
 	out, _, err := p.prg.Eval(act)
 	if err != nil {
-		return nil, errors.New(oneLine(err.Error()))
+		return nil, errors.New(escapeControls(err.Error()))
 	}
 	return out, nil
 }

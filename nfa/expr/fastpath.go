@@ -205,8 +205,8 @@ type path struct {
 func newPath(segs []string) *path {
 	p := &path{segs: segs, noKey: make([]error, len(segs)), notMap: make([]error, len(segs))}
 	for i, s := range segs {
-		p.noKey[i] = fmt.Errorf("no such key: %s", s)
-		p.notMap[i] = fmt.Errorf("cannot select field '%s' of a value that is not a map", s)
+		p.noKey[i] = fmt.Errorf("no such key: %s", escapeControls(s))
+		p.notMap[i] = fmt.Errorf("cannot select field '%s' of a value that is not a map", escapeControls(s))
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package expr
 
 import (
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,7 +154,7 @@ func valueGen(depth int) *rapid.Generator[any] {
 			}
 			return l
 		default:
-			return mapGen(depth - 1).Draw(t, "map")
+			return mapGen(depth-1).Draw(t, "map")
 		}
 	})
 }
@@ -249,4 +250,71 @@ func TestFastPathSubset(t *testing.T) {
 			t.Errorf("%s: FastPath() = %v, want %v", tc.src, cond.FastPath(), tc.fast)
 		}
 	}
+}
+
+// A Value that is a plain field path reads scalars straight from the event;
+// it must agree with the general evaluation.
+func TestValueFieldPathMatchesCEL(t *testing.T) {
+	fast, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := NewCompiler(WithoutFastPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		src := pathGen().Draw(t, "path")
+		fv, err := fast.Value(src)
+		if err != nil {
+			t.Fatalf("compile %q: %v", src, err)
+		}
+		if fv.path == nil {
+			t.Fatalf("%q is not a fast field path", src)
+		}
+		sv, err := slow.Value(src)
+		if err != nil {
+			t.Fatalf("compile %q: %v", src, err)
+		}
+		ev := mapGen(2).Draw(t, "event")
+		fx, ferr := fv.Eval(ev, nil)
+		sx, serr := sv.Eval(ev, nil)
+		if (ferr != nil) != (serr != nil) || !sameValue(fx, sx) {
+			t.Fatalf("%s on %#v:\nfast path: %#v, %v\nCEL:       %#v, %v", src, ev, fx, ferr, sx, serr)
+		}
+	})
+}
+
+// sameValue is reflect.DeepEqual except that NaN equals NaN.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case float64:
+		if y, ok := b.(float64); ok && math.IsNaN(x) && math.IsNaN(y) {
+			return true
+		}
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameValue(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !sameValue(v, w) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }
