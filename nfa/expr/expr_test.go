@@ -587,24 +587,36 @@ func TestKeyAndTimeFromValue(t *testing.T) {
 
 func TestRuntimeCostLimit(t *testing.T) {
 	c := mustCompiler(t)
-	// Within the static estimate (which assumes 10,000 events), but the
-	// context supplies far more events than that.
+	// Within the static estimate, which assumes at most 10,000 events with
+	// strings of 1 KiB, but the context supplies larger inputs.
 	cond, err := c.Condition(`events("a").exists(x, x.s.contains("needle") || x.s.startsWith("pin") || x.s.endsWith("z"))`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	one := Event{"s": "haystack"}
-	many := make([]Event, 1_000_000)
-	for i := range many {
-		many[i] = one
-	}
-	_, err = cond.Eval(Event{}, fakeCtx{"a": many})
-	if err == nil || !strings.Contains(err.Error(), "cost") {
-		t.Fatalf("Eval over %d events: err = %v, want a cost limit error", len(many), err)
-	}
-	// A modest context is fine.
-	if got, err := cond.Eval(Event{}, fakeCtx{"a": many[:100]}); err != nil || got {
-		t.Fatalf("Eval over 100 events = %v, %v; want false, nil", got, err)
+	for _, tc := range []struct {
+		name   string
+		n      int
+		strLen int
+	}{
+		{"many events", 1_000_000, 8},
+		{"long strings", 10_000, 64 * 1024},
+	} {
+		if testing.Short() && tc.n > 100_000 {
+			continue
+		}
+		one := Event{"s": strings.Repeat("h", tc.strLen)}
+		evs := make([]Event, tc.n)
+		for i := range evs {
+			evs[i] = one
+		}
+		_, err = cond.Eval(Event{}, fakeCtx{"a": evs})
+		if err == nil || !strings.Contains(err.Error(), "cost") {
+			t.Errorf("%s: err = %v, want a cost limit error", tc.name, err)
+		}
+		// A modest context is fine.
+		if got, err := cond.Eval(Event{}, fakeCtx{"a": evs[:100]}); err != nil || got {
+			t.Errorf("%s: Eval over 100 events = %v, %v; want false, nil", tc.name, got, err)
+		}
 	}
 }
 
