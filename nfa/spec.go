@@ -2,6 +2,8 @@ package nfa
 
 import (
 	"bytes"
+	"reflect"
+	"sort"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,6 +176,9 @@ func ParseSpec(data []byte) (*Spec, error) {
 	dec.DisallowUnknownFields()
 	var s Spec
 	if err := dec.Decode(&s); err != nil {
+		if pe := unknownFieldError(js); pe != nil {
+			return nil, pe
+		}
 		return nil, fmt.Errorf("pattern: %s", describeJSONError(js, err))
 	}
 	if dec.More() {
@@ -220,3 +225,106 @@ func oneLine(s string) string {
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+var specFields = fieldSet(Spec{})
+var stageFields = fieldSet(Stage{})
+
+func fieldSet(v any) map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(v)
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out[name] = true
+	}
+	return out
+}
+
+// unknownFieldError finds a misspelt field and names the stage it is in.
+func unknownFieldError(js []byte) *PatternError {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(js, &doc) != nil {
+		return nil
+	}
+	name := ""
+	_ = json.Unmarshal(doc["name"], &name)
+	for _, k := range sortedKeys(doc) {
+		if !specFields[k] {
+			return &PatternError{Pattern: name, Field: k, Err: fmt.Errorf("unknown field%s", suggest(k, specFields))}
+		}
+	}
+	var walk func(raw json.RawMessage, prefix string) *PatternError
+	walk = func(raw json.RawMessage, prefix string) *PatternError {
+		var stages []map[string]json.RawMessage
+		if json.Unmarshal(raw, &stages) != nil {
+			return nil
+		}
+		for i, st := range stages {
+			sn := ""
+			_ = json.Unmarshal(st["name"], &sn)
+			if sn == "" {
+				sn = fmt.Sprintf("#%d", i+1)
+			}
+			for _, k := range sortedKeys(st) {
+				if !stageFields[k] {
+					return &PatternError{Pattern: name, Stage: prefix + sn, Field: k, Err: fmt.Errorf("unknown field%s", suggest(k, stageFields))}
+				}
+			}
+			if g, ok := st["group"]; ok {
+				if pe := walk(g, prefix+sn+"/"); pe != nil {
+					return pe
+				}
+			}
+		}
+		return nil
+	}
+	return walk(doc["stages"], "")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// suggest returns "; did you mean X?" for the closest known name.
+func suggest(k string, known map[string]bool) string {
+	best, bestD := "", 3
+	for cand := range known {
+		if d := editDistance(strings.ToLower(k), strings.ToLower(cand)); d < bestD || (d == bestD && cand < best) {
+			best, bestD = cand, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+func editDistance(a, b string) int {
+	// optimal string alignment distance (Damerau-Levenshtein without
+	// repeated edits of a substring)
+	rows := make([][]int, len(a)+1)
+	for i := range rows {
+		rows[i] = make([]int, len(b)+1)
+		rows[i][0] = i
+	}
+	for j := range rows[0] {
+		rows[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			rows[i][j] = min(rows[i-1][j]+1, rows[i][j-1]+1, rows[i-1][j-1]+c)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				rows[i][j] = min(rows[i][j], rows[i-2][j-2]+1)
+			}
+		}
+	}
+	return rows[len(a)][len(b)]
+}
