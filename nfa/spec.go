@@ -2,13 +2,13 @@ package nfa
 
 import (
 	"bytes"
-	"reflect"
-	"sort"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
