@@ -26,6 +26,8 @@ import (
 //
 //	key(string) nextSeq(uvarint) events nodes partial completed queue
 //
+// where an event is seq, time, source position and its JSON bytes.
+//
 // Reference counts are not stored: they are recomputed from the structure.
 
 const stateVersion = 1
@@ -125,6 +127,7 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 		ev := ks.events[s]
 		b = binary.AppendUvarint(b, s)
 		b = binary.AppendVarint(b, ev.ts)
+		b = binary.AppendUvarint(b, ev.pos)
 		b = appendBytes(b, rawOf(ev))
 	}
 	nks := make([]nodeKey, 0, len(ks.nodes))
@@ -157,6 +160,7 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 	b = binary.AppendUvarint(b, uint64(ks.queue.Len()))
 	ks.queue.Items(func(ts int64, q queued) {
 		b = binary.AppendVarint(b, ts)
+		b = binary.AppendUvarint(b, q.pos)
 		raw := q.raw
 		if len(raw) == 0 {
 			raw = rawOf(&event{data: q.data})
@@ -308,6 +312,7 @@ func (m *Matcher) readKey(d *decoder) {
 	for i := 0; i < nev && d.err == nil; i++ {
 		seq := d.uvarint()
 		ts := d.varint()
+		pos := d.uvarint()
 		raw := d.bytes()
 		if d.err != nil {
 			return
@@ -317,7 +322,7 @@ func (m *Matcher) readKey(d *decoder) {
 			d.fail("event %d: %v", seq, err)
 			return
 		}
-		ks.events[seq] = &event{seq: seq, ts: ts, data: data, raw: append([]byte(nil), raw...)}
+		ks.events[seq] = &event{seq: seq, ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos}
 	}
 	ref := func() *node {
 		switch d.byte() {
@@ -405,6 +410,7 @@ func (m *Matcher) readKey(d *decoder) {
 	nq := d.count(len(d.b))
 	for i := 0; i < nq && d.err == nil; i++ {
 		ts := d.varint()
+		pos := d.uvarint()
 		raw := d.bytes()
 		if d.err != nil {
 			return
@@ -414,7 +420,7 @@ func (m *Matcher) readKey(d *decoder) {
 			d.fail("queued event: %v", err)
 			return
 		}
-		ks.queue.Push(ts, queued{ts: ts, data: data, raw: append([]byte(nil), raw...)})
+		ks.queue.Push(ts, queued{ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos})
 	}
 	if d.err != nil {
 		return

@@ -12,6 +12,10 @@ import (
 type Input struct {
 	Data expr.Event
 	Raw  []byte
+	// Pos is the event's position in its source (e.g. a stream sequence). It
+	// is carried into Record.Positions, from which cluster mode derives
+	// deterministic record ids. Offline it is the input line number.
+	Pos uint64
 }
 
 // Stats are a Matcher's counters. They are part of neither output nor state.
@@ -173,12 +177,12 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 	}
 	if ts <= m.wm {
 		m.stats.Late++
-		m.out = append(m.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw})
+		m.out = append(m.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw, Positions: []uint64{in.Pos}})
 		return m.out
 	}
 	m.stats.Events++
 	ks := m.keyState(key)
-	ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw})
+	ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos})
 	m.reschedule(ks)
 	if m.AutoWatermark {
 		if wm, adv := m.gen.Observe(ts); adv {
@@ -260,7 +264,7 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 		}
 		m.timeAdvance(ks, t)
 		ks.queue.PopUpTo(t, func(ts int64, q queued) {
-			m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw})
+			m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw, Pos: q.pos})
 		})
 	}
 	m.timeAdvance(ks, wm)
@@ -268,7 +272,7 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 }
 
 func (m *Matcher) processOne(ks *keyState, ts int64, in Input) {
-	m.curEv = event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw}
+	m.curEv = event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
 	m.curEvHeap = nil
 	ks.nextSeq++
 	for _, p := range m.processEvent(ks, &m.curEv) {
@@ -285,7 +289,7 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	}
 	for _, t := range tos {
 		m.stats.Timeouts++
-		r := Record{Type: "timeout", Pattern: m.p.spec.Name, Key: ks.key, TimeoutAt: t.at, Events: m.stageEvents(t.p)}
+		r := Record{Type: "timeout", Pattern: m.p.spec.Name, Key: ks.key, TimeoutAt: t.at, Events: m.stageEvents(t.p), Positions: positions(t.p)}
 		if len(t.p) > 0 {
 			r.Start = t.p[0].ev.ts
 		}

@@ -22,6 +22,9 @@ type Record struct {
 	Events    []StageEvents
 	Fields    []Field
 	Event     []byte // the late event
+	// Positions are the source positions (Input.Pos) of the record's events,
+	// in order. They are not part of the JSON form.
+	Positions []uint64
 }
 
 // StageEvents are the events one stage accepted, in order.
@@ -142,6 +145,14 @@ func rawOf(ev *event) []byte {
 	return b
 }
 
+func positions(p path) []uint64 {
+	out := make([]uint64, len(p))
+	for i, n := range p {
+		out[i] = n.ev.pos
+	}
+	return out
+}
+
 func (m *Matcher) stageEvents(p path) []StageEvents {
 	var out []StageEvents
 	idx := map[int32]int{}
@@ -174,7 +185,7 @@ func (c matchCtx) EventsFor(stage string) []expr.Event {
 
 func (m *Matcher) emitMatch(ks *keyState, p path) {
 	m.stats.Matches++
-	r := Record{Type: "match", Pattern: m.p.spec.Name, Key: ks.key, Events: m.stageEvents(p)}
+	r := Record{Type: "match", Pattern: m.p.spec.Name, Key: ks.key, Events: m.stageEvents(p), Positions: positions(p)}
 	if len(p) > 0 {
 		r.Start, r.End = p[0].ev.ts, p[len(p)-1].ev.ts
 	}

@@ -86,6 +86,7 @@ func (r *Runner) Line(line []byte) ([]Record, error) {
 	if err != nil {
 		return nil, &InputError{Line: r.line, Err: err}
 	}
+	in.Pos = uint64(r.line)
 	if isWM {
 		for _, m := range r.matchers {
 			r.out = append(r.out, m.Watermark(wm)...)

@@ -18,6 +18,7 @@ type event struct {
 	ts   int64
 	data expr.Event
 	raw  []byte
+	pos  uint64 // source position (Input.Pos)
 	refs int32
 }
 
@@ -67,6 +68,7 @@ type queued struct {
 	ts   int64
 	data expr.Event
 	raw  []byte
+	pos  uint64
 }
 
 func newKeyState(p *Pattern, key string) *keyState {
