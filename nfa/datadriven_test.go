@@ -14,6 +14,7 @@ package nfa_test
 //	finish [final=false]
 //	                   ends the input
 //	state              prints keys, partial matches and buffered events per key
+//	stop-starting      the matcher finishes its partial matches, starts none
 //	roundtrip          encodes the state, decodes it into a fresh matcher that
 //	                   replaces the current one, and checks the bytes are stable
 
@@ -100,6 +101,9 @@ func TestScenarios(t *testing.T) {
 					fmt.Fprintf(&sb, "  %q: partial=%d buffered=%d\n", k, pm, be)
 				}
 				return sb.String()
+			case "stop-starting":
+				m.StopStarting()
+				return "ok\n"
 			case "roundtrip":
 				b, err := m.MarshalBinary()
 				if err != nil {

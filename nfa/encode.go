@@ -20,7 +20,7 @@ import (
 // decoded matcher continues exactly as the original would. The layout is:
 //
 //	"CEPM" version(1) automaton-fingerprint(uvarint32) watermark(varint)
-//	generator(len-prefixed) keys(uvarint) key*
+//	flags(1: draining) generator(len-prefixed) keys(uvarint) key*
 //
 // and each key is:
 //
@@ -68,6 +68,11 @@ func (m *Matcher) AppendHeader(b []byte) []byte {
 	b = append(b, stateVersion)
 	b = binary.AppendUvarint(b, uint64(m.p.Fingerprint()))
 	b = binary.AppendVarint(b, m.wm)
+	flags := byte(0)
+	if m.noStarts {
+		flags |= 1
+	}
+	b = append(b, flags)
 	g, _ := m.gen.MarshalBinary()
 	b = appendBytes(b, g)
 	return b
@@ -284,6 +289,11 @@ func (m *Matcher) readHeader(d *decoder) error {
 		return fmt.Errorf("%w: state is for a different version of pattern %q", ErrBadState, m.p.Name())
 	}
 	m.wm = d.varint()
+	flags := d.byte()
+	if flags&^1 != 0 {
+		return fmt.Errorf("%w: unknown flags %#x", ErrBadState, flags)
+	}
+	m.noStarts = flags&1 != 0
 	g := d.bytes()
 	if d.err != nil {
 		return d.err

@@ -50,6 +50,8 @@ type Matcher struct {
 	// calls advance it, as in a cluster where the leader logs watermarks.
 	AutoWatermark bool
 
+	noStarts bool // StopStarting was called
+
 	// per-event scratch
 	cacheGen     []uint32
 	cacheVal     []bool
@@ -205,6 +207,25 @@ func (m *Matcher) Watermark(wm int64) []Record {
 	return m.out
 }
 
+// StopStarting makes the matcher finish the partial matches it has without
+// starting new ones: the old version of a pattern drains this way after an
+// update. Keys whose partial matches have all ended are dropped, so Keys()
+// reaches 0 when draining is complete.
+func (m *Matcher) StopStarting() {
+	if m.noStarts {
+		return
+	}
+	m.noStarts = true
+	for _, k := range m.SortedKeys() {
+		ks := m.keys[k]
+		ks.partial.removeIf(func(c *compState) bool { return m.p.states[c.state].start })
+		m.reschedule(ks)
+	}
+}
+
+// Draining reports whether StopStarting was called.
+func (m *Matcher) Draining() bool { return m.noStarts }
+
 // Finish ends a bounded input: every buffered event is processed and, when
 // final is true, time advances to +infinity, so partial matches with a window
 // time out (and notFollowedBy-at-end matches complete).
@@ -233,6 +254,9 @@ func (m *Matcher) keyState(key string) *keyState {
 			ks.init(m.p)
 		} else {
 			ks = newKeyState(m.p, key)
+		}
+		if m.noStarts {
+			ks.partial.a = ks.partial.a[:0]
 		}
 		m.keys[key] = ks
 	}
