@@ -182,10 +182,14 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 		m.out = append(m.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw, Positions: []uint64{in.Pos}})
 		return m.out
 	}
-	m.stats.Events++
-	ks := m.keyState(key)
-	ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos})
-	m.reschedule(ks)
+	// a draining matcher has nothing to finish for a key without state, but
+	// the event still moves its watermark
+	if !m.noStarts || m.keys[key] != nil {
+		m.stats.Events++
+		ks := m.keyState(key)
+		ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos})
+		m.reschedule(ks)
+	}
 	if m.AutoWatermark {
 		if wm, adv := m.gen.Observe(ts); adv {
 			m.advance(wm)

@@ -240,3 +240,33 @@ func TestNoStateLeftAfterFinalWatermark(t *testing.T) {
 		}
 	})
 }
+
+// Migrating a matcher to an identical pattern keeps every partial match: the
+// continuation equals an uninterrupted run.
+func TestMigrateToSamePatternIsTransparent(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent"}).Draw(t, "skip"))
+		p := compileOrSkip(t, s)
+		p2 := compileOrSkip(t, s)
+		lines := genInput(t)
+		whole := nfa.NewMatcher(p)
+		want := append(runLines(t, whole, lines), recordsJSON(t, whole.Finish(true))...)
+		cut := rapid.IntRange(0, len(lines)).Draw(t, "cut")
+		first := nfa.NewMatcher(p)
+		got := runLines(t, first, lines[:cut])
+		second, dropped := nfa.Migrate(first, p2)
+		if dropped != 0 {
+			t.Fatalf("dropped %d partial matches migrating to the same pattern", dropped)
+		}
+		a, _ := first.MarshalBinary()
+		b, _ := second.MarshalBinary()
+		if !bytes.Equal(a, b) {
+			t.Fatalf("migrated state differs")
+		}
+		got = append(got, runLines(t, second, lines[cut:])...)
+		got = append(got, recordsJSON(t, second.Finish(true))...)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("migrated at line %d:\n got %s\nwant %s", cut, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+		}
+	})
+}

@@ -1,0 +1,142 @@
+package nfa
+
+// Migrate moves a matcher's state to a new version of its pattern: partial
+// matches are kept where they still fit — their automaton state exists in the
+// new version under the same name, and every stage they hold events for still
+// exists — and dropped otherwise. Kept partial matches continue under the new
+// version's conditions and windows. Events waiting for the watermark and the
+// watermark itself carry over. It returns the new matcher and the number of
+// partial matches dropped. The old matcher is not modified.
+func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
+	nm := NewMatcher(p)
+	nm.AutoWatermark = old.AutoWatermark
+	nm.wm = old.wm
+	if g, err := old.gen.MarshalBinary(); err == nil {
+		_ = nm.gen.UnmarshalBinary(g)
+	}
+	stateIdx := map[string]int32{}
+	for _, s := range p.states {
+		stateIdx[s.name] = int32(s.id)
+	}
+	stateMap := make([]int32, len(old.p.states))
+	for i, s := range old.p.states {
+		stateMap[i] = -1
+		if j, ok := stateIdx[s.name]; ok && p.states[j].typ == s.typ && p.states[j].start == s.start {
+			stateMap[i] = j
+		}
+	}
+	stageIdx := map[string]int32{}
+	for i, n := range p.stageNames {
+		stageIdx[n] = int32(i)
+	}
+	stageMap := make([]int32, len(old.p.stageNames))
+	for i, n := range old.p.stageNames {
+		stageMap[i] = -1
+		if j, ok := stageIdx[n]; ok {
+			stageMap[i] = j
+		}
+	}
+	dropped := 0
+	for _, key := range old.SortedKeys() {
+		oks := old.keys[key]
+		ks := &keyState{key: key, nextSeq: oks.nextSeq}
+		// a node is usable when its stage and all its predecessors' are
+		usable := map[*node]bool{}
+		var ok func(n *node) bool
+		ok = func(n *node) bool {
+			if n == nil {
+				return true
+			}
+			if v, seen := usable[n]; seen {
+				return v
+			}
+			usable[n] = false // cycles cannot occur; guards recursion
+			v := stageMap[n.key.stage] >= 0
+			for _, e := range n.edges {
+				v = v && ok(e.target)
+			}
+			usable[n] = v
+			return v
+		}
+		clones := map[*node]*node{}
+		var clone func(n *node) *node
+		clone = func(n *node) *node {
+			if n == nil {
+				return nil
+			}
+			if c := clones[n]; c != nil {
+				return c
+			}
+			if ks.nodes == nil {
+				ks.nodes = map[nodeKey]*node{}
+				ks.events = map[uint64]*event{}
+			}
+			ev := ks.events[n.ev.seq]
+			if ev == nil {
+				e := *n.ev
+				e.refs = 0
+				ev = &e
+				ks.events[ev.seq] = ev
+			}
+			c := &node{key: nodeKey{seq: n.key.seq, stage: stageMap[n.key.stage]}, ev: ev}
+			c.edges = c.inline[:0:1]
+			ev.refs++
+			clones[n] = c
+			ks.nodes[c.key] = c
+			for _, e := range n.edges {
+				t := clone(e.target)
+				if t != nil {
+					t.refs++
+				}
+				c.edges = append(c.edges, edge{target: t, ver: e.ver})
+			}
+			return c
+		}
+		migrateQueue := func(src *csQueue, dst *csQueue) {
+			for _, c := range src.a {
+				st := stateMap[c.state]
+				if st < 0 || !ok(c.prev) {
+					if c.startEv != nil {
+						dropped++
+					}
+					continue
+				}
+				nc := *c
+				nc.state = st
+				nc.prev = clone(c.prev)
+				if nc.prev != nil {
+					nc.prev.refs++
+				}
+				if c.startEv != nil {
+					if e := ks.events[c.startEv.seq]; e != nil {
+						nc.startEv = e
+					} else {
+						se := *c.startEv
+						nc.startEv = &se
+					}
+				}
+				dst.a = append(dst.a, &nc)
+			}
+			for k := (len(dst.a) >> 1) - 1; k >= 0; k-- {
+				dst.siftDown(k, dst.a[k])
+			}
+		}
+		migrateQueue(&oks.partial, &ks.partial)
+		migrateQueue(&oks.completed, &ks.completed)
+		hasStart := false
+		for _, c := range ks.partial.a {
+			if p.states[c.state].start {
+				hasStart = true
+			}
+		}
+		if !hasStart && !nm.noStarts {
+			for _, s := range p.startStates {
+				ks.partial.offer(&compState{state: int32(s), ver: dewey{1}, startTs: -1, prevTs: -1})
+			}
+		}
+		oks.queue.Items(func(ts int64, q queued) { ks.queue.Push(ts, q) })
+		nm.keys[key] = ks
+		nm.reschedule(ks)
+	}
+	return nm, dropped
+}

@@ -1,0 +1,244 @@
+package shard
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// A Batch is the payload of one Raft log entry: everything the shard leader
+// proposes (events read from the sources with their positions, watermark
+// advances, processing-time ticks, pattern changes, outbox truncations) in the
+// order the state machine must apply it. A batch carries many events, never
+// just one: one entry per event would cap throughput at the Raft commit rate.
+type Batch struct {
+	Ops []Op
+}
+
+// OpKind tells what an Op does.
+type OpKind uint8
+
+// Op kinds. Values are part of the log format: never renumber.
+const (
+	OpEvents    OpKind = 1 // Events read from one source
+	OpWatermark OpKind = 2 // explicit watermark for one pattern (idle sources, alignment)
+	OpTick      OpKind = 3 // processing time advances to Time
+	OpDeploy    OpKind = 4 // deploy or update a pattern
+	OpDelete    OpKind = 5 // delete a pattern
+	OpAck       OpKind = 6 // outbox records up to Seq are published
+)
+
+// Op is one operation of a batch. Which fields matter depends on Kind.
+type Op struct {
+	Kind    OpKind
+	Source  string  // OpEvents
+	Events  []Event // OpEvents
+	Pattern string  // OpWatermark, OpDeploy, OpDelete
+	Time    int64   // OpWatermark, OpTick
+	Deploy  *Deploy // OpDeploy
+	Seq     uint64  // OpAck
+}
+
+// Event is one message read from a source stream.
+type Event struct {
+	Pos      uint64 // stream sequence
+	KeyGroup int    // the key group the stream assigned (its partition)
+	Data     []byte // JSON payload
+}
+
+// UpdatePolicy says what happens to in-flight partial matches when a
+// pattern is replaced by a new version.
+type UpdatePolicy uint8
+
+// Update policies.
+const (
+	PolicyReset   UpdatePolicy = 0 // drop them
+	PolicyDrain   UpdatePolicy = 1 // the old version finishes them, the new one starts fresh
+	PolicyMigrate UpdatePolicy = 2 // keep them where the automaton is unchanged, else reset
+)
+
+// Deploy deploys a pattern version.
+type Deploy struct {
+	Name    string
+	Version uint64
+	Spec    []byte   // pattern-v1 document
+	Sources []string // sources it reads
+	Subject string   // where its records are published
+	Policy  UpdatePolicy
+}
+
+const batchVersion = 1
+
+// ErrBadBatch is returned for a log entry that cannot be decoded.
+var ErrBadBatch = errors.New("shard: bad batch encoding")
+
+// Encode appends the batch's binary form to b.
+func (bt *Batch) Encode(b []byte) []byte {
+	b = append(b, batchVersion)
+	b = binary.AppendUvarint(b, uint64(len(bt.Ops)))
+	for i := range bt.Ops {
+		op := &bt.Ops[i]
+		b = append(b, byte(op.Kind))
+		switch op.Kind {
+		case OpEvents:
+			b = appendString(b, op.Source)
+			b = binary.AppendUvarint(b, uint64(len(op.Events)))
+			for _, e := range op.Events {
+				b = binary.AppendUvarint(b, e.Pos)
+				b = binary.AppendUvarint(b, uint64(e.KeyGroup))
+				b = appendBytes(b, e.Data)
+			}
+		case OpWatermark:
+			b = appendString(b, op.Pattern)
+			b = binary.AppendVarint(b, op.Time)
+		case OpTick:
+			b = binary.AppendVarint(b, op.Time)
+		case OpDeploy:
+			d := op.Deploy
+			b = appendString(b, d.Name)
+			b = binary.AppendUvarint(b, d.Version)
+			b = appendBytes(b, d.Spec)
+			b = binary.AppendUvarint(b, uint64(len(d.Sources)))
+			for _, s := range d.Sources {
+				b = appendString(b, s)
+			}
+			b = appendString(b, d.Subject)
+			b = append(b, byte(d.Policy))
+		case OpDelete:
+			b = appendString(b, op.Pattern)
+		case OpAck:
+			b = binary.AppendUvarint(b, op.Seq)
+		}
+	}
+	return b
+}
+
+// DecodeBatch decodes a log entry.
+func DecodeBatch(data []byte) (*Batch, error) {
+	d := &dec{b: data}
+	if v := d.byte(); v != batchVersion {
+		return nil, fmt.Errorf("%w: version %d", ErrBadBatch, v)
+	}
+	n := d.count()
+	bt := &Batch{Ops: make([]Op, 0, n)}
+	for i := 0; i < n && d.err == nil; i++ {
+		op := Op{Kind: OpKind(d.byte())}
+		switch op.Kind {
+		case OpEvents:
+			op.Source = d.string()
+			ne := d.count()
+			op.Events = make([]Event, 0, ne)
+			for j := 0; j < ne && d.err == nil; j++ {
+				op.Events = append(op.Events, Event{Pos: d.uvarint(), KeyGroup: int(d.uvarint()), Data: d.bytes()})
+			}
+		case OpWatermark:
+			op.Pattern = d.string()
+			op.Time = d.varint()
+		case OpTick:
+			op.Time = d.varint()
+		case OpDeploy:
+			dp := &Deploy{Name: d.string(), Version: d.uvarint(), Spec: d.bytes()}
+			ns := d.count()
+			for j := 0; j < ns && d.err == nil; j++ {
+				dp.Sources = append(dp.Sources, d.string())
+			}
+			dp.Subject = d.string()
+			dp.Policy = UpdatePolicy(d.byte())
+			op.Deploy = dp
+		case OpDelete:
+			op.Pattern = d.string()
+		case OpAck:
+			op.Seq = d.uvarint()
+		default:
+			if d.err == nil {
+				d.err = fmt.Errorf("%w: unknown op %d", ErrBadBatch, op.Kind)
+			}
+		}
+		bt.Ops = append(bt.Ops, op)
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes", ErrBadBatch, len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return bt, nil
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail() {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated", ErrBadBatch)
+	}
+}
+
+func (d *dec) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *dec) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+func (d *dec) bytes() []byte {
+	n := d.count()
+	if d.err != nil {
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) string() string { return string(d.bytes()) }

@@ -1,0 +1,352 @@
+package shard
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/cepcluster/cep/nfa"
+	"github.com/cepcluster/cep/nfa/expr"
+)
+
+// OutRecord is one record waiting in the outbox to be published.
+type OutRecord struct {
+	Seq     uint64 // outbox sequence, increasing
+	ID      string // deterministic id: the publish's de-duplication id
+	Subject string
+	Payload []byte // pattern-v1 JSON record, or a dead-letter record
+}
+
+// Counters are a State's statistics. They are derived from the log, so
+// replicas agree on them, but they are not part of the snapshot.
+type Counters struct {
+	Events       uint64 // events applied
+	Duplicates   uint64 // events skipped as already applied
+	DeadLetters  uint64
+	Misrouted    uint64 // events whose pattern key belongs to another shard
+	Matches      uint64
+	Timeouts     uint64
+	Late         uint64
+	PatternFails uint64 // deploys whose spec did not compile
+}
+
+// State is the replicated state of one shard: the matchers of every pattern
+// for the shard's key groups, the last source position each key group
+// applied, and the outbox of produced records.
+//
+// Apply is a deterministic function of the state and the batch: it reads no
+// clock, starts no goroutines, and iterates patterns and keys in sorted
+// order, so every replica that applies the same log holds the same state.
+// State is not safe for concurrent use; under Raft, Apply, Snapshot and
+// Restore are called from one goroutine.
+type State struct {
+	first, last, groups int
+
+	patterns []*patternRT // sorted by name
+	// positions[kg-first][source] is the last source position applied for
+	// that key group.
+	positions []map[string]uint64
+	outbox    []OutRecord
+	nextSeq   uint64
+	counters  Counters
+}
+
+type patternRT struct {
+	deploy  Deploy
+	pattern *nfa.Pattern
+	m       *nfa.Matcher
+	// draining holds previous versions that finish their partial matches
+	// (PolicyDrain), oldest first.
+	draining []*drainingRT
+}
+
+type drainingRT struct {
+	version uint64
+	m       *nfa.Matcher
+}
+
+// NewState returns the empty state of a shard owning key groups
+// [first, last] out of groups.
+func NewState(first, last, groups int) *State {
+	s := &State{first: first, last: last, groups: groups, nextSeq: 1}
+	s.positions = make([]map[string]uint64, last-first+1)
+	for i := range s.positions {
+		s.positions[i] = map[string]uint64{}
+	}
+	return s
+}
+
+// Range returns the shard's key groups.
+func (s *State) Range() (first, last, groups int) { return s.first, s.last, s.groups }
+
+// Counters returns the statistics.
+func (s *State) Counters() Counters { return s.counters }
+
+// Outbox returns the records not yet acknowledged, oldest first. The slice
+// is the state's own: callers must not modify it.
+func (s *State) Outbox() []OutRecord { return s.outbox }
+
+// Position returns the last applied position of source for key group kg.
+func (s *State) Position(kg int, source string) uint64 {
+	if kg < s.first || kg > s.last {
+		return 0
+	}
+	return s.positions[kg-s.first][source]
+}
+
+// Positions returns, per source, the lowest applied position over the key
+// groups of the shard: reading can safely resume after it (events at or
+// below a key group's own position are skipped as duplicates).
+func (s *State) Positions() map[string]uint64 {
+	out := map[string]uint64{}
+	seen := map[string]int{}
+	for _, m := range s.positions {
+		for src, p := range m {
+			if cur, ok := out[src]; !ok || p < cur {
+				out[src] = p
+			}
+			seen[src]++
+		}
+	}
+	for src, n := range seen {
+		if n < len(s.positions) {
+			out[src] = 0 // some key group has applied nothing from it yet
+		}
+	}
+	return out
+}
+
+// PatternInfo describes a deployed pattern on this shard.
+type PatternInfo struct {
+	Name           string
+	Version        uint64
+	Draining       int // previous versions still finishing partial matches
+	Keys           int
+	PartialMatches int
+	BufferedEvents int
+	Watermark      int64
+}
+
+// Patterns lists the deployed patterns, sorted by name.
+func (s *State) Patterns() []PatternInfo {
+	out := make([]PatternInfo, 0, len(s.patterns))
+	for _, p := range s.patterns {
+		pm, be := p.m.Totals()
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark()}
+		for _, d := range p.draining {
+			dp, db := d.m.Totals()
+			info.PartialMatches += dp
+			info.BufferedEvents += db
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+func (s *State) find(name string) (int, *patternRT) {
+	i := sort.Search(len(s.patterns), func(i int) bool { return s.patterns[i].deploy.Name >= name })
+	if i < len(s.patterns) && s.patterns[i].deploy.Name == name {
+		return i, s.patterns[i]
+	}
+	return i, nil
+}
+
+// Apply applies one batch.
+func (s *State) Apply(b *Batch) {
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		switch op.Kind {
+		case OpEvents:
+			s.applyEvents(op.Source, op.Events)
+		case OpWatermark:
+			if _, p := s.find(op.Pattern); p != nil {
+				s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Watermark(op.Time) })
+			}
+		case OpTick:
+			for _, p := range s.patterns {
+				if !p.pattern.EventTime() {
+					s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Watermark(op.Time) })
+				}
+			}
+		case OpDeploy:
+			s.deploy(op.Deploy)
+		case OpDelete:
+			if i, p := s.find(op.Pattern); p != nil {
+				s.patterns = append(s.patterns[:i], s.patterns[i+1:]...)
+			}
+		case OpAck:
+			n := sort.Search(len(s.outbox), func(i int) bool { return s.outbox[i].Seq > op.Seq })
+			s.outbox = append(s.outbox[:0], s.outbox[n:]...)
+		}
+	}
+}
+
+func (s *State) deploy(d *Deploy) {
+	p, err := nfa.CompileBytes(d.Spec)
+	if err != nil {
+		// validated before it was proposed; a spec that no longer compiles
+		// (e.g. after an upgrade) is skipped the same way on every replica
+		s.counters.PatternFails++
+		return
+	}
+	m := nfa.NewMatcher(p)
+	i, old := s.find(d.Name)
+	rt := &patternRT{deploy: *d, pattern: p, m: m}
+	if old == nil {
+		s.patterns = append(s.patterns, nil)
+		copy(s.patterns[i+1:], s.patterns[i:])
+		s.patterns[i] = rt
+		return
+	}
+	rt.draining = old.draining
+	switch d.Policy {
+	case PolicyDrain:
+		old.m.StopStarting()
+		if old.m.Keys() > 0 {
+			rt.draining = append(rt.draining, &drainingRT{version: old.deploy.Version, m: old.m})
+		}
+	case PolicyMigrate:
+		rt.m, _ = nfa.Migrate(old.m, p)
+	}
+	s.patterns[i] = rt
+}
+
+func (s *State) reads(p *patternRT, source string) bool {
+	for _, src := range p.deploy.Sources {
+		if src == source {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *State) applyEvents(source string, events []Event) {
+	for _, e := range events {
+		if e.KeyGroup < s.first || e.KeyGroup > s.last {
+			s.counters.Misrouted++
+			continue
+		}
+		pos := s.positions[e.KeyGroup-s.first]
+		if e.Pos <= pos[source] {
+			s.counters.Duplicates++
+			continue
+		}
+		pos[source] = e.Pos
+		s.counters.Events++
+		data, err := expr.DecodeEvent(e.Data)
+		if err != nil {
+			s.deadLetter(source, "", e, err.Error())
+			continue
+		}
+		in := nfa.Input{Data: data, Raw: e.Data, Pos: e.Pos}
+		for _, p := range s.patterns {
+			if !s.reads(p, source) {
+				continue
+			}
+			key, err := p.m.KeyOf(in)
+			if err != nil {
+				s.deadLetter(source, p.deploy.Name, e, err.Error())
+				continue
+			}
+			if kg := KeyGroup(key, s.groups); kg < s.first || kg > s.last {
+				s.counters.Misrouted++
+				continue
+			}
+			ts, err := p.m.TimeOf(in)
+			if err != nil {
+				s.deadLetter(source, p.deploy.Name, e, err.Error())
+				continue
+			}
+			s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.EventAt(key, ts, in) })
+		}
+	}
+}
+
+// emitAll runs f on the pattern's matcher and on its draining versions, and
+// moves what they produce into the outbox.
+func (s *State) emitAll(p *patternRT, f func(*nfa.Matcher) []nfa.Record) {
+	s.emit(p, p.deploy.Version, f(p.m))
+	kept := p.draining[:0]
+	for _, d := range p.draining {
+		s.emit(p, d.version, f(d.m))
+		if d.m.Keys() > 0 {
+			kept = append(kept, d)
+		}
+	}
+	p.draining = kept
+}
+
+func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
+	for i := range recs {
+		r := &recs[i]
+		switch r.Type {
+		case "match":
+			s.counters.Matches++
+		case "timeout":
+			s.counters.Timeouts++
+		case "late":
+			s.counters.Late++
+		}
+		r.ID = RecordID(p.deploy.Name, version, r)
+		payload, _ := r.AppendJSON(nil)
+		s.push(r.ID, p.deploy.Subject, payload)
+	}
+}
+
+func (s *State) push(id, subject string, payload []byte) {
+	s.outbox = append(s.outbox, OutRecord{Seq: s.nextSeq, ID: id, Subject: subject, Payload: payload})
+	s.nextSeq++
+}
+
+// DeadLetterSubject is where bad events of a source are published.
+func DeadLetterSubject(source string) string { return "cep.deadletter." + source }
+
+func (s *State) deadLetter(source, pattern string, e Event, reason string) {
+	s.counters.DeadLetters++
+	rec := struct {
+		Source   string          `json:"source"`
+		Pattern  string          `json:"pattern,omitempty"`
+		Position uint64          `json:"position"`
+		Reason   string          `json:"reason"`
+		Data     json.RawMessage `json:"data,omitempty"`
+		Text     string          `json:"text,omitempty"`
+	}{Source: source, Pattern: pattern, Position: e.Pos, Reason: reason}
+	if json.Valid(e.Data) {
+		rec.Data = e.Data
+	} else {
+		rec.Text = string(e.Data)
+	}
+	payload, _ := json.Marshal(rec)
+	s.push("dl-"+source+"-"+strconv.FormatUint(e.Pos, 10)+"-"+pattern, DeadLetterSubject(source), payload)
+}
+
+// RecordID is a record's deterministic id: a hash of the pattern, its
+// version, the record type, the key, the source positions of its events and,
+// for a timeout, the timeout time. The same match gets the same id on any
+// replica and after any failover.
+func RecordID(pattern string, version uint64, r *nfa.Record) string {
+	h := sha256.New()
+	var b []byte
+	b = appendString(b, pattern)
+	b = binary.AppendUvarint(b, version)
+	b = appendString(b, r.Type)
+	b = appendString(b, r.Key)
+	b = binary.AppendUvarint(b, uint64(len(r.Positions)))
+	for _, p := range r.Positions {
+		b = binary.AppendUvarint(b, p)
+	}
+	if r.Type == "timeout" {
+		b = binary.AppendVarint(b, r.TimeoutAt)
+	}
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// String summarises the state for logs.
+func (s *State) String() string {
+	return fmt.Sprintf("shard[%d-%d] patterns=%d outbox=%d", s.first, s.last, len(s.patterns), len(s.outbox))
+}

@@ -1,0 +1,130 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+const abSpec = `{"name":"ab","key":"e.k","time":"e.ts","within":100,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","where":"e.t == \"B\""}]}`
+
+func deployOp(spec string, version uint64, policy UpdatePolicy) Op {
+	var s struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal([]byte(spec), &s)
+	return Op{Kind: OpDeploy, Deploy: &Deploy{Name: s.Name, Version: version, Spec: []byte(spec), Sources: []string{"src"}, Subject: "cep.out." + s.Name, Policy: policy}}
+}
+
+func ev(pos uint64, k, t string, ts int64) Event {
+	return Event{Pos: pos, KeyGroup: KeyGroup(k, 16), Data: []byte(fmt.Sprintf(`{"k":%q,"t":%q,"ts":%d}`, k, t, ts))}
+}
+
+func eventsOp(es ...Event) Op { return Op{Kind: OpEvents, Source: "src", Events: es} }
+
+func payloads(s *State) []string {
+	var out []string
+	for _, r := range s.Outbox() {
+		out = append(out, r.Subject+" "+string(r.Payload))
+	}
+	return out
+}
+
+func TestApplyMatchesAndDedupes(t *testing.T) {
+	s := NewState(0, 15, 16)
+	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}})
+	s.Apply(&Batch{Ops: []Op{eventsOp(ev(1, "x", "A", 10), ev(2, "x", "B", 20), ev(3, "x", "C", 30))}})
+	// a replayed batch (e.g. re-read after failover) changes nothing
+	s.Apply(&Batch{Ops: []Op{eventsOp(ev(1, "x", "A", 10), ev(2, "x", "B", 20), ev(3, "x", "C", 30))}})
+	out := payloads(s)
+	if len(out) != 1 || !strings.Contains(out[0], `"type":"match"`) || !strings.HasPrefix(out[0], "cep.out.ab ") {
+		t.Fatalf("outbox: %v", out)
+	}
+	if c := s.Counters(); c.Duplicates != 3 || c.Events != 3 {
+		t.Fatalf("counters: %+v", c)
+	}
+	var rec struct{ ID string }
+	json.Unmarshal([]byte(strings.TrimPrefix(out[0], "cep.out.ab ")), &rec)
+	if rec.ID == "" || rec.ID != s.Outbox()[0].ID {
+		t.Fatalf("record id %q, outbox id %q", rec.ID, s.Outbox()[0].ID)
+	}
+	s.Apply(&Batch{Ops: []Op{{Kind: OpAck, Seq: s.Outbox()[0].Seq}}})
+	if len(s.Outbox()) != 0 {
+		t.Fatal("ack did not truncate the outbox")
+	}
+}
+
+func TestApplyDeadLetters(t *testing.T) {
+	s := NewState(0, 15, 16)
+	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}})
+	s.Apply(&Batch{Ops: []Op{eventsOp(
+		Event{Pos: 1, KeyGroup: 3, Data: []byte(`not json`)},
+		Event{Pos: 2, KeyGroup: KeyGroup("x", 16), Data: []byte(`{"k":"x","t":"A"}`)}, // no ts
+		ev(3, "x", "A", 10),
+	)}})
+	out := payloads(s)
+	if len(out) != 2 || !strings.HasPrefix(out[0], "cep.deadletter.src ") || !strings.Contains(out[1], `"reason":"time e.ts`) {
+		t.Fatalf("outbox: %v", strings.Join(out, "\n"))
+	}
+	if c := s.Counters(); c.DeadLetters != 2 {
+		t.Fatalf("counters %+v", c)
+	}
+}
+
+func TestUpdatePolicies(t *testing.T) {
+	v2 := strings.Replace(abSpec, `"within":100`, `"within":50`, 1)
+	for _, tc := range []struct {
+		policy UpdatePolicy
+		spec   string
+		want   int // matches after the update for x's partial match started before it
+	}{
+		{PolicyReset, v2, 0},
+		{PolicyDrain, v2, 1},
+		{PolicyMigrate, v2, 1}, // x's partial match at stage b still fits
+		{PolicyMigrate, strings.Replace(abSpec, `"name":"b"`, `"name":"c"`, 1), 0}, // stage b is gone
+	} {
+		s := NewState(0, 15, 16)
+		s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset), eventsOp(ev(1, "x", "A", 10), ev(2, "y", "C", 11))}})
+		s.Apply(&Batch{Ops: []Op{deployOp(tc.spec, 2, tc.policy), eventsOp(ev(3, "x", "B", 20), ev(4, "z", "C", 30))}})
+		n := 0
+		for _, p := range payloads(s) {
+			if strings.Contains(p, `"type":"match"`) {
+				n++
+			}
+		}
+		if n != tc.want {
+			t.Errorf("policy %d: %d matches, want %d: %v", tc.policy, n, tc.want, payloads(s))
+		}
+		if tc.policy == PolicyDrain {
+			if info := s.Patterns()[0]; info.Draining != 0 || info.Version != 2 {
+				t.Errorf("after draining: %+v", info)
+			}
+		}
+	}
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	b := &Batch{Ops: []Op{
+		deployOp(abSpec, 7, PolicyDrain),
+		eventsOp(ev(1, "x", "A", 10), ev(2, "y", "B", 11)),
+		{Kind: OpWatermark, Pattern: "ab", Time: -5},
+		{Kind: OpTick, Time: 1234},
+		{Kind: OpDelete, Pattern: "ab"},
+		{Kind: OpAck, Seq: 99},
+	}}
+	enc := b.Encode(nil)
+	got, err := DecodeBatch(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Encode(nil), enc) {
+		t.Fatal("round trip changed the batch")
+	}
+	for i := 0; i < len(enc); i++ {
+		if _, err := DecodeBatch(enc[:i]); err == nil {
+			t.Fatalf("truncated at %d decoded without error", i)
+		}
+	}
+}
