@@ -1,0 +1,527 @@
+package sql
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Check validates a parsed query: names against the pattern and, when
+// columns is not nil, against the input columns, and the rules of Flink's
+// MATCH_RECOGNIZE that the grammar does not express. It returns the first
+// problem in source order as an *Error, nil if there is none.
+//
+// columns are the columns of the FROM table (for FROM (SELECT ...), of
+// the subquery's table). nil means unknown: column names are then not
+// checked, except against a projection subquery's own output.
+//
+// The first ORDER BY column is the time attribute. When the columns are
+// known and it is not one of them, it is taken as a processing-time
+// attribute (ORDER BY proctime): a virtual column that the query may also
+// read, unless its name is a likely misspelling of a column, which is
+// reported.
+//
+// Check resolves x.y references where x is not a pattern variable but is
+// a known column into nested field accesses (see ColumnRef); it has no
+// other effect on q.
+func (q *Query) Check(columns []string) error {
+	if errs := q.Problems(columns); len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+// Problems is Check returning every problem found, in source order.
+func (q *Query) Problems(columns []string) []*Error {
+	c := &checker{q: q, vars: map[string]*PatternVar{}}
+	c.run(columns)
+	slices.SortStableFunc(c.errs, func(a, b *Error) int {
+		if a.Pos.Line != b.Pos.Line {
+			return a.Pos.Line - b.Pos.Line
+		}
+		return a.Pos.Col - b.Pos.Col
+	})
+	return c.errs
+}
+
+type checker struct {
+	q        *Query
+	vars     map[string]*PatternVar // first occurrence of each pattern variable
+	varNames []string
+	known    bool // columns known
+	cols     map[string]bool
+	colList  []string
+	errs     []*Error
+}
+
+func (c *checker) errorf(p Pos, format string, args ...any) {
+	c.errs = append(c.errs, errorf(p, format, args...))
+}
+
+func (c *checker) run(columns []string) {
+	q := c.q
+	c.pattern()
+
+	// Columns visible inside MATCH_RECOGNIZE.
+	if columns != nil {
+		c.setColumns(columns)
+	}
+	if pr := q.Projection; pr != nil {
+		c.projection(pr)
+	}
+	if len(q.OrderBy) > 0 {
+		t := q.OrderBy[0]
+		if t.Desc {
+			c.errorf(t.At, "the first ORDER BY column must be the time attribute in ascending order; Flink requires the primary sort order of a stream to be ascending on time")
+		}
+		if c.known && !c.cols[t.Name] {
+			if s := suggest(t.Name, c.colList); s != "" {
+				c.errorf(t.At, "no field %s. Did you mean %s?", quoteName(t.Name), quoteName(s))
+			} else {
+				// A processing-time attribute: a virtual column.
+				c.cols[t.Name] = true
+				c.colList = append(c.colList, t.Name)
+			}
+		}
+		for _, o := range q.OrderBy[1:] {
+			c.column(o.Name, o.At, "")
+		}
+	}
+	for _, p := range q.PartitionBy {
+		c.column(p.Name, p.At, "")
+	}
+
+	// Skip target.
+	if s := q.Skip; s.Kind == SkipToFirst || s.Kind == SkipToLast {
+		c.variable(s.Var, s.VarAt)
+	}
+
+	// Within.
+	if w := q.Within; w != nil {
+		switch {
+		case w.YearMonth():
+			c.errorf(w.At, "WITHIN needs a day-time interval (DAY, HOUR, MINUTE, SECOND, MILLISECOND); Flink supports only constant intervals with millisecond resolution as time constraints")
+		case w.Millis <= 0:
+			c.errorf(w.At, "the WITHIN interval must be positive, found %s", w.String())
+		}
+	}
+
+	// DEFINE.
+	seenDef := map[string]Pos{}
+	for _, d := range q.Defines {
+		if first, dup := seenDef[d.Var]; dup {
+			c.errorf(d.At, "variable %s is defined twice in DEFINE (first at line %d:%d)", quoteName(d.Var), first.Line, first.Col)
+		} else {
+			seenDef[d.Var] = d.At
+		}
+		if _, ok := c.vars[d.Var]; !ok {
+			c.errorf(d.At, "DEFINE for variable %s, which is not in PATTERN (%s)%s", quoteName(d.Var), strings.Join(c.varNames, ", "), didYouMean(d.Var, c.varNames))
+		}
+		c.expr(d.Expr, exprCtx{define: true})
+	}
+
+	// MEASURES.
+	partCols := map[string]bool{}
+	for _, p := range q.PartitionBy {
+		partCols[p.Name] = true
+	}
+	seenMeas := map[string]Pos{}
+	for _, m := range q.Measures {
+		if first, dup := seenMeas[m.Alias]; dup {
+			c.errorf(m.AliasAt, "measure name %s is used twice (first at line %d:%d)", quoteName(m.Alias), first.Line, first.Col)
+		} else {
+			seenMeas[m.Alias] = m.AliasAt
+		}
+		if partCols[m.Alias] {
+			c.errorf(m.AliasAt, "measure name %s is also a PARTITION BY column; the output would have two columns of that name", quoteName(m.Alias))
+		}
+		c.expr(m.Expr, exprCtx{})
+	}
+
+	// Outer select list: columns of the MATCH_RECOGNIZE output.
+	if !q.SelectStar {
+		var out []string
+		outSet := map[string]bool{}
+		for _, p := range q.PartitionBy {
+			out = append(out, p.Name)
+			outSet[p.Name] = true
+		}
+		for _, m := range q.Measures {
+			out = append(out, m.Alias)
+			outSet[m.Alias] = true
+		}
+		seenOut := map[string]Pos{}
+		for _, s := range q.Select {
+			if s.Qualifier != "" && s.Qualifier != q.Alias {
+				if q.Alias == "" {
+					c.errorf(s.At, "unknown qualifier %s: the MATCH_RECOGNIZE has no alias; write ') AS %s' after it or drop the qualifier", quoteName(s.Qualifier), quoteIdent(s.Qualifier))
+				} else {
+					c.errorf(s.At, "unknown qualifier %s: the MATCH_RECOGNIZE is aliased as %s", quoteName(s.Qualifier), quoteName(q.Alias))
+				}
+			}
+			if !outSet[s.Name] {
+				c.errorf(s.NameAt, "no field %s in the MATCH_RECOGNIZE output (PARTITION BY columns and measures)%s", quoteName(s.Name), didYouMean(s.Name, out))
+			}
+			name := s.OutputName()
+			if first, dup := seenOut[name]; dup {
+				c.errorf(s.At, "column %s is selected twice (first at line %d:%d); rename one with AS", quoteName(name), first.Line, first.Col)
+			} else {
+				seenOut[name] = s.At
+			}
+		}
+	}
+}
+
+func (c *checker) setColumns(cols []string) {
+	c.known = true
+	c.cols = map[string]bool{}
+	c.colList = nil
+	for _, col := range cols {
+		if !c.cols[col] {
+			c.cols[col] = true
+			c.colList = append(c.colList, col)
+		}
+	}
+}
+
+// projection checks a FROM (SELECT ...) subquery against the input
+// columns and makes its output the columns seen by MATCH_RECOGNIZE.
+func (c *checker) projection(pr *Projection) {
+	check := func(e Expr) {
+		Walk(e, func(x Expr) bool {
+			if r, ok := x.(*ColumnRef); ok && c.known && !c.cols[r.Name] {
+				c.errorf(r.At, "no field %s%s", quoteName(r.Name), didYouMean(r.Name, c.colList))
+			}
+			return true
+		})
+	}
+	for _, it := range pr.Items {
+		check(it.Expr)
+	}
+	if pr.Where != nil {
+		check(pr.Where)
+	}
+	if pr.Star {
+		return // the columns stay those of the table
+	}
+	var out []string
+	seen := map[string]Pos{}
+	for i, it := range pr.Items {
+		name := it.OutputName(i)
+		if first, dup := seen[name]; dup {
+			c.errorf(it.At, "column %s appears twice in the subquery (first at line %d:%d); rename one with AS", quoteName(name), first.Line, first.Col)
+		}
+		seen[name] = it.At
+		out = append(out, name)
+	}
+	c.setColumns(out)
+}
+
+// pattern checks the PATTERN clause against Flink's restrictions and
+// records its variables.
+func (c *checker) pattern() {
+	q := c.q
+	if q.Pattern == nil {
+		return
+	}
+	for _, v := range q.Pattern.Vars() {
+		if first, dup := c.vars[v.Name]; dup {
+			c.errorf(v.At, "variable %s appears twice in PATTERN (first at line %d:%d); Flink requires pattern variables to be unique", quoteName(v.Name), first.At.Line, first.At.Col)
+			continue
+		}
+		c.vars[v.Name] = v
+		c.varNames = append(c.varNames, v.Name)
+	}
+	var walk func(t PatternTerm)
+	walk = func(t PatternTerm) {
+		switch t := t.(type) {
+		case *PatternVar:
+			if qu := t.Quant; qu.Reluctant && qu.Min == 0 && qu.Max == 1 {
+				c.errorf(qu.At, "reluctant optional quantifier '%s' is not supported by Flink's MATCH_RECOGNIZE; use '?'", qu.String())
+			}
+		case *PatternSeq:
+			for _, it := range t.Items {
+				walk(it)
+			}
+		case *PatternGroup:
+			c.errorf(t.At, "quantifier '%s' on a group is not supported by Flink's MATCH_RECOGNIZE (group patterns); quantify single variables only", t.Quant.String())
+			walk(t.Inner)
+		}
+	}
+	walk(q.Pattern)
+
+	items := q.Pattern.Items
+	if len(items) == 0 {
+		return
+	}
+	allOptional := true
+	for _, it := range items {
+		if minOf(it) > 0 {
+			allOptional = false
+		}
+	}
+	if allOptional {
+		c.errorf(q.Pattern.At, "PATTERN (%s) can match no rows at all; Flink requires at least one variable that is not optional", q.Pattern.String())
+	}
+	if v, ok := items[len(items)-1].(*PatternVar); ok {
+		qu := v.Quant
+		if !qu.Reluctant && qu.Min != qu.Max && !(qu.Min == 0 && qu.Max == 1) {
+			c.errorf(qu.At, "greedy quantifier '%s' on %s, the last variable of PATTERN, is not supported by Flink (greedy quantifiers are not allowed as the last element of a pattern); make it reluctant ('%s?') or end the pattern with a single variable", qu.String(), quoteName(v.Name), qu.String())
+		}
+	}
+}
+
+// minOf is the least number of rows a term matches.
+func minOf(t PatternTerm) int {
+	switch t := t.(type) {
+	case *PatternVar:
+		return t.Quant.Min
+	case *PatternSeq:
+		n := 0
+		for _, it := range t.Items {
+			n += minOf(it)
+		}
+		return n
+	case *PatternGroup:
+		return t.Quant.Min * minOf(t.Inner)
+	}
+	return 0
+}
+
+// variable reports name if it is not a pattern variable.
+func (c *checker) variable(name string, at Pos) bool {
+	if _, ok := c.vars[name]; ok {
+		return true
+	}
+	c.errorf(at, "variable %s is not defined in PATTERN (%s)%s", quoteName(name), strings.Join(c.varNames, ", "), didYouMean(name, c.varNames))
+	return false
+}
+
+// column reports name if the columns are known and it is not one of them.
+func (c *checker) column(name string, at Pos, extra string) {
+	if !c.known || c.cols[name] {
+		return
+	}
+	c.errorf(at, "no field %s%s%s", quoteName(name), extra, didYouMean(name, c.colList))
+}
+
+type exprCtx struct {
+	define bool  // in DEFINE (else MEASURES)
+	nav    *Call // innermost enclosing FIRST/LAST
+	agg    *Call // enclosing aggregate
+}
+
+func (c *checker) expr(e Expr, ctx exprCtx) {
+	switch e := e.(type) {
+	case nil:
+		return
+	case *ColumnRef:
+		c.columnRef(e)
+		return
+	case *Unary:
+		if (e.Op == "FINAL" || e.Op == "RUNNING") && ctx.define {
+			c.errorf(e.At, "%s cannot be used in DEFINE", e.Op)
+		}
+	case *Call:
+		c.call(e, &ctx)
+	}
+	for _, ch := range Children(e) {
+		c.expr(ch, ctx)
+	}
+}
+
+func (c *checker) columnRef(r *ColumnRef) {
+	if r.Var == "" {
+		if _, isVar := c.vars[r.Name]; isVar && c.known && !c.cols[r.Name] && len(c.colList) > 0 {
+			c.errorf(r.At, "no field %s: %s is a pattern variable; name one of its columns, e.g. %s.%s", quoteName(r.Name), quoteName(r.Name), quoteIdent(r.Name), quoteIdent(c.colList[0]))
+			return
+		}
+		c.column(r.Name, r.NameAt, "")
+		return
+	}
+	if _, ok := c.vars[r.Var]; ok {
+		c.column(r.Name, r.NameAt, "")
+		return
+	}
+	if c.known && c.cols[r.Var] {
+		// A nested field of a ROW-typed column, not a pattern variable.
+		r.Fields = append([]string{r.Name}, r.Fields...)
+		r.Name, r.NameAt, r.Var = r.Var, r.At, ""
+		return
+	}
+	c.variable(r.Var, r.At)
+}
+
+var fixedArity = map[string][2]int{
+	"SUM": {1, 1}, "AVG": {1, 1}, "MIN": {1, 1}, "MAX": {1, 1},
+	"STDDEV_POP": {1, 1}, "STDDEV_SAMP": {1, 1}, "VAR_POP": {1, 1}, "VAR_SAMP": {1, 1},
+	"STDDEV": {1, 1}, "VARIANCE": {1, 1}, "COLLECT": {1, 1}, "LISTAGG": {1, 2},
+	"COUNT":          {0, 1},
+	"CLASSIFIER":     {0, 0},
+	"MATCH_PROCTIME": {0, 0},
+	"MATCH_ROWTIME":  {0, 1},
+	"PREV":           {1, 2}, "NEXT": {1, 2}, "FIRST": {1, 2}, "LAST": {1, 2},
+}
+
+// call checks a function call in its context and updates ctx for its
+// arguments.
+func (c *checker) call(e *Call, ctx *exprCtx) {
+	if ar, ok := fixedArity[e.Name]; ok && !e.Star {
+		if n := len(e.Args); n < ar[0] || n > ar[1] {
+			c.errorf(e.At, "%s takes %s, found %d", e.Name, arityText(e.Name, ar), n)
+		}
+	}
+	if e.Star && e.Name != "COUNT" {
+		c.errorf(e.At, "%s(*) is not allowed; only COUNT takes *", e.Name)
+	}
+	if e.Name == "COUNT" && !e.Star && len(e.Args) == 0 {
+		c.errorf(e.At, "COUNT needs an argument or *: COUNT(*) or COUNT(A.col)")
+	}
+	switch {
+	case e.IsNavigation():
+		if e.Distinct {
+			c.errorf(e.At, "DISTINCT is not allowed in %s", e.Name)
+		}
+		if len(e.Args) == 2 {
+			if l, ok := e.Args[1].(*Literal); !ok || l.Kind != LitInt || l.Int < 0 {
+				c.errorf(e.Args[1].Pos(), "the offset of %s must be a non-negative integer literal, found %s", e.Name, e.Args[1].String())
+			}
+		}
+		if ctx.agg != nil {
+			c.errorf(e.At, "%s cannot be used inside the aggregate %s", e.Name, ctx.agg.Name)
+		}
+		switch e.Name {
+		case "PREV", "NEXT":
+			if !ctx.define {
+				c.errorf(e.At, "%s cannot be used in MEASURES; use FIRST or LAST (e.g. LAST(A.price, 1))", e.Name)
+			}
+			if ctx.nav != nil {
+				c.errorf(e.At, "%s cannot be nested inside %s", e.Name, ctx.nav.Name)
+			}
+			if n, ok := e.Offset(); e.Name == "NEXT" && ok && n != 0 {
+				c.errorf(e.At, "NEXT is not supported: it reads a row after the current one, and Flink does not support physical offsets within partition")
+			}
+		case "FIRST", "LAST":
+			if ctx.nav != nil {
+				c.errorf(e.At, "%s cannot be nested inside %s", e.Name, ctx.nav.Name)
+			}
+			ctx.nav = e
+		}
+		if len(e.Args) > 0 {
+			c.singleVariable(e, e.Args[0], "navigation functions read the rows of one variable")
+		}
+	case e.IsAggregate():
+		if e.Distinct {
+			c.errorf(e.At, "DISTINCT aggregates are not supported by Flink's MATCH_RECOGNIZE")
+		}
+		if ctx.agg != nil {
+			c.errorf(e.At, "aggregate %s cannot be nested inside the aggregate %s", e.Name, ctx.agg.Name)
+		}
+		if ctx.nav != nil {
+			c.errorf(e.At, "aggregate %s cannot be used inside %s", e.Name, ctx.nav.Name)
+		}
+		ctx.agg = e
+		for _, a := range e.Args {
+			c.singleVariable(e, a, "an aggregate runs over the rows of one variable")
+		}
+	}
+}
+
+func arityText(name string, ar [2]int) string {
+	switch {
+	case IsNavigation(name):
+		return "an expression and an optional offset: " + name + "(A.col [, n])"
+	case ar[0] == ar[1] && ar[0] == 0:
+		return "no arguments"
+	case ar[0] == ar[1] && ar[0] == 1:
+		return "one argument"
+	case ar[0] == 0 && ar[1] == 1:
+		return "at most one argument"
+	}
+	return fmt.Sprintf("%d to %d arguments", ar[0], ar[1])
+}
+
+// singleVariable reports arg if it refers to columns of more than one
+// pattern variable.
+func (c *checker) singleVariable(call *Call, arg Expr, why string) {
+	var vs []string
+	Walk(arg, func(x Expr) bool {
+		if r, ok := x.(*ColumnRef); ok && r.Var != "" {
+			if _, isVar := c.vars[r.Var]; isVar && !slices.Contains(vs, r.Var) {
+				vs = append(vs, r.Var)
+			}
+		}
+		return true
+	})
+	if len(vs) > 1 {
+		c.errorf(call.At, "%s(...) refers to more than one pattern variable (%s); %s", call.Name, strings.Join(vs, ", "), why)
+	}
+}
+
+// quoteName quotes a name for a message: 'name'.
+func quoteName(s string) string { return "'" + s + "'" }
+
+// didYouMean returns ". Did you mean 'x'?" for the best candidate, or "".
+func didYouMean(name string, cands []string) string {
+	if s := suggest(name, cands); s != "" {
+		return ". Did you mean " + quoteName(s) + "?"
+	}
+	return ""
+}
+
+// suggest returns the candidate closest to name: one equal but for case,
+// else one within Damerau-Levenshtein distance 2 (and less than name's
+// length); "" if none. Ties go to the earliest candidate.
+func suggest(name string, cands []string) string {
+	for _, c := range cands {
+		if c != name && strings.EqualFold(c, name) {
+			return c
+		}
+	}
+	best, bestD := "", 3
+	ln := strings.ToLower(name)
+	n := utf8.RuneCountInString(name)
+	for _, c := range cands {
+		if c == name {
+			continue
+		}
+		if d := distance(ln, strings.ToLower(c)); d < bestD && d < n {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// distance is the optimal-string-alignment (restricted Damerau-Levenshtein)
+// distance between a and b, in runes.
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > 64 || len(rb) > 64 {
+		if a == b {
+			return 0
+		}
+		return 1 << 20
+	}
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}

@@ -1,0 +1,120 @@
+// Package sql parses Flink SQL MATCH_RECOGNIZE queries into a typed AST
+// and checks them against the rules of Flink's MATCH_RECOGNIZE, with
+// one-line errors that carry a line:column position.
+//
+// The package is pure: no IO, no goroutines, no clock. A *Query is plain
+// data and may be shared between goroutines once Check has run.
+//
+// # Usage
+//
+//	q, err := sql.Parse(text)        // syntax; err is a *sql.Error
+//	if err == nil {
+//		err = q.Check(columns)   // names and Flink's rules; columns may be nil
+//	}
+//	if err != nil {
+//		return err               // "line 12:9: no field 'amout'. Did you mean 'amount'?"
+//	}
+//	for _, v := range q.Pattern.Vars() { ... q.Define(v.Name) ... }
+//
+// # Grammar
+//
+//	SELECT * | col [AS name], ...         (col may be qualified by the alias)
+//	FROM table | (SELECT expr [AS name], ... FROM table [[AS] t] [WHERE expr])
+//	MATCH_RECOGNIZE (
+//	  [PARTITION BY col, ...]
+//	  ORDER BY col [ASC|DESC], ...          (the first is the time attribute)
+//	  [MEASURES expr AS name, ...]
+//	  [ONE ROW PER MATCH]
+//	  [AFTER MATCH SKIP PAST LAST ROW | TO NEXT ROW | TO FIRST v | TO LAST v | TO v]
+//	  PATTERN (terms) [WITHIN INTERVAL 'n' unit]
+//	  DEFINE v AS expr, ...
+//	) [[AS] alias] [;]
+//
+// The clauses must come in this order. Keywords are case-insensitive;
+// identifiers are case-sensitive and may be quoted with `back quotes` or
+// "double quotes" (a doubled quote inside stands for one); strings use
+// single quotes ('it”s'). Comments are -- to the end of the line and
+// /* ... */.
+//
+// PATTERN terms are variables and parenthesised groups, each optionally
+// followed by a quantifier * + ? {n} {n,} {n,m} {,m} and then optionally
+// by ? (reluctant). Alternation |, PERMUTE, anchors ^ $ and exclusions
+// {- -} are rejected by Parse, as Flink rejects them.
+//
+// Interval literals are INTERVAL [-]'text' unit [TO unit], with units
+// YEAR, MONTH, DAY, HOUR, MINUTE, SECOND and, as an extension,
+// MILLISECOND and WEEK (plurals accepted), an optional precision such as
+// MINUTE(3) or SECOND(2, 3), and the SQL text forms 'd h:m:s.fff' etc.
+// As in Flink, the leading field has at most 2 digits unless a precision
+// is given: INTERVAL '100' SECOND is an error, INTERVAL '100' SECOND(3) is not.
+//
+// Expressions, loosest binding first:
+//
+//	OR
+//	AND
+//	NOT
+//	= <> != < <= > >=, IS [NOT] NULL|TRUE|FALSE|UNKNOWN|DISTINCT FROM,
+//	  [NOT] BETWEEN [SYMMETRIC] a AND b, [NOT] IN (...), [NOT] LIKE p [ESCAPE e]
+//	+ -
+//	* / % ||
+//	unary - +, FINAL, RUNNING
+//	literals, INTERVAL, DATE/TIME/TIMESTAMP 'text', [V.]col[.field...],
+//	f(args), COUNT(*), f(DISTINCT x), CASE, CAST/TRY_CAST(x AS type),
+//	EXTRACT(unit FROM x), TIMESTAMPADD/TIMESTAMPDIFF(unit, ...),
+//	CURRENT_TIMESTAMP and the other niladic functions, ( expr )
+//
+// Nesting is limited to MaxDepth levels ("expression nested too deeply").
+//
+// # AST
+//
+// Query holds the clauses. Pattern is a *PatternSeq whose items are
+// *PatternVar (a variable with its Quantifier{Min, Max (-1 = unbounded),
+// Reluctant}) and *PatternGroup (a quantified parenthesised sequence);
+// unquantified parentheses are flattened away, and (A)+ is the variable
+// A+. Flink accepts only flat sequences of variables, so after Check every
+// item is a *PatternVar.
+//
+// Expressions implement Expr: *Literal, *Interval, *ColumnRef{Var, Name,
+// Fields}, *Unary, *Binary{Op}, *IsNull, *IsBool, *Between, *In, *Like,
+// *Case, *Call{Name (upper case), Args, Star, Distinct}, *Cast and
+// *UnitArg. Parentheses leave no node. A minus sign before a number is
+// folded into the Literal. Every node has Pos() (its first token) and
+// String(), which prints it back as SQL with all compound subexpressions
+// parenthesised; Walk and Children traverse a tree.
+//
+// Calls are not resolved: navigation (PREV, NEXT, FIRST, LAST),
+// aggregates (COUNT, SUM, AVG, MIN, MAX, ...), MATCH_ROWTIME,
+// MATCH_PROCTIME, CLASSIFIER, CAST and any other name parse alike, and
+// Call.IsNavigation, Call.IsAggregate and Call.Offset classify them.
+//
+// # Checks
+//
+// Check reports, among others: variables used in MEASURES, DEFINE or
+// AFTER MATCH SKIP TO that are not in PATTERN; DEFINE entries for unknown
+// or repeated variables; repeated measure names; unknown columns, with a
+// suggestion for a likely misspelling; variables repeated in PATTERN,
+// quantified groups, reluctant optional quantifiers, patterns that can
+// match no rows and a greedy quantifier on the last variable (all
+// rejected by Flink); navigation offsets that are not non-negative integer
+// literals; PREV/NEXT in MEASURES or inside FIRST/LAST; NEXT with an
+// offset; aggregates inside aggregates or navigation; DISTINCT
+// aggregates; one function over several variables; a WITHIN that is not
+// a positive day-time interval; a descending time attribute; and select
+// items that are not columns of the MATCH_RECOGNIZE output. Problems
+// returns all of them in source order; Check returns the first.
+//
+// Check does not type expressions and does not resolve function names;
+// the compiler rejects unknown functions and type errors.
+//
+// # Where this package departs from Flink
+//
+//   - PREV(x [, n]) is accepted in DEFINE with any non-negative integer
+//     literal n, as pattern-v1 lists PREV. Flink's planner rejects PREV
+//     and NEXT with an offset other than 0 ("Flink does not support
+//     physical offsets within partition"); Check rejects only NEXT.
+//   - MILLISECOND and WEEK interval units and plural unit names (MINUTES)
+//     are extensions.
+//   - Without AFTER MATCH, Skip.Kind is SkipToNextRow, which is what
+//     Flink's SQL translation uses (the SQL standard's default is SKIP PAST
+//     LAST ROW); Skip.Explicit tells the two apart.
+package sql
