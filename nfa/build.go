@@ -54,6 +54,7 @@ func (p *pat) takeCond() *cond {
 
 type builder struct {
 	conds *condCompiler
+	preds map[string]predicate
 }
 
 // buildChain builds the chain for a list of stages; it returns the last element.
@@ -116,6 +117,8 @@ func (b *builder) buildChain(stages []Stage, prefix string) (*pat, error) {
 				return nil, err
 			}
 			p.group = raw
+		} else if pr := b.preds[st.Name]; pr != nil && st.Where == "" {
+			p.cond = b.conds.custom(st.Name, pr)
 		} else if st.Where != "" {
 			c, err := b.conds.leaf(st.Where)
 			if err != nil {

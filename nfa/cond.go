@@ -26,10 +26,24 @@ var condTrueV = &cond{op: cTrue}
 func condNot(c *cond) *cond    { return &cond{op: cNot, x: c} }
 func condAnd(a, b *cond) *cond { return &cond{op: cAnd, x: a, y: b} }
 
-// leafInfo is one compiled CEL condition shared by every transition using it.
+// predicate is a compiled condition: a CEL expression, or a
+// MATCH_RECOGNIZE DEFINE clause.
+type predicate interface {
+	Eval(e expr.Event, ctx *evalCtx) (bool, error)
+	// UsesContext reports whether the result depends on the partial match
+	// (otherwise it depends on the event alone and is cached per event).
+	UsesContext() bool
+}
+
+type celPredicate struct{ c *expr.Condition }
+
+func (p celPredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) { return p.c.Eval(e, ctx) }
+func (p celPredicate) UsesContext() bool                            { return p.c.UsesEvents() }
+
+// leafInfo is one compiled condition shared by every transition using it.
 type leafInfo struct {
 	src        string
-	prog       *expr.Condition
+	prog       predicate
 	usesEvents bool
 }
 
@@ -37,6 +51,13 @@ type condCompiler struct {
 	c      *expr.Compiler
 	leaves []leafInfo
 	bySrc  map[string]int
+}
+
+// custom adds a predicate that is not CEL (MATCH_RECOGNIZE).
+func (cc *condCompiler) custom(name string, p predicate) *cond {
+	i := len(cc.leaves)
+	cc.leaves = append(cc.leaves, leafInfo{src: name, prog: p, usesEvents: p.UsesContext()})
+	return &cond{op: cLeaf, leaf: i}
 }
 
 func (cc *condCompiler) leaf(src string) (*cond, error) {
@@ -48,7 +69,7 @@ func (cc *condCompiler) leaf(src string) (*cond, error) {
 		return nil, err
 	}
 	i := len(cc.leaves)
-	cc.leaves = append(cc.leaves, leafInfo{src: src, prog: prog, usesEvents: prog.UsesEvents()})
+	cc.leaves = append(cc.leaves, leafInfo{src: src, prog: celPredicate{prog}, usesEvents: prog.UsesEvents()})
 	if cc.bySrc == nil {
 		cc.bySrc = map[string]int{}
 	}

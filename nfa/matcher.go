@@ -1,7 +1,7 @@
 package nfa
 
 import (
-	"fmt"
+	"sort"
 
 	"github.com/cepcluster/cep/nfa/expr"
 	"github.com/cepcluster/cep/watermark"
@@ -65,6 +65,7 @@ type Matcher struct {
 	curEv        event  // the event being processed
 	curEvHeap    *event // its stored copy, once a partial match took it
 	freeKeys     []*keyState
+	group        []queued
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -78,7 +79,7 @@ func NewMatcher(p *Pattern) *Matcher {
 		cacheGen:      make([]uint32, len(p.leaves)),
 		cacheVal:      make([]bool, len(p.leaves)),
 	}
-	if p.time == nil {
+	if p.timeFn == nil {
 		m.wm = 0 // processing time starts at 0 and moves with ticks
 	}
 	return m
@@ -117,43 +118,47 @@ func (m *Matcher) Totals() (partialMatches, bufferedEvents int) {
 	return
 }
 
+// Project applies the pattern's input projection (a MATCH_RECOGNIZE query
+// reading FROM a subquery): it returns the event the pattern sees, or
+// keep=false for an event the subquery's WHERE filters out. Callers that use
+// KeyOf, TimeOf and EventAt apply it first; Event does.
+func (m *Matcher) Project(in Input) (out Input, keep bool, err error) {
+	if m.p.project == nil {
+		return in, true, nil
+	}
+	d, keep, err := m.p.project(in.Data)
+	if err != nil || !keep {
+		return Input{}, keep, err
+	}
+	in.Data = d
+	return in, true, nil
+}
+
 // KeyOf evaluates the pattern's key expression ("" without one).
 func (m *Matcher) KeyOf(in Input) (string, error) {
-	if m.p.key == nil {
+	if m.p.keyFn == nil {
 		return "", nil
 	}
-	v, err := m.p.key.Eval(in.Data, nil)
-	if err != nil {
-		return "", fmt.Errorf("key %s: %s", m.p.spec.Key, oneLine(err.Error()))
-	}
-	k, err := expr.KeyString(v)
-	if err != nil {
-		return "", fmt.Errorf("key %s: %s", m.p.spec.Key, oneLine(err.Error()))
-	}
-	return k, nil
+	return m.p.keyFn(in.Data)
 }
 
 // TimeOf evaluates the pattern's time expression. Without one, it returns
 // the current processing time.
 func (m *Matcher) TimeOf(in Input) (int64, error) {
-	if m.p.time == nil {
+	if m.p.timeFn == nil {
 		return m.wm, nil
 	}
-	v, err := m.p.time.Eval(in.Data, nil)
-	if err != nil {
-		return 0, fmt.Errorf("time %s: %s", m.p.spec.Time, oneLine(err.Error()))
-	}
-	ts, err := expr.TimeMillis(v)
-	if err != nil {
-		return 0, fmt.Errorf("time %s: %s", m.p.spec.Time, oneLine(err.Error()))
-	}
-	return ts, nil
+	return m.p.timeFn(in.Data)
 }
 
 // Event feeds one event. It returns the records produced (which stay valid
 // until the next call); an error means the event's key or time could not be
 // computed, and nothing changed.
 func (m *Matcher) Event(in Input) ([]Record, error) {
+	in, keep, err := m.Project(in)
+	if err != nil || !keep {
+		return nil, err
+	}
 	key, err := m.KeyOf(in)
 	if err != nil {
 		return nil, err
@@ -168,7 +173,7 @@ func (m *Matcher) Event(in Input) ([]Record, error) {
 // EventAt feeds one event whose key and time are already known.
 func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 	m.out = m.out[:0]
-	if m.p.time == nil {
+	if m.p.timeFn == nil {
 		// processing time: no buffering, the event is processed now
 		ks := m.keyState(key)
 		m.stats.Events++
@@ -203,7 +208,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 // does not advance is ignored.
 func (m *Matcher) Watermark(wm int64) []Record {
 	m.out = m.out[:0]
-	if m.p.time != nil {
+	if m.p.timeFn != nil {
 		m.gen.Advance(wm)
 		wm = m.gen.Current()
 	}
@@ -235,12 +240,12 @@ func (m *Matcher) Draining() bool { return m.noStarts }
 // time out (and notFollowedBy-at-end matches complete).
 func (m *Matcher) Finish(final bool) []Record {
 	m.out = m.out[:0]
-	if m.p.time != nil && m.gen.MaxTimestamp() > m.wm {
+	if m.p.timeFn != nil && m.gen.MaxTimestamp() > m.wm {
 		m.gen.Advance(m.gen.MaxTimestamp())
 		m.advance(m.gen.Current())
 	}
 	if final {
-		if m.p.time != nil {
+		if m.p.timeFn != nil {
 			m.gen.Advance(watermark.MaxTime)
 		}
 		m.advance(watermark.MaxTime)
@@ -291,9 +296,21 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 			break
 		}
 		m.timeAdvance(ks, t)
-		ks.queue.PopUpTo(t, func(ts int64, q queued) {
-			m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw, Pos: q.pos})
-		})
+		if m.p.tieLess == nil {
+			ks.queue.PopUpTo(t, func(ts int64, q queued) {
+				m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw, Pos: q.pos})
+			})
+			continue
+		}
+		// MATCH_RECOGNIZE: further ORDER BY columns order events of equal time
+		group := m.group[:0]
+		ks.queue.PopUpTo(t, func(ts int64, q queued) { group = append(group, q) })
+		sort.SliceStable(group, func(i, j int) bool { return m.p.tieLess(group[i].data, group[j].data) })
+		for _, q := range group {
+			m.processOne(ks, t, Input{Data: q.data, Raw: q.raw, Pos: q.pos})
+		}
+		clear(group)
+		m.group = group[:0]
 	}
 	m.timeAdvance(ks, wm)
 	m.reschedule(ks)
@@ -317,6 +334,9 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	}
 	for _, t := range tos {
 		m.stats.Timeouts++
+		if m.p.sql {
+			continue // MATCH_RECOGNIZE reports no timed-out partial matches
+		}
 		r := Record{Type: "timeout", Pattern: m.p.spec.Name, Key: ks.key, TimeoutAt: t.at, Events: m.stageEvents(t.p), Positions: positions(t.p)}
 		if len(t.p) > 0 {
 			r.Start = t.p[0].ev.ts

@@ -90,10 +90,16 @@ type Pattern struct {
 	stageNames  []string
 	stageOf     []int32 // state id → stage index
 	skip        skipStrategy
-	key         *expr.Value
-	time        *expr.Value
+	keyFn       func(expr.Event) (string, error)
+	timeFn      func(expr.Event) (int64, error)
 	emit        []emitField
 	ooo         int64
+
+	// MATCH_RECOGNIZE
+	project func(expr.Event) (expr.Event, bool, error) // FROM (SELECT ...)
+	tieLess func(a, b expr.Event) bool         // ORDER BY columns after the time
+	rowFn   func(m *Matcher, p path) []Field // MEASURES
+	sql     bool                             // records carry fields only; no timeouts
 }
 
 type emitField struct {
@@ -110,7 +116,7 @@ func (p *Pattern) Spec() *Spec { return p.spec }
 
 // EventTime reports whether the pattern orders events by a time expression
 // (otherwise it runs in arrival order on processing time).
-func (p *Pattern) EventTime() bool { return p.time != nil }
+func (p *Pattern) EventTime() bool { return p.timeFn != nil }
 
 var (
 	compilerOnce   sync.Once
@@ -136,8 +142,12 @@ func Compile(s *Spec) (*Pattern, error) {
 	return p, nil
 }
 
-// CompileBytes parses (JSON or YAML) and compiles a pattern document.
+// CompileBytes compiles a pattern document (JSON or YAML) or a
+// MATCH_RECOGNIZE query (text starting with SELECT).
 func CompileBytes(data []byte) (*Pattern, error) {
+	if IsSQL(data) {
+		return CompileSQL(string(data), "")
+	}
 	s, err := ParseSpec(data)
 	if err != nil {
 		return nil, err
@@ -145,7 +155,11 @@ func CompileBytes(data []byte) (*Pattern, error) {
 	return Compile(s)
 }
 
-func compile(s *Spec) (*Pattern, error) {
+func compile(s *Spec) (*Pattern, error) { return compileWith(s, nil) }
+
+// compileWith compiles a spec whose stages may take their conditions from
+// preds (by stage name) instead of CEL.
+func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 	if s.Name == "" {
 		return nil, perr("", "name", "a pattern needs a name")
 	}
@@ -156,7 +170,7 @@ func compile(s *Spec) (*Pattern, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &builder{conds: &condCompiler{c: ec}}
+	b := &builder{conds: &condCompiler{c: ec}, preds: preds}
 	stages := s.Stages
 	if s.Within != nil && len(stages) > 0 {
 		// the top-level within is within() called on the last stage
@@ -202,13 +216,37 @@ func compile(s *Spec) (*Pattern, error) {
 		p.stageOf = append(p.stageOf, idx)
 	}
 	if s.Key != "" {
-		if p.key, err = ec.Value(s.Key); err != nil {
+		v, err := ec.Value(s.Key)
+		if err != nil {
 			return nil, perr("", "key", "%v", err)
+		}
+		src := s.Key
+		p.keyFn = func(e expr.Event) (string, error) {
+			x, err := v.Eval(e, nil)
+			if err == nil {
+				var k string
+				if k, err = expr.KeyString(x); err == nil {
+					return k, nil
+				}
+			}
+			return "", fmt.Errorf("key %s: %s", src, oneLine(err.Error()))
 		}
 	}
 	if s.Time != "" {
-		if p.time, err = ec.Value(s.Time); err != nil {
+		v, err := ec.Value(s.Time)
+		if err != nil {
 			return nil, perr("", "time", "%v", err)
+		}
+		src := s.Time
+		p.timeFn = func(e expr.Event) (int64, error) {
+			x, err := v.Eval(e, nil)
+			if err == nil {
+				var ts int64
+				if ts, err = expr.TimeMillis(x); err == nil {
+					return ts, nil
+				}
+			}
+			return 0, fmt.Errorf("time %s: %s", src, oneLine(err.Error()))
 		}
 	}
 	if s.OutOfOrderness != nil {

@@ -15,6 +15,23 @@ type evalCtx struct {
 	done    bool
 }
 
+// matchedRow is one event of a partial match with the stage that took it.
+type matchedRow struct {
+	stage string
+	ts    int64
+	data  expr.Event
+}
+
+// rows returns the partial match's events in order.
+func (c *evalCtx) rows() []matchedRow {
+	p := currentMatch(c.cs)
+	out := make([]matchedRow, len(p))
+	for i, n := range p {
+		out[i] = matchedRow{stage: c.m.p.stageNames[n.key.stage], ts: n.ev.ts, data: n.ev.data}
+	}
+	return out
+}
+
 // EventsFor implements expr.Ctx.
 func (c *evalCtx) EventsFor(stage string) []expr.Event {
 	if !c.done {

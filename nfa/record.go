@@ -22,6 +22,8 @@ type Record struct {
 	Events    []StageEvents
 	Fields    []Field
 	Event     []byte // the late event
+	// RowOnly marks a MATCH_RECOGNIZE row: its JSON has fields, no events.
+	RowOnly bool
 	// Positions are the source positions (Input.Pos) of the record's events,
 	// in order. They are not part of the JSON form.
 	Positions []uint64
@@ -75,6 +77,11 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"timeoutAt":`...)
 		b = strconv.AppendInt(b, r.TimeoutAt, 10)
 	default:
+		if r.RowOnly {
+			b = append(b, `,"fields":`...)
+			b = appendFields(b, r.Fields)
+			return append(b, '}'), nil
+		}
 		b = append(b, `,"start":`...)
 		b = strconv.AppendInt(b, r.Start, 10)
 		b = append(b, `,"end":`...)
@@ -97,22 +104,27 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 	}
 	b = append(b, '}')
 	if len(r.Fields) > 0 {
-		b = append(b, `,"fields":{`...)
-		for i, f := range r.Fields {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, f.Name)
-			b = append(b, ':')
-			v, err := json.Marshal(f.Value)
-			if err != nil {
-				v = []byte("null")
-			}
-			b = append(b, v...)
-		}
-		b = append(b, '}')
+		b = append(b, `,"fields":`...)
+		b = appendFields(b, r.Fields)
 	}
 	return append(b, '}'), nil
+}
+
+func appendFields(b []byte, fields []Field) []byte {
+	b = append(b, '{')
+	for i, f := range fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, f.Name)
+		b = append(b, ':')
+		v, err := json.Marshal(f.Value)
+		if err != nil {
+			v = []byte("null")
+		}
+		b = append(b, v...)
+	}
+	return append(b, '}')
 }
 
 func appendJSONString(b []byte, s string) []byte {
@@ -185,10 +197,17 @@ func (c matchCtx) EventsFor(stage string) []expr.Event {
 
 func (m *Matcher) emitMatch(ks *keyState, p path) {
 	m.stats.Matches++
-	r := Record{Type: "match", Pattern: m.p.spec.Name, Key: ks.key, Events: m.stageEvents(p), Positions: positions(p)}
+	r := Record{Type: "match", Pattern: m.p.spec.Name, Key: ks.key, Positions: positions(p)}
 	if len(p) > 0 {
 		r.Start, r.End = p[0].ev.ts, p[len(p)-1].ev.ts
 	}
+	if m.p.rowFn != nil {
+		r.Fields = m.p.rowFn(m, p)
+		r.RowOnly = true
+		m.out = append(m.out, r)
+		return
+	}
+	r.Events = m.stageEvents(p)
 	if len(m.p.emit) > 0 {
 		var last expr.Event
 		if len(p) > 0 {

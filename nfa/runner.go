@@ -95,11 +95,21 @@ func (r *Runner) Line(line []byte) ([]Record, error) {
 	}
 	// compute every pattern's key and time first, so a bad event changes nothing
 	type kt struct {
-		key string
-		ts  int64
+		in   Input
+		key  string
+		ts   int64
+		skip bool
 	}
 	kts := make([]kt, len(r.matchers))
 	for i, m := range r.matchers {
+		in, keep, err := m.Project(in)
+		if err != nil {
+			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
+		}
+		if !keep {
+			kts[i].skip = true
+			continue
+		}
 		k, err := m.KeyOf(in)
 		if err != nil {
 			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
@@ -108,10 +118,12 @@ func (r *Runner) Line(line []byte) ([]Record, error) {
 		if err != nil {
 			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
 		}
-		kts[i] = kt{k, ts}
+		kts[i] = kt{in: in, key: k, ts: ts}
 	}
 	for i, m := range r.matchers {
-		r.out = append(r.out, m.EventAt(kts[i].key, kts[i].ts, in)...)
+		if !kts[i].skip {
+			r.out = append(r.out, m.EventAt(kts[i].key, kts[i].ts, kts[i].in)...)
+		}
 	}
 	return r.out, nil
 }

@@ -242,9 +242,17 @@ func (s *State) applyEvents(source string, events []Event) {
 			s.deadLetter(source, "", e, err.Error())
 			continue
 		}
-		in := nfa.Input{Data: data, Raw: e.Data, Pos: e.Pos}
+		raw := nfa.Input{Data: data, Raw: e.Data, Pos: e.Pos}
 		for _, p := range s.patterns {
 			if !s.reads(p, source) {
+				continue
+			}
+			in, keep, err := p.m.Project(raw)
+			if err != nil {
+				s.deadLetter(source, p.deploy.Name, e, err.Error())
+				continue
+			}
+			if !keep {
 				continue
 			}
 			key, err := p.m.KeyOf(in)

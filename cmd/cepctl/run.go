@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -22,10 +25,10 @@ type runOptions struct {
 func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
 	opts := &runOptions{}
 	cmd := &cobra.Command{
-		Use:   "run -p PATTERN [-p PATTERN...] [-i FILE|-]",
+		Use:   "run (-p PATTERN | --sql QUERY)... [-i FILE|-]",
 		Short: "Evaluate patterns offline over a file of JSON events",
-		Long: `Evaluate one or more patterns (pattern-v1 JSON or YAML documents) over JSON
-events, one per line, and print the output records (matches, timeouts, late
+		Long: `Evaluate one or more patterns (pattern-v1 JSON or YAML documents, or
+MATCH_RECOGNIZE queries with --sql) over JSON events, one per line, and print the output records (matches, timeouts, late
 events) as JSON lines. A line {"$watermark": T} advances event time to T.
 At the end of the input every buffered event is processed and, unless
 --final-watermark=false, time advances to +infinity so windows time out.`,
@@ -33,7 +36,7 @@ At the end of the input every buffered event is processed and, unless
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(opts.patterns) == 0 && len(opts.sql) == 0 {
-				return errors.New("run: give at least one pattern with -p FILE")
+				return errors.New("run: give at least one pattern with -p FILE or a query with --sql FILE")
 			}
 			if runF != nil {
 				return runF(opts)
@@ -42,16 +45,13 @@ At the end of the input every buffered event is processed and, unless
 		},
 	}
 	cmd.Flags().StringArrayVarP(&opts.patterns, "pattern", "p", nil, "pattern file (JSON or YAML); repeat to run several side by side")
-	cmd.Flags().StringArrayVar(&opts.sql, "sql", nil, "MATCH_RECOGNIZE query file")
+	cmd.Flags().StringArrayVar(&opts.sql, "sql", nil, "MATCH_RECOGNIZE query file; repeatable")
 	cmd.Flags().StringVarP(&opts.input, "input", "i", "-", "input file of JSON lines, - for standard input")
 	cmd.Flags().BoolVar(&opts.finalWatermark, "final-watermark", true, "advance time to +infinity at the end of the input")
 	return cmd
 }
 
 func runRun(d *deps, opts *runOptions) error {
-	if len(opts.sql) > 0 {
-		return fmt.Errorf("%s: MATCH_RECOGNIZE queries are not supported yet", opts.sql[0])
-	}
 	var patterns []*nfa.Pattern
 	for _, f := range opts.patterns {
 		b, err := os.ReadFile(f)
@@ -64,6 +64,14 @@ func runRun(d *deps, opts *runOptions) error {
 		}
 		patterns = append(patterns, p)
 	}
+	queries := make([][]byte, len(opts.sql))
+	for i, f := range opts.sql {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("read query: %w", err)
+		}
+		queries[i] = b
+	}
 	var in io.Reader = d.stdin
 	if opts.input != "-" {
 		f, err := os.Open(opts.input)
@@ -72,6 +80,33 @@ func runRun(d *deps, opts *runOptions) error {
 		}
 		defer f.Close()
 		in = f
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	// A query's columns are checked against the input's (a misspelt column
+	// gets "did you mean"), taken from the first event.
+	var peeked [][]byte
+	var columns []string
+	if len(queries) > 0 {
+		for sc.Scan() {
+			line := append([]byte(nil), sc.Bytes()...)
+			peeked = append(peeked, line)
+			if in, _, isWM, err := nfa.ParseLine(line); err == nil && !isWM {
+				for k := range in.Data {
+					columns = append(columns, k)
+				}
+				sort.Strings(columns)
+				break
+			}
+		}
+	}
+	for i, f := range opts.sql {
+		name := nfa.SanitizeName(strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)))
+		p, err := nfa.CompileSQLColumns(string(queries[i]), name, columns)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		patterns = append(patterns, p)
 	}
 	r := nfa.NewRunner(patterns...)
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
@@ -87,8 +122,16 @@ func runRun(d *deps, opts *runOptions) error {
 		}
 		return nil
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for _, line := range peeked {
+		recs, err := r.Line(line)
+		if err != nil {
+			out.Flush()
+			return fmt.Errorf("%s: %w", inputName(opts.input), err)
+		}
+		if err := write(recs); err != nil {
+			return err
+		}
+	}
 	for sc.Scan() {
 		recs, err := r.Line(sc.Bytes())
 		if err != nil {

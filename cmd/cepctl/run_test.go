@@ -167,18 +167,25 @@ func TestConformanceThroughBinary(t *testing.T) {
 	}
 	pass := 0
 	for _, c := range cases {
-		if c.Skip || c.IsSQL() {
+		if c.Skip {
 			continue
 		}
 		if _, ok := known[c.File]; ok {
 			continue
 		}
 		dir := t.TempDir()
-		pf := filepath.Join(dir, "pattern.json")
-		os.WriteFile(pf, c.Pattern, 0o644)
 		inf := filepath.Join(dir, "input.jsonl")
 		os.WriteFile(inf, c.InputLines(), 0o644)
-		args := []string{"run", "-p", pf, "-i", inf}
+		args := []string{"run", "-i", inf}
+		if c.IsSQL() {
+			qf := filepath.Join(dir, "q.sql")
+			os.WriteFile(qf, []byte(*c.SQL), 0o644)
+			args = append(args, "--sql", qf)
+		} else {
+			pf := filepath.Join(dir, "pattern.json")
+			os.WriteFile(pf, c.Pattern, 0o644)
+			args = append(args, "-p", pf)
+		}
 		if !c.Final() {
 			args = append(args, "--final-watermark=false")
 		}

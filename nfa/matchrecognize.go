@@ -1,0 +1,362 @@
+package nfa
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/nfa/sql"
+)
+
+// CompileSQL compiles a Flink SQL MATCH_RECOGNIZE query into the same engine
+// that pattern documents use. name names the pattern (records and state);
+// when empty it is derived from the query's alias, else "query".
+//
+// The translation is Flink's: variables follow each other with strict
+// contiguity (next); quantifiers become oneOrMore/times/timesOrMore with
+// consecutive(), greedy unless written reluctant; WITHIN is the pattern's
+// window; AFTER MATCH SKIP maps onto the skip strategies (TO NEXT ROW when
+// absent). DEFINE clauses are evaluated with running semantics and MEASURES
+// with final semantics.
+func CompileSQL(src, name string) (*Pattern, error) { return CompileSQLColumns(src, name, nil) }
+
+// CompileSQLColumns is CompileSQL for a source whose columns are known, so
+// that a misspelt column is reported ("no field 'amout'. Did you mean
+// 'amount'?"). columns nil means unknown.
+func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
+	q, err := sql.Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.Check(columns); err != nil {
+		return nil, err
+	}
+	if err := checkSupported(q); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = SanitizeName(q.Alias)
+	}
+	s := &Spec{Name: name, Source: Sources{q.Source}}
+	vars := q.Pattern.Vars()
+	for i, v := range vars {
+		st := Stage{Name: v.Name}
+		if i > 0 {
+			st.Contiguity = "next"
+		}
+		applySQLQuantifier(&st, v.Quant)
+		s.Stages = append(s.Stages, st)
+	}
+	if q.Within != nil {
+		s.Within = &Duration{Millis: q.Within.Millis}
+	}
+	switch q.Skip.Kind {
+	case sql.SkipToNextRow:
+		s.Skip = "skipToNext"
+	case sql.SkipPastLastRow:
+		s.Skip = "skipPastLastEvent"
+	case sql.SkipToFirst:
+		s.Skip = "skipToFirst:" + q.Skip.Var
+	case sql.SkipToLast:
+		s.Skip = "skipToLast:" + q.Skip.Var
+	}
+	procCol := ""
+	timeCol := q.OrderBy[0].Name
+	if strings.EqualFold(timeCol, "proctime") {
+		procCol = timeCol
+	}
+	preds := map[string]predicate{}
+	for _, d := range q.Defines {
+		preds[d.Var] = &definePredicate{v: d.Var, e: d.Expr, procCol: procCol, usesCtx: usesMatch(d.Var, d.Expr)}
+	}
+	p, err := compileWith(s, preds)
+	if err != nil {
+		return nil, err
+	}
+	p.sql = true
+	if pr := q.Projection; pr != nil {
+		p.project = func(e expr.Event) (expr.Event, bool, error) {
+			env := &sqlEnv{rows: []sqlRow{{data: e}}, procCol: procCol}
+			if pr.Where != nil {
+				v, err := env.eval(pr.Where)
+				if err != nil {
+					return nil, false, err
+				}
+				if b, _ := v.(bool); !b {
+					return nil, false, nil
+				}
+			}
+			if pr.Star {
+				return e, true, nil
+			}
+			out := make(expr.Event, len(pr.Items))
+			for i, it := range pr.Items {
+				v, err := env.eval(it.Expr)
+				if err != nil {
+					return nil, false, fmt.Errorf("%s: %v", it.OutputName(i), err)
+				}
+				out[it.OutputName(i)] = v
+			}
+			return out, true, nil
+		}
+	}
+	if procCol == "" {
+		col := timeCol
+		p.timeFn = func(e expr.Event) (int64, error) {
+			v, ok := e[col]
+			if !ok || v == nil {
+				return 0, fmt.Errorf("ORDER BY %s: the event has no %s", col, col)
+			}
+			ts, err := expr.TimeMillis(v)
+			if err != nil {
+				return 0, fmt.Errorf("ORDER BY %s: %v", col, err)
+			}
+			return ts, nil
+		}
+	}
+	if len(q.OrderBy) > 1 {
+		order := q.OrderBy[1:]
+		p.tieLess = func(a, b expr.Event) bool {
+			for _, o := range order {
+				x, y := a[o.Name], b[o.Name]
+				var c int
+				switch {
+				case x == nil && y == nil:
+					continue
+				case x == nil:
+					c = -1
+				case y == nil:
+					c = 1
+				default:
+					c, _ = sqlCompare(x, y)
+				}
+				if o.Desc {
+					c = -c
+				}
+				if c != 0 {
+					return c < 0
+				}
+			}
+			return false
+		}
+	}
+	partition := make([]string, len(q.PartitionBy))
+	for i, c := range q.PartitionBy {
+		partition[i] = c.Name
+	}
+	if len(partition) > 0 {
+		p.keyFn = func(e expr.Event) (string, error) { return partitionKey(e, partition), nil }
+	}
+	measures := q.Measures
+	var selected []string
+	if !q.SelectStar {
+		for _, it := range q.Select {
+			selected = append(selected, it.Name)
+		}
+	}
+	p.rowFn = func(m *Matcher, pa path) []Field {
+		env := &sqlEnv{now: m.wm, procCol: procCol}
+		for _, n := range pa {
+			env.rows = append(env.rows, sqlRow{v: m.p.stageNames[n.key.stage], ts: n.ev.ts, data: n.ev.data})
+		}
+		env.cur = len(env.rows) - 1
+		var cols []Field
+		if len(env.rows) > 0 {
+			for _, c := range partition {
+				cols = append(cols, Field{Name: c, Value: env.rows[0].data[c]})
+			}
+		}
+		for _, ms := range measures {
+			v, err := env.eval(ms.Expr)
+			if err != nil {
+				m.stats.EmitErrors++
+				v = nil
+			}
+			cols = append(cols, Field{Name: ms.Alias, Value: v})
+		}
+		if selected == nil {
+			return cols
+		}
+		out := make([]Field, 0, len(q.Select))
+		for i, name := range selected {
+			var v any
+			for _, c := range cols {
+				if c.Name == name {
+					v = c.Value
+				}
+			}
+			out = append(out, Field{Name: q.Select[i].OutputName(), Value: v})
+		}
+		return out
+	}
+	return p, nil
+}
+
+func applySQLQuantifier(st *Stage, q sql.Quantifier) {
+	greedy := !q.Reluctant
+	switch {
+	case q.Min == 1 && q.Max == 1:
+	case q.Min == 0 && q.Max == 1:
+		st.Optional = true
+	case q.Max < 0 && q.Min <= 1:
+		st.OneOrMore, st.Consecutive, st.Greedy = true, true, greedy
+		st.Optional = q.Min == 0
+	case q.Max < 0:
+		n := q.Min
+		st.TimesOrMore, st.Consecutive, st.Greedy = &n, true, greedy
+	case q.Min == q.Max:
+		st.Times, st.Consecutive = &Times{From: q.Min, To: q.Max}, true
+	default:
+		st.Times, st.Consecutive, st.Greedy = &Times{From: q.Min, To: q.Max}, true, greedy
+	}
+}
+
+// checkSupported rejects what the evaluator cannot do, with a position.
+func checkSupported(q *sql.Query) error {
+	var err error
+	visit := func(e sql.Expr) bool {
+		if err != nil {
+			return false
+		}
+		c, ok := e.(*sql.Call)
+		if !ok {
+			return true
+		}
+		switch {
+		case c.IsNavigation():
+			if c.Name == "NEXT" {
+				err = &sql.Error{Pos: c.At, Msg: "NEXT is not supported (it reads a row after the current one)"}
+			}
+		case c.IsAggregate():
+			if !sqlAggregates[c.Name] {
+				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN or MAX)", c.Name)}
+			}
+		default:
+			if _, ok := sqlFunctions[c.Name]; !ok {
+				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("function %s is not supported", c.Spelling)}
+			}
+		}
+		return err == nil
+	}
+	for _, d := range q.Defines {
+		sql.Walk(d.Expr, visit)
+	}
+	for _, m := range q.Measures {
+		sql.Walk(m.Expr, visit)
+	}
+	if q.Projection != nil {
+		for _, it := range q.Projection.Items {
+			sql.Walk(it.Expr, visit)
+		}
+		if q.Projection.Where != nil {
+			sql.Walk(q.Projection.Where, visit)
+		}
+	}
+	return err
+}
+
+// usesMatch reports whether a DEFINE expression for variable v depends on
+// the partial match (other variables, navigation, aggregates) rather than
+// on the current row alone.
+func usesMatch(v string, e sql.Expr) bool {
+	uses := false
+	sql.Walk(e, func(x sql.Expr) bool {
+		switch x := x.(type) {
+		case *sql.Call:
+			if x.IsNavigation() || x.IsAggregate() || x.Name == "MATCH_ROWTIME" || x.Name == "CLASSIFIER" || x.Name == "CURRENT_TIMESTAMP" || x.Name == "MATCH_PROCTIME" {
+				uses = true
+			}
+		case *sql.ColumnRef:
+			if x.Var != "" && x.Var != v {
+				uses = true
+			}
+		}
+		return !uses
+	})
+	return uses
+}
+
+type definePredicate struct {
+	v       string
+	e       sql.Expr
+	procCol string
+	usesCtx bool
+}
+
+func (d *definePredicate) UsesContext() bool { return d.usesCtx }
+
+func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
+	env := &sqlEnv{now: ctx.m.wm, procCol: d.procCol}
+	if d.usesCtx {
+		for _, r := range ctx.rows() {
+			env.rows = append(env.rows, sqlRow{v: r.stage, ts: r.ts, data: r.data})
+		}
+	}
+	env.rows = append(env.rows, sqlRow{v: d.v, ts: ctx.ev.ts, data: e})
+	env.cur = len(env.rows) - 1
+	v, err := env.eval(d.e)
+	if err != nil {
+		return false, err
+	}
+	b, _ := v.(bool)
+	return b, nil
+}
+
+func partitionKey(e expr.Event, cols []string) string {
+	if len(cols) == 1 {
+		v := e[cols[0]]
+		if v == nil {
+			return ""
+		}
+		if k, err := expr.KeyString(v); err == nil {
+			return k
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	vals := make([]any, len(cols))
+	for i, c := range cols {
+		vals[i] = e[c]
+	}
+	b, _ := json.Marshal(vals)
+	return string(b)
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// SanitizeName turns a file name or alias into a valid pattern name.
+func SanitizeName(s string) string {
+	s = nonName.ReplaceAllString(strings.ToLower(s), "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	if s == "" {
+		return "query"
+	}
+	return s
+}
+
+// IsSQL reports whether a document looks like a MATCH_RECOGNIZE query
+// rather than a pattern document.
+func IsSQL(doc []byte) bool {
+	s := strings.TrimSpace(string(doc))
+	for strings.HasPrefix(s, "--") || strings.HasPrefix(s, "/*") {
+		if strings.HasPrefix(s, "--") {
+			i := strings.IndexByte(s, '\n')
+			if i < 0 {
+				return false
+			}
+			s = strings.TrimSpace(s[i+1:])
+		} else {
+			i := strings.Index(s, "*/")
+			if i < 0 {
+				return false
+			}
+			s = strings.TrimSpace(s[i+2:])
+		}
+	}
+	return len(s) >= 6 && strings.EqualFold(s[:6], "select")
+}
