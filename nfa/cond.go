@@ -38,7 +38,7 @@ type predicate interface {
 type celPredicate struct{ c *expr.Condition }
 
 func (p celPredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) { return p.c.Eval(e, ctx) }
-func (p celPredicate) UsesContext() bool                            { return p.c.UsesEvents() }
+func (p celPredicate) UsesContext() bool                             { return p.c.UsesEvents() }
 
 // leafInfo is one compiled condition shared by every transition using it.
 type leafInfo struct {

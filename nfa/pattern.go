@@ -97,9 +97,9 @@ type Pattern struct {
 
 	// MATCH_RECOGNIZE
 	project func(expr.Event) (expr.Event, bool, error) // FROM (SELECT ...)
-	tieLess func(a, b expr.Event) bool         // ORDER BY columns after the time
-	rowFn   func(m *Matcher, p path) []Field // MEASURES
-	sql     bool                             // records carry fields only; no timeouts
+	tieLess func(a, b expr.Event) bool                 // ORDER BY columns after the time
+	rowFn   func(m *Matcher, p path) []Field           // MEASURES
+	sql     bool                                       // records carry fields only; no timeouts
 }
 
 type emitField struct {
