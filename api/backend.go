@@ -1,0 +1,92 @@
+package api
+
+import (
+	"context"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+)
+
+// The backends below are what the handlers need from the rest of the node
+// (in practice the cluster package, through an adapter that cmd/cepnode
+// wires in). They speak the generated message types so that a handler is a
+// pure pass-through.
+//
+// Contract for every method:
+//   - It may be called from many goroutines at once; implementations must be
+//     safe for concurrent use.
+//   - It must not keep or modify the request after it returns.
+//   - It returns either a non-nil response or an error, never both nil.
+//   - Errors callers can act on wrap one of the sentinels in errors.go (or
+//     implement InvalidArgument() bool); anything else reaches the client as
+//     Internal. ctx is the call's context: it is cancelled when the client
+//     goes away or its deadline passes.
+
+// PatternBackend deploys and manages patterns for [cepv1connect.PatternServiceHandler].
+type PatternBackend interface {
+	// Validate parses and checks a spec. An invalid spec is not an error: it
+	// is a response with Valid false and Error set.
+	Validate(context.Context, *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error)
+	// Deploy adds a pattern once its deploy is committed. An invalid spec
+	// wraps ErrInvalidArgument, a taken name ErrAlreadyExists.
+	Deploy(context.Context, *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error)
+	// Update replaces a pattern's spec under the request's policy.
+	Update(context.Context, *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error)
+	// Delete removes a pattern; an unknown name wraps ErrNotFound.
+	Delete(context.Context, *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error)
+	// List returns every pattern, sorted by name.
+	List(context.Context, *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error)
+	// Get returns one pattern; an unknown name wraps ErrNotFound.
+	Get(context.Context, *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error)
+}
+
+// SourceBackend registers event sources for [cepv1connect.SourceServiceHandler].
+type SourceBackend interface {
+	// Create registers a source; a taken name wraps ErrAlreadyExists.
+	Create(context.Context, *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error)
+	// List returns every source, sorted by name.
+	List(context.Context, *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error)
+	// Get returns one source; an unknown name wraps ErrNotFound.
+	Get(context.Context, *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error)
+}
+
+// ClusterBackend reports membership and placement for
+// [cepv1connect.ClusterServiceHandler].
+type ClusterBackend interface {
+	// Status lists the nodes and summarises the cluster.
+	Status(context.Context, *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error)
+	// Shards lists the shards with their replicas and load.
+	Shards(context.Context, *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error)
+}
+
+// SavepointBackend writes and restores savepoints for
+// [cepv1connect.SavepointServiceHandler].
+type SavepointBackend interface {
+	// Create writes a savepoint to the request's target and returns it once
+	// every shard has written its part.
+	Create(context.Context, *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error)
+	// List returns the recorded savepoints, newest first.
+	List(context.Context, *cepv1.ListSavepointsRequest) (*cepv1.ListSavepointsResponse, error)
+	// Restore replaces the cluster's state with a savepoint's.
+	Restore(context.Context, *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error)
+}
+
+// MatchBackend streams pattern output for [cepv1connect.MatchServiceHandler].
+type MatchBackend interface {
+	// Tail calls send for each record of the requested pattern, in order,
+	// from the goroutine that called Tail (send is not safe for concurrent
+	// use). It returns nil when the stream ends normally (the pattern was
+	// deleted), the error of send if send fails (the client is gone), or
+	// ctx's error once ctx is done. An unknown pattern wraps ErrNotFound.
+	Tail(ctx context.Context, req *cepv1.TailRequest, send func(*cepv1.Record) error) error
+}
+
+// Backends holds one backend per service. A nil backend leaves its service
+// unmounted: its procedures answer Unimplemented, and health and reflection
+// do not list it.
+type Backends struct {
+	Patterns   PatternBackend
+	Sources    SourceBackend
+	Cluster    ClusterBackend
+	Savepoints SavepointBackend
+	Matches    MatchBackend
+}

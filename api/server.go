@@ -1,0 +1,87 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+)
+
+// DefaultReadMaxBytes caps a request message's size unless an option passed
+// to NewHandler says otherwise (connect.WithReadMaxBytes). Specs and
+// requests are small; this keeps a stray upload from filling memory.
+const DefaultReadMaxBytes = 4 << 20
+
+// NewHandler returns an http.Handler serving every service whose backend is
+// set in b, plus gRPC health checking (grpc.health.v1.Health, reporting
+// SERVING for the server and each mounted service) and server reflection
+// (grpc.reflection.v1 and v1alpha, listing the mounted services and health),
+// over the Connect, gRPC and gRPC-Web protocols. opts apply to every one of
+// them, after a default read limit of DefaultReadMaxBytes.
+//
+// gRPC needs HTTP/2: serve the handler with [Server], or over TLS. The
+// handler is safe for concurrent use if the backends are.
+func NewHandler(b Backends, opts ...connect.HandlerOption) http.Handler {
+	opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(DefaultReadMaxBytes)}, opts...)
+	mux := http.NewServeMux()
+	var names []string // fully-qualified names of the mounted services
+	mount := func(path string, h http.Handler) {
+		mux.Handle(path, h)
+		names = append(names, strings.Trim(path, "/")) // path is "/cep.v1.XService/"
+	}
+	if b.Patterns != nil {
+		mount(cepv1connect.NewPatternServiceHandler(&patternHandler{b.Patterns}, opts...))
+	}
+	if b.Sources != nil {
+		mount(cepv1connect.NewSourceServiceHandler(&sourceHandler{b.Sources}, opts...))
+	}
+	if b.Cluster != nil {
+		mount(cepv1connect.NewClusterServiceHandler(&clusterHandler{b.Cluster}, opts...))
+	}
+	if b.Savepoints != nil {
+		mount(cepv1connect.NewSavepointServiceHandler(&savepointHandler{b.Savepoints}, opts...))
+	}
+	if b.Matches != nil {
+		mount(cepv1connect.NewMatchServiceHandler(&matchHandler{b.Matches}, opts...))
+	}
+
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(names...), opts...))
+	reflector := grpcreflect.NewStaticReflector(append(names, grpchealth.HealthV1ServiceName)...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	return mux
+}
+
+// Server returns an *http.Server for h on addr that speaks HTTP/1.1 and
+// HTTP/2 over cleartext (h2c with prior knowledge, which gRPC clients use).
+// The caller starts it (ListenAndServe, or Serve on its own listener) and
+// stops it with Shutdown.
+//
+// Timeouts: request headers must arrive within 10s and idle connections are
+// closed after 2m. There is no read or write timeout, since MatchService.Tail
+// streams for as long as the client wants; per-call deadlines come from the
+// client (Connect-Timeout-Ms, grpc-timeout). An HTTP/2 connection that sends
+// nothing for 30s is pinged and closed if the ping is not answered within
+// 15s, which ends the streams of clients that vanished without closing.
+func Server(addr string, h http.Handler) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+	}
+}
