@@ -1,0 +1,238 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Meta is the replicated metadata of the cluster: patterns, sources, the
+// shard map and savepoints. It is the state machine of the metadata Raft
+// group. Apply depends only on the command and the log index; Meta is not
+// safe for concurrent use (the Raft FSM serialises it and hands out copies).
+type Meta struct {
+	ClusterID  string               `json:"clusterId"`
+	KeyGroups  int                  `json:"keyGroups"`
+	Shards     []ShardInfo          `json:"shards"`
+	Patterns   map[string]*PatternM `json:"patterns"`
+	Sources    map[string]*SourceM  `json:"sources"`
+	Savepoints []SavepointM         `json:"savepoints"`
+	Index      uint64               `json:"index"` // last applied log index
+}
+
+// ShardInfo is one entry of the shard map.
+type ShardInfo struct {
+	ID       uint64   `json:"id"`
+	First    int      `json:"first"`
+	Last     int      `json:"last"`
+	Replicas []string `json:"replicas"` // node ids
+}
+
+// PatternM is a deployed pattern version.
+type PatternM struct {
+	Name          string   `json:"name"`
+	Version       uint64   `json:"version"`
+	Spec          string   `json:"spec"`
+	Format        string   `json:"format"` // "spec" or "sql"
+	Sources       []string `json:"sources"`
+	OutputSubject string   `json:"outputSubject"`
+	Policy        uint8    `json:"policy"` // shard.UpdatePolicy of the last update
+	CreatedIndex  uint64   `json:"createdIndex"`
+	UpdatedIndex  uint64   `json:"updatedIndex"`
+	Deleted       bool     `json:"deleted"`
+}
+
+// SourceM is an event source: a JetStream stream partitioned by key group.
+type SourceM struct {
+	Name         string   `json:"name"`
+	Stream       string   `json:"stream"`
+	Subjects     []string `json:"subjects"`
+	Key          string   `json:"key"`
+	Managed      bool     `json:"managed"` // created by the cluster
+	CreatedIndex uint64   `json:"createdIndex"`
+}
+
+// SavepointM records a completed savepoint.
+type SavepointM struct {
+	ID           string `json:"id"`
+	Location     string `json:"location"`
+	CreatedIndex uint64 `json:"createdIndex"`
+	CreatedTime  int64  `json:"createdTime"` // ms, as logged by the proposer
+	Shards       int    `json:"shards"`
+}
+
+// Command kinds of the metadata log.
+const (
+	CmdInit          = "init"
+	CmdPutPattern    = "putPattern"
+	CmdDeletePattern = "deletePattern"
+	CmdPutSource     = "putSource"
+	CmdAddSavepoint  = "addSavepoint"
+	CmdSetShards     = "setShards"
+)
+
+// Command is one metadata log entry (JSON: metadata changes are rare and
+// small, and JSON keeps the log readable).
+type Command struct {
+	Kind      string      `json:"kind"`
+	ClusterID string      `json:"clusterId,omitempty"`
+	KeyGroups int         `json:"keyGroups,omitempty"`
+	Shards    []ShardInfo `json:"shards,omitempty"`
+	Pattern   *PatternM   `json:"pattern,omitempty"`
+	Name      string      `json:"name,omitempty"`
+	Source    *SourceM    `json:"source,omitempty"`
+	Savepoint *SavepointM `json:"savepoint,omitempty"`
+	// Expect guards put commands: the version the proposer saw (0 = must
+	// not exist), so concurrent deploys of one name cannot both win.
+	Expect uint64 `json:"expect,omitempty"`
+	Create bool   `json:"create,omitempty"`
+}
+
+// Errors returned by Apply, which the proposer reports to the caller.
+var (
+	ErrExists   = errors.New("cluster: already exists")
+	ErrNotFound = errors.New("cluster: not found")
+	ErrConflict = errors.New("cluster: changed concurrently; retry")
+)
+
+// NewMeta returns empty metadata.
+func NewMeta() *Meta {
+	return &Meta{Patterns: map[string]*PatternM{}, Sources: map[string]*SourceM{}}
+}
+
+// Apply applies a command at log index idx and returns the resulting
+// object or an error for the proposer. A rejected command changes nothing.
+func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
+	m.Index = idx
+	switch c.Kind {
+	case CmdInit:
+		if m.KeyGroups != 0 {
+			return nil, nil // already initialised: bootstrap is idempotent
+		}
+		m.ClusterID, m.KeyGroups, m.Shards = c.ClusterID, c.KeyGroups, append([]ShardInfo(nil), c.Shards...)
+		return nil, nil
+	case CmdSetShards:
+		m.Shards = append([]ShardInfo(nil), c.Shards...)
+		return nil, nil
+	case CmdPutPattern:
+		p := *c.Pattern
+		old := m.Patterns[p.Name]
+		if old != nil && old.Deleted {
+			old = nil
+		}
+		switch {
+		case c.Create && old != nil:
+			return nil, fmt.Errorf("%w: pattern %q (version %d); use update to change it", ErrExists, p.Name, old.Version)
+		case !c.Create && old == nil:
+			return nil, fmt.Errorf("%w: pattern %q", ErrNotFound, p.Name)
+		case old != nil && c.Expect != 0 && old.Version != c.Expect:
+			return nil, fmt.Errorf("%w: pattern %q is at version %d", ErrConflict, p.Name, old.Version)
+		}
+		for _, s := range p.Sources {
+			if m.Sources[s] == nil {
+				return nil, fmt.Errorf("%w: source %q (create it first)", ErrNotFound, s)
+			}
+		}
+		if old == nil {
+			prev := m.Patterns[p.Name] // a deleted pattern's versions keep counting
+			p.Version = 1
+			if prev != nil {
+				p.Version = prev.Version + 1
+			}
+			p.CreatedIndex = idx
+		} else {
+			p.Version = old.Version + 1
+			p.CreatedIndex = old.CreatedIndex
+		}
+		p.UpdatedIndex = idx
+		p.Deleted = false
+		m.Patterns[p.Name] = &p
+		cp := p
+		return &cp, nil
+	case CmdDeletePattern:
+		p := m.Patterns[c.Name]
+		if p == nil || p.Deleted {
+			return nil, fmt.Errorf("%w: pattern %q", ErrNotFound, c.Name)
+		}
+		p.Deleted = true
+		p.Version++
+		p.UpdatedIndex = idx
+		cp := *p
+		return &cp, nil
+	case CmdPutSource:
+		s := *c.Source
+		if m.Sources[s.Name] != nil {
+			return nil, fmt.Errorf("%w: source %q", ErrExists, s.Name)
+		}
+		s.CreatedIndex = idx
+		m.Sources[s.Name] = &s
+		cp := s
+		return &cp, nil
+	case CmdAddSavepoint:
+		sp := *c.Savepoint
+		sp.CreatedIndex = idx
+		m.Savepoints = append(m.Savepoints, sp)
+		return &sp, nil
+	}
+	return nil, fmt.Errorf("cluster: unknown metadata command %q", c.Kind)
+}
+
+// Clone returns a deep copy, for readers outside the FSM goroutine.
+func (m *Meta) Clone() *Meta {
+	b, _ := json.Marshal(m)
+	out := NewMeta()
+	_ = json.Unmarshal(b, out)
+	return out
+}
+
+// Marshal encodes the metadata deterministically (JSON object keys are
+// sorted by encoding/json).
+func (m *Meta) Marshal() ([]byte, error) { return json.Marshal(m) }
+
+// UnmarshalMeta decodes Marshal's output.
+func UnmarshalMeta(b []byte) (*Meta, error) {
+	m := NewMeta()
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("cluster: bad metadata snapshot: %w", err)
+	}
+	return m, nil
+}
+
+// PatternNames lists live patterns, sorted.
+func (m *Meta) PatternNames() []string {
+	var out []string
+	for n, p := range m.Patterns {
+		if !p.Deleted {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SourceNames lists sources, sorted.
+func (m *Meta) SourceNames() []string {
+	out := make([]string, 0, len(m.Sources))
+	for n := range m.Sources {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SplitKeyGroups divides [0, groups) into n contiguous ranges as evenly as
+// possible (the first groups%n ranges are one larger).
+func SplitKeyGroups(groups, n int) [][2]int {
+	out := make([][2]int, n)
+	start := 0
+	for i := 0; i < n; i++ {
+		size := groups / n
+		if i < groups%n {
+			size++
+		}
+		out[i] = [2]int{start, start + size - 1}
+		start += size
+	}
+	return out
+}
