@@ -1,0 +1,86 @@
+package nfa_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cepcluster/cep/nfa"
+)
+
+// BenchmarkQueryVsSpec runs a MATCH_RECOGNIZE query and the equivalent
+// pattern document over the same events, side by side: A B C in a row per
+// key (strict contiguity, skip to next row), 1,000 keys, event time.
+func BenchmarkQueryVsSpec(b *testing.B) {
+	const query = `SELECT * FROM s MATCH_RECOGNIZE (
+  PARTITION BY k ORDER BY ts
+  MEASURES A.id AS aid, C.id AS cid
+  PATTERN (A B C)
+  DEFINE A AS t = 'A', B AS t = 'B', C AS t = 'C')`
+	const spec = `{"name":"s","key":"e.k","time":"e.ts","skip":"skipToNext",
+  "emit":{"aid":"events(\"A\")[0].id","cid":"events(\"C\")[0].id"},
+  "stages":[{"name":"A","where":"e.t == \"A\""},
+            {"name":"B","contiguity":"next","where":"e.t == \"B\""},
+            {"name":"C","contiguity":"next","where":"e.t == \"C\""}]}`
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 200_000
+	type ev struct {
+		key string
+		ts  int64
+		in  nfa.Input
+	}
+	evs := make([]ev, n)
+	types := []string{"A", "B", "C", "D"}
+	for i := range evs {
+		k := fmt.Sprintf("k%d", rng.IntN(1000))
+		t := types[rng.IntN(len(types))]
+		evs[i] = ev{key: k, ts: int64(i), in: nfa.Input{Data: map[string]any{"k": k, "t": t, "ts": int64(i), "id": int64(i)}}}
+	}
+	qp, err := nfa.CompileSQL(query, "s")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sp, err := nfa.CompileBytes([]byte(spec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	count := func(p *nfa.Pattern, upto int) int {
+		m := nfa.NewMatcher(p)
+		c := 0
+		for i := 0; i < upto; i++ {
+			for _, r := range m.EventAt(evs[i].key, evs[i].ts, evs[i].in) {
+				if r.Type == "match" {
+					c++
+				}
+			}
+		}
+		for _, r := range m.Finish(true) {
+			if r.Type == "match" {
+				c++
+			}
+		}
+		return c
+	}
+	if a, c := count(qp, 20_000), count(sp, 20_000); a != c || a == 0 {
+		b.Fatalf("query found %d matches, spec %d", a, c)
+	}
+	for _, tc := range []struct {
+		name string
+		p    *nfa.Pattern
+	}{{"query", qp}, {"spec", sp}} {
+		b.Run(tc.name, func(b *testing.B) {
+			m := nfa.NewMatcher(tc.p)
+			b.ReportAllocs()
+			b.ResetTimer()
+			base := int64(0)
+			for i := 0; i < b.N; i++ {
+				e := &evs[i%n]
+				if i%n == 0 && i > 0 {
+					base += n
+				}
+				m.EventAt(e.key, base+e.ts, e.in)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
