@@ -20,11 +20,11 @@ import (
 // decoded matcher continues exactly as the original would. The layout is:
 //
 //	"CEPM" version(1) automaton-fingerprint(uvarint32) watermark(varint)
-//	flags(1: draining) generator(len-prefixed) keys(uvarint) key*
+//	flags(1: draining) arrivals drainFrom generator(len-prefixed) keys(uvarint) key*
 //
 // and each key is:
 //
-//	key(string) nextSeq(uvarint) events nodes partial completed queue
+//	key(string) nextSeq(uvarint) preDrain(uvarint) events nodes partial completed queue
 //
 // where an event is seq, time, source position and its JSON bytes.
 //
@@ -73,6 +73,8 @@ func (m *Matcher) AppendHeader(b []byte) []byte {
 		flags |= 1
 	}
 	b = append(b, flags)
+	b = binary.AppendUvarint(b, m.arrivals)
+	b = binary.AppendUvarint(b, m.drainFrom)
 	g, _ := m.gen.MarshalBinary()
 	b = appendBytes(b, g)
 	return b
@@ -122,6 +124,7 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 	}
 	b = appendBytes(b, []byte(key))
 	b = binary.AppendUvarint(b, ks.nextSeq)
+	b = binary.AppendUvarint(b, uint64(ks.preDrain))
 	seqs := make([]uint64, 0, len(ks.events))
 	for s := range ks.events {
 		seqs = append(seqs, s)
@@ -166,6 +169,7 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 	ks.queue.Items(func(ts int64, q queued) {
 		b = binary.AppendVarint(b, ts)
 		b = binary.AppendUvarint(b, q.pos)
+		b = binary.AppendUvarint(b, q.arr)
 		raw := q.raw
 		if len(raw) == 0 {
 			raw = rawOf(&event{data: q.data})
@@ -294,6 +298,8 @@ func (m *Matcher) readHeader(d *decoder) error {
 		return fmt.Errorf("%w: unknown flags %#x", ErrBadState, flags)
 	}
 	m.noStarts = flags&1 != 0
+	m.arrivals = d.uvarint()
+	m.drainFrom = d.uvarint()
 	g := d.bytes()
 	if d.err != nil {
 		return d.err
@@ -304,6 +310,23 @@ func (m *Matcher) readHeader(d *decoder) error {
 	}
 	m.gen = gen
 	return nil
+}
+
+// UnmarshalHeader returns a matcher for p with the key-independent state
+// written by AppendHeader and no keys; RestoreKey adds keys to it.
+func UnmarshalHeader(p *Pattern, data []byte) (*Matcher, error) {
+	m := NewMatcher(p)
+	d := &decoder{b: data}
+	if err := m.readHeader(d); err != nil {
+		return nil, err
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
 }
 
 // RestoreKey decodes one key's state (as written by AppendKey) into m,
@@ -318,6 +341,7 @@ func (m *Matcher) readKey(d *decoder) {
 	key := string(d.bytes())
 	ks := &keyState{key: key, events: map[uint64]*event{}, nodes: map[nodeKey]*node{}}
 	ks.nextSeq = d.uvarint()
+	ks.preDrain = int(d.uvarint())
 	nev := d.count(len(d.b))
 	for i := 0; i < nev && d.err == nil; i++ {
 		seq := d.uvarint()
@@ -421,6 +445,7 @@ func (m *Matcher) readKey(d *decoder) {
 	for i := 0; i < nq && d.err == nil; i++ {
 		ts := d.varint()
 		pos := d.uvarint()
+		arr := d.uvarint()
 		raw := d.bytes()
 		if d.err != nil {
 			return
@@ -430,7 +455,7 @@ func (m *Matcher) readKey(d *decoder) {
 			d.fail("queued event: %v", err)
 			return
 		}
-		ks.queue.Push(ts, queued{ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos})
+		ks.queue.Push(ts, queued{ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos, arr: arr})
 	}
 	if d.err != nil {
 		return

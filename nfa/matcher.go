@@ -50,7 +50,9 @@ type Matcher struct {
 	// calls advance it, as in a cluster where the leader logs watermarks.
 	AutoWatermark bool
 
-	noStarts bool // StopStarting was called
+	noStarts  bool   // StopStarting was called
+	arrivals  uint64 // events queued so far (their arrival numbers)
+	drainFrom uint64 // events arriving from this number on start no partial match
 
 	// per-event scratch
 	cacheGen     []uint32
@@ -66,6 +68,7 @@ type Matcher struct {
 	curEvHeap    *event // its stored copy, once a partial match took it
 	freeKeys     []*keyState
 	group        []queued
+	mayStart     bool // the event being processed may start partial matches
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -178,7 +181,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 		ks := m.keyState(key)
 		m.stats.Events++
 		m.timeAdvance(ks, m.wm)
-		m.processOne(ks, m.wm, in)
+		m.processOne(ks, m.wm, in, !m.noStarts)
 		m.reschedule(ks)
 		return m.out
 	}
@@ -192,7 +195,8 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 	if !m.noStarts || m.keys[key] != nil {
 		m.stats.Events++
 		ks := m.keyState(key)
-		ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos})
+		ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos, arr: m.arrivals})
+		m.arrivals++
 		m.reschedule(ks)
 	}
 	if m.AutoWatermark {
@@ -225,11 +229,22 @@ func (m *Matcher) StopStarting() {
 		return
 	}
 	m.noStarts = true
+	m.drainFrom = m.arrivals
+	// events that arrived before this point but still wait for the
+	// watermark belong to the old version: they may still start partial
+	// matches, so a key keeps its start states until they are processed
 	for _, k := range m.SortedKeys() {
 		ks := m.keys[k]
-		ks.partial.removeIf(func(c *compState) bool { return m.p.states[c.state].start })
-		m.reschedule(ks)
+		ks.preDrain = ks.queue.Len()
+		if ks.preDrain == 0 {
+			m.dropStarts(ks)
+		}
 	}
+}
+
+func (m *Matcher) dropStarts(ks *keyState) {
+	ks.partial.removeIf(func(c *compState) bool { return m.p.states[c.state].start })
+	m.reschedule(ks)
 }
 
 // Draining reports whether StopStarting was called.
@@ -298,7 +313,7 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 		m.timeAdvance(ks, t)
 		if m.p.tieLess == nil {
 			ks.queue.PopUpTo(t, func(ts int64, q queued) {
-				m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw, Pos: q.pos})
+				m.processQueued(ks, ts, q)
 			})
 			continue
 		}
@@ -307,7 +322,7 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 		ks.queue.PopUpTo(t, func(ts int64, q queued) { group = append(group, q) })
 		sort.SliceStable(group, func(i, j int) bool { return m.p.tieLess(group[i].data, group[j].data) })
 		for _, q := range group {
-			m.processOne(ks, t, Input{Data: q.data, Raw: q.raw, Pos: q.pos})
+			m.processQueued(ks, t, q)
 		}
 		clear(group)
 		m.group = group[:0]
@@ -316,7 +331,23 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 	m.reschedule(ks)
 }
 
-func (m *Matcher) processOne(ks *keyState, ts int64, in Input) {
+// processQueued processes an event that waited for the watermark.
+func (m *Matcher) processQueued(ks *keyState, ts int64, q queued) {
+	if !m.noStarts {
+		m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw, Pos: q.pos}, true)
+		return
+	}
+	pre := q.arr < m.drainFrom
+	m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw, Pos: q.pos}, pre)
+	if pre {
+		if ks.preDrain--; ks.preDrain == 0 {
+			m.dropStarts(ks)
+		}
+	}
+}
+
+func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
+	m.mayStart = mayStart
 	m.curEv = event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
 	m.curEvHeap = nil
 	ks.nextSeq++

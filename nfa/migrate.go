@@ -11,6 +11,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 	nm := NewMatcher(p)
 	nm.AutoWatermark = old.AutoWatermark
 	nm.wm = old.wm
+	nm.arrivals, nm.noStarts, nm.drainFrom = old.arrivals, old.noStarts, old.drainFrom
 	if g, err := old.gen.MarshalBinary(); err == nil {
 		_ = nm.gen.UnmarshalBinary(g)
 	}
@@ -39,7 +40,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 	dropped := 0
 	for _, key := range old.SortedKeys() {
 		oks := old.keys[key]
-		ks := &keyState{key: key, nextSeq: oks.nextSeq}
+		ks := &keyState{key: key, nextSeq: oks.nextSeq, preDrain: oks.preDrain}
 		// a node is usable when its stage and all its predecessors' are
 		usable := map[*node]bool{}
 		var ok func(n *node) bool

@@ -215,6 +215,10 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	}
 	newPartial, potential := csQueue{a: m.partialBuf[:0]}, csQueue{a: m.potentialBuf[:0]}
 	for _, cs := range ks.partial.a {
+		if !m.mayStart && m.p.states[cs.state].start {
+			newPartial.offer(cs) // draining: this event starts nothing
+			continue
+		}
 		next := m.nextStates(ks, cs, ev)
 		discard := false
 		retain := next[:0]

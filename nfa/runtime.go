@@ -62,6 +62,7 @@ type keyState struct {
 	due       int64                   // when the matcher must next look at this key
 	scheduled bool
 	gen       uint64 // bumped when the state is recycled for another key
+	preDrain  int    // queued events that arrived before StopStarting
 }
 
 type queued struct {
@@ -69,6 +70,7 @@ type queued struct {
 	data expr.Event
 	raw  []byte
 	pos  uint64
+	arr  uint64 // arrival number (Matcher.arrivals)
 }
 
 func newKeyState(p *Pattern, key string) *keyState {
@@ -83,6 +85,7 @@ func (ks *keyState) init(p *Pattern) {
 	ks.completed.a = ks.completed.a[:0]
 	ks.nextSeq = 0
 	ks.due, ks.scheduled = 0, false
+	ks.preDrain = 0
 	for _, s := range p.startStates {
 		ks.partial.offer(&compState{state: int32(s), ver: dewey{1}, startTs: -1, prevTs: -1})
 	}

@@ -19,6 +19,9 @@ type OutRecord struct {
 	ID      string // deterministic id: the publish's de-duplication id
 	Subject string
 	Payload []byte // pattern-v1 JSON record, or a dead-letter record
+	// KeyGroup is the key group the record belongs to: on rescaling, the
+	// shard that takes the key group over publishes it.
+	KeyGroup int
 }
 
 // Counters are a State's statistics. They are derived from the log, so
@@ -301,12 +304,12 @@ func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
 		}
 		r.ID = RecordID(p.deploy.Name, version, r)
 		payload, _ := r.AppendJSON(nil)
-		s.push(r.ID, p.deploy.Subject, payload)
+		s.push(r.ID, p.deploy.Subject, payload, KeyGroup(r.Key, s.groups))
 	}
 }
 
-func (s *State) push(id, subject string, payload []byte) {
-	s.outbox = append(s.outbox, OutRecord{Seq: s.nextSeq, ID: id, Subject: subject, Payload: payload})
+func (s *State) push(id, subject string, payload []byte, kg int) {
+	s.outbox = append(s.outbox, OutRecord{Seq: s.nextSeq, ID: id, Subject: subject, Payload: payload, KeyGroup: kg})
 	s.nextSeq++
 }
 
@@ -329,7 +332,7 @@ func (s *State) deadLetter(source, pattern string, e Event, reason string) {
 		rec.Text = string(e.Data)
 	}
 	payload, _ := json.Marshal(rec)
-	s.push("dl-"+source+"-"+strconv.FormatUint(e.Pos, 10)+"-"+pattern, DeadLetterSubject(source), payload)
+	s.push("dl-"+source+"-"+strconv.FormatUint(e.Pos, 10)+"-"+pattern, DeadLetterSubject(source), payload, e.KeyGroup)
 }
 
 // RecordID is a record's deterministic id: a hash of the pattern, its
