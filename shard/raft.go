@@ -1,0 +1,291 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/cepcluster/cep/snapshot"
+)
+
+// FSM is the raft.FSM of a shard: a thin bridge that decodes log entries
+// and hands them to State. Following hashicorp/raft's contract, Apply,
+// Snapshot and Restore are called from one goroutine and never concurrently
+// with each other; FSMSnapshot.Persist may run concurrently with Apply.
+// Readers on other goroutines (the API, the publisher) use View, which
+// takes a read lock.
+type FSM struct {
+	mu      sync.RWMutex
+	state   *State
+	index   uint64
+	cluster string
+	applied chan struct{} // signalled (non-blocking) after every apply
+}
+
+// NewFSM returns the FSM of an empty shard owning [first, last] of groups.
+func NewFSM(first, last, groups int, clusterID string) *FSM {
+	return &FSM{state: NewState(first, last, groups), cluster: clusterID, applied: make(chan struct{}, 1)}
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// Apply applies one log entry. An entry that does not decode is skipped on
+// every replica alike (and reported to the proposer).
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	b, err := DecodeBatch(l.Data)
+	f.mu.Lock()
+	f.index = l.Index
+	if err == nil {
+		f.state.Apply(b)
+	}
+	f.mu.Unlock()
+	select {
+	case f.applied <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// Applied is signalled after entries are applied (coalesced).
+func (f *FSM) Applied() <-chan struct{} { return f.applied }
+
+// View runs fn with the state under a read lock. fn must not keep
+// references into the state.
+func (f *FSM) View(fn func(s *State, index uint64)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.state, f.index)
+}
+
+// Snapshot captures the state: it is encoded here, so that Persist, which
+// runs concurrently with later applies, only writes bytes.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var buf bytes.Buffer
+	h := snapshot.Header{
+		ID:           fmt.Sprintf("shard-%d-%d-%d", f.state.first, f.state.last, f.index),
+		Kind:         snapshot.KindRaftSnapshot,
+		ClusterID:    f.cluster,
+		CreatedIndex: f.index,
+	}
+	if err := f.state.WriteSnapshot(&buf, h); err != nil {
+		return nil, err
+	}
+	return fsmSnapshot(buf.Bytes()), nil
+}
+
+// Restore replaces the state with a snapshot's.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	r, err := snapshot.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return err
+	}
+	st, err := RestoreState([]*snapshot.Reader{r}, f.state.first, f.state.last)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.state = st
+	f.index = r.Header().CreatedIndex
+	f.mu.Unlock()
+	return nil
+}
+
+type fsmSnapshot []byte
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s fsmSnapshot) Release() {}
+
+// Config configures a Shard.
+type Config struct {
+	ID           uint64 // shard id, also its Raft group id
+	First, Last  int    // key-group range
+	Groups       int    // K
+	ClusterID    string
+	Dir          string // data directory of this shard on this node
+	LocalID      string // this node's id
+	Transport    raft.Transport
+	Bootstrap    []raft.Server // voters to bootstrap with when the shard has no state yet
+	Logger       *slog.Logger
+	Raft         *raft.Config // optional overrides (timeouts); LocalID is set here
+	SnapshotKeep int
+}
+
+// DefaultRaftConfig is the Raft configuration shards ship with.
+func DefaultRaftConfig() *raft.Config {
+	c := raft.DefaultConfig()
+	c.HeartbeatTimeout = 1000 * time.Millisecond
+	c.ElectionTimeout = 1000 * time.Millisecond
+	c.LeaderLeaseTimeout = 500 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	c.SnapshotThreshold = 4096
+	c.TrailingLogs = 2048
+	c.MaxAppendEntries = 256
+	return c
+}
+
+// Shard is one shard replica on this node: a Raft group with its log on
+// disk (raft-boltdb), file snapshots and the FSM. The Raft library owns its
+// goroutines; Close shuts them down and waits.
+type Shard struct {
+	cfg   Config
+	fsm   *FSM
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	once  sync.Once
+}
+
+// ErrNotLeader is returned by Propose on a follower.
+var ErrNotLeader = errors.New("shard: not leader")
+
+// Open starts the shard replica, bootstrapping the group on first start.
+func Open(cfg Config) (*Shard, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	rc := cfg.Raft
+	if rc == nil {
+		rc = DefaultRaftConfig()
+	}
+	c := *rc
+	c.LocalID = raft.ServerID(cfg.LocalID)
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c.Logger = hclogAdapter(logger.With("shard", cfg.ID))
+	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: open log: %w", cfg.ID, err)
+	}
+	keep := cfg.SnapshotKeep
+	if keep == 0 {
+		keep = 2
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, keep, c.Logger)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	fsm := NewFSM(cfg.First, cfg.Last, cfg.Groups, cfg.ClusterID)
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	if !existing && len(cfg.Bootstrap) > 0 {
+		if err := raft.BootstrapCluster(&c, store, store, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Bootstrap}); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("shard %d: bootstrap: %w", cfg.ID, err)
+		}
+	}
+	r, err := raft.NewRaft(&c, fsm, store, store, snaps, cfg.Transport)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("shard %d: %w", cfg.ID, err)
+	}
+	return &Shard{cfg: cfg, fsm: fsm, raft: r, store: store}, nil
+}
+
+// ID is the shard id.
+func (s *Shard) ID() uint64 { return s.cfg.ID }
+
+// Range is the shard's key-group range.
+func (s *Shard) Range() (first, last int) { return s.cfg.First, s.cfg.Last }
+
+// FSM returns the shard's state machine.
+func (s *Shard) FSM() *FSM { return s.fsm }
+
+// Raft returns the Raft node (for status and membership).
+func (s *Shard) Raft() *raft.Raft { return s.raft }
+
+// IsLeader reports whether this replica leads the shard.
+func (s *Shard) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// LeaderCh reports leadership changes of this replica.
+func (s *Shard) LeaderCh() <-chan bool { return s.raft.LeaderCh() }
+
+// Propose appends a batch to the shard's log and waits until it is applied
+// here. It fails with ErrNotLeader on a follower.
+func (s *Shard) Propose(ctx context.Context, b *Batch) error {
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	f := s.raft.Apply(b.Encode(nil), timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		return err
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		return err
+	}
+	return nil
+}
+
+// ProposeAsync appends a batch without waiting; the future reports the
+// outcome. Pipelining several keeps the log busy while the leader reads.
+func (s *Shard) ProposeAsync(b *Batch) raft.ApplyFuture {
+	return s.raft.Apply(b.Encode(nil), 10*time.Second)
+}
+
+// Barrier waits until everything committed before it is applied here (a new
+// leader calls it before reading the state).
+func (s *Shard) Barrier(timeout time.Duration) error { return s.raft.Barrier(timeout).Error() }
+
+// Close shuts the replica down and closes its log. Safe to call twice.
+func (s *Shard) Close() error {
+	var err error
+	s.once.Do(func() {
+		err = s.raft.Shutdown().Error()
+		if cerr := s.store.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// hclogAdapter sends raft's logs to slog.
+func hclogAdapter(l *slog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   "raft",
+		Level:  hclog.Warn,
+		Output: slogWriter{l},
+	})
+}
+
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Info(string(bytes.TrimSpace(p)))
+	return len(p), nil
+}

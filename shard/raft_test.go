@@ -1,0 +1,157 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+func testRaftConfig() *raft.Config {
+	c := DefaultRaftConfig()
+	c.HeartbeatTimeout = 100 * time.Millisecond
+	c.ElectionTimeout = 100 * time.Millisecond
+	c.LeaderLeaseTimeout = 50 * time.Millisecond
+	c.CommitTimeout = 2 * time.Millisecond
+	return c
+}
+
+func checkFor(t *testing.T, total time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type replicaSet struct {
+	t      *testing.T
+	dirs   []string
+	trans  []*raft.InmemTransport
+	shards []*Shard
+}
+
+func newReplicaSet(t *testing.T, n int) *replicaSet {
+	rs := &replicaSet{t: t}
+	var servers []raft.Server
+	for i := 0; i < n; i++ {
+		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("n%d", i)))
+		rs.trans = append(rs.trans, tr)
+		rs.dirs = append(rs.dirs, t.TempDir())
+		servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprintf("n%d", i)), Address: addr})
+	}
+	for i := range rs.trans {
+		for j := range rs.trans {
+			if i != j {
+				rs.trans[i].Connect(rs.trans[j].LocalAddr(), rs.trans[j])
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		rs.open(i, servers)
+	}
+	t.Cleanup(func() {
+		for _, s := range rs.shards {
+			if s != nil {
+				s.Close()
+			}
+		}
+	})
+	return rs
+}
+
+func (rs *replicaSet) open(i int, servers []raft.Server) {
+	s, err := Open(Config{ID: 1, First: 0, Last: 15, Groups: 16, ClusterID: "c", Dir: rs.dirs[i], LocalID: fmt.Sprintf("n%d", i),
+		Transport: rs.trans[i], Bootstrap: servers, Raft: testRaftConfig()})
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+	if i < len(rs.shards) {
+		rs.shards[i] = s
+	} else {
+		rs.shards = append(rs.shards, s)
+	}
+}
+
+func (rs *replicaSet) leader() *Shard {
+	var l *Shard
+	checkFor(rs.t, 5*time.Second, func() error {
+		for _, s := range rs.shards {
+			if s != nil && s.IsLeader() {
+				l = s
+				return nil
+			}
+		}
+		return fmt.Errorf("no leader")
+	})
+	return l
+}
+
+// Replicas of a shard that applied the same log hold byte-identical state,
+// and a restarted replica recovers its state from disk.
+func TestRaftReplicasAndRestart(t *testing.T) {
+	rs := newReplicaSet(t, 3)
+	l := rs.leader()
+	ctx := context.Background()
+	for _, b := range randomLog(3, 40) {
+		if err := l.Propose(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapOf := func(s *Shard) []byte {
+		var out []byte
+		s.FSM().View(func(st *State, _ uint64) { out = snap(t, st, "s") })
+		return out
+	}
+	var want []byte
+	checkFor(t, 5*time.Second, func() error {
+		want = snapOf(l)
+		for i, s := range rs.shards {
+			if got := snapOf(s); !bytes.Equal(got, want) {
+				return fmt.Errorf("replica n%d differs from the leader", i)
+			}
+		}
+		return nil
+	})
+	var outbox int
+	l.FSM().View(func(st *State, _ uint64) { outbox = len(st.Outbox()) })
+	if outbox == 0 {
+		t.Fatal("nothing produced")
+	}
+	// snapshot one follower, restart it, and check it recovers
+	var f int
+	for i, s := range rs.shards {
+		if s != l {
+			f = i
+			break
+		}
+	}
+	if err := rs.shards[f].Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	rs.shards[f].Close()
+	rs.shards[f] = nil
+	rs.open(f, nil)
+	checkFor(t, 5*time.Second, func() error {
+		if got := snapOf(rs.shards[f]); !bytes.Equal(got, want) {
+			return fmt.Errorf("restarted replica has not recovered")
+		}
+		return nil
+	})
+	if err := rs.shards[f].Propose(ctx, &Batch{Ops: []Op{{Kind: OpAck, Seq: 1}}}); err == nil || !strings.Contains(err.Error(), "not leader") {
+		if !rs.shards[f].IsLeader() {
+			t.Fatalf("propose on a follower: %v", err)
+		}
+	}
+}
