@@ -142,6 +142,27 @@ func Compile(s *Spec) (*Pattern, error) {
 	return p, nil
 }
 
+// CompileNamed compiles a document (pattern or MATCH_RECOGNIZE query) that
+// is deployed under name: a query takes the name, a pattern document must
+// carry it.
+func CompileNamed(doc []byte, name string) (*Pattern, error) {
+	if IsSQL(doc) {
+		return CompileSQL(string(doc), name)
+	}
+	p, err := CompileBytes(doc)
+	if err != nil {
+		return nil, err
+	}
+	if name != "" && p.Name() != name {
+		return nil, perr("", "name", "the document is named %q, not %q", p.Name(), name)
+	}
+	return p, nil
+}
+
+// Sources lists the sources a pattern reads: the spec's source field, or a
+// query's FROM.
+func (p *Pattern) Sources() []string { return append([]string(nil), p.spec.Source...) }
+
 // CompileBytes compiles a pattern document (JSON or YAML) or a
 // MATCH_RECOGNIZE query (text starting with SELECT).
 func CompileBytes(data []byte) (*Pattern, error) {

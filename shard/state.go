@@ -123,6 +123,17 @@ func (s *State) Positions() map[string]uint64 {
 	return out
 }
 
+// NeedsTicks reports whether some pattern runs on processing time, so
+// that the leader must log ticks.
+func (s *State) NeedsTicks() bool {
+	for _, p := range s.patterns {
+		if !p.pattern.EventTime() {
+			return true
+		}
+	}
+	return false
+}
+
 // PatternInfo describes a deployed pattern on this shard.
 type PatternInfo struct {
 	Name           string
@@ -189,7 +200,7 @@ func (s *State) Apply(b *Batch) {
 }
 
 func (s *State) deploy(d *Deploy) {
-	p, err := nfa.CompileBytes(d.Spec)
+	p, err := nfa.CompileNamed(d.Spec, d.Name)
 	if err != nil {
 		// validated before it was proposed; a spec that no longer compiles
 		// (e.g. after an upgrade) is skipped the same way on every replica

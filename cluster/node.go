@@ -1,0 +1,434 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/api"
+	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/snapshot"
+)
+
+// Peer is one member of a statically configured cluster.
+type Peer struct {
+	ID       string
+	RaftAddr string // host:port of its Raft mux
+	APIAddr  string // host:port of its API
+}
+
+// Config configures a node. The zero value of every field has a working
+// default, so that an empty Config is a single-node cluster with an
+// embedded NATS server and its data under ./data.
+type Config struct {
+	NodeID    string // default "node1"
+	DataDir   string // default "./data"
+	RaftAddr  string // listen address of the Raft mux, default 127.0.0.1:7000
+	APIAddr   string // listen address of the API, default 127.0.0.1:7070
+	NATSURL   string // external NATS; empty starts an embedded server
+	NATSCreds string // credentials file for an external NATS
+	NATSHost  string // embedded NATS listen host, default 127.0.0.1
+	NATSPort  int    // embedded NATS port, default 4222 (-1: any free port)
+	Peers     []Peer // the cluster's members including this node; empty: alone
+	Shards    int    // shard count; default: the number of peers (at least 1)
+	KeyGroups int    // K, fixed at cluster creation; default 256
+	Replicas  int    // replicas per shard; default min(3, peers)
+	APIToken  string // bearer token the API requires; empty: none
+	Logger    *slog.Logger
+	Raft      *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
+	// Extra is mounted on the API server next to the Connect services
+	// (metrics, health endpoints), by path prefix.
+	Extra map[string]http.Handler
+
+	// IngestBatch bounds the events of one log entry; IngestLinger is how
+	// long the leader waits to fill a batch.
+	IngestBatch  int
+	IngestLinger time.Duration
+	// TickEvery is the processing-time tick period (default 1s).
+	TickEvery time.Duration
+	// Now is the clock used for processing-time ticks and logged times;
+	// default time.Now. It is read by the proposer only: the FSMs see the
+	// logged value.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.NodeID == "" {
+		c.NodeID = "node1"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "data"
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = "127.0.0.1:7000"
+	}
+	if c.APIAddr == "" {
+		c.APIAddr = "127.0.0.1:7070"
+	}
+	if c.NATSHost == "" {
+		c.NATSHost = "127.0.0.1"
+	}
+	if c.NATSPort == 0 {
+		c.NATSPort = 4222
+	}
+	if len(c.Peers) == 0 {
+		c.Peers = []Peer{{ID: c.NodeID, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr}}
+	}
+	if c.Shards == 0 {
+		c.Shards = len(c.Peers)
+	}
+	if c.KeyGroups == 0 {
+		c.KeyGroups = 256
+	}
+	if c.Replicas == 0 {
+		c.Replicas = min(3, len(c.Peers))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Raft == nil {
+		c.Raft = shard.DefaultRaftConfig()
+	}
+	if c.IngestBatch == 0 {
+		c.IngestBatch = 2000
+	}
+	if c.IngestLinger == 0 {
+		c.IngestLinger = 5 * time.Millisecond
+	}
+	if c.TickEvery == 0 {
+		c.TickEvery = time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Node is one cepnode process: NATS connection (and optionally the embedded
+// server), the Raft mux, the metadata group, this node's shard replicas and
+// the leader loops of the shards it leads. Start launches everything; Close
+// stops it in reverse order and waits.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	ns     *server.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	mux    *Mux
+	muxErr chan error
+	meta   *metaGroup
+	shards []*shard.Shard
+	infos  []ShardInfo
+	apiLn  net.Listener
+	apiSrv *http.Server
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start starts a node.
+func Start(ctx context.Context, cfg Config) (n *Node, err error) {
+	cfg.setDefaults()
+	n = &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			n.Close()
+			n = nil
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	url := cfg.NATSURL
+	if url == "" {
+		n.ns, err = StartEmbeddedNATS(filepath.Join(cfg.DataDir, "nats"), cfg.NATSHost, cfg.NATSPort, n.log.With("component", "nats"))
+		if err != nil {
+			return nil, err
+		}
+		url = n.ns.ClientURL()
+	}
+	if n.nc, err = dialNATS(url, cfg.NATSCreds, "cepnode-"+cfg.NodeID); err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	if n.js, err = jetstream.New(n.nc); err != nil {
+		return nil, err
+	}
+	if err := EnsureOutputStream(ctx, n.js); err != nil {
+		return nil, fmt.Errorf("output stream: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raft listener: %w", err)
+	}
+	n.apiLn, err = net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("api listener: %w", err)
+	}
+	cfg.APIAddr = n.apiLn.Addr().String()
+	n.cfg.APIAddr = cfg.APIAddr
+	if len(cfg.Peers) == 1 && cfg.Peers[0].ID == cfg.NodeID {
+		// alone: the configured address may have been ":0"
+		cfg.RaftAddr = ln.Addr().String()
+		n.cfg.RaftAddr = cfg.RaftAddr
+		n.cfg.Peers = []Peer{{ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, APIAddr: cfg.APIAddr}}
+		cfg.Peers = n.cfg.Peers
+	}
+	n.mux = NewMux(ln, nil, n.log.With("component", "mux"))
+	n.muxErr = make(chan error, 1)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.muxErr <- n.mux.Serve()
+	}()
+	var voters []raft.Server
+	for _, p := range cfg.Peers {
+		voters = append(voters, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	layer, err := n.mux.Layer(0)
+	if err != nil {
+		return nil, err
+	}
+	n.meta, err = openMetaGroup(filepath.Join(cfg.DataDir, "meta"), cfg.NodeID, NewTransport(layer, n.log), voters, cfg.Raft, n.log)
+	if err != nil {
+		return nil, fmt.Errorf("metadata group: %w", err)
+	}
+	// the shard layout follows from the configuration; the metadata group
+	// records it when the cluster is first initialised
+	for i := 0; i < cfg.Shards; i++ {
+		first, last := snapshot.Range(i, cfg.Shards, cfg.KeyGroups)
+		info := ShardInfo{ID: uint64(i + 1), First: first, Last: last}
+		for r := 0; r < cfg.Replicas; r++ {
+			info.Replicas = append(info.Replicas, cfg.Peers[(i+r)%len(cfg.Peers)].ID)
+		}
+		n.infos = append(n.infos, info)
+	}
+	for _, info := range n.infos {
+		if !contains(info.Replicas, cfg.NodeID) {
+			continue
+		}
+		var members []raft.Server
+		for _, id := range info.Replicas {
+			for _, p := range cfg.Peers {
+				if p.ID == id {
+					members = append(members, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(p.RaftAddr)})
+				}
+			}
+		}
+		layer, err := n.mux.Layer(info.ID)
+		if err != nil {
+			return nil, err
+		}
+		sh, err := shard.Open(shard.Config{
+			ID: info.ID, First: info.First, Last: info.Last, Groups: cfg.KeyGroups, ClusterID: "cep",
+			Dir: filepath.Join(cfg.DataDir, "shards", fmt.Sprint(info.ID)), LocalID: cfg.NodeID,
+			Transport: NewTransport(layer, n.log), Bootstrap: members, Logger: n.log, Raft: cfg.Raft,
+		})
+		if err != nil {
+			return nil, err
+		}
+		n.shards = append(n.shards, sh)
+	}
+	var opts []connect.HandlerOption
+	if cfg.APIToken != "" {
+		opts = append(opts, api.WithToken(cfg.APIToken))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api.NewHandler(NewService(n).Backends(), opts...))
+	for path, h := range cfg.Extra {
+		mux.Handle(path, h)
+	}
+	n.apiSrv = api.Server(cfg.APIAddr, mux)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.apiSrv.Serve(n.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("api server", "err", err)
+		}
+	}()
+	n.wg.Add(1)
+	go n.initLoop()
+	for _, sh := range n.shards {
+		r := &runner{n: n, sh: sh}
+		n.wg.Add(1)
+		go r.run()
+	}
+	return n, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// initLoop records the cluster layout in the metadata group once a leader
+// exists (idempotent: only the first init takes effect).
+func (n *Node) initLoop() {
+	defer n.wg.Done()
+	for {
+		m, changed := n.meta.fsm.View()
+		if m.KeyGroups != 0 {
+			return
+		}
+		if n.meta.raft.State() == raft.Leader {
+			_, err := n.meta.propose(n.ctx, &Command{Kind: CmdInit, ClusterID: "cep", KeyGroups: n.cfg.KeyGroups, Shards: n.infos})
+			if err == nil {
+				return
+			}
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the node: leader loops, shards, metadata group, transport,
+// NATS. Safe to call more than once.
+func (n *Node) Close() error {
+	var errs []error
+	if n.apiSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := n.apiSrv.Shutdown(ctx); err != nil {
+			n.apiSrv.Close()
+		}
+		cancel()
+		n.apiSrv = nil
+	} else if n.apiLn != nil {
+		n.apiLn.Close()
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	for _, sh := range n.shards {
+		errs = append(errs, sh.Close())
+	}
+	if n.meta != nil {
+		errs = append(errs, n.meta.close())
+		n.meta = nil
+	}
+	if n.mux != nil {
+		errs = append(errs, n.mux.Close())
+	}
+	n.wg.Wait()
+	n.shards = nil
+	if n.nc != nil {
+		n.nc.Close()
+	}
+	if n.ns != nil {
+		n.ns.Shutdown()
+		n.ns.WaitForShutdown()
+		n.ns = nil
+	}
+	return errors.Join(errs...)
+}
+
+// APIAddr is the address the API listens on.
+func (n *Node) APIAddr() string { return n.cfg.APIAddr }
+
+// NATSURL is the URL of the NATS server the node uses.
+func (n *Node) NATSURL() string {
+	if n.ns != nil {
+		return n.ns.ClientURL()
+	}
+	return n.cfg.NATSURL
+}
+
+// JetStream returns the node's JetStream context.
+func (n *Node) JetStream() jetstream.JetStream { return n.js }
+
+// Meta returns a copy of the current metadata.
+func (n *Node) Meta() *Meta {
+	m, _ := n.meta.fsm.View()
+	return m
+}
+
+// IsMetaLeader reports whether this node leads the metadata group.
+func (n *Node) IsMetaLeader() bool { return n.meta.raft.State() == raft.Leader }
+
+// MetaLeader returns the id of the metadata leader, if known.
+func (n *Node) MetaLeader() string {
+	_, id := n.meta.raft.LeaderWithID()
+	return string(id)
+}
+
+// Shards returns this node's shard replicas.
+func (n *Node) Shards() []*shard.Shard { return n.shards }
+
+// Config returns the node's configuration with defaults applied.
+func (n *Node) Config() Config { return n.cfg }
+
+// Propose applies a metadata change through the metadata leader.
+func (n *Node) Propose(ctx context.Context, c *Command) (any, error) {
+	return n.meta.propose(ctx, c)
+}
+
+// WaitReady waits until the cluster is initialised and every shard of this
+// node has a leader.
+func (n *Node) WaitReady(ctx context.Context) error {
+	for {
+		ready := n.Meta().KeyGroups != 0
+		for _, sh := range n.shards {
+			if addr, _ := sh.Raft().LeaderWithID(); addr == "" {
+				ready = false
+			}
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// sourcesOf lists the sources read by the live patterns, sorted.
+func sourcesOf(m *Meta) []string {
+	set := map[string]bool{}
+	for _, name := range m.PatternNames() {
+		for _, s := range m.Patterns[name].Sources {
+			set[s] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// outputSubject is where a pattern's records go by default.
+func outputSubject(pattern string) string { return OutputSubjectRoot + pattern }
+
+// validSourceName checks a source name is usable as a subject token.
+func validSourceName(s string) error {
+	if s == "" || strings.ContainsAny(s, ".*> \t") || len(s) > 64 {
+		return fmt.Errorf("source name %q: use letters, digits, '-' and '_' (at most 64)", s)
+	}
+	return nil
+}

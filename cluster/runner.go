@@ -1,0 +1,356 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/shard"
+)
+
+// runner drives one shard replica: while this replica leads the shard it
+// runs a leader session — reconcile the deployed patterns with the
+// metadata, read the sources into logged batches, publish the outbox,
+// tick processing time. Everything it proposes goes through the log, so
+// followers apply the same thing; the session ends when leadership does.
+type runner struct {
+	n   *Node
+	sh  *shard.Shard
+	log *slog.Logger
+}
+
+func (r *runner) run() {
+	defer r.n.wg.Done()
+	r.log = r.n.log.With("shard", r.sh.ID())
+	leaderCh := r.sh.LeaderCh()
+	var cancel context.CancelFunc
+	var done chan struct{}
+	stop := func() {
+		if cancel != nil {
+			cancel()
+			<-done
+			cancel = nil
+		}
+	}
+	defer stop()
+	start := func() {
+		ctx, c := context.WithCancel(r.n.ctx)
+		cancel, done = c, make(chan struct{})
+		go func() {
+			defer close(done)
+			r.session(ctx)
+		}()
+	}
+	if r.sh.IsLeader() {
+		start()
+	}
+	for {
+		select {
+		case <-r.n.ctx.Done():
+			return
+		case leader := <-leaderCh:
+			stop()
+			if leader {
+				start()
+			}
+		}
+	}
+}
+
+// session is one leadership term's work.
+func (r *runner) session(ctx context.Context) {
+	if err := r.sh.Barrier(10 * time.Second); err != nil {
+		r.log.Warn("barrier failed", "err", err)
+		return
+	}
+	r.log.Info("leading shard")
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fail := func(err error) {
+		if err != nil && ctx.Err() == nil {
+			if !errors.Is(err, shard.ErrNotLeader) {
+				r.log.Warn("leader session ends", "err", err)
+			}
+			cancel()
+		}
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); fail(r.publish(ctx)) }()
+	go func() { defer wg.Done(); fail(r.tick(ctx)) }()
+
+	ingests := map[string]context.CancelFunc{}
+	defer func() {
+		for _, c := range ingests {
+			c()
+		}
+	}()
+	for {
+		m, changed := r.n.meta.fsm.View()
+		if err := r.reconcile(ctx, m); err != nil {
+			fail(err)
+			return
+		}
+		want := map[string]bool{}
+		for _, s := range sourcesOf(m) {
+			want[s] = true
+			if _, ok := ingests[s]; !ok && m.Sources[s] != nil {
+				ictx, icancel := context.WithCancel(ctx)
+				ingests[s] = icancel
+				src := m.Sources[s]
+				wg.Add(1)
+				go func() { defer wg.Done(); fail(r.ingest(ictx, src)) }()
+			}
+		}
+		for s, c := range ingests {
+			if !want[s] {
+				c()
+				delete(ingests, s)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// reconcile proposes the deployments and deletions that the shard has not
+// applied yet, so every shard runs the versions the metadata holds.
+func (r *runner) reconcile(ctx context.Context, m *Meta) error {
+	have := map[string]uint64{}
+	r.sh.FSM().View(func(s *shard.State, _ uint64) {
+		for _, p := range s.Patterns() {
+			have[p.Name] = p.Version
+		}
+	})
+	var b shard.Batch
+	for _, name := range sortedKeys(m.Patterns) {
+		p := m.Patterns[name]
+		v, ok := have[name]
+		switch {
+		case p.Deleted && ok:
+			b.Ops = append(b.Ops, shard.Op{Kind: shard.OpDelete, Pattern: name})
+		case !p.Deleted && v != p.Version:
+			b.Ops = append(b.Ops, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
+				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources,
+				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
+			}})
+		}
+	}
+	if len(b.Ops) == 0 {
+		return nil
+	}
+	return r.sh.Propose(ctx, &b)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ingest reads a source's key groups of this shard from JetStream and
+// proposes them as batches, several in flight. It resumes after the lowest
+// position the shard's key groups applied; anything re-read is skipped by
+// the state machine.
+func (r *runner) ingest(ctx context.Context, src *SourceM) error {
+	var pos uint64
+	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
+	first, last := r.sh.Range()
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: filterSubjects(src.Name, first, last, r.n.cfg.KeyGroups),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if pos > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = pos + 1
+	}
+	cons, err := r.n.js.OrderedConsumer(ctx, src.Stream, cfg)
+	if err != nil {
+		return err
+	}
+	msgs := make(chan jetstream.Msg, r.n.cfg.IngestBatch)
+	it, err := cons.Messages(jetstream.PullMaxMessages(r.n.cfg.IngestBatch))
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		it.Stop()
+	}()
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() { <-readDone }()
+
+	// proposals are pipelined: up to 4 batches in flight, checked in order
+	pending := make(chan raft.ApplyFuture, 4)
+	checkDone := make(chan error, 1)
+	go func() {
+		var firstErr error
+		for f := range pending {
+			if err := f.Error(); err != nil && firstErr == nil {
+				firstErr = err
+			} else if resp, ok := f.Response().(error); ok && resp != nil && firstErr == nil {
+				firstErr = resp
+			}
+		}
+		checkDone <- firstErr
+	}()
+	defer func() {
+		close(pending)
+		<-checkDone
+	}()
+
+	linger := r.n.cfg.IngestLinger
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var events []shard.Event
+	flush := func() error {
+		if len(events) == 0 {
+			return nil
+		}
+		b := &shard.Batch{Ops: []shard.Op{{Kind: shard.OpEvents, Source: src.Name, Events: events}}}
+		events = nil
+		if !r.sh.IsLeader() {
+			return shard.ErrNotLeader
+		}
+		select {
+		case pending <- r.sh.ProposeAsync(b):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-msgs:
+			if !ok {
+				return flush()
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			kg, ok := keyGroupOf(m.Subject())
+			if !ok {
+				kg = -1 // not partitioned as expected: dead-lettered as misrouted
+			}
+			if len(events) == 0 {
+				timer.Reset(linger)
+			}
+			events = append(events, shard.Event{Pos: md.Sequence.Stream, KeyGroup: kg, Data: append([]byte(nil), m.Data()...)})
+			if len(events) >= r.n.cfg.IngestBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		case <-timer.C:
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// publish sends the outbox to JetStream, each record with its id as the
+// message id (so a re-publish after failover is de-duplicated), and logs
+// an acknowledgement once JetStream has stored them.
+func (r *runner) publish(ctx context.Context) error {
+	applied := r.sh.FSM().Applied()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var sent uint64 // highest outbox seq published in this term
+	for {
+		var recs []shard.OutRecord
+		r.sh.FSM().View(func(s *shard.State, _ uint64) {
+			for _, o := range s.Outbox() {
+				if o.Seq > sent {
+					recs = append(recs, o)
+				}
+			}
+		})
+		if len(recs) > 0 {
+			var futures []jetstream.PubAckFuture
+			for _, o := range recs {
+				msg := &nats.Msg{Subject: o.Subject, Data: o.Payload, Header: nats.Header{}}
+				msg.Header.Set(jetstream.MsgIDHeader, o.ID)
+				f, err := r.n.js.PublishMsgAsync(msg)
+				if err != nil {
+					return err
+				}
+				futures = append(futures, f)
+			}
+			for _, f := range futures {
+				select {
+				case <-f.Ok():
+				case err := <-f.Err():
+					return err
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			sent = recs[len(recs)-1].Seq
+			if err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{{Kind: shard.OpAck, Seq: sent}}}); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-applied:
+		case <-tick.C:
+		}
+	}
+}
+
+// tick logs processing time while some pattern runs on it.
+func (r *runner) tick(ctx context.Context) error {
+	t := time.NewTicker(r.n.cfg.TickEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		needs := false
+		r.sh.FSM().View(func(s *shard.State, _ uint64) { needs = s.NeedsTicks() })
+		if !needs {
+			continue
+		}
+		now := r.n.cfg.Now().UnixMilli()
+		if err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{{Kind: shard.OpTick, Time: now}}}); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,424 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/nfa"
+	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/nfa/sql"
+	"github.com/cepcluster/cep/shard"
+)
+
+// Service implements the API backends on a node. Reads are served from
+// this node's replicas; changes go through the metadata leader, and a node
+// that does not lead forwards them to the one that does.
+type Service struct {
+	n      *Node
+	client *http.Client
+}
+
+// NewService returns the API backends of a node.
+func NewService(n *Node) *Service { return &Service{n: n, client: &http.Client{}} }
+
+// Backends returns the service as api.Backends.
+func (s *Service) Backends() api.Backends {
+	return api.Backends{
+		Patterns: patternBackend{s},
+		Sources:  sourceBackend{s},
+		Cluster:  clusterBackend{s},
+		Matches:  matchBackend{s},
+	}
+}
+
+// mapErr turns cluster errors into the api sentinels.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrExists):
+		return fmt.Errorf("%w: %s", api.ErrAlreadyExists, strings.TrimPrefix(err.Error(), ErrExists.Error()+": "))
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%w: %s", api.ErrNotFound, strings.TrimPrefix(err.Error(), ErrNotFound.Error()+": "))
+	case errors.Is(err, ErrConflict):
+		return fmt.Errorf("%w: %s", api.ErrFailedPrecondition, err.Error())
+	case errors.Is(err, errNotMetaLeader):
+		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one); retry", api.ErrUnavailable)
+	}
+	return err
+}
+
+// leaderClient returns an HTTP base URL of the metadata leader's API, or ""
+// when this node leads.
+func (s *Service) leaderURL() (string, error) {
+	if s.n.IsMetaLeader() {
+		return "", nil
+	}
+	id := s.n.MetaLeader()
+	for _, p := range s.n.cfg.Peers {
+		if p.ID == id && p.APIAddr != "" {
+			return "http://" + p.APIAddr, nil
+		}
+	}
+	return "", fmt.Errorf("%w: no metadata leader yet; retry", api.ErrUnavailable)
+}
+
+// compiled validates a spec or query and returns the pattern.
+func compiled(spec string, format cepv1.SpecFormat, name string) (*nfa.Pattern, cepv1.SpecFormat, error) {
+	isSQL := format == cepv1.SpecFormat_SPEC_FORMAT_SQL || (format == cepv1.SpecFormat_SPEC_FORMAT_UNSPECIFIED && nfa.IsSQL([]byte(spec)))
+	var p *nfa.Pattern
+	var err error
+	if isSQL {
+		if name == "" {
+			return nil, 0, fmt.Errorf("%w: a MATCH_RECOGNIZE query needs a name", api.ErrInvalidArgument)
+		}
+		p, err = nfa.CompileSQL(spec, name)
+		format = cepv1.SpecFormat_SPEC_FORMAT_SQL
+	} else {
+		p, err = nfa.CompileNamed([]byte(spec), name)
+		format = cepv1.SpecFormat_SPEC_FORMAT_SPEC
+	}
+	if err != nil {
+		return nil, format, fmt.Errorf("%w: %s", api.ErrInvalidArgument, err.Error())
+	}
+	if len(p.Sources()) == 0 {
+		return nil, format, fmt.Errorf("%w: pattern %q names no source (set source: NAME)", api.ErrInvalidArgument, p.Name())
+	}
+	return p, format, nil
+}
+
+func specError(err error) *cepv1.SpecError {
+	out := &cepv1.SpecError{Message: strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": ")}
+	var pe *nfa.PatternError
+	if errors.As(err, &pe) {
+		out.Stage, out.Field = pe.Stage, pe.Field
+	}
+	var se *sql.Error
+	if errors.As(err, &se) {
+		out.Line, out.Column = uint32(se.Pos.Line), uint32(se.Pos.Col)
+	}
+	return out
+}
+
+func toPattern(p *PatternM) *cepv1.Pattern {
+	f := cepv1.SpecFormat_SPEC_FORMAT_SPEC
+	if p.Format == "sql" {
+		f = cepv1.SpecFormat_SPEC_FORMAT_SQL
+	}
+	st := cepv1.PatternState_PATTERN_STATE_ACTIVE
+	if p.Deleted {
+		st = cepv1.PatternState_PATTERN_STATE_DELETING
+	}
+	return &cepv1.Pattern{Name: p.Name, Version: p.Version, Spec: p.Spec, Format: f, Sources: p.Sources,
+		OutputSubject: p.OutputSubject, CreatedIndex: p.CreatedIndex, UpdatedIndex: p.UpdatedIndex, State: st}
+}
+
+type patternBackend struct{ s *Service }
+
+func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {
+	p, f, err := compiled(r.Spec, r.Format, r.Name)
+	if err != nil {
+		return &cepv1.ValidatePatternResponse{Valid: false, Format: f, Error: specError(err)}, nil
+	}
+	var stages []string
+	for _, st := range p.Spec().Stages {
+		stages = append(stages, st.Name)
+	}
+	return &cepv1.ValidatePatternResponse{Valid: true, Format: f, Name: p.Name(), Stages: stages, EventTime: p.EventTime(), Sources: p.Sources()}, nil
+}
+
+func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy) (*cepv1.Pattern, error) {
+	p, f, err := compiled(spec, format, name)
+	if err != nil {
+		return nil, err
+	}
+	if subject == "" {
+		subject = outputSubject(p.Name())
+	}
+	if !strings.HasPrefix(subject, OutputSubjectRoot) {
+		return nil, fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, OutputSubjectRoot)
+	}
+	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), OutputSubject: subject}
+	if f == cepv1.SpecFormat_SPEC_FORMAT_SQL {
+		pm.Format = "sql"
+	}
+	switch policy {
+	case cepv1.UpdatePolicy_UPDATE_POLICY_RESET:
+		pm.Policy = uint8(shard.PolicyReset)
+	case cepv1.UpdatePolicy_UPDATE_POLICY_MIGRATE:
+		pm.Policy = uint8(shard.PolicyMigrate)
+	default:
+		pm.Policy = uint8(shard.PolicyDrain)
+	}
+	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdPutPattern, Create: create, Pattern: pm})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return toPattern(res.(*PatternM)), nil
+}
+
+func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error) {
+	if u, err := b.s.leaderURL(); err != nil || u != "" {
+		if err != nil {
+			return nil, err
+		}
+		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u).DeployPattern(ctx, connect.NewRequest(r))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	p, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &cepv1.DeployPatternResponse{Pattern: p}, nil
+}
+
+func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
+	if u, err := b.s.leaderURL(); err != nil || u != "" {
+		if err != nil {
+			return nil, err
+		}
+		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u).UpdatePattern(ctx, connect.NewRequest(r))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	subject := r.OutputSubject
+	if subject == "" {
+		if old := b.s.n.Meta().Patterns[r.Name]; old != nil && !old.Deleted {
+			subject = old.OutputSubject
+		}
+	}
+	p, err := b.put(ctx, r.Spec, r.Format, r.Name, subject, false, r.Policy)
+	if err != nil {
+		return nil, err
+	}
+	return &cepv1.UpdatePatternResponse{Pattern: p}, nil
+}
+
+func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
+	if u, err := b.s.leaderURL(); err != nil || u != "" {
+		if err != nil {
+			return nil, err
+		}
+		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u).DeletePattern(ctx, connect.NewRequest(r))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdDeletePattern, Name: r.Name})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &cepv1.DeletePatternResponse{Pattern: toPattern(res.(*PatternM))}, nil
+}
+
+func (b patternBackend) List(ctx context.Context, r *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error) {
+	m := b.s.n.Meta()
+	out := &cepv1.ListPatternsResponse{}
+	for _, name := range m.PatternNames() {
+		out.Patterns = append(out.Patterns, toPattern(m.Patterns[name]))
+	}
+	return out, nil
+}
+
+func (b patternBackend) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error) {
+	p := b.s.n.Meta().Patterns[r.Name]
+	if p == nil || p.Deleted {
+		return nil, fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Name)
+	}
+	return &cepv1.GetPatternResponse{Pattern: toPattern(p)}, nil
+}
+
+type sourceBackend struct{ s *Service }
+
+func toSource(m *SourceM, k int) *cepv1.Source {
+	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key}
+}
+
+func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
+	if u, err := b.s.leaderURL(); err != nil || u != "" {
+		if err != nil {
+			return nil, err
+		}
+		res, err := cepv1connect.NewSourceServiceClient(b.s.client, u).CreateSource(ctx, connect.NewRequest(r))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	if err := validSourceName(r.Name); err != nil {
+		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
+	}
+	if r.Stream != "" || len(r.Subjects) > 0 {
+		return nil, fmt.Errorf("%w: sources on existing streams or custom subjects are not supported yet: the cluster creates the partitioned stream %s with subjects %s.<key>", api.ErrInvalidArgument, SourceStreamName(r.Name), r.Name)
+	}
+	if r.Key != "" {
+		c, err := expr.NewCompiler()
+		if err == nil {
+			_, err = c.Value(r.Key)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: key: %v", api.ErrInvalidArgument, err)
+		}
+	}
+	k := b.s.n.cfg.KeyGroups
+	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
+		return nil, fmt.Errorf("%w: source %q", api.ErrAlreadyExists, r.Name)
+	}
+	stream, err := EnsureSourceStream(ctx, b.s.n.js, r.Name, k)
+	if err != nil {
+		return nil, fmt.Errorf("%w: create stream: %v", api.ErrUnavailable, err)
+	}
+	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdPutSource, Source: &SourceM{Name: r.Name, Stream: stream, Subjects: []string{r.Name + ".*"}, Key: r.Key, Managed: true}})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &cepv1.CreateSourceResponse{Source: toSource(res.(*SourceM), k)}, nil
+}
+
+func (b sourceBackend) List(ctx context.Context, r *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error) {
+	m := b.s.n.Meta()
+	out := &cepv1.ListSourcesResponse{}
+	for _, name := range m.SourceNames() {
+		out.Sources = append(out.Sources, toSource(m.Sources[name], m.KeyGroups))
+	}
+	return out, nil
+}
+
+func (b sourceBackend) Get(ctx context.Context, r *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error) {
+	m := b.s.n.Meta()
+	src := m.Sources[r.Name]
+	if src == nil {
+		return nil, fmt.Errorf("%w: source %q", api.ErrNotFound, r.Name)
+	}
+	return &cepv1.GetSourceResponse{Source: toSource(src, m.KeyGroups)}, nil
+}
+
+type clusterBackend struct{ s *Service }
+
+func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
+	n := b.s.n
+	m := n.Meta()
+	leader := n.MetaLeader()
+	out := &cepv1.GetStatusResponse{}
+	for _, p := range n.cfg.Peers {
+		st := cepv1.NodeState_NODE_STATE_UNSPECIFIED
+		if p.ID == n.cfg.NodeID {
+			st = cepv1.NodeState_NODE_STATE_ALIVE
+		}
+		out.Nodes = append(out.Nodes, &cepv1.Node{Id: p.ID, Address: p.RaftAddr, ApiAddress: p.APIAddr, State: st, IsMetaLeader: p.ID == leader})
+	}
+	commit, _ := strconv.ParseUint(n.meta.raft.Stats()["commit_index"], 10, 64)
+	noLeader := 0
+	for _, sh := range n.shards {
+		if _, id := sh.Raft().LeaderWithID(); id == "" {
+			noLeader++
+		}
+	}
+	out.Summary = &cepv1.ClusterSummary{
+		Nodes: uint32(len(n.cfg.Peers)), Alive: 1, MetaLeaderId: leader, MetaCommitIndex: commit,
+		KeyGroups: uint32(m.KeyGroups), Shards: uint32(len(m.Shards)), ShardsWithoutLeader: uint32(noLeader),
+		Patterns: uint32(len(m.PatternNames())), Sources: uint32(len(m.Sources)), NatsUrl: n.NATSURL(),
+	}
+	return out, nil
+}
+
+func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
+	out := &cepv1.ListShardsResponse{}
+	for _, sh := range b.s.n.shards {
+		first, last := sh.Range()
+		_, leader := sh.Raft().LeaderWithID()
+		stats := sh.Raft().Stats()
+		commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
+		s := &cepv1.Shard{Id: uint32(sh.ID()), KeyGroups: &cepv1.KeyGroupRange{First: uint32(first), Last: uint32(last)},
+			LeaderNodeId: string(leader), CommitIndex: commit, LastAppliedIndex: sh.Raft().AppliedIndex()}
+		if f := sh.Raft().GetConfiguration(); f.Error() == nil {
+			for _, srv := range f.Configuration().Servers {
+				rep := &cepv1.Replica{NodeId: string(srv.ID), Suffrage: cepv1.Suffrage_SUFFRAGE_VOTER}
+				if srv.Suffrage != raft.Voter {
+					rep.Suffrage = cepv1.Suffrage_SUFFRAGE_NONVOTER
+				}
+				if string(srv.ID) == b.s.n.cfg.NodeID {
+					rep.AppliedIndex = s.LastAppliedIndex
+				}
+				s.Replicas = append(s.Replicas, rep)
+			}
+		}
+		sh.FSM().View(func(st *shard.State, _ uint64) {
+			for _, p := range st.Patterns() {
+				s.Patterns++
+				s.PartialMatches += uint64(p.PartialMatches)
+				s.BufferedEvents += uint64(p.BufferedEvents)
+			}
+		})
+		out.Shards = append(out.Shards, s)
+	}
+	return out, nil
+}
+
+type matchBackend struct{ s *Service }
+
+func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(*cepv1.Record) error) error {
+	p := b.s.n.Meta().Patterns[r.Pattern]
+	if p == nil || p.Deleted {
+		return fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Pattern)
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{p.OutputSubject}, DeliverPolicy: jetstream.DeliverNewPolicy}
+	switch r.Start {
+	case cepv1.TailStart_TAIL_START_ALL:
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	case cepv1.TailStart_TAIL_START_SEQUENCE:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = r.StartSequence
+	}
+	cons, err := b.s.n.js.OrderedConsumer(ctx, OutputStream, cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	}
+	defer it.Stop()
+	go func() {
+		<-ctx.Done()
+		it.Stop()
+	}()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+		}
+		var head struct {
+			Type, ID, Pattern, Key string
+		}
+		_ = json.Unmarshal(msg.Data(), &head)
+		rec := &cepv1.Record{Type: head.Type, Id: head.ID, Pattern: head.Pattern, Key: head.Key, Json: msg.Data()}
+		if md, err := msg.Metadata(); err == nil {
+			rec.Sequence = md.Sequence.Stream
+		}
+		if err := send(rec); err != nil {
+			return err
+		}
+	}
+}

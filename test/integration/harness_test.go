@@ -1,0 +1,217 @@
+// Package integration runs real nodes (in process, real Raft on disk, real
+// TCP on loopback, an embedded NATS JetStream server) and checks end-to-end
+// behaviour against the offline engine.
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/nfa"
+	"github.com/cepcluster/cep/shard"
+)
+
+func testRaft() *raft.Config {
+	c := shard.DefaultRaftConfig()
+	c.HeartbeatTimeout = 200 * time.Millisecond
+	c.ElectionTimeout = 200 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	return c
+}
+
+func logger(t testing.TB) *slog.Logger {
+	if os.Getenv("CEP_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func checkFor(t testing.TB, total time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// clients talk to a node's API over HTTP.
+type clients struct {
+	patterns cepv1connect.PatternServiceClient
+	sources  cepv1connect.SourceServiceClient
+	cluster  cepv1connect.ClusterServiceClient
+	matches  cepv1connect.MatchServiceClient
+}
+
+func newClients(addr string) clients {
+	base := "http://" + addr
+	return clients{
+		patterns: cepv1connect.NewPatternServiceClient(http.DefaultClient, base),
+		sources:  cepv1connect.NewSourceServiceClient(http.DefaultClient, base),
+		cluster:  cepv1connect.NewClusterServiceClient(http.DefaultClient, base),
+		matches:  cepv1connect.NewMatchServiceClient(http.DefaultClient, base),
+	}
+}
+
+// startSingle starts a one-node cluster with an embedded NATS server.
+func startSingle(t *testing.T, dir string) *cluster.Node {
+	t.Helper()
+	n, err := cluster.Start(context.Background(), cluster.Config{
+		NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSPort: -1,
+		Raft: testRaft(), Logger: logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.WaitReady(ctx); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	return n
+}
+
+// publish sends events to a source as a publisher would: subject
+// "<source>.<key>", key from the event.
+func publish(t *testing.T, natsURL, source string, keyOf func(map[string]any) string, lines []string) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	for _, l := range lines {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, source+"."+keyOf(ev), []byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// outputs reads every record on a subject of the output stream.
+func outputs(t *testing.T, natsURL, subject string) []string {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, cluster.OutputStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := info.State.Subjects[subject]
+	if total == 0 {
+		return nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for uint64(len(out)) < total {
+		b, err := cons.Fetch(int(total)-len(out), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			out = append(out, string(m.Data()))
+		}
+		if b.Error() != nil {
+			t.Fatal(b.Error())
+		}
+	}
+	return out
+}
+
+// offline runs the engine over the events as `cepctl run` does, without the
+// final watermark, and returns the JSON of the records (no ids).
+func offline(t *testing.T, spec []byte, lines []string) []string {
+	t.Helper()
+	p, err := nfa.CompileBytes(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := nfa.NewRunner(p)
+	var out []string
+	for _, l := range lines {
+		recs, err := r.Line([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			b, _ := recs[i].AppendJSON(nil)
+			out = append(out, string(b))
+		}
+	}
+	return out
+}
+
+// withoutIDs strips the "id" field the cluster adds, for comparison.
+func withoutIDs(recs []string) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		if j := strings.Index(r, `,"id":"`); j >= 0 {
+			k := strings.Index(r[j+7:], `"`)
+			r = r[:j] + r[j+7+k+1:]
+		}
+		out[i] = r
+	}
+	sort.Strings(out)
+	return out
+}
+
+func readLines(t *testing.T, path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "" {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}
+
+func req[T any](m *T) *connect.Request[T] { return connect.NewRequest(m) }
+
+var _ = fmt.Sprint
