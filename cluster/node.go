@@ -51,9 +51,6 @@ type Config struct {
 	APIToken  string // bearer token the API requires; empty: none
 	Logger    *slog.Logger
 	Raft      *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
-	// Extra is mounted on the API server next to the Connect services
-	// (metrics, health endpoints), by path prefix.
-	Extra map[string]http.Handler
 
 	// IngestBatch bounds the events of one log entry; IngestLinger is how
 	// long the leader waits to fill a batch.
@@ -251,7 +248,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", api.NewHandler(NewService(n).Backends(), opts...))
-	for path, h := range cfg.Extra {
+	for path, h := range n.HTTPHandlers() {
 		mux.Handle(path, h)
 	}
 	n.apiSrv = api.Server(cfg.APIAddr, mux)

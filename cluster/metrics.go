@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cepcluster/cep/shard"
+)
+
+// collector exposes a node's shard statistics to Prometheus. Values are
+// read from the replicas at scrape time.
+type collector struct {
+	n *Node
+
+	events, duplicates, late, dead, matches, timeouts *prometheus.Desc
+	partial, buffered, outbox, applied, commit        *prometheus.Desc
+	leader, metaLeader                                *prometheus.Desc
+}
+
+func newCollector(n *Node) *collector {
+	l := []string{"shard"}
+	return &collector{
+		n:          n,
+		events:     prometheus.NewDesc("cep_events_total", "Events applied by the shard's state machine.", l, nil),
+		duplicates: prometheus.NewDesc("cep_events_duplicate_total", "Events skipped as already applied (re-reads after failover).", l, nil),
+		late:       prometheus.NewDesc("cep_events_late_total", "Events behind the watermark.", l, nil),
+		dead:       prometheus.NewDesc("cep_events_dead_lettered_total", "Events sent to the dead-letter subject.", l, nil),
+		matches:    prometheus.NewDesc("cep_matches_total", "Matches produced.", l, nil),
+		timeouts:   prometheus.NewDesc("cep_timeouts_total", "Timed-out partial matches produced.", l, nil),
+		partial:    prometheus.NewDesc("cep_partial_matches", "Partial matches holding events.", l, nil),
+		buffered:   prometheus.NewDesc("cep_buffered_events", "Events stored in partial matches or waiting for the watermark.", l, nil),
+		outbox:     prometheus.NewDesc("cep_outbox_records", "Produced records not yet confirmed published.", l, nil),
+		applied:    prometheus.NewDesc("cep_raft_applied_index", "Last Raft index applied by this replica.", l, nil),
+		commit:     prometheus.NewDesc("cep_raft_commit_index", "Raft commit index known to this replica.", l, nil),
+		leader:     prometheus.NewDesc("cep_shard_leader", "1 if this replica leads the shard.", l, nil),
+		metaLeader: prometheus.NewDesc("cep_meta_leader", "1 if this node leads the metadata group.", nil, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, sh := range c.n.shards {
+		id := fmt.Sprint(sh.ID())
+		var cnt shard.Counters
+		var partial, buffered, outbox int
+		sh.FSM().View(func(s *shard.State, _ uint64) {
+			cnt = s.Counters()
+			for _, p := range s.Patterns() {
+				partial += p.PartialMatches
+				buffered += p.BufferedEvents
+			}
+			outbox = len(s.Outbox())
+		})
+		counter := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), id)
+		}
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
+		}
+		counter(c.events, cnt.Events)
+		counter(c.duplicates, cnt.Duplicates)
+		counter(c.late, cnt.Late)
+		counter(c.dead, cnt.DeadLetters)
+		counter(c.matches, cnt.Matches)
+		counter(c.timeouts, cnt.Timeouts)
+		gauge(c.partial, float64(partial))
+		gauge(c.buffered, float64(buffered))
+		gauge(c.outbox, float64(outbox))
+		gauge(c.applied, float64(sh.Raft().AppliedIndex()))
+		commit, _ := strconv.ParseUint(sh.Raft().Stats()["commit_index"], 10, 64)
+		gauge(c.commit, float64(commit))
+		lead := 0.0
+		if sh.Raft().State() == raft.Leader {
+			lead = 1
+		}
+		gauge(c.leader, lead)
+	}
+	ml := 0.0
+	if c.n.meta != nil && c.n.IsMetaLeader() {
+		ml = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.metaLeader, prometheus.GaugeValue, ml)
+}
+
+// HTTPHandlers returns /metrics, /healthz and /readyz for the node.
+// /healthz answers while the process serves; /readyz once the cluster is
+// initialised and every local shard has a leader.
+func (n *Node) HTTPHandlers() map[string]http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(n), prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return map[string]http.Handler{
+		"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }),
+		"/readyz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n.meta == nil || n.Meta().KeyGroups == 0 {
+				http.Error(w, "cluster not initialised", http.StatusServiceUnavailable)
+				return
+			}
+			for _, sh := range n.shards {
+				if addr, _ := sh.Raft().LeaderWithID(); addr == "" {
+					http.Error(w, fmt.Sprintf("shard %d has no leader", sh.ID()), http.StatusServiceUnavailable)
+					return
+				}
+			}
+			fmt.Fprintln(w, "ready")
+		}),
+	}
+}

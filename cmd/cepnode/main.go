@@ -1,0 +1,124 @@
+// Command cepnode runs a node of the CEP cluster. With no flags it is a
+// working single-node cluster: an embedded NATS JetStream server, data under
+// ./data, the API on 127.0.0.1:7070.
+//
+//	cepnode                                   # single node, embedded NATS
+//	cepnode --nats nats://host:4222 --id n2 --peers n1=h1:7000=h1:7070,n2=h2:7000=h2:7070,...
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cepcluster/cep/cluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := Run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "cepnode: %s\n", err)
+		os.Exit(1)
+	}
+}
+
+// env returns the environment value of a flag (CEPNODE_<NAME>) or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv("CEPNODE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
+		return v
+	}
+	return def
+}
+
+// Run parses flags and runs a node until ctx ends.
+func Run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cepnode", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id := fs.String("id", env("id", "node1"), "node id, unique in the cluster (env CEPNODE_ID)")
+	data := fs.String("data", env("data", "./data"), "data directory: Raft logs, snapshots, embedded NATS store (env CEPNODE_DATA)")
+	raftAddr := fs.String("raft-addr", env("raft-addr", "127.0.0.1:7000"), "listen address for Raft traffic of all groups (env CEPNODE_RAFT_ADDR)")
+	apiAddr := fs.String("api-addr", env("api-addr", "127.0.0.1:7070"), "listen address of the Connect/gRPC API, /metrics, /healthz, /readyz (env CEPNODE_API_ADDR)")
+	natsURL := fs.String("nats", env("nats", ""), "URL of an external NATS server with JetStream; empty starts an embedded one (env CEPNODE_NATS)")
+	natsCreds := fs.String("nats-creds", env("nats-creds", ""), "credentials file for the external NATS (env CEPNODE_NATS_CREDS)")
+	natsPort := fs.Int("nats-port", 4222, "client port of the embedded NATS server")
+	peers := fs.String("peers", env("peers", ""), "all members as id=raftaddr=apiaddr,... including this node; empty: a single-node cluster (env CEPNODE_PEERS)")
+	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
+	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
+	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
+	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %v", err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg := cluster.Config{
+		NodeID: *id, DataDir: *data, RaftAddr: *raftAddr, APIAddr: *apiAddr,
+		NATSURL: *natsURL, NATSCreds: *natsCreds, NATSPort: *natsPort,
+		Shards: *shards, KeyGroups: *keyGroups, APIToken: *token, Logger: logger,
+	}
+	if *peers != "" {
+		ps, err := parsePeers(*peers)
+		if err != nil {
+			return err
+		}
+		cfg.Peers = ps
+		found := false
+		for _, p := range ps {
+			if p.ID == *id {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--peers does not list this node (%s)", *id)
+		}
+	}
+	n, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	logger.Info("cepnode started", "id", *id, "api", n.APIAddr(), "nats", n.NATSURL(), "data", *data)
+	<-ctx.Done()
+	logger.Info("shutting down")
+	done := make(chan error, 1)
+	go func() { done <- n.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		return errors.New("shutdown took longer than 30s")
+	}
+}
+
+func parsePeers(s string) ([]cluster.Peer, error) {
+	var out []cluster.Peer
+	for _, item := range strings.Split(s, ",") {
+		parts := strings.Split(strings.TrimSpace(item), "=")
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+			return nil, fmt.Errorf("--peers: %q is not id=raftaddr=apiaddr", item)
+		}
+		out = append(out, cluster.Peer{ID: parts[0], RaftAddr: parts[1], APIAddr: parts[2]})
+	}
+	return out, nil
+}
