@@ -1,0 +1,253 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+)
+
+var cepnodeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cep-integration")
+	if err != nil {
+		panic(err)
+	}
+	cepnodeBin = filepath.Join(dir, "cepnode")
+	if out, err := exec.Command("go", "build", "-o", cepnodeBin, "../../cmd/cepnode").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePorts(t *testing.T, n int) []string {
+	var out []string
+	var lns []net.Listener
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+// proc is a cepnode process.
+type proc struct {
+	id, dir, raft, api string
+	args               []string
+	cmd                *exec.Cmd
+	logf               *os.File
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	var err error
+	p.logf, err = os.OpenFile(filepath.Join(p.dir+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(cepnodeBin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logf, p.logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *proc) kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Kill() // SIGKILL: no shutdown of any kind
+		p.cmd.Wait()
+		p.cmd = nil
+	}
+	if p.logf != nil {
+		p.logf.Close()
+	}
+}
+
+// Three node processes share an external NATS server. While events are
+// published, the leader of a shard is killed with SIGKILL several times and
+// restarted; the records on NATS equal, record for record, what the offline
+// engine produces: nothing lost, nothing duplicated.
+func TestThreeNodesKillLeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and kills them")
+	}
+	base := t.TempDir()
+	ns, err := cluster.StartEmbeddedNATS(filepath.Join(base, "nats"), "127.0.0.1", -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	ports := freePorts(t, 6)
+	var peers []string
+	procs := make([]*proc, 3)
+	for i := range procs {
+		p := &proc{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), raft: ports[2*i], api: ports[2*i+1]}
+		procs[i] = p
+		peers = append(peers, p.id+"="+p.raft+"="+p.api)
+	}
+	for _, p := range procs {
+		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api,
+			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn"}
+		p.start(t)
+	}
+	defer func() {
+		for _, p := range procs {
+			p.kill()
+		}
+		if t.Failed() {
+			for _, p := range procs {
+				b, _ := os.ReadFile(p.dir + ".log")
+				t.Logf("log of %s:\n%s", p.id, lastLines(string(b), 30))
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := newClients(procs[0].api)
+	// the API may need a moment while the metadata group elects a leader
+	checkFor(t, 30*time.Second, func() error {
+		_, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"}))
+		if err != nil && strings.Contains(err.Error(), "already") {
+			return nil
+		}
+		return err
+	})
+	spec := []byte(`name: lfl
+source: bank
+key: e.account
+time: e.ts
+skip: skipPastLastEvent
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    contiguity: next
+    where: e.type == "FAIL"
+    oneOrMore: true
+    consecutive: true
+  - name: logout
+    contiguity: next
+    where: e.type == "LOGOUT"
+`)
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+		t.Fatal(err)
+	}
+	// events in time order: many accounts, each cycling through sessions
+	rng := rand.New(rand.NewPCG(42, 1))
+	var lines []string
+	ts := int64(1_000)
+	for i := 0; i < 6000; i++ {
+		ts += int64(1 + rng.IntN(3))
+		acc := fmt.Sprintf("acc-%d", rng.IntN(60))
+		typ := []string{"LOGIN", "FAIL", "FAIL", "LOGOUT", "OK"}[rng.IntN(5)]
+		lines = append(lines, fmt.Sprintf(`{"account":%q,"type":%q,"ts":%d}`, acc, typ, ts))
+	}
+	// fillers with later times for many keys: every shard's watermark
+	// passes all the events above
+	for i := 0; i < 200; i++ {
+		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","type":"NOISE","ts":%d}`, i, ts+1_000_000))
+	}
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	// publish in chunks, killing a shard leader between chunks
+	chunks := 6
+	per := len(lines) / chunks
+	for k := 0; k < chunks; k++ {
+		end := (k + 1) * per
+		if k == chunks-1 {
+			end = len(lines)
+		}
+		publish(t, ns.ClientURL(), "bank", keyOf, lines[k*per:end])
+		if k < 3 {
+			victim := shardLeader(t, ctx, procs)
+			t.Logf("after chunk %d: SIGKILL %s, the leader of shard 1", k, victim.id)
+			victim.kill()
+			time.Sleep(500 * time.Millisecond)
+			victim.start(t)
+		}
+	}
+	want := withoutIDs(offline(t, spec, lines))
+	if len(want) < 20 {
+		t.Fatalf("the offline run produced only %d records", len(want))
+	}
+	var got []string
+	checkFor(t, 60*time.Second, func() error {
+		got = withoutIDs(outputs(t, ns.ClientURL(), "cep.out.lfl"))
+		if len(got) < len(want) {
+			return fmt.Errorf("%d records so far, want %d", len(got), len(want))
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	got = withoutIDs(outputs(t, ns.ClientURL(), "cep.out.lfl"))
+	t.Logf("%d events, %d records on NATS, %d from the offline engine", len(lines), len(got), len(want))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("cluster output (%d records) differs from the offline engine (%d records)", len(got), len(want))
+	}
+}
+
+// shardLeader finds the node leading shard 1: one that reports itself as
+// the leader, with every running node agreeing.
+func shardLeader(t *testing.T, ctx context.Context, procs []*proc) *proc {
+	t.Helper()
+	var leader *proc
+	checkFor(t, 30*time.Second, func() error {
+		views := map[string]int{}
+		running := 0
+		for _, p := range procs {
+			if p.cmd == nil {
+				continue
+			}
+			running++
+			res, err := newClients(p.api).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+			if err != nil {
+				return err
+			}
+			for _, s := range res.Msg.Shards {
+				if s.Id == 1 {
+					views[s.LeaderNodeId]++
+				}
+			}
+		}
+		for id, n := range views {
+			if id == "" || n != running {
+				continue
+			}
+			for _, q := range procs {
+				if q.id == id && q.cmd != nil {
+					leader = q
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no agreed leader for shard 1: %v", views)
+	})
+	return leader
+}
+
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
+}
