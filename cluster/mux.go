@@ -1,0 +1,643 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Wire format of the connection header that opens every multiplexed stream:
+//
+//	magic   4 bytes  "CEPR"
+//	version 1 byte   muxVersion
+//	group   uvarint  Raft group id (1 to binary.MaxVarintLen64 bytes)
+//
+// Everything after the header belongs to the group's Raft transport. The
+// accepting side never answers the header: a stream for an unknown group, with
+// a bad magic or an unknown version is simply closed.
+const (
+	muxMagic   = "CEPR"
+	muxVersion = 1
+)
+
+// Defaults of the Mux and of the transports built by NewTransport.
+const (
+	// defaultHandshakeTimeout bounds how long an accepted connection may take
+	// to send its header (and how long a handshaken connection may wait for
+	// its Layer to accept it).
+	defaultHandshakeTimeout = 5 * time.Second
+
+	// layerBacklog is the number of handshaken connections a Layer holds
+	// before Accept takes them.
+	layerBacklog = 16
+
+	transportMaxPool = 3
+	transportTimeout = 10 * time.Second
+)
+
+// Errors returned by Mux and Layer. Callers test them with errors.Is;
+// ErrMuxClosed and ErrLayerClosed also match net.ErrClosed, which is what
+// raft's accept loop and most network code expect.
+var (
+	ErrMuxClosed       = fmt.Errorf("cluster: mux closed: %w", net.ErrClosed)
+	ErrLayerClosed     = fmt.Errorf("cluster: raft layer closed: %w", net.ErrClosed)
+	ErrGroupRegistered = errors.New("cluster: raft group already registered")
+	ErrMuxServing      = errors.New("cluster: mux already serving")
+)
+
+// Mux accepts TCP connections on one listener and routes each to the Raft
+// group named in its header, so that every Raft group of a node (one per
+// key-range shard plus the metadata group) shares one port.
+//
+// Ownership: the Mux owns the listener, its accept loop (Serve) and one
+// short-lived handshake goroutine per accepted connection. Close stops all of
+// them, closes every registered Layer and waits. All methods are safe for
+// concurrent use.
+type Mux struct {
+	ln        net.Listener
+	advertise net.Addr
+	logger    *slog.Logger
+
+	// handshakeTimeout is the header read deadline; tests shorten it. Set it
+	// only before Serve.
+	handshakeTimeout time.Duration
+
+	mu      sync.Mutex
+	closed  bool
+	serving bool
+	layers  map[uint64]*Layer
+	pending map[net.Conn]struct{} // accepted, header not yet read
+
+	closing chan struct{}  // closed by Close
+	wg      sync.WaitGroup // Serve and handshake goroutines
+}
+
+// NewMux returns a Mux that will serve ln once Serve is called. advertise is
+// the address peers dial to reach this node and what every Layer reports as
+// its Addr (and so what Raft uses as this server's address); nil means
+// ln.Addr(). It must be routable from the peers: not an unspecified address
+// such as 0.0.0.0. A nil logger discards.
+func NewMux(ln net.Listener, advertise net.Addr, logger *slog.Logger) *Mux {
+	if advertise == nil {
+		advertise = ln.Addr()
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if tcp, ok := advertise.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		logger.Warn("raft mux advertises an unspecified address; peers cannot dial it", "addr", advertise)
+	}
+	return &Mux{
+		ln:               ln,
+		advertise:        advertise,
+		logger:           logger,
+		handshakeTimeout: defaultHandshakeTimeout,
+		layers:           make(map[uint64]*Layer),
+		pending:          make(map[net.Conn]struct{}),
+		closing:          make(chan struct{}),
+	}
+}
+
+// Addr returns the advertised address of the Mux.
+func (m *Mux) Addr() net.Addr { return m.advertise }
+
+// Serve runs the accept loop until Close and then returns nil. Each accepted
+// connection is handshaken in its own goroutine, so a slow or silent client
+// delays nobody else. Serve returns nil at once if the Mux is already closed,
+// ErrMuxServing if another Serve is running, and the listener's error if the
+// listener is closed by someone other than Close.
+func (m *Mux) Serve() error {
+	m.mu.Lock()
+	switch {
+	case m.closed:
+		m.mu.Unlock()
+		return nil
+	case m.serving:
+		m.mu.Unlock()
+		return ErrMuxServing
+	}
+	m.serving = true
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer m.wg.Done()
+
+	const baseDelay, maxDelay = 5 * time.Millisecond, time.Second
+	var delay time.Duration
+	for {
+		conn, err := m.ln.Accept()
+		if err != nil {
+			if m.isClosing() {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("cluster: raft mux listener: %w", err)
+			}
+			// Transient (EMFILE, ECONNABORTED...): back off like net/http.
+			delay = min(max(2*delay, baseDelay), maxDelay)
+			m.logger.Warn("raft mux accept failed; retrying", "err", err, "delay", delay)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+				continue
+			case <-m.closing:
+				t.Stop()
+				return nil
+			}
+		}
+		delay = 0
+		m.startHandshake(conn)
+	}
+}
+
+// startHandshake runs handshake(conn) in a goroutine tracked by m.wg, or
+// closes conn if the Mux is closed.
+func (m *Mux) startHandshake(conn net.Conn) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		conn.Close()
+		return
+	}
+	m.pending[conn] = struct{}{}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		m.handshake(conn)
+	}()
+}
+
+// handshake reads the header of conn within the handshake timeout and hands
+// conn to the group's Layer, or closes it.
+func (m *Mux) handshake(conn net.Conn) {
+	group, err := m.readHeader(conn)
+
+	m.mu.Lock()
+	delete(m.pending, conn)
+	closed := m.closed
+	l := m.layers[group]
+	m.mu.Unlock()
+
+	lg := m.logger.With("remote", conn.RemoteAddr())
+	switch {
+	case closed:
+		conn.Close()
+	case err != nil:
+		lg.Debug("raft mux: dropping connection", "err", err)
+		conn.Close()
+	case l == nil:
+		lg.Debug("raft mux: dropping connection for unknown group", "group", group)
+		conn.Close()
+	default:
+		l.deliver(conn, m.handshakeTimeout)
+	}
+}
+
+func (m *Mux) readHeader(conn net.Conn) (uint64, error) {
+	if err := conn.SetReadDeadline(time.Now().Add(m.handshakeTimeout)); err != nil {
+		return 0, err
+	}
+	// Read the fixed part and the first varint byte at once, then the rest
+	// of the varint byte by byte: nothing past the header may be consumed.
+	var buf [len(muxMagic) + 1 + binary.MaxVarintLen64]byte
+	n := len(muxMagic) + 2
+	if _, err := io.ReadFull(conn, buf[:n]); err != nil {
+		return 0, fmt.Errorf("read header: %w", err)
+	}
+	if string(buf[:len(muxMagic)]) != muxMagic {
+		return 0, fmt.Errorf("bad magic %q", buf[:len(muxMagic)])
+	}
+	if v := buf[len(muxMagic)]; v != muxVersion {
+		return 0, fmt.Errorf("unsupported version %d", v)
+	}
+	for buf[n-1]&0x80 != 0 && n < len(buf) {
+		if _, err := io.ReadFull(conn, buf[n:n+1]); err != nil {
+			return 0, fmt.Errorf("read header: %w", err)
+		}
+		n++
+	}
+	group, k := binary.Uvarint(buf[len(muxMagic)+1 : n])
+	if k <= 0 {
+		return 0, errors.New("bad group id")
+	}
+	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+		return 0, err
+	}
+	return group, nil
+}
+
+// appendHeader appends the connection header for group to b.
+func appendHeader(b []byte, group uint64) []byte {
+	b = append(b, muxMagic...)
+	b = append(b, muxVersion)
+	return binary.AppendUvarint(b, group)
+}
+
+func (m *Mux) isClosing() bool {
+	select {
+	case <-m.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Layer registers Raft group group and returns its stream layer. It fails
+// with ErrGroupRegistered if the group already has an open Layer and with
+// ErrMuxClosed after Close. Closing the Layer frees the group id.
+func (m *Mux) Layer(group uint64) (*Layer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrMuxClosed
+	}
+	if _, ok := m.layers[group]; ok {
+		return nil, fmt.Errorf("%w: group %d", ErrGroupRegistered, group)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Layer{
+		mux:    m,
+		group:  group,
+		ctx:    ctx,
+		cancel: cancel,
+		connCh: make(chan net.Conn, layerBacklog),
+		conns:  make(map[*layerConn]struct{}),
+	}
+	m.layers[group] = l
+	return l, nil
+}
+
+// Close closes the listener, every connection still handshaking and every
+// Layer, and waits for Serve and the handshake goroutines to return. It is
+// safe to call more than once; later calls return nil.
+func (m *Mux) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.wg.Wait()
+		return nil
+	}
+	m.closed = true
+	close(m.closing)
+	pending := make([]net.Conn, 0, len(m.pending))
+	for c := range m.pending {
+		pending = append(pending, c)
+	}
+	layers := make([]*Layer, 0, len(m.layers))
+	for _, l := range m.layers {
+		layers = append(layers, l)
+	}
+	m.layers = make(map[uint64]*Layer)
+	m.mu.Unlock()
+
+	err := m.ln.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	for _, c := range pending {
+		c.Close() // unblocks the handshake's read
+	}
+	for _, l := range layers {
+		l.close()
+	}
+	m.wg.Wait()
+	return err
+}
+
+// Layer is the raft.StreamLayer of one Raft group on a Mux: Accept returns
+// the streams peers opened for this group, Dial opens a stream to the same
+// group on another node's Mux.
+//
+// The Layer owns every connection it returns from Accept or Dial: Close (or
+// the Mux's Close) closes them all, so that the transport's per-connection
+// goroutines end even when the peer does not hang up. All methods are safe
+// for concurrent use.
+type Layer struct {
+	mux    *Mux
+	group  uint64
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+	connCh chan net.Conn // handshaken conns, already tracked
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[*layerConn]struct{}
+}
+
+var _ raft.StreamLayer = (*Layer)(nil)
+
+// Group returns the Raft group id of the Layer.
+func (l *Layer) Group() uint64 { return l.group }
+
+// Accept waits for the next stream a peer opened for this group. After Close
+// (of the Layer or the Mux) it returns ErrLayerClosed, which matches
+// net.ErrClosed.
+func (l *Layer) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.connCh:
+		if l.ctx.Err() != nil {
+			c.Close()
+			return nil, ErrLayerClosed
+		}
+		return c, nil
+	case <-l.ctx.Done():
+		return nil, ErrLayerClosed
+	}
+}
+
+// Addr returns the Mux's advertised address, which is this Raft server's
+// address for every group.
+func (l *Layer) Addr() net.Addr { return l.mux.advertise }
+
+// Dial opens a stream to this group on the Mux listening at address, writing
+// the header before it returns. timeout bounds the dial and the header write
+// together; zero means no timeout. Close aborts a pending Dial.
+func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx := l.ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if l.ctx.Err() != nil {
+		return nil, ErrLayerClosed
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", string(address))
+	if err != nil {
+		if l.ctx.Err() != nil {
+			return nil, ErrLayerClosed
+		}
+		return nil, err
+	}
+	// Track the conn before writing the header, so that Close aborts the
+	// write by closing it.
+	lc, ok := l.track(conn)
+	if !ok {
+		return nil, ErrLayerClosed
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		err = conn.SetWriteDeadline(dl)
+	}
+	if err == nil {
+		_, err = conn.Write(appendHeader(make([]byte, 0, len(muxMagic)+1+binary.MaxVarintLen64), l.group))
+	}
+	if err == nil {
+		err = conn.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
+		lc.Close()
+		if l.ctx.Err() != nil {
+			return nil, ErrLayerClosed
+		}
+		return nil, fmt.Errorf("cluster: raft group %d: write header to %s: %w", l.group, address, err)
+	}
+	return lc, nil
+}
+
+// Close unregisters the group from the Mux, makes pending and future Accept
+// and Dial calls fail with ErrLayerClosed, and closes every connection the
+// Layer handed out. It does not close the Mux. Safe to call more than once.
+func (l *Layer) Close() error {
+	m := l.mux
+	m.mu.Lock()
+	if m.layers[l.group] == l {
+		delete(m.layers, l.group)
+	}
+	m.mu.Unlock()
+	l.close()
+	return nil
+}
+
+// close shuts the Layer without touching the Mux's registry.
+func (l *Layer) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	l.cancel()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+	// Drop what the backlog still holds (already closed above).
+	for {
+		select {
+		case <-l.connCh:
+		default:
+			return
+		}
+	}
+}
+
+// track wraps conn so the Layer can close it, or closes it and reports false
+// if the Layer is closed.
+func (l *Layer) track(conn net.Conn) (*layerConn, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		conn.Close()
+		return nil, false
+	}
+	lc := &layerConn{Conn: conn, layer: l}
+	l.conns[lc] = struct{}{}
+	return lc, true
+}
+
+func (l *Layer) untrack(c *layerConn) {
+	l.mu.Lock()
+	delete(l.conns, c) // no-op once closed (nil map)
+	l.mu.Unlock()
+}
+
+// deliver hands a handshaken conn to Accept, waiting at most wait for room in
+// the backlog; the conn is closed if it cannot be delivered.
+func (l *Layer) deliver(conn net.Conn, wait time.Duration) {
+	lc, ok := l.track(conn)
+	if !ok {
+		return
+	}
+	select {
+	case l.connCh <- lc:
+		return
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case l.connCh <- lc:
+	case <-l.ctx.Done():
+		lc.Close()
+	case <-t.C:
+		l.mux.logger.Warn("raft mux: layer backlog full; dropping connection", "group", l.group, "remote", conn.RemoteAddr())
+		lc.Close()
+	}
+}
+
+// layerConn is a connection owned by a Layer; closing it removes it from the
+// Layer's set.
+type layerConn struct {
+	net.Conn
+	layer *Layer
+	once  sync.Once
+}
+
+func (c *layerConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.layer.untrack(c) })
+	return err
+}
+
+// NewTransport returns a raft.NetworkTransport over l with a pool of
+// transportMaxPool connections per peer and a transportTimeout I/O timeout,
+// logging to logger (nil discards). The transport owns l: its Close (called
+// by raft's Shutdown) closes the Layer.
+func NewTransport(l *Layer, logger *slog.Logger) *raft.NetworkTransport {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  l,
+		MaxPool: transportMaxPool,
+		Timeout: transportTimeout,
+		Logger:  newHCLogger(logger.With("group", l.group)).Named("raft-net"),
+	})
+}
+
+// hclogAdapter is an hclog.Logger that writes to a *slog.Logger, so that
+// hashicorp libraries log through the node's slog handler. Derived loggers
+// (With, Named) share the level set by SetLevel.
+type hclogAdapter struct {
+	base    *slog.Logger // with implied args applied
+	name    string
+	implied []any
+	level   *atomic.Int32 // hclog.Level; NoLevel defers to the slog handler
+}
+
+var _ hclog.Logger = (*hclogAdapter)(nil)
+
+// newHCLogger adapts logger to hclog.Logger (nil discards).
+func newHCLogger(logger *slog.Logger) hclog.Logger {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &hclogAdapter{base: logger, level: new(atomic.Int32)}
+}
+
+func slogLevel(l hclog.Level) slog.Level {
+	switch l {
+	case hclog.Trace:
+		return slog.LevelDebug - 4
+	case hclog.Debug:
+		return slog.LevelDebug
+	case hclog.Warn:
+		return slog.LevelWarn
+	case hclog.Error:
+		return slog.LevelError
+	default: // Info, NoLevel
+		return slog.LevelInfo
+	}
+}
+
+func (a *hclogAdapter) enabled(l hclog.Level) bool {
+	if floor := hclog.Level(a.level.Load()); floor != hclog.NoLevel && l < floor {
+		return false
+	}
+	return a.base.Enabled(context.Background(), slogLevel(l))
+}
+
+func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Off || !a.enabled(level) {
+		return
+	}
+	if a.name != "" {
+		args = append([]any{"logger", a.name}, args...)
+	}
+	a.base.Log(context.Background(), slogLevel(level), msg, args...)
+}
+
+func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
+func (a *hclogAdapter) Debug(msg string, args ...any) { a.Log(hclog.Debug, msg, args...) }
+func (a *hclogAdapter) Info(msg string, args ...any)  { a.Log(hclog.Info, msg, args...) }
+func (a *hclogAdapter) Warn(msg string, args ...any)  { a.Log(hclog.Warn, msg, args...) }
+func (a *hclogAdapter) Error(msg string, args ...any) { a.Log(hclog.Error, msg, args...) }
+func (a *hclogAdapter) IsTrace() bool                 { return a.enabled(hclog.Trace) }
+func (a *hclogAdapter) IsDebug() bool                 { return a.enabled(hclog.Debug) }
+func (a *hclogAdapter) IsInfo() bool                  { return a.enabled(hclog.Info) }
+func (a *hclogAdapter) IsWarn() bool                  { return a.enabled(hclog.Warn) }
+func (a *hclogAdapter) IsError() bool                 { return a.enabled(hclog.Error) }
+func (a *hclogAdapter) ImpliedArgs() []any            { return a.implied }
+func (a *hclogAdapter) Name() string                  { return a.name }
+
+func (a *hclogAdapter) With(args ...any) hclog.Logger {
+	c := *a
+	c.base = a.base.With(args...)
+	c.implied = append(a.implied[:len(a.implied):len(a.implied)], args...)
+	return &c
+}
+
+func (a *hclogAdapter) Named(name string) hclog.Logger {
+	if a.name != "" {
+		name = a.name + "." + name
+	}
+	return a.ResetNamed(name)
+}
+
+func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
+	c := *a
+	c.name = name
+	return &c
+}
+
+func (a *hclogAdapter) SetLevel(level hclog.Level) { a.level.Store(int32(level)) }
+
+func (a *hclogAdapter) GetLevel() hclog.Level {
+	if l := hclog.Level(a.level.Load()); l != hclog.NoLevel {
+		return l
+	}
+	for _, l := range []hclog.Level{hclog.Trace, hclog.Debug, hclog.Info, hclog.Warn, hclog.Error} {
+		if a.enabled(l) {
+			return l
+		}
+	}
+	return hclog.Off
+}
+
+func (a *hclogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(a.StandardWriter(opts), "", 0)
+}
+
+func (a *hclogAdapter) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer {
+	level := hclog.Info
+	if opts != nil && opts.ForceLevel != hclog.NoLevel {
+		level = opts.ForceLevel
+	}
+	return stdWriter{a: a, level: level}
+}
+
+// stdWriter logs each Write as one message at a fixed level.
+type stdWriter struct {
+	a     *hclogAdapter
+	level hclog.Level
+}
+
+func (w stdWriter) Write(p []byte) (int, error) {
+	w.a.Log(w.level, strings.TrimRight(string(p), "\r\n"))
+	return len(p), nil
+}
