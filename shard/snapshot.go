@@ -216,7 +216,7 @@ func (s *State) readShardSection(b []byte, first bool) error {
 		if d.err != nil || !first {
 			continue
 		}
-		p, err := nfa.CompileBytes(dp.Spec)
+		p, err := nfa.CompileNamed(dp.Spec, dp.Name)
 		if err != nil {
 			return fmt.Errorf("pattern %s version %d no longer compiles: %w", dp.Name, dp.Version, err)
 		}

@@ -229,8 +229,11 @@ type ClusterSummary struct {
 	ShardsWithoutLeader uint32 `protobuf:"varint,9,opt,name=shards_without_leader,json=shardsWithoutLeader,proto3" json:"shards_without_leader,omitempty"`
 	Patterns            uint32 `protobuf:"varint,10,opt,name=patterns,proto3" json:"patterns,omitempty"`
 	Sources             uint32 `protobuf:"varint,11,opt,name=sources,proto3" json:"sources,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The NATS URL clients should publish events to (for example
+	// "nats://10.0.0.5:4222"); empty when the node does not know one.
+	NatsUrl       string `protobuf:"bytes,12,opt,name=nats_url,json=natsUrl,proto3" json:"nats_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterSummary) Reset() {
@@ -338,6 +341,13 @@ func (x *ClusterSummary) GetSources() uint32 {
 		return x.Sources
 	}
 	return 0
+}
+
+func (x *ClusterSummary) GetNatsUrl() string {
+	if x != nil {
+		return x.NatsUrl
+	}
+	return ""
 }
 
 type GetStatusRequest struct {
@@ -752,7 +762,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12'\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x11.cep.v1.NodeStateR\x05state\x12$\n" +
-	"\x0eis_meta_leader\x18\x05 \x01(\bR\fisMetaLeader\"\xdd\x02\n" +
+	"\x0eis_meta_leader\x18\x05 \x01(\bR\fisMetaLeader\"\xf8\x02\n" +
 	"\x0eClusterSummary\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\rR\x05nodes\x12\x14\n" +
 	"\x05alive\x18\x02 \x01(\rR\x05alive\x12\x18\n" +
@@ -766,7 +776,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x15shards_without_leader\x18\t \x01(\rR\x13shardsWithoutLeader\x12\x1a\n" +
 	"\bpatterns\x18\n" +
 	" \x01(\rR\bpatterns\x12\x18\n" +
-	"\asources\x18\v \x01(\rR\asources\"\x12\n" +
+	"\asources\x18\v \x01(\rR\asources\x12\x19\n" +
+	"\bnats_url\x18\f \x01(\tR\anatsUrl\"\x12\n" +
 	"\x10GetStatusRequest\"i\n" +
 	"\x11GetStatusResponse\x12\"\n" +
 	"\x05nodes\x18\x01 \x03(\v2\f.cep.v1.NodeR\x05nodes\x120\n" +

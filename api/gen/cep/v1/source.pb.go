@@ -37,7 +37,15 @@ type Source struct {
 	// configuration), false when it reads an existing one.
 	Managed bool `protobuf:"varint,5,opt,name=managed,proto3" json:"managed,omitempty"`
 	// Metadata Raft index of the create.
-	CreatedIndex  uint64 `protobuf:"varint,6,opt,name=created_index,json=createdIndex,proto3" json:"created_index,omitempty"`
+	CreatedIndex uint64 `protobuf:"varint,6,opt,name=created_index,json=createdIndex,proto3" json:"created_index,omitempty"`
+	// CEL expression over the event (variable e) that gives its partition
+	// key, e.g. "e.user.id". Publishers evaluate it and publish each event to
+	// the subject "<source name>.<key token>", where the token is the key in
+	// the cluster's token encoding (internal/keytoken: bytes [A-Za-z0-9_-] as
+	// they are, every other byte as %XX, the empty key as "%"); the stream
+	// partitions by that token. Empty when the publisher chooses the subject's
+	// last token itself, which is then the key.
+	Key           string `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,13 +122,23 @@ func (x *Source) GetCreatedIndex() uint64 {
 	return 0
 }
 
+func (x *Source) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 type CreateSourceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// At least one subject.
 	Subjects []string `protobuf:"bytes,2,rep,name=subjects,proto3" json:"subjects,omitempty"`
 	// An existing JetStream stream to read; empty lets the cluster create one.
-	Stream        string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	Stream string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	// The partition key expression (see Source.key); empty leaves the key to
+	// the publisher's choice of subject token.
+	Key           string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -172,6 +190,13 @@ func (x *CreateSourceRequest) GetSubjects() []string {
 func (x *CreateSourceRequest) GetStream() string {
 	if x != nil {
 		return x.Stream
+	}
+	return ""
+}
+
+func (x *CreateSourceRequest) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -393,7 +418,7 @@ var File_cep_v1_source_proto protoreflect.FileDescriptor
 
 const file_cep_v1_source_proto_rawDesc = "" +
 	"\n" +
-	"\x13cep/v1/source.proto\x12\x06cep.v1\"\xae\x01\n" +
+	"\x13cep/v1/source.proto\x12\x06cep.v1\"\xc0\x01\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x1a\n" +
@@ -401,11 +426,13 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\n" +
 	"key_groups\x18\x04 \x01(\rR\tkeyGroups\x12\x18\n" +
 	"\amanaged\x18\x05 \x01(\bR\amanaged\x12#\n" +
-	"\rcreated_index\x18\x06 \x01(\x04R\fcreatedIndex\"]\n" +
+	"\rcreated_index\x18\x06 \x01(\x04R\fcreatedIndex\x12\x10\n" +
+	"\x03key\x18\a \x01(\tR\x03key\"o\n" +
 	"\x13CreateSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bsubjects\x18\x02 \x03(\tR\bsubjects\x12\x16\n" +
-	"\x06stream\x18\x03 \x01(\tR\x06stream\">\n" +
+	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\">\n" +
 	"\x14CreateSourceResponse\x12&\n" +
 	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source\"\x14\n" +
 	"\x12ListSourcesRequest\"?\n" +
