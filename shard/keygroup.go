@@ -1,12 +1,16 @@
 package shard
 
-import "hash/fnv"
+import (
+	"github.com/cepcluster/cep/internal/keytoken"
+	"github.com/cepcluster/cep/snapshot"
+)
 
-// KeyGroup maps a partition key to one of groups key groups: FNV-1a 32-bit
-// of the key's bytes, modulo groups. It is fixed for the life of a cluster:
-// state and savepoints are sectioned by key group.
+// KeyGroup maps a partition key to its key group: the key is encoded as a
+// NATS subject token (keytoken.KeyToken) and hashed the way the source
+// stream's partition() transform hashes that token (snapshot.KeyGroup), so
+// the key group a shard computes for a key is the one NATS stored the event
+// under. It is fixed for the life of a cluster: state and savepoints are
+// sectioned by key group.
 func KeyGroup(key string, groups int) int {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(groups))
+	return snapshot.KeyGroup(keytoken.KeyToken(key), groups)
 }
