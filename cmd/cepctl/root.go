@@ -1,27 +1,88 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// deps are what commands read and write; tests inject buffers.
+// deps are what commands read, write and call; Run fills them from the
+// process and tests inject their own. A deps is used by one command
+// execution at a time.
 type deps struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+
+	// getenv reads an environment variable (os.Getenv).
+	getenv func(string) string
+	// homeDir returns the user's home directory (os.UserHomeDir).
+	homeDir func() (string, error)
+	// httpClient carries the API calls; nil means http.DefaultClient.
+	httpClient *http.Client
+	// isTerminal reports whether w is an interactive terminal; nil means
+	// never (no progress output).
+	isTerminal func(w io.Writer) bool
+
+	// flags are the root's persistent flags as parsed, before the config
+	// file and the environment are applied (see resolveGlobals).
+	flags globalFlags
 }
 
+// globalFlags are the raw values of the persistent flags.
+type globalFlags struct {
+	server, token, config, output string
+}
+
+// newRootCmd returns cepctl with every command.
 func newRootCmd(d *deps) *cobra.Command {
+	root := newBareRootCmd(d)
+	root.AddCommand(
+		newRunCmd(d, nil),
+		newStatusCmd(d, nil),
+		newPatternCmd(d),
+		newSourceCmd(d),
+		newPublishCmd(d, nil),
+		newTailCmd(d, nil),
+		newSavepointCmd(d),
+	)
+	return root
+}
+
+// newBareRootCmd returns the root command with its persistent flags and no
+// subcommands; tests hang single commands with a runF under it.
+func newBareRootCmd(d *deps) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "cepctl",
-		Short:         "Administer a CEP cluster and run patterns offline",
+		Use:   "cepctl",
+		Short: "Administer a CEP cluster and run patterns offline",
+		Long: `cepctl administers a CEP cluster through its API and evaluates patterns
+offline (cepctl run).
+
+The API server and token come from, in increasing order of precedence: the
+config file (YAML with "server:" and "token:"; --config, else
+$XDG_CONFIG_HOME/cep/cepctl.yaml or ~/.config/cep/cepctl.yaml), the
+environment (CEPCTL_SERVER, CEPCTL_TOKEN) and the flags.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(d, nil))
+	pf := root.PersistentFlags()
+	pf.StringVar(&d.flags.server, "server", "", "API server URL (default from the config file, else "+defaultServer+")")
+	pf.StringVar(&d.flags.token, "token", "", "API bearer token (default from the config file)")
+	pf.StringVar(&d.flags.config, "config", "", "config file (default $XDG_CONFIG_HOME/cep/cepctl.yaml or ~/.config/cep/cepctl.yaml)")
+	pf.StringVarP(&d.flags.output, "output", "o", "table", "output format: table, json or yaml")
 	return root
+}
+
+// runGroup is the RunE of a command that only groups others: with no
+// argument it prints the help, with one it fails as cobra does for an
+// unknown command of the root.
+func runGroup(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return cmd.Help()
 }
 
 func oneLine(s string) string {

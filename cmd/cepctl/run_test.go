@@ -13,23 +13,6 @@ import (
 	"github.com/cepcluster/cep/internal/conformance"
 )
 
-var cepctlBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cepctl-test")
-	if err != nil {
-		panic(err)
-	}
-	cepctlBin = filepath.Join(dir, "cepctl")
-	if out, err := exec.Command("go", "build", "-o", cepctlBin, ".").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
 func write(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)

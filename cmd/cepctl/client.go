@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/cepcluster/cep/api"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+)
+
+// apiClients are the Connect clients of one command, speaking the Connect
+// protocol (binary protobuf over HTTP/1.1 or HTTP/2). Their errors come back
+// already translated by friendlyError.
+type apiClients struct {
+	patterns   cepv1connect.PatternServiceClient
+	sources    cepv1connect.SourceServiceClient
+	cluster    cepv1connect.ClusterServiceClient
+	savepoints cepv1connect.SavepointServiceClient
+	matches    cepv1connect.MatchServiceClient
+}
+
+func newClients(d *deps, g globalOptions) *apiClients {
+	hc := d.httpClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	opts := []connect.ClientOption{
+		connect.WithInterceptors(errorTranslator{server: g.Server, hasToken: g.Token != ""}),
+		api.WithClientToken(g.Token),
+	}
+	return &apiClients{
+		patterns:   cepv1connect.NewPatternServiceClient(hc, g.Server, opts...),
+		sources:    cepv1connect.NewSourceServiceClient(hc, g.Server, opts...),
+		cluster:    cepv1connect.NewClusterServiceClient(hc, g.Server, opts...),
+		savepoints: cepv1connect.NewSavepointServiceClient(hc, g.Server, opts...),
+		matches:    cepv1connect.NewMatchServiceClient(hc, g.Server, opts...),
+	}
+}
+
+// rpcError is an API error rewritten for people; Unwrap gives the
+// *connect.Error, so callers can still branch on its code.
+type rpcError struct {
+	msg string
+	err error
+}
+
+func (e *rpcError) Error() string { return e.msg }
+func (e *rpcError) Unwrap() error { return e.err }
+
+// friendlyError rewrites err, the error of a call of procedure on server:
+//
+//	the client could not talk to the server   → cannot reach the server at URL: cause
+//	a URL that does not serve the procedure   → the server at URL does not serve ...
+//	Unauthenticated                           → the server needs a token (--token or config)
+//	Unavailable sent by the server            → the cluster is unavailable ...: message
+//	Internal, Unknown                         → server error: message
+//	Canceled                                  → interrupted
+//	anything else (NotFound, InvalidArgument, AlreadyExists, ...) → the server's message
+//
+// Errors that are not *connect.Error pass through unchanged.
+func friendlyError(server, procedure string, hasToken bool, err error) error {
+	var ce *connect.Error
+	if err == nil || !errors.As(err, &ce) {
+		return err
+	}
+	msg := ce.Message()
+	if ce.Code() == connect.CodeCanceled || errors.Is(err, context.Canceled) {
+		return &rpcError{"interrupted", err}
+	}
+	if !connect.IsWireError(ce) {
+		switch ce.Code() {
+		case connect.CodeUnimplemented:
+			// An HTTP 404 from something that is not a cep node.
+			return &rpcError{fmt.Sprintf("the server at %s does not serve %s: is it a cep node's API address?", server, procedure), err}
+		case connect.CodeDeadlineExceeded:
+			return &rpcError{"timed out: " + msg, err}
+		}
+		if op := new(net.OpError); errors.As(err, &op) {
+			msg = op.Error()
+		}
+		return &rpcError{fmt.Sprintf("cannot reach the server at %s: %s", server, msg), err}
+	}
+	switch ce.Code() {
+	case connect.CodeUnauthenticated:
+		if hasToken {
+			return &rpcError{"the server rejected the token (--token or config)", err}
+		}
+		return &rpcError{"the server needs a token (--token or config)", err}
+	case connect.CodePermissionDenied:
+		return &rpcError{"permission denied: " + msg, err}
+	case connect.CodeUnavailable:
+		return &rpcError{"the cluster is unavailable, try again: " + msg, err}
+	case connect.CodeUnimplemented:
+		return &rpcError{fmt.Sprintf("the server at %s does not implement %s: %s", server, procedure, msg), err}
+	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
+		return &rpcError{"server error: " + msg, err}
+	case connect.CodeDeadlineExceeded:
+		return &rpcError{"timed out: " + msg, err}
+	}
+	if msg == "" {
+		msg = ce.Code().String()
+	}
+	return &rpcError{msg, err}
+}
+
+// errorTranslator is a client interceptor that passes every error through
+// friendlyError. It is immutable and safe for concurrent use.
+type errorTranslator struct {
+	server   string
+	hasToken bool
+}
+
+func (t errorTranslator) translate(procedure string, err error) error {
+	return friendlyError(t.server, strings.TrimPrefix(procedure, "/"), t.hasToken, err)
+}
+
+func (t errorTranslator) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		if err != nil {
+			return nil, t.translate(req.Spec().Procedure, err)
+		}
+		return res, nil
+	}
+}
+
+func (t errorTranslator) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		return &translatedConn{StreamingClientConn: next(ctx, spec), t: t}
+	}
+}
+
+func (t errorTranslator) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next // a client interceptor
+}
+
+// translatedConn translates a stream's errors, except io.EOF, which marks
+// the end of the stream (Send) or of the messages (Receive).
+type translatedConn struct {
+	connect.StreamingClientConn
+	t errorTranslator
+}
+
+func (c *translatedConn) Send(m any) error { return c.wrap(c.StreamingClientConn.Send(m)) }
+
+func (c *translatedConn) Receive(m any) error { return c.wrap(c.StreamingClientConn.Receive(m)) }
+
+func (c *translatedConn) wrap(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	return c.t.translate(c.Spec().Procedure, err)
+}

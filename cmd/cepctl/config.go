@@ -1,0 +1,142 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+const defaultServer = "http://127.0.0.1:7070"
+
+// globalOptions are the settings every API command shares, resolved from the
+// config file, the environment and the flags.
+type globalOptions struct {
+	// Server is the API base URL, with a scheme and no trailing slash.
+	Server string
+	// Token is the bearer token; empty sends none.
+	Token string
+	// Output is "table", "json" or "yaml".
+	Output string
+	// ConfigFile is the config file that was read; empty when none was.
+	ConfigFile string
+}
+
+// configFile is the YAML config file.
+type configFile struct {
+	Server string `json:"server"`
+	Token  string `json:"token"`
+}
+
+// resolveGlobals applies, in increasing precedence, the defaults, the config
+// file, CEPCTL_SERVER / CEPCTL_TOKEN and the flags the user set. A missing
+// default config file is not an error; a missing --config file is.
+func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
+	g := globalOptions{Server: defaultServer, Output: d.flags.output}
+	switch g.Output {
+	case "table", "json", "yaml":
+	default:
+		return g, fmt.Errorf("unknown output format %q: use table, json or yaml", g.Output)
+	}
+
+	getenv := d.getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	path, explicit := d.flags.config, flagChanged(cmd, "config")
+	if !explicit {
+		path = defaultConfigPath(d, getenv)
+	}
+	if path != "" {
+		cfg, err := readConfig(path)
+		switch {
+		case err == nil:
+			g.ConfigFile = path
+			if cfg.Server != "" {
+				g.Server = cfg.Server
+			}
+			g.Token = cfg.Token
+		case explicit || !errors.Is(err, fs.ErrNotExist):
+			return g, err
+		}
+	}
+
+	if v := getenv("CEPCTL_SERVER"); v != "" {
+		g.Server = v
+	}
+	if v := getenv("CEPCTL_TOKEN"); v != "" {
+		g.Token = v
+	}
+	if flagChanged(cmd, "server") {
+		g.Server = d.flags.server
+	}
+	if flagChanged(cmd, "token") {
+		g.Token = d.flags.token
+	}
+
+	s, err := normalizeServer(g.Server)
+	if err != nil {
+		return g, err
+	}
+	g.Server = s
+	return g, nil
+}
+
+func flagChanged(cmd *cobra.Command, name string) bool {
+	f := cmd.Flags().Lookup(name)
+	return f != nil && f.Changed
+}
+
+// defaultConfigPath is $XDG_CONFIG_HOME/cep/cepctl.yaml, else
+// ~/.config/cep/cepctl.yaml; empty when neither can be determined.
+func defaultConfigPath(d *deps, getenv func(string) string) string {
+	if dir := getenv("XDG_CONFIG_HOME"); dir != "" && filepath.IsAbs(dir) {
+		return filepath.Join(dir, "cep", "cepctl.yaml")
+	}
+	if d.homeDir == nil {
+		return ""
+	}
+	home, err := d.homeDir()
+	if err != nil || home == "" {
+		return ""
+	}
+	return filepath.Join(home, ".config", "cep", "cepctl.yaml")
+}
+
+func readConfig(path string) (configFile, error) {
+	var cfg configFile
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
+		return cfg, fmt.Errorf("config %s: %v", path, err)
+	}
+	return cfg, nil
+}
+
+// normalizeServer accepts "host:port" as well as a URL and returns an http
+// or https URL without a trailing slash.
+func normalizeServer(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", errors.New("no server: give --server URL")
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("server %q: %v", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("server %q: want http://HOST:PORT or https://HOST:PORT", s)
+	}
+	return strings.TrimRight(s, "/"), nil
+}

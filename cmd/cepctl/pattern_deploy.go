@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+)
+
+type patternDeployOptions struct {
+	globalOptions
+	File          string
+	Name          string
+	OutputSubject string
+}
+
+func newPatternDeployCmd(d *deps, runF func(*patternDeployOptions) error) *cobra.Command {
+	opts := &patternDeployOptions{}
+	cmd := &cobra.Command{
+		Use:   "deploy FILE",
+		Short: "Deploy a new pattern",
+		Long: `Deploy a new pattern at version 1. The call returns once the deploy is
+committed; shards start running it at one logged point each.`,
+		Example: `  cepctl pattern deploy login-fail.yaml
+  cepctl pattern deploy queries/fraud.sql --output-subject alerts.fraud`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			g, err := resolveGlobals(d, cmd)
+			if err != nil {
+				return err
+			}
+			opts.globalOptions, opts.File = g, args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return runPatternDeploy(cmd.Context(), d, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
+	cmd.Flags().StringVar(&opts.OutputSubject, "output-subject", "", "NATS subject for the pattern's records (default: the cluster's choice)")
+	return cmd
+}
+
+func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) error {
+	f, err := readSpecFile(d, opts.File, opts.Name)
+	if err != nil {
+		return err
+	}
+	c := newClients(d, opts.globalOptions)
+	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(&cepv1.DeployPatternRequest{
+		Spec: f.spec, Format: f.format, Name: f.name, OutputSubject: opts.OutputSubject,
+	}))
+	if err != nil {
+		return err
+	}
+	p := res.Msg.GetPattern()
+	if opts.Output != "table" {
+		return writeProto(d.stdout, opts.Output, p)
+	}
+	_, err = fmt.Fprintf(d.stdout, "deployed pattern %s version %d (sources %s, output subject %s)\n",
+		p.GetName(), p.GetVersion(), joinOrDash(p.GetSources()), orDash(p.GetOutputSubject()))
+	return err
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+)
+
+func newSourceCmd(d *deps) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "source",
+		Short: "Register and show event sources",
+		Long: `Manage the sources patterns read: JetStream streams and the subjects read
+from them. Events of source S are published to "S.<key token>" (see cepctl
+publish).`,
+		Args: cobra.ArbitraryArgs,
+		RunE: runGroup,
+	}
+	cmd.AddCommand(
+		newSourceCreateCmd(d, nil),
+		newSourceListCmd(d, nil),
+		newSourceGetCmd(d, nil),
+	)
+	return cmd
+}
+
+// writeSource prints one source: in table mode its fields, else the Source
+// message.
+func writeSource(w io.Writer, format string, s *cepv1.Source) error {
+	if format != "table" {
+		return writeProto(w, format, s)
+	}
+	tw := newTable(w)
+	row(tw, "Name:", s.GetName())
+	row(tw, "Stream:", orDash(s.GetStream()))
+	row(tw, "Subjects:", orDash(strings.Join(s.GetSubjects(), " ")))
+	row(tw, "Key:", orDash(s.GetKey()))
+	row(tw, "Key groups:", s.GetKeyGroups())
+	row(tw, "Managed:", s.GetManaged())
+	row(tw, "Created index:", s.GetCreatedIndex())
+	return tw.Flush()
+}

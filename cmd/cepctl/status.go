@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+)
+
+type statusOptions struct {
+	globalOptions
+}
+
+func newStatusCmd(d *deps, runF func(*statusOptions) error) *cobra.Command {
+	opts := &statusOptions{}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the cluster's nodes and shards",
+		Long: `Show the cluster's nodes, its shards (key-group range, leader, replicas,
+Raft indexes and load) and a summary line. The answer comes from the node
+asked, so indexes may lag the leaders by a moment.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			g, err := resolveGlobals(d, cmd)
+			if err != nil {
+				return err
+			}
+			opts.globalOptions = g
+			if runF != nil {
+				return runF(opts)
+			}
+			return runStatus(cmd.Context(), d, opts)
+		},
+	}
+	return cmd
+}
+
+func runStatus(ctx context.Context, d *deps, opts *statusOptions) error {
+	c := newClients(d, opts.globalOptions)
+	st, err := c.cluster.GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
+	if err != nil {
+		return err
+	}
+	sh, err := c.cluster.ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{}))
+	if err != nil {
+		return err
+	}
+	if opts.Output != "table" {
+		// {"nodes": [...], "summary": {...}, "shards": [...]}
+		var out map[string]json.RawMessage
+		b, err := marshalJSON.Marshal(st.Msg)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return err
+		}
+		shards, err := marshalJSON.Marshal(sh.Msg)
+		if err != nil {
+			return err
+		}
+		var s map[string]json.RawMessage
+		if err := json.Unmarshal(shards, &s); err != nil {
+			return err
+		}
+		out["shards"] = s["shards"]
+		b, err = json.Marshal(out)
+		if err != nil {
+			return err
+		}
+		return writeStructured(d.stdout, opts.Output, b)
+	}
+	writeStatusTable(d.stdout, st.Msg, sh.Msg)
+	return nil
+}
+
+func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListShardsResponse) {
+	tw := newTable(w)
+	row(tw, "NODE", "ADDRESS", "API", "STATE", "META")
+	for _, n := range st.GetNodes() {
+		meta := "-"
+		if n.GetIsMetaLeader() {
+			meta = "leader"
+		}
+		row(tw, n.GetId(), orDash(n.GetAddress()), orDash(n.GetApiAddress()), enumName(n.GetState(), "NODE_STATE_"), meta)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+
+	tw = newTable(w)
+	row(tw, "SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS")
+	for _, s := range sh.GetShards() {
+		kg := s.GetKeyGroups()
+		leader := s.GetLeaderNodeId()
+		if leader == "" {
+			leader = "NONE"
+		}
+		row(tw, s.GetId(), fmt.Sprintf("%d-%d", kg.GetFirst(), kg.GetLast()), leader, replicas(s.GetReplicas()),
+			s.GetCommitIndex(), s.GetLastAppliedIndex(), s.GetPatterns(), s.GetPartialMatches(), s.GetBufferedEvents())
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, summaryLine(st.GetSummary()))
+}
+
+// replicas lists a shard's replicas as "n1,n2,n3(nonvoter)".
+func replicas(rs []*cepv1.Replica) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.GetNodeId()
+		if r.GetSuffrage() == cepv1.Suffrage_SUFFRAGE_NONVOTER {
+			parts[i] += "(nonvoter)"
+		}
+	}
+	return joinOrDash(parts)
+}
+
+// summaryLine is e.g. "3 nodes (3 alive), meta leader n1 at index 42;
+// 4 shards over 256 key groups, all led; 2 patterns, 1 source; NATS
+// nats://10.0.0.1:4222".
+func summaryLine(s *cepv1.ClusterSummary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%d alive", plural(s.GetNodes(), "node"), s.GetAlive())
+	if s.GetSuspect() > 0 {
+		fmt.Fprintf(&b, ", %d suspect", s.GetSuspect())
+	}
+	if s.GetDead() > 0 {
+		fmt.Fprintf(&b, ", %d dead", s.GetDead())
+	}
+	b.WriteString("), ")
+	if s.GetMetaLeaderId() == "" {
+		b.WriteString("NO META LEADER")
+	} else {
+		fmt.Fprintf(&b, "meta leader %s", s.GetMetaLeaderId())
+	}
+	fmt.Fprintf(&b, " at index %d; %s over %s, ", s.GetMetaCommitIndex(), plural(s.GetShards(), "shard"), plural(s.GetKeyGroups(), "key group"))
+	if n := s.GetShardsWithoutLeader(); n > 0 {
+		fmt.Fprintf(&b, "%d WITHOUT A LEADER", n)
+	} else {
+		b.WriteString("all led")
+	}
+	fmt.Fprintf(&b, "; %s, %s", plural(s.GetPatterns(), "pattern"), plural(s.GetSources(), "source"))
+	if u := s.GetNatsUrl(); u != "" {
+		fmt.Fprintf(&b, "; NATS %s", u)
+	}
+	return b.String()
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+)
+
+type tailOptions struct {
+	globalOptions
+	Pattern string
+	// Start and StartSequence come from --from: "new", "all" or a sequence.
+	Start         cepv1.TailStart
+	StartSequence uint64
+}
+
+func newTailCmd(d *deps, runF func(*tailOptions) error) *cobra.Command {
+	opts := &tailOptions{}
+	var from string
+	cmd := &cobra.Command{
+		Use:   "tail PATTERN",
+		Short: "Stream a pattern's records",
+		Long: `Stream a pattern's output records (matches, timeouts and late events) until
+interrupted or the pattern is deleted. With -o json each record is printed as
+its pattern-v1 JSON on one line; with -o yaml as a YAML document; in table
+mode as its sequence, type, key, id and a summary.
+
+--from new (the default) starts with records published from now on, --from
+all with every record still retained, and --from SEQ at that sequence (to
+resume a tail, the last sequence printed plus one).`,
+		Example: `  cepctl tail login-fail
+  cepctl tail login-fail --from all -o json | jq .key`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			start, seq, err := parseTailFrom(from)
+			if err != nil {
+				return err
+			}
+			g, err := resolveGlobals(d, cmd)
+			if err != nil {
+				return err
+			}
+			opts.globalOptions, opts.Pattern, opts.Start, opts.StartSequence = g, args[0], start, seq
+			if runF != nil {
+				return runF(opts)
+			}
+			return runTail(cmd.Context(), d, opts)
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "new", "where to start: new, all or a sequence number")
+	return cmd
+}
+
+func parseTailFrom(from string) (cepv1.TailStart, uint64, error) {
+	switch from {
+	case "new":
+		return cepv1.TailStart_TAIL_START_NEW, 0, nil
+	case "all":
+		return cepv1.TailStart_TAIL_START_ALL, 0, nil
+	}
+	seq, err := strconv.ParseUint(from, 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bad --from %q: use new, all or a sequence number", from)
+	}
+	return cepv1.TailStart_TAIL_START_SEQUENCE, seq, nil
+}
+
+func runTail(ctx context.Context, d *deps, opts *tailOptions) error {
+	c := newClients(d, opts.globalOptions)
+	stream, err := c.matches.Tail(ctx, connect.NewRequest(&cepv1.TailRequest{
+		Pattern: opts.Pattern, Start: opts.Start, StartSequence: opts.StartSequence,
+	}))
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	defer stream.Close()
+	// Each record is written at once (stdout is not buffered), so that a
+	// reader of a pipe sees it without delay.
+	var buf []byte
+	for stream.Receive() {
+		buf = appendRecord(buf[:0], opts.Output, stream.Msg())
+		if _, err := d.stdout.Write(buf); err != nil {
+			return err
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return interrupted(ctx, err)
+	}
+	fmt.Fprintf(d.stderr, "tail: the stream of pattern %s ended (the pattern was deleted)\n", opts.Pattern)
+	return nil
+}
+
+// interrupted turns the error of a call cut short by ctx (Ctrl-C) into a
+// clean exit.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled) {
+		return nil
+	}
+	return err
+}
+
+// appendRecord appends one record in format.
+func appendRecord(b []byte, format string, r *cepv1.Record) []byte {
+	js := bytes.TrimSpace(r.GetJson())
+	switch format {
+	case "json":
+		b = append(b, js...)
+		return append(b, '\n')
+	case "yaml":
+		y, err := yaml.JSONToYAML(js)
+		if err != nil {
+			y = []byte(fmt.Sprintf("# unreadable record %s: %v\n", r.GetId(), err))
+		}
+		b = append(b, "---\n"...)
+		return append(b, y...)
+	}
+	return fmt.Appendf(b, "%-6d %-7s %-16s %s %s\n", r.GetSequence(), r.GetType(), keyCell(r.GetKey()), orDash(r.GetId()), recordSummary(r.GetType(), js))
+}
+
+// keyCell quotes a key that would be ambiguous in a column.
+func keyCell(k string) string {
+	if k == "" || strings.ContainsAny(k, " \t\n\"") {
+		return strconv.Quote(k)
+	}
+	return k
+}
+
+// recordSummary is a compact description of a pattern-v1 record:
+//
+//	match    start..end login×1 failed×2 logout×1 {fields}
+//	timeout  start→timeoutAt login×1
+//	late     {the event}
+func recordSummary(typ string, js []byte) string {
+	var r struct {
+		Start     *int64                     `json:"start"`
+		End       *int64                     `json:"end"`
+		TimeoutAt *int64                     `json:"timeoutAt"`
+		Events    json.RawMessage            `json:"events"`
+		Fields    map[string]json.RawMessage `json:"fields"`
+		Event     json.RawMessage            `json:"event"`
+	}
+	if err := json.Unmarshal(js, &r); err != nil {
+		return "(unreadable record)"
+	}
+	var parts []string
+	switch {
+	case typ == "late":
+		return truncate(compact(r.Event), 120)
+	case r.TimeoutAt != nil && r.Start != nil:
+		parts = append(parts, fmt.Sprintf("%d→%d", *r.Start, *r.TimeoutAt))
+	case r.Start != nil && r.End != nil:
+		parts = append(parts, fmt.Sprintf("%d..%d", *r.Start, *r.End))
+	}
+	parts = append(parts, stageCounts(r.Events)...)
+	if len(r.Fields) > 0 {
+		names := make([]string, 0, len(r.Fields))
+		for n := range r.Fields {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		fs := make([]string, len(names))
+		for i, n := range names {
+			fs[i] = n + "=" + string(compact(r.Fields[n]))
+		}
+		parts = append(parts, truncate([]byte("{"+strings.Join(fs, " ")+"}"), 120))
+	}
+	return strings.Join(parts, " ")
+}
+
+// stageCounts reads {"stage": [events], ...} keeping the stage order.
+func stageCounts(events json.RawMessage) []string {
+	if len(events) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(events))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var out []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		name, _ := t.(string)
+		var evs []json.RawMessage
+		if err := dec.Decode(&evs); err != nil {
+			return out
+		}
+		out = append(out, fmt.Sprintf("%s×%d", name, len(evs)))
+	}
+	return out
+}
+
+func compact(raw []byte) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+func truncate(b []byte, n int) string {
+	s := []rune(string(b))
+	if len(s) <= n {
+		return string(s)
+	}
+	return string(s[:n-1]) + "…"
+}
