@@ -197,7 +197,9 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 		ks := m.keyState(key)
 		ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos, arr: m.arrivals})
 		m.arrivals++
-		m.reschedule(ks)
+		if !ks.scheduled || ts < ks.due {
+			m.reschedule(ks)
+		}
 	}
 	if m.AutoWatermark {
 		if wm, adv := m.gen.Observe(ts); adv {
@@ -359,6 +361,9 @@ func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 }
 
 func (m *Matcher) timeAdvance(ks *keyState, now int64) {
+	if !m.p.hasWindows {
+		return // nothing can time out
+	}
 	matches, tos := m.advanceTime(ks, now)
 	for _, p := range matches {
 		m.emitMatch(ks, p)
@@ -384,6 +389,9 @@ func (m *Matcher) reschedule(ks *keyState) {
 		due, _ = ks.queue.MinTime()
 	}
 	for _, c := range ks.partial.a {
+		if !m.p.hasWindows {
+			break
+		}
 		st := m.p.states[c.state]
 		if st.start {
 			continue
@@ -410,7 +418,7 @@ func (m *Matcher) reschedule(ks *keyState) {
 		return
 	}
 	ks.due, ks.scheduled = due, true
-	m.timer.push(timerEntry{due: due, ks: ks, gen: ks.gen})
+	m.timer.push(timerEntry{due: due, key: ks.key, ks: ks, gen: ks.gen})
 }
 
 func satAdd(a, b int64) int64 {
@@ -422,6 +430,7 @@ func satAdd(a, b int64) int64 {
 
 type timerEntry struct {
 	due int64
+	key string // the key when pushed (a recycled keyState changes its key)
 	ks  *keyState
 	gen uint64
 }
@@ -434,7 +443,7 @@ func (h timerHeap) less(i, j int) bool {
 	if h[i].due != h[j].due {
 		return h[i].due < h[j].due
 	}
-	return h[i].ks.key < h[j].ks.key
+	return h[i].key < h[j].key
 }
 
 func (h *timerHeap) push(e timerEntry) {

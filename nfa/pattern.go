@@ -100,6 +100,8 @@ type Pattern struct {
 	tieLess func(a, b expr.Event) bool                 // ORDER BY columns after the time
 	rowFn   func(m *Matcher, p path) []Field           // MEASURES
 	sql     bool                                       // records carry fields only; no timeouts
+
+	hasWindows bool // some partial match can time out
 }
 
 type emitField struct {
@@ -221,8 +223,12 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 	if c.hasWindow {
 		p.windowTime = c.windowTime
 	}
+	p.hasWindows = p.windowTime > 0
 	stageIdx := map[string]int32{}
 	for i, st := range c.states {
+		if st.hasWindow && st.window > 0 {
+			p.hasWindows = true
+		}
 		st.id = i
 		p.states = append(p.states, st)
 		if st.start {

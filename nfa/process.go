@@ -150,6 +150,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	ignoreToVisit := og.totalIgnore
 	takeToSkip := max(0, og.totalTake-1)
 	res := m.resBuf[:0]
+	reused := false
 	for _, e := range og.edges {
 		switch e.action {
 		case aIgnore:
@@ -158,7 +159,14 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			}
 			var ver dewey
 			if e.target == cur {
-				ver = cs.ver.increase(incSelf(og.totalIgnore, og.totalTake))
+				inc := incSelf(og.totalIgnore, og.totalTake)
+				if inc == 0 {
+					// the event only passes by: the partial match is unchanged
+					res = append(res, cs)
+					reused = true
+					continue
+				}
+				ver = cs.ver.increase(inc)
 			} else {
 				ver = cs.ver.increase(takeToSkip + ignoreToVisit).addStage()
 				ignoreToVisit--
@@ -187,7 +195,9 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			res = append(res, &compState{state: cs.state, ver: cs.ver.increase(inc), startTs: -1, prevTs: -1})
 		}
 	}
-	ks.release(cs.prev)
+	if !reused {
+		ks.release(cs.prev)
+	}
 	m.resBuf = res
 	return res
 }
