@@ -150,6 +150,20 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	if !strings.HasPrefix(subject, OutputSubjectRoot) {
 		return nil, fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, OutputSubjectRoot)
 	}
+	// every event is read by the shard that owns its source key's group; a
+	// pattern keyed differently would see only the events whose two keys
+	// fall into the same shard (re-keying is not implemented yet), so it is
+	// refused rather than silently missing events
+	meta := b.s.n.Meta()
+	if len(meta.Shards) > 1 {
+		for _, src := range p.Sources() {
+			sm := meta.Sources[src]
+			if sm != nil && p.KeyExpr() != sm.Key {
+				return nil, fmt.Errorf("%w: pattern %q is keyed by %q but source %q is partitioned by %q; with %d shards the keys must be the same (re-keying a source is not supported yet)",
+					api.ErrFailedPrecondition, p.Name(), p.KeyExpr(), src, sm.Key, len(meta.Shards))
+			}
+		}
+	}
 	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), OutputSubject: subject}
 	if f == cepv1.SpecFormat_SPEC_FORMAT_SQL {
 		pm.Format = "sql"

@@ -148,6 +148,11 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	}
 	if len(partition) > 0 {
 		p.keyFn = func(e expr.Event) (string, error) { return partitionKey(e, partition), nil }
+		var exprs []string
+		for _, c := range partition {
+			exprs = append(exprs, "e."+c)
+		}
+		p.keyExpr = strings.Join(exprs, ",")
 	}
 	measures := q.Measures
 	var selected []string

@@ -102,6 +102,7 @@ type Pattern struct {
 	sql     bool                                       // records carry fields only; no timeouts
 
 	hasWindows bool // some partial match can time out
+	keyExpr    string
 }
 
 type emitField struct {
@@ -160,6 +161,10 @@ func CompileNamed(doc []byte, name string) (*Pattern, error) {
 	}
 	return p, nil
 }
+
+// KeyExpr is the pattern's key expression as written ("" for none; for a
+// query, its PARTITION BY columns as e.col, comma-separated).
+func (p *Pattern) KeyExpr() string { return p.keyExpr }
 
 // Sources lists the sources a pattern reads: the spec's source field, or a
 // query's FROM.
@@ -242,6 +247,7 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		}
 		p.stageOf = append(p.stageOf, idx)
 	}
+	p.keyExpr = s.Key
 	if s.Key != "" {
 		v, err := ec.Value(s.Key)
 		if err != nil {
