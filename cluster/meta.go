@@ -18,7 +18,17 @@ type Meta struct {
 	Patterns   map[string]*PatternM `json:"patterns"`
 	Sources    map[string]*SourceM  `json:"sources"`
 	Savepoints []SavepointM         `json:"savepoints"`
-	Index      uint64               `json:"index"` // last applied log index
+	// Restore, when set, is the savepoint every shard must restore (each
+	// shard leader does it once, recording the restore id in its state).
+	Restore *RestoreM `json:"restore,omitempty"`
+	Index   uint64    `json:"index"` // last applied log index
+}
+
+// RestoreM asks every shard to restore a savepoint.
+type RestoreM struct {
+	ID        string `json:"id"` // unique per restore request: savepoint id @ log index
+	Savepoint string `json:"savepoint"`
+	Location  string `json:"location"` // store location, without the id
 }
 
 // ShardInfo is one entry of the shard map.
@@ -70,6 +80,7 @@ const (
 	CmdPutSource     = "putSource"
 	CmdAddSavepoint  = "addSavepoint"
 	CmdSetShards     = "setShards"
+	CmdRestore       = "restore"
 )
 
 // Command is one metadata log entry (JSON: metadata changes are rare and
@@ -83,6 +94,10 @@ type Command struct {
 	Name      string      `json:"name,omitempty"`
 	Source    *SourceM    `json:"source,omitempty"`
 	Savepoint *SavepointM `json:"savepoint,omitempty"`
+	// CmdRestore: the savepoint's patterns and sources replace the
+	// cluster's.
+	Patterns []PatternM `json:"patterns,omitempty"`
+	Sources  []SourceM  `json:"sources,omitempty"`
 	// Expect guards put commands: the version the proposer saw (0 = must
 	// not exist), so concurrent deploys of one name cannot both win.
 	Expect uint64 `json:"expect,omitempty"`
@@ -169,6 +184,23 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		m.Sources[s.Name] = &s
 		cp := s
 		return &cp, nil
+	case CmdRestore:
+		sp := c.Savepoint
+		m.Patterns = map[string]*PatternM{}
+		for i := range c.Patterns {
+			p := c.Patterns[i]
+			p.UpdatedIndex = idx
+			m.Patterns[p.Name] = &p
+		}
+		for i := range c.Sources {
+			s := c.Sources[i]
+			if m.Sources[s.Name] == nil {
+				s.CreatedIndex = idx
+				m.Sources[s.Name] = &s
+			}
+		}
+		m.Restore = &RestoreM{ID: fmt.Sprintf("%s@%d", sp.ID, idx), Savepoint: sp.ID, Location: sp.Location}
+		return m.Restore, nil
 	case CmdAddSavepoint:
 		sp := *c.Savepoint
 		sp.CreatedIndex = idx

@@ -187,7 +187,15 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.cfg.Peers = []Peer{{ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, APIAddr: cfg.APIAddr}}
 		cfg.Peers = n.cfg.Peers
 	}
-	n.mux = NewMux(ln, nil, n.log.With("component", "mux"))
+	// advertise the address the peers were configured with (the listener
+	// may be bound to 0.0.0.0 or a pod IP)
+	var advertise net.Addr
+	for _, p := range cfg.Peers {
+		if p.ID == cfg.NodeID {
+			advertise = stringAddr(p.RaftAddr)
+		}
+	}
+	n.mux = NewMux(ln, advertise, n.log.With("component", "mux"))
 	n.muxErr = make(chan error, 1)
 	n.wg.Add(1)
 	go func() {
@@ -268,6 +276,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	return n, nil
 }
+
+// stringAddr is a configured host:port used as an advertised address.
+type stringAddr string
+
+func (a stringAddr) Network() string { return "tcp" }
+func (a stringAddr) String() string  { return string(a) }
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/snapshot"
 )
 
 // runner drives one shard replica: while this replica leads the shard it
@@ -52,12 +53,29 @@ func (r *runner) run() {
 		start()
 	}
 	for {
+		var ended <-chan struct{}
+		if cancel != nil {
+			ended = done
+		}
 		select {
 		case <-r.n.ctx.Done():
 			return
 		case leader := <-leaderCh:
 			stop()
 			if leader {
+				start()
+			}
+		case <-ended:
+			// the session ended by itself (after a restore, or an error):
+			// start another if this replica still leads
+			cancel()
+			cancel = nil
+			select {
+			case <-r.n.ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if r.sh.IsLeader() {
 				start()
 			}
 		}
@@ -95,6 +113,20 @@ func (r *runner) session(ctx context.Context) {
 	}()
 	for {
 		m, changed := r.n.meta.fsm.View()
+		if m.Restore != nil {
+			var have string
+			r.sh.FSM().View(func(s *shard.State, _ uint64) { have = s.RestoreID() })
+			if have != m.Restore.ID {
+				if err := r.restore(ctx, m.Restore); err != nil {
+					r.log.Error("restore failed; retrying", "savepoint", m.Restore.Savepoint, "err", err)
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+				return // a new session reads the restored state
+			}
+		}
 		if err := r.reconcile(ctx, m); err != nil {
 			fail(err)
 			return
@@ -122,6 +154,21 @@ func (r *runner) session(ctx context.Context) {
 		case <-changed:
 		}
 	}
+}
+
+// restore replaces the shard's state with its part of a savepoint.
+func (r *runner) restore(ctx context.Context, rm *RestoreM) error {
+	store, err := snapshot.OpenStore(ctx, rm.Location, r.n.js)
+	if err != nil {
+		return err
+	}
+	readers, closeAll, err := openSavepoint(ctx, store, rm.Savepoint)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	r.log.Info("restoring savepoint", "savepoint", rm.Savepoint, "files", len(readers))
+	return r.sh.RestoreSavepoint(readers, rm.ID, time.Minute)
 }
 
 // reconcile proposes the deployments and deletions that the shard has not

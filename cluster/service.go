@@ -30,16 +30,26 @@ type Service struct {
 	client *http.Client
 }
 
+// clientOpts are the options of the clients that forward changes to the
+// metadata leader: they present this cluster's token.
+func (s *Service) clientOpts() []connect.ClientOption {
+	if s.n.cfg.APIToken == "" {
+		return nil
+	}
+	return []connect.ClientOption{api.WithClientToken(s.n.cfg.APIToken)}
+}
+
 // NewService returns the API backends of a node.
 func NewService(n *Node) *Service { return &Service{n: n, client: &http.Client{}} }
 
 // Backends returns the service as api.Backends.
 func (s *Service) Backends() api.Backends {
 	return api.Backends{
-		Patterns: patternBackend{s},
-		Sources:  sourceBackend{s},
-		Cluster:  clusterBackend{s},
-		Matches:  matchBackend{s},
+		Patterns:   patternBackend{s},
+		Sources:    sourceBackend{s},
+		Cluster:    clusterBackend{s},
+		Matches:    matchBackend{s},
+		Savepoints: savepointBackend{s},
 	}
 }
 
@@ -188,7 +198,7 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 		if err != nil {
 			return nil, err
 		}
-		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u).DeployPattern(ctx, connect.NewRequest(r))
+		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u, b.s.clientOpts()...).DeployPattern(ctx, connect.NewRequest(r))
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +216,7 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 		if err != nil {
 			return nil, err
 		}
-		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u).UpdatePattern(ctx, connect.NewRequest(r))
+		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u, b.s.clientOpts()...).UpdatePattern(ctx, connect.NewRequest(r))
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +240,7 @@ func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternReques
 		if err != nil {
 			return nil, err
 		}
-		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u).DeletePattern(ctx, connect.NewRequest(r))
+		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u, b.s.clientOpts()...).DeletePattern(ctx, connect.NewRequest(r))
 		if err != nil {
 			return nil, err
 		}
@@ -271,7 +281,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		if err != nil {
 			return nil, err
 		}
-		res, err := cepv1connect.NewSourceServiceClient(b.s.client, u).CreateSource(ctx, connect.NewRequest(r))
+		res, err := cepv1connect.NewSourceServiceClient(b.s.client, u, b.s.clientOpts()...).CreateSource(ctx, connect.NewRequest(r))
 		if err != nil {
 			return nil, err
 		}

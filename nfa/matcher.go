@@ -353,9 +353,11 @@ func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 	m.curEv = event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
 	m.curEvHeap = nil
 	ks.nextSeq++
+	from := len(m.out)
 	for _, p := range m.processEvent(ks, &m.curEv) {
 		m.emitMatch(ks, p)
 	}
+	m.numberDuplicates(from)
 	m.curEv = event{}
 	m.curEvHeap = nil
 }
@@ -365,6 +367,8 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 		return // nothing can time out
 	}
 	matches, tos := m.advanceTime(ks, now)
+	from := len(m.out)
+	defer m.numberDuplicates(from)
 	for _, p := range matches {
 		m.emitMatch(ks, p)
 	}
@@ -378,6 +382,24 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 			r.Start = t.p[0].ev.ts
 		}
 		m.out = append(m.out, r)
+	}
+}
+
+// numberDuplicates numbers records of one step that are identical (Flink
+// can complete or time out equal partial matches through different
+// branches at once): Record.Dup tells them apart, deterministically, so
+// that ids derived from the content stay unique.
+func (m *Matcher) numberDuplicates(from int) {
+	if len(m.out)-from < 2 {
+		return
+	}
+	recs := m.out[from:]
+	for i := 1; i < len(recs); i++ {
+		for j := 0; j < i; j++ {
+			if recs[j].sameAs(&recs[i]) {
+				recs[i].Dup = recs[j].Dup + 1
+			}
+		}
 	}
 }
 

@@ -24,6 +24,9 @@ type Record struct {
 	Event     []byte // the late event
 	// RowOnly marks a MATCH_RECOGNIZE row: its JSON has fields, no events.
 	RowOnly bool
+	// Dup numbers records of one step that are otherwise identical (0 for
+	// the first); not part of the JSON form.
+	Dup int
 	// Positions are the source positions (Input.Pos) of the record's events,
 	// in order. They are not part of the JSON form.
 	Positions []uint64
@@ -39,6 +42,23 @@ type StageEvents struct {
 type Field struct {
 	Name  string
 	Value any
+}
+
+func (r *Record) sameAs(o *Record) bool {
+	if r.Type != o.Type || r.Key != o.Key || r.TimeoutAt != o.TimeoutAt || len(r.Positions) != len(o.Positions) || len(r.Events) != len(o.Events) {
+		return false
+	}
+	for i := range r.Positions {
+		if r.Positions[i] != o.Positions[i] {
+			return false
+		}
+	}
+	for i := range r.Events {
+		if r.Events[i].Stage != o.Events[i].Stage || len(r.Events[i].Events) != len(o.Events[i].Events) {
+			return false
+		}
+	}
+	return true
 }
 
 // EventsOf returns the events of one stage.

@@ -289,3 +289,22 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	w.l.Info(string(bytes.TrimSpace(p)))
 	return len(p), nil
 }
+
+// RestoreSavepoint replaces the shard's state, on every replica, with the
+// state of its key groups in a savepoint (files written under any shard
+// layout), recording restoreID in it. It runs on the leader: Raft installs
+// the result as a snapshot and sends it to the followers.
+func (s *Shard) RestoreSavepoint(readers []*snapshot.Reader, restoreID string, timeout time.Duration) error {
+	st, err := RestoreState(readers, s.cfg.First, s.cfg.Last)
+	if err != nil {
+		return err
+	}
+	st.SetRestoreID(restoreID)
+	var buf bytes.Buffer
+	h := snapshot.Header{ID: "restore", Kind: snapshot.KindRaftSnapshot, ClusterID: s.cfg.ClusterID}
+	if err := st.WriteSnapshot(&buf, h); err != nil {
+		return err
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, ID: "restore", Size: int64(buf.Len())}
+	return s.raft.Restore(meta, &buf, timeout)
+}

@@ -22,7 +22,7 @@ import (
 //     that hash into it.
 
 const shardSection = "shard"
-const sectionVersion = 1
+const sectionVersion = 2
 
 // WriteSnapshot writes the state in the snapshot format. h supplies the
 // identity fields (id, kind, cluster, index, logged time); the key-group
@@ -120,6 +120,7 @@ func (p *patternRT) all() []*nfa.Matcher {
 
 func (s *State) appendShardSection(b []byte) []byte {
 	b = append(b, sectionVersion)
+	b = appendString(b, s.restoreID)
 	b = binary.AppendUvarint(b, s.nextSeq)
 	b = binary.AppendUvarint(b, uint64(len(s.outbox)))
 	for _, r := range s.outbox {
@@ -180,6 +181,10 @@ func (s *State) readShardSection(b []byte, first bool) error {
 	d := &dec{b: b}
 	if v := d.byte(); v != sectionVersion {
 		return fmt.Errorf("%w: shard section version %d", ErrBadBatch, v)
+	}
+	restoreID := d.string()
+	if first {
+		s.restoreID = restoreID
 	}
 	nextSeq := d.uvarint()
 	n := d.count()

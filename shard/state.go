@@ -56,7 +56,16 @@ type State struct {
 	outbox    []OutRecord
 	nextSeq   uint64
 	counters  Counters
+	// restoreID names the savepoint restore this state came from (the
+	// cluster asks each shard to restore once).
+	restoreID string
 }
+
+// RestoreID is the id of the savepoint restore that produced this state, if any.
+func (s *State) RestoreID() string { return s.restoreID }
+
+// SetRestoreID records the restore that produced this state.
+func (s *State) SetRestoreID(id string) { s.restoreID = id }
 
 type patternRT struct {
 	deploy  Deploy
@@ -239,6 +248,27 @@ func (s *State) reads(p *patternRT, source string) bool {
 }
 
 func (s *State) applyEvents(source string, events []Event) {
+	// The leader reads the shard's key groups of a source in stream order,
+	// so once a batch is applied every key group of the shard has seen all
+	// of its events up to the batch's last position, whether it had any:
+	// every key group's position advances to it. (Otherwise a key group
+	// without events would hold the resume position at the start.)
+	defer func() {
+		var last uint64
+		for _, e := range events {
+			if e.KeyGroup >= s.first && e.KeyGroup <= s.last {
+				last = max(last, e.Pos)
+			}
+		}
+		if last == 0 {
+			return
+		}
+		for _, pos := range s.positions {
+			if pos[source] < last {
+				pos[source] = last
+			}
+		}
+	}()
 	for _, e := range events {
 		if e.KeyGroup < s.first || e.KeyGroup > s.last {
 			s.counters.Misrouted++
@@ -347,8 +377,9 @@ func (s *State) deadLetter(source, pattern string, e Event, reason string) {
 }
 
 // RecordID is a record's deterministic id: a hash of the pattern, its
-// version, the record type, the key, the source positions of its events and,
-// for a timeout, the timeout time. The same match gets the same id on any
+// version, the record type, the key, the source positions of its events,
+// for a timeout the timeout time, and the number telling identical records
+// of one step apart (Record.Dup). The same match gets the same id on any
 // replica and after any failover.
 func RecordID(pattern string, version uint64, r *nfa.Record) string {
 	h := sha256.New()
@@ -363,6 +394,9 @@ func RecordID(pattern string, version uint64, r *nfa.Record) string {
 	}
 	if r.Type == "timeout" {
 		b = binary.AppendVarint(b, r.TimeoutAt)
+	}
+	if r.Dup > 0 {
+		b = binary.AppendUvarint(b, uint64(r.Dup))
 	}
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil)[:16])

@@ -59,19 +59,21 @@ func checkFor(t testing.TB, total time.Duration, f func() error) {
 
 // clients talk to a node's API over HTTP.
 type clients struct {
-	patterns cepv1connect.PatternServiceClient
-	sources  cepv1connect.SourceServiceClient
-	cluster  cepv1connect.ClusterServiceClient
-	matches  cepv1connect.MatchServiceClient
+	patterns   cepv1connect.PatternServiceClient
+	sources    cepv1connect.SourceServiceClient
+	cluster    cepv1connect.ClusterServiceClient
+	matches    cepv1connect.MatchServiceClient
+	savepoints cepv1connect.SavepointServiceClient
 }
 
-func newClients(addr string) clients {
+func newClients(addr string, opts ...connect.ClientOption) clients {
 	base := "http://" + addr
 	return clients{
-		patterns: cepv1connect.NewPatternServiceClient(http.DefaultClient, base),
-		sources:  cepv1connect.NewSourceServiceClient(http.DefaultClient, base),
-		cluster:  cepv1connect.NewClusterServiceClient(http.DefaultClient, base),
-		matches:  cepv1connect.NewMatchServiceClient(http.DefaultClient, base),
+		patterns:   cepv1connect.NewPatternServiceClient(http.DefaultClient, base, opts...),
+		sources:    cepv1connect.NewSourceServiceClient(http.DefaultClient, base, opts...),
+		cluster:    cepv1connect.NewClusterServiceClient(http.DefaultClient, base, opts...),
+		matches:    cepv1connect.NewMatchServiceClient(http.DefaultClient, base, opts...),
+		savepoints: cepv1connect.NewSavepointServiceClient(http.DefaultClient, base, opts...),
 	}
 }
 
@@ -114,6 +116,42 @@ func publish(t *testing.T, natsURL, source string, keyOf func(map[string]any) st
 			t.Fatal(err)
 		}
 	}
+}
+
+// outputCount is the number of records on a subject of the output stream.
+func outputCount(t *testing.T, natsURL, subject string) int {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, cluster.OutputStream)
+	if err != nil {
+		return 0
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(info.State.Subjects[subject])
+}
+
+// waitOutputs waits until a subject holds at least n records (and a
+// moment longer, so that a duplicate would show), then reads them all.
+func waitOutputs(t *testing.T, natsURL, subject string, n int, timeout time.Duration) []string {
+	t.Helper()
+	checkFor(t, timeout, func() error {
+		if c := outputCount(t, natsURL, subject); c < n {
+			return fmt.Errorf("%d records on %s so far, want %d", c, subject, n)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	return outputs(t, natsURL, subject)
 }
 
 // outputs reads every record on a subject of the output stream.

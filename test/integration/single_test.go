@@ -58,14 +58,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("the offline run produced nothing; the test would prove nothing")
 	}
-	var got []string
-	checkFor(t, 20*time.Second, func() error {
-		got = withoutIDs(outputs(t, n.NATSURL(), "cep.out.login-fail-logout"))
-		if len(got) < len(want) {
-			return fmt.Errorf("%d records so far, want %d", len(got), len(want))
-		}
-		return nil
-	})
+	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.login-fail-logout", len(want), 20*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("cluster output differs from the offline engine:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 	}
@@ -77,15 +70,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	// NATS restarted with the node (embedded): its data dir persisted too
 	publish(t, n.NATSURL(), "bank", keyOf, more)
 	want2 := withoutIDs(offline(t, spec, append(lines, more...)))
-	checkFor(t, 20*time.Second, func() error {
-		got = withoutIDs(outputs(t, n.NATSURL(), "cep.out.login-fail-logout"))
-		if len(got) < len(want2) {
-			return fmt.Errorf("%d records after restart, want %d", len(got), len(want2))
-		}
-		return nil
-	})
-	time.Sleep(300 * time.Millisecond) // let any duplicate arrive before comparing
-	got = withoutIDs(outputs(t, n.NATSURL(), "cep.out.login-fail-logout"))
+	got = withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.login-fail-logout", len(want2), 20*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want2, "\n") {
 		t.Fatalf("after restart:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want2, "\n     "))
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 )
@@ -107,7 +108,7 @@ func TestThreeNodesKillLeaders(t *testing.T) {
 	}
 	for _, p := range procs {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api,
-			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn"}
+			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn", "--token", "s3cret"}
 		p.start(t)
 	}
 	defer func() {
@@ -123,7 +124,9 @@ func TestThreeNodesKillLeaders(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := newClients(procs[0].api)
+	// with a token, every node answers, forwarding changes to the metadata
+	// leader with the token; without it, a node refuses
+	c := newClients(procs[0].api, api.WithClientToken("s3cret"))
 	// the API may need a moment while the metadata group elects a leader
 	checkFor(t, 30*time.Second, func() error {
 		_, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"}))
@@ -149,8 +152,14 @@ stages:
     contiguity: next
     where: e.type == "LOGOUT"
 `)
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
-		t.Fatal(err)
+	if _, err := newClients(procs[1].api).patterns.ListPatterns(ctx, req(&cepv1.ListPatternsRequest{})); err == nil || !strings.Contains(err.Error(), "unauthenticated") {
+		t.Fatalf("request without the token: %v", err)
+	}
+	for _, p := range procs { // at least one of them forwards to the leader
+		_, err := newClients(p.api, api.WithClientToken("s3cret")).patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)}))
+		if err != nil && !strings.Contains(err.Error(), "already") {
+			t.Fatalf("deploy through %s: %v", p.id, err)
+		}
 	}
 	// events in time order: many accounts, each cycling through sessions
 	rng := rand.New(rand.NewPCG(42, 1))
@@ -189,16 +198,7 @@ stages:
 	if len(want) < 20 {
 		t.Fatalf("the offline run produced only %d records", len(want))
 	}
-	var got []string
-	checkFor(t, 60*time.Second, func() error {
-		got = withoutIDs(outputs(t, ns.ClientURL(), "cep.out.lfl"))
-		if len(got) < len(want) {
-			return fmt.Errorf("%d records so far, want %d", len(got), len(want))
-		}
-		return nil
-	})
-	time.Sleep(time.Second)
-	got = withoutIDs(outputs(t, ns.ClientURL(), "cep.out.lfl"))
+	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
 	t.Logf("%d events, %d records on NATS, %d from the offline engine", len(lines), len(got), len(want))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("cluster output (%d records) differs from the offline engine (%d records)", len(got), len(want))
@@ -218,7 +218,7 @@ func shardLeader(t *testing.T, ctx context.Context, procs []*proc) *proc {
 				continue
 			}
 			running++
-			res, err := newClients(p.api).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+			res, err := newClients(p.api, api.WithClientToken("s3cret")).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,153 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+)
+
+func startNode(t *testing.T, dir, natsURL string, shards int) *cluster.Node {
+	t.Helper()
+	n, err := cluster.Start(context.Background(), cluster.Config{
+		NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSURL: natsURL,
+		Shards: shards, Raft: testRaft(), Logger: logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.WaitReady(ctx); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A savepoint of a one-shard cluster restores into a fresh cluster with
+// three shards; processing continues from the saved positions, and the
+// output of both clusters together equals the offline engine's, with
+// nothing lost or duplicated.
+var restoreShards = 3
+
+func TestSavepointRestoreIntoMoreShards(t *testing.T) {
+	if s := os.Getenv("CEP_RESTORE_SHARDS"); s != "" {
+		fmt.Sscan(s, &restoreShards)
+	}
+	base := t.TempDir()
+	ns, err := cluster.StartEmbeddedNATS(filepath.Join(base, "nats"), "127.0.0.1", -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	spec := []byte(`name: lfl
+source: bank
+key: e.account
+time: e.ts
+within: 500
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    where: e.type == "FAIL"
+    oneOrMore: true
+  - name: logout
+    where: e.type == "LOGOUT"
+`)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var lines []string
+	ts := int64(1000)
+	for i := 0; i < 3000; i++ {
+		ts += int64(1 + rng.IntN(2))
+		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":%q,"ts":%d}`, rng.IntN(40), []string{"LOGIN", "FAIL", "LOGOUT", "OK"}[rng.IntN(4)], ts))
+	}
+	for i := 0; i < 200; i++ {
+		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","type":"NOISE","ts":%d}`, i, ts+1_000_000))
+	}
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	half := 1500
+
+	a := startNode(t, filepath.Join(base, "a"), ns.ClientURL(), 1)
+	ca := newClients(a.APIAddr())
+	if _, err := ca.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[:half])
+	// wait until the first half is applied
+	checkFor(t, 30*time.Second, func() error {
+		res, err := ca.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+		if err != nil {
+			return err
+		}
+		if res.Msg.Shards[0].LastAppliedIndex < 3 {
+			return fmt.Errorf("not applied yet")
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	target := "dir://" + filepath.Join(base, "savepoints")
+	sp, err := ca.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: target}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.Msg.Savepoint.ShardCount != 1 || len(sp.Msg.Savepoint.SourcePositions) != 1 || sp.Msg.Savepoint.SourcePositions[0].Sequence == 0 {
+		t.Fatalf("savepoint: %+v", sp.Msg.Savepoint)
+	}
+	a.Close()
+
+	b := startNode(t, filepath.Join(base, "b"), ns.ClientURL(), restoreShards)
+	defer b.Close()
+	cb := newClients(b.APIAddr())
+	res, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Msg.ShardCount != uint32(restoreShards) {
+		t.Fatalf("restored into %d shards", res.Msg.ShardCount)
+	}
+	if got, err := cb.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || got.Msg.Pattern.Version != 1 {
+		t.Fatalf("pattern after restore: %v %v", got, err)
+	}
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[half:])
+
+	want := withoutIDs(offline(t, spec, lines))
+	if len(want) < 20 {
+		t.Fatalf("the offline run produced only %d records", len(want))
+	}
+	if os.Getenv("CEP_DEBUG") != "" {
+		time.Sleep(10 * time.Second)
+		g := withoutIDs(outputs(t, ns.ClientURL(), "cep.out.lfl"))
+		m := map[string]int{}
+		for _, x := range want {
+			m[x]++
+		}
+		for _, x := range g {
+			m[x]--
+		}
+		n := 0
+		for k, v := range m {
+			if v != 0 && n < 8 {
+				t.Logf("%+d %s", v, k)
+				n++
+			}
+		}
+	}
+	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("output across the restore (%d records) differs from the offline engine (%d)", len(got), len(want))
+	}
+}
