@@ -101,7 +101,7 @@ func compiled(spec string, format cepv1.SpecFormat, name string) (*nfa.Pattern, 
 		format = cepv1.SpecFormat_SPEC_FORMAT_SPEC
 	}
 	if err != nil {
-		return nil, format, fmt.Errorf("%w: %s", api.ErrInvalidArgument, err.Error())
+		return nil, format, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
 	}
 	if len(p.Sources()) == 0 {
 		return nil, format, fmt.Errorf("%w: pattern %q names no source (set source: NAME)", api.ErrInvalidArgument, p.Name())

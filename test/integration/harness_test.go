@@ -118,6 +118,22 @@ func publish(t *testing.T, natsURL, source string, keyOf func(map[string]any) st
 	}
 }
 
+// publishRaw publishes payloads as they are to one subject.
+func publishRaw(t *testing.T, natsURL, subject string, payloads ...string) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	for _, p := range payloads {
+		if _, err := js.Publish(context.Background(), subject, []byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // outputCount is the number of records on a subject of the output stream.
 func outputCount(t *testing.T, natsURL, subject string) int {
 	t.Helper()

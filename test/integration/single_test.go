@@ -46,6 +46,29 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 		t.Fatalf("invalid deploy: %v", err)
 	}
 
+	// validation over the API gives the stage and field without deploying
+	v, err := c.patterns.ValidatePattern(ctx, req(&cepv1.ValidatePatternRequest{Spec: "name: x\nsource: bank\nstages:\n  - name: a\n    greedy: true\n"}))
+	if err != nil || v.Msg.Valid || v.Msg.Error.Stage != "a" || v.Msg.Error.Field != "greedy" {
+		t.Fatalf("validate: %+v %v", v, err)
+	}
+	if _, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "nope"})); err == nil || !strings.Contains(err.Error(), "not_found") {
+		t.Fatalf("unknown pattern: %v", err)
+	}
+	// tail the output over the API while events arrive
+	tailCtx, stopTail := context.WithCancel(ctx)
+	defer stopTail()
+	tailed := make(chan *cepv1.Record, 100)
+	go func() { // the call returns with the first record
+		defer close(tailed)
+		tail, err := c.matches.Tail(tailCtx, req(&cepv1.TailRequest{Pattern: "login-fail-logout", Start: cepv1.TailStart_TAIL_START_ALL}))
+		if err != nil {
+			return
+		}
+		for tail.Receive() {
+			tailed <- tail.Msg()
+		}
+	}()
+
 	lines := readLines(t, "../../examples/events.jsonl")
 	// more events so the watermark passes the example's last ones
 	lines = append(lines,
@@ -61,6 +84,22 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.login-fail-logout", len(want), 20*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("cluster output differs from the offline engine:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+	select {
+	case r := <-tailed:
+		if r.Type != "match" || r.Pattern != "login-fail-logout" || r.Id == "" || !strings.Contains(string(r.Json), `"key":"acc-1"`) {
+			t.Fatalf("tailed record: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing tailed")
+	}
+	stopTail()
+
+	// bad events go to the dead-letter subject with a reason; the node goes on
+	publishRaw(t, n.NATSURL(), "bank.acc-5", "not json", `{"account":"acc-5","type":"LOGIN"}`)
+	dl := waitOutputs(t, n.NATSURL(), "cep.deadletter.bank", 2, 20*time.Second)
+	if !strings.Contains(dl[0], `"text":"not json"`) || !strings.Contains(dl[0], `"reason"`) || !strings.Contains(dl[1], `time e.ts`) {
+		t.Fatalf("dead letters: %v", dl)
 	}
 
 	// restart from disk: state survives, nothing is re-published
