@@ -77,24 +77,15 @@ func openSavepoint(ctx context.Context, store snapshot.Store, id string) ([]*sna
 
 type savepointBackend struct{ s *Service }
 
-func (b savepointBackend) forward() (cepv1connect.SavepointServiceClient, error) {
-	u, err := b.s.leaderURL()
-	if err != nil || u == "" {
-		return nil, err
-	}
-	return cepv1connect.NewSavepointServiceClient(b.s.client, u, b.s.clientOpts()...), nil
+func (b savepointBackend) client(u string) cepv1connect.SavepointServiceClient {
+	return cepv1connect.NewSavepointServiceClient(b.s.client, u, b.s.clientOpts()...)
 }
 
 func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error) {
-	if c, err := b.forward(); err != nil || c != nil {
-		if err != nil {
-			return nil, err
-		}
-		res, err := c.CreateSavepoint(ctx, connect.NewRequest(r))
-		if err != nil {
-			return nil, err
-		}
-		return res.Msg, nil
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.CreateSavepointRequest]) (*connect.Response[cepv1.CreateSavepointResponse], error) {
+		return b.client(u).CreateSavepoint
+	}); done {
+		return res, err
 	}
 	n := b.s.n
 	store, err := snapshot.OpenStore(ctx, r.Target, n.js)
@@ -190,15 +181,10 @@ func (b savepointBackend) List(ctx context.Context, r *cepv1.ListSavepointsReque
 }
 
 func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error) {
-	if c, err := b.forward(); err != nil || c != nil {
-		if err != nil {
-			return nil, err
-		}
-		res, err := c.RestoreSavepoint(ctx, connect.NewRequest(r))
-		if err != nil {
-			return nil, err
-		}
-		return res.Msg, nil
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.RestoreSavepointRequest]) (*connect.Response[cepv1.RestoreSavepointResponse], error) {
+		return b.client(u).RestoreSavepoint
+	}); done {
+		return res, err
 	}
 	n := b.s.n
 	m := n.Meta()

@@ -85,6 +85,27 @@ func (s *Service) leaderURL() (string, error) {
 	return "", fmt.Errorf("%w: no metadata leader yet; retry", api.ErrUnavailable)
 }
 
+// forwarded sends a change to the metadata leader when this node does not
+// lead; done reports whether it was forwarded (or failed to be).
+func forwarded[Req, Res any](s *Service, ctx context.Context, r *Req, method func(base string) func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (res *Res, done bool, err error) {
+	u, err := s.leaderURL()
+	if err != nil {
+		return nil, true, err
+	}
+	if u == "" {
+		return nil, false, nil
+	}
+	out, err := method(u)(ctx, connect.NewRequest(r))
+	if err != nil {
+		return nil, true, err
+	}
+	return out.Msg, true, nil
+}
+
+func (s *Service) patternClient(base string) cepv1connect.PatternServiceClient {
+	return cepv1connect.NewPatternServiceClient(s.client, base, s.clientOpts()...)
+}
+
 // compiled validates a spec or query and returns the pattern.
 func compiled(spec string, format cepv1.SpecFormat, name string) (*nfa.Pattern, cepv1.SpecFormat, error) {
 	isSQL := format == cepv1.SpecFormat_SPEC_FORMAT_SQL || (format == cepv1.SpecFormat_SPEC_FORMAT_UNSPECIFIED && nfa.IsSQL([]byte(spec)))
@@ -194,15 +215,10 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 }
 
 func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error) {
-	if u, err := b.s.leaderURL(); err != nil || u != "" {
-		if err != nil {
-			return nil, err
-		}
-		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u, b.s.clientOpts()...).DeployPattern(ctx, connect.NewRequest(r))
-		if err != nil {
-			return nil, err
-		}
-		return res.Msg, nil
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.DeployPatternRequest]) (*connect.Response[cepv1.DeployPatternResponse], error) {
+		return b.s.patternClient(u).DeployPattern
+	}); done {
+		return res, err
 	}
 	p, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0)
 	if err != nil {
@@ -212,15 +228,10 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 }
 
 func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
-	if u, err := b.s.leaderURL(); err != nil || u != "" {
-		if err != nil {
-			return nil, err
-		}
-		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u, b.s.clientOpts()...).UpdatePattern(ctx, connect.NewRequest(r))
-		if err != nil {
-			return nil, err
-		}
-		return res.Msg, nil
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.UpdatePatternRequest]) (*connect.Response[cepv1.UpdatePatternResponse], error) {
+		return b.s.patternClient(u).UpdatePattern
+	}); done {
+		return res, err
 	}
 	subject := r.OutputSubject
 	if subject == "" {
@@ -236,15 +247,10 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 }
 
 func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
-	if u, err := b.s.leaderURL(); err != nil || u != "" {
-		if err != nil {
-			return nil, err
-		}
-		res, err := cepv1connect.NewPatternServiceClient(b.s.client, u, b.s.clientOpts()...).DeletePattern(ctx, connect.NewRequest(r))
-		if err != nil {
-			return nil, err
-		}
-		return res.Msg, nil
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.DeletePatternRequest]) (*connect.Response[cepv1.DeletePatternResponse], error) {
+		return b.s.patternClient(u).DeletePattern
+	}); done {
+		return res, err
 	}
 	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdDeletePattern, Name: r.Name})
 	if err != nil {
@@ -277,15 +283,10 @@ func toSource(m *SourceM, k int) *cepv1.Source {
 }
 
 func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
-	if u, err := b.s.leaderURL(); err != nil || u != "" {
-		if err != nil {
-			return nil, err
-		}
-		res, err := cepv1connect.NewSourceServiceClient(b.s.client, u, b.s.clientOpts()...).CreateSource(ctx, connect.NewRequest(r))
-		if err != nil {
-			return nil, err
-		}
-		return res.Msg, nil
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.CreateSourceRequest]) (*connect.Response[cepv1.CreateSourceResponse], error) {
+		return cepv1connect.NewSourceServiceClient(b.s.client, u, b.s.clientOpts()...).CreateSource
+	}); done {
+		return res, err
 	}
 	if err := validSourceName(r.Name); err != nil {
 		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)

@@ -78,11 +78,15 @@ func newClients(addr string, opts ...connect.ClientOption) clients {
 }
 
 // startSingle starts a one-node cluster with an embedded NATS server.
-func startSingle(t *testing.T, dir string) *cluster.Node {
+func startSingle(t *testing.T, dir string) *cluster.Node { return startNode(t, dir, "", 1) }
+
+// startNode starts a one-node cluster with the given number of shards,
+// using the NATS server at natsURL, or an embedded one for "".
+func startNode(t *testing.T, dir, natsURL string, shards int) *cluster.Node {
 	t.Helper()
 	n, err := cluster.Start(context.Background(), cluster.Config{
-		NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSPort: -1,
-		Raft: testRaft(), Logger: logger(t),
+		NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSURL: natsURL, NATSPort: -1,
+		Shards: shards, Raft: testRaft(), Logger: logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

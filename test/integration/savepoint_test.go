@@ -14,24 +14,6 @@ import (
 	"github.com/cepcluster/cep/cluster"
 )
 
-func startNode(t *testing.T, dir, natsURL string, shards int) *cluster.Node {
-	t.Helper()
-	n, err := cluster.Start(context.Background(), cluster.Config{
-		NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSURL: natsURL,
-		Shards: shards, Raft: testRaft(), Logger: logger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := n.WaitReady(ctx); err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
-	return n
-}
-
 // A savepoint of a one-shard cluster restores into a fresh cluster with
 // three shards; processing continues from the saved positions, and the
 // output of both clusters together equals the offline engine's, with
