@@ -1,7 +1,3 @@
-// Package conformance loads the Flink-derived conformance cases
-// (testdata/conformance, format in FORMAT.md there) and judges a run's output
-// records against them, with the same comparison as check.py. It is used by
-// the engine's tests and by the tests that drive the cepctl binary.
 package conformance
 
 import (
