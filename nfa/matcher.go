@@ -363,8 +363,8 @@ func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 }
 
 func (m *Matcher) timeAdvance(ks *keyState, now int64) {
-	if !m.p.hasWindows {
-		return // nothing can time out
+	if !m.p.hasWindows || now < ks.deadline {
+		return // nothing can time out yet
 	}
 	matches, tos := m.advanceTime(ks, now)
 	from := len(m.out)
@@ -407,9 +407,6 @@ func (m *Matcher) numberDuplicates(from int) {
 // when it holds nothing.
 func (m *Matcher) reschedule(ks *keyState) {
 	due := maxInt64
-	if ks.queue.Len() > 0 {
-		due, _ = ks.queue.MinTime()
-	}
 	for _, c := range ks.partial.a {
 		if !m.p.hasWindows {
 			break
@@ -424,6 +421,14 @@ func (m *Matcher) reschedule(ks *keyState) {
 		if st.hasWindow && st.window > 0 {
 			due = min(due, satAdd(c.prevTs, st.window))
 		}
+	}
+	// no partial match can time out before deadline; partial matches
+	// created later only have later deadlines, so it stays a lower bound
+	// until the next reschedule
+	ks.deadline = due
+	if ks.queue.Len() > 0 {
+		qmin, _ := ks.queue.MinTime()
+		due = min(due, qmin)
 	}
 	if due == maxInt64 && ks.queue.Len() == 0 {
 		ks.scheduled = false

@@ -63,6 +63,7 @@ type keyState struct {
 	scheduled bool
 	gen       uint64 // bumped when the state is recycled for another key
 	preDrain  int    // queued events that arrived before StopStarting
+	deadline  int64  // no partial match times out before this (see reschedule)
 }
 
 type queued struct {
@@ -86,6 +87,7 @@ func (ks *keyState) init(p *Pattern) {
 	ks.nextSeq = 0
 	ks.due, ks.scheduled = 0, false
 	ks.preDrain = 0
+	ks.deadline = 0
 	for _, s := range p.startStates {
 		ks.partial.offer(&compState{state: int32(s), ver: dewey{1}, startTs: -1, prevTs: -1})
 	}
