@@ -71,6 +71,13 @@ func (f *FSM) View(fn func(s *State, index uint64)) {
 	fn(f.state, f.index)
 }
 
+// PatternsSnapshot lists the deployed patterns (a read-locked View).
+func (f *FSM) PatternsSnapshot() []PatternInfo {
+	var out []PatternInfo
+	f.View(func(s *State, _ uint64) { out = s.Patterns() })
+	return out
+}
+
 // Snapshot captures the state: it is encoded here, so that Persist, which
 // runs concurrently with later applies, only writes bytes.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
