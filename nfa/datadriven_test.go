@@ -8,8 +8,10 @@ package nfa_test
 //
 //	pattern            the input is a pattern document (YAML or JSON);
 //	                   prints the automaton with `describe`, else "ok" or the error
-//	events             each input line is an event or {"$watermark": T};
-//	                   prints the records produced, one JSON line each
+//	events [source=S]  each input line is an event or {"$watermark": T};
+//	                   prints the records produced, one JSON line each; with
+//	                   source=S the event comes from source S of several
+//	tick t=T           logged processing time advances to T
 //	watermark t=T      advances the watermark
 //	finish [final=false]
 //	                   ends the input
@@ -74,14 +76,31 @@ func TestScenarios(t *testing.T) {
 						sb.WriteString(records(m.Watermark(wm)))
 						continue
 					}
-					recs, err := m.Event(in)
-					if err != nil {
-						fmt.Fprintf(&sb, "error: %v\n", err)
-						continue
+					var recs []nfa.Record
+					if d.HasArg("source") {
+						var src string
+						d.ScanArgs(t, "source", &src)
+						key, err1 := m.KeyOf(in)
+						ts, err2 := m.TimeOf(in)
+						if err1 != nil || err2 != nil {
+							fmt.Fprintf(&sb, "error: %v %v\n", err1, err2)
+							continue
+						}
+						recs = m.EventFrom(src, key, ts, in)
+					} else {
+						recs, err = m.Event(in)
+						if err != nil {
+							fmt.Fprintf(&sb, "error: %v\n", err)
+							continue
+						}
 					}
 					sb.WriteString(records(recs))
 				}
 				return sb.String()
+			case "tick":
+				var ts int64
+				d.ScanArgs(t, "t", &ts)
+				return records(m.Tick(ts))
 			case "watermark":
 				var ts int64
 				d.ScanArgs(t, "t", &ts)

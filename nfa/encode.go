@@ -20,7 +20,8 @@ import (
 // decoded matcher continues exactly as the original would. The layout is:
 //
 //	"CEPM" version(1) automaton-fingerprint(uvarint32) watermark(varint)
-//	flags(1: draining) arrivals drainFrom generator(len-prefixed) keys(uvarint) key*
+//	flags(1: draining) arrivals drainFrom procNow [aligner sourceGenerators...]
+//	generator(len-prefixed) keys(uvarint) key*
 //
 // and each key is:
 //
@@ -75,6 +76,15 @@ func (m *Matcher) AppendHeader(b []byte) []byte {
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, m.arrivals)
 	b = binary.AppendUvarint(b, m.drainFrom)
+	b = binary.AppendVarint(b, m.procNow)
+	if m.aligner != nil {
+		a, _ := m.aligner.MarshalBinary()
+		b = appendBytes(b, a)
+		for _, s := range m.p.spec.Source {
+			g, _ := m.srcGen[s].MarshalBinary()
+			b = appendBytes(b, g)
+		}
+	}
 	g, _ := m.gen.MarshalBinary()
 	b = appendBytes(b, g)
 	return b
@@ -300,6 +310,17 @@ func (m *Matcher) readHeader(d *decoder) error {
 	m.noStarts = flags&1 != 0
 	m.arrivals = d.uvarint()
 	m.drainFrom = d.uvarint()
+	m.procNow = d.varint()
+	if m.aligner != nil {
+		if err := m.aligner.UnmarshalBinary(d.bytes()); err != nil && d.err == nil {
+			return fmt.Errorf("%w: %v", ErrBadState, err)
+		}
+		for _, s := range m.p.spec.Source {
+			if err := m.srcGen[s].UnmarshalBinary(d.bytes()); err != nil && d.err == nil {
+				return fmt.Errorf("%w: %v", ErrBadState, err)
+			}
+		}
+	}
 	g := d.bytes()
 	if d.err != nil {
 		return d.err

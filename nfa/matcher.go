@@ -50,6 +50,13 @@ type Matcher struct {
 	// calls advance it, as in a cluster where the leader logs watermarks.
 	AutoWatermark bool
 
+	// several sources: one generator per source, combined by the aligner
+	// (min of the sources' watermarks, idle sources left out), with
+	// processing time from logged ticks
+	srcGen  map[string]*watermark.Generator
+	aligner *watermark.Aligner
+	procNow int64
+
 	noStarts  bool   // StopStarting was called
 	arrivals  uint64 // events queued so far (their arrival numbers)
 	drainFrom uint64 // events arriving from this number on start no partial match
@@ -85,7 +92,75 @@ func NewMatcher(p *Pattern) *Matcher {
 	if p.timeFn == nil {
 		m.wm = 0 // processing time starts at 0 and moves with ticks
 	}
+	if srcs := p.spec.Source; p.timeFn != nil && len(srcs) > 1 {
+		m.srcGen = map[string]*watermark.Generator{}
+		for _, s := range srcs {
+			m.srcGen[s] = watermark.NewGenerator(p.ooo)
+		}
+		var idle, drift int64
+		if p.spec.IdleTimeout != nil {
+			idle = p.spec.IdleTimeout.Millis
+		}
+		if p.spec.MaxDrift != nil {
+			drift = p.spec.MaxDrift.Millis
+		}
+		m.aligner = watermark.NewAligner(srcs, idle, drift)
+	}
 	return m
+}
+
+// MultiSource reports whether the pattern aligns several sources: feed it
+// with EventFrom and Tick.
+func (m *Matcher) MultiSource() bool { return m.aligner != nil }
+
+// EventFrom feeds an event of one of several sources: its source's
+// watermark advances, and the pattern's watermark is the minimum over the
+// sources that are not idle. An unknown source is treated as the pattern's
+// only source.
+func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
+	gen := m.srcGen[source]
+	if gen == nil || m.aligner == nil {
+		return m.EventAt(key, ts, in)
+	}
+	auto := m.AutoWatermark
+	m.AutoWatermark = false
+	m.EventAt(key, ts, in) // resets m.out; what follows appends to it
+	m.AutoWatermark = auto
+	gen.Observe(ts)
+	m.aligner.Observe(source, gen.Current(), m.procNow)
+	if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
+		m.gen.Advance(wm)
+		m.advance(wm)
+	}
+	return m.out
+}
+
+// Tick advances processing time: a processing-time pattern's clock, or, for
+// several sources, the clock that decides which sources are idle.
+func (m *Matcher) Tick(now int64) []Record {
+	if m.p.timeFn == nil {
+		return m.Watermark(now)
+	}
+	m.out = m.out[:0]
+	if now > m.procNow {
+		m.procNow = now
+	}
+	if m.aligner != nil {
+		if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
+			m.gen.Advance(wm)
+			m.advance(wm)
+		}
+	}
+	return m.out
+}
+
+// Paused reports whether reading a source should pause because its
+// watermark runs more than maxDrift ahead of the others (alignment).
+func (m *Matcher) Paused(source string) bool {
+	if m.aligner == nil || m.srcGen[source] == nil {
+		return false
+	}
+	return m.aligner.Paused(source, m.procNow)
 }
 
 // Pattern returns the compiled pattern.

@@ -11,7 +11,19 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 	nm := NewMatcher(p)
 	nm.AutoWatermark = old.AutoWatermark
 	nm.wm = old.wm
-	nm.arrivals, nm.noStarts, nm.drainFrom = old.arrivals, old.noStarts, old.drainFrom
+	nm.arrivals, nm.noStarts, nm.drainFrom, nm.procNow = old.arrivals, old.noStarts, old.drainFrom, old.procNow
+	if old.aligner != nil && nm.aligner != nil && len(old.srcGen) == len(nm.srcGen) {
+		if a, err := old.aligner.MarshalBinary(); err == nil {
+			_ = nm.aligner.UnmarshalBinary(a)
+		}
+		for s, g := range old.srcGen {
+			if ng := nm.srcGen[s]; ng != nil {
+				if b, err := g.MarshalBinary(); err == nil {
+					_ = ng.UnmarshalBinary(b)
+				}
+			}
+		}
+	}
 	if g, err := old.gen.MarshalBinary(); err == nil {
 		_ = nm.gen.UnmarshalBinary(g)
 	}

@@ -136,7 +136,7 @@ func (s *State) Positions() map[string]uint64 {
 // that the leader must log ticks.
 func (s *State) NeedsTicks() bool {
 	for _, p := range s.patterns {
-		if !p.pattern.EventTime() {
+		if !p.pattern.EventTime() || p.m.MultiSource() {
 			return true
 		}
 	}
@@ -191,8 +191,8 @@ func (s *State) Apply(b *Batch) {
 			}
 		case OpTick:
 			for _, p := range s.patterns {
-				if !p.pattern.EventTime() {
-					s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Watermark(op.Time) })
+				if !p.pattern.EventTime() || p.m.MultiSource() {
+					s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Tick(op.Time) })
 				}
 			}
 		case OpDeploy:
@@ -313,7 +313,7 @@ func (s *State) applyEvents(source string, events []Event) {
 				s.deadLetter(source, p.deploy.Name, e, err.Error())
 				continue
 			}
-			s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.EventAt(key, ts, in) })
+			s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.EventFrom(source, key, ts, in) })
 		}
 	}
 }
