@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,7 +21,7 @@ type collector struct {
 
 	events, duplicates, late, dead, matches, timeouts *prometheus.Desc
 	partial, buffered, outbox, applied, commit        *prometheus.Desc
-	leader, metaLeader                                *prometheus.Desc
+	leader, metaLeader, lag                           *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -39,6 +41,7 @@ func newCollector(n *Node) *collector {
 		commit:     prometheus.NewDesc("cep_raft_commit_index", "Raft commit index known to this replica.", l, nil),
 		leader:     prometheus.NewDesc("cep_shard_leader", "1 if this replica leads the shard.", l, nil),
 		metaLeader: prometheus.NewDesc("cep_meta_leader", "1 if this node leads the metadata group.", nil, nil),
+		lag:        prometheus.NewDesc("cep_ingest_lag_messages", "Messages in the source stream after the position the shard applied (on the shard leader).", []string{"shard", "source"}, nil),
 	}
 }
 
@@ -80,6 +83,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			lead = 1
 		}
 		gauge(c.leader, lead)
+		if lead == 1 {
+			c.collectLag(ch, sh, id)
+		}
 	}
 	ml := 0.0
 	if c.n.meta != nil && c.n.IsMetaLeader() {
@@ -88,12 +94,38 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.metaLeader, prometheus.GaugeValue, ml)
 }
 
+// collectLag reports, for a shard this node leads, how far each source's
+// stream is ahead of what the shard applied.
+func (c *collector) collectLag(ch chan<- prometheus.Metric, sh *shard.Shard, id string) {
+	m := c.n.Meta()
+	var pos map[string]uint64
+	sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, src := range sourcesOf(m) {
+		sm := m.Sources[src]
+		if sm == nil {
+			continue
+		}
+		st, err := c.n.js.Stream(ctx, sm.Stream)
+		if err != nil {
+			continue
+		}
+		last := st.CachedInfo().State.LastSeq
+		lag := uint64(0)
+		if last > pos[src] {
+			lag = last - pos[src]
+		}
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(lag), id, src)
+	}
+}
+
 // HTTPHandlers returns /metrics, /healthz and /readyz for the node.
 // /healthz answers while the process serves; /readyz once the cluster is
 // initialised and every local shard has a leader.
 func (n *Node) HTTPHandlers() map[string]http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(n), prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(newCollector(n), n.applyLatency, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return map[string]http.Handler{
 		"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }),

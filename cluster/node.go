@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/shard"
@@ -133,6 +134,8 @@ type Node struct {
 	apiLn  net.Listener
 	apiSrv *http.Server
 
+	applyLatency prometheus.Histogram // proposal to applied, per ingest batch
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -142,6 +145,11 @@ type Node struct {
 func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.setDefaults()
 	n = &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}
+	n.applyLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "cep_raft_apply_seconds",
+		Help:    "Time from proposing an ingest batch to its being applied on the leader.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {

@@ -257,12 +257,19 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 	defer func() { <-readDone }()
 
 	// proposals are pipelined: up to 4 batches in flight, checked in order
-	pending := make(chan raft.ApplyFuture, 4)
+	type proposal struct {
+		f     raft.ApplyFuture
+		start time.Time
+	}
+	pending := make(chan proposal, 4)
 	checkDone := make(chan error, 1)
 	go func() {
 		var firstErr error
-		for f := range pending {
-			if err := f.Error(); err != nil && firstErr == nil {
+		for p := range pending {
+			f := p.f
+			err := f.Error()
+			r.n.applyLatency.Observe(time.Since(p.start).Seconds())
+			if err != nil && firstErr == nil {
 				firstErr = err
 			} else if resp, ok := f.Response().(error); ok && resp != nil && firstErr == nil {
 				firstErr = resp
@@ -289,7 +296,7 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 			return shard.ErrNotLeader
 		}
 		select {
-		case pending <- r.sh.ProposeAsync(b):
+		case pending <- proposal{r.sh.ProposeAsync(b), time.Now()}:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -94,6 +96,28 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 		t.Fatal("nothing tailed")
 	}
 	stopTail()
+
+	// the node's metrics and health endpoints
+	for path, want := range map[string]string{
+		"/metrics": `cep_events_total{shard="1"}`, "/healthz": "ok", "/readyz": "ready",
+	} {
+		res, err := http.Get("http://" + n.APIAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("%s: %d %q", path, res.StatusCode, body)
+		}
+		if path == "/metrics" {
+			for _, m := range []string{"cep_raft_apply_seconds_count", `cep_ingest_lag_messages{shard="1",source="bank"} 0`, "cep_matches_total"} {
+				if !strings.Contains(string(body), m) {
+					t.Errorf("/metrics lacks %s", m)
+				}
+			}
+		}
+	}
 
 	// bad events go to the dead-letter subject with a reason; the node goes on
 	publishRaw(t, n.NATSURL(), "bank.acc-5", "not json", `{"account":"acc-5","type":"LOGIN"}`)
