@@ -58,3 +58,29 @@ func FuzzInputLine(f *testing.F) {
 		r.Finish(true)
 	})
 }
+
+// FuzzUnmarshalMatcher: damaged state is refused, never a panic; state that
+// decodes keeps working.
+func FuzzUnmarshalMatcher(f *testing.F) {
+	p, err := nfa.CompileBytes([]byte(`{"name":"p","key":"e.k","time":"e.ts","within":50,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","oneOrMore":true,"where":"e.t == \"B\""},{"name":"c","where":"e.t == \"C\""}]}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	m := nfa.NewMatcher(p)
+	for i, ev := range []string{`{"k":"x","t":"A","ts":1}`, `{"k":"x","t":"B","ts":2}`, `{"k":"y","t":"A","ts":3}`, `{"k":"x","t":"B","ts":4}`} {
+		in, _, _, _ := nfa.ParseLine([]byte(ev))
+		in.Pos = uint64(i + 1)
+		m.Event(in)
+	}
+	st, _ := m.MarshalBinary()
+	f.Add(st)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m2, err := nfa.UnmarshalMatcher(p, data)
+		if err != nil {
+			return
+		}
+		in, _, _, _ := nfa.ParseLine([]byte(`{"k":"x","t":"C","ts":9}`))
+		m2.Event(in)
+		m2.Finish(true)
+	})
+}
