@@ -297,9 +297,23 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 		}
 		select {
 		case pending <- proposal{r.sh.ProposeAsync(b), time.Now()}:
-			return nil
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		// watermark alignment: while this source runs too far ahead of the
+		// others a pattern aligns, stop reading it (the consumer's buffer
+		// fills and JetStream holds the rest)
+		for {
+			paused := false
+			r.sh.FSM().View(func(s *shard.State, _ uint64) { paused = s.Paused(src.Name) })
+			if !paused {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}
 	for {

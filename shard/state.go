@@ -143,6 +143,17 @@ func (s *State) NeedsTicks() bool {
 	return false
 }
 
+// Paused reports whether reading source should pause: some pattern aligns
+// several sources and this one's watermark runs more than maxDrift ahead.
+func (s *State) Paused(source string) bool {
+	for _, p := range s.patterns {
+		if p.m.MultiSource() && p.m.Paused(source) {
+			return true
+		}
+	}
+	return false
+}
+
 // PatternInfo describes a deployed pattern on this shard.
 type PatternInfo struct {
 	Name           string
