@@ -59,6 +59,9 @@ type Config struct {
 	IngestLinger time.Duration
 	// TickEvery is the processing-time tick period (default 1s).
 	TickEvery time.Duration
+	// HandOverAfter is how long a replica that is not its shard's preferred
+	// leader leads before handing leadership over (default 2s).
+	HandOverAfter time.Duration
 	// Now is the clock used for processing-time ticks and logged times;
 	// default time.Now. It is read by the proposer only: the FSMs see the
 	// logged value.
@@ -110,6 +113,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TickEvery == 0 {
 		c.TickEvery = time.Second
+	}
+	if c.HandOverAfter == 0 {
+		c.HandOverAfter = 2 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now

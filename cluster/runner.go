@@ -89,6 +89,9 @@ func (r *runner) session(ctx context.Context) {
 		return
 	}
 	r.log.Info("leading shard")
+	if r.handOver(ctx) {
+		return // the preferred replica leads now
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -169,6 +172,40 @@ func (r *runner) restore(ctx context.Context, rm *RestoreM) error {
 	defer closeAll()
 	r.log.Info("restoring savepoint", "savepoint", rm.Savepoint, "files", len(readers))
 	return r.sh.RestoreSavepoint(readers, rm.ID, time.Minute)
+}
+
+// handOver spreads leadership: each shard prefers the first replica of its
+// replica list (the lists are rotated, so each node is preferred for some
+// shards). A replica that is not the preferred one waits a moment and then
+// transfers leadership to it; if the preferred replica is down, the
+// transfer fails and this one keeps leading.
+func (r *runner) handOver(ctx context.Context) bool {
+	var preferred string
+	for _, info := range r.n.infos {
+		if info.ID == r.sh.ID() && len(info.Replicas) > 0 {
+			preferred = info.Replicas[0]
+		}
+	}
+	if preferred == "" || preferred == r.n.cfg.NodeID {
+		return false
+	}
+	var addr string
+	for _, p := range r.n.cfg.Peers {
+		if p.ID == preferred {
+			addr = p.RaftAddr
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return true
+	case <-time.After(r.n.cfg.HandOverAfter):
+	}
+	if err := r.sh.Raft().LeadershipTransferToServer(raft.ServerID(preferred), raft.ServerAddress(addr)).Error(); err != nil {
+		r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
+		return false
+	}
+	r.log.Info("leadership handed to the preferred replica", "to", preferred)
+	return true
 }
 
 // reconcile proposes the deployments and deletions that the shard has not
