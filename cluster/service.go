@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
@@ -338,17 +340,51 @@ func (b sourceBackend) Get(ctx context.Context, r *cepv1.GetSourceRequest) (*cep
 
 type clusterBackend struct{ s *Service }
 
+// probe asks a peer's /healthz whether it serves.
+func (s *Service) probe(ctx context.Context, addr string) cepv1.NodeState {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return cepv1.NodeState_NODE_STATE_DEAD
+	}
+	res, err := s.client.Do(req)
+	if err != nil {
+		return cepv1.NodeState_NODE_STATE_DEAD
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return cepv1.NodeState_NODE_STATE_SUSPECT
+	}
+	return cepv1.NodeState_NODE_STATE_ALIVE
+}
+
 func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
 	n := b.s.n
 	m := n.Meta()
 	leader := n.MetaLeader()
 	out := &cepv1.GetStatusResponse{}
-	for _, p := range n.cfg.Peers {
-		st := cepv1.NodeState_NODE_STATE_UNSPECIFIED
+	// liveness: each peer's /healthz, probed in parallel with a short timeout
+	states := make([]cepv1.NodeState, len(n.cfg.Peers))
+	var wg sync.WaitGroup
+	for i, p := range n.cfg.Peers {
 		if p.ID == n.cfg.NodeID {
-			st = cepv1.NodeState_NODE_STATE_ALIVE
+			states[i] = cepv1.NodeState_NODE_STATE_ALIVE
+			continue
 		}
-		out.Nodes = append(out.Nodes, &cepv1.Node{Id: p.ID, Address: p.RaftAddr, ApiAddress: p.APIAddr, State: st, IsMetaLeader: p.ID == leader})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			states[i] = b.s.probe(ctx, p.APIAddr)
+		}()
+	}
+	wg.Wait()
+	alive := 0
+	for i, p := range n.cfg.Peers {
+		if states[i] == cepv1.NodeState_NODE_STATE_ALIVE {
+			alive++
+		}
+		out.Nodes = append(out.Nodes, &cepv1.Node{Id: p.ID, Address: p.RaftAddr, ApiAddress: p.APIAddr, State: states[i], IsMetaLeader: p.ID == leader})
 	}
 	commit, _ := strconv.ParseUint(n.meta.raft.Stats()["commit_index"], 10, 64)
 	noLeader := 0
@@ -358,7 +394,7 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 		}
 	}
 	out.Summary = &cepv1.ClusterSummary{
-		Nodes: uint32(len(n.cfg.Peers)), Alive: 1, MetaLeaderId: leader, MetaCommitIndex: commit,
+		Nodes: uint32(len(n.cfg.Peers)), Alive: uint32(alive), Dead: uint32(len(n.cfg.Peers) - alive), MetaLeaderId: leader, MetaCommitIndex: commit,
 		KeyGroups: uint32(m.KeyGroups), Shards: uint32(len(m.Shards)), ShardsWithoutLeader: uint32(noLeader),
 		Patterns: uint32(len(m.PatternNames())), Sources: uint32(len(m.Sources)), NatsUrl: n.NATSURL(),
 	}

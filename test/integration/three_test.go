@@ -190,6 +190,30 @@ stages:
 			victim := shardLeader(t, ctx, procs)
 			t.Logf("after chunk %d: SIGKILL %s, the leader of shard 1", k, victim.id)
 			victim.kill()
+			if k == 0 { // a live node reports the killed one dead
+				var other *proc
+				for _, p := range procs {
+					if p != victim {
+						other = p
+					}
+				}
+				st, err := newClients(other.api, api.WithClientToken("s3cret")).cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, nd := range st.Msg.Nodes {
+					want := cepv1.NodeState_NODE_STATE_ALIVE
+					if nd.Id == victim.id {
+						want = cepv1.NodeState_NODE_STATE_DEAD
+					}
+					if nd.State != want {
+						t.Errorf("status of %s: %v, want %v", nd.Id, nd.State, want)
+					}
+				}
+				if st.Msg.Summary.Alive != 2 || st.Msg.Summary.Dead != 1 {
+					t.Errorf("summary: %+v", st.Msg.Summary)
+				}
+			}
 			time.Sleep(500 * time.Millisecond)
 			victim.start(t)
 		}
