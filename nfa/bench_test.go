@@ -817,6 +817,11 @@ func BenchmarkFollowedByOneOrMore(b *testing.B) {
 			return r
 		})
 		reportState(b, r, fbomKeys, "partial/key", "buffered/key")
+		// bytes of state per key: the encoded state (events, partial
+		// matches, queues) divided by the keys holding state
+		if st, err := r.m.MarshalBinary(); err == nil && r.m.Keys() > 0 {
+			b.ReportMetric(float64(len(st))/float64(r.m.Keys()), "state-B/key")
+		}
 		shadowCheck(b, shadow, r)
 	})
 	b.Run("reference", func(b *testing.B) {
