@@ -22,7 +22,7 @@ import (
 //     that hash into it.
 
 const shardSection = "shard"
-const sectionVersion = 2
+const sectionVersion = 3
 
 // WriteSnapshot writes the state in the snapshot format. h supplies the
 // identity fields (id, kind, cluster, index, logged time); the key-group
@@ -121,6 +121,10 @@ func (p *patternRT) all() []*nfa.Matcher {
 func (s *State) appendShardSection(b []byte) []byte {
 	b = append(b, sectionVersion)
 	b = appendString(b, s.restoreID)
+	c := &s.counters
+	for _, v := range []uint64{c.Events, c.Duplicates, c.DeadLetters, c.Misrouted, c.Matches, c.Timeouts, c.Late, c.PatternFails} {
+		b = binary.AppendUvarint(b, v)
+	}
 	b = binary.AppendUvarint(b, s.nextSeq)
 	b = binary.AppendUvarint(b, uint64(len(s.outbox)))
 	for _, r := range s.outbox {
@@ -183,8 +187,16 @@ func (s *State) readShardSection(b []byte, first bool) error {
 		return fmt.Errorf("%w: shard section version %d", ErrBadBatch, v)
 	}
 	restoreID := d.string()
+	var cnt [8]uint64
+	for i := range cnt {
+		cnt[i] = d.uvarint()
+	}
 	if first {
 		s.restoreID = restoreID
+		// counters are derived from the log, so they are replicated state
+		// too: a replica restored from a snapshot reports the same numbers
+		s.counters = Counters{Events: cnt[0], Duplicates: cnt[1], DeadLetters: cnt[2], Misrouted: cnt[3],
+			Matches: cnt[4], Timeouts: cnt[5], Late: cnt[6], PatternFails: cnt[7]}
 	}
 	nextSeq := d.uvarint()
 	n := d.count()

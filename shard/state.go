@@ -25,7 +25,7 @@ type OutRecord struct {
 }
 
 // Counters are a State's statistics. They are derived from the log, so
-// replicas agree on them, but they are not part of the snapshot.
+// replicas agree on them, and they are part of the snapshot.
 type Counters struct {
 	Events       uint64 // events applied
 	Duplicates   uint64 // events skipped as already applied
