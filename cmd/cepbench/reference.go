@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const (
+	refStream  = "BENCH_REF"
+	refSubject = "benchref"
+)
+
+// refResult is the plain JetStream consumer the cluster is compared with.
+type refResult struct {
+	Events              int     `json:"events"`
+	PublishSeconds      float64 `json:"publish_seconds"`
+	PublishEventsPerSec float64 `json:"publish_events_per_sec"`
+	ConsumeSeconds      float64 `json:"consume_seconds"`
+	EventsPerSec        float64 `json:"events_per_sec"`
+	FetchBatch          int     `json:"fetch_batch"`
+	Ack                 string  `json:"ack"`
+}
+
+// runReference publishes the events to a plain stream (no subject
+// transform) and reads them back with a pull consumer: Fetch in batches,
+// explicit acknowledgements (the last message of each batch with the
+// AckAll policy, or every message with --ref-ack each). The rate is the
+// events over the time from the first Fetch to the last acknowledgement
+// (confirmed by the server). The stream is deleted afterwards.
+func runReference(ctx context.Context, nc *nats.Conn, p *publisher, evs *events, nkeys, batch int, ackEach bool, log *slog.Logger) (refResult, error) {
+	res := refResult{Events: evs.len(), FetchBatch: batch, Ack: "all"}
+	if ackEach {
+		res.Ack = "each"
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return res, err
+	}
+	if err := js.DeleteStream(ctx, refStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return res, err
+	}
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: refStream, Subjects: []string{refSubject + ".*"}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
+	})
+	if err != nil {
+		return res, fmt.Errorf("create %s: %w", refStream, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := js.DeleteStream(dctx, refStream); err != nil {
+			log.Warn("delete reference stream", "err", err)
+		}
+	}()
+
+	log.Info("reference: publishing", "events", evs.len(), "stream", refStream)
+	pub, err := p.publishAll(ctx, evs, subjects(refSubject, nkeys))
+	if err != nil {
+		return res, fmt.Errorf("reference publish: %w", err)
+	}
+	res.PublishSeconds = pub.Seconds()
+	res.PublishEventsPerSec = float64(evs.len()) / pub.Seconds()
+
+	policy := jetstream.AckAllPolicy
+	if ackEach {
+		policy = jetstream.AckExplicitPolicy
+	}
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "ref", AckPolicy: policy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: 10 * batch, AckWait: 5 * time.Minute,
+	})
+	if err != nil {
+		return res, fmt.Errorf("reference consumer: %w", err)
+	}
+	log.Info("reference: consuming", "batch", batch, "ack", res.Ack)
+	n := evs.len()
+	got, empty := 0, 0
+	start := time.Now()
+	for got < n {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		b, err := cons.Fetch(min(batch, n-got), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return res, fmt.Errorf("fetch: %w", err)
+		}
+		var last jetstream.Msg
+		for m := range b.Messages() {
+			got++
+			last = m
+			if ackEach && got < n {
+				if err := m.Ack(); err != nil {
+					return res, err
+				}
+			}
+		}
+		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return res, fmt.Errorf("fetch: %w", err)
+		}
+		if last == nil {
+			if empty++; empty >= 3 {
+				return res, fmt.Errorf("reference consumer: %d of %d messages, then nothing for 3 fetches", got, n)
+			}
+			continue
+		}
+		empty = 0
+		switch {
+		case got == n:
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = last.DoubleAck(actx)
+			cancel()
+		case !ackEach:
+			err = last.Ack()
+		}
+		if err != nil {
+			return res, fmt.Errorf("ack: %w", err)
+		}
+	}
+	d := time.Since(start)
+	res.ConsumeSeconds = d.Seconds()
+	res.EventsPerSec = float64(n) / d.Seconds()
+	return res, nil
+}
