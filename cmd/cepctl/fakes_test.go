@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -13,21 +12,21 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/cepcluster/cep/api"
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/apitest"
 )
 
 // Fake backends for an in-process API server: each method calls its XxxFunc
 // field, or fails with errUnset (Internal at the client) when the test left
 // it nil.
 
-var errUnset = errors.New("fake: method not set by the test")
-
-func callFake[Req, Res any](f func(context.Context, *Req) (*Res, error), ctx context.Context, req *Req) (*Res, error) {
-	if f == nil {
-		return nil, errUnset
-	}
-	return f(ctx, req)
-}
+// The fakes live in apitest (shared with the api package's tests).
+type (
+	fakePatterns   = apitest.Patterns
+	fakeSources    = apitest.Sources
+	fakeCluster    = apitest.Cluster
+	fakeSavepoints = apitest.Savepoints
+	fakeMatches    = apitest.Matches
+)
 
 var (
 	_ api.PatternBackend   = (*fakePatterns)(nil)
@@ -36,99 +35,6 @@ var (
 	_ api.SavepointBackend = (*fakeSavepoints)(nil)
 	_ api.MatchBackend     = (*fakeMatches)(nil)
 )
-
-type fakePatterns struct {
-	ValidateFunc func(context.Context, *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error)
-	DeployFunc   func(context.Context, *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error)
-	UpdateFunc   func(context.Context, *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error)
-	DeleteFunc   func(context.Context, *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error)
-	ListFunc     func(context.Context, *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error)
-	GetFunc      func(context.Context, *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error)
-}
-
-func (f *fakePatterns) Validate(ctx context.Context, r *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {
-	return callFake(f.ValidateFunc, ctx, r)
-}
-
-func (f *fakePatterns) Deploy(ctx context.Context, r *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error) {
-	return callFake(f.DeployFunc, ctx, r)
-}
-
-func (f *fakePatterns) Update(ctx context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
-	return callFake(f.UpdateFunc, ctx, r)
-}
-
-func (f *fakePatterns) Delete(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
-	return callFake(f.DeleteFunc, ctx, r)
-}
-
-func (f *fakePatterns) List(ctx context.Context, r *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error) {
-	return callFake(f.ListFunc, ctx, r)
-}
-
-func (f *fakePatterns) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error) {
-	return callFake(f.GetFunc, ctx, r)
-}
-
-type fakeSources struct {
-	CreateFunc func(context.Context, *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error)
-	ListFunc   func(context.Context, *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error)
-	GetFunc    func(context.Context, *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error)
-}
-
-func (f *fakeSources) Create(ctx context.Context, r *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
-	return callFake(f.CreateFunc, ctx, r)
-}
-
-func (f *fakeSources) List(ctx context.Context, r *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error) {
-	return callFake(f.ListFunc, ctx, r)
-}
-
-func (f *fakeSources) Get(ctx context.Context, r *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error) {
-	return callFake(f.GetFunc, ctx, r)
-}
-
-type fakeCluster struct {
-	StatusFunc func(context.Context, *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error)
-	ShardsFunc func(context.Context, *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error)
-}
-
-func (f *fakeCluster) Status(ctx context.Context, r *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
-	return callFake(f.StatusFunc, ctx, r)
-}
-
-func (f *fakeCluster) Shards(ctx context.Context, r *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
-	return callFake(f.ShardsFunc, ctx, r)
-}
-
-type fakeSavepoints struct {
-	CreateFunc  func(context.Context, *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error)
-	ListFunc    func(context.Context, *cepv1.ListSavepointsRequest) (*cepv1.ListSavepointsResponse, error)
-	RestoreFunc func(context.Context, *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error)
-}
-
-func (f *fakeSavepoints) Create(ctx context.Context, r *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error) {
-	return callFake(f.CreateFunc, ctx, r)
-}
-
-func (f *fakeSavepoints) List(ctx context.Context, r *cepv1.ListSavepointsRequest) (*cepv1.ListSavepointsResponse, error) {
-	return callFake(f.ListFunc, ctx, r)
-}
-
-func (f *fakeSavepoints) Restore(ctx context.Context, r *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error) {
-	return callFake(f.RestoreFunc, ctx, r)
-}
-
-type fakeMatches struct {
-	TailFunc func(context.Context, *cepv1.TailRequest, func(*cepv1.Record) error) error
-}
-
-func (f *fakeMatches) Tail(ctx context.Context, r *cepv1.TailRequest, send func(*cepv1.Record) error) error {
-	if f.TailFunc == nil {
-		return errUnset
-	}
-	return f.TailFunc(ctx, r, send)
-}
 
 // startAPI serves b over HTTP on a loopback port until the test ends and
 // returns the base URL.
