@@ -128,10 +128,13 @@ func keyGroupOf(subject string) (int, bool) {
 	return kg, err == nil
 }
 
-// filterSubjects lists the stored subjects of a key-group range.
+// filterSubjects lists the stored subjects of a key-group range; none (the
+// whole stream) when the range is every key group: a filter that differs
+// from the stream's subject makes the server match it against every stored
+// subject for each message, which costs more than the rest of the read.
 func filterSubjects(source string, first, last, groups int) []string {
 	if first == 0 && last == groups-1 {
-		return []string{source + ".>"}
+		return nil
 	}
 	out := make([]string, 0, last-first+1)
 	for kg := first; kg <= last; kg++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -89,9 +91,6 @@ func (r *runner) session(ctx context.Context) {
 		return
 	}
 	r.log.Info("leading shard")
-	if r.handOver(ctx) {
-		return // the preferred replica leads now
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -104,9 +103,12 @@ func (r *runner) session(ctx context.Context) {
 			cancel()
 		}
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); fail(r.publish(ctx)) }()
 	go func() { defer wg.Done(); fail(r.tick(ctx)) }()
+	// leadership moves to the preferred replica only after this session has
+	// started, so a failover is not slowed by it
+	go func() { defer wg.Done(); r.handOver(ctx) }()
 
 	ingests := map[string]context.CancelFunc{}
 	defer func() {
@@ -176,9 +178,10 @@ func (r *runner) restore(ctx context.Context, rm *RestoreM) error {
 
 // handOver spreads leadership: each shard prefers the first replica of its
 // replica list (the lists are rotated, so each node is preferred for some
-// shards). A replica that is not the preferred one waits a moment and then
-// transfers leadership to it; if the preferred replica is down, the
-// transfer fails and this one keeps leading.
+// shards). A replica that is not the preferred one leads for a moment and
+// then transfers leadership to it; if the preferred replica is down, the
+// transfer fails and this one keeps leading. Losing leadership ends the
+// session through the leadership channel.
 func (r *runner) handOver(ctx context.Context) bool {
 	var preferred string
 	for _, info := range r.n.infos {
@@ -189,16 +192,21 @@ func (r *runner) handOver(ctx context.Context) bool {
 	if preferred == "" || preferred == r.n.cfg.NodeID {
 		return false
 	}
-	var addr string
+	var addr, apiAddr string
 	for _, p := range r.n.cfg.Peers {
 		if p.ID == preferred {
-			addr = p.RaftAddr
+			addr, apiAddr = p.RaftAddr, p.APIAddr
 		}
 	}
 	select {
 	case <-ctx.Done():
 		return true
 	case <-time.After(r.n.cfg.HandOverAfter):
+	}
+	// a transfer blocks new proposals until it ends: only try it when the
+	// preferred replica answers
+	if (&Service{n: r.n, client: http.DefaultClient}).probe(ctx, apiAddr) != cepv1.NodeState_NODE_STATE_ALIVE {
+		return false
 	}
 	if err := r.sh.Raft().LeadershipTransferToServer(raft.ServerID(preferred), raft.ServerAddress(addr)).Error(); err != nil {
 		r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
