@@ -79,7 +79,6 @@ const (
 	CmdDeletePattern = "deletePattern"
 	CmdPutSource     = "putSource"
 	CmdAddSavepoint  = "addSavepoint"
-	CmdSetShards     = "setShards"
 	CmdRestore       = "restore"
 )
 
@@ -126,9 +125,6 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 			return nil, nil // already initialised: bootstrap is idempotent
 		}
 		m.ClusterID, m.KeyGroups, m.Shards = c.ClusterID, c.KeyGroups, append([]ShardInfo(nil), c.Shards...)
-		return nil, nil
-	case CmdSetShards:
-		m.Shards = append([]ShardInfo(nil), c.Shards...)
 		return nil, nil
 	case CmdPutPattern:
 		p := *c.Pattern
@@ -250,21 +246,5 @@ func (m *Meta) SourceNames() []string {
 		out = append(out, n)
 	}
 	sort.Strings(out)
-	return out
-}
-
-// SplitKeyGroups divides [0, groups) into n contiguous ranges as evenly as
-// possible (the first groups%n ranges are one larger).
-func SplitKeyGroups(groups, n int) [][2]int {
-	out := make([][2]int, n)
-	start := 0
-	for i := 0; i < n; i++ {
-		size := groups / n
-		if i < groups%n {
-			size++
-		}
-		out[i] = [2]int{start, start + size - 1}
-		start += size
-	}
 	return out
 }

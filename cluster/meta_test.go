@@ -54,19 +54,3 @@ func TestMetaPatternsLifecycle(t *testing.T) {
 		t.Fatal("metadata does not round-trip")
 	}
 }
-
-func TestSplitKeyGroups(t *testing.T) {
-	for _, n := range []int{1, 3, 7, 256} {
-		r := SplitKeyGroups(256, n)
-		next := 0
-		for _, x := range r {
-			if x[0] != next || x[1] < x[0] {
-				t.Fatalf("n=%d: bad ranges %v", n, r)
-			}
-			next = x[1] + 1
-		}
-		if next != 256 {
-			t.Fatalf("n=%d: ranges end at %d", n, next)
-		}
-	}
-}

@@ -1,7 +1,6 @@
 package nfa
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -36,6 +35,3 @@ func (e *PatternError) Unwrap() error { return e.Err }
 func perr(stage, field, format string, args ...any) *PatternError {
 	return &PatternError{Stage: stage, Field: field, Err: fmt.Errorf(format, args...)}
 }
-
-// ErrUnknownStage is returned when a skip strategy names a stage that does not exist.
-var ErrUnknownStage = errors.New("nfa: unknown stage")

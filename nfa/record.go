@@ -61,16 +61,6 @@ func (r *Record) sameAs(o *Record) bool {
 	return true
 }
 
-// EventsOf returns the events of one stage.
-func (r *Record) EventsOf(stage string) [][]byte {
-	for _, s := range r.Events {
-		if s.Stage == stage {
-			return s.Events
-		}
-	}
-	return nil
-}
-
 // MarshalJSON writes the record in the field order of pattern-v1.md.
 func (r Record) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 
