@@ -45,6 +45,10 @@ type leafInfo struct {
 	src        string
 	prog       predicate
 	usesEvents bool
+	// guard, for a condition calling events(), is its part that depends on
+	// the event alone (expr.Condition.Guard): evaluated once per event, and
+	// when it is false the condition is false for every partial match.
+	guard *expr.Condition
 }
 
 type condCompiler struct {
@@ -69,7 +73,7 @@ func (cc *condCompiler) leaf(src string) (*cond, error) {
 		return nil, err
 	}
 	i := len(cc.leaves)
-	cc.leaves = append(cc.leaves, leafInfo{src: src, prog: celPredicate{prog}, usesEvents: prog.UsesEvents()})
+	cc.leaves = append(cc.leaves, leafInfo{src: src, prog: celPredicate{prog}, usesEvents: prog.UsesEvents(), guard: prog.Guard()})
 	if cc.bySrc == nil {
 		cc.bySrc = map[string]int{}
 	}

@@ -1,6 +1,7 @@
 package nfa
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/cepcluster/cep/nfa/expr"
@@ -64,6 +65,13 @@ type Matcher struct {
 	// per-event scratch
 	cacheGen     []uint32
 	cacheVal     []bool
+	guardGen     []uint32 // per leaf: the event generation guardFalse is for
+	guardFalse   []bool
+	ctxGen       uint32   // one per partial match tested against an event
+	memoGen      []uint32 // per leaf: the ctxGen memoVal is for
+	memoVal      []bool
+	ctxEvents    [][]expr.Event // per stage: the events of the partial match under test
+	pathBuf      []*node
 	gen32        uint32
 	stateStack   []*cstate
 	out          []Record
@@ -88,6 +96,10 @@ func NewMatcher(p *Pattern) *Matcher {
 		AutoWatermark: true,
 		cacheGen:      make([]uint32, len(p.leaves)),
 		cacheVal:      make([]bool, len(p.leaves)),
+		guardGen:      make([]uint32, len(p.leaves)),
+		guardFalse:    make([]bool, len(p.leaves)),
+		memoGen:       make([]uint32, len(p.leaves)),
+		memoVal:       make([]bool, len(p.leaves)),
 	}
 	if p.timeFn == nil {
 		m.wm = 0 // processing time starts at 0 and moves with ticks
@@ -469,12 +481,29 @@ func (m *Matcher) numberDuplicates(from int) {
 		return
 	}
 	recs := m.out[from:]
-	for i := 1; i < len(recs); i++ {
-		for j := 0; j < i; j++ {
-			if recs[j].sameAs(&recs[i]) {
-				recs[i].Dup = recs[j].Dup + 1
+	if len(recs) <= 8 {
+		for i := 1; i < len(recs); i++ {
+			for j := i - 1; j >= 0; j-- {
+				if recs[j].sameAs(&recs[i]) {
+					recs[i].Dup = recs[j].Dup + 1
+					break
+				}
 			}
 		}
+		return
+	}
+	// many records at once (timeouts of a long pattern): bucket them by a
+	// hash of what sameAs compares, so the numbering stays linear
+	seen := make(map[uint64][]int, len(recs))
+	for i := range recs {
+		h := recs[i].identityHash()
+		for _, j := range slices.Backward(seen[h]) {
+			if recs[j].sameAs(&recs[i]) {
+				recs[i].Dup = recs[j].Dup + 1
+				break
+			}
+		}
+		seen[h] = append(seen[h], i)
 	}
 }
 

@@ -88,7 +88,8 @@ type Pattern struct {
 	windowTime  int64
 	leaves      []leafInfo
 	stageNames  []string
-	stageOf     []int32 // state id → stage index
+	stageIdx    map[string]int32 // stage name → index into stageNames
+	stageOf     []int32          // state id → stage index
 	skip        skipStrategy
 	keyFn       func(expr.Event) (string, error)
 	timeFn      func(expr.Event) (int64, error)
@@ -247,6 +248,7 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		}
 		p.stageOf = append(p.stageOf, idx)
 	}
+	p.stageIdx = stageIdx
 	p.keyExpr = s.Key
 	if s.Key != "" {
 		v, err := ec.Value(s.Key)

@@ -8,11 +8,10 @@ import (
 // tested (Flink's ConditionContext). It materialises the partial match only
 // when a condition calls events().
 type evalCtx struct {
-	m       *Matcher
-	cs      *compState
-	ev      *event
-	matched map[string][]expr.Event
-	done    bool
+	m    *Matcher
+	cs   *compState
+	ev   *event
+	done bool // the partial match is in m.ctxEvents
 }
 
 // matchedRow is one event of a partial match with the stage that took it.
@@ -32,21 +31,38 @@ func (c *evalCtx) rows() []matchedRow {
 	return out
 }
 
-// EventsFor implements expr.Ctx.
+// EventsFor implements expr.Ctx. The lists are the matcher's buffers,
+// reused for the next partial match: a condition yields a bool, so nothing
+// keeps them beyond its evaluation.
 func (c *evalCtx) EventsFor(stage string) []expr.Event {
+	m := c.m
 	if !c.done {
 		c.done = true
-		if p := currentMatch(c.cs); len(p) > 0 {
-			c.matched = map[string][]expr.Event{}
-			for _, n := range p {
-				name := c.m.p.stageNames[n.key.stage]
-				c.matched[name] = append(c.matched[name], n.ev.data)
+		if m.ctxEvents == nil {
+			m.ctxEvents = make([][]expr.Event, len(m.p.stageNames))
+		}
+		for i := range m.ctxEvents {
+			clear(m.ctxEvents[i])
+			m.ctxEvents[i] = m.ctxEvents[i][:0]
+		}
+		if c.cs.prev != nil {
+			buf := m.pathBuf[:0]
+			if firstPath(c.cs.prev, c.cs.ver, &buf) {
+				for i := len(buf) - 1; i >= 0; i-- {
+					n := buf[i]
+					m.ctxEvents[n.key.stage] = append(m.ctxEvents[n.key.stage], n.ev.data)
+				}
 			}
+			clear(buf)
+			m.pathBuf = buf[:0]
 		}
 	}
-	return c.matched[stage]
+	i, ok := m.p.stageIdx[stage]
+	if !ok || len(m.ctxEvents[i]) == 0 {
+		return nil
+	}
+	return m.ctxEvents[i]
 }
-
 func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	switch c.op {
 	case cTrue:
@@ -61,6 +77,24 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 		if m.cacheGen[c.leaf] == m.gen32 {
 			return m.cacheVal[c.leaf]
 		}
+	} else if l.guard != nil {
+		if m.guardGen[c.leaf] != m.gen32 {
+			// an error here is not counted: the whole condition is
+			// evaluated then, and counts it if it errors too
+			v, err := l.guard.Eval(ctx.ev.data, nil)
+			m.guardGen[c.leaf] = m.gen32
+			m.guardFalse[c.leaf] = err == nil && !v
+		}
+		if m.guardFalse[c.leaf] {
+			return false
+		}
+	}
+	if l.usesEvents {
+		// the same partial match and event: a condition used by several
+		// transitions (take, and the negated ignore) is evaluated once
+		if m.memoGen[c.leaf] == m.ctxGen {
+			return m.memoVal[c.leaf]
+		}
 	}
 	ok, err := l.prog.Eval(ctx.ev.data, ctx)
 	if err != nil {
@@ -70,6 +104,9 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	if !l.usesEvents {
 		m.cacheGen[c.leaf] = m.gen32
 		m.cacheVal[c.leaf] = ok
+	} else {
+		m.memoGen[c.leaf] = m.ctxGen
+		m.memoVal[c.leaf] = ok
 	}
 	return ok
 }
@@ -145,6 +182,11 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	cur := m.p.states[cs.state]
 	ctx := &m.ctx
 	*ctx = evalCtx{m: m, cs: cs, ev: ev}
+	m.ctxGen++
+	if m.ctxGen == 0 { // wrapped: forget the memo
+		clear(m.memoGen)
+		m.ctxGen = 1
+	}
 	og := m.decisionGraph(ctx, cur)
 	takeToVisit := max(0, og.totalTake-1)
 	ignoreToVisit := og.totalIgnore
@@ -221,6 +263,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	m.gen32++
 	if m.gen32 == 0 { // wrapped: clear the cache
 		clear(m.cacheGen)
+		clear(m.guardGen)
 		m.gen32 = 1
 	}
 	newPartial, potential := csQueue{a: m.partialBuf[:0]}, csQueue{a: m.potentialBuf[:0]}

@@ -2,7 +2,9 @@ package nfa
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"hash/fnv"
 	"strconv"
 
 	"github.com/cepcluster/cep/nfa/expr"
@@ -42,6 +44,29 @@ type StageEvents struct {
 type Field struct {
 	Name  string
 	Value any
+}
+
+// identityHash hashes the fields sameAs compares (FNV-1a).
+func (r *Record) identityHash() uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	word := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	h.Write([]byte(r.Type))
+	word(uint64(len(r.Key)))
+	h.Write([]byte(r.Key))
+	word(uint64(r.TimeoutAt))
+	for _, p := range r.Positions {
+		word(p)
+	}
+	for _, se := range r.Events {
+		word(uint64(len(se.Stage)))
+		h.Write([]byte(se.Stage))
+		word(uint64(len(se.Events)))
+	}
+	return h.Sum64()
 }
 
 func (r *Record) sameAs(o *Record) bool {

@@ -224,9 +224,34 @@ func currentMatch(c *compState) path {
 	if c.prev == nil {
 		return nil
 	}
-	ps := extract(c.prev, c.ver)
-	if len(ps) == 0 {
+	var buf []*node
+	if !firstPath(c.prev, c.ver, &buf) {
 		return nil
 	}
-	return ps[0]
+	p := make(path, len(buf))
+	for i := range buf {
+		p[i] = buf[len(buf)-1-i]
+	}
+	return p
+}
+
+// firstPath finds the path extract would list first (its depth-first
+// search pops the last compatible edge first) without listing the others,
+// leaving it in *buf from the last event backwards.
+func firstPath(n *node, ver dewey, buf *[]*node) bool {
+	if n == nil {
+		return true
+	}
+	*buf = append(*buf, n)
+	for i := len(n.edges) - 1; i >= 0; i-- {
+		e := n.edges[i]
+		if !ver.compatible(e.ver) {
+			continue
+		}
+		if firstPath(e.target, e.ver, buf) {
+			return true
+		}
+	}
+	*buf = (*buf)[:len(*buf)-1]
+	return false
 }

@@ -11,10 +11,12 @@ import (
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/functions"
+	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
+	"cel.dev/cel-go/parser"
 )
 
 // Limits applied by the Compiler.
@@ -344,6 +346,9 @@ func (a *fnActivation) callEvents(_ string, args ...ref.Val) ref.Val {
 type Condition struct {
 	p    *program
 	fast fastBool
+	// guard is the conjunction of the top-level conjuncts that do not call
+	// events(), when the condition has both kinds; see Guard.
+	guard *Condition
 }
 
 // Condition compiles src, which must type-check to bool or dyn.
@@ -360,8 +365,58 @@ func (c *Compiler) Condition(src string) (*Condition, error) {
 	if !c.noFastPath {
 		cond.fast = compileFastBool(checked.NativeRep().Expr())
 	}
+	if p.usesEvents {
+		cond.guard = c.guard(checked)
+	}
 	return cond, nil
 }
+
+// guard compiles the top-level conjuncts of a condition that do not call
+// events() into one condition, or returns nil when there are none (or they
+// cannot be printed back as source). CEL's && is false as soon as any
+// operand is false, whatever the others yield (errors included), so a
+// guard evaluating to false without error decides the whole condition:
+// the engine evaluates it once per event, and the general program only for
+// the partial matches of events that pass it.
+func (c *Compiler) guard(checked *cel.Ast) *Condition {
+	rep := checked.NativeRep()
+	var parts []string
+	var walk func(e celast.Expr) bool
+	walk = func(e celast.Expr) bool {
+		if e.Kind() == celast.CallKind && e.AsCall().FunctionName() == operators.LogicalAnd && !e.AsCall().IsMemberFunction() {
+			for _, a := range e.AsCall().Args() {
+				if !walk(a) {
+					return false
+				}
+			}
+			return true
+		}
+		if callsFunction(e, "events") {
+			return true
+		}
+		s, err := parser.Unparse(e, rep.SourceInfo())
+		if err != nil {
+			return false
+		}
+		parts = append(parts, "("+s+")")
+		return true
+	}
+	if !walk(rep.Expr()) || len(parts) == 0 {
+		return nil
+	}
+	g, err := c.Condition(strings.Join(parts, " && "))
+	if err != nil || g.p.usesEvents {
+		return nil
+	}
+	return g
+}
+
+// Guard returns the part of the condition that depends on the event alone
+// (the conjunction of its top-level conjuncts without events()), or nil.
+// When Guard().Eval(e, nil) yields false without error, Eval(e, ctx) yields
+// false for every ctx, so a caller may skip it; otherwise the caller must
+// evaluate the whole condition.
+func (c *Condition) Guard() *Condition { return c.guard }
 
 func isDyn(t *cel.Type) bool {
 	return t.Kind() == types.DynKind || t.Kind() == types.AnyKind
