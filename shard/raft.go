@@ -148,7 +148,13 @@ type Config struct {
 // DefaultRaftConfig is the Raft configuration shards ship with.
 func DefaultRaftConfig() *raft.Config {
 	c := raft.DefaultConfig()
-	c.HeartbeatTimeout = 1000 * time.Millisecond
+	// A follower notices a dead leader after 0.5–1 s without contact
+	// (randomised in [HeartbeatTimeout, 2×HeartbeatTimeout)); the other
+	// follower still has a leader then and refuses its vote, so the
+	// election ends when the second follower's timer fires too: about
+	// 2×HeartbeatTimeout after the crash. A 1 s election timeout bounds a
+	// split vote's retry. The leader heartbeats every HeartbeatTimeout/10.
+	c.HeartbeatTimeout = 500 * time.Millisecond
 	c.ElectionTimeout = 1000 * time.Millisecond
 	c.LeaderLeaseTimeout = 500 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
