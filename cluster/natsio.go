@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/snapshot"
 )
 
 // OutputStream is the JetStream stream that holds every pattern's output
@@ -68,10 +69,13 @@ func SourceStreamName(source string) string {
 
 // SourceConfig is the stream of a source: publishers send to
 // "<source>.<key token>", and the stream's subject transform stores each
-// message under "<source>.<key group>.<key token>", with the key group
-// computed by NATS's partition() (FNV-1a of the token, modulo K) — the
-// same hash the cluster uses (snapshot.KeyGroup), so a shard leader reads
-// exactly its key groups with filter subjects.
+// message under "<source>.<block>", the block of key groups NATS's
+// partition() (FNV-1a of the token) assigns — the same hash the cluster
+// uses (snapshot.KeyGroup numbers key groups so that a block is a run of
+// consecutive key groups) — so a shard leader reads exactly its blocks,
+// with one literal filter subject each (snapshot.BlockFilters). The stored
+// subject names the block, not the key: the server's cost of serving a
+// consumer with several filters grows with the distinct subjects stored.
 func SourceConfig(source string, keyGroups int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:      SourceStreamName(source),
@@ -80,7 +84,7 @@ func SourceConfig(source string, keyGroups int) jetstream.StreamConfig {
 		Retention: jetstream.LimitsPolicy,
 		SubjectTransform: &jetstream.SubjectTransformConfig{
 			Source:      source + ".*",
-			Destination: source + ".{{partition(" + strconv.Itoa(keyGroups) + ",1)}}.{{wildcard(1)}}",
+			Destination: snapshot.PartitionDestination(source, keyGroups),
 		},
 	}
 }
@@ -96,7 +100,8 @@ func EnsureSourceStream(ctx context.Context, js jetstream.JetStream, source stri
 		}
 		info := st.CachedInfo()
 		if info.Config.SubjectTransform == nil || info.Config.SubjectTransform.Destination != cfg.SubjectTransform.Destination {
-			return "", fmt.Errorf("stream %s exists but is not partitioned into %d key groups", cfg.Name, keyGroups)
+			return "", fmt.Errorf("stream %s exists but does not store events by block of %d key groups (its subject transform must be %s → %s)",
+				cfg.Name, keyGroups, cfg.SubjectTransform.Source, cfg.SubjectTransform.Destination)
 		}
 		return cfg.Name, nil
 	}
@@ -115,32 +120,6 @@ func EnsureOutputStream(ctx context.Context, js jetstream.JetStream) error {
 		Duplicates: OutputDuplicateWin,
 	})
 	return err
-}
-
-// keyGroupOf parses the key group from a stored source subject
-// "<source>.<kg>.<token>".
-func keyGroupOf(subject string) (int, bool) {
-	parts := strings.SplitN(subject, ".", 3)
-	if len(parts) < 3 {
-		return 0, false
-	}
-	kg, err := strconv.Atoi(parts[1])
-	return kg, err == nil
-}
-
-// filterSubjects lists the stored subjects of a key-group range; none (the
-// whole stream) when the range is every key group: a filter that differs
-// from the stream's subject makes the server match it against every stored
-// subject for each message, which costs more than the rest of the read.
-func filterSubjects(source string, first, last, groups int) []string {
-	if first == 0 && last == groups-1 {
-		return nil
-	}
-	out := make([]string, 0, last-first+1)
-	for kg := first; kg <= last; kg++ {
-		out = append(out, source+"."+strconv.Itoa(kg)+".*")
-	}
-	return out
 }
 
 // connect dials NATS with reconnects forever (the cluster outlives NATS

@@ -231,7 +231,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	// the shard layout follows from the configuration; the metadata group
 	// records it when the cluster is first initialised
 	for i := 0; i < cfg.Shards; i++ {
-		first, last := snapshot.Range(i, cfg.Shards, cfg.KeyGroups)
+		first, last := snapshot.BlockRange(i, cfg.Shards, cfg.KeyGroups)
 		info := ShardInfo{ID: uint64(i + 1), First: first, Last: last}
 		for r := 0; r < cfg.Replicas; r++ {
 			info.Replicas = append(info.Replicas, cfg.Peers[(i+r)%len(cfg.Peers)].ID)

@@ -263,7 +263,7 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
 	first, last := r.sh.Range()
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: filterSubjects(src.Name, first, last, r.n.cfg.KeyGroups),
+		FilterSubjects: snapshot.BlockFilters(src.Name, first, last, r.n.cfg.KeyGroups),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	if pos > 0 {
@@ -373,14 +373,14 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 			if err != nil {
 				continue
 			}
-			kg, ok := keyGroupOf(m.Subject())
+			block, ok := snapshot.BlockOfSubject(m.Subject(), r.n.cfg.KeyGroups)
 			if !ok {
-				kg = -1 // not partitioned as expected: dead-lettered as misrouted
+				block = -1 // not partitioned as expected: counted as misrouted
 			}
 			if len(events) == 0 {
 				timer.Reset(linger)
 			}
-			events = append(events, shard.Event{Pos: md.Sequence.Stream, KeyGroup: kg, Data: append([]byte(nil), m.Data()...)})
+			events = append(events, shard.Event{Pos: md.Sequence.Stream, Block: block, Data: append([]byte(nil), m.Data()...)})
 			if len(events) >= r.n.cfg.IngestBatch {
 				if err := flush(); err != nil {
 					return err

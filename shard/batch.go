@@ -41,9 +41,9 @@ type Op struct {
 
 // Event is one message read from a source stream.
 type Event struct {
-	Pos      uint64 // stream sequence
-	KeyGroup int    // the key group the stream assigned (its partition)
-	Data     []byte // JSON payload
+	Pos   uint64 // stream sequence
+	Block int    // the block of key groups the stream stored it under (snapshot.BlockOfSubject), -1 if none
+	Data  []byte // JSON payload
 }
 
 // UpdatePolicy says what happens to in-flight partial matches when a
@@ -67,7 +67,8 @@ type Deploy struct {
 	Policy  UpdatePolicy
 }
 
-const batchVersion = 1
+// batchVersion 2: events carry their block (version 1 carried a key group)
+const batchVersion = 2
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
 var ErrBadBatch = errors.New("shard: bad batch encoding")
@@ -85,7 +86,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 			b = binary.AppendUvarint(b, uint64(len(op.Events)))
 			for _, e := range op.Events {
 				b = binary.AppendUvarint(b, e.Pos)
-				b = binary.AppendUvarint(b, uint64(e.KeyGroup))
+				b = binary.AppendVarint(b, int64(e.Block))
 				b = appendBytes(b, e.Data)
 			}
 		case OpWatermark:
@@ -129,7 +130,7 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			ne := d.count()
 			op.Events = make([]Event, 0, ne)
 			for j := 0; j < ne && d.err == nil; j++ {
-				op.Events = append(op.Events, Event{Pos: d.uvarint(), KeyGroup: int(d.uvarint()), Data: d.bytes()})
+				op.Events = append(op.Events, Event{Pos: d.uvarint(), Block: int(d.varint()), Data: d.bytes()})
 			}
 		case OpWatermark:
 			op.Pattern = d.string()

@@ -139,7 +139,7 @@ func TestRescaleSplit(t *testing.T) {
 					}
 					o := Op{Kind: OpEvents, Source: op.Source}
 					for _, e := range op.Events {
-						if e.KeyGroup >= sh.first && e.KeyGroup <= sh.last {
+						if bf, bl := snapshot.BlockKeyGroups(e.Block, 16); bf <= sh.last && bl >= sh.first {
 							o.Events = append(o.Events, e)
 						}
 					}

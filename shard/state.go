@@ -9,8 +9,10 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/cepcluster/cep/internal/keytoken"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/snapshot"
 )
 
 // OutRecord is one record waiting in the outbox to be published.
@@ -30,7 +32,7 @@ type Counters struct {
 	Events       uint64 // events applied
 	Duplicates   uint64 // events skipped as already applied
 	DeadLetters  uint64
-	Misrouted    uint64 // events whose pattern key belongs to another shard
+	Misrouted    uint64 // events of a block the shard does not own, or published on another key's subject
 	Matches      uint64
 	Timeouts     uint64
 	Late         uint64
@@ -258,16 +260,58 @@ func (s *State) reads(p *patternRT, source string) bool {
 	return false
 }
 
+// blockRange returns the key groups of block b that the shard owns, or
+// ok = false when it owns none.
+func (s *State) blockRange(b int) (first, last int, ok bool) {
+	if b < 0 || b >= snapshot.Blocks(s.groups) {
+		return 0, 0, false
+	}
+	first, last = snapshot.BlockKeyGroups(b, s.groups)
+	first, last = max(first, s.first), min(last, s.last)
+	return first, last, first <= last
+}
+
+type decodedEvent struct {
+	ev  expr.Event
+	err error
+}
+
+// decodeAll decodes a batch's events, a large batch on two goroutines:
+// decoding is a pure function of each event's bytes, so the result does
+// not depend on their timing, and the leader's NATS reads leave part of a
+// second core idle while the state machine runs.
+func decodeAll(events []Event) []decodedEvent {
+	out := make([]decodedEvent, len(events))
+	decode := func(from, to int) {
+		for i := from; i < to; i++ {
+			out[i].ev, out[i].err = expr.DecodeEvent(events[i].Data)
+		}
+	}
+	if len(events) < 64 {
+		decode(0, len(events))
+		return out
+	}
+	half := len(events) / 2
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		decode(half, len(events))
+	}()
+	decode(0, half)
+	<-done
+	return out
+}
+
 func (s *State) applyEvents(source string, events []Event) {
-	// The leader reads the shard's key groups of a source in stream order,
-	// so once a batch is applied every key group of the shard has seen all
-	// of its events up to the batch's last position, whether it had any:
-	// every key group's position advances to it. (Otherwise a key group
-	// without events would hold the resume position at the start.)
+	// The leader reads the shard's blocks of a source in stream order, so
+	// once a batch is applied every key group of the shard has seen all of
+	// its events up to the batch's last position, whether it had any: every
+	// key group's position advances to it. (Otherwise a key group without
+	// events would hold the resume position at the start.)
 	defer func() {
 		var last uint64
 		for _, e := range events {
-			if e.KeyGroup >= s.first && e.KeyGroup <= s.last {
+			if _, _, ok := s.blockRange(e.Block); ok {
 				last = max(last, e.Pos)
 			}
 		}
@@ -280,21 +324,29 @@ func (s *State) applyEvents(source string, events []Event) {
 			}
 		}
 	}()
-	for _, e := range events {
-		if e.KeyGroup < s.first || e.KeyGroup > s.last {
+	decoded := decodeAll(events)
+	for i, e := range events {
+		bf, bl, ok := s.blockRange(e.Block)
+		if !ok {
 			s.counters.Misrouted++
 			continue
 		}
-		pos := s.positions[e.KeyGroup-s.first]
-		if e.Pos <= pos[source] {
+		// The block's key groups have applied the source up to different
+		// positions only after a restore into another layout; an event at
+		// or below all of them is a re-read, one above some of them is
+		// checked against its own key group's once its key is known.
+		seen := s.positions[bf-s.first][source]
+		for kg := bf + 1; kg <= bl; kg++ {
+			seen = min(seen, s.positions[kg-s.first][source])
+		}
+		if e.Pos <= seen {
 			s.counters.Duplicates++
 			continue
 		}
-		pos[source] = e.Pos
 		s.counters.Events++
-		data, err := expr.DecodeEvent(e.Data)
+		data, err := decoded[i].ev, decoded[i].err
 		if err != nil {
-			s.deadLetter(source, "", e, err.Error())
+			s.deadLetter(source, "", e, bf, err.Error())
 			continue
 		}
 		raw := nfa.Input{Data: data, Raw: e.Data, Pos: e.Pos}
@@ -304,7 +356,7 @@ func (s *State) applyEvents(source string, events []Event) {
 			}
 			in, keep, err := p.m.Project(raw)
 			if err != nil {
-				s.deadLetter(source, p.deploy.Name, e, err.Error())
+				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue
 			}
 			if !keep {
@@ -312,16 +364,26 @@ func (s *State) applyEvents(source string, events []Event) {
 			}
 			key, err := p.m.KeyOf(in)
 			if err != nil {
-				s.deadLetter(source, p.deploy.Name, e, err.Error())
+				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue
 			}
-			if kg := KeyGroup(key, s.groups); kg < s.first || kg > s.last {
-				s.counters.Misrouted++
+			kg := KeyGroup(key, s.groups)
+			if kg < s.first || kg > s.last {
+				if snapshot.BlockOf(kg, s.groups) != e.Block {
+					// the shard owning the key never reads this block
+					s.counters.Misrouted++
+					s.deadLetter(source, p.deploy.Name, e, bf, fmt.Sprintf(
+						"key %q was published on another key's subject: publish it on %s.%s", key, source, keytoken.KeyToken(key)))
+				}
+				// else: a block shared with a neighbour shard, its event
 				continue
+			}
+			if e.Pos <= s.positions[kg-s.first][source] {
+				continue // applied before a restore
 			}
 			ts, err := p.m.TimeOf(in)
 			if err != nil {
-				s.deadLetter(source, p.deploy.Name, e, err.Error())
+				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue
 			}
 			s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.EventFrom(source, key, ts, in) })
@@ -368,7 +430,7 @@ func (s *State) push(id, subject string, payload []byte, kg int) {
 // DeadLetterSubject is where bad events of a source are published.
 func DeadLetterSubject(source string) string { return "cep.deadletter." + source }
 
-func (s *State) deadLetter(source, pattern string, e Event, reason string) {
+func (s *State) deadLetter(source, pattern string, e Event, kg int, reason string) {
 	s.counters.DeadLetters++
 	rec := struct {
 		Source   string          `json:"source"`
@@ -384,7 +446,7 @@ func (s *State) deadLetter(source, pattern string, e Event, reason string) {
 		rec.Text = string(e.Data)
 	}
 	payload, _ := json.Marshal(rec)
-	s.push("dl-"+source+"-"+strconv.FormatUint(e.Pos, 10)+"-"+pattern, DeadLetterSubject(source), payload, e.KeyGroup)
+	s.push("dl-"+source+"-"+strconv.FormatUint(e.Pos, 10)+"-"+pattern, DeadLetterSubject(source), payload, kg)
 }
 
 // RecordID is a record's deterministic id: a hash of the pattern, its

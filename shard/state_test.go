@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cepcluster/cep/snapshot"
 )
 
 const abSpec = `{"name":"ab","key":"e.k","time":"e.ts","within":100,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","where":"e.t == \"B\""}]}`
@@ -19,7 +21,7 @@ func deployOp(spec string, version uint64, policy UpdatePolicy) Op {
 }
 
 func ev(pos uint64, k, t string, ts int64) Event {
-	return Event{Pos: pos, KeyGroup: KeyGroup(k, 16), Data: []byte(fmt.Sprintf(`{"k":%q,"t":%q,"ts":%d}`, k, t, ts))}
+	return Event{Pos: pos, Block: snapshot.BlockOf(KeyGroup(k, 16), 16), Data: []byte(fmt.Sprintf(`{"k":%q,"t":%q,"ts":%d}`, k, t, ts))}
 }
 
 func eventsOp(es ...Event) Op { return Op{Kind: OpEvents, Source: "src", Events: es} }
@@ -60,8 +62,8 @@ func TestApplyDeadLetters(t *testing.T) {
 	s := NewState(0, 15, 16)
 	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}})
 	s.Apply(&Batch{Ops: []Op{eventsOp(
-		Event{Pos: 1, KeyGroup: 3, Data: []byte(`not json`)},
-		Event{Pos: 2, KeyGroup: KeyGroup("x", 16), Data: []byte(`{"k":"x","t":"A"}`)}, // no ts
+		Event{Pos: 1, Block: 3, Data: []byte(`not json`)},
+		Event{Pos: 2, Block: snapshot.BlockOf(KeyGroup("x", 16), 16), Data: []byte(`{"k":"x","t":"A"}`)}, // no ts
 		ev(3, "x", "A", 10),
 	)}})
 	out := payloads(s)
@@ -153,5 +155,52 @@ func TestTwoSourcesAligned(t *testing.T) {
 	}
 	if s.Paused("a") {
 		t.Fatal("a still paused")
+	}
+}
+
+// keyIn returns a key whose key group of k satisfies ok.
+func keyIn(t *testing.T, k int, ok func(kg int) bool) string {
+	for i := 0; i < 100000; i++ {
+		key := fmt.Sprintf("key-%d", i)
+		if ok(KeyGroup(key, k)) {
+			return key
+		}
+	}
+	t.Fatal("no such key")
+	return ""
+}
+
+// An event stored in a block the shard reads but whose key belongs to a key
+// group elsewhere was published on another key's subject: the shard owning
+// its key never reads it, so it is dead-lettered with the subject to use.
+// An event of a block shared with a neighbour shard (more shards than
+// blocks) that belongs to the neighbour is skipped without a word.
+func TestApplyForeignEvents(t *testing.T) {
+	const k = 64 // 32 blocks of 2 key groups
+	s := NewState(0, 4, k)
+	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}})
+	far := keyIn(t, k, func(kg int) bool { return kg > 5 })
+	neighbour := keyIn(t, k, func(kg int) bool { return kg == 5 })
+	mine := keyIn(t, k, func(kg int) bool { return kg == 4 })
+	data := func(key string) []byte { return []byte(fmt.Sprintf(`{"k":%q,"t":"A","ts":1}`, key)) }
+	s.Apply(&Batch{Ops: []Op{eventsOp(
+		Event{Pos: 1, Block: 0, Data: data(far)},
+		Event{Pos: 2, Block: 2, Data: data(neighbour)},
+		Event{Pos: 3, Block: 2, Data: data(mine)},
+		Event{Pos: 4, Block: 9, Data: data(far)}, // a block of another shard
+	)}})
+	out := payloads(s)
+	if len(out) != 1 || !strings.Contains(out[0], "published on another key") || !strings.Contains(out[0], "publish it on src."+far) {
+		t.Fatalf("outbox: %v", strings.Join(out, "\n"))
+	}
+	c := s.Counters()
+	if c.Misrouted != 2 || c.DeadLetters != 1 || c.Events != 3 {
+		t.Fatalf("counters %+v", c)
+	}
+	if st := s.Patterns(); len(st) != 1 {
+		t.Fatalf("patterns %v", st)
+	}
+	if n := s.patterns[0].m.Keys(); n != 1 {
+		t.Fatalf("%d keys hold state, want 1 (%s)", n, mine)
 	}
 }

@@ -43,11 +43,14 @@
 //
 // # Key groups
 //
-// KeyGroup(key, K) is FNV-1a 32-bit of the key's bytes modulo K: the
+// Partition(key, K) is FNV-1a 32-bit of the key's bytes modulo K: the
 // partition number a NATS subject transform {{partition(K,1)}} assigns when
-// the key is the subject token, so a JetStream stream partitioned that way
-// stores each event under its key group. Range and ShardOf split [0, K) into
-// contiguous shard ranges the way Flink's KeyGroupRangeAssignment does.
+// the key is the subject token. KeyGroup renumbers partitions so that a
+// block of consecutive key groups shares one subject token, and a
+// JetStream stream partitioned by PartitionDestination stores each event
+// under its block and partition; FilterSubjects selects a key-group range
+// with few filters. Range and ShardOf split [0, K) into contiguous shard
+// ranges the way Flink's KeyGroupRangeAssignment does.
 //
 // # Stores
 //

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // FNV-1a, 32 bit (the same constants as hash/fnv's New32a).
@@ -11,26 +13,24 @@ const (
 	fnvPrime32  = 16777619
 )
 
-// KeyGroup returns the key group of key among k groups: the FNV-1a 32-bit
-// hash of the key's bytes, modulo k, as an unsigned 32-bit value.
+// Partition returns the NATS partition number of key among k: the FNV-1a
+// 32-bit hash of the key's bytes, modulo k, as an unsigned 32-bit value.
 //
 // This is exactly what a NATS subject transform computes for the destination
 // token {{partition(k,1)}} when the key is the subject token selected by
 // wildcard 1 (nats-server's subjectTransform.getHashPartition): the bytes
-// hashed are the token's bytes as published, with nothing added. So an event
-// published on "src.<key>" to a stream that transforms "src.*" into
-// "src.{{partition(K,1)}}.{{wildcard(1)}}" is stored under
-// "src.<KeyGroup(key, K)>.<key>". For this to hold, key must be the subject
-// token itself: a key that needs encoding to be a token (it holds '.', '*',
-// '>' or white space) must be passed here encoded.
+// hashed are the token's bytes as published, with nothing added. For this
+// to hold, key must be the subject token itself: a key that needs encoding
+// to be a token (it holds '.', '*', '>' or white space) must be passed here
+// encoded.
 //
 // Golden values (K = 256): "" → 197, "a" → 44, "acc-1" → 172, "user-42" →
 // 171. These never change; keygroup_test.go pins them.
 //
-// KeyGroup panics if k < 1.
-func KeyGroup(key string, k int) int {
+// Partition panics if k < 1.
+func Partition(key string, k int) int {
 	if k < 1 {
-		panic(fmt.Sprintf("snapshot: KeyGroup with k = %d", k))
+		panic(fmt.Sprintf("snapshot: Partition with k = %d", k))
 	}
 	h := uint32(fnvOffset32)
 	for i := 0; i < len(key); i++ {
@@ -38,6 +38,115 @@ func KeyGroup(key string, k int) int {
 		h *= fnvPrime32
 	}
 	return int(h % uint32(k))
+}
+
+// maxBlocks bounds the blocks of key groups a source stream's subjects name.
+const maxBlocks = 32
+
+// Blocks returns B, how many blocks of k/B consecutive key groups the
+// source subjects distinguish: the greatest common divisor of k and 32.
+func Blocks(k int) int {
+	a, b := k, maxBlocks
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// KeyGroup returns the key group of key among k groups. It is a
+// renumbering of the key's NATS partition p = Partition(key, k) that makes
+// a block of consecutive key groups share one partition(B) value:
+//
+//	KeyGroup = (p mod B)·(k/B) + p div B,   B = Blocks(k)
+//
+// Since B divides k, p mod B is Partition(key, B): a stream whose subject
+// transform is PartitionDestination stores an event published on
+// "src.<key>" as "src.<block>", where block = KeyGroup div (k/B)
+// (BlockOf). Source streams name blocks, not key groups or keys, because
+// the server's cost of serving a consumer with several filter subjects
+// grows with the number of distinct subjects stored (see DESIGN.md).
+//
+// Golden values (K = 256, B = 32): "" → 46, "a" → 97, "acc-1" → 101,
+// "user-42" → 93. These never change; keygroup_test.go pins them.
+//
+// KeyGroup panics if k < 1.
+func KeyGroup(key string, k int) int {
+	return KeyGroupOfPartition(Partition(key, k), k)
+}
+
+// KeyGroupOfPartition maps NATS partition p of k to its key group (see
+// KeyGroup); PartitionOfKeyGroup is its inverse.
+func KeyGroupOfPartition(p, k int) int {
+	b := Blocks(k)
+	return (p%b)*(k/b) + p/b
+}
+
+// PartitionOfKeyGroup returns the NATS partition of key group kg of k.
+func PartitionOfKeyGroup(kg, k int) int {
+	b := Blocks(k)
+	per := k / b
+	return (kg%per)*b + kg/per
+}
+
+// BlockOf returns the block of key group kg of k.
+func BlockOf(kg, k int) int { return kg / (k / Blocks(k)) }
+
+// BlockKeyGroups returns the key groups [first, last] of block b of k.
+func BlockKeyGroups(b, k int) (first, last int) {
+	per := k / Blocks(k)
+	return b * per, (b+1)*per - 1
+}
+
+// PartitionDestination is the destination of the subject transform of a
+// source stream with subjects "<prefix>.*": "<prefix>.<block>".
+func PartitionDestination(prefix string, k int) string {
+	return prefix + ".{{partition(" + strconv.Itoa(Blocks(k)) + ",1)}}"
+}
+
+// BlockOfSubject returns the block of a subject stored under
+// PartitionDestination: the number after the last '.'.
+func BlockOfSubject(subject string, k int) (int, bool) {
+	i := strings.LastIndexByte(subject, '.')
+	if i < 0 {
+		return 0, false
+	}
+	b, err := strconv.Atoi(subject[i+1:])
+	if err != nil || b < 0 || b >= Blocks(k) {
+		return 0, false
+	}
+	return b, true
+}
+
+// BlockFilters lists the stored subjects a shard owning the key groups
+// [first, last] reads: one per block it owns a part of, none at all (the
+// whole stream) when the range is every key group. Under BlockRange a
+// shard owns whole blocks; a range that splits a block (more shards than
+// blocks) shares that block's subject with its neighbour, and each skips
+// the other's events.
+func BlockFilters(prefix string, first, last, k int) []string {
+	if first == 0 && last == k-1 {
+		return nil
+	}
+	var out []string
+	for b := BlockOf(first, k); b <= BlockOf(last, k); b++ {
+		out = append(out, prefix+"."+strconv.Itoa(b))
+	}
+	return out
+}
+
+// BlockRange is the key-group range of shard (0-based) of shards when a
+// cluster lays out k key groups: whole blocks, split the way Range splits
+// key groups, while there are at least as many blocks as shards; Range
+// itself beyond that.
+func BlockRange(shard, shards, k int) (first, last int) {
+	b := Blocks(k)
+	if shards > b {
+		return Range(shard, shards, k)
+	}
+	fb, lb := Range(shard, shards, b)
+	first, _ = BlockKeyGroups(fb, k)
+	_, last = BlockKeyGroups(lb, k)
+	return first, last
 }
 
 // Range returns the key groups [first, last] that shard (0-based) owns when

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -12,9 +13,10 @@ import (
 	"github.com/cepcluster/cep/snapshot"
 )
 
-// The key-group function is part of the format: these values must never
-// change (savepoints and partitioned streams depend on them).
-func TestKeyGroupGolden(t *testing.T) {
+// The partition and key-group functions are part of the format: these
+// values must never change (savepoints and partitioned streams depend on
+// them).
+func TestPartitionGolden(t *testing.T) {
 	for _, c := range []struct {
 		key  string
 		k    int
@@ -31,21 +33,136 @@ func TestKeyGroupGolden(t *testing.T) {
 		{"acc-1", 1, 0},
 		{"acc-1", 65536, 2883940012 % 65536},
 	} {
+		if got := snapshot.Partition(c.key, c.k); got != c.want {
+			t.Errorf("Partition(%q, %d) = %d, want %d", c.key, c.k, got, c.want)
+		}
+	}
+}
+
+func TestKeyGroupGolden(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		k    int
+		want int
+	}{
+		{"", 256, 46}, // partition 197 = 6·32 + 5: block 5, 7th of its 8
+		{"a", 256, 97},
+		{"acc-1", 256, 101},
+		{"user-42", 256, 93},
+		{"acc-1", 7, 2883940012 % 7}, // Blocks(7) = 1: the partition itself
+		{"acc-1", 1, 0},
+		{"acc-1", 1000, (2883940012%1000%8)*125 + 2883940012%1000/8}, // Blocks(1000) = 8
+	} {
 		if got := snapshot.KeyGroup(c.key, c.k); got != c.want {
 			t.Errorf("KeyGroup(%q, %d) = %d, want %d", c.key, c.k, got, c.want)
 		}
 	}
 }
 
-// KeyGroup agrees with a naive FNV-1a from the standard library.
-func TestKeyGroupMatchesHashFNV(t *testing.T) {
+// KeyGroupOfPartition is a bijection on [0, k) with PartitionOfKeyGroup
+// as its inverse, and a key group's block is its partition modulo Blocks.
+func TestKeyGroupNumbering(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.IntRange(1, 4096).Draw(t, "k")
+		b := snapshot.Blocks(k)
+		if k%b != 0 || b < 1 || b > 32 {
+			t.Fatalf("Blocks(%d) = %d", k, b)
+		}
+		seen := make([]bool, k)
+		for p := 0; p < k; p++ {
+			kg := snapshot.KeyGroupOfPartition(p, k)
+			if kg < 0 || kg >= k || seen[kg] {
+				t.Fatalf("k=%d: partition %d → key group %d (out of range or taken twice)", k, p, kg)
+			}
+			seen[kg] = true
+			if back := snapshot.PartitionOfKeyGroup(kg, k); back != p {
+				t.Fatalf("k=%d: partition %d → %d → %d", k, p, kg, back)
+			}
+			if kg/(k/b) != p%b {
+				t.Fatalf("k=%d: key group %d is in block %d, its partition %d mod %d is %d", k, kg, kg/(k/b), p, b, p%b)
+			}
+		}
+	})
+}
+
+// A cluster's layout gives each shard whole blocks while there are enough
+// blocks, and the filter subjects of a range select exactly the blocks it
+// owns a part of.
+func TestBlockRangeAndFilters(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.SampledFrom([]int{1, 7, 16, 64, 256, 1000}).Draw(t, "k")
+		shards := rapid.IntRange(1, min(k, 40)).Draw(t, "shards")
+		b := snapshot.Blocks(k)
+		next := 0
+		for shard := 0; shard < shards; shard++ {
+			first, last := snapshot.BlockRange(shard, shards, k)
+			if first != next || last < first {
+				t.Fatalf("k=%d shards=%d: shard %d has [%d, %d] after %d", k, shards, shard, first, last, next-1)
+			}
+			next = last + 1
+			if shards <= b {
+				if bf, _ := snapshot.BlockKeyGroups(snapshot.BlockOf(first, k), k); bf != first {
+					t.Fatalf("k=%d shards=%d: shard %d starts at %d, inside a block", k, shards, shard, first)
+				}
+				if _, bl := snapshot.BlockKeyGroups(snapshot.BlockOf(last, k), k); bl != last {
+					t.Fatalf("k=%d shards=%d: shard %d ends at %d, inside a block", k, shards, shard, last)
+				}
+			}
+			fs := snapshot.BlockFilters("src", first, last, k)
+			if shards == 1 {
+				if fs != nil {
+					t.Fatalf("the whole range has filters %v", fs)
+				}
+				continue
+			}
+			for blk := 0; blk < b; blk++ {
+				subj := fmt.Sprintf("src.%d", blk)
+				if got, ok := snapshot.BlockOfSubject(subj, k); !ok || got != blk {
+					t.Fatalf("BlockOfSubject(%q) = %d, %v", subj, got, ok)
+				}
+				bf, bl := snapshot.BlockKeyGroups(blk, k)
+				owns := bf <= last && bl >= first
+				matched := false
+				for _, f := range fs {
+					if subjectMatches(f, subj) {
+						matched = true
+					}
+				}
+				if matched != owns {
+					t.Fatalf("k=%d range [%d, %d]: block %d [%d, %d] matched %v by %v", k, first, last, blk, bf, bl, matched, fs)
+				}
+			}
+		}
+		if next != k {
+			t.Fatalf("k=%d shards=%d: ranges end at %d", k, shards, next-1)
+		}
+	})
+}
+
+// subjectMatches is NATS's matching of a subject against a filter with '*'
+// tokens (no '>').
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	if len(f) != len(s) {
+		return false
+	}
+	for i := range f {
+		if f[i] != "*" && f[i] != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Partition agrees with a naive FNV-1a from the standard library.
+func TestPartitionMatchesHashFNV(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		key := rapid.String().Draw(t, "key")
 		k := rapid.IntRange(1, snapshot.MaxKeyGroups).Draw(t, "k")
 		h := fnv.New32a()
 		h.Write([]byte(key))
-		if got, want := snapshot.KeyGroup(key, k), int(h.Sum32()%uint32(k)); got != want {
-			t.Fatalf("KeyGroup(%q, %d) = %d, want %d", key, k, got, want)
+		if got, want := snapshot.Partition(key, k), int(h.Sum32()%uint32(k)); got != want {
+			t.Fatalf("Partition(%q, %d) = %d, want %d", key, k, got, want)
 		}
 	})
 }

@@ -77,10 +77,9 @@ func partitionKeys() []string {
 	return keys
 }
 
-// The key group of a key is the partition number NATS assigns when the key
-// is the subject token: a stream with the transform
-// src.* → src.{{partition(K,1)}}.{{wildcard(1)}} stores "src.<key>" as
-// "src.<KeyGroup(key, K)>.<key>".
+// NATS stores "src.<key>" of a stream partitioned by PartitionDestination
+// as "src.<block>", the block of KeyGroup(key, K), and BlockOfSubject reads
+// it back.
 func TestKeyGroupAgreesWithNATSPartition(t *testing.T) {
 	js := runJetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -94,7 +93,7 @@ func TestKeyGroupAgreesWithNATSPartition(t *testing.T) {
 			Subjects: []string{prefix + ".*"},
 			SubjectTransform: &jetstream.SubjectTransformConfig{
 				Source:      prefix + ".*",
-				Destination: fmt.Sprintf("%s.{{partition(%d,1)}}.{{wildcard(1)}}", prefix, k),
+				Destination: snapshot.PartitionDestination(prefix, k),
 			},
 		})
 		if err != nil {
@@ -110,16 +109,23 @@ func TestKeyGroupAgreesWithNATSPartition(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			toks := strings.SplitN(msg.Subject, ".", 3)
-			if len(toks) != 3 || toks[2] != key || string(msg.Data) != key {
+			toks := strings.Split(msg.Subject, ".")
+			if len(toks) != 2 || string(msg.Data) != key {
 				t.Fatalf("message %d: subject %q for key %q", i+1, msg.Subject, key)
 			}
-			p, err := strconv.Atoi(toks[1])
+			block, err := strconv.Atoi(toks[1])
 			if err != nil {
-				t.Fatalf("subject %q: partition token: %v", msg.Subject, err)
+				t.Fatalf("subject %q: block token is not a number", msg.Subject)
 			}
-			if got := snapshot.KeyGroup(key, k); got != p {
-				t.Errorf("K=%d key %q: NATS partition %d, KeyGroup %d", k, key, p, got)
+			kg := snapshot.KeyGroup(key, k)
+			if got := snapshot.Partition(key, snapshot.Blocks(k)); got != block {
+				t.Errorf("K=%d key %q: NATS block %d, Partition(key, B) %d", k, key, block, got)
+			}
+			if snapshot.BlockOf(kg, k) != block {
+				t.Errorf("K=%d key %q: NATS block %d, key group %d is in block %d", k, key, block, kg, snapshot.BlockOf(kg, k))
+			}
+			if got, ok := snapshot.BlockOfSubject(msg.Subject, k); !ok || got != block {
+				t.Errorf("K=%d: BlockOfSubject(%q) = %d, %v; want %d", k, msg.Subject, got, ok, block)
 			}
 		}
 	}
@@ -155,8 +161,8 @@ func TestNATSPartitionOfSeveralTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, _ := strconv.Atoi(strings.Split(msg.Subject, ".")[1])
-		if want := snapshot.KeyGroup(p[1]+p[0], k); got != want {
-			t.Errorf("%v: NATS partition %d, KeyGroup(token2+token1) %d (subject %q)", p, got, want, msg.Subject)
+		if want := snapshot.Partition(p[1]+p[0], k); got != want {
+			t.Errorf("%v: NATS partition %d, Partition(token2+token1) %d (subject %q)", p, got, want, msg.Subject)
 		}
 	}
 }
