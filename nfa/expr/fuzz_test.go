@@ -2,6 +2,7 @@ package expr
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -103,6 +104,34 @@ func FuzzCompile(f *testing.F) {
 		}
 		if v, err := fuzzCompiler.Value(src); err == nil {
 			_, _ = v.Eval(ev, ctx)
+		}
+	})
+}
+
+// FuzzDecodeEventAgrees checks DecodeEvent's fast path against
+// encoding/json alone: the same event, or an error on both.
+func FuzzDecodeEventAgrees(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1}`, `{"a":1.5,"b":"x","c":[1,{"d":null}],"e":true}`, `{"a":1,"a":2}`,
+		`{"i":9223372036854775807,"j":9223372036854775808,"k":-9223372036854775809}`,
+		`{"f":1e308,"g":1e309,"h":-0,"z":0.0000001}`, `{"a":"\x"}`, "{\"a\":\"\x01\"}",
+		`{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":+1}`, `{"a":1e}`, `{"a":"\/\n\t\""}`,
+		` {"a" : [ ] } `, `{"a":1}x`, `{"a":tru}`, `{"a":NaN}`, `{"a":Infinity}`,
+		strings.Repeat(`{"a":`, 400) + `1` + strings.Repeat(`}`, 400),
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, gerr := DecodeEvent(b)
+		want, werr := decodeStd(b)
+		if (gerr != nil) != (werr != nil) {
+			t.Fatalf("%q: DecodeEvent error %v, encoding/json error %v", b, gerr, werr)
+		}
+		if gerr != nil {
+			return
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\nDecodeEvent   %#v\nencoding/json %#v", b, got, want)
 		}
 	})
 }
