@@ -12,11 +12,16 @@
 //     with a pull consumer (Fetch in batches, explicit acks); its rate is
 //     the events over the time from the first Fetch to the last ack;
 //  2. throughput: the same events are published (asynchronously, bounded in
-//     flight) to the source "bench"; the rate is the events over the time
-//     from the first publish to the cluster having applied all of them,
-//     read from the nodes' /metrics (cep_events_total, each shard once, from
-//     its leader); its ratio to the reference is reported against the
-//     targets (one node >= 0.70, three replicas >= 0.50);
+//     flight) to the source "bench". With --mode backlog (the default, the
+//     reference's conditions: the stream holds the events before the reader
+//     starts) they are all published first and the pattern is deployed
+//     after; the rate is the events over the time from the deploy to the
+//     cluster having applied all of them. With --mode live the pattern is
+//     deployed first and the rate is the events over the time from the first
+//     publish to all applied, publishing and processing sharing the machine.
+//     "Applied" is read from the nodes' /metrics (cep_events_total, each
+//     shard once, from its leader); the ratio to the reference is reported
+//     against the targets (one node >= 0.70, three replicas >= 0.50);
 //  3. latency: events are published at --rate (default half the measured
 //     throughput) for --duration; for every match record, the time from the
 //     publish of its last event (the record's "end" is that event's ts,
@@ -32,6 +37,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -65,6 +71,8 @@ const (
 type options struct {
 	nodes        int
 	events       int
+	mode         string
+	shards       int
 	keys         int
 	window       int
 	rate         float64
@@ -104,7 +112,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.nodes, "nodes", 1, "1: one node in this process; 3: three cepnode processes (adds the failover measurement)")
 	fs.IntVar(&o.events, "events", 5_000_000, "events of the reference and throughput phases")
+	fs.StringVar(&o.mode, "mode", "backlog", "throughput phase: backlog (publish everything, then deploy the pattern and time the processing) or live (deploy, then time from the first publish)")
 	fs.IntVar(&o.keys, "keys", 1000, "distinct keys (uniform)")
+	fs.IntVar(&o.shards, "shards", 0, "shards of the cluster (default: the node's default, one per node)")
 	fs.IntVar(&o.window, "window", 200, "pattern window, in events of one key (within = window x keys ms)")
 	fs.Float64Var(&o.rate, "rate", 0, "events/s of the latency and failover phases (default: half the measured throughput)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the latency phase")
@@ -133,6 +143,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case fs.NArg() > 0:
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.mode != "backlog" && o.mode != "live":
+		return nil, fmt.Errorf("--mode must be backlog or live")
 	case o.nodes != 1 && o.nodes != 3:
 		return nil, fmt.Errorf("--nodes must be 1 or 3")
 	case o.events < 1000:
@@ -162,7 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	rep := &Report{
 		Command: commandLine(args), Revision: revision(), Date: time.Now().UTC().Format(time.RFC3339), Machine: machineInfo(),
-		Setup: setupInfo{Nodes: o.nodes, InProcess: o.nodes == 1, Shards: o.nodes, Replicas: min(3, o.nodes),
+		Setup: setupInfo{Nodes: o.nodes, InProcess: o.nodes == 1, Shards: cmp.Or(o.shards, o.nodes), Replicas: min(3, o.nodes),
 			Events: o.events, Keys: o.keys, WindowEvents: o.window, WithinMs: o.window * o.keys, Pattern: patternName, Inflight: o.inflight},
 	}
 	// the report is printed whatever happens, with what was measured
@@ -245,7 +257,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 		defer closeLog()
-		c, err = startInProcess(ctx, dir, natsURL, log, nodeLog)
+		c, err = startInProcess(ctx, dir, natsURL, o.shards, log, nodeLog)
 		if err != nil {
 			return fmt.Errorf("start node: %w", err)
 		}
@@ -257,7 +269,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 				return err
 			}
 		}
-		if c, err = startProcesses(bin, dir, natsURL, o.nodes, o.nodeLogLevel, log); err != nil {
+		if c, err = startProcesses(bin, dir, natsURL, o.nodes, o.shards, o.nodeLogLevel, log); err != nil {
 			return fmt.Errorf("start nodes: %w", err)
 		}
 	}
@@ -266,14 +278,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return fmt.Errorf("nodes not ready: %w", err)
 	}
 	spec := patternSpec(patternName, sourceName, o.keys, o.window)
-	if err := setup(ctx, c, sourceName, spec); err != nil {
-		return err
-	}
-	log.Info("cluster ready", "nodes", o.nodes, "pattern", patternName)
 	subj := subjects(sourceName, o.keys)
-
-	// 2. throughput
-	thr, err := measureThroughput(ctx, o, c, pub, evs, subj, log)
+	var thr *throughput
+	if o.mode == "live" {
+		if err := setup(ctx, c, sourceName, spec); err != nil {
+			return err
+		}
+		log.Info("cluster ready", "nodes", o.nodes, "pattern", patternName)
+		// 2. throughput
+		thr, err = measureThroughput(ctx, o, c, pub, evs, subj, log)
+	} else {
+		if err := setupSource(ctx, c, sourceName); err != nil {
+			return err
+		}
+		log.Info("cluster ready", "nodes", o.nodes)
+		// 2. throughput
+		thr, err = measureBacklog(ctx, o, c, pub, evs, subj, spec, log)
+	}
 	if thr != nil {
 		rep.Thru = thr
 		thr.RatioToReference = thr.EventsPerSec / ref.EventsPerSec
@@ -362,7 +383,7 @@ func nodeLogger(dir, level string) (*slog.Logger, func(), error) {
 }
 
 func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *publisher, evs *events, subj []string, log *slog.Logger) (*throughput, error) {
-	res := &throughput{Events: evs.len()}
+	res := &throughput{Events: evs.len(), Mode: "live"}
 	stopProfile := func() {}
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
@@ -436,6 +457,66 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 	}
 	res.PublishSeconds = pr.d.Seconds()
 	res.PublishEventsPerSec = want / pr.d.Seconds()
+	m, at, err = waitApplied(ctx, c, want, true, 100*time.Millisecond, o.stall, o.timeout, nil, func(m metrics) {
+		log.Info("throughput: publishing the outbox", "outbox", int(m.outbox))
+	})
+	if err != nil {
+		return res, fmt.Errorf("outbox: %w", err)
+	}
+	res.OutboxDrainedSeconds = at.Sub(start).Seconds()
+	res.Matches, res.Timeouts, res.DeadLetters = int64(m.matches), int64(m.timeouts), int64(m.dead)
+	if m.events != want {
+		return res, fmt.Errorf("the cluster applied %.0f events, %d were published", m.events, evs.len())
+	}
+	return res, nil
+}
+
+// measureBacklog publishes every event to the source before any pattern
+// reads it, then deploys the pattern and times the cluster draining the
+// stream: the conditions of the reference consumer.
+func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publisher, evs *events, subj []string, spec string, log *slog.Logger) (*throughput, error) {
+	res := &throughput{Events: evs.len(), Mode: "backlog"}
+	log.Info("throughput: publishing the backlog", "events", evs.len(), "inflight", o.inflight)
+	d, err := pub.publishAll(ctx, evs, subj)
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	res.PublishSeconds = d.Seconds()
+	res.PublishEventsPerSec = float64(evs.len()) / d.Seconds()
+	log.Info("throughput: backlog published", "took", d.Round(time.Millisecond), "events/s", int(res.PublishEventsPerSec))
+	stopProfile := func() {}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		res.CPUProfile = o.cpuprofile
+		stopProfile = sync.OnceFunc(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}
+	defer stopProfile()
+	start := time.Now()
+	if err := deploy(ctx, c, spec); err != nil {
+		return nil, err
+	}
+	log.Info("throughput: pattern deployed", "took", time.Since(start).Round(time.Millisecond))
+	want := float64(evs.len())
+	m, at, err := waitApplied(ctx, c, want, false, 50*time.Millisecond, o.stall, o.timeout, nil, func(m metrics) {
+		log.Info("throughput: applying", "applied", int(m.events), "of", evs.len(), "outbox", int(m.outbox), "elapsed", time.Since(start).Round(time.Second))
+	})
+	if err != nil {
+		return nil, err
+	}
+	stopProfile()
+	res.AppliedSeconds = at.Sub(start).Seconds()
+	res.EventsPerSec = want / res.AppliedSeconds
+	log.Info("throughput: all applied", "took", at.Sub(start).Round(time.Millisecond), "events/s", int(res.EventsPerSec))
 	m, at, err = waitApplied(ctx, c, want, true, 100*time.Millisecond, o.stall, o.timeout, nil, func(m metrics) {
 		log.Info("throughput: publishing the outbox", "outbox", int(m.outbox))
 	})

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -147,10 +148,10 @@ func (c *benchCluster) checkProcesses() error {
 
 // startInProcess starts a single node in this process, reading from the
 // bench's NATS server.
-func startInProcess(ctx context.Context, dir, natsURL string, log, nodeLog *slog.Logger) (*benchCluster, error) {
+func startInProcess(ctx context.Context, dir, natsURL string, shards int, log, nodeLog *slog.Logger) (*benchCluster, error) {
 	n, err := cluster.Start(ctx, cluster.Config{
 		NodeID: "n1", DataDir: filepath.Join(dir, "n1"), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
-		NATSURL: natsURL, Logger: nodeLog,
+		NATSURL: natsURL, Logger: nodeLog, Shards: shards,
 	})
 	if err != nil {
 		return nil, err
@@ -208,7 +209,7 @@ func freePorts(n int) ([]string, error) {
 
 // startProcesses starts n cepnode processes that list each other as peers
 // and read from the bench's NATS server, as test/integration does.
-func startProcesses(bin, dir, natsURL string, n int, logLevel string, log *slog.Logger) (*benchCluster, error) {
+func startProcesses(bin, dir, natsURL string, n, shards int, logLevel string, log *slog.Logger) (*benchCluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -224,7 +225,7 @@ func startProcesses(bin, dir, natsURL string, n int, logLevel string, log *slog.
 	}
 	for _, m := range c.members {
 		m.args = []string{"--id", m.id, "--data", m.dir, "--raft-addr", m.raft, "--api-addr", m.api,
-			"--nats", natsURL, "--peers", strings.Join(peers, ","), "--log-level", logLevel}
+			"--nats", natsURL, "--peers", strings.Join(peers, ","), "--log-level", logLevel, "--shards", strconv.Itoa(shards)}
 		if err := m.start(); err != nil {
 			c.close()
 			return nil, err

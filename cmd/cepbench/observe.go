@@ -41,6 +41,14 @@ func newClients(addr string) clients {
 // (retrying while the metadata group elects its leader), then waits until
 // every shard runs the pattern.
 func setup(ctx context.Context, c *benchCluster, source, spec string) error {
+	if err := setupSource(ctx, c, source); err != nil {
+		return err
+	}
+	return deploy(ctx, c, spec)
+}
+
+// setupSource creates the source.
+func setupSource(ctx context.Context, c *benchCluster, source string) error {
 	cl := newClients(c.members[0].api)
 	err := poll(ctx, 60*time.Second, 100*time.Millisecond, func() error {
 		_, err := cl.sources.CreateSource(ctx, connect.NewRequest(&cepv1.CreateSourceRequest{Name: source, Key: "e.k"}))
@@ -52,7 +60,13 @@ func setup(ctx context.Context, c *benchCluster, source, spec string) error {
 	if err != nil {
 		return fmt.Errorf("create source: %w", err)
 	}
-	err = poll(ctx, 60*time.Second, 100*time.Millisecond, func() error {
+	return nil
+}
+
+// deploy deploys the pattern and waits until every shard runs it.
+func deploy(ctx context.Context, c *benchCluster, spec string) error {
+	cl := newClients(c.members[0].api)
+	err := poll(ctx, 60*time.Second, 100*time.Millisecond, func() error {
 		_, err := cl.patterns.DeployPattern(ctx, connect.NewRequest(&cepv1.DeployPatternRequest{Spec: spec}))
 		switch connect.CodeOf(err) {
 		case connect.CodeAlreadyExists:
