@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sort"
@@ -50,6 +51,7 @@ type Config struct {
 	KeyGroups int    // K, fixed at cluster creation; default 256
 	Replicas  int    // replicas per shard; default min(3, peers)
 	APIToken  string // bearer token the API requires; empty: none
+	Pprof     bool   // serve net/http/pprof under /debug/pprof/ on the API address
 	Logger    *slog.Logger
 	Raft      *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
 
@@ -272,6 +274,13 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	mux.Handle("/", api.NewHandler(NewService(n).Backends(), opts...))
 	for path, h := range n.HTTPHandlers() {
 		mux.Handle(path, h)
+	}
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	n.apiSrv = api.Server(cfg.APIAddr, mux)
 	n.wg.Add(1)

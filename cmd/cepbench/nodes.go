@@ -225,7 +225,7 @@ func startProcesses(bin, dir, natsURL string, n, shards int, logLevel string, lo
 	}
 	for _, m := range c.members {
 		m.args = []string{"--id", m.id, "--data", m.dir, "--raft-addr", m.raft, "--api-addr", m.api,
-			"--nats", natsURL, "--peers", strings.Join(peers, ","), "--log-level", logLevel, "--shards", strconv.Itoa(shards)}
+			"--nats", natsURL, "--peers", strings.Join(peers, ","), "--log-level", logLevel, "--shards", strconv.Itoa(shards), "--pprof"}
 		if err := m.start(); err != nil {
 			c.close()
 			return nil, err

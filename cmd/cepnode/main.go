@@ -57,6 +57,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
 	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
 	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
+	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address; they are not behind --token")
 	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
@@ -76,7 +77,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := cluster.Config{
 		NodeID: *id, DataDir: *data, RaftAddr: *raftAddr, APIAddr: *apiAddr,
 		NATSURL: *natsURL, NATSCreds: *natsCreds, NATSPort: *natsPort,
-		Shards: *shards, KeyGroups: *keyGroups, APIToken: *token, Logger: logger,
+		Shards: *shards, KeyGroups: *keyGroups, APIToken: *token, Logger: logger, Pprof: *pprofOn,
 	}
 	if *peers != "" {
 		ps, err := parsePeers(*peers)
