@@ -428,7 +428,7 @@ func isDyn(t *cel.Type) bool {
 // runtime cost limit) is returned as err, and the result is then false.
 func (c *Condition) Eval(e Event, ctx Ctx) (bool, error) {
 	if c.fast != nil {
-		v, err := c.fast(e)
+		v, err := c.fast(e, ctx)
 		if err != errFallback {
 			return v, err
 		}

@@ -32,7 +32,7 @@ import (
 var errFallback = errors.New("expr: fast path cannot evaluate this input")
 
 // fastBool evaluates a condition on an event.
-type fastBool func(e Event) (bool, error)
+type fastBool func(e Event, ctx Ctx) (bool, error)
 
 // compileFastBool returns the fast evaluator for x, or nil when x is not in
 // the fast-path subset.
@@ -235,12 +235,15 @@ func (p *path) get(e Event) (any, error) {
 }
 
 // fieldPath recognises e.a.b / e["a"]["b"] and returns its segments.
-func fieldPath(x celast.Expr) ([]string, bool) {
+func fieldPath(x celast.Expr) ([]string, bool) { return fieldPathOf(x, "e") }
+
+// fieldPathOf recognises a field path rooted at the variable root.
+func fieldPathOf(x celast.Expr, root string) ([]string, bool) {
 	var rev []string
 	for {
 		switch x.Kind() {
 		case celast.IdentKind:
-			if x.AsIdent() != "e" || len(rev) == 0 {
+			if x.AsIdent() != root || len(rev) == 0 {
 				return nil, false
 			}
 			segs := make([]string, len(rev))
@@ -311,7 +314,7 @@ func buildBool(x celast.Expr) (fastBool, bool) {
 			return nil, false
 		}
 		v := bool(b)
-		return func(Event) (bool, error) { return v, nil }, true
+		return func(Event, Ctx) (bool, error) { return v, nil }, true
 	case celast.SelectKind:
 		if x.AsSelect().IsTestOnly() {
 			return buildHas(x.AsSelect())
@@ -348,8 +351,8 @@ func buildBool(x celast.Expr) (fastBool, bool) {
 			if !ok {
 				return nil, false
 			}
-			return func(e Event) (bool, error) {
-				v, err := t(e)
+			return func(e Event, ctx Ctx) (bool, error) {
+				v, err := t(e, ctx)
 				if err != nil {
 					return false, err
 				}
@@ -378,15 +381,15 @@ func buildBool(x celast.Expr) (fastBool, bool) {
 func buildAnd(terms []fastBool) fastBool {
 	if len(terms) == 2 {
 		l, r := terms[0], terms[1]
-		return func(e Event) (bool, error) {
-			lv, lerr := l(e)
+		return func(e Event, ctx Ctx) (bool, error) {
+			lv, lerr := l(e, ctx)
 			if lerr == nil && !lv {
 				return false, nil
 			}
 			if lerr == errFallback {
 				return false, errFallback
 			}
-			rv, rerr := r(e)
+			rv, rerr := r(e, ctx)
 			if rerr == nil {
 				if !rv {
 					return false, nil
@@ -402,10 +405,10 @@ func buildAnd(terms []fastBool) fastBool {
 			return false, rerr
 		}
 	}
-	return func(e Event) (bool, error) {
+	return func(e Event, ctx Ctx) (bool, error) {
 		var first error
 		for _, t := range terms {
-			v, err := t(e)
+			v, err := t(e, ctx)
 			if err == nil {
 				if !v {
 					return false, nil
@@ -431,15 +434,15 @@ func buildAnd(terms []fastBool) fastBool {
 func buildOr(terms []fastBool) fastBool {
 	if len(terms) == 2 {
 		l, r := terms[0], terms[1]
-		return func(e Event) (bool, error) {
-			lv, lerr := l(e)
+		return func(e Event, ctx Ctx) (bool, error) {
+			lv, lerr := l(e, ctx)
 			if lerr == nil && lv {
 				return true, nil
 			}
 			if lerr == errFallback {
 				return false, errFallback
 			}
-			rv, rerr := r(e)
+			rv, rerr := r(e, ctx)
 			if rerr == nil {
 				if rv {
 					return true, nil
@@ -455,10 +458,10 @@ func buildOr(terms []fastBool) fastBool {
 			return false, rerr
 		}
 	}
-	return func(e Event) (bool, error) {
+	return func(e Event, ctx Ctx) (bool, error) {
 		var first error
 		for _, t := range terms {
-			v, err := t(e)
+			v, err := t(e, ctx)
 			if err == nil {
 				if v {
 					return true, nil
@@ -486,7 +489,7 @@ func buildBareField(x celast.Expr) (fastBool, bool) {
 		return nil, false
 	}
 	p := newPath(segs)
-	return func(e Event) (bool, error) {
+	return func(e Event, ctx Ctx) (bool, error) {
 		v, err := p.get(e)
 		if err != nil {
 			return false, err
@@ -507,7 +510,7 @@ func buildHas(sel celast.SelectExpr) (fastBool, bool) {
 	field := sel.FieldName()
 	op := sel.Operand()
 	if op.Kind() == celast.IdentKind && op.AsIdent() == "e" {
-		return func(e Event) (bool, error) {
+		return func(e Event, ctx Ctx) (bool, error) {
 			_, ok := e[field]
 			return ok, nil
 		}, true
@@ -517,7 +520,7 @@ func buildHas(sel celast.SelectExpr) (fastBool, bool) {
 		return nil, false
 	}
 	p := newPath(segs)
-	return func(e Event) (bool, error) {
+	return func(e Event, ctx Ctx) (bool, error) {
 		v, err := p.get(e)
 		if err != nil {
 			return false, err
@@ -532,6 +535,9 @@ func buildHas(sel celast.SelectExpr) (fastBool, bool) {
 }
 
 func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
+	if isAggregate(lhs) || isAggregate(rhs) {
+		return buildCompareOperands(op, lhs, rhs)
+	}
 	var (
 		segs    []string
 		lit     fval
@@ -555,7 +561,7 @@ func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 		want := op == operators.Equals
 		if lit.k == kString {
 			s := lit.s
-			return func(e Event) (bool, error) {
+			return func(e Event, ctx Ctx) (bool, error) {
 				x, err := p.get(e)
 				if err != nil {
 					return false, err
@@ -569,7 +575,7 @@ func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 				return false, errFallback
 			}, true
 		}
-		return func(e Event) (bool, error) {
+		return func(e Event, ctx Ctx) (bool, error) {
 			x, err := p.get(e)
 			if err != nil {
 				return false, err
@@ -606,7 +612,7 @@ func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 		test = func(c int) bool { return c >= 0 }
 	}
 	errOverload := fmt.Errorf("no such overload: %s between %s and a value of another type", opSymbol(op), kindName(lit.k))
-	return func(e Event) (bool, error) {
+	return func(e Event, ctx Ctx) (bool, error) {
 		x, err := p.get(e)
 		if err != nil {
 			return false, err
@@ -641,7 +647,7 @@ func buildIn(lhs, rhs celast.Expr) (fastBool, bool) {
 		lits = append(lits, l)
 	}
 	p := newPath(segs)
-	return func(e Event) (bool, error) {
+	return func(e Event, ctx Ctx) (bool, error) {
 		x, err := p.get(e)
 		if err != nil {
 			return false, err
@@ -687,4 +693,261 @@ func kindName(k vkind) string {
 		return "string"
 	}
 	return "value"
+}
+
+// ---------------------------------------------------------------------------
+// Aggregates over the partial match: size(events("s")), events("s").size(),
+// and sum/avg/min/max(events("s").map(x, x.<path>)), compared with a
+// literal, an event field or another aggregate. They reproduce the CEL
+// program's value and error-ness: the map macro fails when an event lacks
+// the field, sum/min/max/avg fail on a non-number, avg/min/max of no events
+// are null, and ordering null or mixed kinds is an error. A list longer
+// than the cost estimate assumes, a NaN or a value the fast path does not
+// model falls back to CEL (whose runtime cost limit then applies).
+
+// operand yields one side of a comparison.
+type operand func(e Event, ctx Ctx) (fval, error)
+
+// aggregate is a recognised aggregate over one stage's events.
+type aggregate struct {
+	fn    string // "size", "sum", "avg", "min" or "max"
+	stage string
+	elem  *path // the mapped field, nil for size
+}
+
+// eventsStage recognises events("<literal>").
+func eventsStage(x celast.Expr) (string, bool) {
+	if x.Kind() != celast.CallKind {
+		return "", false
+	}
+	c := x.AsCall()
+	if c.FunctionName() != "events" || c.IsMemberFunction() || len(c.Args()) != 1 || c.Args()[0].Kind() != celast.LiteralKind {
+		return "", false
+	}
+	s, ok := c.Args()[0].AsLiteral().(types.String)
+	return string(s), ok
+}
+
+// mappedField recognises the expansion of events("s").map(x, x.<path>).
+func mappedField(x celast.Expr) (stage string, segs []string, ok bool) {
+	if x.Kind() != celast.ComprehensionKind {
+		return "", nil, false
+	}
+	cm := x.AsComprehension()
+	if cm.HasIterVar2() {
+		return "", nil, false
+	}
+	if stage, ok = eventsStage(cm.IterRange()); !ok {
+		return "", nil, false
+	}
+	accu := cm.AccuVar()
+	init, cond, step, res := cm.AccuInit(), cm.LoopCondition(), cm.LoopStep(), cm.Result()
+	if init.Kind() != celast.ListKind || init.AsList().Size() != 0 ||
+		cond.Kind() != celast.LiteralKind || cond.AsLiteral() != types.True ||
+		res.Kind() != celast.IdentKind || res.AsIdent() != accu ||
+		step.Kind() != celast.CallKind {
+		return "", nil, false
+	}
+	sc := step.AsCall()
+	if sc.FunctionName() != operators.Add || sc.IsMemberFunction() || len(sc.Args()) != 2 {
+		return "", nil, false
+	}
+	a, l := sc.Args()[0], sc.Args()[1]
+	if a.Kind() != celast.IdentKind || a.AsIdent() != accu || l.Kind() != celast.ListKind || l.AsList().Size() != 1 ||
+		len(l.AsList().OptionalIndices()) > 0 {
+		return "", nil, false
+	}
+	segs, ok = fieldPathOf(l.AsList().Elements()[0], cm.IterVar())
+	return stage, segs, ok
+}
+
+func asAggregate(x celast.Expr) (aggregate, bool) {
+	if x.Kind() != celast.CallKind {
+		return aggregate{}, false
+	}
+	c := x.AsCall()
+	switch fn := c.FunctionName(); fn {
+	case "size":
+		var arg celast.Expr
+		switch {
+		case c.IsMemberFunction() && len(c.Args()) == 0:
+			arg = c.Target()
+		case !c.IsMemberFunction() && len(c.Args()) == 1:
+			arg = c.Args()[0]
+		default:
+			return aggregate{}, false
+		}
+		stage, ok := eventsStage(arg)
+		return aggregate{fn: fn, stage: stage}, ok
+	case "sum", "avg", "min", "max":
+		if c.IsMemberFunction() || len(c.Args()) != 1 {
+			return aggregate{}, false
+		}
+		stage, segs, ok := mappedField(c.Args()[0])
+		if !ok {
+			return aggregate{}, false
+		}
+		return aggregate{fn: fn, stage: stage, elem: newPath(segs)}, true
+	}
+	return aggregate{}, false
+}
+
+func isAggregate(x celast.Expr) bool {
+	_, ok := asAggregate(x)
+	return ok
+}
+
+var errAggregate = errors.New("aggregate over events(): an element is not a number")
+
+func (a aggregate) eval(ctx Ctx) (fval, error) {
+	var evs []Event
+	if ctx != nil {
+		evs = ctx.EventsFor(a.stage)
+	}
+	if len(evs) > EstimatedMaxEvents {
+		return fval{}, errFallback
+	}
+	if a.fn == "size" {
+		return fval{k: kInt, i: int64(len(evs))}, nil
+	}
+	// the map macro first: every event must have the field
+	var buf [16]fval
+	vals := buf[:0]
+	for _, ev := range evs {
+		x, err := a.elem.get(ev)
+		if err != nil {
+			return fval{}, err
+		}
+		v := classify(x)
+		if v.k == kFallback {
+			return fval{}, errFallback
+		}
+		vals = append(vals, v)
+	}
+	for _, v := range vals {
+		if !isNum(v.k) {
+			return fval{}, errAggregate
+		}
+	}
+	if len(vals) == 0 {
+		if a.fn == "sum" {
+			return fval{k: kInt}, nil
+		}
+		return fval{k: kNull}, nil
+	}
+	switch a.fn {
+	case "min", "max":
+		want := 1
+		if a.fn == "min" {
+			want = -1
+		}
+		best := vals[0]
+		for _, v := range vals[1:] {
+			if cmpNum(v, best) == want {
+				best = v
+			}
+		}
+		return best, nil
+	}
+	// sum and avg: a float64 total in order, as the CEL functions keep it
+	var f float64
+	var i int64
+	hasDouble, overflow := false, false
+	for _, v := range vals {
+		if v.k == kDouble {
+			hasDouble = true
+			f += v.f
+			continue
+		}
+		f += float64(v.i)
+		s := i + v.i
+		if (v.i > 0 && s < i) || (v.i < 0 && s > i) {
+			overflow = true
+		}
+		i = s
+	}
+	switch {
+	case a.fn == "avg":
+		f /= float64(len(vals))
+	case !hasDouble:
+		if overflow {
+			return fval{}, errAggregate
+		}
+		return fval{k: kInt, i: i}, nil
+	}
+	if math.IsNaN(f) {
+		return fval{}, errFallback
+	}
+	return fval{k: kDouble, f: f}, nil
+}
+
+// buildOperand builds a literal, an event field or an aggregate.
+func buildOperand(x celast.Expr) (operand, bool) {
+	if a, ok := asAggregate(x); ok {
+		return func(_ Event, ctx Ctx) (fval, error) { return a.eval(ctx) }, true
+	}
+	if lit, ok := literalVal(x); ok {
+		return func(Event, Ctx) (fval, error) { return lit, nil }, true
+	}
+	if segs, ok := fieldPath(x); ok {
+		p := newPath(segs)
+		return func(e Event, _ Ctx) (fval, error) {
+			x, err := p.get(e)
+			if err != nil {
+				return fval{}, err
+			}
+			v := classify(x)
+			if v.k == kFallback {
+				return fval{}, errFallback
+			}
+			return v, nil
+		}, true
+	}
+	return nil, false
+}
+
+// buildCompareOperands compares two operands, at least one an aggregate.
+// CEL evaluates both sides; an error on either makes the comparison an
+// error, and a fallback on either defers to CEL.
+func buildCompareOperands(op string, lhs, rhs celast.Expr) (fastBool, bool) {
+	l, ok1 := buildOperand(lhs)
+	r, ok2 := buildOperand(rhs)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	errOverload := fmt.Errorf("no such overload: %s between values of different types", opSymbol(op))
+	var test func(c int) bool
+	switch op {
+	case operators.Equals, operators.NotEquals:
+	case operators.Less:
+		test = func(c int) bool { return c < 0 }
+	case operators.LessEquals:
+		test = func(c int) bool { return c <= 0 }
+	case operators.Greater:
+		test = func(c int) bool { return c > 0 }
+	default:
+		test = func(c int) bool { return c >= 0 }
+	}
+	want := op == operators.Equals
+	return func(e Event, ctx Ctx) (bool, error) {
+		a, aerr := l(e, ctx)
+		b, berr := r(e, ctx)
+		if aerr == errFallback || berr == errFallback {
+			return false, errFallback
+		}
+		if aerr != nil {
+			return false, aerr
+		}
+		if berr != nil {
+			return false, berr
+		}
+		if test == nil {
+			return equal(a, b) == want, nil
+		}
+		c, ok := order(a, b)
+		if !ok {
+			return false, errOverload
+		}
+		return test(c), nil
+	}, true
 }
