@@ -488,5 +488,6 @@ func (m *Matcher) readKey(d *decoder) {
 		}
 	}
 	m.keys[key] = ks
+	m.recomputeDeadline(ks)
 	m.reschedule(ks)
 }

@@ -449,11 +449,42 @@ func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 	m.curEvHeap = nil
 }
 
+// deadlineOf is when a partial match times out (maxInt64: never).
+func (m *Matcher) deadlineOf(c *compState) int64 {
+	st := m.p.states[c.state]
+	if st.start {
+		return maxInt64
+	}
+	due := int64(maxInt64)
+	if m.p.windowTime > 0 {
+		due = satAdd(c.startTs, m.p.windowTime)
+	}
+	if st.hasWindow && st.window > 0 {
+		due = min(due, satAdd(c.prevTs, st.window))
+	}
+	return due
+}
+
+// recomputeDeadline sets ks.deadline to the earliest time a partial match
+// of the key times out. Between recomputations it stays a lower bound:
+// processEvent lowers it for every partial match it keeps, and removing
+// partial matches only makes the true earliest time later.
+func (m *Matcher) recomputeDeadline(ks *keyState) {
+	due := int64(maxInt64)
+	if m.p.hasWindows {
+		for _, c := range ks.partial.a {
+			due = min(due, m.deadlineOf(c))
+		}
+	}
+	ks.deadline = due
+}
+
 func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	if !m.p.hasWindows || now < ks.deadline {
 		return // nothing can time out yet
 	}
 	matches, tos := m.advanceTime(ks, now)
+	m.recomputeDeadline(ks)
 	from := len(m.out)
 	defer m.numberDuplicates(from)
 	for _, p := range matches {
@@ -510,26 +541,13 @@ func (m *Matcher) numberDuplicates(from int) {
 // reschedule computes when the key next needs attention, or drops its state
 // when it holds nothing.
 func (m *Matcher) reschedule(ks *keyState) {
-	due := maxInt64
-	for _, c := range ks.partial.a {
-		if !m.p.hasWindows {
-			break
-		}
-		st := m.p.states[c.state]
-		if st.start {
-			continue
-		}
-		if m.p.windowTime > 0 {
-			due = min(due, satAdd(c.startTs, m.p.windowTime))
-		}
-		if st.hasWindow && st.window > 0 {
-			due = min(due, satAdd(c.prevTs, st.window))
-		}
+	due := ks.deadline
+	if !m.p.hasWindows {
+		due = maxInt64
+	} else if due < maxInt64 && !ks.hasTimedPartial(m.p) {
+		// the partial matches the bound was for have ended
+		ks.deadline, due = maxInt64, maxInt64
 	}
-	// no partial match can time out before deadline; partial matches
-	// created later only have later deadlines, so it stays a lower bound
-	// until the next reschedule
-	ks.deadline = due
 	if ks.queue.Len() > 0 {
 		qmin, _ := ks.queue.MinTime()
 		due = min(due, qmin)

@@ -149,6 +149,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 		}
 		oks.queue.Items(func(ts int64, q queued) { ks.queue.Push(ts, q) })
 		nm.keys[key] = ks
+		nm.recomputeDeadline(ks)
 		nm.reschedule(ks)
 	}
 	return nm, dropped

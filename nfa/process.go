@@ -293,6 +293,12 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		} else {
 			for _, r := range retain {
 				newPartial.offer(r)
+				if m.p.hasWindows {
+					// keep the key's deadline a lower bound (timeAdvance
+					// skips keys before it, also between the events of one
+					// firing)
+					ks.deadline = min(ks.deadline, m.deadlineOf(r))
+				}
 			}
 		}
 	}

@@ -63,7 +63,7 @@ type keyState struct {
 	scheduled bool
 	gen       uint64 // bumped when the state is recycled for another key
 	preDrain  int    // queued events that arrived before StopStarting
-	deadline  int64  // no partial match times out before this (see reschedule)
+	deadline  int64  // no partial match times out before this (see recomputeDeadline)
 }
 
 type queued struct {
@@ -80,6 +80,17 @@ func newKeyState(p *Pattern, key string) *keyState {
 	return ks
 }
 
+// hasTimedPartial reports whether some partial match is past a start state
+// (only those can time out).
+func (ks *keyState) hasTimedPartial(p *Pattern) bool {
+	for _, c := range ks.partial.a {
+		if !p.states[c.state].start {
+			return true
+		}
+	}
+	return false
+}
+
 // init resets a key state to fresh start states, keeping allocated buffers.
 func (ks *keyState) init(p *Pattern) {
 	ks.partial.a = ks.partial.a[:0]
@@ -87,7 +98,7 @@ func (ks *keyState) init(p *Pattern) {
 	ks.nextSeq = 0
 	ks.due, ks.scheduled = 0, false
 	ks.preDrain = 0
-	ks.deadline = 0
+	ks.deadline = maxInt64 // start states never time out
 	for _, s := range p.startStates {
 		ks.partial.offer(&compState{state: int32(s), ver: dewey{1}, startTs: -1, prevTs: -1})
 	}
