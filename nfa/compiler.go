@@ -42,6 +42,10 @@ type cstate struct {
 	trans     []*transition
 	window    int64 // previous-and-current window (Flink's windowTimes), 0 = none
 	hasWindow bool
+	// eventOnly: every condition of the decision graph from this state
+	// (its transitions and those reached through PROCEED) depends on the
+	// event alone, so the graph is the same for every partial match here
+	eventOnly bool
 }
 
 type transition struct {

@@ -74,6 +74,7 @@ type Matcher struct {
 	pathBuf      []*node
 	gen32        uint32
 	stateStack   []*cstate
+	graphs       []graphMemo // per state: its decision graph for the current event, when eventOnly
 	out          []Record
 	ctx          evalCtx
 	resBuf       []*compState

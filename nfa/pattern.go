@@ -249,6 +249,9 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		p.stageOf = append(p.stageOf, idx)
 	}
 	p.stageIdx = stageIdx
+	for _, st := range p.states {
+		st.eventOnly = p.graphEventOnly(st)
+	}
 	p.keyExpr = s.Key
 	if s.Key != "" {
 		v, err := ec.Value(s.Key)
@@ -332,4 +335,37 @@ func (p *Pattern) condString(c *cond) string {
 		return "(" + p.condString(c.x) + " && " + p.condString(c.y) + ")"
 	}
 	return p.leaves[c.leaf].src
+}
+
+// graphEventOnly reports whether no condition reachable in s's decision
+// graph calls events().
+func (p *Pattern) graphEventOnly(s *cstate) bool {
+	seen := map[*cstate]bool{s: true}
+	stack := []*cstate{s}
+	for len(stack) > 0 {
+		cur := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range cur.trans {
+			if p.condUsesContext(t.cond) {
+				return false
+			}
+			if t.action == aProceed && !seen[t.target] {
+				seen[t.target] = true
+				stack = append(stack, t.target)
+			}
+		}
+	}
+	return true
+}
+
+func (p *Pattern) condUsesContext(c *cond) bool {
+	switch c.op {
+	case cTrue:
+		return false
+	case cLeaf:
+		return p.leaves[c.leaf].usesEvents
+	case cNot:
+		return p.condUsesContext(c.x)
+	}
+	return p.condUsesContext(c.x) || p.condUsesContext(c.y)
 }

@@ -111,6 +111,12 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	return ok
 }
 
+// graphMemo is a state's decision graph for the event of generation gen.
+type graphMemo struct {
+	gen uint32
+	og  outgoing
+}
+
 type outgoing struct {
 	edges       []*transition
 	totalTake   int
@@ -187,7 +193,23 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 		clear(m.memoGen)
 		m.ctxGen = 1
 	}
-	og := m.decisionGraph(ctx, cur)
+	var og outgoing
+	if cur.eventOnly {
+		// the same graph for every partial match in this state: computed
+		// once per event (and its edges kept, not reallocated)
+		if m.graphs == nil {
+			m.graphs = make([]graphMemo, len(m.p.states))
+		}
+		g := &m.graphs[cur.id]
+		if g.gen != m.gen32 {
+			og = m.decisionGraph(ctx, cur)
+			g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
+			g.gen = m.gen32
+		}
+		og = g.og
+	} else {
+		og = m.decisionGraph(ctx, cur)
+	}
 	takeToVisit := max(0, og.totalTake-1)
 	ignoreToVisit := og.totalIgnore
 	takeToSkip := max(0, og.totalTake-1)
@@ -264,6 +286,9 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	if m.gen32 == 0 { // wrapped: clear the cache
 		clear(m.cacheGen)
 		clear(m.guardGen)
+		for i := range m.graphs {
+			m.graphs[i].gen = 0
+		}
 		m.gen32 = 1
 	}
 	newPartial, potential := csQueue{a: m.partialBuf[:0]}, csQueue{a: m.potentialBuf[:0]}
