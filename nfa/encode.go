@@ -360,7 +360,7 @@ func (m *Matcher) RestoreKey(data []byte) ([]byte, error) {
 
 func (m *Matcher) readKey(d *decoder) {
 	key := string(d.bytes())
-	ks := &keyState{key: key, events: map[uint64]*event{}, nodes: map[nodeKey]*node{}}
+	ks := &keyState{key: key, events: map[uint64]*event{}, nodes: map[nodeKey]*node{}, hidx: -1}
 	ks.nextSeq = d.uvarint()
 	ks.preDrain = int(d.uvarint())
 	nev := d.count(len(d.b))

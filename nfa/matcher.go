@@ -285,7 +285,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 		ks := m.keyState(key)
 		ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos, arr: m.arrivals})
 		m.arrivals++
-		if !ks.scheduled || ts < ks.due {
+		if ks.hidx < 0 || ts < ks.due {
 			m.reschedule(ks)
 		}
 	}
@@ -383,13 +383,7 @@ func (m *Matcher) advance(wm int64) {
 	}
 	m.wm = wm
 	for len(m.timer) > 0 && m.timer[0].due <= wm {
-		t := m.timer.pop()
-		ks := t.ks
-		if t.gen != ks.gen || !ks.scheduled || ks.due != t.due {
-			continue // stale entry
-		}
-		ks.scheduled = false
-		m.fire(ks, wm)
+		m.fire(m.timer.pop(), wm)
 	}
 }
 
@@ -467,9 +461,10 @@ func (m *Matcher) deadlineOf(c *compState) int64 {
 }
 
 // recomputeDeadline sets ks.deadline to the earliest time a partial match
-// of the key times out. Between recomputations it stays a lower bound:
-// processEvent lowers it for every partial match it keeps, and removing
-// partial matches only makes the true earliest time later.
+// of the key times out. While one firing processes several event times,
+// it stays a lower bound: processEvent lowers it for every partial match
+// it keeps, and removing partial matches only makes the true earliest
+// time later.
 func (m *Matcher) recomputeDeadline(ks *keyState) {
 	due := int64(maxInt64)
 	if m.p.hasWindows {
@@ -542,33 +537,28 @@ func (m *Matcher) numberDuplicates(from int) {
 // reschedule computes when the key next needs attention, or drops its state
 // when it holds nothing.
 func (m *Matcher) reschedule(ks *keyState) {
+	// the exact deadline, not the lower bound processEvent keeps: the order
+	// in which keys fire decides the order of records, and it must follow
+	// from the state alone (a replica restored from a snapshot fires like
+	// the others)
+	m.recomputeDeadline(ks)
 	due := ks.deadline
-	if !m.p.hasWindows {
-		due = maxInt64
-	} else if due < maxInt64 && !ks.hasTimedPartial(m.p) {
-		// the partial matches the bound was for have ended
-		ks.deadline, due = maxInt64, maxInt64
-	}
 	if ks.queue.Len() > 0 {
 		qmin, _ := ks.queue.MinTime()
 		due = min(due, qmin)
 	}
 	if due == maxInt64 && ks.queue.Len() == 0 {
-		ks.scheduled = false
+		m.timer.remove(ks)
 		if ks.idle() {
 			delete(m.keys, ks.key)
-			ks.gen++ // invalidates timer entries that still point at it
+			ks.gen++
 			if len(m.freeKeys) < 1024 {
 				m.freeKeys = append(m.freeKeys, ks)
 			}
 		}
 		return
 	}
-	if ks.scheduled && ks.due == due {
-		return
-	}
-	ks.due, ks.scheduled = due, true
-	m.timer.push(timerEntry{due: due, key: ks.key, ks: ks, gen: ks.gen})
+	m.timer.set(ks, due)
 }
 
 func satAdd(a, b int64) int64 {
@@ -578,16 +568,11 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
-type timerEntry struct {
-	due int64
-	key string // the key when pushed (a recycled keyState changes its key)
-	ks  *keyState
-	gen uint64
-}
-
-// timerHeap orders keys by due time, then by key, so that the order in which
-// keys fire (and so the order of output records) is deterministic.
-type timerHeap []timerEntry
+// timerHeap orders the scheduled keys by due time, then by key, so that the
+// order in which keys fire (and so the order of output records) is
+// deterministic. Each key is in it at most once (keyState.hidx is its
+// index, -1 when absent) and is moved in place when its due time changes.
+type timerHeap []*keyState
 
 func (h timerHeap) less(i, j int) bool {
 	if h[i].due != h[j].due {
@@ -596,41 +581,86 @@ func (h timerHeap) less(i, j int) bool {
 	return h[i].key < h[j].key
 }
 
-func (h *timerHeap) push(e timerEntry) {
-	*h = append(*h, e)
-	a := *h
-	for k := len(a) - 1; k > 0; {
+func (h timerHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx, h[j].hidx = i, j
+}
+
+func (h timerHeap) up(k int) {
+	for k > 0 {
 		p := (k - 1) / 2
-		if !a.less(k, p) {
+		if !h.less(k, p) {
 			break
 		}
-		a[k], a[p] = a[p], a[k]
+		h.swap(k, p)
 		k = p
 	}
 }
 
-func (h *timerHeap) pop() timerEntry {
-	a := *h
-	top := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a[n] = timerEntry{}
-	a = a[:n]
-	for k := 0; ; {
+func (h timerHeap) down(k int) {
+	n := len(h)
+	for {
 		l := 2*k + 1
 		if l >= n {
-			break
+			return
 		}
 		c := l
-		if r := l + 1; r < n && a.less(r, l) {
+		if r := l + 1; r < n && h.less(r, l) {
 			c = r
 		}
-		if !a.less(c, k) {
-			break
+		if !h.less(c, k) {
+			return
 		}
-		a[k], a[c] = a[c], a[k]
+		h.swap(k, c)
 		k = c
 	}
+}
+
+// set schedules ks at due, or moves it there.
+func (h *timerHeap) set(ks *keyState, due int64) {
+	if ks.hidx >= 0 {
+		if ks.due == due {
+			return
+		}
+		earlier := due < ks.due
+		ks.due = due
+		if earlier {
+			h.up(ks.hidx)
+		} else {
+			h.down(ks.hidx)
+		}
+		return
+	}
+	ks.due = due
+	ks.hidx = len(*h)
+	*h = append(*h, ks)
+	h.up(ks.hidx)
+}
+
+// remove unschedules ks.
+func (h *timerHeap) remove(ks *keyState) {
+	i := ks.hidx
+	if i < 0 {
+		return
+	}
+	a := *h
+	n := len(a) - 1
+	if i != n {
+		a.swap(i, n)
+	}
+	a[n] = nil
+	a = a[:n]
 	*h = a
-	return top
+	ks.hidx = -1
+	if i < n {
+		a.down(i)
+		a.up(i)
+	}
+}
+
+// pop unschedules and returns the earliest key.
+func (h *timerHeap) pop() *keyState {
+	ks := (*h)[0]
+	h.remove(ks)
+	return ks
 }

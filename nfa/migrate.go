@@ -52,7 +52,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 	dropped := 0
 	for _, key := range old.SortedKeys() {
 		oks := old.keys[key]
-		ks := &keyState{key: key, nextSeq: oks.nextSeq, preDrain: oks.preDrain}
+		ks := &keyState{key: key, nextSeq: oks.nextSeq, preDrain: oks.preDrain, hidx: -1}
 		// a node is usable when its stage and all its predecessors' are
 		usable := map[*node]bool{}
 		var ok func(n *node) bool

@@ -60,10 +60,10 @@ type keyState struct {
 	nextSeq   uint64
 	queue     watermark.Queue[queued] // events waiting for the watermark
 	due       int64                   // when the matcher must next look at this key
-	scheduled bool
-	gen       uint64 // bumped when the state is recycled for another key
-	preDrain  int    // queued events that arrived before StopStarting
-	deadline  int64  // no partial match times out before this (see recomputeDeadline)
+	hidx      int                     // index in the matcher's timer heap, -1 when not scheduled
+	gen       uint64                  // bumped when the state is recycled for another key
+	preDrain  int                     // queued events that arrived before StopStarting
+	deadline  int64                   // no partial match times out before this (see recomputeDeadline)
 }
 
 type queued struct {
@@ -80,23 +80,12 @@ func newKeyState(p *Pattern, key string) *keyState {
 	return ks
 }
 
-// hasTimedPartial reports whether some partial match is past a start state
-// (only those can time out).
-func (ks *keyState) hasTimedPartial(p *Pattern) bool {
-	for _, c := range ks.partial.a {
-		if !p.states[c.state].start {
-			return true
-		}
-	}
-	return false
-}
-
 // init resets a key state to fresh start states, keeping allocated buffers.
 func (ks *keyState) init(p *Pattern) {
 	ks.partial.a = ks.partial.a[:0]
 	ks.completed.a = ks.completed.a[:0]
 	ks.nextSeq = 0
-	ks.due, ks.scheduled = 0, false
+	ks.due, ks.hidx = 0, -1
 	ks.preDrain = 0
 	ks.deadline = maxInt64 // start states never time out
 	for _, s := range p.startStates {
