@@ -361,12 +361,13 @@ func (n *Node) Close() error {
 	}
 	if n.meta != nil {
 		errs = append(errs, n.meta.close())
-		n.meta = nil
 	}
 	if n.mux != nil {
 		errs = append(errs, n.mux.Close())
 	}
+	// the leader loops still read n.meta until they have returned
 	n.wg.Wait()
+	n.meta = nil
 	n.shards = nil
 	if n.nc != nil {
 		n.nc.Close()
