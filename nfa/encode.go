@@ -31,7 +31,8 @@ import (
 //
 // Reference counts are not stored: they are recomputed from the structure.
 
-const stateVersion = 1
+// stateVersion 2: edges carry their lock counts
+const stateVersion = 2
 
 var stateMagic = []byte("CEPM")
 
@@ -167,6 +168,7 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 		for _, e := range n.edges {
 			b = appendNodeRef(b, e.target)
 			b = appendDewey(b, e.ver)
+			b = binary.AppendUvarint(b, uint64(max(e.refs, 0)))
 		}
 	}
 	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
@@ -422,7 +424,11 @@ func (m *Matcher) readKey(d *decoder) {
 		for j := 0; j < ne && d.err == nil; j++ {
 			t := ref()
 			v := d.dewey()
-			n.edges = append(n.edges, edge{target: t, ver: v})
+			locks := d.uvarint()
+			if locks > 1<<30 {
+				d.fail("bad edge lock count")
+			}
+			n.edges = append(n.edges, edge{target: t, ver: v, refs: int32(locks)})
 			if t != nil {
 				t.refs++
 			}

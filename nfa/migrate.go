@@ -97,11 +97,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			clones[n] = c
 			ks.nodes[c.key] = c
 			for _, e := range n.edges {
-				t := clone(e.target)
-				if t != nil {
-					t.refs++
-				}
-				c.edges = append(c.edges, edge{target: t, ver: e.ver})
+				c.edges = append(c.edges, edge{target: clone(e.target), ver: e.ver})
 			}
 			return c
 		}
@@ -117,9 +113,6 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 				nc := *c
 				nc.state = st
 				nc.prev = clone(c.prev)
-				if nc.prev != nil {
-					nc.prev.refs++
-				}
 				if c.startEv != nil {
 					if e := ks.events[c.startEv.seq]; e != nil {
 						nc.startEv = e
@@ -148,6 +141,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			}
 		}
 		oks.queue.Items(func(ts int64, q queued) { ks.queue.Push(ts, q) })
+		ks.deriveLocks()
 		nm.keys[key] = ks
 		nm.recomputeDeadline(ks)
 		nm.reschedule(ks)

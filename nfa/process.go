@@ -180,7 +180,7 @@ func incSelf(ignore, take int) int {
 }
 
 func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startEv *event) []*compState {
-	ks.lock(prev)
+	ks.lockNode(prev, ver)
 	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startEv: startEv})
 }
 
@@ -260,7 +260,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 		}
 	}
 	if !reused {
-		ks.release(cs.prev)
+		ks.releaseNode(cs.prev, cs.ver)
 	}
 	m.resBuf = res
 	return res
@@ -306,14 +306,14 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 				potential.offer(n)
 			case stStop:
 				discard = true
-				ks.release(n.prev)
+				ks.releaseNode(n.prev, n.ver)
 			default:
 				retain = append(retain, n)
 			}
 		}
 		if discard {
 			for _, r := range retain {
-				ks.release(r.prev)
+				ks.releaseNode(r.prev, r.ver)
 			}
 		} else {
 			for _, r := range retain {
@@ -380,7 +380,7 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 			at = cs.prevTs + st.window
 		}
 		tos = append(tos, timeout{p: currentMatch(cs), at: at})
-		ks.release(cs.prev)
+		ks.releaseNode(cs.prev, cs.ver)
 	}
 	if !changed {
 		return nil, nil
@@ -416,7 +416,7 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 		if len(paths) > 0 {
 			out = append(out, paths[0])
 		}
-		ks.release(earliest.prev)
+		ks.releaseNode(earliest.prev, earliest.ver)
 	}
 	return out
 }
@@ -436,7 +436,7 @@ func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
 	}
 	for _, c := range q.a {
 		if drop(c) {
-			ks.release(c.prev)
+			ks.releaseNode(c.prev, c.ver)
 		}
 	}
 	q.removeIf(drop)

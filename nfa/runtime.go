@@ -38,6 +38,7 @@ type node struct {
 type edge struct {
 	target *node // nil: the first event of a match
 	ver    dewey
+	refs   int32 // locks (Flink's Lockable<SharedBufferEdge>)
 }
 
 // compState is a partial match (Flink's ComputationState).
@@ -117,40 +118,84 @@ func (ks *keyState) partialCount() int {
 	return n + ks.completed.len()
 }
 
-func (ks *keyState) lock(n *node) {
-	if n != nil {
-		n.refs++
+// lockNode is Flink's SharedBufferAccessor.lockNode: a new reference to n
+// under version ver (a partial match there, or an edge into it) locks n
+// and each of its edges that ver is compatible with.
+func (ks *keyState) lockNode(n *node, ver dewey) {
+	if n == nil {
+		return
+	}
+	n.refs++
+	for i := range n.edges {
+		if ver.compatible(n.edges[i].ver) {
+			n.edges[i].refs++
+		}
 	}
 }
 
-func (ks *keyState) release(n *node) {
-	for n != nil {
-		n.refs--
-		if n.refs > 0 {
-			return
+type releaseItem struct {
+	n   *node
+	ver dewey
+}
+
+// releaseNode is Flink's SharedBufferAccessor.releaseNode: the reference to
+// n under version ver goes away, so each compatible edge loses a lock; an
+// edge left without locks is removed and its target released in turn
+// under the edge's version. A node left without references is removed with
+// its event (when no other node holds it); its remaining edges then go
+// too, releasing their targets (Flink keeps those targets locked, which
+// only costs memory: nothing can reach a removed node).
+func (ks *keyState) releaseNode(n *node, ver dewey) {
+	if n == nil {
+		return
+	}
+	var buf [16]releaseItem
+	stack := append(buf[:0], releaseItem{n, ver})
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		cur := it.n
+		kept := cur.edges[:0]
+		for _, e := range cur.edges {
+			if it.ver.compatible(e.ver) && releaseCount(&e.refs) {
+				if e.target != nil {
+					stack = append(stack, releaseItem{e.target, e.ver})
+				}
+				continue
+			}
+			kept = append(kept, e)
 		}
-		delete(ks.nodes, n.key)
-		n.ev.refs--
-		if n.ev.refs == 0 {
-			delete(ks.events, n.ev.seq)
+		clear(cur.edges[len(kept):])
+		cur.edges = kept
+		if !releaseCount(&cur.refs) {
+			continue
 		}
-		// release predecessors; iterate to avoid deep recursion on long chains
-		var next *node
-		for _, e := range n.edges {
-			switch {
-			case e.target == nil:
-			case next == nil:
-				next = e.target
-			default:
-				ks.release(e.target)
+		delete(ks.nodes, cur.key)
+		cur.ev.refs--
+		if cur.ev.refs == 0 {
+			delete(ks.events, cur.ev.seq)
+		}
+		for _, e := range cur.edges {
+			if e.target != nil {
+				stack = append(stack, releaseItem{e.target, e.ver})
 			}
 		}
-		n.edges = nil
-		n = next
+		cur.edges = nil
 	}
+}
+
+// releaseCount is Flink's Lockable.release: it drops one lock and reports
+// whether none is left.
+func releaseCount(refs *int32) bool {
+	if *refs <= 0 {
+		return true
+	}
+	*refs--
+	return *refs == 0
 }
 
 func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
+	ks.lockNode(prev, ver)
 	k := nodeKey{seq: ev.seq, stage: stage}
 	n := ks.nodes[k]
 	if n == nil {
@@ -167,8 +212,31 @@ func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 		ks.nodes[k] = n
 	}
 	n.edges = append(n.edges, edge{target: prev, ver: ver})
-	ks.lock(prev)
 	return n
+}
+
+// deriveLocks sets every node's and edge's lock count from the structure:
+// each partial match at a node and each edge into it holds one lock on
+// the node and one on each of its edges its version is compatible with
+// (what lockNode did when they were made). For a state built other than
+// by processing events (migration).
+func (ks *keyState) deriveLocks() {
+	for _, n := range ks.nodes {
+		n.refs = 0
+		for i := range n.edges {
+			n.edges[i].refs = 0
+		}
+	}
+	for _, n := range ks.nodes {
+		for _, e := range n.edges {
+			ks.lockNode(e.target, e.ver)
+		}
+	}
+	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
+		for _, c := range q.a {
+			ks.lockNode(c.prev, c.ver)
+		}
+	}
 }
 
 // path is one extracted match: its nodes from the first event to the last.

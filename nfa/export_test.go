@@ -1,0 +1,56 @@
+package nfa
+
+// UnreachableEvents counts the buffered events that no partial match can
+// reach: the ones not on any path that extraction could follow from a
+// partial match (edges whose version the walk is compatible with).
+func UnreachableEvents(m *Matcher) int {
+	n := 0
+	for _, ks := range m.keys {
+		reach := map[uint64]bool{}
+		type st struct {
+			n   *node
+			ver dewey
+		}
+		seen := map[*node]map[string]bool{}
+		var stack []st
+		for _, q := range []*csQueue{&ks.partial, &ks.completed} {
+			for _, c := range q.a {
+				if c.prev != nil {
+					stack = append(stack, st{c.prev, c.ver})
+				}
+			}
+		}
+		for len(stack) > 0 {
+			cur := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			k := fmtDewey(cur.ver)
+			if seen[cur.n] == nil {
+				seen[cur.n] = map[string]bool{}
+			}
+			if seen[cur.n][k] {
+				continue
+			}
+			seen[cur.n][k] = true
+			reach[cur.n.ev.seq] = true
+			for _, e := range cur.n.edges {
+				if e.target != nil && cur.ver.compatible(e.ver) {
+					stack = append(stack, st{e.target, e.ver})
+				}
+			}
+		}
+		for seq := range ks.events {
+			if !reach[seq] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func fmtDewey(d dewey) string {
+	b := make([]byte, 0, 4*len(d))
+	for _, x := range d {
+		b = append(b, byte(x>>24), byte(x>>16), byte(x>>8), byte(x))
+	}
+	return string(b)
+}
