@@ -164,8 +164,11 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 		n := ks.nodes[k]
 		b = binary.AppendUvarint(b, k.seq)
 		b = binary.AppendUvarint(b, uint64(k.stage))
-		b = binary.AppendUvarint(b, uint64(len(n.edges)))
+		b = binary.AppendUvarint(b, uint64(len(n.edges)-int(n.removed)))
 		for _, e := range n.edges {
+			if e.removed {
+				continue
+			}
 			b = appendNodeRef(b, e.target)
 			b = appendDewey(b, e.ver)
 			b = binary.AppendUvarint(b, uint64(max(e.refs, 0)))

@@ -33,7 +33,7 @@ func UnreachableEvents(m *Matcher) int {
 			seen[cur.n][k] = true
 			reach[cur.n.ev.seq] = true
 			for _, e := range cur.n.edges {
-				if e.target != nil && cur.ver.compatible(e.ver) {
+				if !e.removed && e.target != nil && cur.ver.compatible(e.ver) {
 					stack = append(stack, st{e.target, e.ver})
 				}
 			}
@@ -53,4 +53,17 @@ func fmtDewey(d dewey) string {
 		b = append(b, byte(x>>24), byte(x>>16), byte(x>>8), byte(x))
 	}
 	return string(b)
+}
+
+// EdgeStats returns the shared buffer's node and edge counts and the most
+// edges of one node.
+func EdgeStats(m *Matcher) (nodes, edges, most int) {
+	for _, ks := range m.keys {
+		for _, n := range ks.nodes {
+			nodes++
+			edges += len(n.edges) - int(n.removed)
+			most = max(most, len(n.edges)-int(n.removed))
+		}
+	}
+	return
 }

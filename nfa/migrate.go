@@ -66,7 +66,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			usable[n] = false // cycles cannot occur; guards recursion
 			v := stageMap[n.key.stage] >= 0
 			for _, e := range n.edges {
-				v = v && ok(e.target)
+				v = v && (e.removed || ok(e.target))
 			}
 			usable[n] = v
 			return v
@@ -97,6 +97,9 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			clones[n] = c
 			ks.nodes[c.key] = c
 			for _, e := range n.edges {
+				if e.removed {
+					continue
+				}
 				c.edges = append(c.edges, edge{target: clone(e.target), ver: e.ver})
 			}
 			return c

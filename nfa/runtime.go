@@ -1,6 +1,9 @@
 package nfa
 
 import (
+	"encoding/binary"
+	"slices"
+
 	"github.com/cepcluster/cep/nfa/expr"
 	"github.com/cepcluster/cep/watermark"
 )
@@ -28,17 +31,129 @@ type nodeKey struct {
 }
 
 type node struct {
-	key    nodeKey
-	ev     *event
-	edges  []edge
-	refs   int32
-	inline [1]edge // most nodes have one edge: no separate allocation
+	key     nodeKey
+	ev      *event
+	edges   []edge // in insertion order, removed ones marked until compacted
+	refs    int32
+	removed int32     // edges marked removed
+	index   edgeIndex // edges by version, for a node with many of them
+	inline  [1]edge   // most nodes have one edge: no separate allocation
 }
 
 type edge struct {
-	target *node // nil: the first event of a match
-	ver    dewey
-	refs   int32 // locks (Flink's Lockable<SharedBufferEdge>)
+	target  *node // nil: the first event of a match
+	ver     dewey
+	refs    int32 // locks (Flink's Lockable<SharedBufferEdge>)
+	removed bool
+}
+
+// indexFrom is the number of live edges from which a node indexes them:
+// locking, releasing and extracting look up the edges a version is
+// compatible with instead of testing each (a node of a long followedByAny
+// pattern can have thousands of edges, few compatible with any version).
+const indexFrom = 24
+
+// edgeIndex maps a version prefix (all but the last number) to the edges
+// whose version has that prefix, ordered by their last number.
+type edgeIndex map[string]*edgeBucket
+
+type edgeBucket struct {
+	lasts []int32
+	at    []int32 // edge indexes, parallel to lasts
+}
+
+func appendDeweyKey(b []byte, d dewey) []byte {
+	for _, x := range d {
+		b = binary.LittleEndian.AppendUint32(b, uint32(x))
+	}
+	return b
+}
+
+func (n *node) indexEdge(i int) {
+	v := n.edges[i].ver
+	last := len(v) - 1
+	var kb [64]byte
+	k := appendDeweyKey(kb[:0], v[:last])
+	b := n.index[string(k)]
+	if b == nil {
+		b = &edgeBucket{}
+		n.index[string(k)] = b
+	}
+	// after the equal ones: equal versions keep their insertion order
+	pos, _ := slices.BinarySearch(b.lasts, v[last]+1)
+	for pos > 0 && b.lasts[pos-1] > v[last] {
+		pos--
+	}
+	b.lasts = slices.Insert(b.lasts, pos, v[last])
+	b.at = slices.Insert(b.at, pos, int32(i))
+}
+
+// compatibleEdges appends to out the indexes, ascending, of the live edges
+// whose version ver is compatible with (dewey.compatible).
+func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
+	if n.index == nil {
+		if len(n.edges)-int(n.removed) < indexFrom {
+			for i := range n.edges {
+				if e := &n.edges[i]; !e.removed && ver.compatible(e.ver) {
+					out = append(out, int32(i))
+				}
+			}
+			return out
+		}
+		n.index = edgeIndex{}
+		for i := range n.edges {
+			if !n.edges[i].removed {
+				n.indexEdge(i)
+			}
+		}
+	}
+	from := len(out)
+	var kb [64]byte
+	for l := 1; l <= len(ver); l++ {
+		b := n.index[string(appendDeweyKey(kb[:0], ver[:l-1]))]
+		if b == nil {
+			continue
+		}
+		lo, hi := 0, 0
+		if l < len(ver) {
+			// a shorter edge version must equal ver's prefix of its length
+			lo, _ = slices.BinarySearch(b.lasts, ver[l-1])
+			hi, _ = slices.BinarySearch(b.lasts, ver[l-1]+1)
+		} else {
+			// the same length: the edge's last number must not be larger
+			hi, _ = slices.BinarySearch(b.lasts, ver[l-1]+1)
+		}
+		for j := lo; j < hi; j++ {
+			if i := b.at[j]; !n.edges[i].removed {
+				out = append(out, i)
+			}
+		}
+	}
+	slices.Sort(out[from:])
+	return out
+}
+
+// removeEdge marks edge i removed, compacting the edges once most are.
+func (n *node) removeEdge(i int32) {
+	n.edges[i].removed = true
+	n.removed++
+}
+
+// compact drops removed edges, keeping the order of the others.
+func (n *node) compact() {
+	if n.removed == 0 || int(n.removed)*2 < len(n.edges) {
+		return
+	}
+	kept := n.edges[:0]
+	for _, e := range n.edges {
+		if !e.removed {
+			kept = append(kept, e)
+		}
+	}
+	clear(n.edges[len(kept):])
+	n.edges = kept
+	n.removed = 0
+	n.index = nil // rebuilt on demand
 }
 
 // compState is a partial match (Flink's ComputationState).
@@ -126,10 +241,17 @@ func (ks *keyState) lockNode(n *node, ver dewey) {
 		return
 	}
 	n.refs++
-	for i := range n.edges {
-		if ver.compatible(n.edges[i].ver) {
-			n.edges[i].refs++
+	if n.index == nil && len(n.edges)-int(n.removed) < indexFrom {
+		for i := range n.edges {
+			if e := &n.edges[i]; !e.removed && ver.compatible(e.ver) {
+				e.refs++
+			}
 		}
+		return
+	}
+	var ib [32]int32
+	for _, i := range n.compatibleEdges(ver, ib[:0]) {
+		n.edges[i].refs++
 	}
 }
 
@@ -151,23 +273,33 @@ func (ks *keyState) releaseNode(n *node, ver dewey) {
 	}
 	var buf [16]releaseItem
 	stack := append(buf[:0], releaseItem{n, ver})
+	var ib [32]int32
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		cur := it.n
-		kept := cur.edges[:0]
-		for _, e := range cur.edges {
-			if it.ver.compatible(e.ver) && releaseCount(&e.refs) {
-				if e.target != nil {
-					stack = append(stack, releaseItem{e.target, e.ver})
+		if cur.index == nil && len(cur.edges)-int(cur.removed) < indexFrom {
+			for i := range cur.edges {
+				if e := &cur.edges[i]; !e.removed && it.ver.compatible(e.ver) && releaseCount(&e.refs) {
+					cur.removeEdge(int32(i))
+					if e.target != nil {
+						stack = append(stack, releaseItem{e.target, e.ver})
+					}
 				}
-				continue
 			}
-			kept = append(kept, e)
+		} else {
+			for _, i := range cur.compatibleEdges(it.ver, ib[:0]) {
+				e := &cur.edges[i]
+				if releaseCount(&e.refs) {
+					cur.removeEdge(i)
+					if e.target != nil {
+						stack = append(stack, releaseItem{e.target, e.ver})
+					}
+				}
+			}
 		}
-		clear(cur.edges[len(kept):])
-		cur.edges = kept
 		if !releaseCount(&cur.refs) {
+			cur.compact()
 			continue
 		}
 		delete(ks.nodes, cur.key)
@@ -176,11 +308,11 @@ func (ks *keyState) releaseNode(n *node, ver dewey) {
 			delete(ks.events, cur.ev.seq)
 		}
 		for _, e := range cur.edges {
-			if e.target != nil {
+			if !e.removed && e.target != nil {
 				stack = append(stack, releaseItem{e.target, e.ver})
 			}
 		}
-		cur.edges = nil
+		cur.edges, cur.index, cur.removed = nil, nil, 0
 	}
 }
 
@@ -212,6 +344,9 @@ func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 		ks.nodes[k] = n
 	}
 	n.edges = append(n.edges, edge{target: prev, ver: ver})
+	if n.index != nil {
+		n.indexEdge(len(n.edges) - 1)
+	}
 	return n
 }
 
@@ -229,7 +364,9 @@ func (ks *keyState) deriveLocks() {
 	}
 	for _, n := range ks.nodes {
 		for _, e := range n.edges {
-			ks.lockNode(e.target, e.ver)
+			if !e.removed {
+				ks.lockNode(e.target, e.ver)
+			}
 		}
 	}
 	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
@@ -269,10 +406,8 @@ func extract(n *node, ver dewey) []path {
 		}
 		cur.path = append(cur.path, cur.n)
 		first := true
-		for _, e := range cur.n.edges {
-			if !cur.ver.compatible(e.ver) {
-				continue
-			}
+		for _, i := range cur.n.compatibleEdges(cur.ver, nil) {
+			e := &cur.n.edges[i]
 			np := cur.path
 			if first {
 				first = false
@@ -311,11 +446,10 @@ func firstPath(n *node, ver dewey, buf *[]*node) bool {
 		return true
 	}
 	*buf = append(*buf, n)
-	for i := len(n.edges) - 1; i >= 0; i-- {
-		e := n.edges[i]
-		if !ver.compatible(e.ver) {
-			continue
-		}
+	var ib [8]int32
+	idx := n.compatibleEdges(ver, ib[:0])
+	for k := len(idx) - 1; k >= 0; k-- {
+		e := &n.edges[idx[k]]
 		if firstPath(e.target, e.ver, buf) {
 			return true
 		}
