@@ -382,23 +382,51 @@ func nodeLogger(dir, level string) (*slog.Logger, func(), error) {
 	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: l})), func() { f.Close() }, nil
 }
 
+// drainOutbox waits until every shard's outbox is published, records the
+// time and the counters, and checks every event was applied once.
+func drainOutbox(ctx context.Context, o *options, c *benchCluster, res *throughput, start time.Time, log *slog.Logger) error {
+	want := float64(res.Events)
+	m, at, err := waitApplied(ctx, c, want, true, 100*time.Millisecond, o.stall, o.timeout, nil, func(m metrics) {
+		log.Info("throughput: publishing the outbox", "outbox", int(m.outbox))
+	})
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	res.OutboxDrainedSeconds = at.Sub(start).Seconds()
+	res.Matches, res.Timeouts, res.DeadLetters = int64(m.matches), int64(m.timeouts), int64(m.dead)
+	if m.events != want {
+		return fmt.Errorf("the cluster applied %.0f events, %d were published", m.events, res.Events)
+	}
+	return nil
+}
+
+// startProfile starts a CPU profile of the throughput phase into path
+// (none when it is empty) and returns the function that stops it, safe to
+// call more than once.
+func startProfile(path string, res *throughput) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	res.CPUProfile = path
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}), nil
+}
+
 func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *publisher, evs *events, subj []string, log *slog.Logger) (*throughput, error) {
 	res := &throughput{Events: evs.len(), Mode: "live"}
-	stopProfile := func() {}
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		res.CPUProfile = o.cpuprofile
-		stopProfile = sync.OnceFunc(func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		})
+	stopProfile, err := startProfile(o.cpuprofile, res)
+	if err != nil {
+		return nil, err
 	}
 	defer stopProfile()
 	log.Info("throughput: publishing", "events", evs.len(), "inflight", o.inflight)
@@ -433,7 +461,7 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 		log.Info("throughput: applying", "applied", int(m.events), "of", evs.len(), "outbox", int(m.outbox), "elapsed", time.Since(start).Round(time.Second))
 	}
 	want := float64(evs.len())
-	m, at, err := waitApplied(ctx, c, want, false, 50*time.Millisecond, o.stall, o.timeout, check, progress)
+	_, at, err := waitApplied(ctx, c, want, false, 50*time.Millisecond, o.stall, o.timeout, check, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -457,18 +485,7 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 	}
 	res.PublishSeconds = pr.d.Seconds()
 	res.PublishEventsPerSec = want / pr.d.Seconds()
-	m, at, err = waitApplied(ctx, c, want, true, 100*time.Millisecond, o.stall, o.timeout, nil, func(m metrics) {
-		log.Info("throughput: publishing the outbox", "outbox", int(m.outbox))
-	})
-	if err != nil {
-		return res, fmt.Errorf("outbox: %w", err)
-	}
-	res.OutboxDrainedSeconds = at.Sub(start).Seconds()
-	res.Matches, res.Timeouts, res.DeadLetters = int64(m.matches), int64(m.timeouts), int64(m.dead)
-	if m.events != want {
-		return res, fmt.Errorf("the cluster applied %.0f events, %d were published", m.events, evs.len())
-	}
-	return res, nil
+	return res, drainOutbox(ctx, o, c, res, start, log)
 }
 
 // measureBacklog publishes every event to the source before any pattern
@@ -484,21 +501,9 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 	res.PublishSeconds = d.Seconds()
 	res.PublishEventsPerSec = float64(evs.len()) / d.Seconds()
 	log.Info("throughput: backlog published", "took", d.Round(time.Millisecond), "events/s", int(res.PublishEventsPerSec))
-	stopProfile := func() {}
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		res.CPUProfile = o.cpuprofile
-		stopProfile = sync.OnceFunc(func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		})
+	stopProfile, err := startProfile(o.cpuprofile, res)
+	if err != nil {
+		return nil, err
 	}
 	defer stopProfile()
 	start := time.Now()
@@ -507,7 +512,7 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 	}
 	log.Info("throughput: pattern deployed", "took", time.Since(start).Round(time.Millisecond))
 	want := float64(evs.len())
-	m, at, err := waitApplied(ctx, c, want, false, 50*time.Millisecond, o.stall, o.timeout, nil, func(m metrics) {
+	_, at, err := waitApplied(ctx, c, want, false, 50*time.Millisecond, o.stall, o.timeout, nil, func(m metrics) {
 		log.Info("throughput: applying", "applied", int(m.events), "of", evs.len(), "outbox", int(m.outbox), "elapsed", time.Since(start).Round(time.Second))
 	})
 	if err != nil {
@@ -517,18 +522,7 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 	res.AppliedSeconds = at.Sub(start).Seconds()
 	res.EventsPerSec = want / res.AppliedSeconds
 	log.Info("throughput: all applied", "took", at.Sub(start).Round(time.Millisecond), "events/s", int(res.EventsPerSec))
-	m, at, err = waitApplied(ctx, c, want, true, 100*time.Millisecond, o.stall, o.timeout, nil, func(m metrics) {
-		log.Info("throughput: publishing the outbox", "outbox", int(m.outbox))
-	})
-	if err != nil {
-		return res, fmt.Errorf("outbox: %w", err)
-	}
-	res.OutboxDrainedSeconds = at.Sub(start).Seconds()
-	res.Matches, res.Timeouts, res.DeadLetters = int64(m.matches), int64(m.timeouts), int64(m.dead)
-	if m.events != want {
-		return res, fmt.Errorf("the cluster applied %.0f events, %d were published", m.events, evs.len())
-	}
-	return res, nil
+	return res, drainOutbox(ctx, o, c, res, start, log)
 }
 
 // latencyRun follows the output records through the latency and failover

@@ -600,17 +600,7 @@ func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 			op = operators.LessEquals
 		}
 	}
-	var test func(c int) bool
-	switch op {
-	case operators.Less:
-		test = func(c int) bool { return c < 0 }
-	case operators.LessEquals:
-		test = func(c int) bool { return c <= 0 }
-	case operators.Greater:
-		test = func(c int) bool { return c > 0 }
-	default:
-		test = func(c int) bool { return c >= 0 }
-	}
+	test := orderTest(op)
 	errOverload := fmt.Errorf("no such overload: %s between %s and a value of another type", opSymbol(op), kindName(lit.k))
 	return func(e Event, ctx Ctx) (bool, error) {
 		x, err := p.get(e)
@@ -627,6 +617,21 @@ func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 		}
 		return test(c), nil
 	}, true
+}
+
+// orderTest turns the result of a three-way comparison into the value of
+// the ordering operator op.
+func orderTest(op string) func(c int) bool {
+	switch op {
+	case operators.Less:
+		return func(c int) bool { return c < 0 }
+	case operators.LessEquals:
+		return func(c int) bool { return c <= 0 }
+	case operators.Greater:
+		return func(c int) bool { return c > 0 }
+	default:
+		return func(c int) bool { return c >= 0 }
+	}
 }
 
 func buildIn(lhs, rhs celast.Expr) (fastBool, bool) {
@@ -917,16 +922,8 @@ func buildCompareOperands(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 	}
 	errOverload := fmt.Errorf("no such overload: %s between values of different types", opSymbol(op))
 	var test func(c int) bool
-	switch op {
-	case operators.Equals, operators.NotEquals:
-	case operators.Less:
-		test = func(c int) bool { return c < 0 }
-	case operators.LessEquals:
-		test = func(c int) bool { return c <= 0 }
-	case operators.Greater:
-		test = func(c int) bool { return c > 0 }
-	default:
-		test = func(c int) bool { return c >= 0 }
+	if op != operators.Equals && op != operators.NotEquals {
+		test = orderTest(op)
 	}
 	want := op == operators.Equals
 	return func(e Event, ctx Ctx) (bool, error) {

@@ -101,14 +101,7 @@ func matchEventGen() *rapid.Generator[Event] {
 }
 
 func TestFastPathAggregatesMatchCEL(t *testing.T) {
-	fast, err := NewCompiler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	slow, err := NewCompiler(WithoutFastPath())
-	if err != nil {
-		t.Fatal(err)
-	}
+	fast, slow := compilerPair(t)
 	fastRuns := 0
 	rapid.Check(t, func(t *rapid.T) {
 		src := ctxCondGen(2).Draw(t, "cond")
@@ -129,18 +122,8 @@ func TestFastPathAggregatesMatchCEL(t *testing.T) {
 				"s1": rapid.SliceOfN(matchEventGen(), 0, 4).Draw(t, "s1"),
 				"s2": rapid.SliceOfN(matchEventGen(), 0, 2).Draw(t, "s2"),
 			}
-			fv, ferr := fc.Eval(ev, ctx)
-			cv, cerr := sc.Eval(ev, ctx)
-			if (ferr != nil) != (cerr != nil) || fv != cv {
-				t.Fatalf("%s on %#v with %#v:\nfast path: %v, %v\nCEL:       %v, %v", src, ev, ctx, fv, ferr, cv, cerr)
-			}
-			rv, rerr := fc.fast(ev, ctx)
-			if rerr == errFallback {
-				continue
-			}
-			fastRuns++
-			if (rerr != nil) != (cerr != nil) || rv != cv {
-				t.Fatalf("%s on %#v with %#v:\nraw fast path: %v, %v\nCEL:           %v, %v", src, ev, ctx, rv, rerr, cv, cerr)
+			if agreesWithCEL(t, src, fc, sc, ev, ctx) {
+				fastRuns++
 			}
 		}
 	})

@@ -171,15 +171,40 @@ func mapGen(depth int) *rapid.Generator[map[string]any] {
 	})
 }
 
-func TestFastPathMatchesCEL(t *testing.T) {
+// compilerPair returns a compiler with the fast path and one without.
+func compilerPair(t *testing.T) (fast, slow *Compiler) {
 	fast, err := NewCompiler()
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := NewCompiler(WithoutFastPath())
+	slow, err = NewCompiler(WithoutFastPath())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fast, slow
+}
+
+// agreesWithCEL checks that fc (fast path) and sc (CEL only) give the same
+// value and error-ness on ev with ctx, also the raw fast evaluator when it
+// decides by itself; it reports whether it did.
+func agreesWithCEL(t *rapid.T, src string, fc, sc *Condition, ev Event, ctx Ctx) bool {
+	fv, ferr := fc.Eval(ev, ctx)
+	cv, cerr := sc.Eval(ev, ctx)
+	if (ferr != nil) != (cerr != nil) || fv != cv {
+		t.Fatalf("%s on %#v with %#v:\nfast path: %v, %v\nCEL:       %v, %v", src, ev, ctx, fv, ferr, cv, cerr)
+	}
+	rv, rerr := fc.fast(ev, ctx)
+	if rerr == errFallback {
+		return false
+	}
+	if (rerr != nil) != (cerr != nil) || rv != cv {
+		t.Fatalf("%s on %#v with %#v:\nraw fast path: %v, %v\nCEL:           %v, %v", src, ev, ctx, rv, rerr, cv, cerr)
+	}
+	return true
+}
+
+func TestFastPathMatchesCEL(t *testing.T) {
+	fast, slow := compilerPair(t)
 	rapid.Check(t, func(t *rapid.T) {
 		src := condGen(3).Draw(t, "cond")
 		fc, err := fast.Condition(src)
@@ -197,18 +222,7 @@ func TestFastPathMatchesCEL(t *testing.T) {
 			t.Fatalf("WithoutFastPath compiled %q to the fast path", src)
 		}
 		for i := 0; i < 4; i++ {
-			ev := mapGen(2).Draw(t, "event")
-			fv, ferr := fc.Eval(ev, nil)
-			cv, cerr := sc.Eval(ev, nil)
-			if (ferr != nil) != (cerr != nil) || fv != cv {
-				t.Fatalf("%s on %#v:\nfast path: %v, %v\nCEL:       %v, %v", src, ev, fv, ferr, cv, cerr)
-			}
-			// The raw fast evaluator too: when it does not fall back it
-			// must agree by itself.
-			rv, rerr := fc.fast(ev, nil)
-			if rerr != errFallback && ((rerr != nil) != (cerr != nil) || rv != cv) {
-				t.Fatalf("%s on %#v:\nraw fast path: %v, %v\nCEL:           %v, %v", src, ev, rv, rerr, cv, cerr)
-			}
+			agreesWithCEL(t, src, fc, sc, mapGen(2).Draw(t, "event"), nil)
 		}
 	})
 }
