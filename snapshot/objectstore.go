@@ -145,6 +145,20 @@ func (s *ObjectStore) Open(ctx context.Context, id string) (Object, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
+	// An object replaced while it is read loses its chunks under the
+	// reader, which then waits for them until it times out; the new
+	// version is whole, so read again (a few times).
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var o Object
+		if o, err = s.open(ctx, id); err == nil || errors.Is(err, ErrNotFound) || ctx.Err() != nil {
+			return o, err
+		}
+	}
+	return nil, err
+}
+
+func (s *ObjectStore) open(ctx context.Context, id string) (Object, error) {
 	res, err := s.obs.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: %q in bucket %q", ErrNotFound, id, s.Bucket())
