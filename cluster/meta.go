@@ -41,11 +41,14 @@ type ShardInfo struct {
 
 // PatternM is a deployed pattern version.
 type PatternM struct {
-	Name          string   `json:"name"`
-	Version       uint64   `json:"version"`
-	Spec          string   `json:"spec"`
-	Format        string   `json:"format"` // "spec" or "sql"
-	Sources       []string `json:"sources"`
+	Name    string   `json:"name"`
+	Version uint64   `json:"version"`
+	Spec    string   `json:"spec"`
+	Format  string   `json:"format"` // "spec" or "sql"
+	Sources []string `json:"sources"`
+	// Reads parallels Sources with the sources read instead: the derived
+	// source re-keying a source partitioned by another key (empty: Sources)
+	Reads         []string `json:"reads,omitempty"`
 	OutputSubject string   `json:"outputSubject"`
 	Policy        uint8    `json:"policy"` // shard.UpdatePolicy of the last update
 	CreatedIndex  uint64   `json:"createdIndex"`
@@ -55,12 +58,14 @@ type PatternM struct {
 
 // SourceM is an event source: a JetStream stream partitioned by key group.
 type SourceM struct {
-	Name         string   `json:"name"`
-	Stream       string   `json:"stream"`
-	Subjects     []string `json:"subjects"`
-	Key          string   `json:"key"`
-	Managed      bool     `json:"managed"` // created by the cluster
-	CreatedIndex uint64   `json:"createdIndex"`
+	Name     string   `json:"name"`
+	Stream   string   `json:"stream"`
+	Subjects []string `json:"subjects"`
+	Key      string   `json:"key"`
+	Managed  bool     `json:"managed"` // created by the cluster
+	// Origin, for a derived source, is the source it re-keys by Key
+	Origin       string `json:"origin,omitempty"`
+	CreatedIndex uint64 `json:"createdIndex"`
 }
 
 // SavepointM records a completed savepoint.
@@ -140,7 +145,7 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		case old != nil && c.Expect != 0 && old.Version != c.Expect:
 			return nil, fmt.Errorf("%w: pattern %q is at version %d", ErrConflict, p.Name, old.Version)
 		}
-		for _, s := range p.Sources {
+		for _, s := range append(append([]string(nil), p.Sources...), p.Reads...) {
 			if m.Sources[s] == nil {
 				return nil, fmt.Errorf("%w: source %q (create it first)", ErrNotFound, s)
 			}
@@ -247,4 +252,12 @@ func (m *Meta) SourceNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ReadsOf returns the sources a pattern reads: its Reads, or its Sources.
+func (p *PatternM) ReadsOf() []string {
+	if len(p.Reads) == len(p.Sources) {
+		return p.Reads
+	}
+	return p.Sources
 }

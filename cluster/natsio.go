@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,7 +66,19 @@ func (n natsLogger) Tracef(format string, v ...any)  {}
 
 // SourceStreamName is the stream the cluster creates for a source.
 func SourceStreamName(source string) string {
+	if origin, key, derived := strings.Cut(source, "."); derived {
+		// a derived source "<origin>.k<hash>" (source names have no dots)
+		return "CEP_RK_" + strings.ToUpper(strings.ReplaceAll(origin, "-", "_")) + "_" + strings.ToUpper(key)
+	}
 	return "CEP_SRC_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(source))
+}
+
+// DerivedSourceName names the source that re-keys source by a pattern's key
+// expression; a pattern whose input is projected (a MATCH_RECOGNIZE
+// subquery) gets its own, since its key is computed after the projection.
+func DerivedSourceName(source, keyExpr, projectedBy string) string {
+	h := sha256.Sum256([]byte(keyExpr + "\x00" + projectedBy))
+	return source + ".k" + hex.EncodeToString(h[:4])
 }
 
 // SourceConfig is the stream of a source: publishers send to

@@ -441,11 +441,12 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
-// sourcesOf lists the sources read by the live patterns, sorted.
+// sourcesOf lists the sources read by the live patterns (derived sources
+// for re-keyed ones), sorted.
 func sourcesOf(m *Meta) []string {
 	set := map[string]bool{}
 	for _, name := range m.PatternNames() {
-		for _, s := range m.Patterns[name].Sources {
+		for _, s := range m.Patterns[name].ReadsOf() {
 			set[s] = true
 		}
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -146,6 +147,20 @@ func (r *runner) session(ctx context.Context) {
 				wg.Add(1)
 				go func() { defer wg.Done(); fail(r.ingest(ictx, src)) }()
 			}
+			// one shard re-keys each derived source
+			d := m.Sources[s]
+			if d == nil || d.Origin == "" || m.Sources[d.Origin] == nil || forwarderOf(m, s) != r.sh.ID() {
+				continue
+			}
+			fk := "forward " + s
+			want[fk] = true
+			if _, ok := ingests[fk]; !ok {
+				ictx, icancel := context.WithCancel(ctx)
+				ingests[fk] = icancel
+				origin := m.Sources[d.Origin]
+				wg.Add(1)
+				go func() { defer wg.Done(); fail(r.forward(ictx, origin, s)) }()
+			}
 		}
 		for s, c := range ingests {
 			if !want[s] {
@@ -234,7 +249,7 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 			b.Ops = append(b.Ops, shard.Op{Kind: shard.OpDelete, Pattern: name})
 		case !p.Deleted && v != p.Version:
 			b.Ops = append(b.Ops, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
-				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources,
+				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 			}})
 		}
@@ -262,15 +277,58 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 	var pos uint64
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
 	first, last := r.sh.Range()
+	derived := ""
+	if src.Origin != "" {
+		derived = src.Name
+	}
+	return r.read(ctx, readSpec{
+		stream: src.Stream, filters: snapshot.BlockFilters(src.Name, first, last, r.n.cfg.KeyGroups), from: pos, derived: derived,
+		op: func(events []shard.Event) shard.Op {
+			return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
+		},
+		paused: func(s *shard.State) bool { return s.Paused(src.Name) },
+	})
+}
+
+// forward re-keys a source into a derived source: this shard reads the
+// whole origin stream in order (it alone, so the derived stream receives the
+// events in the origin's order and its readers' watermarks follow it as a
+// direct read's would) and forwards each event through its outbox.
+func (r *runner) forward(ctx context.Context, origin *SourceM, derived string) error {
+	var pos uint64
+	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
+	return r.read(ctx, readSpec{
+		stream: origin.Stream, from: pos,
+		op: func(events []shard.Event) shard.Op {
+			return shard.Op{Kind: shard.OpForward, Source: origin.Name, Target: derived, Events: events}
+		},
+		paused: func(*shard.State) bool { return false },
+	})
+}
+
+// readSpec is what read reads and how it logs it.
+type readSpec struct {
+	stream  string
+	filters []string
+	from    uint64 // the last position applied
+	derived string // the source's name when it is derived: events carry their origin position
+	op      func(events []shard.Event) shard.Op
+	paused  func(s *shard.State) bool
+}
+
+// read consumes a stream from JetStream and proposes it as batches, several
+// in flight.
+func (r *runner) read(ctx context.Context, rs readSpec) error {
+	pos := rs.from
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: snapshot.BlockFilters(src.Name, first, last, r.n.cfg.KeyGroups),
+		FilterSubjects: rs.filters,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	if pos > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = pos + 1
 	}
-	cons, err := r.n.js.OrderedConsumer(ctx, src.Stream, cfg)
+	cons, err := r.n.js.OrderedConsumer(ctx, rs.stream, cfg)
 	if err != nil {
 		return err
 	}
@@ -335,7 +393,7 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 		if len(events) == 0 {
 			return nil
 		}
-		b := &shard.Batch{Ops: []shard.Op{{Kind: shard.OpEvents, Source: src.Name, Events: events}}}
+		b := &shard.Batch{Ops: []shard.Op{rs.op(events)}}
 		events = nil
 		if !r.sh.IsLeader() {
 			return shard.ErrNotLeader
@@ -350,7 +408,7 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 		// fills and JetStream holds the rest)
 		for {
 			paused := false
-			r.sh.FSM().View(func(s *shard.State, _ uint64) { paused = s.Paused(src.Name) })
+			r.sh.FSM().View(func(s *shard.State, _ uint64) { paused = rs.paused(s) })
 			if !paused {
 				return nil
 			}
@@ -380,7 +438,11 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 			if len(events) == 0 {
 				timer.Reset(linger)
 			}
-			events = append(events, shard.Event{Pos: md.Sequence.Stream, Block: block, Data: append([]byte(nil), m.Data()...)})
+			ev := shard.Event{Pos: md.Sequence.Stream, Block: block, Data: append([]byte(nil), m.Data()...)}
+			if rs.derived != "" {
+				ev.OriginPos, _ = shard.ForwardedPos(rs.derived, m.Headers().Get(jetstream.MsgIDHeader))
+			}
+			events = append(events, ev)
 			if len(events) >= r.n.cfg.IngestBatch {
 				if err := flush(); err != nil {
 					return err
@@ -466,4 +528,12 @@ func (r *runner) tick(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// forwarderOf is the shard that re-keys a derived source: spread over the
+// shards by the source's name.
+func forwarderOf(m *Meta, derived string) uint64 {
+	h := fnv.New32a()
+	h.Write([]byte(derived))
+	return m.Shards[h.Sum32()%uint32(len(m.Shards))].ID
 }

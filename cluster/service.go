@@ -172,6 +172,43 @@ func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRe
 	return &cepv1.ValidatePatternResponse{Valid: true, Format: f, Name: p.Name(), Stages: stages, EventTime: p.EventTime(), Sources: p.Sources()}, nil
 }
 
+// derivedReads returns what the pattern reads for each of its sources —
+// the source itself when it is partitioned by the pattern's key, else the
+// derived source re-keying it (created here when missing) — or nil when it
+// reads them all directly.
+func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]string, error) {
+	meta := b.s.n.Meta()
+	var reads []string
+	for i, src := range p.Sources() {
+		sm := meta.Sources[src]
+		if sm == nil || sm.Origin != "" || (sm.Key != "" && sm.Key == p.KeyExpr()) {
+			continue // unknown (refused by the metadata), derived, or keyed alike
+		}
+		if reads == nil {
+			reads = p.Sources()
+		}
+		projected := ""
+		if p.Projected() {
+			projected = p.Name()
+		}
+		d := DerivedSourceName(src, p.KeyExpr(), projected)
+		reads[i] = d
+		if meta.Sources[d] != nil {
+			continue
+		}
+		stream, err := EnsureSourceStream(ctx, b.s.n.js, d, b.s.n.cfg.KeyGroups)
+		if err != nil {
+			return nil, fmt.Errorf("%w: create the stream re-keying %s: %v", api.ErrUnavailable, src, err)
+		}
+		_, err = b.s.n.Propose(ctx, &Command{Kind: CmdPutSource, Source: &SourceM{
+			Name: d, Stream: stream, Subjects: []string{d + ".*"}, Key: p.KeyExpr(), Origin: src, Managed: true}})
+		if err != nil && !errors.Is(err, ErrExists) {
+			return nil, mapErr(err)
+		}
+	}
+	return reads, nil
+}
+
 func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy) (*cepv1.Pattern, error) {
 	p, f, err := compiled(spec, format, name)
 	if err != nil {
@@ -184,20 +221,13 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 		return nil, fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, OutputSubjectRoot)
 	}
 	// every event is read by the shard that owns its source key's group; a
-	// pattern keyed differently would see only the events whose two keys
-	// fall into the same shard (re-keying is not implemented yet), so it is
-	// refused rather than silently missing events
-	meta := b.s.n.Meta()
-	if len(meta.Shards) > 1 {
-		for _, src := range p.Sources() {
-			sm := meta.Sources[src]
-			if sm != nil && p.KeyExpr() != sm.Key {
-				return nil, fmt.Errorf("%w: pattern %q is keyed by %q but source %q is partitioned by %q; with %d shards the keys must be the same (re-keying a source is not supported yet)",
-					api.ErrFailedPrecondition, p.Name(), p.KeyExpr(), src, sm.Key, len(meta.Shards))
-			}
-		}
+	// pattern keyed otherwise (or on a source without a declared key) reads
+	// the source re-keyed by its own key: a derived source
+	reads, err := b.derivedReads(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), OutputSubject: subject}
+	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), Reads: reads, OutputSubject: subject}
 	if f == cepv1.SpecFormat_SPEC_FORMAT_SQL {
 		pm.Format = "sql"
 	}

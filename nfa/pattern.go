@@ -167,6 +167,11 @@ func CompileNamed(doc []byte, name string) (*Pattern, error) {
 // query, its PARTITION BY columns as e.col, comma-separated).
 func (p *Pattern) KeyExpr() string { return p.keyExpr }
 
+// Projected reports whether the pattern sees its events through a
+// projection (a MATCH_RECOGNIZE query reading FROM a subquery), so that its
+// key is computed from the projected event.
+func (p *Pattern) Projected() bool { return p.project != nil }
+
 // Sources lists the sources a pattern reads: the spec's source field, or a
 // query's FROM.
 func (p *Pattern) Sources() []string { return append([]string(nil), p.spec.Source...) }

@@ -26,6 +26,7 @@ const (
 	OpDeploy    OpKind = 4 // deploy or update a pattern
 	OpDelete    OpKind = 5 // delete a pattern
 	OpAck       OpKind = 6 // outbox records up to Seq are published
+	OpForward   OpKind = 7 // Events of Source to re-key into the derived source Target
 )
 
 // Op is one operation of a batch. Which fields matter depends on Kind.
@@ -37,6 +38,7 @@ type Op struct {
 	Time    int64   // OpWatermark, OpTick
 	Deploy  *Deploy // OpDeploy
 	Seq     uint64  // OpAck
+	Target  string  // OpForward: the derived source
 }
 
 // Event is one message read from a source stream.
@@ -44,6 +46,9 @@ type Event struct {
 	Pos   uint64 // stream sequence
 	Block int    // the block of key groups the stream stored it under (snapshot.BlockOfSubject), -1 if none
 	Data  []byte // JSON payload
+	// OriginPos, for an event of a derived (re-keyed) source, is its
+	// position in the source it was forwarded from; 0 otherwise.
+	OriginPos uint64
 }
 
 // UpdatePolicy says what happens to in-flight partial matches when a
@@ -62,13 +67,19 @@ type Deploy struct {
 	Name    string
 	Version uint64
 	Spec    []byte   // pattern-v1 document
-	Sources []string // sources it reads
+	Sources []string // sources it reads, as the pattern names them
 	Subject string   // where its records are published
 	Policy  UpdatePolicy
+	// Reads, when set, parallels Sources with the streams read instead: a
+	// source partitioned by another key than the pattern's is read through
+	// its derived source (re-keyed by the pattern's key).
+	Reads []string
 }
 
-// batchVersion 2: events carry their block (version 1 carried a key group)
-const batchVersion = 2
+// batchVersion 3: deployments carry the sources read, events their origin
+// position, and OpForward exists (2: events carry their block; 1 carried a
+// key group)
+const batchVersion = 3
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
 var ErrBadBatch = errors.New("shard: bad batch encoding")
@@ -81,13 +92,17 @@ func (bt *Batch) Encode(b []byte) []byte {
 		op := &bt.Ops[i]
 		b = append(b, byte(op.Kind))
 		switch op.Kind {
-		case OpEvents:
+		case OpEvents, OpForward:
 			b = appendString(b, op.Source)
+			if op.Kind == OpForward {
+				b = appendString(b, op.Target)
+			}
 			b = binary.AppendUvarint(b, uint64(len(op.Events)))
 			for _, e := range op.Events {
 				b = binary.AppendUvarint(b, e.Pos)
 				b = binary.AppendVarint(b, int64(e.Block))
 				b = appendBytes(b, e.Data)
+				b = binary.AppendUvarint(b, e.OriginPos)
 			}
 		case OpWatermark:
 			b = appendString(b, op.Pattern)
@@ -105,6 +120,10 @@ func (bt *Batch) Encode(b []byte) []byte {
 			}
 			b = appendString(b, d.Subject)
 			b = append(b, byte(d.Policy))
+			b = binary.AppendUvarint(b, uint64(len(d.Reads)))
+			for _, r := range d.Reads {
+				b = appendString(b, r)
+			}
 		case OpDelete:
 			b = appendString(b, op.Pattern)
 		case OpAck:
@@ -125,12 +144,15 @@ func DecodeBatch(data []byte) (*Batch, error) {
 	for i := 0; i < n && d.err == nil; i++ {
 		op := Op{Kind: OpKind(d.byte())}
 		switch op.Kind {
-		case OpEvents:
+		case OpEvents, OpForward:
 			op.Source = d.string()
+			if op.Kind == OpForward {
+				op.Target = d.string()
+			}
 			ne := d.count()
 			op.Events = make([]Event, 0, ne)
 			for j := 0; j < ne && d.err == nil; j++ {
-				op.Events = append(op.Events, Event{Pos: d.uvarint(), Block: int(d.varint()), Data: d.bytes()})
+				op.Events = append(op.Events, Event{Pos: d.uvarint(), Block: int(d.varint()), Data: d.bytes(), OriginPos: d.uvarint()})
 			}
 		case OpWatermark:
 			op.Pattern = d.string()
@@ -145,6 +167,10 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			}
 			dp.Subject = d.string()
 			dp.Policy = UpdatePolicy(d.byte())
+			nr := d.count()
+			for j := 0; j < nr && d.err == nil; j++ {
+				dp.Reads = append(dp.Reads, d.string())
+			}
 			op.Deploy = dp
 		case OpDelete:
 			op.Pattern = d.string()

@@ -22,7 +22,7 @@ import (
 //     that hash into it.
 
 const shardSection = "shard"
-const sectionVersion = 3
+const sectionVersion = 4 // 4: the shard section holds the re-keyed (forwarded) positions
 
 // WriteSnapshot writes the state in the snapshot format. h supplies the
 // identity fields (id, kind, cluster, index, logged time); the key-group
@@ -134,6 +134,16 @@ func (s *State) appendShardSection(b []byte) []byte {
 		b = appendBytes(b, r.Payload)
 		b = binary.AppendUvarint(b, uint64(r.KeyGroup))
 	}
+	fw := make([]string, 0, len(s.forwarded))
+	for k := range s.forwarded {
+		fw = append(fw, k)
+	}
+	sort.Strings(fw)
+	b = binary.AppendUvarint(b, uint64(len(fw)))
+	for _, k := range fw {
+		b = appendString(b, k)
+		b = binary.AppendUvarint(b, s.forwarded[k])
+	}
 	b = binary.AppendUvarint(b, uint64(len(s.patterns)))
 	for _, p := range s.patterns {
 		bt := Batch{Ops: []Op{{Kind: OpDeploy, Deploy: &p.deploy}}}
@@ -209,6 +219,13 @@ func (s *State) readShardSection(b []byte, first bool) error {
 			r.Seq = 0 // re-sequenced below
 		}
 		s.outbox = append(s.outbox, r)
+	}
+	// the shard that re-keys a source may be another one after a restore
+	// into another layout: every shard takes the furthest position
+	nf := d.count()
+	for i := 0; i < nf && d.err == nil; i++ {
+		k, v := d.string(), d.uvarint()
+		s.forwarded[k] = max(s.forwarded[k], v)
 	}
 	np := d.count()
 	for i := 0; i < np && d.err == nil; i++ {

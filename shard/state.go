@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/cepcluster/cep/internal/keytoken"
 	"github.com/cepcluster/cep/nfa"
@@ -55,6 +56,9 @@ type State struct {
 	// positions[kg-first][source] is the last source position applied for
 	// that key group.
 	positions []map[string]uint64
+	// forwarded[derived] is the last origin position this shard re-keyed
+	// into a derived source
+	forwarded map[string]uint64
 	outbox    []OutRecord
 	nextSeq   uint64
 	counters  Counters
@@ -86,7 +90,7 @@ type drainingRT struct {
 // NewState returns the empty state of a shard owning key groups
 // [first, last] out of groups.
 func NewState(first, last, groups int) *State {
-	s := &State{first: first, last: last, groups: groups, nextSeq: 1}
+	s := &State{first: first, last: last, groups: groups, nextSeq: 1, forwarded: map[string]uint64{}}
 	s.positions = make([]map[string]uint64, last-first+1)
 	for i := range s.positions {
 		s.positions[i] = map[string]uint64{}
@@ -120,6 +124,9 @@ func (s *State) Positions() map[string]uint64 {
 	seen := map[string]int{}
 	for _, m := range s.positions {
 		for src, p := range m {
+			if strings.HasSuffix(src, "#origin") {
+				continue
+			}
 			if cur, ok := out[src]; !ok || p < cur {
 				out[src] = p
 			}
@@ -198,6 +205,8 @@ func (s *State) Apply(b *Batch) {
 		switch op.Kind {
 		case OpEvents:
 			s.applyEvents(op.Source, op.Events)
+		case OpForward:
+			s.applyForward(op.Source, op.Target, op.Events)
 		case OpWatermark:
 			if _, p := s.find(op.Pattern); p != nil {
 				s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Watermark(op.Time) })
@@ -251,13 +260,93 @@ func (s *State) deploy(d *Deploy) {
 	s.patterns[i] = rt
 }
 
-func (s *State) reads(p *patternRT, source string) bool {
-	for _, src := range p.deploy.Sources {
-		if src == source {
-			return true
+// reads reports whether the pattern reads the stream of source, and under
+// which of its source names (a derived source stands for the source it
+// re-keys).
+func (s *State) reads(p *patternRT, source string) (logical string, ok bool) {
+	for i, src := range p.deploy.Sources {
+		phys := src
+		if i < len(p.deploy.Reads) && p.deploy.Reads[i] != "" {
+			phys = p.deploy.Reads[i]
+		}
+		if phys == source {
+			return src, true
 		}
 	}
-	return false
+	return "", false
+}
+
+// originKey names the per-key-group position of the origin stream of a
+// derived source's events.
+func originKey(derived string) string { return derived + "#origin" }
+
+// applyForward re-keys events of source into the derived source: each is
+// put in the outbox under the derived stream's subject for its key (by the
+// first pattern reading that source, in name order), with an id from its
+// origin position so a re-publish after failover is de-duplicated.
+func (s *State) applyForward(source, derived string, events []Event) {
+	var by *patternRT
+	for _, p := range s.patterns {
+		if _, ok := s.reads(p, derived); ok {
+			by = p
+			break
+		}
+	}
+	decoded := decodeAll(events)
+	for i, e := range events {
+		if e.Pos <= s.forwarded[derived] {
+			s.counters.Duplicates++
+			continue
+		}
+		s.forwarded[derived] = e.Pos
+		if by == nil {
+			continue // no pattern reads it any more
+		}
+		if decoded[i].err != nil {
+			s.deadLetter(source, "", e, s.first, decoded[i].err.Error())
+			continue
+		}
+		in, keep, err := by.m.Project(nfa.Input{Data: decoded[i].ev, Raw: e.Data, Pos: e.Pos})
+		if err != nil {
+			s.deadLetter(source, by.deploy.Name, e, s.first, err.Error())
+			continue
+		}
+		if !keep {
+			continue
+		}
+		key, err := by.m.KeyOf(in)
+		if err != nil {
+			s.deadLetter(source, by.deploy.Name, e, s.first, err.Error())
+			continue
+		}
+		s.push(ForwardID(derived, e.Pos), derived+"."+keytoken.KeyToken(key), e.Data, s.first)
+	}
+}
+
+// ForwardID is the message id of an event forwarded into a derived source:
+// the ingest of the derived source reads the origin position back from it.
+func ForwardID(derived string, pos uint64) string {
+	return "fw-" + derived + "-" + strconv.FormatUint(pos, 10)
+}
+
+// ForwardedPos parses ForwardID; ok is false for another id.
+func ForwardedPos(derived, id string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(id, "fw-"+derived+"-")
+	if !ok {
+		return 0, false
+	}
+	p, err := strconv.ParseUint(rest, 10, 64)
+	return p, err == nil
+}
+
+// Forwarded returns, per derived source, the last origin position this
+// shard forwarded (re-keyed).
+func (s *State) Forwarded() map[string]uint64 {
+	out := make(map[string]uint64, len(s.forwarded))
+	for k, v := range s.forwarded {
+		out[k] = v
+	}
+	return out
 }
 
 // blockRange returns the key groups of block b that the shard owns, or
@@ -351,7 +440,8 @@ func (s *State) applyEvents(source string, events []Event) {
 		}
 		raw := nfa.Input{Data: data, Raw: e.Data, Pos: e.Pos}
 		for _, p := range s.patterns {
-			if !s.reads(p, source) {
+			logical, ok := s.reads(p, source)
+			if !ok {
 				continue
 			}
 			in, keep, err := p.m.Project(raw)
@@ -381,12 +471,20 @@ func (s *State) applyEvents(source string, events []Event) {
 			if e.Pos <= s.positions[kg-s.first][source] {
 				continue // applied before a restore
 			}
+			if e.OriginPos > 0 {
+				// forwarded again (a re-keying shard that lost its place)
+				pos := s.positions[kg-s.first]
+				if e.OriginPos <= pos[originKey(source)] {
+					continue
+				}
+				pos[originKey(source)] = e.OriginPos
+			}
 			ts, err := p.m.TimeOf(in)
 			if err != nil {
 				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue
 			}
-			s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.EventFrom(source, key, ts, in) })
+			s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.EventFrom(logical, key, ts, in) })
 		}
 	}
 }

@@ -204,3 +204,55 @@ func TestApplyForeignEvents(t *testing.T) {
 		t.Fatalf("%d keys hold state, want 1 (%s)", n, mine)
 	}
 }
+
+// A pattern keyed by e.user on a source partitioned by account reads the
+// derived source: the shard re-keying the source forwards each event
+// through the outbox under the user's subject, once, and the derived
+// events, even when forwarded twice, are matched once.
+func TestForwardAndDerivedEvents(t *testing.T) {
+	const derived = "src.kuser"
+	spec := `{"name":"byuser","key":"e.user","time":"e.ts","stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","where":"e.t == \"B\""}]}`
+	dep := deployOp(spec, 1, PolicyReset)
+	dep.Deploy.Reads = []string{derived}
+	s := NewState(0, 15, 16)
+	s.Apply(&Batch{Ops: []Op{dep}})
+	evs := []Event{
+		{Pos: 7, Block: 1, Data: []byte(`{"account":"a1","user":"u1","t":"A","ts":1}`)},
+		{Pos: 8, Block: 2, Data: []byte(`{"account":"a2","user":"u1","t":"B","ts":2}`)},
+		{Pos: 9, Block: 3, Data: []byte(`{"account":"a3","t":"A","ts":3}`)}, // no user
+	}
+	s.Apply(&Batch{Ops: []Op{{Kind: OpForward, Source: "src", Target: derived, Events: evs}}})
+	s.Apply(&Batch{Ops: []Op{{Kind: OpForward, Source: "src", Target: derived, Events: evs[:2]}}}) // again: nothing new
+	out := s.Outbox()
+	if len(out) != 3 || out[0].Subject != derived+".u1" || out[0].ID != ForwardID(derived, 7) || string(out[0].Payload) != string(evs[0].Data) ||
+		out[1].ID != ForwardID(derived, 8) || out[2].Subject != DeadLetterSubject("src") {
+		t.Fatalf("outbox: %+v", out)
+	}
+	if p, ok := ForwardedPos(derived, out[1].ID); !ok || p != 8 {
+		t.Fatalf("ForwardedPos(%q) = %d, %v", out[1].ID, p, ok)
+	}
+	if s.Forwarded()[derived] != 9 {
+		t.Fatalf("forwarded %v", s.Forwarded())
+	}
+	// the derived stream delivers them (the second copy of 7 after a
+	// re-keying shard lost its place), plus a final event for the watermark
+	kg := KeyGroup("u1", 16)
+	blk := snapshot.BlockOf(kg, 16)
+	derivedEvents := []Event{
+		{Pos: 1, Block: blk, Data: evs[0].Data, OriginPos: 7},
+		{Pos: 2, Block: blk, Data: evs[0].Data, OriginPos: 7},
+		{Pos: 3, Block: blk, Data: evs[1].Data, OriginPos: 8},
+		{Pos: 4, Block: blk, Data: []byte(`{"user":"u1","t":"C","ts":10}`), OriginPos: 10},
+	}
+	s.Apply(&Batch{Ops: []Op{{Kind: OpAck, Seq: out[len(out)-1].Seq}}})
+	s.Apply(&Batch{Ops: []Op{{Kind: OpEvents, Source: derived, Events: derivedEvents}}})
+	got := payloads(s)
+	if len(got) != 1 || !strings.Contains(got[0], `"type":"match"`) || !strings.Contains(got[0], `"key":"u1"`) {
+		t.Fatalf("records: %v", strings.Join(got, "\n"))
+	}
+	// the forwarded positions survive a snapshot
+	back := restore(t, 0, 15, snap(t, s, "x"))
+	if back.Forwarded()[derived] != 9 {
+		t.Fatalf("restored forwarded %v", back.Forwarded())
+	}
+}
