@@ -152,6 +152,9 @@ stages:
     contiguity: next
     where: e.type == "LOGOUT"
 `)
+	// the same pattern keyed by user reads the source re-keyed by e.user:
+	// one shard forwards every event, through the kills below
+	userSpec := []byte(strings.Replace(strings.Replace(string(spec), "name: lfl", "name: lfl-user", 1), "key: e.account", "key: e.user", 1))
 	if _, err := newClients(procs[1].api).patterns.ListPatterns(ctx, req(&cepv1.ListPatternsRequest{})); err == nil || !strings.Contains(err.Error(), "unauthenticated") {
 		t.Fatalf("request without the token: %v", err)
 	}
@@ -161,6 +164,9 @@ stages:
 			t.Fatalf("deploy through %s: %v", p.id, err)
 		}
 	}
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(userSpec)})); err != nil {
+		t.Fatalf("deploy %s: %v", "lfl-user", err)
+	}
 	// events in time order: many accounts, each cycling through sessions
 	rng := rand.New(rand.NewPCG(42, 1))
 	var lines []string
@@ -169,12 +175,12 @@ stages:
 		ts += int64(1 + rng.IntN(3))
 		acc := fmt.Sprintf("acc-%d", rng.IntN(60))
 		typ := []string{"LOGIN", "FAIL", "FAIL", "LOGOUT", "OK"}[rng.IntN(5)]
-		lines = append(lines, fmt.Sprintf(`{"account":%q,"type":%q,"ts":%d}`, acc, typ, ts))
+		lines = append(lines, fmt.Sprintf(`{"account":%q,"user":"u-%d","type":%q,"ts":%d}`, acc, rng.IntN(25), typ, ts))
 	}
 	// fillers with later times for many keys: every shard's watermark
 	// passes all the events above
 	for i := 0; i < 200; i++ {
-		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","type":"NOISE","ts":%d}`, i, ts+1_000_000))
+		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","user":"filler-%d","type":"NOISE","ts":%d}`, i, i, ts+1_000_000))
 	}
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	// publish in chunks, killing a shard leader between chunks
@@ -218,14 +224,19 @@ stages:
 			victim.start(t)
 		}
 	}
-	want := withoutIDs(offline(t, spec, lines))
-	if len(want) < 20 {
-		t.Fatalf("the offline run produced only %d records", len(want))
-	}
-	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
-	t.Logf("%d events, %d records on NATS, %d from the offline engine", len(lines), len(got), len(want))
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("cluster output (%d records) differs from the offline engine (%d records)", len(got), len(want))
+	for _, tc := range []struct {
+		name string
+		spec []byte
+	}{{"lfl", spec}, {"lfl-user", userSpec}} {
+		want := withoutIDs(offline(t, tc.spec, lines))
+		if len(want) < 20 {
+			t.Fatalf("%s: the offline run produced only %d records", tc.name, len(want))
+		}
+		got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out."+tc.name, len(want), 60*time.Second))
+		t.Logf("%s: %d events, %d records on NATS, %d from the offline engine", tc.name, len(lines), len(got), len(want))
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%s: cluster output (%d records) differs from the offline engine (%d records)", tc.name, len(got), len(want))
+		}
 	}
 }
 
