@@ -73,6 +73,7 @@ type options struct {
 	events       int
 	mode         string
 	shards       int
+	sourceKey    string
 	keys         int
 	window       int
 	rate         float64
@@ -114,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.events, "events", 5_000_000, "events of the reference and throughput phases")
 	fs.StringVar(&o.mode, "mode", "backlog", "throughput phase: backlog (publish everything, then deploy the pattern and time the processing) or live (deploy, then time from the first publish)")
 	fs.IntVar(&o.keys, "keys", 1000, "distinct keys (uniform)")
+	fs.StringVar(&o.sourceKey, "source-key", "e.k", "the source's partition key; another one (or \"\") makes the pattern (keyed by e.k) read the source re-keyed by one shard")
 	fs.IntVar(&o.shards, "shards", 0, "shards of the cluster (default: the node's default, one per node)")
 	fs.IntVar(&o.window, "window", 200, "pattern window, in events of one key (within = window x keys ms)")
 	fs.Float64Var(&o.rate, "rate", 0, "events/s of the latency and failover phases (default: half the measured throughput)")
@@ -281,14 +283,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	subj := subjects(sourceName, o.keys)
 	var thr *throughput
 	if o.mode == "live" {
-		if err := setup(ctx, c, sourceName, spec); err != nil {
+		if err := setup(ctx, c, sourceName, o.sourceKey, spec); err != nil {
 			return err
 		}
 		log.Info("cluster ready", "nodes", o.nodes, "pattern", patternName)
 		// 2. throughput
 		thr, err = measureThroughput(ctx, o, c, pub, evs, subj, log)
 	} else {
-		if err := setupSource(ctx, c, sourceName); err != nil {
+		if err := setupSource(ctx, c, sourceName, o.sourceKey); err != nil {
 			return err
 		}
 		log.Info("cluster ready", "nodes", o.nodes)

@@ -40,18 +40,18 @@ func newClients(addr string) clients {
 // setup creates the source and deploys the pattern through any live node
 // (retrying while the metadata group elects its leader), then waits until
 // every shard runs the pattern.
-func setup(ctx context.Context, c *benchCluster, source, spec string) error {
-	if err := setupSource(ctx, c, source); err != nil {
+func setup(ctx context.Context, c *benchCluster, source, key, spec string) error {
+	if err := setupSource(ctx, c, source, key); err != nil {
 		return err
 	}
 	return deploy(ctx, c, spec)
 }
 
 // setupSource creates the source.
-func setupSource(ctx context.Context, c *benchCluster, source string) error {
+func setupSource(ctx context.Context, c *benchCluster, source, key string) error {
 	cl := newClients(c.members[0].api)
 	err := poll(ctx, 60*time.Second, 100*time.Millisecond, func() error {
-		_, err := cl.sources.CreateSource(ctx, connect.NewRequest(&cepv1.CreateSourceRequest{Name: source, Key: "e.k"}))
+		_, err := cl.sources.CreateSource(ctx, connect.NewRequest(&cepv1.CreateSourceRequest{Name: source, Key: key}))
 		if err != nil && connect.CodeOf(err) == connect.CodeAlreadyExists {
 			return nil
 		}
