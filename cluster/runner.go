@@ -369,13 +369,10 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 	go func() {
 		var firstErr error
 		for p := range pending {
-			f := p.f
-			err := f.Error()
+			err := shard.Result(p.f)
 			r.n.applyLatency.Observe(time.Since(p.start).Seconds())
 			if err != nil && firstErr == nil {
 				firstErr = err
-			} else if resp, ok := f.Response().(error); ok && resp != nil && firstErr == nil {
-				firstErr = resp
 			}
 		}
 		checkDone <- firstErr
@@ -460,21 +457,33 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 // message id (so a re-publish after failover is de-duplicated), and logs
 // an acknowledgement once JetStream has stored them.
 func (r *runner) publish(ctx context.Context) error {
+	// records per round: bounds the publishes awaiting their acks
+	const round = 4096
 	applied := r.sh.FSM().Applied()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	var sent uint64 // highest outbox seq published in this term
+	// the acknowledgement of the previous round is logged while the next
+	// round is published (one in flight)
+	var acking raft.ApplyFuture
+	waitAck := func() error {
+		if acking == nil {
+			return nil
+		}
+		f := acking
+		acking = nil
+		return shard.Result(f)
+	}
+	defer waitAck()
 	for {
 		var recs []shard.OutRecord
 		r.sh.FSM().View(func(s *shard.State, _ uint64) {
-			for _, o := range s.Outbox() {
-				if o.Seq > sent {
-					recs = append(recs, o)
-				}
-			}
+			ob := s.Outbox()
+			i := sort.Search(len(ob), func(i int) bool { return ob[i].Seq > sent })
+			recs = append(recs, ob[i:min(len(ob), i+round)]...)
 		})
 		if len(recs) > 0 {
-			var futures []jetstream.PubAckFuture
+			futures := make([]jetstream.PubAckFuture, 0, len(recs))
 			for _, o := range recs {
 				msg := &nats.Msg{Subject: o.Subject, Data: o.Payload, Header: nats.Header{}}
 				msg.Header.Set(jetstream.MsgIDHeader, o.ID)
@@ -494,10 +503,17 @@ func (r *runner) publish(ctx context.Context) error {
 				}
 			}
 			sent = recs[len(recs)-1].Seq
-			if err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{{Kind: shard.OpAck, Seq: sent}}}); err != nil {
+			if err := waitAck(); err != nil {
 				return err
 			}
+			if !r.sh.IsLeader() {
+				return shard.ErrNotLeader
+			}
+			acking = r.sh.ProposeAsync(&shard.Batch{Ops: []shard.Op{{Kind: shard.OpAck, Seq: sent}}})
 			continue
+		}
+		if err := waitAck(); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():

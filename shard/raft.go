@@ -252,7 +252,12 @@ func (s *Shard) Propose(ctx context.Context, b *Batch) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	f := s.raft.Apply(b.Encode(nil), timeout)
+	return Result(s.raft.Apply(b.Encode(nil), timeout))
+}
+
+// Result waits for a proposal and returns its outcome: the state machine's
+// error if it returned one, ErrNotLeader (wrapped) when leadership was lost.
+func Result(f raft.ApplyFuture) error {
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return fmt.Errorf("%w: %v", ErrNotLeader, err)
