@@ -275,6 +275,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	for path, h := range n.HTTPHandlers() {
 		mux.Handle(path, h)
 	}
+	mux.Handle(savepointPartPath, n.savepointPartHandler())
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

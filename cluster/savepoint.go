@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -108,43 +111,22 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	positions := map[string]uint64{}
 	seen := map[string]bool{}
 	for _, info := range m.Shards {
-		var sh *shard.Shard
-		for _, local := range n.shards {
-			if local.ID() == info.ID {
-				sh = local
-			}
+		part := savepointPart{Shard: info.ID, Target: r.Target, File: savepointFile(id, info.ID), Shards: len(m.Shards),
+			LoggedTimeMs: now.UnixMilli(), Patterns: string(pj), Sources: string(sj)}
+		var got map[string]uint64
+		if n.localShard(info.ID) != nil {
+			got, err = n.writeSavepointPart(ctx, store, part)
+		} else {
+			got, err = n.remoteSavepointPart(ctx, info, part)
 		}
-		if sh == nil {
-			return nil, fmt.Errorf("%w: shard %d has no replica on this node; savepoints need every shard replicated on the metadata leader (clusters of up to 3 nodes)", api.ErrFailedPrecondition, info.ID)
-		}
-		if sh.IsLeader() {
-			if err := sh.Barrier(10 * time.Second); err != nil {
-				return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, info.ID, err)
-			}
-		}
-		sink, err := store.Create(ctx, savepointFile(id, info.ID))
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+			return nil, err
 		}
-		var werr error
-		sh.FSM().View(func(st *shard.State, index uint64) {
-			h := snapshot.Header{ID: savepointFile(id, info.ID), Kind: snapshot.KindSavepoint, ClusterID: "cep",
-				CreatedIndex: index, LoggedTimeMs: now.UnixMilli(), Shards: len(m.Shards),
-				Metadata: map[string]string{metaPatterns: string(pj), metaSources: string(sj)}}
-			werr = st.WriteSnapshot(sink, h)
-			for src, p := range st.Positions() {
-				if !seen[src] || p < positions[src] {
-					positions[src] = p
-				}
-				seen[src] = true
+		for src, p := range got {
+			if !seen[src] || p < positions[src] {
+				positions[src] = p
 			}
-		})
-		if werr != nil {
-			sink.Abort()
-			return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, info.ID, werr)
-		}
-		if err := sink.Close(); err != nil {
-			return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, info.ID, err)
+			seen[src] = true
 		}
 	}
 	res, err := n.Propose(ctx, &Command{Kind: CmdAddSavepoint, Savepoint: &SavepointM{ID: id, Location: r.Target, CreatedTime: now.UnixMilli(), Shards: len(m.Shards)}})
@@ -276,4 +258,140 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 		sp.PatternVersions = append(sp.PatternVersions, &cepv1.PatternVersion{Name: p.Name, Version: p.Version})
 	}
 	return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: uint32(len(m.Shards))}, nil
+}
+
+// savepointPart asks for one shard's file of a savepoint.
+type savepointPart struct {
+	Shard        uint64 `json:"shard"`
+	Target       string `json:"target"`
+	File         string `json:"file"`
+	Shards       int    `json:"shards"`
+	LoggedTimeMs int64  `json:"loggedTimeMs"`
+	Patterns     string `json:"patterns"`
+	Sources      string `json:"sources"`
+}
+
+// savepointPartPath is the internal endpoint through which the metadata
+// leader has a node holding a shard's replica write that shard's part.
+const savepointPartPath = "/internal/v1/savepoint-part"
+
+func (n *Node) localShard(id uint64) *shard.Shard {
+	for _, sh := range n.shards {
+		if sh.ID() == id {
+			return sh
+		}
+	}
+	return nil
+}
+
+// writeSavepointPart writes this node's replica of a shard into store (its
+// leader's state once everything committed is applied; a follower's as far
+// as it applied) and returns the shard's source positions.
+func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, part savepointPart) (map[string]uint64, error) {
+	sh := n.localShard(part.Shard)
+	if sh == nil {
+		return nil, fmt.Errorf("%w: shard %d has no replica on node %s", api.ErrFailedPrecondition, part.Shard, n.cfg.NodeID)
+	}
+	if sh.IsLeader() {
+		if err := sh.Barrier(10 * time.Second); err != nil {
+			return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, part.Shard, err)
+		}
+	}
+	sink, err := store.Create(ctx, part.File)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	}
+	var werr error
+	var positions map[string]uint64
+	sh.FSM().View(func(st *shard.State, index uint64) {
+		h := snapshot.Header{ID: part.File, Kind: snapshot.KindSavepoint, ClusterID: "cep",
+			CreatedIndex: index, LoggedTimeMs: part.LoggedTimeMs, Shards: part.Shards,
+			Metadata: map[string]string{metaPatterns: part.Patterns, metaSources: part.Sources}}
+		werr = st.WriteSnapshot(sink, h)
+		positions = st.Positions()
+	})
+	if werr != nil {
+		sink.Abort()
+		return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, part.Shard, werr)
+	}
+	if err := sink.Close(); err != nil {
+		return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, part.Shard, err)
+	}
+	return positions, nil
+}
+
+// remoteSavepointPart has a node holding a replica of the shard write the
+// shard's part. A "dir:" target is a directory on that
+// node's machine: a cluster spanning machines takes savepoints into a NATS
+// object store.
+func (n *Node) remoteSavepointPart(ctx context.Context, info ShardInfo, part savepointPart) (map[string]uint64, error) {
+	// the first replica is the shard's preferred leader (leadership is
+	// handed to it), whose state is the most recent
+	body, _ := json.Marshal(part)
+	var errs []string
+	for _, id := range info.Replicas {
+		addr := ""
+		for _, p := range n.cfg.Peers {
+			if p.ID == id {
+				addr = p.APIAddr
+			}
+		}
+		if addr == "" {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+savepointPartPath, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		if n.cfg.APIToken != "" {
+			req.Header.Set("Authorization", "Bearer "+n.cfg.APIToken)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", id, err))
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			errs = append(errs, fmt.Sprintf("%s: %s", id, strings.TrimSpace(string(b))))
+			continue
+		}
+		var positions map[string]uint64
+		if err := json.Unmarshal(b, &positions); err != nil {
+			return nil, fmt.Errorf("%w: shard %d: %s answered %v", api.ErrUnavailable, info.ID, id, err)
+		}
+		return positions, nil
+	}
+	return nil, fmt.Errorf("%w: shard %d: no replica wrote its part (%s)", api.ErrUnavailable, info.ID, strings.Join(errs, "; "))
+}
+
+// savepointPartHandler serves savepointPartPath (with the API's token).
+func (n *Node) savepointPartHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		if tok := n.cfg.APIToken; tok != "" && r.Header.Get("Authorization") != "Bearer "+tok {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		var part savepointPart
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&part); err != nil {
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		store, err := snapshot.OpenStore(r.Context(), part.Target, n.js)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		positions, err := n.writeSavepointPart(r.Context(), store, part)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		json.NewEncoder(w).Encode(positions)
+	})
 }

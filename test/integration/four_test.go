@@ -1,0 +1,167 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+)
+
+// On four nodes no node holds a replica of every shard (each shard has
+// three). A savepoint still covers every shard — the nodes holding the
+// others write their parts — and restores into a single node, where
+// processing continues: the records of both clusters together equal the
+// offline engine's.
+func TestSavepointOfFourNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four nodes")
+	}
+	base := t.TempDir()
+	ns, err := cluster.StartEmbeddedNATS(filepath.Join(base, "nats"), "127.0.0.1", -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	ports := freePorts(t, 8)
+	var peers []cluster.Peer
+	for i := 0; i < 4; i++ {
+		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ports[2*i], APIAddr: ports[2*i+1]})
+	}
+	nodes := make([]*cluster.Node, 4)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes[i], errs[i] = cluster.Start(context.Background(), cluster.Config{
+				NodeID: p.ID, DataDir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
+				NATSURL: ns.ClientURL(), Peers: peers, Raft: testRaft(), Logger: logger(t),
+			})
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	}()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start %s: %v", peers[i].ID, err)
+		}
+	}
+	for _, n := range nodes {
+		if err := n.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held := len(nodes[0].Shards()); held == 4 {
+		t.Fatalf("node n1 holds every shard (%d); the test needs one that does not", held)
+	}
+
+	spec := []byte(`name: lfl
+source: bank
+key: e.account
+time: e.ts
+within: 500
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    where: e.type == "FAIL"
+    oneOrMore: true
+  - name: logout
+    where: e.type == "LOGOUT"
+`)
+	rng := rand.New(rand.NewPCG(4, 4))
+	var lines []string
+	ts := int64(1000)
+	for i := 0; i < 2000; i++ {
+		ts += int64(1 + rng.IntN(2))
+		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":%q,"ts":%d}`, rng.IntN(40), []string{"LOGIN", "FAIL", "LOGOUT", "OK"}[rng.IntN(4)], ts))
+	}
+	for i := 0; i < 200; i++ {
+		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","type":"NOISE","ts":%d}`, i, ts+1_000_000))
+	}
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	half := 1000
+
+	c := newClients(nodes[0].APIAddr())
+	checkFor(t, 30*time.Second, func() error {
+		_, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"}))
+		if err != nil && strings.Contains(err.Error(), "already") {
+			return nil
+		}
+		return err
+	})
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[:half])
+	// every shard has applied its part of the first half
+	checkFor(t, 30*time.Second, func() error {
+		applied := map[uint32]bool{}
+		for _, n := range nodes {
+			res, err := newClients(n.APIAddr()).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+			if err != nil {
+				return err
+			}
+			for _, sh := range res.Msg.Shards {
+				if sh.LastAppliedIndex >= 3 {
+					applied[sh.Id] = true
+				}
+			}
+		}
+		if len(applied) != 4 {
+			return fmt.Errorf("%d of 4 shards applied events", len(applied))
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	dir := filepath.Join(base, "savepoints")
+	sp, err := c.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + dir}))
+	if err != nil {
+		t.Fatalf("savepoint of four nodes: %v", err)
+	}
+	if sp.Msg.Savepoint.ShardCount != 4 {
+		t.Fatalf("savepoint: %+v", sp.Msg.Savepoint)
+	}
+	files, _ := os.ReadDir(dir)
+	if len(files) != 4 {
+		t.Fatalf("savepoint files: %v", files)
+	}
+	for _, n := range nodes {
+		n.Close()
+	}
+	nodes = nil
+
+	b := startNode(t, filepath.Join(base, "b"), ns.ClientURL(), 1)
+	defer b.Close()
+	cb := newClients(b.APIAddr())
+	if _, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}})); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[half:])
+	want := withoutIDs(offline(t, spec, lines))
+	if len(want) < 20 {
+		t.Fatalf("the offline run produced only %d records", len(want))
+	}
+	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("output across the restore (%d records) differs from the offline engine (%d)", len(got), len(want))
+	}
+}
