@@ -136,15 +136,10 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 	b = appendBytes(b, []byte(key))
 	b = binary.AppendUvarint(b, ks.nextSeq)
 	b = binary.AppendUvarint(b, uint64(ks.preDrain))
-	seqs := make([]uint64, 0, len(ks.events))
-	for s := range ks.events {
-		seqs = append(seqs, s)
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	b = binary.AppendUvarint(b, uint64(len(seqs)))
-	for _, s := range seqs {
-		ev := ks.events[s]
-		b = binary.AppendUvarint(b, s)
+	evs := ks.bufferedEvents()
+	b = binary.AppendUvarint(b, uint64(len(evs)))
+	for _, ev := range evs {
+		b = binary.AppendUvarint(b, ev.seq)
 		b = binary.AppendVarint(b, ev.ts)
 		b = binary.AppendUvarint(b, ev.pos)
 		b = appendBytes(b, rawOf(ev))
@@ -365,7 +360,8 @@ func (m *Matcher) RestoreKey(data []byte) ([]byte, error) {
 
 func (m *Matcher) readKey(d *decoder) {
 	key := string(d.bytes())
-	ks := &keyState{key: key, events: map[uint64]*event{}, nodes: map[nodeKey]*node{}, hidx: -1}
+	ks := &keyState{key: key, nodes: map[nodeKey]*node{}, hidx: -1}
+	events := map[uint64]*event{}
 	ks.nextSeq = d.uvarint()
 	ks.preDrain = int(d.uvarint())
 	nev := d.count(len(d.b))
@@ -382,7 +378,7 @@ func (m *Matcher) readKey(d *decoder) {
 			d.fail("event %d: %v", seq, err)
 			return
 		}
-		ks.events[seq] = &event{seq: seq, ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos}
+		events[seq] = &event{seq: seq, ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos}
 	}
 	ref := func() *node {
 		switch d.byte() {
@@ -415,13 +411,16 @@ func (m *Matcher) readKey(d *decoder) {
 			d.fail("bad stage index")
 			return
 		}
-		ev := ks.events[k.seq]
+		ev := events[k.seq]
 		if ev == nil {
 			d.fail("node for unknown event %d", k.seq)
 			return
 		}
 		n := &node{key: k, ev: ev}
 		n.edges = n.inline[:0:1]
+		if ev.refs == 0 {
+			ks.nEvents++
+		}
 		ev.refs++
 		ne := d.count(len(d.b))
 		for j := 0; j < ne && d.err == nil; j++ {
@@ -459,7 +458,7 @@ func (m *Matcher) readKey(d *decoder) {
 			case 0:
 			case 1:
 				seq := d.uvarint()
-				c.startEv = ks.events[seq]
+				c.startEv = events[seq]
 				if c.startEv == nil && d.err == nil {
 					// the start event may have been freed while the partial
 					// match still orders by it: keep an event stub
@@ -490,7 +489,7 @@ func (m *Matcher) readKey(d *decoder) {
 	if d.err != nil {
 		return
 	}
-	for _, e := range ks.events {
+	for _, e := range events {
 		if e.refs == 0 {
 			d.fail("event %d is not referenced", e.seq)
 			return

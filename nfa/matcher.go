@@ -196,13 +196,13 @@ func (m *Matcher) KeyState(key string) (partialMatches, bufferedEvents int) {
 	if ks == nil {
 		return 0, 0
 	}
-	return ks.partialCount(), len(ks.events) + ks.queue.Len()
+	return ks.partialCount(), ks.nEvents + ks.queue.Len()
 }
 
 // Totals sums KeyState over all keys.
 func (m *Matcher) Totals() (partialMatches, bufferedEvents int) {
 	for _, ks := range m.keys {
-		p, b := ks.partialCount(), len(ks.events)+ks.queue.Len()
+		p, b := ks.partialCount(), ks.nEvents+ks.queue.Len()
 		partialMatches += p
 		bufferedEvents += b
 	}

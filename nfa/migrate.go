@@ -72,6 +72,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			return v
 		}
 		clones := map[*node]*node{}
+		events := map[uint64]*event{}
 		var clone func(n *node) *node
 		clone = func(n *node) *node {
 			if n == nil {
@@ -82,17 +83,19 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			}
 			if ks.nodes == nil {
 				ks.nodes = map[nodeKey]*node{}
-				ks.events = map[uint64]*event{}
 			}
-			ev := ks.events[n.ev.seq]
+			ev := events[n.ev.seq]
 			if ev == nil {
 				e := *n.ev
 				e.refs = 0
 				ev = &e
-				ks.events[ev.seq] = ev
+				events[ev.seq] = ev
 			}
 			c := &node{key: nodeKey{seq: n.key.seq, stage: stageMap[n.key.stage]}, ev: ev}
 			c.edges = c.inline[:0:1]
+			if ev.refs == 0 {
+				ks.nEvents++
+			}
 			ev.refs++
 			clones[n] = c
 			ks.nodes[c.key] = c
@@ -117,7 +120,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 				nc.state = st
 				nc.prev = clone(c.prev)
 				if c.startEv != nil {
-					if e := ks.events[c.startEv.seq]; e != nil {
+					if e := events[c.startEv.seq]; e != nil {
 						nc.startEv = e
 					} else {
 						se := *c.startEv

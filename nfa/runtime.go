@@ -1,6 +1,7 @@
 package nfa
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 
@@ -171,7 +172,7 @@ type keyState struct {
 	key       string
 	partial   csQueue
 	completed csQueue
-	events    map[uint64]*event
+	nEvents   int // events held by the buffer's nodes
 	nodes     map[nodeKey]*node
 	nextSeq   uint64
 	queue     watermark.Queue[queued] // events waiting for the watermark
@@ -305,7 +306,7 @@ func (ks *keyState) releaseNode(n *node, ver dewey) {
 		delete(ks.nodes, cur.key)
 		cur.ev.refs--
 		if cur.ev.refs == 0 {
-			delete(ks.events, cur.ev.seq)
+			ks.nEvents--
 		}
 		for _, e := range cur.edges {
 			if !e.removed && e.target != nil {
@@ -333,13 +334,12 @@ func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 	if n == nil {
 		if ks.nodes == nil {
 			ks.nodes = map[nodeKey]*node{}
-			ks.events = map[uint64]*event{}
-		}
-		if ks.events[ev.seq] == nil {
-			ks.events[ev.seq] = ev
 		}
 		n = &node{key: k, ev: ev}
 		n.edges = n.inline[:0:1]
+		if ev.refs == 0 {
+			ks.nEvents++
+		}
 		ev.refs++
 		ks.nodes[k] = n
 	}
@@ -456,4 +456,18 @@ func firstPath(n *node, ver dewey, buf *[]*node) bool {
 	}
 	*buf = (*buf)[:len(*buf)-1]
 	return false
+}
+
+// bufferedEvents returns the events the key's nodes hold, by sequence.
+func (ks *keyState) bufferedEvents() []*event {
+	out := make([]*event, 0, ks.nEvents)
+	seen := make(map[uint64]bool, ks.nEvents)
+	for _, n := range ks.nodes {
+		if !seen[n.ev.seq] {
+			seen[n.ev.seq] = true
+			out = append(out, n.ev)
+		}
+	}
+	slices.SortFunc(out, func(a, b *event) int { return cmp.Compare(a.seq, b.seq) })
+	return out
 }
