@@ -14,6 +14,8 @@ func FuzzDecodeBatch(f *testing.F) {
 		f.Add(b.Encode(nil))
 	}
 	f.Add([]byte{batchVersion, 1, byte(OpAck), 5})
+	fw := &Batch{Ops: []Op{{Kind: OpForward, Source: "src", Target: "src.kab", Events: []Event{ev(1, "x", "A", 1)}}}}
+	f.Add(fw.Encode(nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := DecodeBatch(data)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -108,9 +109,15 @@ func TestUpdatePolicies(t *testing.T) {
 }
 
 func TestBatchRoundTrip(t *testing.T) {
+	rekeyed := deployOp(abSpec, 8, PolicyMigrate)
+	rekeyed.Deploy.Reads = []string{"src.k0011aabb"}
+	derived := ev(3, "z", "A", 12)
+	derived.OriginPos = 77
 	b := &Batch{Ops: []Op{
 		deployOp(abSpec, 7, PolicyDrain),
-		eventsOp(ev(1, "x", "A", 10), ev(2, "y", "B", 11)),
+		rekeyed,
+		eventsOp(ev(1, "x", "A", 10), ev(2, "y", "B", 11), derived),
+		{Kind: OpForward, Source: "src", Target: "src.k0011aabb", Events: []Event{ev(4, "w", "B", 13)}},
 		{Kind: OpWatermark, Pattern: "ab", Time: -5},
 		{Kind: OpTick, Time: 1234},
 		{Kind: OpDelete, Pattern: "ab"},
@@ -123,6 +130,9 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 	if !bytes.Equal(got.Encode(nil), enc) {
 		t.Fatal("round trip changed the batch")
+	}
+	if !reflect.DeepEqual(got, b) {
+		t.Fatalf("decoded %+v, want %+v", got, b)
 	}
 	for i := 0; i < len(enc); i++ {
 		if _, err := DecodeBatch(enc[:i]); err == nil {
