@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -437,7 +438,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 			}
 			ev := shard.Event{Pos: md.Sequence.Stream, Block: block, Data: append([]byte(nil), m.Data()...)}
 			if rs.derived != "" {
-				ev.OriginPos, _ = shard.ForwardedPos(rs.derived, m.Headers().Get(jetstream.MsgIDHeader))
+				ev.OriginPos, _ = shard.ForwardedPos(rs.derived, m.Headers().Get(forwardHeader))
 			}
 			events = append(events, ev)
 			if len(events) >= r.n.cfg.IngestBatch {
@@ -486,7 +487,13 @@ func (r *runner) publish(ctx context.Context) error {
 			futures := make([]jetstream.PubAckFuture, 0, len(recs))
 			for _, o := range recs {
 				msg := &nats.Msg{Subject: o.Subject, Data: o.Payload, Header: nats.Header{}}
-				msg.Header.Set(jetstream.MsgIDHeader, o.ID)
+				if strings.HasPrefix(o.ID, "fw-") {
+					// a forwarded event: its readers skip a second copy by
+					// its origin position, so the server need not track it
+					msg.Header.Set(forwardHeader, o.ID)
+				} else {
+					msg.Header.Set(jetstream.MsgIDHeader, o.ID)
+				}
 				f, err := r.n.js.PublishMsgAsync(msg)
 				if err != nil {
 					return err
@@ -545,6 +552,9 @@ func (r *runner) tick(ctx context.Context) error {
 		}
 	}
 }
+
+// forwardHeader carries a forwarded event's id (shard.ForwardID).
+const forwardHeader = "Cep-Forward-Id"
 
 // forwarderOf is the shard that re-keys a derived source: spread over the
 // shards by the source's name.

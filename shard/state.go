@@ -283,7 +283,7 @@ func originKey(derived string) string { return derived + "#origin" }
 // applyForward re-keys events of source into the derived source: each is
 // put in the outbox under the derived stream's subject for its key (by the
 // first pattern reading that source, in name order), with an id from its
-// origin position so a re-publish after failover is de-duplicated.
+// origin position, by which the derived source's readers skip a copy.
 func (s *State) applyForward(source, derived string, events []Event) {
 	var by *patternRT
 	for _, p := range s.patterns {
@@ -323,8 +323,9 @@ func (s *State) applyForward(source, derived string, events []Event) {
 	}
 }
 
-// ForwardID is the message id of an event forwarded into a derived source:
-// the ingest of the derived source reads the origin position back from it.
+// ForwardID is the id of an event forwarded into a derived source (sent in
+// a header): the ingest of the derived source reads the origin position
+// back from it.
 func ForwardID(derived string, pos uint64) string {
 	return "fw-" + derived + "-" + strconv.FormatUint(pos, 10)
 }
