@@ -311,7 +311,7 @@ func (b patternBackend) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*c
 type sourceBackend struct{ s *Service }
 
 func toSource(m *SourceM, k int) *cepv1.Source {
-	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key}
+	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin}
 }
 
 func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {

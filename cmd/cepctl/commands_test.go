@@ -350,9 +350,9 @@ func TestSources(t *testing.T) {
 
 	out = cepctl(t, url, "source", "list").mustOK(t).stdout
 	for _, row := range [][]string{
-		{"NAME", "STREAM", "SUBJECTS", "KEY", "MANAGED", "KEY", "GROUPS"},
-		{"logins", "CEP_LOGINS", "logins.>", "e.user", "true", "128"},
-		{"orders", "ORDERS", "shop.orders.*,orders.>", "-", "false", "0"},
+		{"NAME", "STREAM", "SUBJECTS", "KEY", "RE-KEYS", "MANAGED", "KEY", "GROUPS"},
+		{"logins", "CEP_LOGINS", "logins.>", "e.user", "-", "true", "128"},
+		{"orders", "ORDERS", "shop.orders.*,orders.>", "-", "-", "false", "0"},
 	} {
 		if !hasRow(out, row...) {
 			t.Errorf("no row %q in\n%s", row, out)

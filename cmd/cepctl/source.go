@@ -38,6 +38,9 @@ func writeSource(w io.Writer, format string, s *cepv1.Source) error {
 	row(tw, "Stream:", orDash(s.GetStream()))
 	row(tw, "Subjects:", orDash(strings.Join(s.GetSubjects(), " ")))
 	row(tw, "Key:", orDash(s.GetKey()))
+	if o := s.GetOrigin(); o != "" {
+		row(tw, "Re-keys:", o)
+	}
 	row(tw, "Key groups:", s.GetKeyGroups())
 	row(tw, "Managed:", s.GetManaged())
 	row(tw, "Created index:", s.GetCreatedIndex())

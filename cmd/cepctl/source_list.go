@@ -45,9 +45,9 @@ func runSourceList(ctx context.Context, d *deps, opts *sourceListOptions) error 
 		return writeProto(d.stdout, opts.Output, res.Msg)
 	}
 	tw := newTable(d.stdout)
-	row(tw, "NAME", "STREAM", "SUBJECTS", "KEY", "MANAGED", "KEY GROUPS")
+	row(tw, "NAME", "STREAM", "SUBJECTS", "KEY", "RE-KEYS", "MANAGED", "KEY GROUPS")
 	for _, s := range res.Msg.GetSources() {
-		row(tw, s.GetName(), orDash(s.GetStream()), joinOrDash(s.GetSubjects()), orDash(s.GetKey()), s.GetManaged(), s.GetKeyGroups())
+		row(tw, s.GetName(), orDash(s.GetStream()), joinOrDash(s.GetSubjects()), orDash(s.GetKey()), orDash(s.GetOrigin()), s.GetManaged(), s.GetKeyGroups())
 	}
 	return tw.Flush()
 }

@@ -67,6 +67,11 @@ func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
 	if len(res.Msg.Sources) != 2 {
 		t.Fatalf("sources: %v (want tx and the one re-keying it by e.user)", res.Msg.Sources)
 	}
+	for _, s := range res.Msg.Sources {
+		if s.Name != "tx" && (s.Origin != "tx" || s.Key != "e.user" || !strings.HasPrefix(s.Name, "tx.k")) {
+			t.Errorf("derived source %v", s)
+		}
+	}
 }
 
 // An event published under another key's subject is stored in that key's

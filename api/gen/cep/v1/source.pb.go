@@ -45,7 +45,11 @@ type Source struct {
 	// they are, every other byte as %XX, the empty key as "%"); the stream
 	// partitions by that token. Empty when the publisher chooses the subject's
 	// last token itself, which is then the key.
-	Key           string `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
+	Key string `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
+	// For a source the cluster derived to re-key another one by a pattern's
+	// key (named "<origin>.k<hash>"): the source it re-keys, by key. Empty
+	// for a source someone created.
+	Origin        string `protobuf:"bytes,8,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -125,6 +129,13 @@ func (x *Source) GetCreatedIndex() uint64 {
 func (x *Source) GetKey() string {
 	if x != nil {
 		return x.Key
+	}
+	return ""
+}
+
+func (x *Source) GetOrigin() string {
+	if x != nil {
+		return x.Origin
 	}
 	return ""
 }
@@ -418,7 +429,7 @@ var File_cep_v1_source_proto protoreflect.FileDescriptor
 
 const file_cep_v1_source_proto_rawDesc = "" +
 	"\n" +
-	"\x13cep/v1/source.proto\x12\x06cep.v1\"\xc0\x01\n" +
+	"\x13cep/v1/source.proto\x12\x06cep.v1\"\xd8\x01\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x1a\n" +
@@ -427,7 +438,8 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"key_groups\x18\x04 \x01(\rR\tkeyGroups\x12\x18\n" +
 	"\amanaged\x18\x05 \x01(\bR\amanaged\x12#\n" +
 	"\rcreated_index\x18\x06 \x01(\x04R\fcreatedIndex\x12\x10\n" +
-	"\x03key\x18\a \x01(\tR\x03key\"o\n" +
+	"\x03key\x18\a \x01(\tR\x03key\x12\x16\n" +
+	"\x06origin\x18\b \x01(\tR\x06origin\"o\n" +
 	"\x13CreateSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bsubjects\x18\x02 \x03(\tR\bsubjects\x12\x16\n" +
