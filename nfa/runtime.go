@@ -446,6 +446,14 @@ func firstPath(n *node, ver dewey, buf *[]*node) bool {
 		return true
 	}
 	*buf = append(*buf, n)
+	if len(n.edges) == 1 {
+		// most nodes have a single edge
+		if e := &n.edges[0]; !e.removed && ver.compatible(e.ver) && firstPath(e.target, e.ver, buf) {
+			return true
+		}
+		*buf = (*buf)[:len(*buf)-1]
+		return false
+	}
 	var ib [8]int32
 	idx := n.compatibleEdges(ver, ib[:0])
 	for k := len(idx) - 1; k >= 0; k-- {
