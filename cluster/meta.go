@@ -64,8 +64,13 @@ type SourceM struct {
 	Key      string   `json:"key"`
 	Managed  bool     `json:"managed"` // created by the cluster
 	// Origin, for a derived source, is the source it re-keys by Key
-	Origin       string `json:"origin,omitempty"`
-	CreatedIndex uint64 `json:"createdIndex"`
+	Origin string `json:"origin,omitempty"`
+	// Unpartitioned: the stream is not stored by key-group block (an
+	// existing stream, or custom subjects); every pattern reads it re-keyed,
+	// its forwarder filtering by Filter when set.
+	Unpartitioned bool     `json:"unpartitioned,omitempty"`
+	Filter        []string `json:"filter,omitempty"`
+	CreatedIndex  uint64   `json:"createdIndex"`
 }
 
 // SavepointM records a completed savepoint.

@@ -299,7 +299,7 @@ func (r *runner) forward(ctx context.Context, origin *SourceM, derived string) e
 	var pos uint64
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
 	return r.read(ctx, readSpec{
-		stream: origin.Stream, from: pos,
+		stream: origin.Stream, filters: origin.Filter, from: pos,
 		op: func(events []shard.Event) shard.Op {
 			return shard.Op{Kind: shard.OpForward, Source: origin.Name, Target: derived, Events: events}
 		},

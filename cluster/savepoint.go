@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cepcluster/cep/api"
@@ -223,8 +225,20 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 		return nil, fmt.Errorf("%w: savepoint has %d key groups, this cluster %d", api.ErrFailedPrecondition, h.KeyGroups, m.KeyGroups)
 	}
 	for _, s := range srcs {
-		if _, err := EnsureSourceStream(ctx, n.js, s.Name, m.KeyGroups); err != nil {
-			return nil, fmt.Errorf("%w: source %s: %v", api.ErrUnavailable, s.Name, err)
+		var err error
+		switch {
+		case s.Unpartitioned && s.Managed:
+			_, err = n.js.CreateStream(ctx, jetstream.StreamConfig{Name: s.Stream, Subjects: s.Subjects, Storage: jetstream.FileStorage})
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				err = nil
+			}
+		case s.Unpartitioned:
+			_, err = n.js.Stream(ctx, s.Stream) // an existing stream: it must be there
+		default:
+			_, err = EnsureSourceStream(ctx, n.js, s.Name, m.KeyGroups)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: source %s (stream %s): %v", api.ErrUnavailable, s.Name, s.Stream, err)
 		}
 	}
 	res, err := n.Propose(ctx, &Command{Kind: CmdRestore, Savepoint: &SavepointM{ID: id, Location: loc}, Patterns: pats, Sources: srcs})

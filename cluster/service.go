@@ -181,7 +181,7 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 	var reads []string
 	for i, src := range p.Sources() {
 		sm := meta.Sources[src]
-		if sm == nil || sm.Origin != "" || (sm.Key != "" && sm.Key == p.KeyExpr()) {
+		if sm == nil || sm.Origin != "" || (!sm.Unpartitioned && sm.Key != "" && sm.Key == p.KeyExpr()) {
 			continue // unknown (refused by the metadata), derived, or keyed alike
 		}
 		if reads == nil {
@@ -323,8 +323,10 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	if err := validSourceName(r.Name); err != nil {
 		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
 	}
-	if r.Stream != "" || len(r.Subjects) > 0 {
-		return nil, fmt.Errorf("%w: sources on existing streams or custom subjects are not supported yet: the cluster creates the partitioned stream %s with subjects %s.<key>", api.ErrInvalidArgument, SourceStreamName(r.Name), r.Name)
+	for _, subj := range r.Subjects {
+		if err := validSubject(subj); err != nil {
+			return nil, fmt.Errorf("%w: subject %q: %v", api.ErrInvalidArgument, subj, err)
+		}
 	}
 	if r.Key != "" {
 		c, err := expr.NewCompiler()
@@ -339,11 +341,44 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
 		return nil, fmt.Errorf("%w: source %q", api.ErrAlreadyExists, r.Name)
 	}
-	stream, err := EnsureSourceStream(ctx, b.s.n.js, r.Name, k)
-	if err != nil {
-		return nil, fmt.Errorf("%w: create stream: %v", api.ErrUnavailable, err)
+	var sm *SourceM
+	switch {
+	case r.Stream != "":
+		// an existing stream, read whole or through the given subjects
+		st, err := b.s.n.js.Stream(ctx, r.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("%w: stream %q (create it, or leave --stream out to let the cluster create one)", api.ErrNotFound, r.Stream)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: stream %q: %v", api.ErrUnavailable, r.Stream, err)
+		}
+		have := st.CachedInfo().Config.Subjects
+		sm = &SourceM{Name: r.Name, Stream: r.Stream, Subjects: have, Key: r.Key, Unpartitioned: true}
+		if len(r.Subjects) > 0 {
+			for _, subj := range r.Subjects {
+				if !coveredBy(subj, have) {
+					return nil, fmt.Errorf("%w: stream %q (subjects %s) does not hold subject %q", api.ErrFailedPrecondition, r.Stream, strings.Join(have, " "), subj)
+				}
+			}
+			sm.Subjects, sm.Filter = r.Subjects, r.Subjects
+		}
+	case len(r.Subjects) > 0:
+		// the publishers' own subjects: a stream the cluster creates for
+		// them, not stored by block
+		name := SourceStreamName(r.Name)
+		_, err := b.s.n.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: r.Subjects, Storage: jetstream.FileStorage})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, fmt.Errorf("%w: create stream %s for %s: %v", api.ErrFailedPrecondition, name, strings.Join(r.Subjects, " "), err)
+		}
+		sm = &SourceM{Name: r.Name, Stream: name, Subjects: r.Subjects, Key: r.Key, Managed: true, Unpartitioned: true}
+	default:
+		stream, err := EnsureSourceStream(ctx, b.s.n.js, r.Name, k)
+		if err != nil {
+			return nil, fmt.Errorf("%w: create stream: %v", api.ErrUnavailable, err)
+		}
+		sm = &SourceM{Name: r.Name, Stream: stream, Subjects: []string{r.Name + ".*"}, Key: r.Key, Managed: true}
 	}
-	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdPutSource, Source: &SourceM{Name: r.Name, Stream: stream, Subjects: []string{r.Name + ".*"}, Key: r.Key, Managed: true}})
+	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdPutSource, Source: sm})
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -512,4 +547,53 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 			return err
 		}
 	}
+}
+
+// validSubject checks a subject a source reads: NATS tokens, '*' and a
+// final '>'.
+func validSubject(s string) error {
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return errors.New("empty, or holds white space")
+	}
+	toks := strings.Split(s, ".")
+	for i, t := range toks {
+		switch {
+		case t == "":
+			return errors.New("empty token")
+		case t == ">" && i != len(toks)-1:
+			return errors.New("'>' must be the last token")
+		case t != "*" && t != ">" && strings.ContainsAny(t, "*>"):
+			return fmt.Errorf("token %q mixes a wildcard with text", t)
+		}
+	}
+	return nil
+}
+
+// coveredBy reports whether every subject matching subj matches one of the
+// stream subjects have.
+func coveredBy(subj string, have []string) bool {
+	for _, h := range have {
+		if subsetOf(strings.Split(subj, "."), strings.Split(h, ".")) {
+			return true
+		}
+	}
+	return false
+}
+
+func subsetOf(s, of []string) bool {
+	for i, t := range of {
+		if t == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) {
+			return false
+		}
+		if t != "*" && (s[i] == "*" || s[i] == ">" || s[i] != t) {
+			return false
+		}
+		if t == "*" && s[i] == ">" {
+			return false
+		}
+	}
+	return len(s) == len(of)
 }

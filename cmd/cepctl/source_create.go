@@ -26,11 +26,15 @@ func newSourceCreateCmd(d *deps, runF func(*sourceCreateOptions) error) *cobra.C
 		Long: `Register a source. --key is the CEL expression over the event (e) giving
 its partition key, which publishers put in the subject as NAME.<key token>
 (see cepctl publish). Without --stream and --subjects the cluster creates a
-JetStream stream for NAME.<key token>, partitioned by key group; with
---stream the source reads that existing stream (a cluster may not support
-existing streams or custom subjects yet).`,
+JetStream stream for NAME.<key token>, stored by key-group block, and patterns
+keyed like the source read it directly. With --subjects the cluster creates a
+stream for those subjects; with --stream the source reads that existing
+stream (only the --subjects given, if any). Such sources are not stored by
+block: every pattern reads them re-keyed by its own key (one shard forwards
+each event into a derived source, listed by cepctl source list).`,
 		Example: `  cepctl source create logins --key e.user
-  cepctl source create orders --subjects 'orders.>' --stream ORDERS --key e.customer.id`,
+  cepctl source create clicks --subjects 'web.clicks.*'
+  cepctl source create eu-orders --stream ORDERS --subjects 'shop.orders.eu.>' --key e.customer.id`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := resolveGlobals(d, cmd)

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
@@ -119,5 +122,87 @@ func TestEventOnAnotherKeysSubjectIsDeadLettered(t *testing.T) {
 	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.pair", len(want), 20*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("matches:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+}
+
+// A source can be an existing stream (read whole or through some of its
+// subjects) or subjects of the publishers' choosing; neither is stored by
+// block, so patterns read them re-keyed. Their output equals the offline
+// engine's on the events of the subjects the source names.
+func TestSourcesOnExistingStreamsAndCustomSubjects(t *testing.T) {
+	n := startNode(t, t.TempDir(), "", 3)
+	defer n.Close()
+	c := newClients(n.APIAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(n.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"shop.orders.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	// refused: an unknown stream, subjects the stream does not hold, a bad subject
+	for _, r := range []*cepv1.CreateSourceRequest{
+		{Name: "nope", Stream: "MISSING"},
+		{Name: "nope", Stream: "ORDERS", Subjects: []string{"shop.returns.>"}},
+		{Name: "nope", Subjects: []string{"a.>.b"}},
+	} {
+		if _, err := c.sources.CreateSource(ctx, req(r)); err == nil {
+			t.Errorf("CreateSource(%v) accepted", r)
+		}
+	}
+	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "eu-orders", Stream: "ORDERS", Subjects: []string{"shop.orders.eu.>"}, Key: "e.customer"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "clicks", Subjects: []string{"web.clicks.*"}})); err != nil {
+		t.Fatal(err)
+	}
+	orderSpec := []byte("name: orders\nsource: eu-orders\nkey: e.customer\ntime: e.ts\nwithin: 50\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n    contiguity: followedBy\n")
+	clickSpec := []byte("name: clicks\nsource: clicks\nkey: e.session\ntime: e.ts\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n")
+	for _, spec := range [][]byte{orderSpec, clickSpec} {
+		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var eu, clicks []string
+	for i := 0; i < 300; i++ {
+		region := []string{"eu", "us"}[i%2]
+		line := fmt.Sprintf(`{"customer":"c-%d","type":%q,"ts":%d}`, i%9, []string{"A", "B", "C"}[(i*7)%3], 1000+i*2)
+		if _, err := js.Publish(ctx, "shop.orders."+region+".x", []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		if region == "eu" {
+			eu = append(eu, line)
+		}
+		click := fmt.Sprintf(`{"session":"s-%d","type":%q,"ts":%d}`, i%5, []string{"A", "B"}[i%2], 1000+i)
+		if _, err := js.Publish(ctx, fmt.Sprintf("web.clicks.p%d", i%4), []byte(click)); err != nil {
+			t.Fatal(err)
+		}
+		clicks = append(clicks, click)
+	}
+	for i := 0; i < 100; i++ { // later events for every shard's watermark
+		end := fmt.Sprintf(`{"customer":"f-%d","session":"f-%d","type":"END","ts":%d}`, i, i, 100000+i)
+		js.Publish(ctx, "shop.orders.eu.x", []byte(end))
+		js.Publish(ctx, "web.clicks.end", []byte(end))
+		eu, clicks = append(eu, end), append(clicks, end)
+	}
+	for _, tc := range []struct {
+		name  string
+		spec  []byte
+		lines []string
+	}{{"orders", orderSpec, eu}, {"clicks", clickSpec, clicks}} {
+		want := withoutIDs(offline(t, tc.spec, tc.lines))
+		if len(want) == 0 {
+			t.Fatalf("%s: the offline engine finds nothing", tc.name)
+		}
+		got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out."+tc.name, len(want), 30*time.Second))
+		sort.Strings(got)
+		sort.Strings(want)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%s:\n got %d records\nwant %d records", tc.name, len(got), len(want))
+		}
 	}
 }

@@ -45,11 +45,16 @@ const (
 
 // SourceServiceClient is a client for the cep.v1.SourceService service.
 type SourceServiceClient interface {
-	// CreateSource registers a source. Without a stream name the cluster
-	// creates a JetStream stream for the subjects, partitioned by key group;
-	// with one, it reads that existing stream. Errors: AlreadyExists,
-	// InvalidArgument (bad name or subjects), NotFound (the named stream does
-	// not exist), FailedPrecondition (the stream does not cover the subjects).
+	// CreateSource registers a source. With neither stream nor subjects the
+	// cluster creates the stream "<name>.<key token>", stored by key-group
+	// block, which patterns keyed like the source read directly. With
+	// subjects the cluster creates a stream for them; with a stream name it
+	// reads that existing stream (through the subjects, if given). Those two
+	// are not stored by block: every pattern reads them re-keyed by its key
+	// (one shard forwards each event into a derived source). Errors:
+	// AlreadyExists, InvalidArgument (bad name or subjects), NotFound (the
+	// named stream does not exist), FailedPrecondition (the stream does not
+	// hold the subjects, or they overlap another stream's).
 	CreateSource(context.Context, *connect.Request[v1.CreateSourceRequest]) (*connect.Response[v1.CreateSourceResponse], error)
 	// ListSources returns every source, sorted by name.
 	ListSources(context.Context, *connect.Request[v1.ListSourcesRequest]) (*connect.Response[v1.ListSourcesResponse], error)
@@ -115,11 +120,16 @@ func (c *sourceServiceClient) GetSource(ctx context.Context, req *connect.Reques
 
 // SourceServiceHandler is an implementation of the cep.v1.SourceService service.
 type SourceServiceHandler interface {
-	// CreateSource registers a source. Without a stream name the cluster
-	// creates a JetStream stream for the subjects, partitioned by key group;
-	// with one, it reads that existing stream. Errors: AlreadyExists,
-	// InvalidArgument (bad name or subjects), NotFound (the named stream does
-	// not exist), FailedPrecondition (the stream does not cover the subjects).
+	// CreateSource registers a source. With neither stream nor subjects the
+	// cluster creates the stream "<name>.<key token>", stored by key-group
+	// block, which patterns keyed like the source read directly. With
+	// subjects the cluster creates a stream for them; with a stream name it
+	// reads that existing stream (through the subjects, if given). Those two
+	// are not stored by block: every pattern reads them re-keyed by its key
+	// (one shard forwards each event into a derived source). Errors:
+	// AlreadyExists, InvalidArgument (bad name or subjects), NotFound (the
+	// named stream does not exist), FailedPrecondition (the stream does not
+	// hold the subjects, or they overlap another stream's).
 	CreateSource(context.Context, *connect.Request[v1.CreateSourceRequest]) (*connect.Response[v1.CreateSourceResponse], error)
 	// ListSources returns every source, sorted by name.
 	ListSources(context.Context, *connect.Request[v1.ListSourcesRequest]) (*connect.Response[v1.ListSourcesResponse], error)
