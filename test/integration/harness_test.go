@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/nfa"
@@ -273,3 +275,52 @@ func readLines(t *testing.T, path string) []string {
 func req[T any](m *T) *connect.Request[T] { return connect.NewRequest(m) }
 
 var _ = fmt.Sprint
+
+// lflSpec is login, failed logins, logout per account within 500 ms: the
+// pattern the savepoint tests carry across a restore.
+var lflSpec = []byte(`name: lfl
+source: bank
+key: e.account
+time: e.ts
+within: 500
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    where: e.type == "FAIL"
+    oneOrMore: true
+  - name: logout
+    where: e.type == "LOGOUT"
+`)
+
+// bankEvents draws n events of 40 accounts in time order, then 200 later
+// filler events for as many accounts, so every shard's watermark passes the
+// first n.
+func bankEvents(seed uint64, n int) []string {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	var lines []string
+	ts := int64(1000)
+	for i := 0; i < n; i++ {
+		ts += int64(1 + rng.IntN(2))
+		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":%q,"ts":%d}`, rng.IntN(40), []string{"LOGIN", "FAIL", "LOGOUT", "OK"}[rng.IntN(4)], ts))
+	}
+	for i := 0; i < 200; i++ {
+		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","type":"NOISE","ts":%d}`, i, ts+1_000_000))
+	}
+	return lines
+}
+
+// nodeWithSource starts a node with shards shards and creates the source
+// tx keyed by e.account.
+func nodeWithSource(t *testing.T, shards int, timeout time.Duration) (*cluster.Node, clients, context.Context) {
+	t.Helper()
+	n := startNode(t, t.TempDir(), "", shards)
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	c := newClients(n.APIAddr())
+	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "tx", Key: "e.account"})); err != nil {
+		t.Fatal(err)
+	}
+	return n, c, ctx
+}

@@ -22,14 +22,7 @@ import (
 // engine's on the same events, as does that of a pattern keyed like the
 // source, which reads the source directly.
 func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
-	n := startNode(t, t.TempDir(), "", 3)
-	defer n.Close()
-	c := newClients(n.APIAddr())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "tx", Key: "e.account"})); err != nil {
-		t.Fatal(err)
-	}
+	n, c, ctx := nodeWithSource(t, 3, 60*time.Second)
 	byUser := []byte("name: by-user\nsource: tx\nkey: e.user\ntime: e.ts\nwithin: 50\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n    contiguity: followedBy\n")
 	byAccount := []byte("name: by-account\nsource: tx\nkey: e.account\ntime: e.ts\nwithin: 50\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n    contiguity: followedBy\n")
 	for _, spec := range [][]byte{byUser, byAccount} {
@@ -48,21 +41,8 @@ func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
 	}
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	publish(t, n.NATSURL(), "tx", keyOf, lines)
-	for _, tc := range []struct {
-		name string
-		spec []byte
-	}{{"by-user", byUser}, {"by-account", byAccount}} {
-		want := withoutIDs(offline(t, tc.spec, lines))
-		if len(want) == 0 {
-			t.Fatalf("%s: the offline engine finds nothing", tc.name)
-		}
-		got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out."+tc.name, len(want), 30*time.Second))
-		sort.Strings(got)
-		sort.Strings(want)
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Fatalf("%s:\n got %d records %s\nwant %d records %s", tc.name, len(got), strings.Join(got, "\n     "), len(want), strings.Join(want, "\n     "))
-		}
-	}
+	sameAsOffline(t, n.NATSURL(), "by-user", byUser, lines)
+	sameAsOffline(t, n.NATSURL(), "by-account", byAccount, lines)
 	res, err := c.sources.ListSources(ctx, req(&cepv1.ListSourcesRequest{}))
 	if err != nil {
 		t.Fatal(err)
@@ -82,14 +62,7 @@ func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
 // that reads it dead-letters it with the subject to use, and the correctly
 // published events around it still match.
 func TestEventOnAnotherKeysSubjectIsDeadLettered(t *testing.T) {
-	n := startNode(t, t.TempDir(), "", 3)
-	defer n.Close()
-	c := newClients(n.APIAddr())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "tx", Key: "e.account"})); err != nil {
-		t.Fatal(err)
-	}
+	n, c, ctx := nodeWithSource(t, 3, 30*time.Second)
 	spec := []byte("name: pair\nsource: tx\nkey: e.account\ntime: e.ts\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n")
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
 		t.Fatal(err)
@@ -189,20 +162,22 @@ func TestSourcesOnExistingStreamsAndCustomSubjects(t *testing.T) {
 		js.Publish(ctx, "web.clicks.end", []byte(end))
 		eu, clicks = append(eu, end), append(clicks, end)
 	}
-	for _, tc := range []struct {
-		name  string
-		spec  []byte
-		lines []string
-	}{{"orders", orderSpec, eu}, {"clicks", clickSpec, clicks}} {
-		want := withoutIDs(offline(t, tc.spec, tc.lines))
-		if len(want) == 0 {
-			t.Fatalf("%s: the offline engine finds nothing", tc.name)
-		}
-		got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out."+tc.name, len(want), 30*time.Second))
-		sort.Strings(got)
-		sort.Strings(want)
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Fatalf("%s:\n got %d records\nwant %d records", tc.name, len(got), len(want))
-		}
+	sameAsOffline(t, n.NATSURL(), "orders", orderSpec, eu)
+	sameAsOffline(t, n.NATSURL(), "clicks", clickSpec, clicks)
+}
+
+// sameAsOffline waits for the pattern's records on NATS and compares them,
+// as a set, with the offline engine's on lines.
+func sameAsOffline(t *testing.T, natsURL, pattern string, spec []byte, lines []string) {
+	t.Helper()
+	want := withoutIDs(offline(t, spec, lines))
+	if len(want) == 0 {
+		t.Fatalf("%s: the offline engine finds nothing", pattern)
+	}
+	got := withoutIDs(waitOutputs(t, natsURL, "cep.out."+pattern, len(want), 30*time.Second))
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%s:\n got %d records %s\nwant %d records %s", pattern, len(got), strings.Join(got, "\n     "), len(want), strings.Join(want, "\n     "))
 	}
 }

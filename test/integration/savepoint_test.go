@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,30 +32,8 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	spec := []byte(`name: lfl
-source: bank
-key: e.account
-time: e.ts
-within: 500
-stages:
-  - name: login
-    where: e.type == "LOGIN"
-  - name: failed
-    where: e.type == "FAIL"
-    oneOrMore: true
-  - name: logout
-    where: e.type == "LOGOUT"
-`)
-	rng := rand.New(rand.NewPCG(7, 7))
-	var lines []string
-	ts := int64(1000)
-	for i := 0; i < 3000; i++ {
-		ts += int64(1 + rng.IntN(2))
-		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":%q,"ts":%d}`, rng.IntN(40), []string{"LOGIN", "FAIL", "LOGOUT", "OK"}[rng.IntN(4)], ts))
-	}
-	for i := 0; i < 200; i++ {
-		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","type":"NOISE","ts":%d}`, i, ts+1_000_000))
-	}
+	spec := lflSpec
+	lines := bankEvents(7, 3000)
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	half := 1500
 
