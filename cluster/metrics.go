@@ -21,7 +21,7 @@ type collector struct {
 
 	events, duplicates, late, dead, matches, timeouts *prometheus.Desc
 	partial, buffered, outbox, applied, commit        *prometheus.Desc
-	leader, metaLeader, lag                           *prometheus.Desc
+	leader, metaLeader, lag, forwardLag               *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -42,6 +42,7 @@ func newCollector(n *Node) *collector {
 		leader:     prometheus.NewDesc("cep_shard_leader", "1 if this replica leads the shard.", l, nil),
 		metaLeader: prometheus.NewDesc("cep_meta_leader", "1 if this node leads the metadata group.", nil, nil),
 		lag:        prometheus.NewDesc("cep_ingest_lag_messages", "Messages in the source stream after the position the shard applied (on the shard leader).", []string{"shard", "source"}, nil),
+		forwardLag: prometheus.NewDesc("cep_forward_lag_messages", "Messages in the origin stream after the position the shard re-keyed into a derived source (on the leader of the shard that forwards it).", []string{"shard", "source"}, nil),
 	}
 }
 
@@ -98,8 +99,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // stream is ahead of what the shard applied.
 func (c *collector) collectLag(ch chan<- prometheus.Metric, sh *shard.Shard, id string) {
 	m := c.n.Meta()
-	var pos map[string]uint64
-	sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions() })
+	var pos, fwd map[string]uint64
+	sh.FSM().View(func(s *shard.State, _ uint64) { pos, fwd = s.Positions(), s.Forwarded() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, src := range sourcesOf(m) {
@@ -112,12 +113,23 @@ func (c *collector) collectLag(ch chan<- prometheus.Metric, sh *shard.Shard, id 
 			continue
 		}
 		last := st.CachedInfo().State.LastSeq
-		lag := uint64(0)
-		if last > pos[src] {
-			lag = last - pos[src]
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(behind(last, pos[src])), id, src)
+		// the shard forwarding a derived source: how far it is behind its origin
+		origin := m.Sources[sm.Origin]
+		if origin == nil || forwarderOf(m, src) != sh.ID() {
+			continue
 		}
-		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(lag), id, src)
+		if ost, err := c.n.js.Stream(ctx, origin.Stream); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.forwardLag, prometheus.GaugeValue, float64(behind(ost.CachedInfo().State.LastSeq, fwd[src])), id, src)
+		}
 	}
+}
+
+func behind(last, pos uint64) uint64 {
+	if last > pos {
+		return last - pos
+	}
+	return 0
 }
 
 // HTTPHandlers returns /metrics, /healthz and /readyz for the node.

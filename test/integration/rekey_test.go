@@ -3,6 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -43,6 +46,19 @@ func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
 	publish(t, n.NATSURL(), "tx", keyOf, lines)
 	sameAsOffline(t, n.NATSURL(), "by-user", byUser, lines)
 	sameAsOffline(t, n.NATSURL(), "by-account", byAccount, lines)
+	// the forwarding shard reports how far it is behind the origin
+	checkFor(t, 10*time.Second, func() error {
+		res, err := http.Get("http://" + n.APIAddr() + "/metrics")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !regexp.MustCompile(`cep_forward_lag_messages\{shard="\d",source="tx\.k[0-9a-f]{8}"\} 0\n`).Match(body) {
+			return fmt.Errorf("no forward lag of 0 in /metrics")
+		}
+		return nil
+	})
 	res, err := c.sources.ListSources(ctx, req(&cepv1.ListSourcesRequest{}))
 	if err != nil {
 		t.Fatal(err)
