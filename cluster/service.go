@@ -155,7 +155,8 @@ func toPattern(p *PatternM) *cepv1.Pattern {
 		st = cepv1.PatternState_PATTERN_STATE_DELETING
 	}
 	return &cepv1.Pattern{Name: p.Name, Version: p.Version, Spec: p.Spec, Format: f, Sources: p.Sources,
-		OutputSubject: p.OutputSubject, CreatedIndex: p.CreatedIndex, UpdatedIndex: p.UpdatedIndex, State: st}
+		OutputSubject: p.OutputSubject, CreatedIndex: p.CreatedIndex, UpdatedIndex: p.UpdatedIndex, State: st,
+		Reads: p.ReadsOf()}
 }
 
 type patternBackend struct{ s *Service }

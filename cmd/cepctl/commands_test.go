@@ -504,3 +504,18 @@ func TestErrors(t *testing.T) {
 		}
 	})
 }
+
+func TestWriteRekeyed(t *testing.T) {
+	var b strings.Builder
+	p := &cepv1.Pattern{Sources: []string{"bank", "cards"}, Reads: []string{"bank", "cards.k0a1b2c3d"}}
+	if err := writeRekeyed(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != "  cards is keyed otherwise: the pattern reads it re-keyed by its own key through cards.k0a1b2c3d\n" {
+		t.Errorf("got %q", got)
+	}
+	b.Reset()
+	if err := writeRekeyed(&b, &cepv1.Pattern{Sources: []string{"bank"}, Reads: []string{"bank"}}); err != nil || b.Len() != 0 {
+		t.Errorf("a pattern reading its source directly: %q, %v", b.String(), err)
+	}
+}

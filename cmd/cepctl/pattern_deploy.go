@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -62,5 +63,22 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 	}
 	_, err = fmt.Fprintf(d.stdout, "deployed pattern %s version %d (sources %s, output subject %s)\n",
 		p.GetName(), p.GetVersion(), joinOrDash(p.GetSources()), orDash(p.GetOutputSubject()))
+	if err == nil {
+		err = writeRekeyed(d.stdout, p)
+	}
 	return err
+}
+
+// writeRekeyed says which sources a pattern reads re-keyed, and through
+// which derived source.
+func writeRekeyed(w io.Writer, p *cepv1.Pattern) error {
+	reads := p.GetReads()
+	for i, src := range p.GetSources() {
+		if i < len(reads) && reads[i] != src {
+			if _, err := fmt.Fprintf(w, "  %s is keyed otherwise: the pattern reads it re-keyed by its own key through %s\n", src, reads[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -29,8 +29,13 @@ func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
 	byUser := []byte("name: by-user\nsource: tx\nkey: e.user\ntime: e.ts\nwithin: 50\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n    contiguity: followedBy\n")
 	byAccount := []byte("name: by-account\nsource: tx\nkey: e.account\ntime: e.ts\nwithin: 50\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n    contiguity: followedBy\n")
 	for _, spec := range [][]byte{byUser, byAccount} {
-		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+		res, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)}))
+		if err != nil {
 			t.Fatalf("deploy: %v", err)
+		}
+		reads := res.Msg.Pattern.Reads
+		if rekeyed := res.Msg.Pattern.Name == "by-user"; len(reads) != 1 || strings.HasPrefix(reads[0], "tx.k") != rekeyed {
+			t.Fatalf("%s reads %v", res.Msg.Pattern.Name, reads)
 		}
 	}
 	var lines []string

@@ -212,8 +212,12 @@ type Pattern struct {
 	// Metadata Raft index of the deploy.
 	CreatedIndex uint64 `protobuf:"varint,7,opt,name=created_index,json=createdIndex,proto3" json:"created_index,omitempty"`
 	// Metadata Raft index of the last deploy or update.
-	UpdatedIndex  uint64       `protobuf:"varint,8,opt,name=updated_index,json=updatedIndex,proto3" json:"updated_index,omitempty"`
-	State         PatternState `protobuf:"varint,9,opt,name=state,proto3,enum=cep.v1.PatternState" json:"state,omitempty"`
+	UpdatedIndex uint64       `protobuf:"varint,8,opt,name=updated_index,json=updatedIndex,proto3" json:"updated_index,omitempty"`
+	State        PatternState `protobuf:"varint,9,opt,name=state,proto3,enum=cep.v1.PatternState" json:"state,omitempty"`
+	// What it reads for each of its sources, in the same order: the source
+	// itself when it is stored by the pattern's key, else the derived source
+	// re-keying it by that key ("<source>.k<hash>").
+	Reads         []string `protobuf:"bytes,10,rep,name=reads,proto3" json:"reads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,6 +313,13 @@ func (x *Pattern) GetState() PatternState {
 		return x.State
 	}
 	return PatternState_PATTERN_STATE_UNSPECIFIED
+}
+
+func (x *Pattern) GetReads() []string {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
 }
 
 // SpecError locates what is wrong with a spec. Fields that do not apply are
@@ -1057,7 +1068,7 @@ var File_cep_v1_pattern_proto protoreflect.FileDescriptor
 
 const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\n" +
-	"\x14cep/v1/pattern.proto\x12\x06cep.v1\"\xae\x02\n" +
+	"\x14cep/v1/pattern.proto\x12\x06cep.v1\"\xc4\x02\n" +
 	"\aPattern\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
@@ -1067,7 +1078,9 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x0eoutput_subject\x18\x06 \x01(\tR\routputSubject\x12#\n" +
 	"\rcreated_index\x18\a \x01(\x04R\fcreatedIndex\x12#\n" +
 	"\rupdated_index\x18\b \x01(\x04R\fupdatedIndex\x12*\n" +
-	"\x05state\x18\t \x01(\x0e2\x14.cep.v1.PatternStateR\x05state\"}\n" +
+	"\x05state\x18\t \x01(\x0e2\x14.cep.v1.PatternStateR\x05state\x12\x14\n" +
+	"\x05reads\x18\n" +
+	" \x03(\tR\x05reads\"}\n" +
 	"\tSpecError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
