@@ -92,6 +92,15 @@ func TestThreeNodesKillLeaders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and kills them")
 	}
+	// CEP_CHAOS=N (a separate, longer run): N kills over 2,000 events each,
+	// instead of 3 kills over 6,000 events
+	kills, total := 3, 6000
+	if v := os.Getenv("CEP_CHAOS"); v != "" {
+		if _, err := fmt.Sscan(v, &kills); err != nil || kills < 1 {
+			t.Fatalf("CEP_CHAOS=%q: want a number of kills", v)
+		}
+		total = max(total, 2000*kills)
+	}
 	base := t.TempDir()
 	ns, err := cluster.StartEmbeddedNATS(filepath.Join(base, "nats"), "127.0.0.1", -1, nil)
 	if err != nil {
@@ -122,7 +131,7 @@ func TestThreeNodesKillLeaders(t *testing.T) {
 			}
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+time.Duration(kills)*20*time.Second)
 	defer cancel()
 	// with a token, every node answers, forwarding changes to the metadata
 	// leader with the token; without it, a node refuses
@@ -171,7 +180,7 @@ stages:
 	rng := rand.New(rand.NewPCG(42, 1))
 	var lines []string
 	ts := int64(1_000)
-	for i := 0; i < 6000; i++ {
+	for i := 0; i < total; i++ {
 		ts += int64(1 + rng.IntN(3))
 		acc := fmt.Sprintf("acc-%d", rng.IntN(60))
 		typ := []string{"LOGIN", "FAIL", "FAIL", "LOGOUT", "OK"}[rng.IntN(5)]
@@ -184,7 +193,7 @@ stages:
 	}
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	// publish in chunks, killing a shard leader between chunks
-	chunks := 6
+	chunks := 2 * kills
 	per := len(lines) / chunks
 	for k := 0; k < chunks; k++ {
 		end := (k + 1) * per
@@ -192,7 +201,7 @@ stages:
 			end = len(lines)
 		}
 		publish(t, ns.ClientURL(), "bank", keyOf, lines[k*per:end])
-		if k < 3 {
+		if k < kills {
 			victim := shardLeader(t, ctx, procs)
 			t.Logf("after chunk %d: SIGKILL %s, the leader of shard 1", k, victim.id)
 			victim.kill()
