@@ -440,6 +440,9 @@ func (s *State) applyEvents(source string, events []Event) {
 			continue
 		}
 		raw := nfa.Input{Data: data, Raw: e.Data, Pos: e.Pos}
+		// a forwarded copy is recognised once per event: every pattern
+		// reading a derived source has the key it was re-keyed by
+		originKG, originDup := -1, false
 		for _, p := range s.patterns {
 			logical, ok := s.reads(p, source)
 			if !ok {
@@ -474,11 +477,16 @@ func (s *State) applyEvents(source string, events []Event) {
 			}
 			if e.OriginPos > 0 {
 				// forwarded again (a re-keying shard that lost its place)
-				pos := s.positions[kg-s.first]
-				if e.OriginPos <= pos[originKey(source)] {
+				if originKG != kg {
+					pos := s.positions[kg-s.first]
+					originKG, originDup = kg, e.OriginPos <= pos[originKey(source)]
+					if !originDup {
+						pos[originKey(source)] = e.OriginPos
+					}
+				}
+				if originDup {
 					continue
 				}
-				pos[originKey(source)] = e.OriginPos
 			}
 			ts, err := p.m.TimeOf(in)
 			if err != nil {

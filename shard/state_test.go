@@ -224,8 +224,11 @@ func TestForwardAndDerivedEvents(t *testing.T) {
 	spec := `{"name":"byuser","key":"e.user","time":"e.ts","stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","where":"e.t == \"B\""}]}`
 	dep := deployOp(spec, 1, PolicyReset)
 	dep.Deploy.Reads = []string{derived}
+	// a second pattern with the same key reads the same derived source
+	dep2 := deployOp(strings.Replace(spec, `"byuser"`, `"byuser2"`, 1), 1, PolicyReset)
+	dep2.Deploy.Reads = []string{derived}
 	s := NewState(0, 15, 16)
-	s.Apply(&Batch{Ops: []Op{dep}})
+	s.Apply(&Batch{Ops: []Op{dep, dep2}})
 	evs := []Event{
 		{Pos: 7, Block: 1, Data: []byte(`{"account":"a1","user":"u1","t":"A","ts":1}`)},
 		{Pos: 8, Block: 2, Data: []byte(`{"account":"a2","user":"u1","t":"B","ts":2}`)},
@@ -257,8 +260,13 @@ func TestForwardAndDerivedEvents(t *testing.T) {
 	s.Apply(&Batch{Ops: []Op{{Kind: OpAck, Seq: out[len(out)-1].Seq}}})
 	s.Apply(&Batch{Ops: []Op{{Kind: OpEvents, Source: derived, Events: derivedEvents}}})
 	got := payloads(s)
-	if len(got) != 1 || !strings.Contains(got[0], `"type":"match"`) || !strings.Contains(got[0], `"key":"u1"`) {
+	if len(got) != 2 || !strings.Contains(got[0], `"pattern":"byuser"`) || !strings.Contains(got[1], `"pattern":"byuser2"`) {
 		t.Fatalf("records: %v", strings.Join(got, "\n"))
+	}
+	for _, r := range got {
+		if !strings.Contains(r, `"type":"match"`) || !strings.Contains(r, `"key":"u1"`) {
+			t.Fatalf("record %s", r)
+		}
 	}
 	// the forwarded positions survive a snapshot
 	back := restore(t, 0, 15, snap(t, s, "x"))
