@@ -156,7 +156,12 @@ func (s *State) NeedsTicks() bool {
 // several sources and this one's watermark runs more than maxDrift ahead.
 func (s *State) Paused(source string) bool {
 	for _, p := range s.patterns {
-		if p.m.MultiSource() && p.m.Paused(source) {
+		if !p.m.MultiSource() {
+			continue
+		}
+		// the matcher knows the source by the pattern's name for it (a
+		// derived source stands for the source it re-keys)
+		if logical, ok := s.reads(p, source); ok && p.m.Paused(logical) {
 			return true
 		}
 	}

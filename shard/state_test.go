@@ -144,27 +144,33 @@ func TestBatchRoundTrip(t *testing.T) {
 // A pattern over two sources aligns them: the watermark waits for the
 // slower one, and the faster one is paused once it runs maxDrift ahead.
 func TestTwoSourcesAligned(t *testing.T) {
-	spec := `{"name":"two","source":["a","b"],"key":"e.k","time":"e.ts","maxDrift":10,"stages":[{"name":"x","where":"e.t == \"A\""},{"name":"y","where":"e.t == \"B\""}]}`
-	s := NewState(0, 15, 16)
-	d := deployOp(spec, 1, PolicyReset)
-	d.Deploy.Sources = []string{"a", "b"}
-	s.Apply(&Batch{Ops: []Op{d, {Kind: OpTick, Time: 1000}}})
-	s.Apply(&Batch{Ops: []Op{
-		{Kind: OpEvents, Source: "a", Events: []Event{ev(1, "x", "A", 5), ev(2, "x", "N", 100)}},
-		{Kind: OpEvents, Source: "b", Events: []Event{ev(1, "x", "B", 6)}},
-	}})
-	if !s.Paused("a") || s.Paused("b") {
-		t.Fatalf("paused: a=%v b=%v, want a only", s.Paused("a"), s.Paused("b"))
-	}
-	if n := len(s.Outbox()); n != 0 {
-		t.Fatalf("%d records before b caught up", n)
-	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpEvents, Source: "b", Events: []Event{ev(2, "y", "N", 100)}}}})
-	if len(s.Outbox()) != 1 || !strings.Contains(string(s.Outbox()[0].Payload), `"type":"match"`) {
-		t.Fatalf("outbox after b caught up: %v", payloads(s))
-	}
-	if s.Paused("a") {
-		t.Fatal("a still paused")
+	// the same with source a read through a derived (re-keyed) source
+	for _, readA := range []string{"a", "a.k01020304"} {
+		spec := `{"name":"two","source":["a","b"],"key":"e.k","time":"e.ts","maxDrift":10,"stages":[{"name":"x","where":"e.t == \"A\""},{"name":"y","where":"e.t == \"B\""}]}`
+		s := NewState(0, 15, 16)
+		d := deployOp(spec, 1, PolicyReset)
+		d.Deploy.Sources = []string{"a", "b"}
+		if readA != "a" {
+			d.Deploy.Reads = []string{readA, "b"}
+		}
+		s.Apply(&Batch{Ops: []Op{d, {Kind: OpTick, Time: 1000}}})
+		s.Apply(&Batch{Ops: []Op{
+			{Kind: OpEvents, Source: readA, Events: []Event{ev(1, "x", "A", 5), ev(2, "x", "N", 100)}},
+			{Kind: OpEvents, Source: "b", Events: []Event{ev(1, "x", "B", 6)}},
+		}})
+		if !s.Paused(readA) || s.Paused("b") {
+			t.Fatalf("%s: paused: a=%v b=%v, want a only", readA, s.Paused(readA), s.Paused("b"))
+		}
+		if n := len(s.Outbox()); n != 0 {
+			t.Fatalf("%s: %d records before b caught up", readA, n)
+		}
+		s.Apply(&Batch{Ops: []Op{{Kind: OpEvents, Source: "b", Events: []Event{ev(2, "y", "N", 100)}}}})
+		if len(s.Outbox()) != 1 || !strings.Contains(string(s.Outbox()[0].Payload), `"type":"match"`) {
+			t.Fatalf("%s: outbox after b caught up: %v", readA, payloads(s))
+		}
+		if s.Paused(readA) {
+			t.Fatalf("%s still paused", readA)
+		}
 	}
 }
 
