@@ -36,9 +36,9 @@ type node struct {
 	ev      *event
 	edges   []edge // in insertion order, removed ones marked until compacted
 	refs    int32
-	removed int32     // edges marked removed
-	index   edgeIndex // edges by version, for a node with many of them
-	inline  [1]edge   // most nodes have one edge: no separate allocation
+	removed int32      // edges marked removed
+	index   *edgeIndex // edges by version, for a node with many of them
+	inline  [1]edge    // most nodes have one edge: no separate allocation
 }
 
 type edge struct {
@@ -55,8 +55,14 @@ type edge struct {
 const indexFrom = 24
 
 // edgeIndex maps a version prefix (all but the last number) to the edges
-// whose version has that prefix, ordered by their last number.
-type edgeIndex map[string]*edgeBucket
+// whose version has that prefix, ordered by their last number; lens has bit
+// l set when some edge's version has length l (l < 64), so a lookup only
+// tries the prefix lengths that occur.
+type edgeIndex struct {
+	buckets map[string]*edgeBucket
+	lens    uint64
+	long    bool // some version is 64 numbers or longer: try every length
+}
 
 type edgeBucket struct {
 	lasts []int32
@@ -73,12 +79,17 @@ func appendDeweyKey(b []byte, d dewey) []byte {
 func (n *node) indexEdge(i int) {
 	v := n.edges[i].ver
 	last := len(v) - 1
+	if len(v) < 64 {
+		n.index.lens |= 1 << len(v)
+	} else {
+		n.index.long = true
+	}
 	var kb [64]byte
 	k := appendDeweyKey(kb[:0], v[:last])
-	b := n.index[string(k)]
+	b := n.index.buckets[string(k)]
 	if b == nil {
 		b = &edgeBucket{}
-		n.index[string(k)] = b
+		n.index.buckets[string(k)] = b
 	}
 	// after the equal ones: equal versions keep their insertion order
 	pos, _ := slices.BinarySearch(b.lasts, v[last]+1)
@@ -101,7 +112,7 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 			}
 			return out
 		}
-		n.index = edgeIndex{}
+		n.index = &edgeIndex{buckets: map[string]*edgeBucket{}}
 		for i := range n.edges {
 			if !n.edges[i].removed {
 				n.indexEdge(i)
@@ -111,7 +122,10 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 	from := len(out)
 	var kb [64]byte
 	for l := 1; l <= len(ver); l++ {
-		b := n.index[string(appendDeweyKey(kb[:0], ver[:l-1]))]
+		if !n.index.long && (l >= 64 || n.index.lens&(1<<l) == 0) {
+			continue // no edge version of this length
+		}
+		b := n.index.buckets[string(appendDeweyKey(kb[:0], ver[:l-1]))]
 		if b == nil {
 			continue
 		}
