@@ -63,28 +63,29 @@ type Matcher struct {
 	drainFrom uint64 // events arriving from this number on start no partial match
 
 	// per-event scratch
-	cacheGen     []uint32
-	cacheVal     []bool
-	guardGen     []uint32 // per leaf: the event generation guardFalse is for
-	guardFalse   []bool
-	ctxGen       uint32   // one per partial match tested against an event
-	memoGen      []uint32 // per leaf: the ctxGen memoVal is for
-	memoVal      []bool
-	ctxEvents    [][]expr.Event // per stage: the events of the partial match under test
-	pathBuf      []*node
-	gen32        uint32
-	stateStack   []*cstate
-	graphs       []graphMemo // per state: its decision graph for the current event, when eventOnly
-	out          []Record
-	ctx          evalCtx
-	resBuf       []*compState
-	partialBuf   []*compState
-	potentialBuf []*compState
-	curEv        event  // the event being processed
-	curEvHeap    *event // its stored copy, once a partial match took it
-	freeKeys     []*keyState
-	group        []queued
-	mayStart     bool // the event being processed may start partial matches
+	cacheGen      []uint32
+	cacheVal      []bool
+	guardGen      []uint32 // per leaf: the event generation guardFalse is for
+	guardFalse    []bool
+	ctxGen        uint32   // one per partial match tested against an event
+	memoGen       []uint32 // per leaf: the ctxGen memoVal is for
+	memoVal       []bool
+	ctxEvents     [][]expr.Event // per stage: the events of the partial match under test
+	pathBuf       []*node
+	gen32         uint32
+	stateStack    []*cstate
+	graphs        []graphMemo // per state: its decision graph for the current event, when eventOnly
+	prunedPartial bool        // a skip strategy dropped partial matches during processEvent
+	out           []Record
+	ctx           evalCtx
+	resBuf        []*compState
+	partialBuf    []*compState
+	potentialBuf  []*compState
+	curEv         event  // the event being processed
+	curEvHeap     *event // its stored copy, once a partial match took it
+	freeKeys      []*keyState
+	group         []queued
+	mayStart      bool // the event being processed may start partial matches
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -461,10 +462,9 @@ func (m *Matcher) deadlineOf(c *compState) int64 {
 }
 
 // recomputeDeadline sets ks.deadline to the earliest time a partial match
-// of the key times out. While one firing processes several event times,
-// it stays a lower bound: processEvent lowers it for every partial match
-// it keeps, and removing partial matches only makes the true earliest
-// time later.
+// of the key times out. processEvent keeps it so as it rebuilds the
+// partial matches (recomputing only after a skip strategy pruned some), and
+// so does timeAdvance after timeouts.
 func (m *Matcher) recomputeDeadline(ks *keyState) {
 	due := int64(maxInt64)
 	if m.p.hasWindows {
@@ -537,11 +537,10 @@ func (m *Matcher) numberDuplicates(from int) {
 // reschedule computes when the key next needs attention, or drops its state
 // when it holds nothing.
 func (m *Matcher) reschedule(ks *keyState) {
-	// the exact deadline, not the lower bound processEvent keeps: the order
-	// in which keys fire decides the order of records, and it must follow
-	// from the state alone (a replica restored from a snapshot fires like
-	// the others)
-	m.recomputeDeadline(ks)
+	// the key's deadline is exact here (processEvent, advanceTime and
+	// restoring keep it so): the order in which keys fire decides the order
+	// of records, and it must follow from the state alone (a replica
+	// restored from a snapshot fires like the others)
 	due := ks.deadline
 	if ks.queue.Len() > 0 {
 		qmin, _ := ks.queue.MinTime()

@@ -292,6 +292,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		m.gen32 = 1
 	}
 	newPartial, potential := csQueue{a: m.partialBuf[:0]}, csQueue{a: m.potentialBuf[:0]}
+	deadline := int64(maxInt64)
 	for _, cs := range ks.partial.a {
 		if !m.mayStart && m.p.states[cs.state].start {
 			newPartial.offer(cs) // draining: this event starts nothing
@@ -319,16 +320,21 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 			for _, r := range retain {
 				newPartial.offer(r)
 				if m.p.hasWindows {
-					// keep the key's deadline a lower bound (timeAdvance
-					// skips keys before it, also between the events of one
-					// firing)
-					ks.deadline = min(ks.deadline, m.deadlineOf(r))
+					deadline = min(deadline, m.deadlineOf(r))
 				}
 			}
 		}
 	}
+	m.prunedPartial = false
 	out := m.emitCompleted(ks, &potential, &newPartial)
 	ks.partial.a = append(ks.partial.a[:0], newPartial.a...)
+	// the key's deadline stays exact: the earliest over the partial matches
+	// just kept, unless a skip strategy pruned some of them since
+	if m.prunedPartial {
+		m.recomputeDeadline(ks)
+	} else {
+		ks.deadline = deadline
+	}
 	clear(newPartial.a)
 	clear(potential.a)
 	m.partialBuf, m.potentialBuf = newPartial.a[:0], potential.a[:0]
@@ -437,6 +443,9 @@ func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
 	for _, c := range q.a {
 		if drop(c) {
 			ks.releaseNode(c.prev, c.ver)
+			if q != &ks.completed {
+				m.prunedPartial = true
+			}
 		}
 	}
 	q.removeIf(drop)
