@@ -24,11 +24,7 @@ func TestSavepointOfFourNodes(t *testing.T) {
 		t.Skip("starts four nodes")
 	}
 	base := t.TempDir()
-	ns, err := cluster.StartEmbeddedNATS(filepath.Join(base, "nats"), "127.0.0.1", -1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := embeddedNATS(t, base)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -323,4 +325,16 @@ func nodeWithSource(t *testing.T, shards int, timeout time.Duration) (*cluster.N
 		t.Fatal(err)
 	}
 	return n, c, ctx
+}
+
+// embeddedNATS starts a NATS server with JetStream storing under base/nats,
+// shut down when the test ends.
+func embeddedNATS(t *testing.T, base string) *server.Server {
+	t.Helper()
+	ns, err := cluster.StartEmbeddedNATS(filepath.Join(base, "nats"), "127.0.0.1", -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/cluster"
 )
 
 // A savepoint of a one-shard cluster restores into a fresh cluster with
@@ -24,11 +23,7 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 		fmt.Sscan(s, &restoreShards)
 	}
 	base := t.TempDir()
-	ns, err := cluster.StartEmbeddedNATS(filepath.Join(base, "nats"), "127.0.0.1", -1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := embeddedNATS(t, base)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/cluster"
 )
 
 var cepnodeBin string
@@ -102,11 +101,7 @@ func TestThreeNodesKillLeaders(t *testing.T) {
 		total = max(total, 2000*kills)
 	}
 	base := t.TempDir()
-	ns, err := cluster.StartEmbeddedNATS(filepath.Join(base, "nats"), "127.0.0.1", -1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := embeddedNATS(t, base)
 	ports := freePorts(t, 6)
 	var peers []string
 	procs := make([]*proc, 3)
