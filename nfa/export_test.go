@@ -57,16 +57,3 @@ func fmtDewey(d dewey) string {
 	}
 	return string(b)
 }
-
-// EdgeStats returns the shared buffer's node and edge counts and the most
-// edges of one node.
-func EdgeStats(m *Matcher) (nodes, edges, most int) {
-	for _, ks := range m.keys {
-		for _, n := range ks.nodes {
-			nodes++
-			edges += len(n.edges) - int(n.removed)
-			most = max(most, len(n.edges)-int(n.removed))
-		}
-	}
-	return
-}

@@ -93,9 +93,6 @@ func (n *node) indexEdge(i int) {
 	}
 	// after the equal ones: equal versions keep their insertion order
 	pos, _ := slices.BinarySearch(b.lasts, v[last]+1)
-	for pos > 0 && b.lasts[pos-1] > v[last] {
-		pos--
-	}
 	b.lasts = slices.Insert(b.lasts, pos, v[last])
 	b.at = slices.Insert(b.at, pos, int32(i))
 }

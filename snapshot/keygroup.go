@@ -75,17 +75,10 @@ func KeyGroup(key string, k int) int {
 }
 
 // KeyGroupOfPartition maps NATS partition p of k to its key group (see
-// KeyGroup); PartitionOfKeyGroup is its inverse.
+// KeyGroup), a bijection on [0, k).
 func KeyGroupOfPartition(p, k int) int {
 	b := Blocks(k)
 	return (p%b)*(k/b) + p/b
-}
-
-// PartitionOfKeyGroup returns the NATS partition of key group kg of k.
-func PartitionOfKeyGroup(kg, k int) int {
-	b := Blocks(k)
-	per := k / b
-	return (kg%per)*b + kg/per
 }
 
 // BlockOf returns the block of key group kg of k.
