@@ -420,19 +420,27 @@ func (s *State) applyEvents(source string, events []Event) {
 		}
 	}()
 	decoded := decodeAll(events)
+	// The block's key groups have applied the source up to different
+	// positions only after a restore into another layout; an event at or
+	// below all of them is a re-read, one above some of them is checked
+	// against its own key group's once its key is known. Positions of the
+	// source move only after the batch, so each block's minimum is looked
+	// up once per batch.
+	var blockSeen [snapshot.MaxBlocks]uint64
+	var blockDone uint64 // bit b: blockSeen[b] is known
 	for i, e := range events {
-		bf, bl, ok := s.blockRange(e.Block)
+		bf, bl, ok := s.blockRange(e.Block) // ok: 0 <= e.Block < snapshot.MaxBlocks
 		if !ok {
 			s.counters.Misrouted++
 			continue
 		}
-		// The block's key groups have applied the source up to different
-		// positions only after a restore into another layout; an event at
-		// or below all of them is a re-read, one above some of them is
-		// checked against its own key group's once its key is known.
-		seen := s.positions[bf-s.first][source]
-		for kg := bf + 1; kg <= bl; kg++ {
-			seen = min(seen, s.positions[kg-s.first][source])
+		seen := blockSeen[e.Block]
+		if blockDone&(1<<e.Block) == 0 {
+			seen = s.positions[bf-s.first][source]
+			for kg := bf + 1; kg <= bl; kg++ {
+				seen = min(seen, s.positions[kg-s.first][source])
+			}
+			blockSeen[e.Block], blockDone = seen, blockDone|1<<e.Block
 		}
 		if e.Pos <= seen {
 			s.counters.Duplicates++

@@ -40,13 +40,13 @@ func Partition(key string, k int) int {
 	return int(h % uint32(k))
 }
 
-// maxBlocks bounds the blocks of key groups a source stream's subjects name.
-const maxBlocks = 32
+// MaxBlocks bounds the blocks of key groups a source stream's subjects name.
+const MaxBlocks = 32
 
 // Blocks returns B, how many blocks of k/B consecutive key groups the
 // source subjects distinguish: the greatest common divisor of k and 32.
 func Blocks(k int) int {
-	a, b := k, maxBlocks
+	a, b := k, MaxBlocks
 	for b != 0 {
 		a, b = b, a%b
 	}
