@@ -144,21 +144,11 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 		b = binary.AppendUvarint(b, ev.pos)
 		b = appendBytes(b, rawOf(ev))
 	}
-	nks := make([]nodeKey, 0, len(ks.nodes))
-	for k := range ks.nodes {
-		nks = append(nks, k)
-	}
-	sort.Slice(nks, func(i, j int) bool {
-		if nks[i].seq != nks[j].seq {
-			return nks[i].seq < nks[j].seq
-		}
-		return nks[i].stage < nks[j].stage
-	})
-	b = binary.AppendUvarint(b, uint64(len(nks)))
-	for _, k := range nks {
-		n := ks.nodes[k]
-		b = binary.AppendUvarint(b, k.seq)
-		b = binary.AppendUvarint(b, uint64(k.stage))
+	nodes := ks.liveNodes()
+	b = binary.AppendUvarint(b, uint64(len(nodes)))
+	for _, n := range nodes {
+		b = binary.AppendUvarint(b, n.key.seq)
+		b = binary.AppendUvarint(b, uint64(n.key.stage))
 		b = binary.AppendUvarint(b, uint64(len(n.edges)-int(n.removed)))
 		for _, e := range n.edges {
 			if e.removed {
@@ -360,7 +350,8 @@ func (m *Matcher) RestoreKey(data []byte) ([]byte, error) {
 
 func (m *Matcher) readKey(d *decoder) {
 	key := string(d.bytes())
-	ks := &keyState{key: key, nodes: map[nodeKey]*node{}, hidx: -1}
+	ks := &keyState{key: key, hidx: -1}
+	nodes := map[nodeKey]*node{}
 	events := map[uint64]*event{}
 	ks.nextSeq = d.uvarint()
 	ks.preDrain = int(d.uvarint())
@@ -393,7 +384,7 @@ func (m *Matcher) readKey(d *decoder) {
 		if d.err != nil {
 			return nil
 		}
-		n := ks.nodes[k]
+		n := nodes[k]
 		if n == nil {
 			d.fail("reference to unknown node")
 		}
@@ -416,12 +407,11 @@ func (m *Matcher) readKey(d *decoder) {
 			d.fail("node for unknown event %d", k.seq)
 			return
 		}
-		n := &node{key: k, ev: ev}
-		n.edges = n.inline[:0:1]
-		if ev.refs == 0 {
-			ks.nEvents++
+		if nodes[k] != nil {
+			d.fail("node %d/%d written twice", k.seq, k.stage)
+			return
 		}
-		ev.refs++
+		n := ks.newNode(k, ev)
 		ne := d.count(len(d.b))
 		for j := 0; j < ne && d.err == nil; j++ {
 			t := ref()
@@ -435,7 +425,7 @@ func (m *Matcher) readKey(d *decoder) {
 				t.refs++
 			}
 		}
-		ks.nodes[k] = n
+		nodes[k] = n
 	}
 	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
 		nc := d.count(len(d.b))
@@ -494,6 +484,10 @@ func (m *Matcher) readKey(d *decoder) {
 			d.fail("event %d is not referenced", e.seq)
 			return
 		}
+	}
+	if live := len(ks.liveNodes()); live != ks.nNodes {
+		d.fail("%d of %d nodes are not reachable from a partial match", ks.nNodes-live, ks.nNodes)
+		return
 	}
 	m.keys[key] = ks
 	m.recomputeDeadline(ks)

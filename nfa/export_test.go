@@ -43,8 +43,8 @@ func UnreachableEvents(m *Matcher) int {
 				n++
 			}
 		}
-		if len(ks.bufferedEvents()) != ks.nEvents {
-			n += 1 << 20 // the count of buffered events is off
+		if len(ks.bufferedEvents()) != ks.nEvents || len(ks.liveNodes()) != ks.nNodes {
+			n += 1 << 20 // the count of buffered events or of nodes is off: a node is alive but unreachable
 		}
 	}
 	return n

@@ -79,6 +79,8 @@ type Matcher struct {
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
+	stageSlot     []int32 // stageEvents scratch
+	stageCount    []int
 	partialBuf    []*compState
 	potentialBuf  []*compState
 	curEv         event  // the event being processed

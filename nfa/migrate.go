@@ -81,9 +81,6 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			if c := clones[n]; c != nil {
 				return c
 			}
-			if ks.nodes == nil {
-				ks.nodes = map[nodeKey]*node{}
-			}
 			ev := events[n.ev.seq]
 			if ev == nil {
 				e := *n.ev
@@ -91,14 +88,8 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 				ev = &e
 				events[ev.seq] = ev
 			}
-			c := &node{key: nodeKey{seq: n.key.seq, stage: stageMap[n.key.stage]}, ev: ev}
-			c.edges = c.inline[:0:1]
-			if ev.refs == 0 {
-				ks.nEvents++
-			}
-			ev.refs++
+			c := ks.newNode(nodeKey{seq: n.key.seq, stage: stageMap[n.key.stage]}, ev)
 			clones[n] = c
-			ks.nodes[c.key] = c
 			for _, e := range n.edges {
 				if e.removed {
 					continue

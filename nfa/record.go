@@ -201,16 +201,36 @@ func positions(p path) []uint64 {
 }
 
 func (m *Matcher) stageEvents(p path) []StageEvents {
-	var out []StageEvents
-	idx := map[int32]int{}
+	// stages in the order of their first event, each with its events in
+	// path order, all of them in one backing array
+	slot := m.stageSlot // stage -> 1 + its index in out, 0: not seen yet
+	if len(slot) < len(m.p.stageNames) {
+		slot = make([]int32, len(m.p.stageNames))
+		m.stageSlot = slot
+	}
+	count := m.stageCount[:0]
 	for _, n := range p {
-		i, ok := idx[n.key.stage]
-		if !ok {
-			i = len(out)
-			idx[n.key.stage] = i
-			out = append(out, StageEvents{Stage: m.p.stageNames[n.key.stage]})
+		if st := n.key.stage; slot[st] == 0 {
+			count = append(count, 1)
+			slot[st] = int32(len(count))
+		} else {
+			count[slot[st]-1]++
+		}
+	}
+	m.stageCount = count
+	out := make([]StageEvents, len(count))
+	all := make([][]byte, len(p))
+	for _, n := range p {
+		i := slot[n.key.stage] - 1
+		if out[i].Events == nil {
+			out[i].Stage = m.p.stageNames[n.key.stage]
+			out[i].Events = all[:0:count[i]]
+			all = all[count[i]:]
 		}
 		out[i].Events = append(out[i].Events, rawOf(n.ev))
+	}
+	for _, n := range p {
+		slot[n.key.stage] = 0
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package nfa
 
 import (
 	"cmp"
-	"encoding/binary"
 	"slices"
 
 	"github.com/cepcluster/cep/nfa/expr"
@@ -37,6 +36,7 @@ type node struct {
 	edges   []edge // in insertion order, removed ones marked until compacted
 	refs    int32
 	removed int32      // edges marked removed
+	dead    bool       // freed: no partial match or edge refers to it
 	index   *edgeIndex // edges by version, for a node with many of them
 	inline  [1]edge    // most nodes have one edge: no separate allocation
 }
@@ -57,21 +57,34 @@ const indexFrom = 24
 // edgeIndex maps a version prefix (all but the last number) to the edges
 // whose version has that prefix, ordered by their last number; lens has bit
 // l set when some edge's version has length l (l < 64), so a lookup only
-// tries the prefix lengths that occur.
+// tries the prefix lengths that occur. Buckets are found by a hash of the
+// prefix (computed for every prefix length in one pass over a version) and
+// told apart by the prefix itself.
 type edgeIndex struct {
-	buckets map[string]*edgeBucket
+	buckets map[uint64]*edgeBucket
 	lens    uint64
 	long    bool // some version is 64 numbers or longer: try every length
 }
 
 type edgeBucket struct {
-	lasts []int32
-	at    []int32 // edge indexes, parallel to lasts
+	prefix dewey
+	next   *edgeBucket // another prefix with the same hash
+	lasts  []int32
+	at     []int32 // edge indexes, parallel to lasts
 }
 
-func appendDeweyKey(b []byte, d dewey) []byte {
-	for _, x := range d {
-		b = binary.LittleEndian.AppendUint32(b, uint32(x))
+const prefixHashSeed uint64 = 14695981039346656037
+
+// prefixHash extends the hash of a version prefix by one number (FNV-1a
+// over the numbers).
+func prefixHash(h uint64, x int32) uint64 {
+	return (h ^ uint64(uint32(x))) * 1099511628211
+}
+
+func (ix *edgeIndex) bucket(h uint64, prefix dewey) *edgeBucket {
+	b := ix.buckets[h]
+	for b != nil && !slices.Equal(b.prefix, prefix) {
+		b = b.next
 	}
 	return b
 }
@@ -84,12 +97,14 @@ func (n *node) indexEdge(i int) {
 	} else {
 		n.index.long = true
 	}
-	var kb [64]byte
-	k := appendDeweyKey(kb[:0], v[:last])
-	b := n.index.buckets[string(k)]
+	h := prefixHashSeed
+	for _, x := range v[:last] {
+		h = prefixHash(h, x)
+	}
+	b := n.index.bucket(h, v[:last])
 	if b == nil {
-		b = &edgeBucket{}
-		n.index.buckets[string(k)] = b
+		b = &edgeBucket{prefix: v[:last:last], next: n.index.buckets[h]}
+		n.index.buckets[h] = b
 	}
 	// after the equal ones: equal versions keep their insertion order
 	pos, _ := slices.BinarySearch(b.lasts, v[last]+1)
@@ -109,7 +124,7 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 			}
 			return out
 		}
-		n.index = &edgeIndex{buckets: map[string]*edgeBucket{}}
+		n.index = &edgeIndex{buckets: map[uint64]*edgeBucket{}}
 		for i := range n.edges {
 			if !n.edges[i].removed {
 				n.indexEdge(i)
@@ -117,12 +132,15 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 		}
 	}
 	from := len(out)
-	var kb [64]byte
+	h := prefixHashSeed // of ver[:l-1]
 	for l := 1; l <= len(ver); l++ {
+		if l > 1 {
+			h = prefixHash(h, ver[l-2])
+		}
 		if !n.index.long && (l >= 64 || n.index.lens&(1<<l) == 0) {
 			continue // no edge version of this length
 		}
-		b := n.index.buckets[string(appendDeweyKey(kb[:0], ver[:l-1]))]
+		b := n.index.bucket(h, ver[:l-1])
 		if b == nil {
 			continue
 		}
@@ -183,8 +201,10 @@ type keyState struct {
 	key       string
 	partial   csQueue
 	completed csQueue
-	nEvents   int // events held by the buffer's nodes
-	nodes     map[nodeKey]*node
+	nEvents   int     // events held by the buffer's nodes
+	nNodes    int     // live nodes: every one is reachable from a partial match (liveNodes)
+	curEv     *event  // the event put last made nodes for ...
+	curNodes  []*node // ... and those nodes: only the current event gets new nodes
 	nextSeq   uint64
 	queue     watermark.Queue[queued] // events waiting for the watermark
 	due       int64                   // when the matcher must next look at this key
@@ -216,6 +236,7 @@ func (ks *keyState) init(p *Pattern) {
 	ks.due, ks.hidx = 0, -1
 	ks.preDrain = 0
 	ks.deadline = maxInt64 // start states never time out
+	ks.curEv, ks.curNodes = nil, ks.curNodes[:0]
 	for _, s := range p.startStates {
 		ks.partial.offer(&compState{state: int32(s), ver: dewey{1}, startTs: -1, prevTs: -1})
 	}
@@ -223,7 +244,7 @@ func (ks *keyState) init(p *Pattern) {
 
 // idle reports whether the key holds nothing but fresh start states.
 func (ks *keyState) idle() bool {
-	if ks.queue.Len() > 0 || ks.completed.len() > 0 || len(ks.nodes) > 0 {
+	if ks.queue.Len() > 0 || ks.completed.len() > 0 || ks.nNodes > 0 {
 		return false
 	}
 	for _, c := range ks.partial.a {
@@ -314,7 +335,8 @@ func (ks *keyState) releaseNode(n *node, ver dewey) {
 			cur.compact()
 			continue
 		}
-		delete(ks.nodes, cur.key)
+		cur.dead = true
+		ks.nNodes--
 		cur.ev.refs--
 		if cur.ev.refs == 0 {
 			ks.nEvents--
@@ -340,19 +362,20 @@ func releaseCount(refs *int32) bool {
 
 func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 	ks.lockNode(prev, ver)
-	k := nodeKey{seq: ev.seq, stage: stage}
-	n := ks.nodes[k]
+	if ks.curEv != ev {
+		clear(ks.curNodes)
+		ks.curEv, ks.curNodes = ev, ks.curNodes[:0]
+	}
+	var n *node
+	for _, c := range ks.curNodes {
+		if c.key.stage == stage && !c.dead {
+			n = c
+			break
+		}
+	}
 	if n == nil {
-		if ks.nodes == nil {
-			ks.nodes = map[nodeKey]*node{}
-		}
-		n = &node{key: k, ev: ev}
-		n.edges = n.inline[:0:1]
-		if ev.refs == 0 {
-			ks.nEvents++
-		}
-		ev.refs++
-		ks.nodes[k] = n
+		n = ks.newNode(nodeKey{seq: ev.seq, stage: stage}, ev)
+		ks.curNodes = append(ks.curNodes, n)
 	}
 	n.edges = append(n.edges, edge{target: prev, ver: ver})
 	if n.index != nil {
@@ -361,19 +384,71 @@ func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 	return n
 }
 
+// newNode makes the node of event ev at a stage, counting it and the event.
+func (ks *keyState) newNode(k nodeKey, ev *event) *node {
+	n := &node{key: k, ev: ev}
+	n.edges = n.inline[:0:1]
+	if ev.refs == 0 {
+		ks.nEvents++
+	}
+	ev.refs++
+	ks.nNodes++
+	return n
+}
+
+// liveNodes returns the key's nodes ordered by event sequence and stage:
+// those reachable from a partial match along edges not removed, which are
+// all the live ones (a node is freed once no partial match and no edge
+// refers to it).
+func (ks *keyState) liveNodes() []*node {
+	out := make([]*node, 0, ks.nNodes)
+	seen := make(map[*node]struct{}, ks.nNodes)
+	var stack []*node
+	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
+		for _, c := range q.a {
+			stack = append(stack, c.prev)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n == nil {
+			continue
+		}
+		if _, ok := seen[n]; ok {
+			continue
+		}
+		seen[n] = struct{}{}
+		out = append(out, n)
+		for i := range n.edges {
+			if !n.edges[i].removed {
+				stack = append(stack, n.edges[i].target)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *node) int {
+		if c := cmp.Compare(a.key.seq, b.key.seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.key.stage, b.key.stage)
+	})
+	return out
+}
+
 // deriveLocks sets every node's and edge's lock count from the structure:
 // each partial match at a node and each edge into it holds one lock on
 // the node and one on each of its edges its version is compatible with
 // (what lockNode did when they were made). For a state built other than
 // by processing events (migration).
 func (ks *keyState) deriveLocks() {
-	for _, n := range ks.nodes {
+	nodes := ks.liveNodes()
+	for _, n := range nodes {
 		n.refs = 0
 		for i := range n.edges {
 			n.edges[i].refs = 0
 		}
 	}
-	for _, n := range ks.nodes {
+	for _, n := range nodes {
 		for _, e := range n.edges {
 			if !e.removed {
 				ks.lockNode(e.target, e.ver)
@@ -480,13 +555,10 @@ func firstPath(n *node, ver dewey, buf *[]*node) bool {
 // bufferedEvents returns the events the key's nodes hold, by sequence.
 func (ks *keyState) bufferedEvents() []*event {
 	out := make([]*event, 0, ks.nEvents)
-	seen := make(map[uint64]bool, ks.nEvents)
-	for _, n := range ks.nodes {
-		if !seen[n.ev.seq] {
-			seen[n.ev.seq] = true
+	for _, n := range ks.liveNodes() {
+		if len(out) == 0 || out[len(out)-1] != n.ev {
 			out = append(out, n.ev)
 		}
 	}
-	slices.SortFunc(out, func(a, b *event) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
