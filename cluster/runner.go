@@ -436,7 +436,8 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 			if len(events) == 0 {
 				timer.Reset(linger)
 			}
-			ev := shard.Event{Pos: md.Sequence.Stream, Block: block, Data: append([]byte(nil), m.Data()...)}
+			// the client gives every message its own payload slice: kept, not copied
+			ev := shard.Event{Pos: md.Sequence.Stream, Block: block, Data: m.Data()}
 			if rs.derived != "" {
 				ev.OriginPos, _ = shard.ForwardedPos(rs.derived, m.Headers().Get(forwardHeader))
 			}

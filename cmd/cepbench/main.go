@@ -81,6 +81,7 @@ type options struct {
 	inflight     int
 	refBatch     int
 	refAckEach   bool
+	refRuns      int
 	failover     bool
 	failWait     time.Duration
 	failRuns     int
@@ -122,6 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the latency phase")
 	fs.IntVar(&o.inflight, "batch", 4096, "publish: maximum asynchronous publishes awaiting their ack")
 	fs.IntVar(&o.refBatch, "ref-batch", 1000, "reference consumer: messages per Fetch")
+	fs.IntVar(&o.refRuns, "ref-runs", 3, "reference consumer: how many times to read the stream (the median rate is the reference)")
 	fs.BoolVar(&o.refAckEach, "ref-ack-each", false, "reference consumer: ack every message (AckExplicit) instead of the last of each batch (AckAll)")
 	fs.BoolVar(&o.failover, "failover", true, "with 3 nodes: measure the failover of shard 1's leader")
 	fs.IntVar(&o.failRuns, "failover-runs", 3, "with 3 nodes: how many times to kill (and restart) shard 1's leader")
@@ -153,8 +155,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--events must be at least 1000")
 	case o.keys < 1 || o.keys > 65535:
 		return nil, fmt.Errorf("--keys must be in [1, 65535]")
-	case o.window < 1 || o.inflight < 1 || o.refBatch < 1:
-		return nil, fmt.Errorf("--window, --batch and --ref-batch must be positive")
+	case o.window < 1 || o.inflight < 1 || o.refBatch < 1 || o.refRuns < 1:
+		return nil, fmt.Errorf("--window, --batch, --ref-batch and --ref-runs must be positive")
 	case o.rate < 0:
 		return nil, fmt.Errorf("--rate must not be negative")
 	case o.failRuns < 1:
@@ -244,7 +246,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	log.Info("events generated", "events", evs.len(), "bytes", len(evs.data), "took", time.Since(t0).Round(time.Millisecond))
 
 	// 1. reference
-	ref, err := runReference(ctx, pubNC, pub, evs, o.keys, o.refBatch, o.refAckEach, log)
+	ref, err := runReference(ctx, pubNC, pub, evs, o.keys, o.refBatch, o.refAckEach, o.refRuns, log)
 	if err != nil {
 		return fmt.Errorf("reference: %w", err)
 	}

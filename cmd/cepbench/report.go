@@ -235,6 +235,13 @@ func (r *Report) writeText(w io.Writer) {
 	if f := r.Ref; f != nil {
 		p("  reference  %12s events/s  plain pull consumer, Fetch(%d), ack %s: %.2f s (its publish: %s events/s)",
 			group(f.EventsPerSec), f.FetchBatch, f.Ack, f.ConsumeSeconds, group(f.PublishEventsPerSec))
+		if len(f.RunsEventsPerSec) > 1 {
+			runs := make([]string, len(f.RunsEventsPerSec))
+			for i, r := range f.RunsEventsPerSec {
+				runs[i] = group(r)
+			}
+			p("             the median of %d reads of the stream: %s events/s", len(runs), strings.Join(runs, ", "))
+		}
 	}
 	if t := r.Thru; t != nil && r.Ref != nil {
 		p("  ratio      %12.3f           target >= %.2f: %s", t.RatioToReference, t.Target, mark(t.TargetMet))
