@@ -7,9 +7,21 @@ package nfa
 type dewey []int32
 
 func (d dewey) increase(n int) dewey {
+	if n == 0 {
+		return d // immutable: shared
+	}
 	out := make(dewey, len(d))
 	copy(out, d)
 	out[len(out)-1] += int32(n)
+	return out
+}
+
+// increaseAddStage is increase(n).addStage() in one allocation; the
+// increased version is the result without its last number.
+func (d dewey) increaseAddStage(n int) dewey {
+	out := make(dewey, len(d)+1)
+	copy(out, d)
+	out[len(d)-1] += int32(n)
 	return out
 }
 

@@ -232,13 +232,13 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 				}
 				ver = cs.ver.increase(inc)
 			} else {
-				ver = cs.ver.increase(takeToSkip + ignoreToVisit).addStage()
+				ver = cs.ver.increaseAddStage(takeToSkip + ignoreToVisit)
 				ignoreToVisit--
 			}
 			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startEv)
 		case aTake:
-			curVer := cs.ver.increase(takeToVisit)
-			nextVer := curVer.addStage()
+			nextVer := cs.ver.increaseAddStage(takeToVisit)
+			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
 			takeToVisit--
 			ev = m.heapEvent(ev)
 			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
