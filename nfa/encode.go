@@ -119,11 +119,11 @@ func appendCS(b []byte, c *compState) []byte {
 	b = appendDewey(b, c.ver)
 	b = binary.AppendVarint(b, c.startTs)
 	b = binary.AppendVarint(b, c.prevTs)
-	if c.startEv == nil {
+	if !c.started {
 		return append(b, 0)
 	}
 	b = append(b, 1)
-	return binary.AppendUvarint(b, c.startEv.seq)
+	return binary.AppendUvarint(b, c.startSeq)
 }
 
 // AppendKey appends one key's state (nothing is appended for a key without
@@ -447,13 +447,7 @@ func (m *Matcher) readKey(d *decoder) {
 			switch d.byte() {
 			case 0:
 			case 1:
-				seq := d.uvarint()
-				c.startEv = events[seq]
-				if c.startEv == nil && d.err == nil {
-					// the start event may have been freed while the partial
-					// match still orders by it: keep an event stub
-					c.startEv = &event{seq: seq, ts: c.startTs}
-				}
+				c.startSeq, c.started = d.uvarint(), true
 			default:
 				d.fail("bad start event")
 			}

@@ -102,7 +102,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			for _, c := range src.a {
 				st := stateMap[c.state]
 				if st < 0 || !ok(c.prev) {
-					if c.startEv != nil {
+					if c.started {
 						dropped++
 					}
 					continue
@@ -110,14 +110,6 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 				nc := *c
 				nc.state = st
 				nc.prev = clone(c.prev)
-				if c.startEv != nil {
-					if e := events[c.startEv.seq]; e != nil {
-						nc.startEv = e
-					} else {
-						se := *c.startEv
-						nc.startEv = &se
-					}
-				}
 				dst.a = append(dst.a, &nc)
 			}
 			for k := (len(dst.a) >> 1) - 1; k >= 0; k-- {

@@ -31,10 +31,10 @@ const maxInt64 = int64(^uint64(0) >> 1)
 const minInt64 = -maxInt64 - 1
 
 func startKey(c *compState) (int64, uint64) {
-	if c.startEv == nil {
+	if !c.started {
 		return maxInt64, ^uint64(0)
 	}
-	return c.startEv.ts, c.startEv.seq
+	return c.startTs, c.startSeq
 }
 
 func (q *csQueue) len() int { return len(q.a) }

@@ -179,9 +179,9 @@ func incSelf(ignore, take int) int {
 	return ignore + max(1, take)
 }
 
-func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startEv *event) []*compState {
+func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startSeq uint64, started bool) []*compState {
 	ks.lockNode(prev, ver)
-	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startEv: startEv})
+	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startSeq: startSeq, started: started})
 }
 
 func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compState {
@@ -235,20 +235,20 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 				ver = cs.ver.increaseAddStage(takeToSkip + ignoreToVisit)
 				ignoreToVisit--
 			}
-			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startEv)
+			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startSeq, cs.started)
 		case aTake:
 			nextVer := cs.ver.increaseAddStage(takeToVisit)
 			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
 			takeToVisit--
 			ev = m.heapEvent(ev)
 			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
-			startTs, startEv := cs.startTs, cs.startEv
+			startTs, startSeq := cs.startTs, cs.startSeq
 			if cur.start {
-				startTs, startEv = ev.ts, ev
+				startTs, startSeq = ev.ts, ev.seq
 			}
-			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startEv)
+			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startSeq, true)
 			if f := m.finalAfterProceed(ctx, e.target); f != nil {
-				res = ks.addCS(res, f, entry, nextVer, startTs, ev.ts, startEv)
+				res = ks.addCS(res, f, entry, nextVer, startTs, ev.ts, startSeq, true)
 			}
 		}
 	}
@@ -434,10 +434,10 @@ func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
 	}
 	inclusive := m.p.skip.kind == skipToNext || m.p.skip.kind == skipPastLast
 	drop := func(c *compState) bool {
-		if c.startEv == nil {
+		if !c.started {
 			return false
 		}
-		d := cmpEvent(c.startEv, pid)
+		d := cmpEvent(&event{ts: c.startTs, seq: c.startSeq}, pid)
 		return d < 0 || (inclusive && d == 0)
 	}
 	for _, c := range q.a {

@@ -193,7 +193,10 @@ type compState struct {
 	ver     dewey
 	startTs int64
 	prevTs  int64
-	startEv *event
+	// the start event's sequence; started is false for a partial match that
+	// has accepted nothing (a start state). The start event's time is startTs.
+	startSeq uint64
+	started  bool
 }
 
 // keyState is everything one key holds for one pattern.
@@ -248,7 +251,7 @@ func (ks *keyState) idle() bool {
 		return false
 	}
 	for _, c := range ks.partial.a {
-		if c.prev != nil || c.startEv != nil {
+		if c.prev != nil || c.started {
 			return false
 		}
 	}
@@ -259,7 +262,7 @@ func (ks *keyState) idle() bool {
 func (ks *keyState) partialCount() int {
 	n := 0
 	for _, c := range ks.partial.a {
-		if c.startEv != nil {
+		if c.started {
 			n++
 		}
 	}
