@@ -57,3 +57,14 @@ func fmtDewey(d dewey) string {
 	}
 	return string(b)
 }
+
+// DisablePassBy makes m visit every partial match for every event (the
+// reference for the pass-by fast path).
+func DisablePassBy(m *Matcher) { m.noPassBy = true }
+
+// SetPassByFrom sets the number of partial matches from which m tries the
+// pass-by fast path.
+func SetPassByFrom(m *Matcher, n int) { m.passFrom = n }
+
+// PassedBy counts the events m's pass-by fast path let by.
+func PassedBy(m *Matcher) int { return m.passedBy }

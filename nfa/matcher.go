@@ -75,7 +75,14 @@ type Matcher struct {
 	gen32         uint32
 	stateStack    []*cstate
 	graphs        []graphMemo // per state: its decision graph for the current event, when eventOnly
-	prunedPartial bool        // a skip strategy dropped partial matches during processEvent
+	probing       bool        // passesBy is evaluating: a condition error ends it, uncounted
+	probeErr      bool
+	passGen       uint32 // passesBy's answer is for the event of this generation (gen32)
+	passVal       bool
+	noPassBy      bool // tests: always visit the partial matches
+	passFrom      int  // partial matches from which passesBy is tried (passByFrom; tests change it)
+	passedBy      int  // tests: events passesBy let by
+	prunedPartial bool // a skip strategy dropped partial matches during processEvent
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
@@ -98,6 +105,7 @@ func NewMatcher(p *Pattern) *Matcher {
 		gen:           watermark.NewGenerator(p.ooo),
 		wm:            watermark.MinTime,
 		AutoWatermark: true,
+		passFrom:      passByFrom,
 		cacheGen:      make([]uint32, len(p.leaves)),
 		cacheVal:      make([]bool, len(p.leaves)),
 		guardGen:      make([]uint32, len(p.leaves)),

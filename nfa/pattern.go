@@ -85,16 +85,21 @@ type Pattern struct {
 	spec        *Spec
 	states      []*cstate
 	startStates []int
-	windowTime  int64
-	leaves      []leafInfo
-	stageNames  []string
-	stageIdx    map[string]int32 // stage name → index into stageNames
-	stageOf     []int32          // state id → stage index
-	skip        skipStrategy
-	keyFn       func(expr.Event) (string, error)
-	timeFn      func(expr.Event) (int64, error)
-	emit        []emitField
-	ooo         int64
+	// holdStates are the states a partial match can wait in (neither final
+	// nor stop) when every one of them is eventOnly and normal: then an
+	// event that leaves all of them as they are passes a key by without
+	// visiting its partial matches (Matcher.passesBy). Nil otherwise.
+	holdStates []*cstate
+	windowTime int64
+	leaves     []leafInfo
+	stageNames []string
+	stageIdx   map[string]int32 // stage name → index into stageNames
+	stageOf    []int32          // state id → stage index
+	skip       skipStrategy
+	keyFn      func(expr.Event) (string, error)
+	timeFn     func(expr.Event) (int64, error)
+	emit       []emitField
+	ooo        int64
 
 	// MATCH_RECOGNIZE
 	project func(expr.Event) (expr.Event, bool, error) // FROM (SELECT ...)
@@ -254,8 +259,26 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		p.stageOf = append(p.stageOf, idx)
 	}
 	p.stageIdx = stageIdx
+	holdable := true
 	for _, st := range p.states {
 		st.eventOnly = p.graphEventOnly(st)
+		switch {
+		case st.typ == stFinal || st.typ == stStop:
+		case st.typ == stNormal && st.eventOnly:
+			p.holdStates = append(p.holdStates, st)
+		default:
+			holdable = false
+		}
+		for _, t := range st.trans {
+			if t.target.start && !(t.target == st && t.action == aIgnore) {
+				// a partial match could then wait in a start state with
+				// events, which an ignore would not leave unchanged
+				holdable = false
+			}
+		}
+	}
+	if !holdable {
+		p.holdStates = nil
 	}
 	p.keyExpr = s.Key
 	if s.Key != "" {

@@ -98,6 +98,12 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	}
 	ok, err := l.prog.Eval(ctx.ev.data, ctx)
 	if err != nil {
+		if m.probing {
+			// not counted, not cached: the partial matches are visited
+			// and count it for the conditions they reach
+			m.probeErr = true
+			return false
+		}
 		m.stats.ConditionErrors++
 		ok = false
 	}
@@ -172,6 +178,84 @@ func (m *Matcher) finalAfterProceed(ctx *evalCtx, s *cstate) *cstate {
 	return nil
 }
 
+// eventGraph is the decision graph of an eventOnly state: the same for
+// every partial match in it, so computed once per event (its edges kept,
+// not reallocated). ok is false when passesBy's probe met a condition
+// error: nothing is kept then.
+func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
+	if m.graphs == nil {
+		m.graphs = make([]graphMemo, len(m.p.states))
+	}
+	g := &m.graphs[cur.id]
+	if g.gen != m.gen32 {
+		og := m.decisionGraph(ctx, cur)
+		if m.probeErr {
+			return og
+		}
+		g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
+		g.gen = m.gen32
+	}
+	return g.og
+}
+
+// passesBy reports whether the current event leaves every partial match of
+// the pattern where it is, unchanged: in each state a partial match can
+// wait in, the event's only transitions are ignores back to that state
+// that change no version (a start state: no take at all). Then processing
+// the event changes nothing and the partial matches need not be visited
+// (CORE's noise events). Its conditions are evaluated as visiting would
+// (the graphs are kept for it), except that a condition error ends the
+// probe uncounted and the partial matches are visited.
+//
+// Probing costs a decision graph per state, so it is tried only for a key
+// with at least passByFrom partial matches (start states included).
+func (m *Matcher) passesBy(ev *event) bool {
+	if m.p.holdStates == nil || m.noPassBy {
+		return false
+	}
+	if m.passGen == m.gen32 {
+		return m.passVal
+	}
+	ctx := &m.ctx
+	*ctx = evalCtx{m: m, ev: ev}
+	m.probing, m.probeErr = true, false
+	pass := true
+	for _, st := range m.p.holdStates {
+		og := m.eventGraph(ctx, st)
+		if m.probeErr {
+			pass = false
+			break
+		}
+		if og.totalTake != 0 || og.totalIgnore != 0 {
+			pass = false
+			break
+		}
+		if !st.start {
+			if len(og.edges) == 0 {
+				pass = false // the partial match would end
+				break
+			}
+			for _, e := range og.edges {
+				if e.action != aIgnore || e.target != st {
+					pass = false
+					break
+				}
+			}
+			if !pass {
+				break
+			}
+		}
+	}
+	m.probing, m.probeErr = false, false
+	m.passGen, m.passVal = m.gen32, pass
+	if pass {
+		m.passedBy++
+	}
+	return pass
+}
+
+const passByFrom = 8
+
 func incSelf(ignore, take int) int {
 	if take == 0 && ignore == 0 {
 		return 0
@@ -195,18 +279,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	}
 	var og outgoing
 	if cur.eventOnly {
-		// the same graph for every partial match in this state: computed
-		// once per event (and its edges kept, not reallocated)
-		if m.graphs == nil {
-			m.graphs = make([]graphMemo, len(m.p.states))
-		}
-		g := &m.graphs[cur.id]
-		if g.gen != m.gen32 {
-			og = m.decisionGraph(ctx, cur)
-			g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
-			g.gen = m.gen32
-		}
-		og = g.og
+		og = m.eventGraph(ctx, cur)
 	} else {
 		og = m.decisionGraph(ctx, cur)
 	}
@@ -290,6 +363,9 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 			m.graphs[i].gen = 0
 		}
 		m.gen32 = 1
+	}
+	if len(ks.partial.a) >= m.passFrom && m.passesBy(ev) {
+		return nil
 	}
 	newPartial, potential := csQueue{a: m.partialBuf[:0]}, csQueue{a: m.potentialBuf[:0]}
 	deadline := int64(maxInt64)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -363,4 +364,52 @@ func TestNoDeadPathsInSharedBuffer(t *testing.T) {
 			}
 		}
 	})
+}
+
+// An event that leaves every partial match unchanged skips visiting them
+// (passesBy): records, statistics (condition errors included) and encoded
+// state equal those of a matcher that visits every partial match for every
+// event. Some stages get a condition that errors on A events.
+func TestPassByEqualsVisitingEveryPartialMatch(t *testing.T) {
+	passed := 0
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent", "skipToNext"}).Draw(t, "skip"))
+		for i := range s.Stages {
+			if rapid.IntRange(0, 6).Draw(t, "erring") == 0 {
+				s.Stages[i].Where = fmt.Sprintf("(%s) || (e.t == \"A\" && e.missing > 0)", s.Stages[i].Where)
+			}
+		}
+		p := compileOrSkip(t, s)
+		fast, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
+		nfa.DisablePassBy(ref)
+		nfa.SetPassByFrom(fast, rapid.IntRange(0, 3).Draw(t, "passByFrom"))
+		lines := genInput(t)
+		for i := range lines {
+			got, want := runLines(t, fast, lines[i:i+1]), runLines(t, ref, lines[i:i+1])
+			if !slices.Equal(got, want) {
+				t.Fatalf("line %d %s: records\n%v\nwant\n%v", i, lines[i], got, want)
+			}
+			if fast.Stats() != ref.Stats() {
+				t.Fatalf("line %d: stats %+v, want %+v", i, fast.Stats(), ref.Stats())
+			}
+			a, err := fast.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := ref.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, b) {
+				t.Fatalf("line %d: encoded states differ", i)
+			}
+		}
+		if got, want := recordsJSON(t, fast.Finish(true)), recordsJSON(t, ref.Finish(true)); !slices.Equal(got, want) {
+			t.Fatalf("finish: records\n%v\nwant\n%v", got, want)
+		}
+		passed += nfa.PassedBy(fast)
+	})
+	if passed == 0 {
+		t.Fatal("no event took the pass-by path: the test checks nothing")
+	}
 }
