@@ -23,7 +23,7 @@ type matchedRow struct {
 
 // rows returns the partial match's events in order.
 func (c *evalCtx) rows() []matchedRow {
-	p := currentMatch(c.cs)
+	p := currentMatch(c.cs, &c.m.pathBuf)
 	out := make([]matchedRow, len(p))
 	for i, n := range p {
 		out[i] = matchedRow{stage: c.m.p.stageNames[n.key.stage], ts: n.ev.ts, data: n.ev.data}
@@ -461,7 +461,7 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		if toPrev {
 			at = cs.prevTs + st.window
 		}
-		tos = append(tos, timeout{p: currentMatch(cs), at: at})
+		tos = append(tos, timeout{p: currentMatch(cs, &m.pathBuf), at: at})
 		ks.releaseNode(cs.prev, cs.ver)
 	}
 	if !changed {

@@ -512,11 +512,17 @@ func extract(n *node, ver dewey) []path {
 	return out
 }
 
-func currentMatch(c *compState) path {
+// currentMatch returns the partial match's events (the path extraction
+// lists first), using *scratch as the walk's buffer.
+func currentMatch(c *compState, scratch *[]*node) path {
 	if c.prev == nil {
 		return nil
 	}
-	var buf []*node
+	buf := (*scratch)[:0]
+	defer func() {
+		clear(buf)
+		*scratch = buf[:0]
+	}()
 	if !firstPath(c.prev, c.ver, &buf) {
 		return nil
 	}
