@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the engine benchmarks of nfa/bench_test.go and prints the throughput
 # ratios they exist for, from the median events/s of each sub-benchmark:
-#   StrictNext            engine / reference
-#   FollowedByOneOrMore   engine / reference
+#   StrictNext            engine / reference (separate runs, and paired: the
+#   FollowedByOneOrMore   engine / reference  median of the paired runs' ratio
+#                                              metric, the two sides alternating
+#                                              every 4,096 events)
 #   CORE                  len=L / len=3   (the engine at len=3 is CORE's reference)
 #   COREWindow            w=400 / w=100
 # benchstat (go install golang.org/x/perf/cmd/benchstat@latest) is used when
@@ -51,11 +53,16 @@ function ratio(label, num, den,    a, b) {
 	if (a < 0 || b <= 0) return
 	printf "%-34s %14.0f / %14.0f events/s = %8.4f\n", label, a, b, a / b
 }
+function paired(label, name,    r) {
+	r = median(name)
+	if (r < 0) return
+	printf "%-34s median ratio of %d paired runs  = %8.4f\n", label, cnt[name], r
+}
 /^Benchmark/ {
 	name = $1
 	sub(/-[0-9]+$/, "", name)           # drop the GOMAXPROCS suffix
 	for (i = 3; i <= NF; i++) {
-		if ($i == "events/s") {
+		if ($i == "events/s" || $i == "ratio") {
 			cnt[name]++
 			val[name, cnt[name]] = $(i - 1)
 		}
@@ -65,6 +72,8 @@ END {
 	print "ratios of median events/s:"
 	ratio("StrictNext engine/reference", "BenchmarkStrictNext/engine", "BenchmarkStrictNext/reference")
 	ratio("FollowedByOneOrMore engine/ref", "BenchmarkFollowedByOneOrMore/engine", "BenchmarkFollowedByOneOrMore/reference")
+	paired("StrictNext paired", "BenchmarkStrictNext/paired")
+	paired("FollowedByOneOrMore paired", "BenchmarkFollowedByOneOrMore/paired")
 	for (l = 5; l <= 9; l += 2)
 		ratio("CORE len=" l "/len=3", "BenchmarkCORE/len=" l, "BenchmarkCORE/len=3")
 	ratio("COREWindow w=400/w=100", "BenchmarkCOREWindow/w=400", "BenchmarkCOREWindow/w=100")
