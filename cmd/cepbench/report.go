@@ -26,6 +26,7 @@ type Report struct {
 	Thru     *throughput `json:"throughput,omitempty"`
 	Latency  *latency    `json:"latency,omitempty"`
 	Fail     *failoverR  `json:"failover,omitempty"`
+	Skipped  string      `json:"skipped,omitempty"` // phases not run, and why
 	Error    string      `json:"error,omitempty"`
 }
 
@@ -273,6 +274,10 @@ func (r *Report) writeText(w io.Writer) {
 			}
 		}
 		p("  worst %.0f ms of %d run(s); bound %s", f.MaxFirstOutputMs, len(f.Runs), mark(f.AllWithinBound))
+	}
+	if r.Skipped != "" {
+		p("")
+		p("%s", r.Skipped)
 	}
 	if r.Error != "" {
 		p("")
