@@ -7,6 +7,7 @@
 #                                              every 4,096 events)
 #   CORE                  len=L / len=3   (the engine at len=3 is CORE's reference)
 #   COREWindow            w=400 / w=100
+#   QueryVsSpec           query / spec (paired)
 # benchstat (go install golang.org/x/perf/cmd/benchstat@latest) is used when
 # installed. Environment: BENCH (default .), BENCH_COUNT (5), BENCHTIME
 # (unset: go's default), BENCH_OUT (bench.txt).
@@ -74,6 +75,7 @@ END {
 	ratio("FollowedByOneOrMore engine/ref", "BenchmarkFollowedByOneOrMore/engine", "BenchmarkFollowedByOneOrMore/reference")
 	paired("StrictNext paired", "BenchmarkStrictNext/paired")
 	paired("FollowedByOneOrMore paired", "BenchmarkFollowedByOneOrMore/paired")
+	paired("QueryVsSpec query/spec paired", "BenchmarkQueryVsSpec/paired")
 	for (l = 5; l <= 9; l += 2)
 		ratio("CORE len=" l "/len=3", "BenchmarkCORE/len=" l, "BenchmarkCORE/len=3")
 	ratio("COREWindow w=400/w=100", "BenchmarkCOREWindow/w=400", "BenchmarkCOREWindow/w=100")
