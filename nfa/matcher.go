@@ -86,7 +86,8 @@ type Matcher struct {
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
-	stageSlot     []int32 // stageEvents scratch
+	stageSlot     []int32  // stageEvents scratch
+	sqlRows       []sqlRow // definePredicate scratch
 	stageCount    []int
 	partialBuf    []*compState
 	potentialBuf  []*compState

@@ -293,7 +293,13 @@ type definePredicate struct {
 func (d *definePredicate) UsesContext() bool { return d.usesCtx }
 
 func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
-	env := &sqlEnv{now: ctx.m.wm, procCol: d.procCol}
+	// the rows live in the matcher's scratch buffer: nothing keeps them
+	// beyond this evaluation
+	env := &sqlEnv{now: ctx.m.wm, procCol: d.procCol, rows: ctx.m.sqlRows[:0]}
+	defer func() {
+		clear(env.rows)
+		ctx.m.sqlRows = env.rows[:0]
+	}()
 	if d.usesCtx {
 		for _, r := range ctx.rows() {
 			env.rows = append(env.rows, sqlRow{v: r.stage, ts: r.ts, data: r.data})
