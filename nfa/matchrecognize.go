@@ -69,7 +69,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	}
 	preds := map[string]predicate{}
 	for _, d := range q.Defines {
-		preds[d.Var] = &definePredicate{v: d.Var, e: d.Expr, procCol: procCol, usesCtx: usesMatch(d.Var, d.Expr)}
+		preds[d.Var] = newDefinePredicate(d.Var, d.Expr, procCol)
 	}
 	p, err := compileWith(s, preds)
 	if err != nil {
@@ -288,11 +288,38 @@ type definePredicate struct {
 	e       sql.Expr
 	procCol string
 	usesCtx bool
+	// col = 'lit' on the current row (DEFINE A AS type = 'LOGIN'): a row
+	// whose column holds a string is decided without the evaluator
+	eq           bool
+	eqCol, eqLit string
+}
+
+func newDefinePredicate(v string, e sql.Expr, procCol string) *definePredicate {
+	d := &definePredicate{v: v, e: e, procCol: procCol, usesCtx: usesMatch(v, e)}
+	if b, ok := e.(*sql.Binary); ok && b.Op == "=" {
+		col, lit := b.L, b.R
+		if _, isLit := col.(*sql.Literal); isLit {
+			col, lit = lit, col
+		}
+		c, cok := col.(*sql.ColumnRef)
+		l, lok := lit.(*sql.Literal)
+		if cok && lok && l.Kind == sql.LitString && len(c.Fields) == 0 && (c.Var == "" || c.Var == v) {
+			d.eq, d.eqCol, d.eqLit = true, c.Name, l.Str
+		}
+	}
+	return d
 }
 
 func (d *definePredicate) UsesContext() bool { return d.usesCtx }
 
 func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
+	if d.eq {
+		// what the evaluator gives for a string column (anything else,
+		// a missing column included, takes the general path)
+		if s, ok := e[d.eqCol].(string); ok {
+			return s == d.eqLit, nil
+		}
+	}
 	// the rows live in the matcher's scratch buffer: nothing keeps them
 	// beyond this evaluation
 	env := &sqlEnv{now: ctx.m.wm, procCol: d.procCol, rows: ctx.m.sqlRows[:0]}
