@@ -74,8 +74,9 @@ type Matcher struct {
 	pathBuf       []*node
 	gen32         uint32
 	stateStack    []*cstate
-	graphs        []graphMemo // per state: its decision graph for the current event, when eventOnly
-	probing       bool        // passesBy is evaluating: a condition error ends it, uncounted
+	graphBuf      []*transition // decisionGraph's edges
+	graphs        []graphMemo   // per state: its decision graph for the current event, when eventOnly
+	probing       bool          // passesBy is evaluating: a condition error ends it, uncounted
 	probeErr      bool
 	passGen       uint32 // passesBy's answer is for the event of this generation (gen32)
 	passVal       bool

@@ -125,8 +125,8 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			}
 		}
 		if !hasStart && !nm.noStarts {
-			for _, s := range p.startStates {
-				ks.partial.offer(&compState{state: int32(s), ver: dewey{1}, startTs: -1, prevTs: -1})
+			for _, c := range p.freshStarts {
+				ks.partial.offer(c)
 			}
 		}
 		oks.queue.Items(func(ts int64, q queued) { ks.queue.Push(ts, q) })

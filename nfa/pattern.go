@@ -85,6 +85,10 @@ type Pattern struct {
 	spec        *Spec
 	states      []*cstate
 	startStates []int
+	// freshStarts are the partial matches a key starts with, one per start
+	// state: shared by every key (partial matches are never modified once
+	// made, and these hold no event)
+	freshStarts []*compState
 	// holdStates are the states a partial match can wait in (neither final
 	// nor stop) when every one of them is eventOnly and normal: then an
 	// event that leaves all of them as they are passes a key by without
@@ -249,6 +253,7 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		p.states = append(p.states, st)
 		if st.start {
 			p.startStates = append(p.startStates, i)
+			p.freshStarts = append(p.freshStarts, &compState{state: int32(i), ver: dewey{1}, startTs: -1, prevTs: -1})
 		}
 		idx, ok := stageIdx[st.stage]
 		if !ok {

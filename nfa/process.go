@@ -131,8 +131,11 @@ type outgoing struct {
 
 // decisionGraph collects the TAKE and IGNORE transitions reachable from the
 // partial match's state through PROCEED transitions whose conditions hold.
+//
+// Its edges are in the matcher's scratch buffer, valid until the next call.
 func (m *Matcher) decisionGraph(ctx *evalCtx, cur *cstate) outgoing {
-	var out outgoing
+	out := outgoing{edges: m.graphBuf[:0]}
+	defer func() { m.graphBuf = out.edges[:0] }()
 	stack := m.stateStack[:0]
 	stack = append(stack, cur)
 	for len(stack) > 0 {

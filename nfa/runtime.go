@@ -240,8 +240,8 @@ func (ks *keyState) init(p *Pattern) {
 	ks.preDrain = 0
 	ks.deadline = maxInt64 // start states never time out
 	ks.curEv, ks.curNodes = nil, ks.curNodes[:0]
-	for _, s := range p.startStates {
-		ks.partial.offer(&compState{state: int32(s), ver: dewey{1}, startTs: -1, prevTs: -1})
+	for _, c := range p.freshStarts {
+		ks.partial.offer(c)
 	}
 }
 
