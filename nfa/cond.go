@@ -45,6 +45,11 @@ type leafInfo struct {
 	src        string
 	prog       predicate
 	usesEvents bool
+	// cel is the CEL condition (nil for a custom predicate); field, when
+	// not -1, is the matcher's slot for the field it compares with a
+	// string (expr.Condition.FieldKey), shared by the conditions on it
+	cel   *expr.Condition
+	field int
 	// guard, for a condition calling events(), is its part that depends on
 	// the event alone (expr.Condition.Guard): evaluated once per event, and
 	// when it is false the condition is false for every partial match.
@@ -55,12 +60,13 @@ type condCompiler struct {
 	c      *expr.Compiler
 	leaves []leafInfo
 	bySrc  map[string]int
+	fields map[string]int // FieldKey -> slot
 }
 
 // custom adds a predicate that is not CEL (MATCH_RECOGNIZE).
 func (cc *condCompiler) custom(name string, p predicate) *cond {
 	i := len(cc.leaves)
-	cc.leaves = append(cc.leaves, leafInfo{src: name, prog: p, usesEvents: p.UsesContext()})
+	cc.leaves = append(cc.leaves, leafInfo{src: name, prog: p, usesEvents: p.UsesContext(), field: -1})
 	return &cond{op: cLeaf, leaf: i}
 }
 
@@ -73,10 +79,32 @@ func (cc *condCompiler) leaf(src string) (*cond, error) {
 		return nil, err
 	}
 	i := len(cc.leaves)
-	cc.leaves = append(cc.leaves, leafInfo{src: src, prog: celPredicate{prog}, usesEvents: prog.UsesEvents(), guard: prog.Guard()})
+	field := -1
+	if key, ok := prog.FieldKey(); ok {
+		if cc.fields == nil {
+			cc.fields = map[string]int{}
+		}
+		f, seen := cc.fields[key]
+		if !seen {
+			f = len(cc.fields)
+			cc.fields[key] = f
+		}
+		field = f
+	}
+	cc.leaves = append(cc.leaves, leafInfo{src: src, prog: celPredicate{prog}, usesEvents: prog.UsesEvents(), guard: prog.Guard(), cel: prog, field: field})
 	if cc.bySrc == nil {
 		cc.bySrc = map[string]int{}
 	}
 	cc.bySrc[src] = i
 	return &cond{op: cLeaf, leaf: i}, nil
+}
+
+// fieldSlots is the number of distinct fields the pattern's conditions
+// compare with a string (leafInfo.field).
+func (p *Pattern) fieldSlots() int {
+	n := 0
+	for _, l := range p.leaves {
+		n = max(n, l.field+1)
+	}
+	return n
 }

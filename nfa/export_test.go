@@ -62,6 +62,10 @@ func fmtDewey(d dewey) string {
 // reference for the pass-by fast path).
 func DisablePassBy(m *Matcher) { m.noPassBy = true }
 
+// DisableFieldCache makes m evaluate every condition by itself (the
+// reference for conditions sharing a field read).
+func DisableFieldCache(m *Matcher) { m.noFieldCache = true }
+
 // SetPassByFrom sets the number of partial matches from which m tries the
 // pass-by fast path.
 func SetPassByFrom(m *Matcher, n int) { m.passFrom = n }

@@ -65,6 +65,9 @@ type Matcher struct {
 	// per-event scratch
 	cacheGen      []uint32
 	cacheVal      []bool
+	fieldGen      []uint32 // per field slot (leafInfo.field): the event generation fieldVal is for
+	fieldVal      []any
+	fieldErr      []error
 	guardGen      []uint32 // per leaf: the event generation guardFalse is for
 	guardFalse    []bool
 	ctxGen        uint32   // one per partial match tested against an event
@@ -81,6 +84,7 @@ type Matcher struct {
 	passGen       uint32 // passesBy's answer is for the event of this generation (gen32)
 	passVal       bool
 	noPassBy      bool // tests: always visit the partial matches
+	noFieldCache  bool // tests: evaluate every condition by itself
 	passFrom      int  // partial matches from which passesBy is tried (passByFrom; tests change it)
 	passedBy      int  // tests: events passesBy let by
 	prunedPartial bool // a skip strategy dropped partial matches during processEvent
@@ -114,6 +118,9 @@ func NewMatcher(p *Pattern) *Matcher {
 		guardFalse:    make([]bool, len(p.leaves)),
 		memoGen:       make([]uint32, len(p.leaves)),
 		memoVal:       make([]bool, len(p.leaves)),
+		fieldGen:      make([]uint32, p.fieldSlots()),
+		fieldVal:      make([]any, p.fieldSlots()),
+		fieldErr:      make([]error, p.fieldSlots()),
 	}
 	if p.timeFn == nil {
 		m.wm = 0 // processing time starts at 0 and moves with ticks

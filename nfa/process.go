@@ -96,7 +96,21 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 			return m.memoVal[c.leaf]
 		}
 	}
-	ok, err := l.prog.Eval(ctx.ev.data, ctx)
+	var ok, decided bool
+	var err error
+	if l.field >= 0 && !m.noFieldCache {
+		// e.PATH == "lit": the field is read once per event for every
+		// such condition on it
+		f := l.field
+		if m.fieldGen[f] != m.gen32 {
+			m.fieldVal[f], m.fieldErr[f] = l.cel.ReadField(ctx.ev.data)
+			m.fieldGen[f] = m.gen32
+		}
+		ok, decided, err = l.cel.TestField(m.fieldVal[f], m.fieldErr[f])
+	}
+	if !decided {
+		ok, err = l.prog.Eval(ctx.ev.data, ctx)
+	}
 	if err != nil {
 		if m.probing {
 			// not counted, not cached: the partial matches are visited
@@ -362,9 +376,11 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	if m.gen32 == 0 { // wrapped: clear the cache
 		clear(m.cacheGen)
 		clear(m.guardGen)
+		clear(m.fieldGen)
 		for i := range m.graphs {
 			m.graphs[i].gen = 0
 		}
+		m.passGen = 0
 		m.gen32 = 1
 	}
 	if len(ks.partial.a) >= m.passFrom && m.passesBy(ev) {

@@ -349,6 +349,9 @@ type Condition struct {
 	// guard is the conjunction of the top-level conjuncts that do not call
 	// events(), when the condition has both kinds; see Guard.
 	guard *Condition
+	// eq is set when the whole condition is e.PATH == "lit" (or !=); see
+	// FieldKey
+	eq *fieldEq
 }
 
 // Condition compiles src, which must type-check to bool or dyn.
@@ -364,6 +367,9 @@ func (c *Compiler) Condition(src string) (*Condition, error) {
 	cond := &Condition{p: p}
 	if !c.noFastPath {
 		cond.fast = compileFastBool(checked.NativeRep().Expr())
+		if cond.fast != nil {
+			cond.eq = fieldEquality(checked.NativeRep().Expr())
+		}
 	}
 	if p.usesEvents {
 		cond.guard = c.guard(checked)
@@ -442,6 +448,40 @@ func (c *Condition) Eval(e Event, ctx Ctx) (bool, error) {
 		return false, fmt.Errorf("condition yielded %s, not bool", out.Type().TypeName())
 	}
 	return bool(b), nil
+}
+
+// FieldKey identifies the field a condition e.PATH == "lit" (or !=, with
+// a string literal) tests; ok is false for any other condition. Conditions
+// with the same key read the same value: a caller evaluating several of
+// them for one event may read it once (ReadField) and decide each with
+// TestField.
+func (c *Condition) FieldKey() (key string, ok bool) {
+	if c.eq == nil {
+		return "", false
+	}
+	return c.eq.key, true
+}
+
+// ReadField reads the field a FieldKey condition tests.
+func (c *Condition) ReadField(e Event) (any, error) { return c.eq.p.get(e) }
+
+// TestField decides a FieldKey condition from what ReadField returned, as
+// Eval would; decided is false when only Eval can (a value the fast path
+// does not model).
+func (c *Condition) TestField(x any, err error) (v, decided bool, _ error) {
+	if err == errFallback {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, true, err
+	}
+	switch t := x.(type) {
+	case string:
+		return (t == c.eq.lit) == c.eq.want, true, nil
+	case int64, float64, bool, nil, []any, map[string]any:
+		return !c.eq.want, true, nil
+	}
+	return false, false, nil
 }
 
 // UsesEvents reports whether the expression calls events().

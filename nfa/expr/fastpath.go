@@ -534,6 +534,42 @@ func buildHas(sel celast.SelectExpr) (fastBool, bool) {
 	}, true
 }
 
+// fieldEq is a condition e.PATH == "lit" or e.PATH != "lit".
+type fieldEq struct {
+	key  string // the path's segments joined by NUL
+	p    *path
+	lit  string
+	want bool // ==
+}
+
+// fieldEquality recognises a whole condition that compares a field path
+// with a string literal for (in)equality, the shape buildCompare gives the
+// string-equality fast path.
+func fieldEquality(x celast.Expr) *fieldEq {
+	if x.Kind() != celast.CallKind || x.AsCall().IsMemberFunction() {
+		return nil
+	}
+	call := x.AsCall()
+	op := call.FunctionName()
+	if (op != operators.Equals && op != operators.NotEquals) || len(call.Args()) != 2 {
+		return nil
+	}
+	l, r := call.Args()[0], call.Args()[1]
+	if isAggregate(l) || isAggregate(r) {
+		return nil
+	}
+	segs, ok := fieldPath(l)
+	lit, lok := literalVal(r)
+	if !ok {
+		segs, ok = fieldPath(r)
+		lit, lok = literalVal(l)
+	}
+	if !ok || !lok || lit.k != kString {
+		return nil
+	}
+	return &fieldEq{key: strings.Join(segs, "\x00"), p: newPath(segs), lit: lit.s, want: op == operators.Equals}
+}
+
 func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 	if isAggregate(lhs) || isAggregate(rhs) {
 		return buildCompareOperands(op, lhs, rhs)

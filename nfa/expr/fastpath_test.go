@@ -338,3 +338,67 @@ func sameValue(a, b any) bool {
 	}
 	return reflect.DeepEqual(a, b)
 }
+
+// A condition e.PATH == "lit" (or !=) decided by ReadField and TestField
+// gives what CEL gives, and two such conditions on the same path report
+// the same FieldKey; other conditions report none.
+func TestFieldTestMatchesCEL(t *testing.T) {
+	fast, slow := compilerPair(t)
+	decided := 0
+	rapid.Check(t, func(t *rapid.T) {
+		path := "e." + rapid.SampledFrom(genFields).Draw(t, "f1")
+		if rapid.Bool().Draw(t, "nested") {
+			path += "." + rapid.SampledFrom(genFields).Draw(t, "f2")
+		}
+		lit := strconv.Quote(rapid.SampledFrom(genStrings).Draw(t, "lit"))
+		op := rapid.SampledFrom([]string{"==", "!="}).Draw(t, "op")
+		src := path + " " + op + " " + lit
+		if rapid.Bool().Draw(t, "swap") {
+			src = lit + " " + op + " " + path
+		}
+		fc, err := fast.Condition(src)
+		if err != nil {
+			t.Fatalf("compile %q: %v", src, err)
+		}
+		key, ok := fc.FieldKey()
+		if !ok {
+			t.Fatalf("%q: no field key", src)
+		}
+		other, err := fast.Condition(path + ` == "other"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k2, _ := other.FieldKey(); k2 != key {
+			t.Fatalf("%q and %q: keys %q and %q", src, path+` == "other"`, key, k2)
+		}
+		sc, err := slow.Condition(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 4; i++ {
+			ev := mapGen(2).Draw(t, "event")
+			x, rerr := fc.ReadField(ev)
+			v, ok, terr := fc.TestField(x, rerr)
+			if !ok {
+				continue
+			}
+			decided++
+			cv, cerr := sc.Eval(ev, nil)
+			if v != cv || (terr != nil) != (cerr != nil) {
+				t.Fatalf("%s on %#v: field test %v, %v; CEL %v, %v", src, ev, v, terr, cv, cerr)
+			}
+		}
+	})
+	if decided == 0 {
+		t.Fatal("no event was decided by the field test")
+	}
+	for _, src := range []string{`e.a == 1`, `e.a == "x" && e.b == "y"`, `e.a < "x"`, `size(e.a) == 1`, `true`} {
+		c, err := fast.Condition(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := c.FieldKey(); ok {
+			t.Errorf("%q has a field key", src)
+		}
+	}
+}
