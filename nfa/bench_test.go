@@ -292,18 +292,7 @@ func timePaired(b *testing.B, er **engineRun, rr **refRun, setupE func() *engine
 		e.shadow = setupR()
 	}
 	b.ResetTimer()
-	var te, tr time.Duration
-	for done := 0; done < b.N; {
-		n := min(pairChunk, b.N-done)
-		t0 := time.Now()
-		e.feed(n)
-		t1 := time.Now()
-		r.feed(n)
-		t2 := time.Now()
-		te += t1.Sub(t0)
-		tr += t2.Sub(t1)
-		done += n
-	}
+	te, tr := alternate(b.N, func(from, to int) { e.feed(to - from) }, func(from, to int) { r.feed(to - from) })
 	b.StopTimer()
 	if te > 0 && tr > 0 {
 		b.ReportMetric(float64(b.N)/te.Seconds(), "engine-events/s")
@@ -311,6 +300,23 @@ func timePaired(b *testing.B, er **engineRun, rr **refRun, setupE func() *engine
 		b.ReportMetric(tr.Seconds()/te.Seconds(), "ratio")
 	}
 	shadowCheck(b, e.shadow, e)
+}
+
+// alternate feeds events [0, n) to side x and to side y in alternating
+// chunks of pairChunk and returns the time each side took.
+func alternate(n int, x, y func(from, to int)) (tx, ty time.Duration) {
+	for done := 0; done < n; {
+		to := min(done+pairChunk, n)
+		t0 := time.Now()
+		x(done, to)
+		t1 := time.Now()
+		y(done, to)
+		t2 := time.Now()
+		tx += t1.Sub(t0)
+		ty += t2.Sub(t1)
+		done = to
+	}
+	return tx, ty
 }
 
 // shadowCheck runs a reference, outside the timer, over the events the

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/cepcluster/cep/nfa"
 )
@@ -96,18 +95,7 @@ func BenchmarkQueryVsSpec(b *testing.B) {
 			}
 		}
 		b.ResetTimer()
-		var tq, ts time.Duration
-		for done := 0; done < b.N; {
-			k := min(pairChunk, b.N-done)
-			t0 := time.Now()
-			feed(mq, done, done+k)
-			t1 := time.Now()
-			feed(ms, done, done+k)
-			t2 := time.Now()
-			tq += t1.Sub(t0)
-			ts += t2.Sub(t1)
-			done += k
-		}
+		tq, ts := alternate(b.N, func(from, to int) { feed(mq, from, to) }, func(from, to int) { feed(ms, from, to) })
 		b.StopTimer()
 		if tq > 0 && ts > 0 {
 			b.ReportMetric(float64(b.N)/tq.Seconds(), "query-events/s")
