@@ -197,8 +197,8 @@ func (m *Matcher) finalAfterProceed(ctx *evalCtx, s *cstate) *cstate {
 
 // eventGraph is the decision graph of an eventOnly state: the same for
 // every partial match in it, so computed once per event (its edges kept,
-// not reallocated). ok is false when passesBy's probe met a condition
-// error: nothing is kept then.
+// not reallocated). When passesBy's probe meets a condition error the
+// graph is not kept (the erring condition was neither counted nor cached).
 func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 	if m.graphs == nil {
 		m.graphs = make([]graphMemo, len(m.p.states))
