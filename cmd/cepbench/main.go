@@ -25,9 +25,10 @@
 //  3. latency: events are published at --rate (default half the measured
 //     throughput of --mode live; --mode backlog skips this phase and the
 //     next unless --rate is given: half the backlog rate is more than the
-//     cluster sustains while publishing) for --duration; for every match record, the time from the
-//     publish of its last event (the record's "end" is that event's ts,
-//     which is its index + 1) to the record's arrival on cep.out.<pattern>;
+//     cluster sustains while publishing) for --duration; for every match
+//     record, the time from the publish of its last event (the record's
+//     "end" is that event's ts, which is its index + 1) to the record's
+//     arrival on cep.out.<pattern>;
 //  4. failover (three nodes): while publishing at the same rate, the leader
 //     of shard 1 is killed with SIGKILL; the time from the kill to the first
 //     match of shard 1's key groups whose last event was published after
