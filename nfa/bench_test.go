@@ -53,6 +53,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cepcluster/cep/internal/fbom"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -745,36 +746,15 @@ func BenchmarkCOREWindow(b *testing.B) {
 // 1,000 keys; the window is 200 events of a key (see CORE for the unit).
 
 const (
-	fbomKeys    = 1_000
-	fbomEvents  = 1 << 18
-	fbomWindow  = 200 * fbomKeys // ms
-	fbomMaxB    = 10
-	fbomPercent = 1 // A: start stage selectivity, in percent
-	fbomBShare  = 20
+	fbomKeys   = 1_000
+	fbomEvents = 1 << 18
+	fbomWindow = 200 * fbomKeys // ms
+	fbomMaxB   = fbom.MaxB
 )
 
-var fbomSpec = fmt.Sprintf(`{
-  "name": "followed-by-one-or-more",
-  "key": "e.k",
-  "time": "e.ts",
-  "within": %d,
-  "stages": [
-    {"name": "a", "where": "e.type == \"A\""},
-    {"name": "b", "contiguity": "followedBy", "oneOrMore": true,
-     "where": "e.type == \"B\" && e.v > max(events(\"a\").map(x, x.v)) && size(events(\"b\")) < %d"}
-  ]
-}`, fbomWindow, fbomMaxB)
+var fbomSpec = fbom.Spec("followed-by-one-or-more", "", fbomWindow)
 
-func fbomType(r *rand.Rand) string {
-	switch x := r.IntN(100); {
-	case x < fbomPercent:
-		return "A"
-	case x < fbomPercent+fbomBShare:
-		return "B"
-	default:
-		return "N"
-	}
-}
+func fbomType(r *rand.Rand) string { return string(fbom.Type(r)) }
 
 // fbomRef is the pattern under Flink's semantics, per key. The looping
 // stage's inner contiguity is relaxed (skip till next), so an A's partial

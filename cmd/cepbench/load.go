@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cepcluster/cep/internal/fbom"
 	"github.com/cepcluster/cep/internal/keytoken"
 )
 
@@ -22,40 +23,13 @@ import (
 // every phase) has ts = i+1, so timestamps are strictly increasing, the
 // watermark moves with every event, and a match's "end" names its last
 // event: index end-1.
-const (
-	genSeed     = 3
-	fbomMaxB    = 10
-	fbomPercent = 1
-	fbomBShare  = 20
-)
-
-func fbomType(r *rand.Rand) byte {
-	switch x := r.IntN(100); {
-	case x < fbomPercent:
-		return 'A'
-	case x < fbomPercent+fbomBShare:
-		return 'B'
-	default:
-		return 'N'
-	}
-}
+const genSeed = 3
 
 // patternSpec is benchmark 3's pattern reading source "bench": within is a
 // window of windowEvents events of one key (with nkeys uniform keys and ts
 // growing by one per event).
 func patternSpec(name, source string, nkeys, windowEvents int) string {
-	return fmt.Sprintf(`{
-  "name": %q,
-  "source": %q,
-  "key": "e.k",
-  "time": "e.ts",
-  "within": %d,
-  "stages": [
-    {"name": "a", "where": "e.type == \"A\""},
-    {"name": "b", "contiguity": "followedBy", "oneOrMore": true,
-     "where": "e.type == \"B\" && e.v > max(events(\"a\").map(x, x.v)) && size(events(\"b\")) < %d"}
-  ]
-}`, name, source, windowEvents*nkeys, fbomMaxB)
+	return fbom.Spec(name, source, windowEvents*nkeys)
 }
 
 func keyName(i int) string { return fmt.Sprintf("k%05d", i) }
@@ -112,7 +86,7 @@ func (g *generator) gen(n int) *events {
 	e := &events{first: g.next, key: make([]uint16, n), off: make([]int, n+1), data: make([]byte, 0, n*48)}
 	for i := 0; i < n; i++ {
 		k := g.r.IntN(g.nkeys)
-		typ := fbomType(g.r)
+		typ := fbom.Type(g.r)
 		v := g.r.IntN(100)
 		e.key[i] = uint16(k)
 		b := e.data
