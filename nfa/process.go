@@ -135,6 +135,31 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 type graphMemo struct {
 	gen uint32
 	og  outgoing
+	// idle: the event leaves a partial match in this (normal) state as it
+	// is — its only transitions are ignores back to the state that change
+	// no version (a start state: no take, and the partial match holds no
+	// event)
+	idle bool
+}
+
+// idleGraph reports whether og leaves a partial match in state st (of type
+// normal) unchanged; for a start state only one that holds no event.
+func idleGraph(st *cstate, og *outgoing) bool {
+	if st.typ != stNormal || og.totalTake != 0 || og.totalIgnore != 0 {
+		return false
+	}
+	if st.start {
+		return true
+	}
+	if len(og.edges) == 0 {
+		return false // the partial match would end
+	}
+	for _, e := range og.edges {
+		if e.action != aIgnore || e.target != st {
+			return false
+		}
+	}
+	return true
 }
 
 type outgoing struct {
@@ -210,6 +235,7 @@ func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 			return og
 		}
 		g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
+		g.idle = idleGraph(cur, &g.og)
 		g.gen = m.gen32
 	}
 	return g.og
@@ -238,29 +264,10 @@ func (m *Matcher) passesBy(ev *event) bool {
 	m.probing, m.probeErr = true, false
 	pass := true
 	for _, st := range m.p.holdStates {
-		og := m.eventGraph(ctx, st)
-		if m.probeErr {
+		m.eventGraph(ctx, st)
+		if m.probeErr || !m.graphs[st.id].idle {
 			pass = false
 			break
-		}
-		if og.totalTake != 0 || og.totalIgnore != 0 {
-			pass = false
-			break
-		}
-		if !st.start {
-			if len(og.edges) == 0 {
-				pass = false // the partial match would end
-				break
-			}
-			for _, e := range og.edges {
-				if e.action != aIgnore || e.target != st {
-					pass = false
-					break
-				}
-			}
-			if !pass {
-				break
-			}
 		}
 	}
 	m.probing, m.probeErr = false, false
@@ -388,10 +395,24 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	}
 	newPartial, potential := csQueue{a: m.partialBuf[:0]}, csQueue{a: m.potentialBuf[:0]}
 	deadline := int64(maxInt64)
+	ctx := &m.ctx
 	for _, cs := range ks.partial.a {
 		if !m.mayStart && m.p.states[cs.state].start {
 			newPartial.offer(cs) // draining: this event starts nothing
 			continue
+		}
+		if st := m.p.states[cs.state]; st.eventOnly && !m.noPassBy && (!st.start || cs.prev == nil) {
+			// the same graph for every partial match here: when it leaves
+			// them as they are, this one is kept without visiting it
+			*ctx = evalCtx{m: m, ev: ev}
+			m.eventGraph(ctx, st)
+			if m.graphs[st.id].idle {
+				newPartial.offer(cs)
+				if m.p.hasWindows {
+					deadline = min(deadline, m.deadlineOf(cs))
+				}
+				continue
+			}
 		}
 		next := m.nextStates(ks, cs, ev)
 		discard := false
