@@ -161,8 +161,8 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 	}
 	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
 		b = binary.AppendUvarint(b, uint64(len(q.a)))
-		for _, c := range q.a {
-			b = appendCS(b, c)
+		for i := range q.a {
+			b = appendCS(b, q.a[i].cs)
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(ks.queue.Len()))
@@ -451,7 +451,7 @@ func (m *Matcher) readKey(d *decoder) {
 			default:
 				d.fail("bad start event")
 			}
-			q.a = append(q.a, c)
+			q.a = append(q.a, entOf(c))
 		}
 	}
 	nq := d.count(len(d.b))

@@ -14,8 +14,8 @@ func UnreachableEvents(m *Matcher) int {
 		seen := map[*node]map[string]bool{}
 		var stack []st
 		for _, q := range []*csQueue{&ks.partial, &ks.completed} {
-			for _, c := range q.a {
-				if c.prev != nil {
+			for _, e := range q.a {
+				if c := e.cs; c.prev != nil {
 					stack = append(stack, st{c.prev, c.ver})
 				}
 			}

@@ -91,11 +91,10 @@ type Matcher struct {
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
-	stageSlot     []int32  // stageEvents scratch
-	sqlRows       []sqlRow // definePredicate scratch
+	entBuf        [2][]qent // processEvent's new and completed queues
+	stageSlot     []int32   // stageEvents scratch
+	sqlRows       []sqlRow  // definePredicate scratch
 	stageCount    []int
-	partialBuf    []*compState
-	potentialBuf  []*compState
 	curEv         event  // the event being processed
 	curEvHeap     *event // its stored copy, once a partial match took it
 	freeKeys      []*keyState
@@ -465,17 +464,19 @@ func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 }
 
 // deadlineOf is when a partial match times out (maxInt64: never).
-func (m *Matcher) deadlineOf(c *compState) int64 {
-	st := m.p.states[c.state]
+func (m *Matcher) deadlineOf(e *qent) int64 {
+	st := m.p.states[e.state]
 	if st.start {
 		return maxInt64
 	}
+	// a partial match outside a start state holds events: e.ts is its
+	// start time
 	due := int64(maxInt64)
 	if m.p.windowTime > 0 {
-		due = satAdd(c.startTs, m.p.windowTime)
+		due = satAdd(e.ts, m.p.windowTime)
 	}
 	if st.hasWindow && st.window > 0 {
-		due = min(due, satAdd(c.prevTs, st.window))
+		due = min(due, satAdd(e.cs.prevTs, st.window))
 	}
 	return due
 }
@@ -487,8 +488,8 @@ func (m *Matcher) deadlineOf(c *compState) int64 {
 func (m *Matcher) recomputeDeadline(ks *keyState) {
 	due := int64(maxInt64)
 	if m.p.hasWindows {
-		for _, c := range ks.partial.a {
-			due = min(due, m.deadlineOf(c))
+		for i := range ks.partial.a {
+			due = min(due, m.deadlineOf(&ks.partial.a[i]))
 		}
 	}
 	ks.deadline = due

@@ -99,7 +99,8 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			return c
 		}
 		migrateQueue := func(src *csQueue, dst *csQueue) {
-			for _, c := range src.a {
+			for _, e := range src.a {
+				c := e.cs
 				st := stateMap[c.state]
 				if st < 0 || !ok(c.prev) {
 					if c.started {
@@ -110,7 +111,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 				nc := *c
 				nc.state = st
 				nc.prev = clone(c.prev)
-				dst.a = append(dst.a, &nc)
+				dst.a = append(dst.a, entOf(&nc))
 			}
 			for k := (len(dst.a) >> 1) - 1; k >= 0; k-- {
 				dst.siftDown(k, dst.a[k])

@@ -8,23 +8,45 @@ package nfa
 // starting at the same event is emitted first and therefore which one a skip
 // strategy prunes. Reproducing the layout makes our output order Flink's.
 type csQueue struct {
-	a []*compState
+	a []qent
 }
 
-func cmpCS(x, y *compState) int {
-	xt, xs := startKey(x)
-	yt, ys := startKey(y)
+// qent is a queue entry: the partial match with the fields the queue and
+// the per-event loop read, inline, so that ordering the queue and passing
+// by a partial match in an idle state do not load the partial match itself
+// (at hundreds of partial matches per key, each load was a cache miss).
+type qent struct {
+	ts    int64  // start event's time; maxInt64 for a partial match without events
+	seq   uint64 // start event's sequence; max for one without events
+	state int32
+	cs    *compState
+}
+
+func entOf(c *compState) qent {
+	ts, seq := startKey(c)
+	return qent{ts: ts, seq: seq, state: c.state, cs: c}
+}
+
+// started reports whether the partial match holds events.
+func (e *qent) started() bool { return e.seq != ^uint64(0) || e.ts != maxInt64 }
+
+func cmpEnt(x, y *qent) int {
 	switch {
-	case xt < yt:
+	case x.ts < y.ts:
 		return -1
-	case xt > yt:
+	case x.ts > y.ts:
 		return 1
-	case xs < ys:
+	case x.seq < y.seq:
 		return -1
-	case xs > ys:
+	case x.seq > y.seq:
 		return 1
 	}
 	return 0
+}
+
+func cmpCS(x, y *compState) int {
+	a, b := entOf(x), entOf(y)
+	return cmpEnt(&a, &b)
 }
 
 const maxInt64 = int64(^uint64(0) >> 1)
@@ -43,16 +65,18 @@ func (q *csQueue) peek() *compState {
 	if len(q.a) == 0 {
 		return nil
 	}
-	return q.a[0]
+	return q.a[0].cs
 }
 
-func (q *csQueue) offer(x *compState) {
+func (q *csQueue) offer(c *compState) { q.offerEnt(entOf(c)) }
+
+func (q *csQueue) offerEnt(x qent) {
 	q.a = append(q.a, x)
 	k := len(q.a) - 1
 	for k > 0 {
 		parent := (k - 1) >> 1
 		e := q.a[parent]
-		if cmpCS(x, e) >= 0 {
+		if cmpEnt(&x, &e) >= 0 {
 			break
 		}
 		q.a[k] = e
@@ -65,10 +89,10 @@ func (q *csQueue) poll() *compState {
 	if len(q.a) == 0 {
 		return nil
 	}
-	res := q.a[0]
+	res := q.a[0].cs
 	n := len(q.a) - 1
 	x := q.a[n]
-	q.a[n] = nil
+	q.a[n] = qent{}
 	q.a = q.a[:n]
 	if n > 0 {
 		q.siftDown(0, x)
@@ -76,18 +100,18 @@ func (q *csQueue) poll() *compState {
 	return res
 }
 
-func (q *csQueue) siftDown(k int, x *compState) {
+func (q *csQueue) siftDown(k int, x qent) {
 	n := len(q.a)
 	half := n >> 1
 	for k < half {
 		child := 2*k + 1
 		c := q.a[child]
 		right := child + 1
-		if right < n && cmpCS(c, q.a[right]) > 0 {
+		if right < n && cmpEnt(&c, &q.a[right]) > 0 {
 			child = right
 			c = q.a[child]
 		}
-		if cmpCS(x, c) <= 0 {
+		if cmpEnt(&x, &c) <= 0 {
 			break
 		}
 		q.a[k] = c
@@ -100,7 +124,7 @@ func (q *csQueue) siftDown(k int, x *compState) {
 // survivors in array order and re-heapifying, as PriorityQueue.removeAll does.
 func (q *csQueue) removeIf(drop func(*compState) bool) {
 	i := 0
-	for i < len(q.a) && !drop(q.a[i]) {
+	for i < len(q.a) && !drop(q.a[i].cs) {
 		i++
 	}
 	if i >= len(q.a) {
@@ -108,14 +132,12 @@ func (q *csQueue) removeIf(drop func(*compState) bool) {
 	}
 	w := i
 	for j := i + 1; j < len(q.a); j++ {
-		if !drop(q.a[j]) {
+		if !drop(q.a[j].cs) {
 			q.a[w] = q.a[j]
 			w++
 		}
 	}
-	for j := w; j < len(q.a); j++ {
-		q.a[j] = nil
-	}
+	clear(q.a[w:])
 	q.a = q.a[:w]
 	for k := (w >> 1) - 1; k >= 0; k-- {
 		q.siftDown(k, q.a[k])

@@ -393,28 +393,33 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	if len(ks.partial.a) >= m.passFrom && m.passesBy(ev) {
 		return nil
 	}
-	newPartial, potential := csQueue{a: m.partialBuf[:0]}, csQueue{a: m.potentialBuf[:0]}
+	newPartial, potential := csQueue{a: m.entBuf[0][:0]}, csQueue{a: m.entBuf[1][:0]}
 	deadline := int64(maxInt64)
 	ctx := &m.ctx
-	for _, cs := range ks.partial.a {
-		if !m.mayStart && m.p.states[cs.state].start {
-			newPartial.offer(cs) // draining: this event starts nothing
+	for i := range ks.partial.a {
+		e := &ks.partial.a[i]
+		st := m.p.states[e.state]
+		if !m.mayStart && st.start {
+			newPartial.offerEnt(*e) // draining: this event starts nothing
 			continue
 		}
-		if st := m.p.states[cs.state]; st.eventOnly && !m.noPassBy && (!st.start || cs.prev == nil) {
+		// (a start state's partial match never holds events; checked so
+		// that one that did would be visited)
+		if st.eventOnly && !m.noPassBy && (!st.start || !e.started()) {
 			// the same graph for every partial match here: when it leaves
-			// them as they are, this one is kept without visiting it
+			// them as they are, this one is kept without visiting it (nor
+			// loading it: the queue entry has what is needed)
 			*ctx = evalCtx{m: m, ev: ev}
 			m.eventGraph(ctx, st)
 			if m.graphs[st.id].idle {
-				newPartial.offer(cs)
+				newPartial.offerEnt(*e)
 				if m.p.hasWindows {
-					deadline = min(deadline, m.deadlineOf(cs))
+					deadline = min(deadline, m.deadlineOf(e))
 				}
 				continue
 			}
 		}
-		next := m.nextStates(ks, cs, ev)
+		next := m.nextStates(ks, e.cs, ev)
 		discard := false
 		retain := next[:0]
 		for _, n := range next {
@@ -434,9 +439,10 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 			}
 		} else {
 			for _, r := range retain {
-				newPartial.offer(r)
+				re := entOf(r)
+				newPartial.offerEnt(re)
 				if m.p.hasWindows {
-					deadline = min(deadline, m.deadlineOf(r))
+					deadline = min(deadline, m.deadlineOf(&re))
 				}
 			}
 		}
@@ -453,7 +459,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	}
 	clear(newPartial.a)
 	clear(potential.a)
-	m.partialBuf, m.potentialBuf = newPartial.a[:0], potential.a[:0]
+	m.entBuf[0], m.entBuf[1] = newPartial.a[:0], potential.a[:0]
 	return out
 }
 
@@ -480,21 +486,25 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	var newPartial, potential csQueue
 	var tos []timeout
 	changed := false
-	for _, cs := range ks.partial.a {
-		st := m.p.states[cs.state]
+	for i := range ks.partial.a {
+		e := &ks.partial.a[i]
+		st := m.p.states[e.state]
 		if st.start {
-			newPartial.offer(cs)
+			newPartial.offerEnt(*e)
 			continue
 		}
-		toPrev := st.hasWindow && timedOut(now, cs.prevTs, st.window)
-		toFirst := timedOut(now, cs.startTs, m.p.windowTime)
+		// outside a start state a partial match holds events: e.ts is its
+		// start time
+		toPrev := st.hasWindow && timedOut(now, e.cs.prevTs, st.window)
+		toFirst := timedOut(now, e.ts, m.p.windowTime)
 		if !toPrev && !toFirst {
-			newPartial.offer(cs)
+			newPartial.offerEnt(*e)
 			continue
 		}
 		changed = true
+		cs := e.cs
 		if st.typ == stPending {
-			potential.offer(cs)
+			potential.offerEnt(*e)
 			continue
 		}
 		at := cs.startTs + m.p.windowTime
@@ -517,8 +527,8 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 // earlier partial match can still complete; each emitted match prunes the
 // partial and completed matches its skip strategy rules out.
 func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []path {
-	for _, c := range potential.a {
-		ks.completed.offer(c)
+	for _, e := range potential.a {
+		ks.completed.offerEnt(e)
 	}
 	var out []path
 	for {
@@ -556,8 +566,8 @@ func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
 		d := cmpEvent(&event{ts: c.startTs, seq: c.startSeq}, pid)
 		return d < 0 || (inclusive && d == 0)
 	}
-	for _, c := range q.a {
-		if drop(c) {
+	for _, e := range q.a {
+		if c := e.cs; drop(c) {
 			ks.releaseNode(c.prev, c.ver)
 			if q != &ks.completed {
 				m.prunedPartial = true

@@ -250,8 +250,8 @@ func (ks *keyState) idle() bool {
 	if ks.queue.Len() > 0 || ks.completed.len() > 0 || ks.nNodes > 0 {
 		return false
 	}
-	for _, c := range ks.partial.a {
-		if c.prev != nil || c.started {
+	for _, e := range ks.partial.a {
+		if e.started() || e.cs.prev != nil {
 			return false
 		}
 	}
@@ -261,8 +261,8 @@ func (ks *keyState) idle() bool {
 // partialCount is the number of partial matches that have accepted events.
 func (ks *keyState) partialCount() int {
 	n := 0
-	for _, c := range ks.partial.a {
-		if c.started {
+	for i := range ks.partial.a {
+		if ks.partial.a[i].started() {
 			n++
 		}
 	}
@@ -408,8 +408,8 @@ func (ks *keyState) liveNodes() []*node {
 	seen := make(map[*node]struct{}, ks.nNodes)
 	var stack []*node
 	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
-		for _, c := range q.a {
-			stack = append(stack, c.prev)
+		for _, e := range q.a {
+			stack = append(stack, e.cs.prev)
 		}
 	}
 	for len(stack) > 0 {
@@ -459,8 +459,8 @@ func (ks *keyState) deriveLocks() {
 		}
 	}
 	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
-		for _, c := range q.a {
-			ks.lockNode(c.prev, c.ver)
+		for _, e := range q.a {
+			ks.lockNode(e.cs.prev, e.cs.ver)
 		}
 	}
 }
