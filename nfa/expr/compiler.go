@@ -475,13 +475,8 @@ func (c *Condition) TestField(x any, err error) (v, decided bool, _ error) {
 	if err != nil {
 		return false, true, err
 	}
-	switch t := x.(type) {
-	case string:
-		return (t == c.eq.lit) == c.eq.want, true, nil
-	case int64, float64, bool, nil, []any, map[string]any:
-		return !c.eq.want, true, nil
-	}
-	return false, false, nil
+	v, err = stringEquals(x, c.eq.lit, c.eq.want)
+	return v, err == nil, nil
 }
 
 // UsesEvents reports whether the expression calls events().

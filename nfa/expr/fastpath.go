@@ -570,6 +570,19 @@ func fieldEquality(x celast.Expr) *fieldEq {
 	return &fieldEq{key: strings.Join(segs, "\x00"), p: newPath(segs), lit: lit.s, want: op == operators.Equals}
 }
 
+// stringEquals is CEL's x == lit (want) or x != lit (!want) for a string
+// literal and a decoded field value x; errFallback for a value it does not
+// model.
+func stringEquals(x any, lit string, want bool) (bool, error) {
+	switch t := x.(type) {
+	case string:
+		return (t == lit) == want, nil
+	case int64, float64, bool, nil, []any, map[string]any:
+		return !want, nil
+	}
+	return false, errFallback
+}
+
 func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 	if isAggregate(lhs) || isAggregate(rhs) {
 		return buildCompareOperands(op, lhs, rhs)
@@ -602,13 +615,7 @@ func buildCompare(op string, lhs, rhs celast.Expr) (fastBool, bool) {
 				if err != nil {
 					return false, err
 				}
-				switch t := x.(type) {
-				case string:
-					return (t == s) == want, nil
-				case int64, float64, bool, nil, []any, map[string]any:
-					return !want, nil
-				}
-				return false, errFallback
+				return stringEquals(x, s, want)
 			}, true
 		}
 		return func(e Event, ctx Ctx) (bool, error) {
