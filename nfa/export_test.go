@@ -72,3 +72,10 @@ func SetPassByFrom(m *Matcher, n int) { m.passFrom = n }
 
 // PassedBy counts the events m's pass-by fast path let by.
 func PassedBy(m *Matcher) int { return m.passedBy }
+
+// DisableEventsCache makes m walk a partial match's path whenever a
+// condition calls events() (the reference for the per-partial-match cache).
+func DisableEventsCache(m *Matcher) { m.noEvCache = true }
+
+// EventsCacheHits counts the events() calls m answered from a cache.
+func EventsCacheHits(m *Matcher) int { return m.evCacheHits }

@@ -75,6 +75,8 @@ type Matcher struct {
 	memoVal       []bool
 	ctxEvents     [][]expr.Event // per stage: the events of the partial match under test
 	pathBuf       []*node
+	noEvCache     bool // tests: walk the path on every events() (the reference for evalCtx's cache)
+	evCacheHits   int  // tests: events() answered from a partial match's cache
 	gen32         uint32
 	stateStack    []*cstate
 	graphBuf      []*transition // decisionGraph's edges

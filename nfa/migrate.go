@@ -110,6 +110,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 				}
 				nc := *c
 				nc.state = st
+				nc.walked, nc.evs = false, nil // cached by the old pattern's stage numbers
 				nc.prev = clone(c.prev)
 				dst.a = append(dst.a, entOf(&nc))
 			}

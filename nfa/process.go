@@ -11,7 +11,8 @@ type evalCtx struct {
 	m    *Matcher
 	cs   *compState
 	ev   *event
-	done bool // the partial match is in m.ctxEvents
+	done bool           // evs is set
+	evs  [][]expr.Event // per stage: the partial match's events, once a condition asked
 }
 
 // matchedRow is one event of a partial match with the stage that took it.
@@ -32,37 +33,97 @@ func (c *evalCtx) rows() []matchedRow {
 }
 
 // EventsFor implements expr.Ctx. The lists are the matcher's buffers,
-// reused for the next partial match: a condition yields a bool, so nothing
-// keeps them beyond its evaluation.
+// reused for the next partial match (a condition yields a bool, so nothing
+// keeps them beyond its evaluation), or the partial match's own cache.
 func (c *evalCtx) EventsFor(stage string) []expr.Event {
-	m := c.m
 	if !c.done {
 		c.done = true
-		if m.ctxEvents == nil {
-			m.ctxEvents = make([][]expr.Event, len(m.p.stageNames))
-		}
-		for i := range m.ctxEvents {
-			clear(m.ctxEvents[i])
-			m.ctxEvents[i] = m.ctxEvents[i][:0]
-		}
-		if c.cs.prev != nil {
-			buf := m.pathBuf[:0]
-			if firstPath(c.cs.prev, c.cs.ver, &buf) {
-				for i := len(buf) - 1; i >= 0; i-- {
-					n := buf[i]
-					m.ctxEvents[n.key.stage] = append(m.ctxEvents[n.key.stage], n.ev.data)
-				}
-			}
-			clear(buf)
-			m.pathBuf = buf[:0]
-		}
+		c.evs = c.stageEvents()
 	}
-	i, ok := m.p.stageIdx[stage]
-	if !ok || len(m.ctxEvents[i]) == 0 {
+	i, ok := c.m.p.stageIdx[stage]
+	if !ok || len(c.evs[i]) == 0 {
 		return nil
 	}
-	return m.ctxEvents[i]
+	return c.evs[i]
 }
+
+// stageEvents lists the partial match's events by stage, walking its path
+// in the shared buffer. A partial match that conditions ask about on a
+// second event keeps the lists: its path can no longer change. (Its last
+// node is an earlier event's, which gets no new edges, and the edges a walk
+// from it can meet stay locked while the partial match holds its node, so
+// the walk's first complete path stays the same; a partial match whose last
+// node is the current event's is not cached, since other partial matches
+// taking the same event may still add edges there.) In the relaxed loop of
+// a pattern such as `b+ where e.v > max(events("a")...)` a partial match is
+// asked on every candidate event and moves on only some of them.
+func (c *evalCtx) stageEvents() [][]expr.Event {
+	m, cs := c.m, c.cs
+	if cs.evs != nil {
+		m.evCacheHits++
+		return cs.evs.byStage
+	}
+	stable := cs.prev != nil && cs.prev.key.seq != c.ev.seq && !m.noEvCache
+	if stable && cs.walked {
+		cs.evs = &evCache{byStage: m.ownedStageEvents(cs)}
+		return cs.evs.byStage
+	}
+	cs.walked = cs.walked || stable
+	if m.ctxEvents == nil {
+		m.ctxEvents = make([][]expr.Event, len(m.p.stageNames))
+	}
+	for i := range m.ctxEvents {
+		clear(m.ctxEvents[i])
+		m.ctxEvents[i] = m.ctxEvents[i][:0]
+	}
+	if cs.prev != nil {
+		buf := m.pathBuf[:0]
+		if firstPath(cs.prev, cs.ver, &buf) {
+			for i := len(buf) - 1; i >= 0; i-- {
+				n := buf[i]
+				m.ctxEvents[n.key.stage] = append(m.ctxEvents[n.key.stage], n.ev.data)
+			}
+		}
+		clear(buf)
+		m.pathBuf = buf[:0]
+	}
+	return m.ctxEvents
+}
+
+// ownedStageEvents is stageEvents' lists in memory of their own: one array
+// of the path's events, cut by stage.
+func (m *Matcher) ownedStageEvents(cs *compState) [][]expr.Event {
+	out := make([][]expr.Event, len(m.p.stageNames))
+	buf := m.pathBuf[:0]
+	if firstPath(cs.prev, cs.ver, &buf) {
+		var count [16]int32
+		var counts []int32
+		if len(out) <= len(count) {
+			counts = count[:len(out)]
+		} else {
+			counts = make([]int32, len(out))
+		}
+		for _, n := range buf {
+			counts[n.key.stage]++
+		}
+		flat := make([]expr.Event, len(buf))
+		at := 0
+		for i, k := range counts {
+			if k > 0 {
+				out[i] = flat[at : at : at+int(k)]
+				at += int(k)
+			}
+		}
+		for i := len(buf) - 1; i >= 0; i-- {
+			n := buf[i]
+			out[n.key.stage] = append(out[n.key.stage], n.ev.data)
+		}
+	}
+	clear(buf)
+	m.pathBuf = buf[:0]
+	return out
+}
+
 func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	switch c.op {
 	case cTrue:

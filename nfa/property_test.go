@@ -430,3 +430,59 @@ func TestPassByEqualsVisitingEveryPartialMatch(t *testing.T) {
 		t.Fatal("no event took the pass-by path: the test checks nothing")
 	}
 }
+
+// A partial match keeps its events by stage once conditions over events()
+// ask for them on a second event (evalCtx.stageEvents): records,
+// statistics and encoded state equal those of a matcher that walks the
+// shared buffer on every call. The conditions depend on which events a
+// partial match holds, not only on how many.
+func TestEventsCacheEqualsWalking(t *testing.T) {
+	hits := 0
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent", "skipToNext"}).Draw(t, "skip"))
+		for i := 1; i < len(s.Stages); i++ {
+			own, first := s.Stages[i].Name, s.Stages[0].Name
+			conds := []string{
+				fmt.Sprintf(`size(events(%q)) < 2`, own),
+				fmt.Sprintf(`sum(events(%q).map(x, x.ts)) %% 3 != 1`, own),
+				fmt.Sprintf(`e.ts - last(events(%q)).ts <= 3`, first),
+				fmt.Sprintf(`events(%q).all(x, x.id != "e4") && size(events(%q)) + size(events(%q)) != 3`, first, first, own),
+			}
+			if c := rapid.IntRange(0, len(conds)).Draw(t, "eventsCond"); c < len(conds) && s.Stages[i].Where != "" {
+				s.Stages[i].Where = fmt.Sprintf("(%s) && (%s)", s.Stages[i].Where, conds[c])
+			}
+		}
+		p := compileOrSkip(t, s)
+		cached, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
+		nfa.DisableEventsCache(ref)
+		lines := genInput(t)
+		for i := range lines {
+			got, want := runLines(t, cached, lines[i:i+1]), runLines(t, ref, lines[i:i+1])
+			if !slices.Equal(got, want) {
+				t.Fatalf("line %d %s: records\n%v\nwant\n%v", i, lines[i], got, want)
+			}
+			if cached.Stats() != ref.Stats() {
+				t.Fatalf("line %d: stats %+v, want %+v", i, cached.Stats(), ref.Stats())
+			}
+			a, err := cached.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := ref.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, b) {
+				t.Fatalf("line %d: encoded states differ", i)
+			}
+		}
+		if got, want := recordsJSON(t, cached.Finish(true)), recordsJSON(t, ref.Finish(true)); !slices.Equal(got, want) {
+			t.Fatalf("finish: records\n%v\nwant\n%v", got, want)
+		}
+		hits += nfa.EventsCacheHits(cached)
+	})
+	if hits == 0 {
+		t.Fatal("no events() call was answered from a cache: the test checks nothing")
+	}
+	t.Logf("%d events() calls answered from a cache", hits)
+}

@@ -197,7 +197,15 @@ type compState struct {
 	// has accepted nothing (a start state). The start event's time is startTs.
 	startSeq uint64
 	started  bool
+	// walked: conditions over events() have asked for this partial match's
+	// events on an earlier event; evs: they asked again, and its events by
+	// stage are kept (see evalCtx.stageEvents). Neither is encoded.
+	walked bool
+	evs    *evCache
 }
+
+// evCache is a partial match's events by stage, as events() lists them.
+type evCache struct{ byStage [][]expr.Event }
 
 // keyState is everything one key holds for one pattern.
 type keyState struct {
