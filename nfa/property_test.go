@@ -401,29 +401,7 @@ func TestPassByEqualsVisitingEveryPartialMatch(t *testing.T) {
 				lines[i] = bytes.Replace(lines[i], []byte(`"t":`), []byte(`"u":`), 1)
 			}
 		}
-		for i := range lines {
-			got, want := runLines(t, fast, lines[i:i+1]), runLines(t, ref, lines[i:i+1])
-			if !slices.Equal(got, want) {
-				t.Fatalf("line %d %s: records\n%v\nwant\n%v", i, lines[i], got, want)
-			}
-			if fast.Stats() != ref.Stats() {
-				t.Fatalf("line %d: stats %+v, want %+v", i, fast.Stats(), ref.Stats())
-			}
-			a, err := fast.MarshalBinary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := ref.MarshalBinary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(a, b) {
-				t.Fatalf("line %d: encoded states differ", i)
-			}
-		}
-		if got, want := recordsJSON(t, fast.Finish(true)), recordsJSON(t, ref.Finish(true)); !slices.Equal(got, want) {
-			t.Fatalf("finish: records\n%v\nwant\n%v", got, want)
-		}
+		runInStep(t, fast, ref, lines)
 		passed += nfa.PassedBy(fast)
 	})
 	if passed == 0 {
@@ -456,33 +434,40 @@ func TestEventsCacheEqualsWalking(t *testing.T) {
 		cached, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
 		nfa.DisableEventsCache(ref)
 		lines := genInput(t)
-		for i := range lines {
-			got, want := runLines(t, cached, lines[i:i+1]), runLines(t, ref, lines[i:i+1])
-			if !slices.Equal(got, want) {
-				t.Fatalf("line %d %s: records\n%v\nwant\n%v", i, lines[i], got, want)
-			}
-			if cached.Stats() != ref.Stats() {
-				t.Fatalf("line %d: stats %+v, want %+v", i, cached.Stats(), ref.Stats())
-			}
-			a, err := cached.MarshalBinary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := ref.MarshalBinary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(a, b) {
-				t.Fatalf("line %d: encoded states differ", i)
-			}
-		}
-		if got, want := recordsJSON(t, cached.Finish(true)), recordsJSON(t, ref.Finish(true)); !slices.Equal(got, want) {
-			t.Fatalf("finish: records\n%v\nwant\n%v", got, want)
-		}
+		runInStep(t, cached, ref, lines)
 		hits += nfa.EventsCacheHits(cached)
 	})
 	if hits == 0 {
 		t.Fatal("no events() call was answered from a cache: the test checks nothing")
 	}
 	t.Logf("%d events() calls answered from a cache", hits)
+}
+
+// runInStep feeds the lines to m and its reference one at a time and fails
+// unless, after every line and at the end, records, statistics and
+// encoded state are the same.
+func runInStep(t *rapid.T, m, ref *nfa.Matcher, lines [][]byte) {
+	for i := range lines {
+		got, want := runLines(t, m, lines[i:i+1]), runLines(t, ref, lines[i:i+1])
+		if !slices.Equal(got, want) {
+			t.Fatalf("line %d %s: records\n%v\nwant\n%v", i, lines[i], got, want)
+		}
+		if m.Stats() != ref.Stats() {
+			t.Fatalf("line %d: stats %+v, want %+v", i, m.Stats(), ref.Stats())
+		}
+		a, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ref.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Fatalf("line %d: encoded states differ", i)
+		}
+	}
+	if got, want := recordsJSON(t, m.Finish(true)), recordsJSON(t, ref.Finish(true)); !slices.Equal(got, want) {
+		t.Fatalf("finish: records\n%v\nwant\n%v", got, want)
+	}
 }
