@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"sort"
 
+	"github.com/cepcluster/cep/internal/varint"
 	"github.com/cepcluster/cep/nfa/expr"
 	"github.com/cepcluster/cep/watermark"
 )
@@ -194,9 +195,9 @@ func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b)
+	v, n := varint.Uvarint(d.b)
 	if n <= 0 {
-		d.fail("truncated")
+		d.failVarint(n)
 		return 0
 	}
 	d.b = d.b[n:]
@@ -207,13 +208,22 @@ func (d *decoder) varint() int64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := varint.Varint(d.b)
 	if n <= 0 {
-		d.fail("truncated")
+		d.failVarint(n)
 		return 0
 	}
 	d.b = d.b[n:]
 	return v
+}
+
+// failVarint reports what the n <= 0 of varint.Uvarint/Varint means.
+func (d *decoder) failVarint(n int) {
+	if n == 0 {
+		d.fail("truncated")
+	} else {
+		d.fail("varint overflows or is longer than needed")
+	}
 }
 
 func (d *decoder) byte() byte {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/cepcluster/cep/internal/varint"
 )
 
 // A Batch is the payload of one Raft log entry: everything the shard leader
@@ -227,7 +229,7 @@ func (d *dec) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b)
+	v, n := varint.Uvarint(d.b)
 	if n <= 0 {
 		d.fail()
 		return 0
@@ -240,7 +242,7 @@ func (d *dec) varint() int64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := varint.Varint(d.b)
 	if n <= 0 {
 		d.fail()
 		return 0

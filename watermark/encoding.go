@@ -5,6 +5,8 @@ import (
 	"encoding"
 	"encoding/binary"
 	"errors"
+
+	"github.com/cepcluster/cep/internal/varint"
 )
 
 const maxVarintLen = binary.MaxVarintLen64
@@ -12,7 +14,7 @@ const maxVarintLen = binary.MaxVarintLen64
 var (
 	errTruncated    = errors.New("truncated input")
 	errTrailing     = errors.New("trailing bytes")
-	errOverflow     = errors.New("varint overflows 64 bits")
+	errOverflow     = errors.New("varint overflows 64 bits or is longer than needed")
 	errNonCanonical = errors.New("non-canonical encoding")
 )
 
@@ -53,7 +55,7 @@ func (d *decoder) varint() int64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.buf)
+	v, n := varint.Varint(d.buf)
 	if n <= 0 {
 		d.fail(varintErr(n))
 		return 0
@@ -66,7 +68,7 @@ func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.buf)
+	v, n := varint.Uvarint(d.buf)
 	if n <= 0 {
 		d.fail(varintErr(n))
 		return 0
@@ -75,7 +77,7 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-// varintErr maps the n <= 0 results of binary.Varint/Uvarint to errors.
+// varintErr maps the n <= 0 results of varint.Varint/Uvarint to errors.
 func varintErr(n int) error {
 	if n == 0 {
 		return errTruncated
