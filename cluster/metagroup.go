@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/cepcluster/cep/shard"
 )
 
 // metaFSM is the raft.FSM of the metadata group. Apply, Snapshot and
@@ -159,7 +161,7 @@ func (g *metaGroup) propose(ctx context.Context, c *Command) (any, error) {
 		timeout = time.Until(dl)
 	}
 	f := g.raft.Apply(b, timeout)
-	if err := f.Error(); err != nil {
+	if err := shard.Wait(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return nil, errNotMetaLeader
 		}

@@ -37,7 +37,7 @@ func newCollector(n *Node) *collector {
 		partial:    prometheus.NewDesc("cep_partial_matches", "Partial matches holding events.", l, nil),
 		buffered:   prometheus.NewDesc("cep_buffered_events", "Events stored in partial matches or waiting for the watermark.", l, nil),
 		outbox:     prometheus.NewDesc("cep_outbox_records", "Produced records not yet confirmed published.", l, nil),
-		applied:    prometheus.NewDesc("cep_raft_applied_index", "Last Raft index applied by this replica.", l, nil),
+		applied:    prometheus.NewDesc("cep_raft_applied_index", "Last Raft index this replica's state machine has applied.", l, nil),
 		commit:     prometheus.NewDesc("cep_raft_commit_index", "Raft commit index known to this replica.", l, nil),
 		leader:     prometheus.NewDesc("cep_shard_leader", "1 if this replica leads the shard.", l, nil),
 		metaLeader: prometheus.NewDesc("cep_meta_leader", "1 if this node leads the metadata group.", nil, nil),
@@ -76,7 +76,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.partial, float64(partial))
 		gauge(c.buffered, float64(buffered))
 		gauge(c.outbox, float64(outbox))
-		gauge(c.applied, float64(sh.Raft().AppliedIndex()))
+		gauge(c.applied, float64(sh.FSM().Index()))
 		commit, _ := strconv.ParseUint(sh.Raft().Stats()["commit_index"], 10, 64)
 		gauge(c.commit, float64(commit))
 		lead := 0.0

@@ -64,6 +64,9 @@ type Config struct {
 	// HandOverAfter is how long a replica that is not its shard's preferred
 	// leader leads before handing leadership over (default 2s).
 	HandOverAfter time.Duration
+	// ApplyDelay injects a fault for tests: every shard state machine of
+	// this node sleeps this long before applying each log entry.
+	ApplyDelay time.Duration
 	// Now is the clock used for processing-time ticks and logged times;
 	// default time.Now. It is read by the proposer only: the FSMs see the
 	// logged value.
@@ -260,6 +263,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			ID: info.ID, First: info.First, Last: info.Last, Groups: cfg.KeyGroups, ClusterID: "cep",
 			Dir: filepath.Join(cfg.DataDir, "shards", fmt.Sprint(info.ID)), LocalID: cfg.NodeID,
 			Transport: NewTransport(layer, n.log), Bootstrap: members, Logger: n.log, Raft: cfg.Raft,
+			ApplyDelay: cfg.ApplyDelay,
 		})
 		if err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"net/http"
@@ -11,11 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -88,11 +91,12 @@ func (r *runner) run() {
 
 // session is one leadership term's work.
 func (r *runner) session(ctx context.Context) {
-	if err := r.sh.Barrier(10 * time.Second); err != nil {
+	began := time.Now()
+	if err := r.sh.Barrier(ctx, 10*time.Second); err != nil {
 		r.log.Warn("barrier failed", "err", err)
 		return
 	}
-	r.log.Info("leading shard")
+	r.log.Info("leading shard", "caught_up_in", time.Since(began).Round(time.Millisecond))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -195,9 +199,13 @@ func (r *runner) restore(ctx context.Context, rm *RestoreM) error {
 // handOver spreads leadership: each shard prefers the first replica of its
 // replica list (the lists are rotated, so each node is preferred for some
 // shards). A replica that is not the preferred one leads for a moment and
-// then transfers leadership to it; if the preferred replica is down, the
-// transfer fails and this one keeps leading. Losing leadership ends the
-// session through the leadership channel.
+// then transfers leadership to it, once the preferred replica has applied
+// the log up to about where this one has: a replica restarted a moment ago
+// may hold the whole log and still be applying it, and as leader it would
+// read and publish nothing until it had caught up (seconds under load).
+// While the preferred replica is down or behind, this one keeps leading and
+// asks again every HandOverAfter. Losing leadership ends the session
+// through the leadership channel.
 func (r *runner) handOver(ctx context.Context) bool {
 	var preferred string
 	for _, info := range r.n.infos {
@@ -214,22 +222,52 @@ func (r *runner) handOver(ctx context.Context) bool {
 			addr, apiAddr = p.RaftAddr, p.APIAddr
 		}
 	}
-	select {
-	case <-ctx.Done():
+	for {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-time.After(r.n.cfg.HandOverAfter):
+		}
+		// a transfer blocks new proposals until it ends: only try it when
+		// the preferred replica answers and has caught up
+		applied, err := r.appliedAt(ctx, apiAddr)
+		if err != nil {
+			r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
+			continue
+		}
+		if mine := r.sh.FSM().Index(); applied+handOverLag < mine {
+			r.log.Debug("leadership stays here", "preferred", preferred, "its_applied_index", applied, "applied_index", mine)
+			continue
+		}
+		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(preferred), raft.ServerAddress(addr))); err != nil {
+			r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
+			continue
+		}
+		r.log.Info("leadership handed to the preferred replica", "to", preferred)
 		return true
-	case <-time.After(r.n.cfg.HandOverAfter):
 	}
-	// a transfer blocks new proposals until it ends: only try it when the
-	// preferred replica answers
-	if (&Service{n: r.n, client: http.DefaultClient}).probe(ctx, apiAddr) != cepv1.NodeState_NODE_STATE_ALIVE {
-		return false
+}
+
+// handOverLag is how many log entries the preferred replica may still have
+// to apply when leadership moves to it: a few batches, milliseconds of work.
+const handOverLag = 8
+
+// appliedAt asks the node serving the API at apiAddr how far its replica
+// of this shard has applied the log.
+func (r *runner) appliedAt(ctx context.Context, apiAddr string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	s := &Service{n: r.n, client: http.DefaultClient}
+	res, err := cepv1connect.NewClusterServiceClient(s.client, "http://"+apiAddr, s.clientOpts()...).ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{}))
+	if err != nil {
+		return 0, err
 	}
-	if err := r.sh.Raft().LeadershipTransferToServer(raft.ServerID(preferred), raft.ServerAddress(addr)).Error(); err != nil {
-		r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
-		return false
+	for _, sh := range res.Msg.Shards {
+		if uint64(sh.Id) == r.sh.ID() {
+			return sh.LastAppliedIndex, nil
+		}
 	}
-	r.log.Info("leadership handed to the preferred replica", "to", preferred)
-	return true
+	return 0, fmt.Errorf("node at %s has no replica of shard %d", apiAddr, r.sh.ID())
 }
 
 // reconcile proposes the deployments and deletions that the shard has not
@@ -329,6 +367,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = pos + 1
 	}
+	began := time.Now()
 	cons, err := r.n.js.OrderedConsumer(ctx, rs.stream, cfg)
 	if err != nil {
 		return err
@@ -338,6 +377,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 	if err != nil {
 		return err
 	}
+	r.log.Info("reading", "stream", rs.stream, "after", pos, "filters", len(rs.filters), "consumer_in", time.Since(began).Round(time.Millisecond))
 	go func() {
 		<-ctx.Done()
 		it.Stop()
@@ -370,7 +410,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 	go func() {
 		var firstErr error
 		for p := range pending {
-			err := shard.Result(p.f)
+			err := shard.Result(ctx, p.f)
 			r.n.applyLatency.Observe(time.Since(p.start).Seconds())
 			if err != nil && firstErr == nil {
 				firstErr = err
@@ -425,6 +465,10 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 			if !ok {
 				return flush()
 			}
+			if began != (time.Time{}) {
+				r.log.Info("first message read", "stream", rs.stream, "after", time.Since(began).Round(time.Millisecond))
+				began = time.Time{}
+			}
 			md, err := m.Metadata()
 			if err != nil {
 				continue
@@ -474,7 +518,7 @@ func (r *runner) publish(ctx context.Context) error {
 		}
 		f := acking
 		acking = nil
-		return shard.Result(f)
+		return shard.Result(ctx, f)
 	}
 	defer waitAck()
 	for {

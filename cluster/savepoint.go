@@ -307,7 +307,7 @@ func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, par
 		return nil, fmt.Errorf("%w: shard %d has no replica on node %s", api.ErrFailedPrecondition, part.Shard, n.cfg.NodeID)
 	}
 	if sh.IsLeader() {
-		if err := sh.Barrier(10 * time.Second); err != nil {
+		if err := sh.Barrier(ctx, 10*time.Second); err != nil {
 			return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, part.Shard, err)
 		}
 	}

@@ -31,6 +31,7 @@ type FSM struct {
 	index   uint64
 	cluster string
 	applied chan struct{} // signalled (non-blocking) after every apply
+	delay   time.Duration // Config.ApplyDelay
 }
 
 // NewFSM returns the FSM of an empty shard owning [first, last] of groups.
@@ -46,6 +47,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	if f.delay > 0 {
+		time.Sleep(f.delay)
+	}
 	b, err := DecodeBatch(l.Data)
 	f.mu.Lock()
 	f.index = l.Index
@@ -58,6 +62,15 @@ func (f *FSM) Apply(l *raft.Log) any {
 	default:
 	}
 	return err
+}
+
+// Index is the Raft index of the last log entry the state machine has
+// applied. Raft's own AppliedIndex counts entries handed to the state
+// machine's queue, which can run thousands of entries ahead of it.
+func (f *FSM) Index() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.index
 }
 
 // Applied is signalled after entries are applied (coalesced).
@@ -143,6 +156,9 @@ type Config struct {
 	Logger       *slog.Logger
 	Raft         *raft.Config // optional overrides (timeouts); LocalID is set here
 	SnapshotKeep int
+	// ApplyDelay injects a fault for tests: the state machine sleeps this
+	// long before applying each log entry (a replica too slow to keep up).
+	ApplyDelay time.Duration
 }
 
 // DefaultRaftConfig is the Raft configuration shards ship with.
@@ -208,6 +224,7 @@ func Open(cfg Config) (*Shard, error) {
 		return nil, err
 	}
 	fsm := NewFSM(cfg.First, cfg.Last, cfg.Groups, cfg.ClusterID)
+	fsm.delay = cfg.ApplyDelay
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		store.Close()
@@ -252,13 +269,32 @@ func (s *Shard) Propose(ctx context.Context, b *Batch) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	return Result(s.raft.Apply(b.Encode(nil), timeout))
+	return Result(ctx, s.raft.Apply(b.Encode(nil), timeout))
 }
 
-// Result waits for a proposal and returns its outcome: the state machine's
-// error if it returned one, ErrNotLeader (wrapped) when leadership was lost.
-func Result(f raft.ApplyFuture) error {
-	if err := f.Error(); err != nil {
+// Wait is f.Error(), or ctx's error once ctx ends first. When Raft shuts
+// down it drops the entries already handed to the state machine without
+// resolving their futures (hashicorp/raft's runFSM returns on shutdown), so
+// waiting on such a future directly could last forever: a node closing
+// while a new leader still applied its backlog hung in Close. Every wait a
+// shutdown can interrupt goes through here; the cost is a goroutine per
+// wait, left behind only for a future that never resolves.
+func Wait(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Result waits for a proposal (see Wait) and returns its outcome: the state
+// machine's error if it returned one, ErrNotLeader (wrapped) when
+// leadership was lost, ctx's error if ctx ended first.
+func Result(ctx context.Context, f raft.ApplyFuture) error {
+	if err := Wait(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return fmt.Errorf("%w: %v", ErrNotLeader, err)
 		}
@@ -277,8 +313,10 @@ func (s *Shard) ProposeAsync(b *Batch) raft.ApplyFuture {
 }
 
 // Barrier waits until everything committed before it is applied here (a new
-// leader calls it before reading the state).
-func (s *Shard) Barrier(timeout time.Duration) error { return s.raft.Barrier(timeout).Error() }
+// leader calls it before reading the state), or until ctx ends.
+func (s *Shard) Barrier(ctx context.Context, timeout time.Duration) error {
+	return Wait(ctx, s.raft.Barrier(timeout))
+}
 
 // Close shuts the replica down and closes its log. Safe to call twice.
 func (s *Shard) Close() error {

@@ -1,0 +1,38 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// stuckFuture is a Raft future that never resolves: what hashicorp/raft
+// leaves a barrier or an entry with when it shuts down after handing them
+// to its state machine goroutine.
+type stuckFuture struct{}
+
+func (stuckFuture) Error() error { select {} }
+
+type doneFuture struct{ err error }
+
+func (f doneFuture) Error() error { return f.err }
+
+func TestWaitEndsWithItsContext(t *testing.T) {
+	want := errors.New("applied with an error")
+	if err := Wait(context.Background(), doneFuture{want}); err != want {
+		t.Fatalf("Wait on a resolved future = %v, want %v", err, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Wait(ctx, stuckFuture{}) }()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait on a future that never resolves = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return when its context ended")
+	}
+}
