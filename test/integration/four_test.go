@@ -6,12 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/cluster"
 )
 
 // On four nodes no node holds a replica of every shard (each shard has
@@ -28,42 +26,7 @@ func TestSavepointOfFourNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	ports := freePorts(t, 8)
-	var peers []cluster.Peer
-	for i := 0; i < 4; i++ {
-		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ports[2*i], APIAddr: ports[2*i+1]})
-	}
-	nodes := make([]*cluster.Node, 4)
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i, p := range peers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nodes[i], errs[i] = cluster.Start(context.Background(), cluster.Config{
-				NodeID: p.ID, DataDir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
-				NATSURL: ns.ClientURL(), Peers: peers, Raft: testRaft(), Logger: logger(t),
-			})
-		}()
-	}
-	wg.Wait()
-	defer func() {
-		for _, n := range nodes {
-			if n != nil {
-				n.Close()
-			}
-		}
-	}()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("start %s: %v", peers[i].ID, err)
-		}
-	}
-	for _, n := range nodes {
-		if err := n.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nodes := startAll(t, ctx, peerConfigs(t, base, ns.ClientURL(), 4))
 	if held := len(nodes[0].Shards()); held == 4 {
 		t.Fatalf("node n1 holds every shard (%d); the test needs one that does not", held)
 	}
@@ -74,13 +37,7 @@ func TestSavepointOfFourNodes(t *testing.T) {
 	half := 1000
 
 	c := newClients(nodes[0].APIAddr())
-	checkFor(t, 30*time.Second, func() error {
-		_, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"}))
-		if err != nil && strings.Contains(err.Error(), "already") {
-			return nil
-		}
-		return err
-	})
+	createBank(t, ctx, c)
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +74,10 @@ func TestSavepointOfFourNodes(t *testing.T) {
 	if len(files) != 4 {
 		t.Fatalf("savepoint files: %v", files)
 	}
-	for _, n := range nodes {
+	for i, n := range nodes {
 		n.Close()
+		nodes[i] = nil
 	}
-	nodes = nil
 
 	b := startNode(t, filepath.Join(base, "b"), ns.ClientURL(), 1)
 	defer b.Close()

@@ -3,10 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,58 +32,22 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	ports := freePorts(t, 6)
-	var peers []cluster.Peer
-	for i := 0; i < 3; i++ {
-		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ports[2*i], APIAddr: ports[2*i+1]})
+	cfgs := peerConfigs(t, base, ns.ClientURL(), 3)
+	for i := range cfgs {
+		cfgs[i].IngestBatch, cfgs[i].HandOverAfter, cfgs[i].APIToken = 10, 200*time.Millisecond, "s3cret"
 	}
-	config := func(p cluster.Peer, applyDelay time.Duration) cluster.Config {
-		return cluster.Config{
-			NodeID: p.ID, DataDir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
-			NATSURL: ns.ClientURL(), Peers: peers, Raft: testRaft(), Logger: logger(t),
-			IngestBatch: 10, HandOverAfter: 200 * time.Millisecond, ApplyDelay: applyDelay, APIToken: "s3cret",
-		}
+	slow := func(d time.Duration) cluster.Config {
+		c := cfgs[0]
+		c.ApplyDelay = d
+		return c
 	}
-	nodes := make([]*cluster.Node, 3)
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i, p := range peers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nodes[i], errs[i] = cluster.Start(context.Background(), config(p, 0))
-		}()
-	}
-	wg.Wait()
-	defer func() {
-		for _, n := range nodes {
-			if n != nil {
-				n.Close()
-			}
-		}
-	}()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("start %s: %v", peers[i].ID, err)
-		}
-	}
-	for _, n := range nodes {
-		if err := n.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nodes := startAll(t, ctx, cfgs)
 
 	spec := lflSpec
 	lines := bankEvents(7, 3000)
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	c := newClients(nodes[1].APIAddr(), api.WithClientToken("s3cret"))
-	checkFor(t, 30*time.Second, func() error {
-		_, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"}))
-		if err != nil && strings.Contains(err.Error(), "already") {
-			return nil
-		}
-		return err
-	})
+	createBank(t, ctx, c)
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +98,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 
 	// n1 comes back, applying each entry 20 ms late: hundreds of entries
 	// to go (ten events each at most)
-	n1, err := cluster.Start(context.Background(), config(peers[0], 20*time.Millisecond))
+	n1, err := cluster.Start(context.Background(), slow(20*time.Millisecond))
 	if err != nil {
 		t.Fatalf("restart n1: %v", err)
 	}
@@ -191,7 +153,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 	// time; shard's TestWaitEndsWithItsContext checks the mechanism.)
 	nodes[0].Close()
 	nodes[0] = nil
-	n1, err = cluster.Start(context.Background(), config(peers[0], 50*time.Millisecond))
+	n1, err = cluster.Start(context.Background(), slow(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("restart n1: %v", err)
 	}
@@ -205,7 +167,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 		for _, n := range nodes[1:] {
 			for _, s := range n.Shards() {
 				if s.ID() == id && s.Raft().State() == raft.Leader {
-					addr := raft.ServerAddress(peers[0].RaftAddr)
+					addr := raft.ServerAddress(cfgs[0].RaftAddr)
 					if err := s.Raft().LeadershipTransferToServer("n1", addr).Error(); err != nil {
 						return err
 					}

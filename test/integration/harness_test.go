@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -337,4 +338,73 @@ func embeddedNATS(t *testing.T, base string) *server.Server {
 	}
 	t.Cleanup(ns.Shutdown)
 	return ns
+}
+
+// peerConfigs returns the configurations of n nodes in this process that
+// list each other as peers (n1, n2, ...), with data under base and the NATS
+// server at natsURL.
+func peerConfigs(t *testing.T, base, natsURL string, n int) []cluster.Config {
+	ports := freePorts(t, 2*n)
+	var peers []cluster.Peer
+	for i := 0; i < n; i++ {
+		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ports[2*i], APIAddr: ports[2*i+1]})
+	}
+	out := make([]cluster.Config, n)
+	for i, p := range peers {
+		out[i] = cluster.Config{
+			NodeID: p.ID, DataDir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
+			NATSURL: natsURL, Peers: peers, Raft: testRaft(), Logger: logger(t),
+		}
+	}
+	return out
+}
+
+// startAll starts a node per configuration at once (peers wait for each
+// other), waits until every one is ready and closes them when the test
+// ends: those still in the returned slice then (a test may close one and
+// put its restarted successor, or nil, in its place).
+func startAll(t *testing.T, ctx context.Context, cfgs []cluster.Config) []*cluster.Node {
+	t.Helper()
+	nodes := make([]*cluster.Node, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes[i], errs[i] = cluster.Start(context.Background(), cfgs[i])
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start %s: %v", cfgs[i].NodeID, err)
+		}
+	}
+	for _, n := range nodes {
+		if err := n.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+// createBank creates the source "bank" keyed by e.account through c,
+// retrying while the API waits for the metadata group to elect a leader.
+func createBank(t *testing.T, ctx context.Context, c clients) {
+	t.Helper()
+	checkFor(t, 30*time.Second, func() error {
+		_, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"}))
+		if err != nil && strings.Contains(err.Error(), "already") {
+			return nil
+		}
+		return err
+	})
 }

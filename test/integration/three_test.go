@@ -132,13 +132,7 @@ func TestThreeNodesKillLeaders(t *testing.T) {
 	// leader with the token; without it, a node refuses
 	c := newClients(procs[0].api, api.WithClientToken("s3cret"))
 	// the API may need a moment while the metadata group elects a leader
-	checkFor(t, 30*time.Second, func() error {
-		_, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"}))
-		if err != nil && strings.Contains(err.Error(), "already") {
-			return nil
-		}
-		return err
-	})
+	createBank(t, ctx, c)
 	spec := []byte(`name: lfl
 source: bank
 key: e.account
