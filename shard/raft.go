@@ -174,7 +174,15 @@ func DefaultRaftConfig() *raft.Config {
 	c.ElectionTimeout = 1000 * time.Millisecond
 	c.LeaderLeaseTimeout = 500 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
-	c.SnapshotThreshold = 4096
+	// A restarted replica applies the log from its last snapshot before it
+	// is of use as a leader (leadership is handed to it only then), and an
+	// entry holds up to IngestBatch (2,000) events: snapshot once 256
+	// entries have accumulated, checked every 10 s, so the replay stays
+	// near half a million events (about a second) instead of the whole log
+	// (4,096 entries checked every 2 minutes, as before: 18 s of replay
+	// after 5 million events in the failover benchmark).
+	c.SnapshotThreshold = 256
+	c.SnapshotInterval = 10 * time.Second
 	c.TrailingLogs = 2048
 	c.MaxAppendEntries = 256
 	return c
