@@ -63,12 +63,19 @@ func (c *evalCtx) stageEvents() [][]expr.Event {
 		m.evCacheHits++
 		return cs.evs.byStage
 	}
+	lists := m.walkStageEvents(cs)
 	stable := cs.prev != nil && cs.prev.key.seq != c.ev.seq && !m.noEvCache
 	if stable && cs.walked {
-		cs.evs = &evCache{byStage: m.ownedStageEvents(cs)}
+		cs.evs = &evCache{byStage: ownedCopy(lists)}
 		return cs.evs.byStage
 	}
 	cs.walked = cs.walked || stable
+	return lists
+}
+
+// walkStageEvents lists a partial match's events by stage in the matcher's
+// scratch lists, valid until the next call.
+func (m *Matcher) walkStageEvents(cs *compState) [][]expr.Event {
 	if m.ctxEvents == nil {
 		m.ctxEvents = make([][]expr.Event, len(m.p.stageNames))
 	}
@@ -90,37 +97,22 @@ func (c *evalCtx) stageEvents() [][]expr.Event {
 	return m.ctxEvents
 }
 
-// ownedStageEvents is stageEvents' lists in memory of their own: one array
-// of the path's events, cut by stage.
-func (m *Matcher) ownedStageEvents(cs *compState) [][]expr.Event {
-	out := make([][]expr.Event, len(m.p.stageNames))
-	buf := m.pathBuf[:0]
-	if firstPath(cs.prev, cs.ver, &buf) {
-		var count [16]int32
-		var counts []int32
-		if len(out) <= len(count) {
-			counts = count[:len(out)]
-		} else {
-			counts = make([]int32, len(out))
-		}
-		for _, n := range buf {
-			counts[n.key.stage]++
-		}
-		flat := make([]expr.Event, len(buf))
-		at := 0
-		for i, k := range counts {
-			if k > 0 {
-				out[i] = flat[at : at : at+int(k)]
-				at += int(k)
-			}
-		}
-		for i := len(buf) - 1; i >= 0; i-- {
-			n := buf[i]
-			out[n.key.stage] = append(out[n.key.stage], n.ev.data)
+// ownedCopy copies scratch lists into memory of their own: one array cut
+// by stage.
+func ownedCopy(lists [][]expr.Event) [][]expr.Event {
+	total := 0
+	for _, l := range lists {
+		total += len(l)
+	}
+	flat := make([]expr.Event, total)
+	out := make([][]expr.Event, len(lists))
+	at := 0
+	for i, l := range lists {
+		if len(l) > 0 {
+			out[i] = flat[at : at+len(l) : at+len(l)]
+			at += copy(out[i], l)
 		}
 	}
-	clear(buf)
-	m.pathBuf = buf[:0]
 	return out
 }
 
