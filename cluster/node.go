@@ -345,9 +345,13 @@ func (n *Node) initLoop() {
 }
 
 // Close stops the node: leader loops, shards, metadata group, transport,
-// NATS. Safe to call more than once.
+// NATS. Safe to call more than once. The Raft groups this node leads hand
+// their leadership to another replica first (for at most closeHandOff), so
+// a planned stop or rolling restart pauses them for a transfer instead of
+// an election after the leader's silence.
 func (n *Node) Close() error {
 	var errs []error
+	n.handOffLeadership(closeHandOff)
 	if n.apiSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := n.apiSrv.Shutdown(ctx); err != nil {
@@ -383,6 +387,50 @@ func (n *Node) Close() error {
 		n.ns = nil
 	}
 	return errors.Join(errs...)
+}
+
+// closeHandOff bounds how long Close waits for leadership transfers.
+const closeHandOff = 3 * time.Second
+
+// handOffLeadership transfers the leadership of every group this node leads
+// and shares with another voter, all at once, waiting at most timeout.
+func (n *Node) handOffLeadership(timeout time.Duration) {
+	var groups []*raft.Raft
+	for _, sh := range n.shards {
+		groups = append(groups, sh.Raft())
+	}
+	if n.meta != nil {
+		groups = append(groups, n.meta.raft)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, r := range groups {
+		if r.State() != raft.Leader {
+			continue
+		}
+		f := r.GetConfiguration()
+		if f.Error() != nil {
+			continue
+		}
+		voters := 0
+		for _, srv := range f.Configuration().Servers {
+			if srv.Suffrage == raft.Voter {
+				voters++
+			}
+		}
+		if voters < 2 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := shard.Wait(ctx, r.LeadershipTransfer()); err != nil {
+				n.log.Debug("leadership stays until shutdown", "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // APIAddr is the address the API listens on.

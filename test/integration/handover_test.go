@@ -195,3 +195,59 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 		t.Fatalf("Close of the catching-up leader has not returned after 30 s (commit %d, applied %d)", commit, applied)
 	}
 }
+
+// A node that is closed (a planned stop, a rolling restart) hands the
+// leadership of its shards to another replica first: with the timeouts the
+// node ships with, followers notice a silent leader only after 0.5–1 s,
+// but a transfer has a new leader in place by the time Close returns.
+func TestCloseHandsLeadershipOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	base := t.TempDir()
+	ns := embeddedNATS(t, base)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfgs := peerConfigs(t, base, ns.ClientURL(), 3)
+	for i := range cfgs {
+		cfgs[i].Raft = shard.DefaultRaftConfig()
+	}
+	nodes := startAll(t, ctx, cfgs)
+	var led []uint64 // shards n2 leads
+	checkFor(t, 30*time.Second, func() error {
+		led = led[:0]
+		for _, sh := range nodes[1].Shards() {
+			if sh.Raft().State() == raft.Leader {
+				led = append(led, sh.ID())
+			}
+		}
+		if len(led) == 0 {
+			return fmt.Errorf("n2 leads no shard yet")
+		}
+		return nil
+	})
+	if err := nodes[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1] = nil
+	closed := time.Now()
+	for _, id := range led {
+		for {
+			leader := ""
+			for _, n := range []*cluster.Node{nodes[0], nodes[2]} {
+				for _, sh := range n.Shards() {
+					if sh.ID() == id && sh.Raft().State() == raft.Leader {
+						leader = n.Config().NodeID
+					}
+				}
+			}
+			if leader != "" {
+				break
+			}
+			if since := time.Since(closed); since > 300*time.Millisecond {
+				t.Fatalf("shard %d has no leader %v after n2 closed (an election after the leader's silence takes 0.5 s at least)", id, since.Round(time.Millisecond))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
