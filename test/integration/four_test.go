@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,15 +17,8 @@ import (
 // processing continues: the records of both clusters together equal the
 // offline engine's.
 func TestSavepointOfFourNodes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts four nodes")
-	}
-	base := t.TempDir()
-	ns := embeddedNATS(t, base)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	nodes := startAll(t, ctx, peerConfigs(t, base, ns.ClientURL(), 4))
+	ctx, ns, base, cfgs := inProcessPeers(t, 4, 2*time.Minute)
+	nodes := startAll(t, ctx, cfgs)
 	if held := len(nodes[0].Shards()); held == 4 {
 		t.Fatalf("node n1 holds every shard (%d); the test needs one that does not", held)
 	}

@@ -24,15 +24,7 @@ import (
 // of its preferred shard again, within a few entries of the log's end, and
 // the output must stay the offline engine's.
 func TestHandOverWaitsForCatchUp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three nodes")
-	}
-	base := t.TempDir()
-	ns := embeddedNATS(t, base)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
-	cfgs := peerConfigs(t, base, ns.ClientURL(), 3)
+	ctx, ns, _, cfgs := inProcessPeers(t, 3, 3*time.Minute)
 	for i := range cfgs {
 		cfgs[i].IngestBatch, cfgs[i].HandOverAfter, cfgs[i].APIToken = 10, 200*time.Millisecond, "s3cret"
 	}
@@ -201,14 +193,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 // node ships with, followers notice a silent leader only after 0.5–1 s,
 // but a transfer has a new leader in place by the time Close returns.
 func TestCloseHandsLeadershipOver(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three nodes")
-	}
-	base := t.TempDir()
-	ns := embeddedNATS(t, base)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfgs := peerConfigs(t, base, ns.ClientURL(), 3)
+	ctx, _, _, cfgs := inProcessPeers(t, 3, 2*time.Minute)
 	for i := range cfgs {
 		cfgs[i].Raft = shard.DefaultRaftConfig()
 	}

@@ -408,3 +408,18 @@ func createBank(t *testing.T, ctx context.Context, c clients) {
 		return err
 	})
 }
+
+// inProcessPeers prepares a test of n nodes in this process (skipped with
+// -short): an embedded NATS server, the nodes' configurations (peerConfigs),
+// the test's data directory and a context that ends after timeout.
+func inProcessPeers(t *testing.T, n int, timeout time.Duration) (context.Context, *server.Server, string, []cluster.Config) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("starts %d nodes", n)
+	}
+	base := t.TempDir()
+	ns := embeddedNATS(t, base)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx, ns, base, peerConfigs(t, base, ns.ClientURL(), n)
+}
