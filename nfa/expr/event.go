@@ -59,9 +59,15 @@ const (
 
 var unicodeEscape = []byte(`\u`)
 
+// jsonSpace is JSON's white space.
+const jsonSpace = " \t\n\r"
+
 // decodeFast decodes the common form of event with fastjson, or reports
 // false to leave b to decodeStd.
 func decodeFast(b []byte) (Event, bool) {
+	// JSON white space around the object (json.Encoder ends every message
+	// with a newline) would otherwise count as control characters
+	b = bytes.Trim(b, jsonSpace)
 	if bytes.Contains(b, unicodeEscape) || hasControl(b) || !utf8.Valid(b) {
 		return nil, false
 	}
@@ -83,7 +89,8 @@ func decodeFast(b []byte) (Event, bool) {
 
 // hasControl reports whether b holds a control character: fastjson takes
 // one inside a string (JSON does not), and white space other than blanks
-// between tokens is rare enough to leave to encoding/json.
+// between tokens (inside the object) is rare enough to leave to
+// encoding/json.
 func hasControl(b []byte) bool {
 	for _, c := range b {
 		if c < 0x20 {

@@ -117,6 +117,7 @@ func FuzzDecodeEventAgrees(f *testing.F) {
 		`{"f":1e308,"g":1e309,"h":-0,"z":0.0000001}`, `{"a":"\x"}`, "{\"a\":\"\x01\"}",
 		`{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":+1}`, `{"a":1e}`, `{"a":"\/\n\t\""}`,
 		` {"a" : [ ] } `, `{"a":1}x`, `{"a":tru}`, `{"a":NaN}`, `{"a":Infinity}`,
+		"{\"a\":1}\n", "\t{\"a\":1}\r\n", "{\"a\":\n1}", "{\"a\":1}\n\x01",
 		strings.Repeat(`{"a":`, 400) + `1` + strings.Repeat(`}`, 400),
 	} {
 		f.Add([]byte(s))
@@ -134,4 +135,20 @@ func FuzzDecodeEventAgrees(f *testing.F) {
 			t.Fatalf("%q:\nDecodeEvent   %#v\nencoding/json %#v", b, got, want)
 		}
 	})
+}
+
+// An event with JSON white space around it (json.Encoder's trailing
+// newline) takes the fast path; white space inside it, or a control
+// character anywhere, leaves it to encoding/json.
+func TestFastPathTakesSurroundingWhiteSpace(t *testing.T) {
+	for in, fast := range map[string]bool{
+		"{\"a\":1}\n":      true,
+		"\t{\"a\":1}\r\n":  true,
+		"{\"a\":\n1}":      false,
+		"{\"a\":\"\x01\"}": false,
+	} {
+		if _, ok := decodeFast([]byte(in)); ok != fast {
+			t.Errorf("decodeFast(%q): fast path %v, want %v", in, ok, fast)
+		}
+	}
 }
