@@ -79,3 +79,10 @@ func DisableEventsCache(m *Matcher) { m.noEvCache = true }
 
 // EventsCacheHits counts the events() calls m answered from a cache.
 func EventsCacheHits(m *Matcher) int { return m.evCacheHits }
+
+// NumberDuplicates runs the matcher's numbering of identical records of one
+// step over recs.
+func NumberDuplicates(recs []Record) {
+	m := &Matcher{out: recs}
+	m.numberDuplicates(0)
+}

@@ -1,6 +1,7 @@
 package nfa
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 
@@ -93,9 +94,10 @@ type Matcher struct {
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
-	entBuf        [2][]qent // processEvent's new and completed queues
-	stageSlot     []int32   // stageEvents scratch
-	sqlRows       []sqlRow  // definePredicate scratch
+	entBuf        [2][]qent   // processEvent's new and completed queues
+	stageSlot     []int32     // stageEvents scratch
+	dupScratch    []hashedRec // numberDuplicates scratch
+	sqlRows       []sqlRow    // definePredicate scratch
 	stageCount    []int
 	curEv         event  // the event being processed
 	curEvHeap     *event // its stored copy, once a partial match took it
@@ -541,19 +543,35 @@ func (m *Matcher) numberDuplicates(from int) {
 		}
 		return
 	}
-	// many records at once (timeouts of a long pattern): bucket them by a
-	// hash of what sameAs compares, so the numbering stays linear
-	seen := make(map[uint64][]int, len(recs))
+	// many records at once (timeouts of a long pattern): order them by a
+	// hash of what sameAs compares (ties by position), so that only
+	// records with equal hashes are compared and the numbering stays
+	// O(n log n)
+	hs := m.dupScratch[:0]
 	for i := range recs {
-		h := recs[i].identityHash()
-		for _, j := range slices.Backward(seen[h]) {
-			if recs[j].sameAs(&recs[i]) {
-				recs[i].Dup = recs[j].Dup + 1
+		hs = append(hs, hashedRec{h: recs[i].identityHash(), i: int32(i)})
+	}
+	slices.SortFunc(hs, func(a, b hashedRec) int {
+		if c := cmp.Compare(a.h, b.h); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	for k := 1; k < len(hs); k++ {
+		r := &recs[hs[k].i]
+		for j := k - 1; j >= 0 && hs[j].h == hs[k].h; j-- {
+			if o := &recs[hs[j].i]; o.sameAs(r) {
+				r.Dup = o.Dup + 1
 				break
 			}
 		}
-		seen[h] = append(seen[h], i)
 	}
+	m.dupScratch = hs[:0]
+}
+
+type hashedRec struct {
+	h uint64
+	i int32
 }
 
 // reschedule computes when the key next needs attention, or drops its state

@@ -2,9 +2,7 @@ package nfa
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"hash/fnv"
 	"strconv"
 
 	"github.com/cepcluster/cep/nfa/expr"
@@ -46,27 +44,42 @@ type Field struct {
 	Value any
 }
 
-// identityHash hashes the fields sameAs compares (FNV-1a).
+// identityHash hashes the fields sameAs compares (FNV-1a over their
+// bytes; lengths and numbers as 8 little-endian bytes).
 func (r *Record) identityHash() uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	word := func(v uint64) {
-		binary.LittleEndian.PutUint64(b[:], v)
-		h.Write(b[:])
-	}
-	h.Write([]byte(r.Type))
-	word(uint64(len(r.Key)))
-	h.Write([]byte(r.Key))
-	word(uint64(r.TimeoutAt))
+	h := fnvString(fnvOffset, r.Type)
+	h = fnvWord(h, uint64(len(r.Key)))
+	h = fnvString(h, r.Key)
+	h = fnvWord(h, uint64(r.TimeoutAt))
 	for _, p := range r.Positions {
-		word(p)
+		h = fnvWord(h, p)
 	}
 	for _, se := range r.Events {
-		word(uint64(len(se.Stage)))
-		h.Write([]byte(se.Stage))
-		word(uint64(len(se.Events)))
+		h = fnvWord(h, uint64(len(se.Stage)))
+		h = fnvString(h, se.Stage)
+		h = fnvWord(h, uint64(len(se.Events)))
 	}
-	return h.Sum64()
+	return h
+}
+
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+func fnvWord(h, v uint64) uint64 {
+	for range 8 {
+		h = (h ^ (v & 0xff)) * fnvPrime
+		v >>= 8
+	}
+	return h
 }
 
 func (r *Record) sameAs(o *Record) bool {
