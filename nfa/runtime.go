@@ -54,23 +54,34 @@ type edge struct {
 // pattern can have thousands of edges, few compatible with any version).
 const indexFrom = 24
 
-// edgeIndex maps a version prefix (all but the last number) to the edges
-// whose version has that prefix, ordered by their last number; lens has bit
-// l set when some edge's version has length l (l < 64), so a lookup only
-// tries the prefix lengths that occur. Buckets are found by a hash of the
-// prefix (computed for every prefix length in one pass over a version) and
-// told apart by the prefix itself.
+// edgeIndex orders a node's live edges by (hash of the version's prefix,
+// last number, edge index), one entry per edge in one array: the edges
+// whose version has a given prefix, ordered by their last number, are a
+// run of it found by binary search. The prefix is all but the last
+// number, hashed with FNV-1a over the numbers; a hash collision is told
+// apart by comparing the edge's version itself. lens has bit l set when
+// some edge's version has length l (l < 64), so a lookup only tries the
+// prefix lengths that occur.
 type edgeIndex struct {
-	buckets map[uint64]*edgeBucket
-	lens    uint64
-	long    bool // some version is 64 numbers or longer: try every length
+	ents []indexEnt
+	lens uint64
+	long bool // some version is 64 numbers or longer: try every length
 }
 
-type edgeBucket struct {
-	prefix dewey
-	next   *edgeBucket // another prefix with the same hash
-	lasts  []int32
-	at     []int32 // edge indexes, parallel to lasts
+type indexEnt struct {
+	h    uint64 // hash of the version's prefix
+	last int32  // the version's last number
+	at   int32  // edge index
+}
+
+func cmpIndexEnt(a, b indexEnt) int {
+	switch {
+	case a.h != b.h:
+		return cmp.Compare(a.h, b.h)
+	case a.last != b.last:
+		return cmp.Compare(a.last, b.last)
+	}
+	return cmp.Compare(a.at, b.at)
 }
 
 const prefixHashSeed uint64 = 14695981039346656037
@@ -81,12 +92,10 @@ func prefixHash(h uint64, x int32) uint64 {
 	return (h ^ uint64(uint32(x))) * 1099511628211
 }
 
-func (ix *edgeIndex) bucket(h uint64, prefix dewey) *edgeBucket {
-	b := ix.buckets[h]
-	for b != nil && !slices.Equal(b.prefix, prefix) {
-		b = b.next
-	}
-	return b
+// search returns the first entry at or after (h, last, at).
+func (ix *edgeIndex) search(h uint64, last, at int32) int {
+	i, _ := slices.BinarySearchFunc(ix.ents, indexEnt{h: h, last: last, at: at}, cmpIndexEnt)
+	return i
 }
 
 func (n *node) indexEdge(i int) {
@@ -101,15 +110,8 @@ func (n *node) indexEdge(i int) {
 	for _, x := range v[:last] {
 		h = prefixHash(h, x)
 	}
-	b := n.index.bucket(h, v[:last])
-	if b == nil {
-		b = &edgeBucket{prefix: v[:last:last], next: n.index.buckets[h]}
-		n.index.buckets[h] = b
-	}
-	// after the equal ones: equal versions keep their insertion order
-	pos, _ := slices.BinarySearch(b.lasts, v[last]+1)
-	b.lasts = slices.Insert(b.lasts, pos, v[last])
-	b.at = slices.Insert(b.at, pos, int32(i))
+	e := indexEnt{h: h, last: v[last], at: int32(i)}
+	n.index.ents = slices.Insert(n.index.ents, n.index.search(e.h, e.last, e.at), e)
 }
 
 // compatibleEdges appends to out the indexes, ascending, of the live edges
@@ -124,7 +126,7 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 			}
 			return out
 		}
-		n.index = &edgeIndex{buckets: map[uint64]*edgeBucket{}}
+		n.index = &edgeIndex{ents: make([]indexEnt, 0, len(n.edges))}
 		for i := range n.edges {
 			if !n.edges[i].removed {
 				n.indexEdge(i)
@@ -132,6 +134,7 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 		}
 	}
 	from := len(out)
+	ents := n.index.ents
 	h := prefixHashSeed // of ver[:l-1]
 	for l := 1; l <= len(ver); l++ {
 		if l > 1 {
@@ -140,21 +143,18 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 		if !n.index.long && (l >= 64 || n.index.lens&(1<<l) == 0) {
 			continue // no edge version of this length
 		}
-		b := n.index.bucket(h, ver[:l-1])
-		if b == nil {
-			continue
-		}
-		lo, hi := 0, 0
+		var j int
+		var hi int32
 		if l < len(ver) {
 			// a shorter edge version must equal ver's prefix of its length
-			lo, _ = slices.BinarySearch(b.lasts, ver[l-1])
-			hi, _ = slices.BinarySearch(b.lasts, ver[l-1]+1)
+			j, hi = n.index.search(h, ver[l-1], 0), ver[l-1]
 		} else {
 			// the same length: the edge's last number must not be larger
-			hi, _ = slices.BinarySearch(b.lasts, ver[l-1]+1)
+			j, hi = n.index.search(h, minInt32, 0), ver[l-1]
 		}
-		for j := lo; j < hi; j++ {
-			if i := b.at[j]; !n.edges[i].removed {
+		for ; j < len(ents) && ents[j].h == h && ents[j].last <= hi; j++ {
+			i := ents[j].at
+			if e := &n.edges[i]; !e.removed && len(e.ver) == l && slices.Equal(e.ver[:l-1], ver[:l-1]) {
 				out = append(out, i)
 			}
 		}
