@@ -3,7 +3,11 @@ package nfa
 // dewey is a Dewey decimal version number (Flink's DeweyNumber). It tells
 // which edges of the shared buffer belong to which run of the automaton: a
 // path may follow an edge only when its version is compatible with the edge's.
-// A dewey is immutable once built; increase and addStage return new values.
+// A dewey is immutable once built (increase and addStage return new
+// values), except a partial match's own version, whose last number
+// processing increases in place when bumpsInPlace allows it: so a partial
+// match never shares its version's array with another one (edges share at
+// most a proper prefix of it).
 type dewey []int32
 
 func (d dewey) increase(n int) dewey {

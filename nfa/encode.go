@@ -430,7 +430,8 @@ func (m *Matcher) readKey(d *decoder) {
 			if locks > 1<<30 {
 				d.fail("bad edge lock count")
 			}
-			n.edges = append(n.edges, edge{target: t, ver: v, refs: int32(locks)})
+			n.addEdge(edge{target: t, ver: v, refs: int32(locks)})
+			n.unlocked = n.unlocked || locks == 0
 			if t != nil {
 				t.refs++
 			}

@@ -86,3 +86,12 @@ func NumberDuplicates(recs []Record) {
 	m := &Matcher{out: recs}
 	m.numberDuplicates(0)
 }
+
+// DisableBumpInPlace makes m lock a partial match's node under each new
+// version and release it under the old one (the reference for
+// bumpsInPlace).
+func DisableBumpInPlace(m *Matcher) { m.noBump = true }
+
+// BumpedInPlace counts the versions m increased in place, without locking
+// and releasing.
+func BumpedInPlace(m *Matcher) int { return m.bumped }

@@ -87,6 +87,8 @@ type Matcher struct {
 	passGen       uint32 // passesBy's answer is for the event of this generation (gen32)
 	passVal       bool
 	noPassBy      bool // tests: always visit the partial matches
+	noBump        bool // tests: lock and release for every new version (no bumpsInPlace)
+	bumped        int  // tests: versions increased in place (bumpsInPlace)
 	noFieldCache  bool // tests: evaluate every condition by itself
 	passFrom      int  // partial matches from which passesBy is tried (passByFrom; tests change it)
 	passedBy      int  // tests: events passesBy let by

@@ -1,5 +1,7 @@
 package nfa
 
+import "slices"
+
 // Migrate moves a matcher's state to a new version of its pattern: partial
 // matches are kept where they still fit — their automaton state exists in the
 // new version under the same name, and every stage they hold events for still
@@ -94,7 +96,8 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 				if e.removed {
 					continue
 				}
-				c.edges = append(c.edges, edge{target: clone(e.target), ver: e.ver})
+				c.addEdge(edge{target: clone(e.target), ver: e.ver})
+				c.unlocked = true
 			}
 			return c
 		}
@@ -111,6 +114,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 				nc := *c
 				nc.state = st
 				nc.walked, nc.evs = false, nil // cached by the old pattern's stage numbers
+				nc.ver = slices.Clone(c.ver)   // processing may change it in place
 				nc.prev = clone(c.prev)
 				dst.a = append(dst.a, entOf(&nc))
 			}

@@ -1,6 +1,8 @@
 package nfa
 
 import (
+	"slices"
+
 	"github.com/cepcluster/cep/nfa/expr"
 )
 
@@ -340,6 +342,7 @@ func incSelf(ignore, take int) int {
 	return ignore + max(1, take)
 }
 
+// addCS adds a partial match, locking its node under its version.
 func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startSeq uint64, started bool) []*compState {
 	ks.lockNode(prev, ver)
 	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startSeq: startSeq, started: started})
@@ -365,6 +368,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	takeToSkip := max(0, og.totalTake-1)
 	res := m.resBuf[:0]
 	reused := false
+	bump := 0 // increase of cs's own version, once the old one is no longer read
 	for _, e := range og.edges {
 		switch e.action {
 		case aIgnore:
@@ -378,6 +382,13 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 					// the event only passes by: the partial match is unchanged
 					res = append(res, cs)
 					reused = true
+					continue
+				}
+				if bump == 0 && !m.noBump && bumpsInPlace(cs.prev, cs.ver) {
+					// the partial match stays, under a version that
+					// locks what its old one did
+					res = append(res, cs)
+					reused, bump = true, inc
 					continue
 				}
 				ver = cs.ver.increase(inc)
@@ -398,7 +409,8 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			}
 			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startSeq, true)
 			if f := m.finalAfterProceed(ctx, e.target); f != nil {
-				res = ks.addCS(res, f, entry, nextVer, startTs, ev.ts, startSeq, true)
+				// a version of its own: the other one may change in place
+				res = ks.addCS(res, f, entry, slices.Clone(nextVer), startTs, ev.ts, startSeq, true)
 			}
 		}
 	}
@@ -411,6 +423,10 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	}
 	if !reused {
 		ks.releaseNode(cs.prev, cs.ver)
+	}
+	if bump != 0 {
+		cs.ver[len(cs.ver)-1] += int32(bump)
+		m.bumped++
 	}
 	m.resBuf = res
 	return res

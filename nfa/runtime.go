@@ -38,7 +38,13 @@ type node struct {
 	removed int32      // edges marked removed
 	dead    bool       // freed: no partial match or edge refers to it
 	index   *edgeIndex // edges by version, for a node with many of them
-	inline  [1]edge    // most nodes have one edge: no separate allocation
+	// maxVer is the length of the longest version an edge of the node was
+	// added with; unlocked is set on a node whose edges got their lock
+	// counts other than by processing (decoded or migrated state), where
+	// a live edge may hold no lock. Both serve bumpsInPlace.
+	maxVer   int32
+	unlocked bool
+	inline   [1]edge // most nodes have one edge: no separate allocation
 }
 
 type edge struct {
@@ -74,16 +80,6 @@ type indexEnt struct {
 	at   int32  // edge index
 }
 
-func cmpIndexEnt(a, b indexEnt) int {
-	switch {
-	case a.h != b.h:
-		return cmp.Compare(a.h, b.h)
-	case a.last != b.last:
-		return cmp.Compare(a.last, b.last)
-	}
-	return cmp.Compare(a.at, b.at)
-}
-
 const prefixHashSeed uint64 = 14695981039346656037
 
 // prefixHash extends the hash of a version prefix by one number (FNV-1a
@@ -94,8 +90,17 @@ func prefixHash(h uint64, x int32) uint64 {
 
 // search returns the first entry at or after (h, last, at).
 func (ix *edgeIndex) search(h uint64, last, at int32) int {
-	i, _ := slices.BinarySearchFunc(ix.ents, indexEnt{h: h, last: last, at: at}, cmpIndexEnt)
-	return i
+	lo, hi := 0, len(ix.ents)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		e := &ix.ents[mid]
+		if e.h < h || (e.h == h && (e.last < last || (e.last == last && e.at < at))) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 func (n *node) indexEdge(i int) {
@@ -388,11 +393,28 @@ func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 		n = ks.newNode(nodeKey{seq: ev.seq, stage: stage}, ev)
 		ks.curNodes = append(ks.curNodes, n)
 	}
-	n.edges = append(n.edges, edge{target: prev, ver: ver})
+	n.addEdge(edge{target: prev, ver: ver})
 	if n.index != nil {
 		n.indexEdge(len(n.edges) - 1)
 	}
 	return n
+}
+
+// addEdge appends an edge to the node.
+func (n *node) addEdge(e edge) {
+	n.edges = append(n.edges, e)
+	n.maxVer = max(n.maxVer, int32(len(e.ver)))
+}
+
+// bumpsInPlace reports whether a partial match at n with version ver can
+// move to version ver.increase(k) without locking n under the new version
+// and releasing it under the old one, because the two cancel out: no edge
+// of n is as long as ver, so an edge is compatible with either version
+// exactly when it equals a proper prefix of ver, which the increase leaves
+// as it is; and each such edge holds a lock (the partial match's own), so
+// the release cannot remove it.
+func bumpsInPlace(n *node, ver dewey) bool {
+	return n == nil || (!n.unlocked && int(n.maxVer) < len(ver))
 }
 
 // newNode makes the node of event ev at a stage, counting it and the event.
