@@ -76,8 +76,10 @@ type Matcher struct {
 	memoVal       []bool
 	ctxEvents     [][]expr.Event // per stage: the events of the partial match under test
 	pathBuf       []*node
-	noEvCache     bool // tests: walk the path on every events() (the reference for evalCtx's cache)
-	evCacheHits   int  // tests: events() answered from a partial match's cache
+	toNodes       []*node   // advanceTime: the events of the timed-out partial matches
+	tosBuf        []timeout // advanceTime's timeouts
+	noEvCache     bool      // tests: walk the path on every events() (the reference for evalCtx's cache)
+	evCacheHits   int       // tests: events() answered from a partial match's cache
 	gen32         uint32
 	stateStack    []*cstate
 	graphBuf      []*transition // decisionGraph's edges
@@ -512,17 +514,27 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	for _, p := range matches {
 		m.emitMatch(ks, p)
 	}
+	n := len(m.toNodes)
+	if m.p.sql {
+		// MATCH_RECOGNIZE reports no timed-out partial matches
+		m.stats.Timeouts += uint64(len(tos))
+		tos, n = nil, 0
+	}
+	// the records' lists are cut from three arrays shared by all of them
+	raws, pos, stages := make([][]byte, n), make([]uint64, n), make([]StageEvents, n)
 	for _, t := range tos {
 		m.stats.Timeouts++
-		if m.p.sql {
-			continue // MATCH_RECOGNIZE reports no timed-out partial matches
-		}
-		r := Record{Type: "timeout", Pattern: m.p.spec.Name, Key: ks.key, TimeoutAt: t.at, Events: m.stageEvents(t.p), Positions: positions(t.p)}
-		if len(t.p) > 0 {
-			r.Start = t.p[0].ev.ts
+		p := path(m.toNodes[t.from:t.to])
+		r := Record{Type: "timeout", Pattern: m.p.spec.Name, Key: ks.key, TimeoutAt: t.at,
+			Events: m.stageEventsIn(p, stages, raws[t.from:t.to]), Positions: positionsIn(p, pos[t.from:t.to])}
+		stages = stages[len(r.Events):]
+		if len(p) > 0 {
+			r.Start = p[0].ev.ts
 		}
 		m.out = append(m.out, r)
 	}
+	clear(m.toNodes)
+	m.toNodes = m.toNodes[:0]
 }
 
 // numberDuplicates numbers records of one step that are identical (Flink

@@ -532,9 +532,11 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	return out
 }
 
+// timeout is a timed-out partial match: its events are
+// Matcher.toNodes[from:to].
 type timeout struct {
-	p  path
-	at int64
+	from, to int
+	at       int64
 }
 
 func timedOut(now, from, window int64) bool {
@@ -553,7 +555,8 @@ func timedOut(now, from, window int64) bool {
 // matches completed by pending notFollowedBy states.
 func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	var newPartial, potential csQueue
-	var tos []timeout
+	tos := m.tosBuf[:0]
+	defer func() { m.tosBuf = tos[:0] }()
 	changed := false
 	for i := range ks.partial.a {
 		e := &ks.partial.a[i]
@@ -580,7 +583,9 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		if toPrev {
 			at = cs.prevTs + st.window
 		}
-		tos = append(tos, timeout{p: currentMatch(cs, &m.pathBuf), at: at})
+		from := len(m.toNodes)
+		m.toNodes = appendCurrentMatch(m.toNodes, cs, &m.pathBuf)
+		tos = append(tos, timeout{from: from, to: len(m.toNodes), at: at})
 		ks.releaseNode(cs.prev, cs.ver)
 	}
 	if !changed {

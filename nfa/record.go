@@ -205,8 +205,11 @@ func rawOf(ev *event) []byte {
 	return b
 }
 
-func positions(p path) []uint64 {
-	out := make([]uint64, len(p))
+func positions(p path) []uint64 { return positionsIn(p, make([]uint64, len(p))) }
+
+// positionsIn is positions in out, which has room for len(p).
+func positionsIn(p path, out []uint64) []uint64 {
+	out = out[:len(p):len(p)]
 	for i, n := range p {
 		out[i] = n.ev.pos
 	}
@@ -214,8 +217,14 @@ func positions(p path) []uint64 {
 }
 
 func (m *Matcher) stageEvents(p path) []StageEvents {
-	// stages in the order of their first event, each with its events in
-	// path order, all of them in one backing array
+	return m.stageEventsIn(p, make([]StageEvents, 0, len(p)), make([][]byte, len(p)))
+}
+
+// stageEventsIn lists the path's events by stage: the stages in the order
+// of their first event, each with its events in path order. The lists are
+// cut from out's room (at least one per stage of the path) and from all
+// (room for len(p)); neither can be appended into the other's part.
+func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []StageEvents {
 	slot := m.stageSlot // stage -> 1 + its index in out, 0: not seen yet
 	if len(slot) < len(m.p.stageNames) {
 		slot = make([]int32, len(m.p.stageNames))
@@ -231,8 +240,9 @@ func (m *Matcher) stageEvents(p path) []StageEvents {
 		}
 	}
 	m.stageCount = count
-	out := make([]StageEvents, len(count))
-	all := make([][]byte, len(p))
+	out = out[:len(count):len(count)]
+	clear(out)
+	all = all[:len(p)]
 	for _, n := range p {
 		i := slot[n.key.stage] - 1
 		if out[i].Events == nil {

@@ -545,8 +545,18 @@ func extract(n *node, ver dewey) []path {
 // currentMatch returns the partial match's events (the path extraction
 // lists first), using *scratch as the walk's buffer.
 func currentMatch(c *compState, scratch *[]*node) path {
-	if c.prev == nil {
+	p := appendCurrentMatch(nil, c, scratch)
+	if len(p) == 0 {
 		return nil
+	}
+	return p
+}
+
+// appendCurrentMatch appends the partial match's events (the path
+// extraction lists first) to dst, using *scratch as the walk's buffer.
+func appendCurrentMatch(dst []*node, c *compState, scratch *[]*node) []*node {
+	if c.prev == nil {
+		return dst
 	}
 	buf := (*scratch)[:0]
 	defer func() {
@@ -554,13 +564,12 @@ func currentMatch(c *compState, scratch *[]*node) path {
 		*scratch = buf[:0]
 	}()
 	if !firstPath(c.prev, c.ver, &buf) {
-		return nil
+		return dst
 	}
-	p := make(path, len(buf))
-	for i := range buf {
-		p[i] = buf[len(buf)-1-i]
+	for i := len(buf) - 1; i >= 0; i-- {
+		dst = append(dst, buf[i])
 	}
-	return p
+	return dst
 }
 
 // firstPath finds the path extract would list first (its depth-first
