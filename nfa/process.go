@@ -462,7 +462,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	if len(ks.partial.a) >= m.passFrom && m.passesBy(ev) {
 		return nil
 	}
-	newPartial, potential := csQueue{a: m.entBuf[0][:0]}, csQueue{a: m.entBuf[1][:0]}
+	newPartial, potential := m.scratchQueues()
 	deadline := int64(maxInt64)
 	ctx := &m.ctx
 	for i := range ks.partial.a {
@@ -518,7 +518,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	}
 	m.prunedPartial = false
 	out := m.emitCompleted(ks, &potential, &newPartial)
-	ks.partial.a = append(ks.partial.a[:0], newPartial.a...)
+	m.adoptPartial(ks, &newPartial, &potential)
 	// the key's deadline stays exact: the earliest over the partial matches
 	// just kept, unless a skip strategy pruned some of them since
 	if m.prunedPartial {
@@ -526,10 +526,29 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	} else {
 		ks.deadline = deadline
 	}
-	clear(newPartial.a)
-	clear(potential.a)
-	m.entBuf[0], m.entBuf[1] = newPartial.a[:0], potential.a[:0]
 	return out
+}
+
+// scratchQueues returns the matcher's two scratch queues, empty, for the
+// partial matches a step keeps and the matches it completes.
+func (m *Matcher) scratchQueues() (partial, potential csQueue) {
+	return csQueue{a: m.entBuf[0][:0]}, csQueue{a: m.entBuf[1][:0]}
+}
+
+// adoptPartial makes partial (built in a scratch queue) the key's partial
+// matches and gives the scratch queues back, emptied.
+func (m *Matcher) adoptPartial(ks *keyState, partial, potential *csQueue) {
+	if cap(partial.a) <= 2*len(partial.a)+16 {
+		// the new queue becomes the key's, its old array the next scratch
+		// (not when the scratch has grown for a larger key: a key keeps
+		// an array of about its own size)
+		ks.partial.a, partial.a = partial.a, ks.partial.a
+	} else {
+		ks.partial.a = append(ks.partial.a[:0], partial.a...)
+	}
+	clear(partial.a)
+	clear(potential.a)
+	m.entBuf[0], m.entBuf[1] = partial.a[:0], potential.a[:0]
 }
 
 // timeout is a timed-out partial match: its events are
@@ -554,7 +573,7 @@ func timedOut(now, from, window int64) bool {
 // (Flink's NFA.advanceTime): it returns the timed-out partial matches and the
 // matches completed by pending notFollowedBy states.
 func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
-	var newPartial, potential csQueue
+	newPartial, potential := m.scratchQueues()
 	tos := m.tosBuf[:0]
 	defer func() { m.tosBuf = tos[:0] }()
 	changed := false
@@ -589,10 +608,12 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		ks.releaseNode(cs.prev, cs.ver)
 	}
 	if !changed {
+		m.entBuf[0], m.entBuf[1] = newPartial.a[:0], potential.a[:0]
+		clear(newPartial.a)
 		return nil, nil
 	}
 	out := m.emitCompleted(ks, &potential, &newPartial)
-	ks.partial = newPartial
+	m.adoptPartial(ks, &newPartial, &potential)
 	return out, tos
 }
 

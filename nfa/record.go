@@ -222,8 +222,9 @@ func (m *Matcher) stageEvents(p path) []StageEvents {
 
 // stageEventsIn lists the path's events by stage: the stages in the order
 // of their first event, each with its events in path order. The lists are
-// cut from out's room (at least one per stage of the path) and from all
-// (room for len(p)); neither can be appended into the other's part.
+// cut from out's room (zeroed, at least one per stage of the path) and
+// from all (room for len(p)); neither can be appended into the other's
+// part.
 func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []StageEvents {
 	slot := m.stageSlot // stage -> 1 + its index in out, 0: not seen yet
 	if len(slot) < len(m.p.stageNames) {
@@ -241,7 +242,6 @@ func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []Stage
 	}
 	m.stageCount = count
 	out = out[:len(count):len(count)]
-	clear(out)
 	all = all[:len(p)]
 	for _, n := range p {
 		i := slot[n.key.stage] - 1
