@@ -44,42 +44,40 @@ type Field struct {
 	Value any
 }
 
-// identityHash hashes the fields sameAs compares (FNV-1a over their
-// bytes; lengths and numbers as 8 little-endian bytes).
+// identityHash hashes the fields sameAs compares (FNV-1a over the strings'
+// bytes, numbers mixed in a word at a time). It only groups the records
+// numberDuplicates compares; it is not stored anywhere.
 func (r *Record) identityHash() uint64 {
-	h := fnvString(fnvOffset, r.Type)
-	h = fnvWord(h, uint64(len(r.Key)))
-	h = fnvString(h, r.Key)
-	h = fnvWord(h, uint64(r.TimeoutAt))
+	h := hashString(hashSeed, r.Type)
+	h = hashWord(h, uint64(len(r.Key)))
+	h = hashString(h, r.Key)
+	h = hashWord(h, uint64(r.TimeoutAt))
 	for _, p := range r.Positions {
-		h = fnvWord(h, p)
+		h = hashWord(h, p)
 	}
 	for _, se := range r.Events {
-		h = fnvWord(h, uint64(len(se.Stage)))
-		h = fnvString(h, se.Stage)
-		h = fnvWord(h, uint64(len(se.Events)))
+		h = hashWord(h, uint64(len(se.Stage)))
+		h = hashString(h, se.Stage)
+		h = hashWord(h, uint64(len(se.Events)))
 	}
 	return h
 }
 
 const (
-	fnvOffset uint64 = 14695981039346656037
-	fnvPrime  uint64 = 1099511628211
+	hashSeed  uint64 = 14695981039346656037
+	hashPrime uint64 = 1099511628211
 )
 
-func fnvString(h uint64, s string) uint64 {
+func hashString(h uint64, s string) uint64 {
 	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * fnvPrime
+		h = (h ^ uint64(s[i])) * hashPrime
 	}
 	return h
 }
 
-func fnvWord(h, v uint64) uint64 {
-	for range 8 {
-		h = (h ^ (v & 0xff)) * fnvPrime
-		v >>= 8
-	}
-	return h
+func hashWord(h, v uint64) uint64 {
+	h = (h ^ v) * 0x9e3779b97f4a7c15
+	return h ^ h>>29
 }
 
 func (r *Record) sameAs(o *Record) bool {
