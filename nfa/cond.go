@@ -53,7 +53,9 @@ type leafInfo struct {
 	// guard, for a condition calling events(), is its part that depends on
 	// the event alone (expr.Condition.Guard): evaluated once per event, and
 	// when it is false the condition is false for every partial match.
-	guard *expr.Condition
+	// guardField is its field slot when it is such a comparison, or -1.
+	guard      *expr.Condition
+	guardField int
 }
 
 type condCompiler struct {
@@ -66,7 +68,7 @@ type condCompiler struct {
 // custom adds a predicate that is not CEL (MATCH_RECOGNIZE).
 func (cc *condCompiler) custom(name string, p predicate) *cond {
 	i := len(cc.leaves)
-	cc.leaves = append(cc.leaves, leafInfo{src: name, prog: p, usesEvents: p.UsesContext(), field: -1})
+	cc.leaves = append(cc.leaves, leafInfo{src: name, prog: p, usesEvents: p.UsesContext(), field: -1, guardField: -1})
 	return &cond{op: cLeaf, leaf: i}
 }
 
@@ -79,19 +81,9 @@ func (cc *condCompiler) leaf(src string) (*cond, error) {
 		return nil, err
 	}
 	i := len(cc.leaves)
-	field := -1
-	if key, ok := prog.FieldKey(); ok {
-		if cc.fields == nil {
-			cc.fields = map[string]int{}
-		}
-		f, seen := cc.fields[key]
-		if !seen {
-			f = len(cc.fields)
-			cc.fields[key] = f
-		}
-		field = f
-	}
-	cc.leaves = append(cc.leaves, leafInfo{src: src, prog: celPredicate{prog}, usesEvents: prog.UsesEvents(), guard: prog.Guard(), cel: prog, field: field})
+	guard := prog.Guard()
+	cc.leaves = append(cc.leaves, leafInfo{src: src, prog: celPredicate{prog}, usesEvents: prog.UsesEvents(),
+		guard: guard, guardField: cc.fieldSlot(guard), cel: prog, field: cc.fieldSlot(prog)})
 	if cc.bySrc == nil {
 		cc.bySrc = map[string]int{}
 	}
@@ -99,12 +91,34 @@ func (cc *condCompiler) leaf(src string) (*cond, error) {
 	return &cond{op: cLeaf, leaf: i}, nil
 }
 
+// fieldSlot returns the field slot of a condition comparing a field with
+// a string (expr.Condition.FieldKey), shared by every such condition on the
+// field, or -1.
+func (cc *condCompiler) fieldSlot(c *expr.Condition) int {
+	if c == nil {
+		return -1
+	}
+	key, ok := c.FieldKey()
+	if !ok {
+		return -1
+	}
+	if cc.fields == nil {
+		cc.fields = map[string]int{}
+	}
+	f, seen := cc.fields[key]
+	if !seen {
+		f = len(cc.fields)
+		cc.fields[key] = f
+	}
+	return f
+}
+
 // fieldSlots is the number of distinct fields the pattern's conditions
 // compare with a string (leafInfo.field).
 func (p *Pattern) fieldSlots() int {
 	n := 0
 	for _, l := range p.leaves {
-		n = max(n, l.field+1)
+		n = max(n, l.field+1, l.guardField+1)
 	}
 	return n
 }

@@ -136,7 +136,16 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 		if m.guardGen[c.leaf] != m.gen32 {
 			// an error here is not counted: the whole condition is
 			// evaluated then, and counts it if it errors too
-			v, err := l.guard.Eval(ctx.ev.data, nil)
+			var v, decided bool
+			var err error
+			if f := l.guardField; f >= 0 && !m.noFieldCache {
+				// e.PATH == "lit": the field read is shared with the
+				// other conditions on it
+				v, decided, err = l.guard.TestField(m.readField(f, l.guard, ctx.ev.data))
+			}
+			if !decided {
+				v, err = l.guard.Eval(ctx.ev.data, nil)
+			}
 			m.guardGen[c.leaf] = m.gen32
 			m.guardFalse[c.leaf] = err == nil && !v
 		}
@@ -156,12 +165,7 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	if l.field >= 0 && !m.noFieldCache {
 		// e.PATH == "lit": the field is read once per event for every
 		// such condition on it
-		f := l.field
-		if m.fieldGen[f] != m.gen32 {
-			m.fieldVal[f], m.fieldErr[f] = l.cel.ReadField(ctx.ev.data)
-			m.fieldGen[f] = m.gen32
-		}
-		ok, decided, err = l.cel.TestField(m.fieldVal[f], m.fieldErr[f])
+		ok, decided, err = l.cel.TestField(m.readField(l.field, l.cel, ctx.ev.data))
 	}
 	if !decided {
 		ok, err = l.prog.Eval(ctx.ev.data, ctx)
@@ -184,6 +188,16 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 		m.memoVal[c.leaf] = ok
 	}
 	return ok
+}
+
+// readField reads field slot f of the current event with c (a condition
+// on that field), once per event.
+func (m *Matcher) readField(f int, c *expr.Condition, e expr.Event) (any, error) {
+	if m.fieldGen[f] != m.gen32 {
+		m.fieldVal[f], m.fieldErr[f] = c.ReadField(e)
+		m.fieldGen[f] = m.gen32
+	}
+	return m.fieldVal[f], m.fieldErr[f]
 }
 
 // graphMemo is a state's decision graph for the event of generation gen.
