@@ -725,6 +725,24 @@ func BenchmarkCORE(b *testing.B) {
 	}
 }
 
+// BenchmarkCOREModel times coreRef, the naive model verifyCORE checks the
+// engine against: each partial match is only its start time and the
+// number of stages it holds, with no events, versions or records. It is
+// not a reference for a target; it shows what keeping every partial match
+// Flink keeps costs by itself as the length grows (its len=9 / len=3).
+func BenchmarkCOREModel(b *testing.B) {
+	for _, length := range []int{3, 9} {
+		var run *refRun
+		b.Run(fmt.Sprintf("len=%d", length), func(b *testing.B) {
+			timeReference(b, &run, func() *refRun {
+				r := &refRun{ref: newCoreRef(length, 100), evs: coreInput(length)}
+				r.feed(100 * coreKeys)
+				return r
+			})
+		})
+	}
+}
+
 // BenchmarkCOREWindow measures the len=5 CORE pattern with a window of 100
 // and of 400 events per key, and reports the state held during the timed
 // run: partial matches and buffered events per key (the mean of m.Totals()

@@ -7,6 +7,8 @@
 #                                              every 4,096 events)
 #   CORE                  len=L / len=3   (the engine at len=3 is CORE's reference)
 #   COREWindow            w=400 / w=100
+#   COREModel             len=9 / len=3 of the naive model CORE is verified
+#                         against (what keeping every partial match costs)
 #   QueryVsSpec           query / spec (paired)
 # benchstat (go install golang.org/x/perf/cmd/benchstat@latest) is used when
 # installed. Environment: BENCH (default .), BENCH_COUNT (5), BENCHTIME
@@ -79,5 +81,6 @@ END {
 	for (l = 5; l <= 9; l += 2)
 		ratio("CORE len=" l "/len=3", "BenchmarkCORE/len=" l, "BenchmarkCORE/len=3")
 	ratio("COREWindow w=400/w=100", "BenchmarkCOREWindow/w=400", "BenchmarkCOREWindow/w=100")
+	ratio("COREModel len=9/len=3 (naive model)", "BenchmarkCOREModel/len=9", "BenchmarkCOREModel/len=3")
 }
 ' "$out"
