@@ -164,15 +164,21 @@ type Config struct {
 // DefaultRaftConfig is the Raft configuration shards ship with.
 func DefaultRaftConfig() *raft.Config {
 	c := raft.DefaultConfig()
-	// A follower notices a dead leader after 0.5–1 s without contact
-	// (randomised in [HeartbeatTimeout, 2×HeartbeatTimeout)); the other
-	// follower still has a leader then and refuses its vote, so the
-	// election ends when the second follower's timer fires too: about
-	// 2×HeartbeatTimeout after the crash. A 1 s election timeout bounds a
-	// split vote's retry. The leader heartbeats every HeartbeatTimeout/10.
-	c.HeartbeatTimeout = 500 * time.Millisecond
+	// A follower notices a dead leader after 0.2–0.4 s without contact
+	// (randomised in [HeartbeatTimeout, 2×HeartbeatTimeout); the leader
+	// heartbeats every HeartbeatTimeout/10, as etcd's 100 ms against its
+	// 1 s). The other follower still has a leader then and refuses its
+	// pre-vote, so the election usually ends when the second follower's
+	// timer fires too: under 2×HeartbeatTimeout after the crash. If that
+	// follower's log is shorter, it cannot win, and the first one wins on
+	// its retry, randomised in [ElectionTimeout, 2×ElectionTimeout): at
+	// worst 2×HeartbeatTimeout + 2×ElectionTimeout = 2.4 s, inside the
+	// failover bound of 2×ElectionTimeout + 0.5 s only because the
+	// heartbeat timeout is at most 0.25 s (it was 0.5 s: a worst case of
+	// 3 s).
+	c.HeartbeatTimeout = 200 * time.Millisecond
 	c.ElectionTimeout = 1000 * time.Millisecond
-	c.LeaderLeaseTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 200 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 	// A restarted replica applies the log from its last snapshot before it
 	// is of use as a leader (leadership is handed to it only then), and an

@@ -189,13 +189,16 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 }
 
 // A node that is closed (a planned stop, a rolling restart) hands the
-// leadership of its shards to another replica first: with the timeouts the
-// node ships with, followers notice a silent leader only after 0.5–1 s,
-// but a transfer has a new leader in place by the time Close returns.
+// leadership of its shards to another replica first: followers notice a
+// silent leader only after a heartbeat timeout (1 s here, so that an
+// election cannot pass for a transfer), but a transfer has a new leader in
+// place by the time Close returns.
 func TestCloseHandsLeadershipOver(t *testing.T) {
 	ctx, _, _, cfgs := inProcessPeers(t, 3, 2*time.Minute)
 	for i := range cfgs {
 		cfgs[i].Raft = shard.DefaultRaftConfig()
+		cfgs[i].Raft.HeartbeatTimeout = time.Second
+		cfgs[i].Raft.LeaderLeaseTimeout = time.Second
 	}
 	nodes := startAll(t, ctx, cfgs)
 	var led []uint64 // shards n2 leads
@@ -229,8 +232,8 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 			if leader != "" {
 				break
 			}
-			if since := time.Since(closed); since > 300*time.Millisecond {
-				t.Fatalf("shard %d has no leader %v after n2 closed (an election after the leader's silence takes 0.5 s at least)", id, since.Round(time.Millisecond))
+			if since := time.Since(closed); since > 500*time.Millisecond {
+				t.Fatalf("shard %d has no leader %v after n2 closed (an election after the leader's silence takes 1 s at least)", id, since.Round(time.Millisecond))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
