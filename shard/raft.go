@@ -32,6 +32,15 @@ type FSM struct {
 	cluster string
 	applied chan struct{} // signalled (non-blocking) after every apply
 	delay   time.Duration // Config.ApplyDelay
+
+	// the time spent applying and the entries applied since the last
+	// snapshot, and what is told of each snapshot (Shard sets it: the
+	// snapshot threshold follows the cost of encoding the state). None of
+	// it touches the state.
+	busy       time.Duration
+	entries    uint64
+	snapDelay  time.Duration // Config.SnapshotDelay
+	onSnapshot func(encode, busy time.Duration, entries uint64)
 }
 
 // NewFSM returns the FSM of an empty shard owning [first, last] of groups.
@@ -47,6 +56,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	start := time.Now()
 	if f.delay > 0 {
 		time.Sleep(f.delay)
 	}
@@ -56,6 +66,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if err == nil {
 		f.state.Apply(b)
 	}
+	f.busy += time.Since(start)
+	f.entries++
 	f.mu.Unlock()
 	select {
 	case f.applied <- struct{}{}:
@@ -93,9 +105,19 @@ func (f *FSM) PatternsSnapshot() []PatternInfo {
 
 // Snapshot captures the state: it is encoded here, so that Persist, which
 // runs concurrently with later applies, only writes bytes.
+//
+// Applying waits while the state is encoded, so the cost of a snapshot
+// grows with the state; Shard lets more entries accumulate between
+// snapshots as it grows (see snapshotThreshold).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	start := time.Now()
+	// a read lock: readers go on while the state is encoded (busy and
+	// entries belong to the state machine's goroutine alone)
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.snapDelay > 0 {
+		time.Sleep(f.snapDelay)
+	}
 	var buf bytes.Buffer
 	h := snapshot.Header{
 		ID:           fmt.Sprintf("shard-%d-%d-%d", f.state.first, f.state.last, f.index),
@@ -106,7 +128,43 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.state.WriteSnapshot(&buf, h); err != nil {
 		return nil, err
 	}
+	if f.onSnapshot != nil {
+		f.onSnapshot(time.Since(start), f.busy, f.entries)
+	}
+	f.busy, f.entries = 0, 0
 	return fsmSnapshot(buf.Bytes()), nil
+}
+
+// snapshotCostShare bounds the share of the state machine's time spent
+// encoding snapshots: the next snapshot waits until applying has taken
+// snapshotCostShare times as long as encoding the last one did.
+const snapshotCostShare = 5
+
+// maxSnapshotThreshold bounds how many entries may accumulate between
+// snapshots however slow the encoding (a restart replays them).
+const maxSnapshotThreshold = 1 << 16
+
+// snapshotThreshold returns how many log entries to let accumulate before
+// the next snapshot, after one whose encoding took encode while applying
+// entries took busy since the one before: enough that applying them takes
+// snapshotCostShare times as long as the encoding, so snapshots cost the
+// state machine at most about 1/(1+snapshotCostShare) of its time whatever
+// the size of the state, and never fewer than min. A restart replays at
+// most that many entries after restoring the snapshot: about
+// snapshotCostShare times the time the snapshot took.
+func snapshotThreshold(encode, busy time.Duration, entries, min uint64) uint64 {
+	if entries == 0 || busy <= 0 {
+		return min
+	}
+	perEntry := float64(busy) / float64(entries)
+	n := float64(snapshotCostShare) * float64(encode) / perEntry
+	switch {
+	case n <= float64(min):
+		return min
+	case n >= maxSnapshotThreshold:
+		return max(min, maxSnapshotThreshold)
+	}
+	return uint64(n)
 }
 
 // Restore replaces the state with a snapshot's.
@@ -159,6 +217,9 @@ type Config struct {
 	// ApplyDelay injects a fault for tests: the state machine sleeps this
 	// long before applying each log entry (a replica too slow to keep up).
 	ApplyDelay time.Duration
+	// SnapshotDelay, for tests: encoding a snapshot takes this much longer
+	// (a large state).
+	SnapshotDelay time.Duration
 }
 
 // DefaultRaftConfig is the Raft configuration shards ship with.
@@ -186,7 +247,9 @@ func DefaultRaftConfig() *raft.Config {
 	// entries have accumulated, checked every 10 s, so the replay stays
 	// near half a million events (about a second) instead of the whole log
 	// (4,096 entries checked every 2 minutes, as before: 18 s of replay
-	// after 5 million events in the failover benchmark).
+	// after 5 million events in the failover benchmark). This is the
+	// floor: a shard whose state takes long to encode lets more entries
+	// accumulate (snapshotThreshold), since applying waits while it does.
 	c.SnapshotThreshold = 256
 	c.SnapshotInterval = 10 * time.Second
 	c.TrailingLogs = 2048
@@ -255,7 +318,35 @@ func Open(cfg Config) (*Shard, error) {
 		store.Close()
 		return nil, fmt.Errorf("shard %d: %w", cfg.ID, err)
 	}
-	return &Shard{cfg: cfg, fsm: fsm, raft: r, store: store}, nil
+	sh := &Shard{cfg: cfg, fsm: fsm, raft: r, store: store}
+	fsm.mu.Lock()
+	fsm.snapDelay = cfg.SnapshotDelay
+	fsm.onSnapshot = func(encode, busy time.Duration, entries uint64) {
+		sh.adaptSnapshots(encode, busy, entries, c.SnapshotThreshold, logger.With("shard", cfg.ID))
+	}
+	fsm.mu.Unlock()
+	return sh, nil
+}
+
+// adaptSnapshots sets Raft's snapshot threshold after a snapshot (see
+// snapshotThreshold; min is the configured threshold). It runs on the state
+// machine's goroutine; ReloadConfig only stores the new configuration.
+func (s *Shard) adaptSnapshots(encode, busy time.Duration, entries, min uint64, log *slog.Logger) {
+	rc := s.raft.ReloadableConfig()
+	next := snapshotThreshold(encode, busy, entries, min)
+	if next == rc.SnapshotThreshold {
+		return
+	}
+	old := rc.SnapshotThreshold
+	rc.SnapshotThreshold = next
+	if err := s.raft.ReloadConfig(rc); err != nil {
+		log.Warn("snapshot threshold not changed", "err", err)
+		return
+	}
+	if next > 2*old || old > 2*next {
+		log.Info("snapshot threshold changed", "entries", next, "was", old, "encode", encode.Round(time.Millisecond),
+			"apply_per_entry", (busy / time.Duration(max(entries, 1))).Round(time.Microsecond))
+	}
 }
 
 // ID is the shard id.
