@@ -549,13 +549,17 @@ func (m *Matcher) scratchQueues() (partial, potential csQueue) {
 	return csQueue{a: m.entBuf[0][:0]}, csQueue{a: m.entBuf[1][:0]}
 }
 
+// swapFrom is the queue length from which adoptPartial swaps arrays.
+const swapFrom = 64
+
 // adoptPartial makes partial (built in a scratch queue) the key's partial
 // matches and gives the scratch queues back, emptied.
 func (m *Matcher) adoptPartial(ks *keyState, partial, potential *csQueue) {
-	if cap(partial.a) <= 2*len(partial.a)+16 {
-		// the new queue becomes the key's, its old array the next scratch
-		// (not when the scratch has grown for a larger key: a key keeps
-		// an array of about its own size)
+	if n := len(partial.a); n >= swapFrom && cap(partial.a) <= 2*n {
+		// a long queue becomes the key's instead of being copied, its old
+		// array the next scratch (not when the scratch has grown for a
+		// larger key: a key keeps an array of about its own size). A short
+		// one is copied: the scratch stays in the cache for the next key.
 		ks.partial.a, partial.a = partial.a, ks.partial.a
 	} else {
 		ks.partial.a = append(ks.partial.a[:0], partial.a...)
