@@ -35,16 +35,17 @@ type node struct {
 	ev      *event
 	edges   []edge // in insertion order, removed ones marked until compacted
 	refs    int32
-	removed int32      // edges marked removed
-	dead    bool       // freed: no partial match or edge refers to it
-	index   *edgeIndex // edges by version, for a node with many of them
+	removed int32 // edges marked removed
 	// maxVer is the length of the longest version an edge of the node was
 	// added with; unlocked is set on a node whose edges got their lock
 	// counts other than by processing (decoded or migrated state), where
-	// a live edge may hold no lock. Both serve bumpsInPlace.
+	// a live edge may hold no lock. Both serve bumpsInPlace. (Next to the
+	// other small fields: the node stays within 112 bytes.)
 	maxVer   int32
+	dead     bool // freed: no partial match or edge refers to it
 	unlocked bool
-	inline   [1]edge // most nodes have one edge: no separate allocation
+	index    *edgeIndex // edges by version, for a node with many of them
+	inline   [1]edge    // most nodes have one edge: no separate allocation
 }
 
 type edge struct {
