@@ -215,14 +215,14 @@ func positionsIn(p path, out []uint64) []uint64 {
 }
 
 func (m *Matcher) stageEvents(p path) []StageEvents {
-	return m.stageEventsIn(p, make([]StageEvents, 0, len(p)), make([][]byte, len(p)))
+	return m.stageEventsIn(p, nil, make([][]byte, len(p)))
 }
 
 // stageEventsIn lists the path's events by stage: the stages in the order
 // of their first event, each with its events in path order. The lists are
-// cut from out's room (zeroed, at least one per stage of the path) and
-// from all (room for len(p)); neither can be appended into the other's
-// part.
+// cut from out's room (zeroed; allocated when it has less than one per
+// stage of the path) and from all (room for len(p)); neither can be
+// appended into the other's part.
 func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []StageEvents {
 	slot := m.stageSlot // stage -> 1 + its index in out, 0: not seen yet
 	if len(slot) < len(m.p.stageNames) {
@@ -239,6 +239,9 @@ func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []Stage
 		}
 	}
 	m.stageCount = count
+	if cap(out) < len(count) {
+		out = make([]StageEvents, len(count))
+	}
 	out = out[:len(count):len(count)]
 	all = all[:len(p)]
 	for _, n := range p {
