@@ -22,6 +22,7 @@ type collector struct {
 	events, duplicates, late, dead, matches, timeouts *prometheus.Desc
 	partial, buffered, outbox, applied, commit        *prometheus.Desc
 	leader, metaLeader, lag, forwardLag               *prometheus.Desc
+	snapThreshold, snapEncode                         *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -42,6 +43,10 @@ func newCollector(n *Node) *collector {
 		leader:     prometheus.NewDesc("cep_shard_leader", "1 if this replica leads the shard.", l, nil),
 		metaLeader: prometheus.NewDesc("cep_meta_leader", "1 if this node leads the metadata group.", nil, nil),
 		lag:        prometheus.NewDesc("cep_ingest_lag_messages", "Messages in the source stream after the position the shard applied (on the shard leader).", []string{"shard", "source"}, nil),
+		snapThreshold: prometheus.NewDesc("cep_raft_snapshot_threshold_entries",
+			"Log entries this replica lets accumulate before its next snapshot (at least the configured 256; more when encoding the state takes long).", l, nil),
+		snapEncode: prometheus.NewDesc("cep_raft_snapshot_encode_seconds",
+			"How long encoding the state took for this replica's last snapshot (applying waits meanwhile).", l, nil),
 		forwardLag: prometheus.NewDesc("cep_forward_lag_messages", "Messages in the origin stream after the position the shard re-keyed into a derived source (on the leader of the shard that forwards it).", []string{"shard", "source"}, nil),
 	}
 }
@@ -84,6 +89,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			lead = 1
 		}
 		gauge(c.leader, lead)
+		gauge(c.snapThreshold, float64(sh.Raft().ReloadableConfig().SnapshotThreshold))
+		gauge(c.snapEncode, sh.FSM().LastSnapshotEncode().Seconds())
 		if lead == 1 {
 			c.collectLag(ch, sh, id)
 		}

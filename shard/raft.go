@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -41,6 +42,7 @@ type FSM struct {
 	entries    uint64
 	snapDelay  time.Duration // Config.SnapshotDelay
 	onSnapshot func(encode, busy time.Duration, entries uint64)
+	lastEncode atomic.Int64 // nanoseconds the last snapshot's encoding took (metrics)
 }
 
 // NewFSM returns the FSM of an empty shard owning [first, last] of groups.
@@ -128,12 +130,18 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.state.WriteSnapshot(&buf, h); err != nil {
 		return nil, err
 	}
+	encode := time.Since(start)
+	f.lastEncode.Store(int64(encode))
 	if f.onSnapshot != nil {
-		f.onSnapshot(time.Since(start), f.busy, f.entries)
+		f.onSnapshot(encode, f.busy, f.entries)
 	}
 	f.busy, f.entries = 0, 0
 	return fsmSnapshot(buf.Bytes()), nil
 }
+
+// LastSnapshotEncode is how long encoding the state took for the last
+// snapshot this replica took (0 before the first).
+func (f *FSM) LastSnapshotEncode() time.Duration { return time.Duration(f.lastEncode.Load()) }
 
 // snapshotCostShare bounds the share of the state machine's time spent
 // encoding snapshots: the next snapshot waits until applying has taken

@@ -69,6 +69,9 @@ func TestSlowSnapshotsRaiseTheThreshold(t *testing.T) {
 	if got := threshold(); got < 200 || got > 500 {
 		t.Fatalf("after a 200 ms snapshot at ~2 ms an entry the threshold is %d, want 200-500", got)
 	}
+	if got := s.FSM().LastSnapshotEncode(); got < 200*time.Millisecond {
+		t.Fatalf("the last snapshot's encoding is reported as %v, want at least the injected 200 ms", got)
+	}
 	s.fsm.mu.Lock()
 	s.fsm.snapDelay = 0 // the next snapshot is cheap
 	s.fsm.mu.Unlock()

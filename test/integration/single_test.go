@@ -111,7 +111,8 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 			t.Fatalf("%s: %d %q", path, res.StatusCode, body)
 		}
 		if path == "/metrics" {
-			for _, m := range []string{"cep_raft_apply_seconds_count", `cep_ingest_lag_messages{shard="1",source="bank"} 0`, "cep_matches_total"} {
+			for _, m := range []string{"cep_raft_apply_seconds_count", `cep_ingest_lag_messages{shard="1",source="bank"} 0`, "cep_matches_total",
+				`cep_raft_snapshot_threshold_entries{shard="1"}`, `cep_raft_snapshot_encode_seconds{shard="1"}`} {
 				if !strings.Contains(string(body), m) {
 					t.Errorf("/metrics lacks %s", m)
 				}
