@@ -92,6 +92,9 @@ func (r *runner) run() {
 // session is one leadership term's work.
 func (r *runner) session(ctx context.Context) {
 	began := time.Now()
+	if r.handOffIfBehind(ctx) {
+		return
+	}
 	if err := r.sh.Barrier(ctx, 10*time.Second); err != nil {
 		r.log.Warn("barrier failed", "err", err)
 		return
@@ -230,7 +233,7 @@ func (r *runner) handOver(ctx context.Context) bool {
 		}
 		// a transfer blocks new proposals until it ends: only try it when
 		// the preferred replica answers and has caught up
-		applied, err := r.appliedAt(ctx, apiAddr)
+		applied, err := r.n.appliedAt(ctx, apiAddr, r.sh.ID())
 		if err != nil {
 			r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
 			continue
@@ -253,21 +256,71 @@ func (r *runner) handOver(ctx context.Context) bool {
 const handOverLag = 8
 
 // appliedAt asks the node serving the API at apiAddr how far its replica
-// of this shard has applied the log.
-func (r *runner) appliedAt(ctx context.Context, apiAddr string) (uint64, error) {
+// of shard id has applied the log.
+func (n *Node) appliedAt(ctx context.Context, apiAddr string, id uint64) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	s := &Service{n: r.n, client: http.DefaultClient}
+	s := &Service{n: n, client: http.DefaultClient}
 	res, err := cepv1connect.NewClusterServiceClient(s.client, "http://"+apiAddr, s.clientOpts()...).ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{}))
 	if err != nil {
 		return 0, err
 	}
 	for _, sh := range res.Msg.Shards {
-		if uint64(sh.Id) == r.sh.ID() {
+		if uint64(sh.Id) == id {
 			return sh.LastAppliedIndex, nil
 		}
 	}
-	return 0, fmt.Errorf("node at %s has no replica of shard %d", apiAddr, r.sh.ID())
+	return 0, fmt.Errorf("node at %s has no replica of shard %d", apiAddr, id)
+}
+
+// mostApplied finds, among the other voters of shard sh, the one whose
+// replica has applied the most of the log (asking their nodes' APIs);
+// ok is false when none answers.
+func (n *Node) mostApplied(ctx context.Context, sh *shard.Shard) (peer Peer, applied uint64, ok bool) {
+	f := sh.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return Peer{}, 0, false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage != raft.Voter || string(srv.ID) == n.cfg.NodeID {
+			continue
+		}
+		for _, p := range n.cfg.Peers {
+			if p.ID != string(srv.ID) {
+				continue
+			}
+			if a, err := n.appliedAt(ctx, p.APIAddr, sh.ID()); err == nil && (!ok || a > applied) {
+				peer, applied, ok = p, a, true
+			}
+		}
+	}
+	return peer, applied, ok
+}
+
+// behindHandOff is how many log entries a new leader may have left to
+// apply before it hands leadership to a voter that has applied more.
+const behindHandOff = 64
+
+// handOffIfBehind runs when a session starts: a replica elected while it
+// still has much of the log to apply (restarted a moment ago, replaying
+// from its snapshot) would read and publish nothing until it had caught
+// up, so it hands leadership to the voter that has applied the most, if
+// that one is well ahead of it. It reports whether leadership moved.
+func (r *runner) handOffIfBehind(ctx context.Context) bool {
+	mine := r.sh.FSM().Index()
+	if r.sh.Raft().LastIndex() < mine+behindHandOff {
+		return false
+	}
+	peer, applied, ok := r.n.mostApplied(ctx, r.sh)
+	if !ok || applied < mine+behindHandOff/2 {
+		return false
+	}
+	if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(peer.ID), raft.ServerAddress(peer.RaftAddr))); err != nil {
+		r.log.Debug("leadership stays here while catching up", "to", peer.ID, "err", err)
+		return false
+	}
+	r.log.Info("leadership handed to a replica that has applied more", "to", peer.ID, "its_applied_index", applied, "applied_index", mine)
+	return true
 }
 
 // reconcile proposes the deployments and deletions that the shard has not

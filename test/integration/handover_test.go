@@ -239,3 +239,96 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 		}
 	}
 }
+
+// A replica that becomes leader while it still has much of the log to
+// apply (restarted a moment ago, replaying) hands leadership to a replica
+// that has applied more, instead of leading without reading or publishing
+// until it has caught up. n1 restarts applying every entry 50 ms late and
+// is made leader of a shard by hand; leadership must leave it while it is
+// still far behind, and the output must stay the offline engine's.
+func TestLaggingLeaderHandsOff(t *testing.T) {
+	ctx, ns, _, cfgs := inProcessPeers(t, 3, 3*time.Minute)
+	for i := range cfgs {
+		cfgs[i].IngestBatch, cfgs[i].HandOverAfter, cfgs[i].APIToken = 10, 200*time.Millisecond, "s3cret"
+	}
+	nodes := startAll(t, ctx, cfgs)
+	spec := lflSpec
+	lines := bankEvents(11, 3000)
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	c := newClients(nodes[1].APIAddr(), api.WithClientToken("s3cret"))
+	createBank(t, ctx, c)
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[:100])
+
+	// n1 goes away while the others work through most of the events, then
+	// comes back slow: hundreds of entries to apply
+	nodes[0].Close()
+	nodes[0] = nil
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[100:2500])
+	waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(offline(t, spec, lines[:2500]))*9/10, 60*time.Second)
+	c1 := cfgs[0]
+	c1.ApplyDelay = 50 * time.Millisecond
+	n1, err := cluster.Start(context.Background(), c1)
+	if err != nil {
+		t.Fatalf("restart n1: %v", err)
+	}
+	nodes[0] = n1
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[2500:])
+
+	// n1's replica of shard 1 is made leader by hand, as soon as it holds
+	// the log (a transfer needs that), while it is far from applying it
+	var sh *shard.Shard
+	for _, s := range n1.Shards() {
+		if s.ID() == 1 {
+			sh = s
+		}
+	}
+	behind := func() uint64 {
+		commit, _ := strconv.ParseUint(sh.Raft().Stats()["commit_index"], 10, 64)
+		return commit - min(commit, sh.FSM().Index())
+	}
+	led := false
+	deadline := time.Now().Add(30 * time.Second)
+	for !led {
+		if time.Now().After(deadline) {
+			t.Fatalf("n1 never led shard 1 (%d entries behind)", behind())
+		}
+		for _, n := range nodes[1:] {
+			for _, s := range n.Shards() {
+				if s.ID() == 1 && s.Raft().State() == raft.Leader {
+					_ = s.Raft().LeadershipTransferToServer("n1", raft.ServerAddress(cfgs[0].RaftAddr)).Error()
+				}
+			}
+		}
+		for range 100 {
+			if sh.Raft().State() == raft.Leader {
+				led = true
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	lag := behind()
+	t.Logf("n1 leads shard 1 with %d entries to apply", lag)
+	if lag < 2*64 {
+		t.Fatalf("n1 leads shard 1 only %d entries behind: the test needs a backlog", lag)
+	}
+	// it hands leadership on within a few seconds, long before it could
+	// have applied its backlog (50 ms an entry)
+	checkFor(t, 10*time.Second, func() error {
+		if sh.Raft().State() == raft.Leader {
+			return fmt.Errorf("n1 still leads shard 1, %d entries behind", behind())
+		}
+		return nil
+	})
+	if left := behind(); left < 32 {
+		t.Fatalf("n1 gave up shard 1 only %d entries behind: not because it lagged", left)
+	}
+	want := withoutIDs(offline(t, spec, lines))
+	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 90*time.Second))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("output (%d records) differs from the offline engine (%d)", len(got), len(want))
+	}
+}
