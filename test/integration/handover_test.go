@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
@@ -24,26 +25,8 @@ import (
 // of its preferred shard again, within a few entries of the log's end, and
 // the output must stay the offline engine's.
 func TestHandOverWaitsForCatchUp(t *testing.T) {
-	ctx, ns, _, cfgs := inProcessPeers(t, 3, 3*time.Minute)
-	for i := range cfgs {
-		cfgs[i].IngestBatch, cfgs[i].HandOverAfter, cfgs[i].APIToken = 10, 200*time.Millisecond, "s3cret"
-	}
-	slow := func(d time.Duration) cluster.Config {
-		c := cfgs[0]
-		c.ApplyDelay = d
-		return c
-	}
-	nodes := startAll(t, ctx, cfgs)
-
-	spec := lflSpec
-	lines := bankEvents(7, 3000)
-	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	c := newClients(nodes[1].APIAddr(), api.WithClientToken("s3cret"))
-	createBank(t, ctx, c)
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[:100])
+	lr := startLflRun(t, 7)
+	nodes := lr.nodes
 
 	// the shard n1 is preferred for: once leadership has settled (the same
 	// shards led by the same nodes a second apart), each node leads the
@@ -78,30 +61,14 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 		return nil
 	})
 
-	// n1 goes away; the others work through most of the events
-	nodes[0].Close()
-	nodes[0] = nil
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[100:2500])
-	want := withoutIDs(offline(t, spec, lines))
-	// (the last records of a prefix wait for a watermark the prefix does
-	// not reach)
-	partial := len(offline(t, spec, lines[:2500]))
-	waitOutputs(t, ns.ClientURL(), "cep.out.lfl", partial*9/10, 60*time.Second)
-
-	// n1 comes back, applying each entry 20 ms late: hundreds of entries
-	// to go (ten events each at most)
-	n1, err := cluster.Start(context.Background(), slow(20*time.Millisecond))
-	if err != nil {
-		t.Fatalf("restart n1: %v", err)
-	}
-	nodes[0] = n1
+	// n1 comes back, applying each entry 20 ms late
+	n1 := lr.restartBehind(t, 20*time.Millisecond)
 	var sh *shard.Shard
 	for _, s := range n1.Shards() {
 		if s.ID() == id {
 			sh = s
 		}
 	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[2500:])
 	behind := func() (commit, applied uint64) {
 		commit, _ = strconv.ParseUint(sh.Raft().Stats()["commit_index"], 10, 64)
 		return commit, sh.FSM().Index()
@@ -128,10 +95,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 	if commit > applied+16 {
 		t.Fatalf("n1 became leader of shard %d with %d entries still to apply", id, commit-applied)
 	}
-	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("output (%d records) differs from the offline engine (%d)", len(got), len(want))
-	}
+	lr.checkOutput(t)
 
 	// A node closed while it leads a shard it is still catching up on
 	// closes. n1 restarts once more, slower, and is made leader by hand at
@@ -145,7 +109,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 	// time; shard's TestWaitEndsWithItsContext checks the mechanism.)
 	nodes[0].Close()
 	nodes[0] = nil
-	n1, err = cluster.Start(context.Background(), slow(50*time.Millisecond))
+	n1, err := cluster.Start(context.Background(), lr.slow(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("restart n1: %v", err)
 	}
@@ -159,7 +123,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 		for _, n := range nodes[1:] {
 			for _, s := range n.Shards() {
 				if s.ID() == id && s.Raft().State() == raft.Leader {
-					addr := raft.ServerAddress(cfgs[0].RaftAddr)
+					addr := raft.ServerAddress(lr.cfgs[0].RaftAddr)
 					if err := s.Raft().LeadershipTransferToServer("n1", addr).Error(); err != nil {
 						return err
 					}
@@ -247,35 +211,9 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 // is made leader of a shard by hand; leadership must leave it while it is
 // still far behind, and the output must stay the offline engine's.
 func TestLaggingLeaderHandsOff(t *testing.T) {
-	ctx, ns, _, cfgs := inProcessPeers(t, 3, 3*time.Minute)
-	for i := range cfgs {
-		cfgs[i].IngestBatch, cfgs[i].HandOverAfter, cfgs[i].APIToken = 10, 200*time.Millisecond, "s3cret"
-	}
-	nodes := startAll(t, ctx, cfgs)
-	spec := lflSpec
-	lines := bankEvents(11, 3000)
-	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	c := newClients(nodes[1].APIAddr(), api.WithClientToken("s3cret"))
-	createBank(t, ctx, c)
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[:100])
-
-	// n1 goes away while the others work through most of the events, then
-	// comes back slow: hundreds of entries to apply
-	nodes[0].Close()
-	nodes[0] = nil
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[100:2500])
-	waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(offline(t, spec, lines[:2500]))*9/10, 60*time.Second)
-	c1 := cfgs[0]
-	c1.ApplyDelay = 50 * time.Millisecond
-	n1, err := cluster.Start(context.Background(), c1)
-	if err != nil {
-		t.Fatalf("restart n1: %v", err)
-	}
-	nodes[0] = n1
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[2500:])
+	lr := startLflRun(t, 11)
+	n1 := lr.restartBehind(t, 50*time.Millisecond)
+	nodes := lr.nodes
 
 	// n1's replica of shard 1 is made leader by hand, as soon as it holds
 	// the log (a transfer needs that), while it is far from applying it
@@ -298,7 +236,7 @@ func TestLaggingLeaderHandsOff(t *testing.T) {
 		for _, n := range nodes[1:] {
 			for _, s := range n.Shards() {
 				if s.ID() == 1 && s.Raft().State() == raft.Leader {
-					_ = s.Raft().LeadershipTransferToServer("n1", raft.ServerAddress(cfgs[0].RaftAddr)).Error()
+					_ = s.Raft().LeadershipTransferToServer("n1", raft.ServerAddress(lr.cfgs[0].RaftAddr)).Error()
 				}
 			}
 		}
@@ -326,8 +264,71 @@ func TestLaggingLeaderHandsOff(t *testing.T) {
 	if left := behind(); left < 32 {
 		t.Fatalf("n1 gave up shard 1 only %d entries behind: not because it lagged", left)
 	}
-	want := withoutIDs(offline(t, spec, lines))
-	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 90*time.Second))
+	lr.checkOutput(t)
+}
+
+// lflRun is three nodes in process running lflSpec over the bank source,
+// with log entries of ten events at most (so that a replica can be made
+// to lag by hundreds of them), and the 3,000 events they are fed.
+type lflRun struct {
+	ns    *server.Server
+	cfgs  []cluster.Config
+	nodes []*cluster.Node
+	lines []string
+}
+
+// startLflRun starts the nodes, deploys the pattern and publishes the
+// first 100 events.
+func startLflRun(t *testing.T, seed uint64) *lflRun {
+	ctx, ns, _, cfgs := inProcessPeers(t, 3, 3*time.Minute)
+	for i := range cfgs {
+		cfgs[i].IngestBatch, cfgs[i].HandOverAfter, cfgs[i].APIToken = 10, 200*time.Millisecond, "s3cret"
+	}
+	lr := &lflRun{ns: ns, cfgs: cfgs, nodes: startAll(t, ctx, cfgs), lines: bankEvents(seed, 3000)}
+	c := newClients(lr.nodes[1].APIAddr(), api.WithClientToken("s3cret"))
+	createBank(t, ctx, c)
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)})); err != nil {
+		t.Fatal(err)
+	}
+	lr.publish(t, lr.lines[:100])
+	return lr
+}
+
+func (lr *lflRun) publish(t *testing.T, lines []string) {
+	publish(t, lr.ns.ClientURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+}
+
+// slow is n1's configuration with every log entry applied d late.
+func (lr *lflRun) slow(d time.Duration) cluster.Config {
+	c := lr.cfgs[0]
+	c.ApplyDelay = d
+	return c
+}
+
+// restartBehind stops n1 while the others work through most of the
+// events, starts it again applying every entry d late (hundreds of entries
+// to go), and publishes the rest of the events.
+func (lr *lflRun) restartBehind(t *testing.T, d time.Duration) *cluster.Node {
+	lr.nodes[0].Close()
+	lr.nodes[0] = nil
+	lr.publish(t, lr.lines[100:2500])
+	// (the last records of a prefix wait for a watermark the prefix does
+	// not reach)
+	waitOutputs(t, lr.ns.ClientURL(), "cep.out.lfl", len(offline(t, lflSpec, lr.lines[:2500]))*9/10, 60*time.Second)
+	n1, err := cluster.Start(context.Background(), lr.slow(d))
+	if err != nil {
+		t.Fatalf("restart n1: %v", err)
+	}
+	lr.nodes[0] = n1
+	lr.publish(t, lr.lines[2500:])
+	return n1
+}
+
+// checkOutput waits for the whole output and compares it with the offline
+// engine's.
+func (lr *lflRun) checkOutput(t *testing.T) {
+	want := withoutIDs(offline(t, lflSpec, lr.lines))
+	got := withoutIDs(waitOutputs(t, lr.ns.ClientURL(), "cep.out.lfl", len(want), 90*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("output (%d records) differs from the offline engine (%d)", len(got), len(want))
 	}
