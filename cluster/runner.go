@@ -305,14 +305,16 @@ const behindHandOff = 64
 // still has much of the log to apply (restarted a moment ago, replaying
 // from its snapshot) would read and publish nothing until it had caught
 // up, so it hands leadership to the voter that has applied the most, if
-// that one is well ahead of it. It reports whether leadership moved.
+// that one has nearly caught up (when every replica is replaying, after a
+// restart of the whole cluster, none qualifies and leadership stays, rather
+// than moving from one to the next). It reports whether leadership moved.
 func (r *runner) handOffIfBehind(ctx context.Context) bool {
-	mine := r.sh.FSM().Index()
-	if r.sh.Raft().LastIndex() < mine+behindHandOff {
+	mine, last := r.sh.FSM().Index(), r.sh.Raft().LastIndex()
+	if last < mine+behindHandOff {
 		return false
 	}
 	peer, applied, ok := r.n.mostApplied(ctx, r.sh)
-	if !ok || applied < mine+behindHandOff/2 {
+	if !ok || applied+behindHandOff/2 < last {
 		return false
 	}
 	if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(peer.ID), raft.ServerAddress(peer.RaftAddr))); err != nil {
