@@ -159,7 +159,9 @@ const maxSnapshotThreshold = 1 << 16
 // state machine at most about 1/(1+snapshotCostShare) of its time whatever
 // the size of the state, and never fewer than min. A restart replays at
 // most that many entries after restoring the snapshot: about
-// snapshotCostShare times the time the snapshot took.
+// snapshotCostShare times the time the snapshot took; and the log on disk
+// holds them until the next snapshot, so it grows with the state too (the
+// events of about five encodings' worth of applying).
 func snapshotThreshold(encode, busy time.Duration, entries, min uint64) uint64 {
 	if entries == 0 || busy <= 0 {
 		return min
