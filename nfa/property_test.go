@@ -521,6 +521,7 @@ func TestBumpInPlaceEqualsLockAndRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// (m becomes the restored matcher, whose count is added below)
 			m, err = nfa.UnmarshalMatcher(p, data)
 			if err != nil {
 				t.Fatal(err)
