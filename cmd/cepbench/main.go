@@ -50,6 +50,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -93,6 +94,7 @@ type options struct {
 	jsonOut      bool
 	dir          string
 	cepnode      string
+	nodeProcs    int // GOMAXPROCS of node processes (0: Go's default)
 	cpuprofile   string
 	timeout      time.Duration
 	stall        time.Duration
@@ -135,6 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the data directory (NATS store, node data and logs)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the results as JSON on stdout (progress stays on stderr)")
 	fs.StringVar(&o.dir, "dir", "", "where to create the run's data directory cepbench-* (default: the system temporary directory)")
+	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", -1, "with 3 nodes: GOMAXPROCS of each node process; -1: the machine's CPUs divided among the nodes, rounded up (what Go sets for a container limited to that share), 0: Go's default (all CPUs)")
 	fs.StringVar(&o.cepnode, "cepnode", "", "cepnode binary for --nodes 3 (default: go build ./cmd/cepnode)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the throughput phase to this file (with --nodes 1 it includes the node)")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "limit for the whole run")
@@ -162,10 +165,18 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--window, --batch, --ref-batch and --ref-runs must be positive")
 	case o.rate < 0:
 		return nil, fmt.Errorf("--rate must not be negative")
+	case o.nodeProcs < -1:
+		return nil, fmt.Errorf("--node-gomaxprocs must be -1, 0 or positive")
 	case o.failRuns < 1:
 		return nil, fmt.Errorf("--failover-runs must be at least 1")
 	case !validLevel(o.nodeLogLevel):
 		return nil, fmt.Errorf("--node-log-level: want debug, info, warn or error")
+	}
+	switch {
+	case o.nodes == 1:
+		o.nodeProcs = 0 // the node runs in the benchmark's process
+	case o.nodeProcs == -1:
+		o.nodeProcs = (runtime.NumCPU() + o.nodes - 1) / o.nodes
 	}
 	return o, nil
 }
@@ -181,7 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	rep := &Report{
 		Command: commandLine(args), Revision: revision(), Date: time.Now().UTC().Format(time.RFC3339), Machine: machineInfo(),
-		Setup: setupInfo{Nodes: o.nodes, InProcess: o.nodes == 1, Shards: cmp.Or(o.shards, o.nodes), Replicas: min(3, o.nodes),
+		Setup: setupInfo{Nodes: o.nodes, InProcess: o.nodes == 1, Shards: cmp.Or(o.shards, o.nodes), Replicas: min(3, o.nodes), NodeProcs: o.nodeProcs,
 			Events: o.events, Keys: o.keys, WindowEvents: o.window, WithinMs: o.window * o.keys, Pattern: patternName, Inflight: o.inflight},
 	}
 	// the report is printed whatever happens, with what was measured
@@ -276,7 +287,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 				return err
 			}
 		}
-		if c, err = startProcesses(bin, dir, natsURL, o.nodes, o.shards, o.nodeLogLevel, log); err != nil {
+		if c, err = startProcesses(bin, dir, natsURL, o.nodes, o.shards, o.nodeProcs, o.nodeLogLevel, log); err != nil {
 			return fmt.Errorf("start nodes: %w", err)
 		}
 	}
@@ -451,7 +462,7 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	pubDone := make(chan pubResult, 1)
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	go func() {
 		d, err := pub.publishAll(pctx, evs, subj)
 		pubDone <- pubResult{d, err}
@@ -480,6 +491,7 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 		return nil, err
 	}
 	d := at.Sub(start)
+	res.CPU = cpu.stop(evs.len())
 	stopProfile()
 	res.AppliedSeconds = d.Seconds()
 	res.EventsPerSec = want / d.Seconds()
@@ -520,7 +532,7 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 		return nil, err
 	}
 	defer stopProfile()
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	if err := deploy(ctx, c, spec); err != nil {
 		return nil, err
 	}
@@ -532,6 +544,7 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 	if err != nil {
 		return nil, err
 	}
+	res.CPU = cpu.stop(evs.len())
 	stopProfile()
 	res.AppliedSeconds = at.Sub(start).Seconds()
 	res.EventsPerSec = want / res.AppliedSeconds

@@ -26,6 +26,7 @@ type member struct {
 
 	bin     string // process
 	args    []string
+	env     []string // added to the benchmark's environment
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	logPath string
@@ -53,6 +54,7 @@ func (m *member) start() error {
 		return err
 	}
 	cmd := exec.Command(m.bin, m.args...)
+	cmd.Env = append(os.Environ(), m.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
@@ -209,7 +211,8 @@ func freePorts(n int) ([]string, error) {
 
 // startProcesses starts n cepnode processes that list each other as peers
 // and read from the bench's NATS server, as test/integration does.
-func startProcesses(bin, dir, natsURL string, n, shards int, logLevel string, log *slog.Logger) (*benchCluster, error) {
+// Each runs with GOMAXPROCS procs when procs > 0.
+func startProcesses(bin, dir, natsURL string, n, shards, procs int, logLevel string, log *slog.Logger) (*benchCluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -218,6 +221,9 @@ func startProcesses(bin, dir, natsURL string, n, shards int, logLevel string, lo
 	var peers []string
 	for i := 0; i < n; i++ {
 		m := &member{id: fmt.Sprintf("n%d", i+1), raft: ports[2*i], api: ports[2*i+1], bin: bin}
+		if procs > 0 {
+			m.env = []string{"GOMAXPROCS=" + strconv.Itoa(procs)}
+		}
 		m.dir = filepath.Join(dir, m.id)
 		m.logPath = m.dir + ".log"
 		c.members = append(c.members, m)

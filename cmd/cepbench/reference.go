@@ -27,6 +27,8 @@ type refResult struct {
 	RunsEventsPerSec    []float64 `json:"runs_events_per_sec"`
 	FetchBatch          int       `json:"fetch_batch"`
 	Ack                 string    `json:"ack"`
+	// CPU is the machine's over all the reads (each read the same events)
+	CPU *cpuUsage `json:"machine_cpu,omitempty"`
 }
 
 // runReference publishes the events to a plain stream (no subject
@@ -72,6 +74,7 @@ func runReference(ctx context.Context, nc *nats.Conn, p *publisher, evs *events,
 	res.PublishSeconds = pub.Seconds()
 	res.PublishEventsPerSec = float64(evs.len()) / pub.Seconds()
 
+	cpu := startCPU()
 	for i := range runs {
 		d, err := consumeReference(ctx, st, fmt.Sprintf("ref%d", i), evs.len(), batch, ackEach, log)
 		if err != nil {
@@ -79,6 +82,7 @@ func runReference(ctx context.Context, nc *nats.Conn, p *publisher, evs *events,
 		}
 		res.RunsEventsPerSec = append(res.RunsEventsPerSec, float64(evs.len())/d.Seconds())
 	}
+	res.CPU = cpu.stop(runs * evs.len())
 	rates := slices.Clone(res.RunsEventsPerSec)
 	slices.Sort(rates)
 	res.EventsPerSec = rates[len(rates)/2]

@@ -49,23 +49,25 @@ type setupInfo struct {
 	WithinMs     int    `json:"within_ms"`
 	Pattern      string `json:"pattern"`
 	Inflight     int    `json:"publish_inflight"`
+	NodeProcs    int    `json:"node_gomaxprocs,omitempty"` // node processes' GOMAXPROCS (0: Go's default)
 }
 
 type throughput struct {
-	Mode                 string  `json:"mode"` // backlog or live
-	Events               int     `json:"events"`
-	AppliedSeconds       float64 `json:"applied_seconds"`
-	EventsPerSec         float64 `json:"events_per_sec"`
-	PublishSeconds       float64 `json:"publish_seconds"`
-	PublishEventsPerSec  float64 `json:"publish_events_per_sec"`
-	OutboxDrainedSeconds float64 `json:"outbox_drained_seconds"`
-	Matches              int64   `json:"matches"`
-	Timeouts             int64   `json:"timeouts"`
-	DeadLetters          int64   `json:"dead_letters"`
-	RatioToReference     float64 `json:"ratio_to_reference"`
-	Target               float64 `json:"target"`
-	TargetMet            bool    `json:"target_met"`
-	CPUProfile           string  `json:"cpu_profile,omitempty"`
+	Mode                 string    `json:"mode"` // backlog or live
+	Events               int       `json:"events"`
+	AppliedSeconds       float64   `json:"applied_seconds"`
+	EventsPerSec         float64   `json:"events_per_sec"`
+	PublishSeconds       float64   `json:"publish_seconds"`
+	PublishEventsPerSec  float64   `json:"publish_events_per_sec"`
+	OutboxDrainedSeconds float64   `json:"outbox_drained_seconds"`
+	Matches              int64     `json:"matches"`
+	Timeouts             int64     `json:"timeouts"`
+	DeadLetters          int64     `json:"dead_letters"`
+	RatioToReference     float64   `json:"ratio_to_reference"`
+	Target               float64   `json:"target"`
+	TargetMet            bool      `json:"target_met"`
+	CPUProfile           string    `json:"cpu_profile,omitempty"`
+	CPU                  *cpuUsage `json:"machine_cpu,omitempty"`
 }
 
 type latency struct {
@@ -194,6 +196,13 @@ func (r *Report) writeJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
+// printCPU prints the machine's CPU use over a phase.
+func printCPU(p func(string, ...any), u *cpuUsage) {
+	if u != nil {
+		p("             machine CPU: %.2f cores busy, %.1f µs per event", u.Cores, u.MicrosPerEvent)
+	}
+}
+
 func (r *Report) writeText(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	s := r.Setup
@@ -209,8 +218,11 @@ func (r *Report) writeText(w io.Writer) {
 	}
 	p("machine:   %d CPUs%s, %s/%s, %s, %s", r.Machine.CPUs, cpu, r.Machine.GOOS, r.Machine.GOARCH, r.Machine.GoVersion, r.Date)
 	where := "cepnode processes"
-	if s.InProcess {
+	switch {
+	case s.InProcess:
 		where = "in process"
+	case s.NodeProcs > 0:
+		where = fmt.Sprintf("cepnode processes (GOMAXPROCS=%d each)", s.NodeProcs)
 	}
 	p("cluster:   %d node(s) %s, %d shard(s) x %d replica(s); embedded NATS JetStream in the benchmark process", s.Nodes, where, s.Shards, s.Replicas)
 	p("workload:  %s events, %s keys, within %s ms (~%d events per key), 1%% A / 20%% B / 79%% other, async publish with %d in flight",
@@ -229,6 +241,7 @@ func (r *Report) writeText(w io.Writer) {
 			p("             publishing the backlog took %.2f s (%s events/s); outbox published by %.2f s; %s matches, %s timeouts, %d dead letters",
 				t.PublishSeconds, group(t.PublishEventsPerSec), t.OutboxDrainedSeconds, group(float64(t.Matches)), group(float64(t.Timeouts)), t.DeadLetters)
 		}
+		printCPU(p, t.CPU)
 		if t.CPUProfile != "" {
 			p("             CPU profile of the throughput phase: %s", t.CPUProfile)
 		}
@@ -243,6 +256,7 @@ func (r *Report) writeText(w io.Writer) {
 			}
 			p("             the median of %d reads of the stream: %s events/s", len(runs), strings.Join(runs, ", "))
 		}
+		printCPU(p, f.CPU)
 	}
 	if t := r.Thru; t != nil && r.Ref != nil {
 		p("  ratio      %12.3f           target >= %.2f: %s", t.RatioToReference, t.Target, mark(t.TargetMet))
