@@ -1,5 +1,7 @@
 package nfa
 
+import "unsafe"
+
 // UnreachableEvents counts the buffered events that no partial match can
 // reach: the ones not on any path that extraction could follow from a
 // partial match (edges whose version the walk is compatible with).
@@ -95,3 +97,38 @@ func DisableBumpInPlace(m *Matcher) { m.noBump = true }
 // BumpedInPlace counts the versions m increased in place, without locking
 // and releasing.
 func BumpedInPlace(m *Matcher) int { return m.bumped }
+
+// SharedVersions counts the partial and completed matches whose version
+// array is also another one's. A version may be increased in place
+// (bumpsInPlace), which is only right while no other match reads it: the
+// count must stay 0.
+func SharedVersions(m *Matcher) int {
+	n := 0
+	for _, ks := range m.keys {
+		owner := map[*int32]*compState{}
+		for _, q := range []*csQueue{&ks.partial, &ks.completed} {
+			for _, e := range q.a {
+				c := e.cs
+				if cap(c.ver) == 0 {
+					continue
+				}
+				p := unsafe.SliceData(c.ver[:1])
+				if o, ok := owner[p]; ok && o != c {
+					n++
+				}
+				owner[p] = c
+			}
+		}
+	}
+	return n
+}
+
+// CompletedWaiting counts the completed matches m holds back until an
+// earlier partial match ends (skip strategies).
+func CompletedWaiting(m *Matcher) int {
+	n := 0
+	for _, ks := range m.keys {
+		n += len(ks.completed.a)
+	}
+	return n
+}

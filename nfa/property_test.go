@@ -487,6 +487,49 @@ func runInStepRestoring(t *rapid.T, m, ref *nfa.Matcher, lines [][]byte, restore
 	}
 }
 
+// genBranchingSpec draws a pattern whose stages are mostly
+// non-deterministic (followedByAny, allowCombinations), where versions
+// change most, with one of the skip strategies.
+func genBranchingSpec(t *rapid.T, skips ...string) *nfa.Spec {
+	s := genSpec(t, rapid.SampledFrom(skips).Draw(t, "skip"))
+	for i := 1; i < len(s.Stages); i++ {
+		st := &s.Stages[i]
+		if st.Contiguity != "notNext" && st.Contiguity != "notFollowedBy" && rapid.IntRange(0, 2).Draw(t, "any") > 0 {
+			st.Contiguity = "followedByAny"
+		}
+		if st.OneOrMore || st.TimesOrMore != nil || st.Times != nil {
+			st.AllowCombinations = st.AllowCombinations || rapid.Bool().Draw(t, "combinations")
+			st.Consecutive = st.Consecutive && !st.AllowCombinations
+		}
+	}
+	return s
+}
+
+// No two partial or completed matches share a version array after any
+// event or watermark: a version increased in place (bumpsInPlace) would
+// change the other's too. A match that completes together with a partial
+// match staying where it is (a final state reached by proceeding) takes a
+// copy; one waiting for an earlier partial match under a skip strategy is
+// where a shared array would live on.
+func TestNoTwoMatchesShareAVersion(t *testing.T) {
+	waiting := 0
+	rapid.Check(t, func(t *rapid.T) {
+		// (without a skip strategy a completed match never waits)
+		m := nfa.NewMatcher(compileOrSkip(t, genBranchingSpec(t, "skipPastLastEvent", "skipToNext", "skipToFirst:s0")))
+		for i, l := range genInput(t) {
+			runLines(t, m, [][]byte{l})
+			if n := nfa.SharedVersions(m); n > 0 {
+				t.Fatalf("line %d %s: %d matches share another's version array", i, l, n)
+			}
+			waiting += nfa.CompletedWaiting(m)
+		}
+	})
+	if waiting == 0 {
+		t.Fatal("no completed match ever waited: the test checks little")
+	}
+	t.Logf("%d completed matches waited for an earlier partial match", waiting)
+}
+
 // A partial match whose version changes while it stays where it is keeps
 // its locks instead of locking its node under the new version and
 // releasing it under the old one when the two cancel out (bumpsInPlace),
@@ -499,18 +542,7 @@ func runInStepRestoring(t *rapid.T, m, ref *nfa.Matcher, lines [][]byte, restore
 func TestBumpInPlaceEqualsLockAndRelease(t *testing.T) {
 	bumped := 0
 	rapid.Check(t, func(t *rapid.T) {
-		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst:s0"}).Draw(t, "skip"))
-		for i := 1; i < len(s.Stages); i++ {
-			st := &s.Stages[i]
-			if st.Contiguity != "notNext" && st.Contiguity != "notFollowedBy" && rapid.IntRange(0, 2).Draw(t, "any") > 0 {
-				st.Contiguity = "followedByAny"
-			}
-			if st.OneOrMore || st.TimesOrMore != nil || st.Times != nil {
-				st.AllowCombinations = st.AllowCombinations || rapid.Bool().Draw(t, "combinations")
-				st.Consecutive = st.Consecutive && !st.AllowCombinations
-			}
-		}
-		p := compileOrSkip(t, s)
+		p := compileOrSkip(t, genBranchingSpec(t, "noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst:s0"))
 		m, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
 		nfa.DisableBumpInPlace(ref)
 		lines := genInput(t)
