@@ -61,21 +61,27 @@ func BenchmarkEvalEventsLast(b *testing.B) {
 	benchCondition(b, `e.amount > last(events("a")).amount`, nil, benchEvent, ctx, false)
 }
 
-// BenchmarkDecodeEvent compares DecodeEvent with encoding/json alone on a
-// typical event.
+// BenchmarkDecodeEvent compares DecodeEvent with encoding/json alone on
+// typical events: one with nested values, and a flat one (the cluster
+// benchmark's).
 func BenchmarkDecodeEvent(b *testing.B) {
-	ev := []byte(`{"k":"key-123","ts":1732900000123,"type":"B","v":42,"amount":12.5,"tags":["a","b"],"geo":{"lat":52.1,"lon":4.3}}`)
-	for _, c := range []struct {
-		name string
-		f    func([]byte) (Event, error)
-	}{{"DecodeEvent", DecodeEvent}, {"encoding-json", decodeStd}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := c.f(ev); err != nil {
-					b.Fatal(err)
+	for _, ev := range []struct{ name, json string }{
+		{"nested", `{"k":"key-123","ts":1732900000123,"type":"B","v":42,"amount":12.5,"tags":["a","b"],"geo":{"lat":52.1,"lon":4.3}}`},
+		{"flat", `{"k":"k00123","type":"B","ts":1234567,"v":42}`},
+	} {
+		for _, c := range []struct {
+			name string
+			f    func([]byte) (Event, error)
+		}{{"DecodeEvent", DecodeEvent}, {"encoding-json", decodeStd}} {
+			b.Run(ev.name+"/"+c.name, func(b *testing.B) {
+				data := []byte(ev.json)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := c.f(data); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
