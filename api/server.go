@@ -58,7 +58,8 @@ func NewHandler(b Backends, opts ...connect.HandlerOption) http.Handler {
 }
 
 // Server returns an *http.Server for h on addr that speaks HTTP/1.1 and
-// HTTP/2 over cleartext (h2c with prior knowledge, which gRPC clients use).
+// HTTP/2 over cleartext (h2c with prior knowledge, which gRPC clients use),
+// or over TLS when it serves a crypto/tls listener offering "h2".
 // The caller starts it (ListenAndServe, or Serve on its own listener) and
 // stops it with Shutdown.
 //
@@ -72,6 +73,7 @@ func Server(addr string, h http.Handler) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	protocols.SetHTTP2(true)
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,

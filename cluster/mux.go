@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -69,6 +70,7 @@ type Mux struct {
 	ln        net.Listener
 	advertise net.Addr
 	logger    *slog.Logger
+	tlsClient *tls.Config // set by UseTLS: how Layers dial peers
 
 	// handshakeTimeout is the header read deadline; tests shorten it. Set it
 	// only before Serve.
@@ -108,6 +110,15 @@ func NewMux(ln net.Listener, advertise net.Addr, logger *slog.Logger) *Mux {
 		pending:          make(map[net.Conn]struct{}),
 		closing:          make(chan struct{}),
 	}
+}
+
+// UseTLS makes the Mux accept only TLS connections, configured by server
+// (which should require and verify client certificates), and its Layers
+// dial peers with client, naming the peer by the host of its address. Call
+// it before Serve.
+func (m *Mux) UseTLS(server, client *tls.Config) {
+	m.ln = tls.NewListener(m.ln, server)
+	m.tlsClient = client
 }
 
 // Addr returns the advertised address of the Mux.
@@ -194,6 +205,9 @@ func (m *Mux) handshake(conn net.Conn) {
 	switch {
 	case closed:
 		conn.Close()
+	case handshakeFailed(conn, err):
+		lg.Warn("raft mux: TLS handshake failed; dropping connection", "err", err)
+		conn.Close()
 	case err != nil:
 		lg.Debug("raft mux: dropping connection", "err", err)
 		conn.Close()
@@ -206,7 +220,9 @@ func (m *Mux) handshake(conn net.Conn) {
 }
 
 func (m *Mux) readHeader(conn net.Conn) (uint64, error) {
-	if err := conn.SetReadDeadline(time.Now().Add(m.handshakeTimeout)); err != nil {
+	// (both directions: over TLS the first read also runs the handshake,
+	// which writes)
+	if err := conn.SetDeadline(time.Now().Add(m.handshakeTimeout)); err != nil {
 		return 0, err
 	}
 	// Read the fixed part and the first varint byte at once, then the rest
@@ -232,7 +248,7 @@ func (m *Mux) readHeader(conn net.Conn) (uint64, error) {
 	if k <= 0 {
 		return 0, errors.New("bad group id")
 	}
-	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return 0, err
 	}
 	return group, nil
@@ -382,13 +398,21 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		}
 		return nil, err
 	}
-	// Track the conn before writing the header, so that Close aborts the
-	// write by closing it.
+	if l.mux.tlsClient != nil {
+		conn = tls.Client(conn, clientFor(l.mux.tlsClient, string(address)))
+	}
+	// Track the conn before the handshake and the header, so that Close
+	// aborts them by closing it.
 	lc, ok := l.track(conn)
 	if !ok {
 		return nil, ErrLayerClosed
 	}
-	if dl, ok := ctx.Deadline(); ok {
+	if tc, ok := conn.(*tls.Conn); ok {
+		if err = tc.HandshakeContext(ctx); err != nil {
+			err = fmt.Errorf("TLS handshake: %w", err)
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok && err == nil {
 		err = conn.SetWriteDeadline(dl)
 	}
 	if err == nil {
@@ -402,7 +426,7 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		if l.ctx.Err() != nil {
 			return nil, ErrLayerClosed
 		}
-		return nil, fmt.Errorf("cluster: raft group %d: write header to %s: %w", l.group, address, err)
+		return nil, fmt.Errorf("cluster: raft group %d: open stream to %s: %w", l.group, address, err)
 	}
 	return lc, nil
 }

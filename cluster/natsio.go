@@ -138,10 +138,13 @@ func EnsureOutputStream(ctx context.Context, js jetstream.JetStream) error {
 
 // connect dials NATS with reconnects forever (the cluster outlives NATS
 // restarts).
-func dialNATS(url, creds string, name string) (*nats.Conn, error) {
+func dialNATS(url, creds, ca string, name string) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
 	if creds != "" {
 		opts = append(opts, nats.UserCredentials(creds))
+	}
+	if ca != "" {
+		opts = append(opts, nats.RootCAs(ca))
 	}
 	return nats.Connect(url, opts...)
 }

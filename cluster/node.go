@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,7 @@ type Config struct {
 	APIAddr   string // listen address of the API, default 127.0.0.1:7070
 	NATSURL   string // external NATS; empty starts an embedded server
 	NATSCreds string // credentials file for an external NATS
+	NATSCA    string // PEM CA file for an external NATS's TLS certificate
 	NATSHost  string // embedded NATS listen host, default 127.0.0.1
 	NATSPort  int    // embedded NATS port, default 4222 (-1: any free port)
 	Peers     []Peer // the cluster's members including this node; empty: alone
@@ -51,9 +53,12 @@ type Config struct {
 	KeyGroups int    // K, fixed at cluster creation; default 256
 	Replicas  int    // replicas per shard; default min(3, peers)
 	APIToken  string // bearer token the API requires; empty: none
-	Pprof     bool   // serve net/http/pprof under /debug/pprof/ on the API address
-	Logger    *slog.Logger
-	Raft      *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
+	// TLS, when set, secures the Raft mux (mutual TLS) and the API (HTTPS);
+	// see TLS. The embedded NATS server stays plain, on its loopback host.
+	TLS    *TLS
+	Pprof  bool // serve net/http/pprof under /debug/pprof/ on the API address
+	Logger *slog.Logger
+	Raft   *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
 
 	// IngestBatch bounds the events of one log entry; IngestLinger is how
 	// long the leader waits to fill a batch.
@@ -144,6 +149,10 @@ type Node struct {
 	infos  []ShardInfo
 	apiLn  net.Listener
 	apiSrv *http.Server
+	// peerHTTP calls other nodes' APIs (forwarded changes, savepoint parts,
+	// health and progress probes); peerTLS is its own transport with TLS.
+	peerHTTP *http.Client
+	peerTLS  *http.Transport
 
 	applyLatency prometheus.Histogram // proposal to applied, per ingest batch
 
@@ -162,6 +171,13 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.peerHTTP = http.DefaultClient
+	if cfg.TLS != nil {
+		n.peerTLS = http.DefaultTransport.(*http.Transport).Clone()
+		n.peerTLS.TLSClientConfig = cfg.TLS.client()
+		n.peerTLS.ForceAttemptHTTP2 = true
+		n.peerHTTP = &http.Client{Transport: n.peerTLS}
+	}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -179,7 +195,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		url = n.ns.ClientURL()
 	}
-	if n.nc, err = dialNATS(url, cfg.NATSCreds, "cepnode-"+cfg.NodeID); err != nil {
+	if n.nc, err = dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID); err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	if n.js, err = jetstream.New(n.nc); err != nil {
@@ -199,6 +215,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	cfg.APIAddr = n.apiLn.Addr().String()
 	n.cfg.APIAddr = cfg.APIAddr
+	if cfg.TLS != nil {
+		n.apiLn = tls.NewListener(n.apiLn, cfg.TLS.apiServer())
+	}
 	if len(cfg.Peers) == 1 && cfg.Peers[0].ID == cfg.NodeID {
 		// alone: the configured address may have been ":0"
 		cfg.RaftAddr = ln.Addr().String()
@@ -215,6 +234,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 	}
 	n.mux = NewMux(ln, advertise, n.log.With("component", "mux"))
+	if cfg.TLS != nil {
+		n.mux.UseTLS(cfg.TLS.peerServer(), cfg.TLS.client())
+	}
 	n.muxErr = make(chan error, 1)
 	n.wg.Add(1)
 	go func() {
@@ -288,6 +310,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	n.apiSrv = api.Server(cfg.APIAddr, mux)
+	n.apiSrv.ErrorLog = slog.NewLogLogger(n.log.With("component", "api").Handler(), slog.LevelWarn)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -386,7 +409,19 @@ func (n *Node) Close() error {
 		n.ns.WaitForShutdown()
 		n.ns = nil
 	}
+	if n.peerTLS != nil {
+		n.peerTLS.CloseIdleConnections()
+	}
 	return errors.Join(errs...)
+}
+
+// apiURL is the base URL of the API served at addr by a node of this
+// cluster (https when the cluster uses TLS).
+func (n *Node) apiURL(addr string) string {
+	if n.cfg.TLS != nil {
+		return "https://" + addr
+	}
+	return "http://" + addr
 }
 
 // closeHandOff bounds how long Close waits for leadership transfers.

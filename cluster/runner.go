@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -260,8 +259,8 @@ const handOverLag = 8
 func (n *Node) appliedAt(ctx context.Context, apiAddr string, id uint64) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	s := &Service{n: n, client: http.DefaultClient}
-	res, err := cepv1connect.NewClusterServiceClient(s.client, "http://"+apiAddr, s.clientOpts()...).ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{}))
+	s := NewService(n)
+	res, err := cepv1connect.NewClusterServiceClient(s.client, n.apiURL(apiAddr), s.clientOpts()...).ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{}))
 	if err != nil {
 		return 0, err
 	}

@@ -353,14 +353,14 @@ func (n *Node) remoteSavepointPart(ctx context.Context, info ShardInfo, part sav
 		if addr == "" {
 			continue
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+savepointPartPath, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.apiURL(addr)+savepointPartPath, bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
 		if n.cfg.APIToken != "" {
 			req.Header.Set("Authorization", "Bearer "+n.cfg.APIToken)
 		}
-		res, err := http.DefaultClient.Do(req)
+		res, err := n.peerHTTP.Do(req)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", id, err))
 			continue

@@ -42,7 +42,7 @@ func (s *Service) clientOpts() []connect.ClientOption {
 }
 
 // NewService returns the API backends of a node.
-func NewService(n *Node) *Service { return &Service{n: n, client: &http.Client{}} }
+func NewService(n *Node) *Service { return &Service{n: n, client: n.peerHTTP} }
 
 // Backends returns the service as api.Backends.
 func (s *Service) Backends() api.Backends {
@@ -81,7 +81,7 @@ func (s *Service) leaderURL() (string, error) {
 	id := s.n.MetaLeader()
 	for _, p := range s.n.cfg.Peers {
 		if p.ID == id && p.APIAddr != "" {
-			return "http://" + p.APIAddr, nil
+			return s.n.apiURL(p.APIAddr), nil
 		}
 	}
 	return "", fmt.Errorf("%w: no metadata leader yet; retry", api.ErrUnavailable)
@@ -410,7 +410,7 @@ type clusterBackend struct{ s *Service }
 func (s *Service) probe(ctx context.Context, addr string) cepv1.NodeState {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.n.apiURL(addr)+"/healthz", nil)
 	if err != nil {
 		return cepv1.NodeState_NODE_STATE_DEAD
 	}

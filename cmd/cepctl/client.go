@@ -85,6 +85,10 @@ func friendlyError(server, procedure string, hasToken bool, err error) error {
 		if op := new(net.OpError); errors.As(err, &op) {
 			msg = op.Error()
 		}
+		if strings.HasPrefix(server, "http://") && strings.Contains(msg, "400 Bad Request") {
+			// what a TLS port answers to plain HTTP
+			msg += " (if the cluster serves HTTPS: --server https://HOST:PORT, with --ca for a private CA)"
+		}
 		return &rpcError{fmt.Sprintf("cannot reach the server at %s: %s", server, msg), err}
 	}
 	switch ce.Code() {

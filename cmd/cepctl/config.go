@@ -1,9 +1,12 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,12 +29,18 @@ type globalOptions struct {
 	Output string
 	// ConfigFile is the config file that was read; empty when none was.
 	ConfigFile string
+	// CA is a PEM file of CAs to trust for an https server (default: the
+	// system's); Cert and Key are a client certificate to present.
+	CA, Cert, Key string
 }
 
 // configFile is the YAML config file.
 type configFile struct {
 	Server string `json:"server"`
 	Token  string `json:"token"`
+	CA     string `json:"ca"`
+	Cert   string `json:"cert"`
+	Key    string `json:"key"`
 }
 
 // resolveGlobals applies, in increasing precedence, the defaults, the config
@@ -62,6 +71,7 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 				g.Server = cfg.Server
 			}
 			g.Token = cfg.Token
+			g.CA, g.Cert, g.Key = cfg.CA, cfg.Cert, cfg.Key
 		case explicit || !errors.Is(err, fs.ErrNotExist):
 			return g, err
 		}
@@ -79,13 +89,68 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 	if flagChanged(cmd, "token") {
 		g.Token = d.flags.token
 	}
+	for _, o := range []struct {
+		v         *string
+		env, flag string
+		flagValue string
+	}{{&g.CA, "CEPCTL_CA", "ca", d.flags.ca}, {&g.Cert, "CEPCTL_CERT", "cert", d.flags.cert}, {&g.Key, "CEPCTL_KEY", "key", d.flags.key}} {
+		if v := getenv(o.env); v != "" {
+			*o.v = v
+		}
+		if flagChanged(cmd, o.flag) {
+			*o.v = o.flagValue
+		}
+	}
 
-	s, err := normalizeServer(g.Server)
+	secure := g.CA != "" || g.Cert != ""
+	s, err := normalizeServer(g.Server, secure)
 	if err != nil {
 		return g, err
 	}
 	g.Server = s
+	if secure {
+		if err := useTLS(d, g); err != nil {
+			return g, err
+		}
+	}
 	return g, nil
+}
+
+// useTLS sets the TLS configuration of d's HTTP client: the CAs of g.CA
+// to trust, the client certificate g.Cert with g.Key to present.
+func useTLS(d *deps, g globalOptions) error {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if g.CA != "" {
+		b, err := os.ReadFile(g.CA)
+		if err != nil {
+			return fmt.Errorf("--ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(b) {
+			return fmt.Errorf("--ca %s: no PEM certificate in it", g.CA)
+		}
+	}
+	if (g.Cert == "") != (g.Key == "") {
+		return errors.New("--cert and --key go together")
+	}
+	if g.Cert != "" {
+		c, err := tls.LoadX509KeyPair(g.Cert, g.Key)
+		if err != nil {
+			return fmt.Errorf("--cert %s, --key %s: %w", g.Cert, g.Key, err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	var t *http.Transport
+	if d.httpClient != nil {
+		t, _ = d.httpClient.Transport.(*http.Transport)
+	}
+	if t == nil {
+		t = http.DefaultTransport.(*http.Transport).Clone()
+		d.httpClient = &http.Client{Transport: t}
+	}
+	t.TLSClientConfig = cfg
+	t.ForceAttemptHTTP2 = true
+	return nil
 }
 
 func flagChanged(cmd *cobra.Command, name string) bool {
@@ -122,14 +187,19 @@ func readConfig(path string) (configFile, error) {
 }
 
 // normalizeServer accepts "host:port" as well as a URL and returns an http
-// or https URL without a trailing slash.
-func normalizeServer(s string) (string, error) {
+// or https URL without a trailing slash; "host:port" is https when secure
+// (TLS options were given).
+func normalizeServer(s string, secure bool) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "", errors.New("no server: give --server URL")
 	}
 	if !strings.Contains(s, "://") {
-		s = "http://" + s
+		if secure {
+			s = "https://" + s
+		} else {
+			s = "http://" + s
+		}
 	}
 	u, err := url.Parse(s)
 	if err != nil {

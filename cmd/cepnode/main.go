@@ -52,11 +52,15 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	apiAddr := fs.String("api-addr", env("api-addr", "127.0.0.1:7070"), "listen address of the Connect/gRPC API, /metrics, /healthz, /readyz (env CEPNODE_API_ADDR)")
 	natsURL := fs.String("nats", env("nats", ""), "URL of an external NATS server with JetStream; empty starts an embedded one (env CEPNODE_NATS)")
 	natsCreds := fs.String("nats-creds", env("nats-creds", ""), "credentials file for the external NATS (env CEPNODE_NATS_CREDS)")
+	natsCA := fs.String("nats-ca", env("nats-ca", ""), "PEM file of the CA that signed the external NATS server's certificate, if not a system-trusted one (env CEPNODE_NATS_CA)")
 	natsPort := fs.Int("nats-port", 4222, "client port of the embedded NATS server")
 	peers := fs.String("peers", env("peers", ""), "all members as id=raftaddr=apiaddr,... including this node; empty: a single-node cluster (env CEPNODE_PEERS)")
 	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
 	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
 	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
+	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
+	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert (env CEPNODE_TLS_KEY)")
+	tlsCA := fs.String("tls-ca", env("tls-ca", ""), "PEM file of the CA(s) that sign the nodes' certificates and any client certificate (env CEPNODE_TLS_CA)")
 	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address; they are not behind --token")
 	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
 	fs.Usage = func() {
@@ -76,8 +80,21 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := cluster.Config{
 		NodeID: *id, DataDir: *data, RaftAddr: *raftAddr, APIAddr: *apiAddr,
-		NATSURL: *natsURL, NATSCreds: *natsCreds, NATSPort: *natsPort,
+		NATSURL: *natsURL, NATSCreds: *natsCreds, NATSCA: *natsCA, NATSPort: *natsPort,
 		Shards: *shards, KeyGroups: *keyGroups, APIToken: *token, Logger: logger, Pprof: *pprofOn,
+	}
+	switch set := btoi(*tlsCert != "") + btoi(*tlsKey != "") + btoi(*tlsCA != ""); set {
+	case 3:
+		t, err := cluster.LoadTLS(*tlsCert, *tlsKey, *tlsCA)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = t
+	case 1, 2:
+		return errors.New("--tls-cert, --tls-key and --tls-ca go together: give all three or none")
+	}
+	if *natsCA != "" && *natsURL == "" {
+		return errors.New("--nats-ca is for an external NATS server (--nats)")
 	}
 	if *peers != "" {
 		ps, err := parsePeers(*peers)
@@ -99,7 +116,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("cepnode started", "id", *id, "api", n.APIAddr(), "nats", n.NATSURL(), "data", *data)
+	logger.Info("cepnode started", "id", *id, "api", n.APIAddr(), "tls", cfg.TLS != nil, "nats", n.NATSURL(), "data", *data)
 	<-ctx.Done()
 	logger.Info("shutting down")
 	done := make(chan error, 1)
@@ -110,6 +127,13 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	case <-time.After(30 * time.Second):
 		return errors.New("shutdown took longer than 30s")
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func parsePeers(s string) ([]cluster.Peer, error) {

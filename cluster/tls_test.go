@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/internal/testcerts"
+)
+
+// newTLSMux serves a Mux with t's certificate on a loopback port until the
+// test ends.
+func newTLSMux(tb testing.TB, cfg *TLS) *Mux {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := NewMux(ln, nil, testLogger(tb, -4))
+	m.handshakeTimeout = 2 * time.Second
+	m.UseTLS(cfg.peerServer(), cfg.client())
+	served := make(chan error, 1)
+	go func() { served <- m.Serve() }()
+	tb.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			tb.Errorf("Mux.Close: %v", err)
+		}
+		if err := <-served; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+	})
+	return m
+}
+
+// testTLS makes a CA in a temporary directory and returns a node
+// certificate of it for each name.
+func testTLS(tb testing.TB, ca string, names ...string) []*TLS {
+	tb.Helper()
+	a, err := testcerts.NewAuthority(tb.TempDir(), ca)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []*TLS
+	for _, n := range names {
+		f, err := a.Issue(n)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c, err := LoadTLS(f.Cert, f.Key, f.CA)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Peers with certificates of the same CA open streams to each other's
+// groups over mutual TLS; a peer of another CA, a client without a
+// certificate and plain TCP are refused.
+func TestMuxTLS(t *testing.T) {
+	certs := testTLS(t, "cluster", "n1", "n2")
+	other := testTLS(t, "other", "intruder")[0]
+	m1, m2 := newTLSMux(t, certs[0]), newTLSMux(t, certs[1])
+	l1, l2 := mustLayer(t, m1, 7), mustLayer(t, m2, 7)
+
+	c, err := l1.Dial(raft.ServerAddress(l2.Addr().String()), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := acceptWithin(t, l2, 5*time.Second)
+	roundTrip(t, c, s, "over tls")
+	if _, ok := c.(*layerConn).Conn.(*tls.Conn); !ok {
+		t.Fatalf("dialled stream is a %T, not TLS", c.(*layerConn).Conn)
+	}
+
+	// a peer whose certificate another CA signed: each side refuses the other
+	mo := newTLSMux(t, other)
+	lo := mustLayer(t, mo, 7)
+	if _, err := lo.Dial(raft.ServerAddress(l2.Addr().String()), 5*time.Second); err == nil {
+		t.Fatal("a peer of another CA opened a stream")
+	}
+	if _, err := l1.Dial(raft.ServerAddress(lo.Addr().String()), 5*time.Second); err == nil {
+		t.Fatal("dialled a peer of another CA")
+	}
+
+	// TLS without a client certificate: the handshake fails on the server
+	noCert := &tls.Config{RootCAs: certs[0].CAs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	tc, err := tls.Dial("tcp", m2.Addr().String(), noCert)
+	if err == nil {
+		t.Cleanup(func() { tc.Close() })
+		tc.Write(appendHeader(nil, 7))
+		expectClosed(t, tc, 5*time.Second)
+	}
+
+	// plain TCP with a valid header
+	expectClosed(t, rawDial(t, m2, appendHeader(nil, 7)), 5*time.Second)
+
+	select {
+	case r := <-acceptAsync(l2):
+		t.Fatalf("group 7 accepted a refused connection: %v %v", r.conn, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
