@@ -5,8 +5,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"sync"
+	"time"
 )
 
 // TLS is a node's certificate and the certificate authorities it trusts.
@@ -22,14 +25,31 @@ import (
 //
 // A certificate therefore serves as both server and client certificate
 // (extended key usages serverAuth and clientAuth, or none).
+//
+// A TLS made by LoadTLS follows its certificate and key files: when they
+// change (a renewal), new connections use the new pair, checked at most
+// every few seconds; a pair that does not load is logged and the previous
+// one kept. The CAs are read once.
 type TLS struct {
-	Cert tls.Certificate
+	Cert tls.Certificate // used as it is when the TLS has no files
 	CAs  *x509.CertPool
+
+	certFile, keyFile string
+	reloadEvery       time.Duration
+	logger            *slog.Logger
+
+	mu      sync.Mutex
+	cur     *tls.Certificate
+	modTime time.Time // the files' latest modification when cur was read
+	checked time.Time
 }
 
+// certReloadEvery bounds how often a TLS looks at its files.
+const certReloadEvery = 5 * time.Second
+
 // LoadTLS reads a PEM certificate (with its chain) and its key, and a PEM
-// bundle of CA certificates.
-func LoadTLS(certFile, keyFile, caFile string) (*TLS, error) {
+// bundle of CA certificates. A nil logger discards.
+func LoadTLS(certFile, keyFile, caFile string, logger *slog.Logger) (*TLS, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("tls: certificate %s, key %s: %w", certFile, keyFile, err)
@@ -38,7 +58,58 @@ func LoadTLS(certFile, keyFile, caFile string) (*TLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TLS{Cert: cert, CAs: pool}, nil
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	t := &TLS{Cert: cert, CAs: pool, certFile: certFile, keyFile: keyFile, reloadEvery: certReloadEvery, logger: logger, cur: &cert}
+	t.modTime, _ = t.filesModTime()
+	t.checked = time.Now()
+	return t, nil
+}
+
+func (t *TLS) filesModTime() (time.Time, error) {
+	var latest time.Time
+	for _, f := range []string{t.certFile, t.keyFile} {
+		st, err := os.Stat(f)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if st.ModTime().After(latest) {
+			latest = st.ModTime()
+		}
+	}
+	return latest, nil
+}
+
+// certificate is the pair to present now (reloaded when the files changed).
+func (t *TLS) certificate() (*tls.Certificate, error) {
+	if t.certFile == "" {
+		return &t.Cert, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if time.Since(t.checked) < t.reloadEvery {
+		return t.cur, nil
+	}
+	t.checked = time.Now()
+	mod, err := t.filesModTime()
+	if err != nil || mod.Equal(t.modTime) {
+		return t.cur, nil
+	}
+	cert, err := tls.LoadX509KeyPair(t.certFile, t.keyFile)
+	if err != nil {
+		t.logger.Warn("tls: the changed certificate does not load; keeping the previous one", "cert", t.certFile, "key", t.keyFile, "err", err)
+		return t.cur, nil
+	}
+	t.cur, t.modTime = &cert, mod
+	t.logger.Info("tls: certificate reloaded", "cert", t.certFile)
+	return t.cur, nil
+}
+
+func (t *TLS) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return t.certificate() }
+
+func (t *TLS) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return t.certificate()
 }
 
 // LoadCAs reads a PEM bundle of CA certificates.
@@ -57,30 +128,30 @@ func LoadCAs(caFile string) (*x509.CertPool, error) {
 // peerServer is the Raft mux's side of mutual TLS.
 func (t *TLS) peerServer() *tls.Config {
 	return &tls.Config{
-		Certificates: []tls.Certificate{t.Cert},
-		ClientCAs:    t.CAs,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS12,
+		GetCertificate: t.getCertificate,
+		ClientCAs:      t.CAs,
+		ClientAuth:     tls.RequireAndVerifyClientCert,
+		MinVersion:     tls.VersionTLS12,
 	}
 }
 
 // apiServer serves the API: HTTP/2 (gRPC needs it) and HTTP/1.1.
 func (t *TLS) apiServer() *tls.Config {
 	return &tls.Config{
-		Certificates: []tls.Certificate{t.Cert},
-		ClientCAs:    t.CAs,
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		MinVersion:   tls.VersionTLS12,
-		NextProtos:   []string{"h2", "http/1.1"},
+		GetCertificate: t.getCertificate,
+		ClientCAs:      t.CAs,
+		ClientAuth:     tls.VerifyClientCertIfGiven,
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"h2", "http/1.1"},
 	}
 }
 
 // client is the node's side when it dials a peer's mux or API.
 func (t *TLS) client() *tls.Config {
 	return &tls.Config{
-		Certificates: []tls.Certificate{t.Cert},
-		RootCAs:      t.CAs,
-		MinVersion:   tls.VersionTLS12,
+		GetClientCertificate: t.getClientCertificate,
+		RootCAs:              t.CAs,
+		MinVersion:           tls.VersionTLS12,
 	}
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"crypto/tls"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func testTLS(tb testing.TB, ca string, names ...string) []*TLS {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		c, err := LoadTLS(f.Cert, f.Key, f.CA)
+		c, err := LoadTLS(f.Cert, f.Key, f.CA, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -103,5 +104,81 @@ func TestMuxTLS(t *testing.T) {
 	case r := <-acceptAsync(l2):
 		t.Fatalf("group 7 accepted a refused connection: %v %v", r.conn, r.err)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// A renewed certificate (new files in place of the old) is what new
+// connections get, once the reload interval has passed; files that do not
+// load leave the previous certificate in use.
+func TestTLSReloadsRenewedCertificate(t *testing.T) {
+	dir := t.TempDir()
+	a, err := testcerts.NewAuthority(dir, "cep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.Issue("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadTLS(first.Cert, first.Key, first.CA, testLogger(t, -4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.reloadEvery = 0
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg.peerServer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	// serial of the certificate the server presents, dialling with cfg's
+	// own client side (which presents cfg's certificate too)
+	served := func() string {
+		t.Helper()
+		c, err := tls.Dial("tcp", ln.Addr().String(), clientFor(cfg.client(), ln.Addr().String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	was := served()
+	if want := cfg.Cert.Leaf.SerialNumber.String(); was != want {
+		t.Fatalf("served serial %s, want %s", was, want)
+	}
+
+	renewed, err := a.Issue("n1-renewed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the renewal arrives in place of the old files, with a later time
+	later := time.Now().Add(time.Minute)
+	for _, p := range [][2]string{{renewed.Cert, first.Cert}, {renewed.Key, first.Key}} {
+		b, _ := os.ReadFile(p[0])
+		if err := os.WriteFile(p[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p[1], later, later)
+	}
+	now := served()
+	if now == was {
+		t.Fatal("the renewed certificate was not picked up")
+	}
+
+	// a broken renewal keeps the last good certificate
+	os.WriteFile(first.Key, []byte("not a key"), 0o600)
+	later = later.Add(time.Minute)
+	os.Chtimes(first.Key, later, later)
+	if got := served(); got != now {
+		t.Fatalf("after a broken renewal the server presents %s, want the last good %s", got, now)
 	}
 }

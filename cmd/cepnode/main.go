@@ -85,7 +85,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	switch set := btoi(*tlsCert != "") + btoi(*tlsKey != "") + btoi(*tlsCA != ""); set {
 	case 3:
-		t, err := cluster.LoadTLS(*tlsCert, *tlsKey, *tlsCA)
+		t, err := cluster.LoadTLS(*tlsCert, *tlsKey, *tlsCA, logger)
 		if err != nil {
 			return err
 		}

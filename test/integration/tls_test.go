@@ -35,7 +35,7 @@ func TestThreeNodesOverTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfgs[i].TLS, err = cluster.LoadTLS(f.Cert, f.Key, f.CA); err != nil {
+		if cfgs[i].TLS, err = cluster.LoadTLS(f.Cert, f.Key, f.CA, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
