@@ -3,6 +3,7 @@ package nfa
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/cepcluster/cep/nfa/expr"
@@ -102,6 +103,7 @@ func (r Record) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 
 // AppendJSON appends the record's JSON to b.
 func (r *Record) AppendJSON(b []byte) ([]byte, error) {
+	b = slices.Grow(b, r.jsonSize())
 	b = append(b, `{"type":`...)
 	b = strconv.AppendQuote(b, r.Type)
 	if r.ID != "" {
@@ -173,9 +175,35 @@ func appendFields(b []byte, fields []Field) []byte {
 	return append(b, '}')
 }
 
+// jsonSize estimates the length of the record's JSON (exact for events
+// without white space around them and strings without escapes; fields are
+// guessed), so that AppendJSON grows its buffer once.
+func (r *Record) jsonSize() int {
+	n := 128 + len(r.ID) + len(r.Pattern) + len(r.Key) + len(r.Event)
+	for _, s := range r.Events {
+		n += len(s.Stage) + 6
+		for _, e := range s.Events {
+			n += len(e) + 1
+		}
+	}
+	for _, f := range r.Fields {
+		n += len(f.Name) + 16
+	}
+	return n
+}
+
+// appendJSONString appends s as encoding/json writes it (HTML characters
+// and invalid UTF-8 escaped too).
 func appendJSONString(b []byte, s string) []byte {
-	v, _ := json.Marshal(s)
-	return append(b, v...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			v, _ := json.Marshal(s)
+			return append(b, v...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func appendRaw(b, raw []byte) []byte {

@@ -1,0 +1,47 @@
+package nfa
+
+import (
+	"encoding/json"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// appendJSONString writes what encoding/json writes, for any string:
+// plain ASCII, escapes, HTML characters, control characters, multi-byte
+// and invalid UTF-8, U+2028.
+func TestAppendJSONStringEqualsEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "acc-1", `a"b`, `a\b`, "<tag>&", "\x00\x1f", "é", "\u2028", "\xff\xfe", "k00123"} {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("%q: %s, want %s", s, got[1:], want)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		// any runes, printable ASCII, and arbitrary bytes (invalid UTF-8)
+		s := rapid.OneOf(rapid.String(), rapid.StringMatching(`[ -~]{0,20}`),
+			rapid.Map(rapid.SliceOf(rapid.Byte()), func(b []byte) string { return string(b) })).Draw(t, "s")
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Fatalf("%q: %s, want %s", s, got, want)
+		}
+	})
+}
+
+// A record's JSON is the same whatever room the buffer it is appended to
+// has (jsonSize only sizes the buffer).
+func TestRecordJSONIndependentOfBuffer(t *testing.T) {
+	r := Record{Type: "match", Pattern: "p", Key: "k\"1", Start: 1, End: 2,
+		Events: []StageEvents{{Stage: "a", Events: [][]byte{[]byte(`{"x":1}`), []byte(" {\"y\":\n2} ")}}, {Stage: "b<", Events: [][]byte{[]byte(`{}`)}}},
+		Fields: []Field{{Name: "n", Value: 3}}}
+	a, _ := r.AppendJSON(nil)
+	b, _ := r.AppendJSON(make([]byte, 0, 1))
+	c, _ := r.AppendJSON([]byte("prefix"))
+	if string(a) != string(b) || "prefix"+string(a) != string(c) {
+		t.Fatalf("%s\n%s\n%s", a, b, c)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(a, &v); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+}
