@@ -39,7 +39,7 @@ func DecodeEvent(b []byte) (Event, error) {
 }
 
 // decoders holds fastjson parsers with the object keys they have met.
-var decoders = sync.Pool{New: func() any { return &decoder{keys: make(map[string]string)} }}
+var decoders = sync.Pool{New: func() any { return &decoder{keys: make(map[string]string), vals: make(map[string]any)} }}
 
 // decoder is a fastjson parser and the state of converting its values.
 type decoder struct {
@@ -48,13 +48,15 @@ type decoder struct {
 	// field names, which are then not allocated again for every event
 	// (bounded: a source with ever new field names fills it once)
 	keys map[string]string
-	num  []byte // a number's text
+	vals map[string]any // short string values, boxed (see str)
+	num  []byte         // a number's text
 }
 
 // maxInterned bounds decoder.keys and maxInternedLen the keys it takes.
 const (
-	maxInterned    = 1024
-	maxInternedLen = 64
+	maxInterned     = 1024
+	maxInternedVals = 4096
+	maxInternedLen  = 64
 )
 
 var unicodeEscape = []byte(`\u`)
@@ -100,6 +102,24 @@ func hasControl(b []byte) bool {
 	return false
 }
 
+// str returns a string value, boxed. Short values are interned with their
+// box: events repeat the same few types, states and keys, which then cost
+// no allocation (bounded like keys: values that never repeat fill it once).
+func (d *decoder) str(b []byte) any {
+	if len(b) > maxInternedLen {
+		return string(b)
+	}
+	if v, ok := d.vals[string(b)]; ok {
+		return v
+	}
+	s := string(b)
+	var v any = s
+	if len(d.vals) < maxInternedVals {
+		d.vals[s] = v
+	}
+	return v
+}
+
 // key returns an object key as a string, interned.
 func (d *decoder) key(k []byte) string {
 	if s, ok := d.keys[string(k)]; ok {
@@ -142,7 +162,7 @@ func (d *decoder) value(v *fastjson.Value) (any, bool) {
 		return out, true
 	case fastjson.TypeString:
 		s, _ := v.StringBytes()
-		return string(s), true
+		return d.str(s), true
 	case fastjson.TypeNumber:
 		d.num = v.MarshalTo(d.num[:0])
 		if i, ok := smallInt(d.num); ok {
