@@ -71,7 +71,9 @@ func friendlyError(server, procedure string, hasToken bool, err error) error {
 		return err
 	}
 	msg := ce.Message()
-	if ce.Code() == connect.CodeCanceled || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || ce.Code() == connect.CodeCanceled && connect.IsWireError(ce) {
+		// (Connect also reports a connection reset by the server as
+		// canceled: that one is an unreachable server, below)
 		return &rpcError{"interrupted", err}
 	}
 	if !connect.IsWireError(ce) {
@@ -85,9 +87,15 @@ func friendlyError(server, procedure string, hasToken bool, err error) error {
 		if op := new(net.OpError); errors.As(err, &op) {
 			msg = op.Error()
 		}
-		if strings.HasPrefix(server, "http://") && strings.Contains(msg, "400 Bad Request") {
+		switch {
+		case strings.HasPrefix(server, "http://") && strings.Contains(msg, "400 Bad Request"):
 			// what a TLS port answers to plain HTTP
 			msg += " (if the cluster serves HTTPS: --server https://HOST:PORT, with --ca for a private CA)"
+		case strings.HasPrefix(server, "https://") && !strings.Contains(msg, "certificate") &&
+			(strings.Contains(msg, "reset by peer") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "could not be established")):
+			// with TLS 1.3 a client learns only after the handshake that
+			// the server wanted its certificate: the server hangs up
+			msg += " (if the server requires a client certificate: --cert and --key)"
 		}
 		return &rpcError{fmt.Sprintf("cannot reach the server at %s: %s", server, msg), err}
 	}
