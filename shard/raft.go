@@ -428,9 +428,12 @@ func (s *Shard) ProposeAsync(b *Batch) raft.ApplyFuture {
 }
 
 // Barrier waits until everything committed before it is applied here (a new
-// leader calls it before reading the state), or until ctx ends.
+// leader calls it before reading the state), or until ctx ends. It is an
+// empty batch rather than Raft's own barrier entry: the state machine sees
+// it, so its applied index (Index) reaches the end of the log, past the
+// entries it is never shown (a new leader's no-op, configurations).
 func (s *Shard) Barrier(ctx context.Context, timeout time.Duration) error {
-	return Wait(ctx, s.raft.Barrier(timeout))
+	return Result(ctx, s.raft.Apply((&Batch{}).Encode(nil), timeout))
 }
 
 // Close shuts the replica down and closes its log. Safe to call twice.

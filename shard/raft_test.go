@@ -98,6 +98,30 @@ func (rs *replicaSet) leader() *Shard {
 	return l
 }
 
+// After a new leader's barrier the state machine's applied index is the
+// last index of the log on every replica: the status shows it level with
+// the commit index, not behind it by the entries Raft keeps from the state
+// machine (the bootstrap configuration, the new leader's no-op).
+func TestBarrierBringsAppliedIndexToTheLogEnd(t *testing.T) {
+	rs := newReplicaSet(t, 3)
+	l := rs.leader()
+	if err := l.Barrier(context.Background(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	last := l.Raft().LastIndex()
+	if last < 3 {
+		t.Fatalf("last index %d: want the configuration, the no-op and the barrier", last)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		for i, s := range rs.shards {
+			if got := s.FSM().Index(); got != last {
+				return fmt.Errorf("replica n%d applied up to %d, the log ends at %d", i, got, last)
+			}
+		}
+		return nil
+	})
+}
+
 // Replicas of a shard that applied the same log hold byte-identical state,
 // and a restarted replica recovers its state from disk.
 func TestRaftReplicasAndRestart(t *testing.T) {
