@@ -64,6 +64,11 @@ type Config struct {
 	// long the leader waits to fill a batch.
 	IngestBatch  int
 	IngestLinger time.Duration
+	// OutboxLimit is how many produced records a shard holds unpublished
+	// before its leader stops reading (default 50,000): while JetStream
+	// does not take the output, the replicated state does not grow
+	// without bound, and reading resumes once publishing catches up.
+	OutboxLimit int
 	// TickEvery is the processing-time tick period (default 1s).
 	TickEvery time.Duration
 	// HandOverAfter is how long a replica that is not its shard's preferred
@@ -120,6 +125,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IngestLinger == 0 {
 		c.IngestLinger = 5 * time.Millisecond
+	}
+	if c.OutboxLimit == 0 {
+		c.OutboxLimit = 50_000
 	}
 	if c.TickEvery == 0 {
 		c.TickEvery = time.Second

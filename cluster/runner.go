@@ -485,6 +485,11 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 		if len(events) == 0 {
 			return nil
 		}
+		// no entry while the outbox is over its limit (a session that
+		// starts again after a failed publish would otherwise add one)
+		if err := r.waitToRead(ctx, rs, false); err != nil {
+			return err
+		}
 		b := &shard.Batch{Ops: []shard.Op{rs.op(events)}}
 		events = nil
 		if !r.sh.IsLeader() {
@@ -498,18 +503,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 		// watermark alignment: while this source runs too far ahead of the
 		// others a pattern aligns, stop reading it (the consumer's buffer
 		// fills and JetStream holds the rest)
-		for {
-			paused := false
-			r.sh.FSM().View(func(s *shard.State, _ uint64) { paused = rs.paused(s) })
-			if !paused {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
+		return r.waitToRead(ctx, rs, true)
 	}
 	for {
 		select {
@@ -549,6 +543,35 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 			if err := flush(); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// waitToRead returns once the shard may read on: its outbox holds fewer
+// unpublished records than the limit (JetStream does not take the output:
+// the replicated state must not grow with what is read meanwhile) and,
+// with aligned, the source is not paused by watermark alignment.
+func (r *runner) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
+	full := false
+	for {
+		paused, outbox := false, 0
+		r.sh.FSM().View(func(s *shard.State, _ uint64) {
+			paused, outbox = aligned && rs.paused(s), len(s.Outbox())
+		})
+		if outbox >= r.n.cfg.OutboxLimit && !full {
+			full = true
+			r.log.Warn("reading paused: the outbox holds more unpublished records than its limit", "stream", rs.stream, "records", outbox, "limit", r.n.cfg.OutboxLimit)
+		}
+		if !paused && outbox < r.n.cfg.OutboxLimit {
+			if full {
+				r.log.Info("reading resumes: the outbox is below its limit", "stream", rs.stream, "records", outbox)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -57,6 +57,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	peers := fs.String("peers", env("peers", ""), "all members as id=raftaddr=apiaddr,... including this node; empty: a single-node cluster (env CEPNODE_PEERS)")
 	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
 	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
+	outboxLimit := fs.Int("outbox-limit", 50_000, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
 	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
 	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert (env CEPNODE_TLS_KEY)")
@@ -82,6 +83,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		NodeID: *id, DataDir: *data, RaftAddr: *raftAddr, APIAddr: *apiAddr,
 		NATSURL: *natsURL, NATSCreds: *natsCreds, NATSCA: *natsCA, NATSPort: *natsPort,
 		Shards: *shards, KeyGroups: *keyGroups, APIToken: *token, Logger: logger, Pprof: *pprofOn,
+		OutboxLimit: *outboxLimit,
+	}
+	if *outboxLimit < 1 {
+		return errors.New("--outbox-limit must be at least 1")
 	}
 	switch set := btoi(*tlsCert != "") + btoi(*tlsKey != "") + btoi(*tlsCA != ""); set {
 	case 3:

@@ -1,0 +1,112 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+)
+
+// metric reads one sample of the node's /metrics ("" labels: the first).
+func metric(t *testing.T, n *cluster.Node, name string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + n.APIAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? (\S+)$`).FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatalf("no %s in /metrics", name)
+	}
+	v, err := strconv.ParseFloat(m[2], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// While JetStream does not take the output (here: the output stream is
+// gone), a shard's leader stops reading once its outbox holds the limit of
+// unpublished records, instead of growing the replicated state with all
+// it reads; once the stream is back, everything is published, and the
+// output equals the offline engine's, nothing lost or duplicated.
+func TestOutboxLimitPausesReading(t *testing.T) {
+	const limit = 20
+	n, err := cluster.Start(context.Background(), cluster.Config{
+		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSPort: -1,
+		Raft: testRaft(), Logger: logger(t), IngestBatch: 5, OutboxLimit: limit,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := n.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := newClients(n.APIAddr())
+	createBank(t, ctx, c)
+	// every login is a match
+	spec := []byte("name: logins\nsource: bank\nkey: e.account\ntime: e.ts\nstages:\n  - name: login\n    where: e.type == \"LOGIN\"\n")
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+		t.Fatal(err)
+	}
+
+	nc, err := nats.Connect(n.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(ctx, cluster.OutputStream); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for i := 0; i < 300; i++ {
+		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":"LOGIN","ts":%d}`, i%7, 1000+i))
+	}
+	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+
+	// reading stops near the limit: what is in flight (a few entries of 5
+	// events, each a record) may pass it, nothing more
+	time.Sleep(2 * time.Second)
+	outbox, events := metric(t, n, "cep_outbox_records"), metric(t, n, "cep_events_total")
+	if outbox < limit || outbox > limit+4*5+5 {
+		t.Fatalf("outbox %v records with a limit of %d", outbox, limit)
+	}
+	if events >= float64(len(lines)) {
+		t.Fatalf("%v of %d events applied: reading did not pause", events, len(lines))
+	}
+	time.Sleep(time.Second)
+	if again := metric(t, n, "cep_outbox_records"); again > outbox {
+		t.Fatalf("the outbox grew from %v to %v while paused", outbox, again)
+	}
+
+	// the stream is back: everything is published, exactly once
+	if err := cluster.EnsureOutputStream(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	want := withoutIDs(offline(t, spec, lines))
+	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.logins", len(want), 30*time.Second))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%d records, want %d; the output differs from the offline engine", len(got), len(want))
+	}
+	time.Sleep(500 * time.Millisecond)
+	if extra := outputCount(t, n.NATSURL(), "cep.out.logins"); extra != len(want) {
+		t.Fatalf("%d records published, want %d", extra, len(want))
+	}
+}
