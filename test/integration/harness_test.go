@@ -72,13 +72,17 @@ type clients struct {
 }
 
 func newClients(addr string, opts ...connect.ClientOption) clients {
-	base := "http://" + addr
+	return clientsAt(http.DefaultClient, "http://"+addr, opts...)
+}
+
+// clientsAt talks to the API at base URL through hc.
+func clientsAt(hc *http.Client, base string, opts ...connect.ClientOption) clients {
 	return clients{
-		patterns:   cepv1connect.NewPatternServiceClient(http.DefaultClient, base, opts...),
-		sources:    cepv1connect.NewSourceServiceClient(http.DefaultClient, base, opts...),
-		cluster:    cepv1connect.NewClusterServiceClient(http.DefaultClient, base, opts...),
-		matches:    cepv1connect.NewMatchServiceClient(http.DefaultClient, base, opts...),
-		savepoints: cepv1connect.NewSavepointServiceClient(http.DefaultClient, base, opts...),
+		patterns:   cepv1connect.NewPatternServiceClient(hc, base, opts...),
+		sources:    cepv1connect.NewSourceServiceClient(hc, base, opts...),
+		cluster:    cepv1connect.NewClusterServiceClient(hc, base, opts...),
+		matches:    cepv1connect.NewMatchServiceClient(hc, base, opts...),
+		savepoints: cepv1connect.NewSavepointServiceClient(hc, base, opts...),
 	}
 }
 

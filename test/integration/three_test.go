@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testcerts"
 )
 
 var cepnodeBin string
@@ -87,7 +93,13 @@ func (p *proc) kill() {
 // published, the leader of a shard is killed with SIGKILL several times and
 // restarted; the records on NATS equal, record for record, what the offline
 // engine produces: nothing lost, nothing duplicated.
-func TestThreeNodesKillLeaders(t *testing.T) {
+func TestThreeNodesKillLeaders(t *testing.T) { killLeaders(t, false) }
+
+// The same with the nodes talking mutual TLS on the Raft port and HTTPS on
+// the API (a restarted node's streams and calls are new TLS connections).
+func TestThreeNodesKillLeadersOverTLS(t *testing.T) { killLeaders(t, true) }
+
+func killLeaders(t *testing.T, useTLS bool) {
 	if testing.Short() {
 		t.Skip("starts processes and kills them")
 	}
@@ -110,9 +122,34 @@ func TestThreeNodesKillLeaders(t *testing.T) {
 		procs[i] = p
 		peers = append(peers, p.id+"="+p.raft+"="+p.api)
 	}
+	newClients := newClients
+	var ca *testcerts.Authority
+	if useTLS {
+		var err error
+		if ca, err = testcerts.NewAuthority(base, "cep"); err != nil {
+			t.Fatal(err)
+		}
+		pool, err := cluster.LoadCAs(ca.CA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		hc := &http.Client{Transport: tr}
+		newClients = func(addr string, opts ...connect.ClientOption) clients {
+			return clientsAt(hc, "https://"+addr, opts...)
+		}
+	}
 	for _, p := range procs {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api,
 			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn", "--token", "s3cret"}
+		if ca != nil {
+			f, err := ca.Issue(p.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.args = append(p.args, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
+		}
 		p.start(t)
 	}
 	defer func() {
@@ -191,7 +228,7 @@ stages:
 		}
 		publish(t, ns.ClientURL(), "bank", keyOf, lines[k*per:end])
 		if k < kills {
-			victim := shardLeader(t, ctx, procs)
+			victim := shardLeader(t, ctx, procs, newClients)
 			t.Logf("after chunk %d: SIGKILL %s, the leader of shard 1", k, victim.id)
 			victim.kill()
 			if k == 0 { // a live node reports the killed one dead
@@ -240,7 +277,7 @@ stages:
 
 // shardLeader finds the node leading shard 1: one that reports itself as
 // the leader, with every running node agreeing.
-func shardLeader(t *testing.T, ctx context.Context, procs []*proc) *proc {
+func shardLeader(t *testing.T, ctx context.Context, procs []*proc, newClients func(string, ...connect.ClientOption) clients) *proc {
 	t.Helper()
 	var leader *proc
 	checkFor(t, 30*time.Second, func() error {
