@@ -494,6 +494,7 @@ func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) 
 				s.PartialMatches += uint64(p.PartialMatches)
 				s.BufferedEvents += uint64(p.BufferedEvents)
 			}
+			s.OutboxRecords = uint64(len(st.Outbox()))
 		})
 		out.Shards = append(out.Shards, s)
 	}

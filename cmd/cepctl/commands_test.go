@@ -42,7 +42,7 @@ func statusCluster() *fakeCluster {
 						{NodeId: "n1", Suffrage: cepv1.Suffrage_SUFFRAGE_VOTER, AppliedIndex: 100},
 						{NodeId: "n2", Suffrage: cepv1.Suffrage_SUFFRAGE_NONVOTER, AppliedIndex: 90},
 					},
-					CommitIndex: 100, LastAppliedIndex: 99, Patterns: 3, PartialMatches: 17, BufferedEvents: 5},
+					CommitIndex: 100, LastAppliedIndex: 99, Patterns: 3, PartialMatches: 17, BufferedEvents: 5, OutboxRecords: 12},
 				{Id: 2, KeyGroups: &cepv1.KeyGroupRange{First: 64, Last: 127}},
 			}}, nil
 		},
@@ -55,10 +55,11 @@ func TestStatus(t *testing.T) {
 	out := cepctl(t, url, "status").mustOK(t).stdout
 	for _, row := range [][]string{
 		{"NODE", "ADDRESS", "API", "STATE", "META"},
+		{"SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS", "OUTBOX"},
 		{"n1", "10.0.0.1:7946", "10.0.0.1:7070", "alive", "leader"},
 		{"n2", "10.0.0.2:7946", "10.0.0.2:7070", "suspect", "-"},
-		{"1", "0-63", "n1", "n1,n2(nonvoter)", "100", "99", "3", "17", "5"},
-		{"2", "64-127", "NONE", "-", "0", "0", "0", "0", "0"},
+		{"1", "0-63", "n1", "n1,n2(nonvoter)", "100", "99", "3", "17", "5", "12"},
+		{"2", "64-127", "NONE", "-", "0", "0", "0", "0", "0", "0"},
 	} {
 		if !hasRow(out, row...) {
 			t.Errorf("no row %q in\n%s", row, out)

@@ -94,7 +94,7 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 	fmt.Fprintln(w)
 
 	tw = newTable(w)
-	row(tw, "SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS")
+	row(tw, "SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS", "OUTBOX")
 	for _, s := range sh.GetShards() {
 		kg := s.GetKeyGroups()
 		leader := s.GetLeaderNodeId()
@@ -102,7 +102,7 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 			leader = "NONE"
 		}
 		row(tw, s.GetId(), fmt.Sprintf("%d-%d", kg.GetFirst(), kg.GetLast()), leader, replicas(s.GetReplicas()),
-			s.GetCommitIndex(), s.GetLastAppliedIndex(), s.GetPatterns(), s.GetPartialMatches(), s.GetBufferedEvents())
+			s.GetCommitIndex(), s.GetLastAppliedIndex(), s.GetPatterns(), s.GetPartialMatches(), s.GetBufferedEvents(), s.GetOutboxRecords())
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -95,6 +95,14 @@ func TestOutboxLimitPausesReading(t *testing.T) {
 	if again := metric(t, n, "cep_outbox_records"); again > outbox {
 		t.Fatalf("the outbox grew from %v to %v while paused", outbox, again)
 	}
+	// the status shows it
+	res, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Msg.Shards[0].OutboxRecords; float64(got) != outbox {
+		t.Fatalf("ListShards reports %d outbox records, /metrics %v", got, outbox)
+	}
 
 	// the stream is back: everything is published, exactly once
 	if err := cluster.EnsureOutputStream(ctx, js); err != nil {

@@ -573,8 +573,11 @@ type Shard struct {
 	PartialMatches uint64 `protobuf:"varint,8,opt,name=partial_matches,json=partialMatches,proto3" json:"partial_matches,omitempty"`
 	// Events held in the watermark buffers and shared event buffers.
 	BufferedEvents uint64 `protobuf:"varint,9,opt,name=buffered_events,json=bufferedEvents,proto3" json:"buffered_events,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Output records the shard holds until JetStream has stored them; its
+	// leader stops reading at the node's outbox limit.
+	OutboxRecords uint64 `protobuf:"varint,10,opt,name=outbox_records,json=outboxRecords,proto3" json:"outbox_records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Shard) Reset() {
@@ -666,6 +669,13 @@ func (x *Shard) GetPartialMatches() uint64 {
 func (x *Shard) GetBufferedEvents() uint64 {
 	if x != nil {
 		return x.BufferedEvents
+	}
+	return 0
+}
+
+func (x *Shard) GetOutboxRecords() uint64 {
+	if x != nil {
+		return x.OutboxRecords
 	}
 	return 0
 }
@@ -788,7 +798,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xdf\x02\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x86\x03\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -799,7 +809,9 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x12last_applied_index\x18\x06 \x01(\x04R\x10lastAppliedIndex\x12\x1a\n" +
 	"\bpatterns\x18\a \x01(\rR\bpatterns\x12'\n" +
 	"\x0fpartial_matches\x18\b \x01(\x04R\x0epartialMatches\x12'\n" +
-	"\x0fbuffered_events\x18\t \x01(\x04R\x0ebufferedEvents\"\x13\n" +
+	"\x0fbuffered_events\x18\t \x01(\x04R\x0ebufferedEvents\x12%\n" +
+	"\x0eoutbox_records\x18\n" +
+	" \x01(\x04R\routboxRecords\"\x13\n" +
 	"\x11ListShardsRequest\";\n" +
 	"\x12ListShardsResponse\x12%\n" +
 	"\x06shards\x18\x01 \x03(\v2\r.cep.v1.ShardR\x06shards*j\n" +
