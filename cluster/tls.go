@@ -125,25 +125,19 @@ func LoadCAs(caFile string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// peerServer is the Raft mux's side of mutual TLS.
-func (t *TLS) peerServer() *tls.Config {
-	return &tls.Config{
-		GetCertificate: t.getCertificate,
-		ClientCAs:      t.CAs,
-		ClientAuth:     tls.RequireAndVerifyClientCert,
-		MinVersion:     tls.VersionTLS12,
-	}
+// server is a listener's side, verifying client certificates as auth says.
+func (t *TLS) server(auth tls.ClientAuthType) *tls.Config {
+	return &tls.Config{GetCertificate: t.getCertificate, ClientCAs: t.CAs, ClientAuth: auth, MinVersion: tls.VersionTLS12}
 }
+
+// peerServer is the Raft mux's side of mutual TLS.
+func (t *TLS) peerServer() *tls.Config { return t.server(tls.RequireAndVerifyClientCert) }
 
 // apiServer serves the API: HTTP/2 (gRPC needs it) and HTTP/1.1.
 func (t *TLS) apiServer() *tls.Config {
-	return &tls.Config{
-		GetCertificate: t.getCertificate,
-		ClientCAs:      t.CAs,
-		ClientAuth:     tls.VerifyClientCertIfGiven,
-		MinVersion:     tls.VersionTLS12,
-		NextProtos:     []string{"h2", "http/1.1"},
-	}
+	c := t.server(tls.VerifyClientCertIfGiven)
+	c.NextProtos = []string{"h2", "http/1.1"}
+	return c
 }
 
 // client is the node's side when it dials a peer's mux or API.

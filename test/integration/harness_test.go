@@ -249,6 +249,22 @@ func offline(t *testing.T, spec []byte, lines []string) []string {
 	return out
 }
 
+// publishAndCompare publishes the events of accounts to the source
+// "bank" and waits until the pattern's subject holds what the offline
+// engine produces from them, record for record (ids aside).
+func publishAndCompare(t *testing.T, natsURL string, spec []byte, subject string, lines []string, timeout time.Duration) {
+	t.Helper()
+	publish(t, natsURL, "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	want := withoutIDs(offline(t, spec, lines))
+	if len(want) == 0 {
+		t.Fatal("the offline run produced nothing; the test would prove nothing")
+	}
+	got := withoutIDs(waitOutputs(t, natsURL, subject, len(want), timeout))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("cluster output differs from the offline engine:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+}
+
 // withoutIDs strips the "id" field the cluster adds, for comparison.
 func withoutIDs(recs []string) []string {
 	out := make([]string, len(recs))

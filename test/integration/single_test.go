@@ -76,17 +76,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	lines = append(lines,
 		`{"account":"acc-9","type":"LOGIN","ts":400000}`,
 		`{"account":"acc-9","type":"PAYMENT_OK","ts":410000}`)
-	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	publish(t, n.NATSURL(), "bank", keyOf, lines)
-
-	want := withoutIDs(offline(t, spec, lines))
-	if len(want) == 0 {
-		t.Fatal("the offline run produced nothing; the test would prove nothing")
-	}
-	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.login-fail-logout", len(want), 20*time.Second))
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("cluster output differs from the offline engine:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
-	}
+	publishAndCompare(t, n.NATSURL(), spec, "cep.out.login-fail-logout", lines, 20*time.Second)
 	select {
 	case r := <-tailed:
 		if r.Type != "match" || r.Pattern != "login-fail-logout" || r.Id == "" || !strings.Contains(string(r.Json), `"key":"acc-1"`) {
@@ -132,9 +122,9 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	n = startSingle(t, dir)
 	more := []string{`{"account":"acc-9","type":"LOGOUT","ts":420000}`, `{"account":"acc-8","type":"LOGIN","ts":430000}`}
 	// NATS restarted with the node (embedded): its data dir persisted too
-	publish(t, n.NATSURL(), "bank", keyOf, more)
+	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, more)
 	want2 := withoutIDs(offline(t, spec, append(lines, more...)))
-	got = withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.login-fail-logout", len(want2), 20*time.Second))
+	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.login-fail-logout", len(want2), 20*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want2, "\n") {
 		t.Fatalf("after restart:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want2, "\n     "))
 	}

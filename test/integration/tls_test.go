@@ -85,17 +85,7 @@ func TestThreeNodesOverTLS(t *testing.T) {
 		return nil
 	})
 
-	lines := bankEvents(7, 400)
-	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	publish(t, ns.ClientURL(), "bank", keyOf, lines)
-	want := withoutIDs(offline(t, lflSpec, lines))
-	if len(want) == 0 {
-		t.Fatal("the offline run produced nothing; the test would prove nothing")
-	}
-	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 30*time.Second))
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("cluster output differs from the offline engine:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
-	}
+	publishAndCompare(t, ns.ClientURL(), lflSpec, "cep.out.lfl", bankEvents(7, 400), 30*time.Second)
 
 	// plain TCP to the Raft port, with a valid stream header for the
 	// metadata group: dropped (a plain mux would hand it to Raft)
