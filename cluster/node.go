@@ -163,6 +163,10 @@ type Node struct {
 	peerTLS  *http.Transport
 
 	applyLatency prometheus.Histogram // proposal to applied, per ingest batch
+	// readPaused is 1 while a shard leader does not read a stream, by
+	// reason: "alignment" (the source runs ahead of the others a pattern
+	// aligns) or "outbox" (the outbox holds its limit)
+	readPaused *prometheus.GaugeVec
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -178,6 +182,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Help:    "Time from proposing an ingest batch to its being applied on the leader.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
+	n.readPaused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cep_read_paused",
+		Help: "1 while a shard's leader does not read a stream: reason \"alignment\" (watermark alignment) or \"outbox\" (unpublished records at the outbox limit).",
+	}, []string{"shard", "stream", "reason"})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -552,7 +553,23 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 // the replicated state must not grow with what is read meanwhile) and,
 // with aligned, the source is not paused by watermark alignment.
 func (r *runner) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
-	full := false
+	id := strconv.FormatUint(r.sh.ID(), 10)
+	full, behind := false, false
+	gauge := func(reason string, on bool) {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		r.n.readPaused.WithLabelValues(id, rs.stream, reason).Set(v)
+	}
+	defer func() {
+		if full {
+			gauge("outbox", false)
+		}
+		if behind {
+			gauge("alignment", false)
+		}
+	}()
 	for {
 		paused, outbox := false, 0
 		r.sh.FSM().View(func(s *shard.State, _ uint64) {
@@ -560,7 +577,12 @@ func (r *runner) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 		})
 		if outbox >= r.n.cfg.OutboxLimit && !full {
 			full = true
+			gauge("outbox", true)
 			r.log.Warn("reading paused: the outbox holds more unpublished records than its limit", "stream", rs.stream, "records", outbox, "limit", r.n.cfg.OutboxLimit)
+		}
+		if paused && !behind {
+			behind = true
+			gauge("alignment", true)
 		}
 		if !paused && outbox < r.n.cfg.OutboxLimit {
 			if full {

@@ -18,8 +18,9 @@ import (
 	"github.com/cepcluster/cep/cluster"
 )
 
-// metric reads one sample of the node's /metrics ("" labels: the first).
-func metric(t *testing.T, n *cluster.Node, name string) float64 {
+// metric reads the first sample of the node's /metrics named name whose
+// labels contain each of labels (such as `reason="outbox"`).
+func metric(t *testing.T, n *cluster.Node, name string, labels ...string) float64 {
 	t.Helper()
 	res, err := http.Get("http://" + n.APIAddr() + "/metrics")
 	if err != nil {
@@ -27,9 +28,19 @@ func metric(t *testing.T, n *cluster.Node, name string) float64 {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? (\S+)$`).FindStringSubmatch(string(b))
+	var m []string
+	for _, s := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(string(b), -1) {
+		all := true
+		for _, l := range labels {
+			all = all && strings.Contains(s[1], l)
+		}
+		if all {
+			m = s
+			break
+		}
+	}
 	if m == nil {
-		t.Fatalf("no %s in /metrics", name)
+		t.Fatalf("no %s%v in /metrics", name, labels)
 	}
 	v, err := strconv.ParseFloat(m[2], 64)
 	if err != nil {
@@ -91,6 +102,9 @@ func TestOutboxLimitPausesReading(t *testing.T) {
 	if events >= float64(len(lines)) {
 		t.Fatalf("%v of %d events applied: reading did not pause", events, len(lines))
 	}
+	if p := metric(t, n, "cep_read_paused", `reason="outbox"`); p != 1 {
+		t.Fatalf("cep_read_paused{reason=\"outbox\"} %v while paused", p)
+	}
 	time.Sleep(time.Second)
 	if again := metric(t, n, "cep_outbox_records"); again > outbox {
 		t.Fatalf("the outbox grew from %v to %v while paused", outbox, again)
@@ -116,5 +130,8 @@ func TestOutboxLimitPausesReading(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if extra := outputCount(t, n.NATSURL(), "cep.out.logins"); extra != len(want) {
 		t.Fatalf("%d records published, want %d", extra, len(want))
+	}
+	if p := metric(t, n, "cep_read_paused", `reason="outbox"`); p != 0 {
+		t.Fatalf("cep_read_paused{reason=\"outbox\"} %v after reading resumed", p)
 	}
 }
