@@ -16,6 +16,8 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/cepcluster/cep/shard"
+
+	"github.com/cepcluster/cep/internal/hclogslog"
 )
 
 // metaFSM is the raft.FSM of the metadata group. Apply, Snapshot and
@@ -114,7 +116,7 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 	}
 	c := *rc
 	c.LocalID = raft.ServerID(localID)
-	c.Logger = newHCLogger(logger.With("group", "meta"))
+	c.Logger = hclogslog.New(logger.With("group", "meta"))
 	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
 	if err != nil {
 		return nil, fmt.Errorf("metadata log: %w", err)

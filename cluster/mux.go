@@ -7,16 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/internal/hclogslog"
 )
 
 // Wire format of the connection header that opens every multiplexed stream:
@@ -540,128 +538,6 @@ func NewTransport(l *Layer, logger *slog.Logger) *raft.NetworkTransport {
 		Stream:  l,
 		MaxPool: transportMaxPool,
 		Timeout: transportTimeout,
-		Logger:  newHCLogger(logger.With("group", l.group)).Named("raft-net"),
+		Logger:  hclogslog.New(logger.With("group", l.group)).Named("raft-net"),
 	})
-}
-
-// hclogAdapter is an hclog.Logger that writes to a *slog.Logger, so that
-// hashicorp libraries log through the node's slog handler. Derived loggers
-// (With, Named) share the level set by SetLevel.
-type hclogAdapter struct {
-	base    *slog.Logger // with implied args applied
-	name    string
-	implied []any
-	level   *atomic.Int32 // hclog.Level; NoLevel defers to the slog handler
-}
-
-var _ hclog.Logger = (*hclogAdapter)(nil)
-
-// newHCLogger adapts logger to hclog.Logger (nil discards).
-func newHCLogger(logger *slog.Logger) hclog.Logger {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &hclogAdapter{base: logger, level: new(atomic.Int32)}
-}
-
-func slogLevel(l hclog.Level) slog.Level {
-	switch l {
-	case hclog.Trace:
-		return slog.LevelDebug - 4
-	case hclog.Debug:
-		return slog.LevelDebug
-	case hclog.Warn:
-		return slog.LevelWarn
-	case hclog.Error:
-		return slog.LevelError
-	default: // Info, NoLevel
-		return slog.LevelInfo
-	}
-}
-
-func (a *hclogAdapter) enabled(l hclog.Level) bool {
-	if floor := hclog.Level(a.level.Load()); floor != hclog.NoLevel && l < floor {
-		return false
-	}
-	return a.base.Enabled(context.Background(), slogLevel(l))
-}
-
-func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
-	if level == hclog.Off || !a.enabled(level) {
-		return
-	}
-	if a.name != "" {
-		args = append([]any{"logger", a.name}, args...)
-	}
-	a.base.Log(context.Background(), slogLevel(level), msg, args...)
-}
-
-func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
-func (a *hclogAdapter) Debug(msg string, args ...any) { a.Log(hclog.Debug, msg, args...) }
-func (a *hclogAdapter) Info(msg string, args ...any)  { a.Log(hclog.Info, msg, args...) }
-func (a *hclogAdapter) Warn(msg string, args ...any)  { a.Log(hclog.Warn, msg, args...) }
-func (a *hclogAdapter) Error(msg string, args ...any) { a.Log(hclog.Error, msg, args...) }
-func (a *hclogAdapter) IsTrace() bool                 { return a.enabled(hclog.Trace) }
-func (a *hclogAdapter) IsDebug() bool                 { return a.enabled(hclog.Debug) }
-func (a *hclogAdapter) IsInfo() bool                  { return a.enabled(hclog.Info) }
-func (a *hclogAdapter) IsWarn() bool                  { return a.enabled(hclog.Warn) }
-func (a *hclogAdapter) IsError() bool                 { return a.enabled(hclog.Error) }
-func (a *hclogAdapter) ImpliedArgs() []any            { return a.implied }
-func (a *hclogAdapter) Name() string                  { return a.name }
-
-func (a *hclogAdapter) With(args ...any) hclog.Logger {
-	c := *a
-	c.base = a.base.With(args...)
-	c.implied = append(a.implied[:len(a.implied):len(a.implied)], args...)
-	return &c
-}
-
-func (a *hclogAdapter) Named(name string) hclog.Logger {
-	if a.name != "" {
-		name = a.name + "." + name
-	}
-	return a.ResetNamed(name)
-}
-
-func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
-	c := *a
-	c.name = name
-	return &c
-}
-
-func (a *hclogAdapter) SetLevel(level hclog.Level) { a.level.Store(int32(level)) }
-
-func (a *hclogAdapter) GetLevel() hclog.Level {
-	if l := hclog.Level(a.level.Load()); l != hclog.NoLevel {
-		return l
-	}
-	for _, l := range []hclog.Level{hclog.Trace, hclog.Debug, hclog.Info, hclog.Warn, hclog.Error} {
-		if a.enabled(l) {
-			return l
-		}
-	}
-	return hclog.Off
-}
-
-func (a *hclogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
-	return log.New(a.StandardWriter(opts), "", 0)
-}
-
-func (a *hclogAdapter) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer {
-	level := hclog.Info
-	if opts != nil && opts.ForceLevel != hclog.NoLevel {
-		level = opts.ForceLevel
-	}
-	return stdWriter{a: a, level: level}
-}
-
-// stdWriter logs each Write as one message at a fixed level.
-type stdWriter struct {
-	a     *hclogAdapter
-	level hclog.Level
-}
-
-func (w stdWriter) Write(p []byte) (int, error) {
-	w.a.Log(w.level, strings.TrimRight(string(p), "\r\n"))
-	return len(p), nil
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
+
+	"github.com/cepcluster/cep/internal/hclogslog"
 )
 
 func TestMain(m *testing.M) {
@@ -546,7 +548,7 @@ func TestRaftOverMux(t *testing.T) {
 			conf.ElectionTimeout = 200 * time.Millisecond
 			conf.LeaderLeaseTimeout = 100 * time.Millisecond
 			conf.CommitTimeout = 5 * time.Millisecond
-			conf.Logger = newHCLogger(glog)
+			conf.Logger = hclogslog.New(glog)
 			store := raft.NewInmemStore()
 			fsm := &testFSM{}
 			r, err := raft.NewRaft(conf, fsm, store, store, raft.NewInmemSnapshotStore(), trans)

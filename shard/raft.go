@@ -18,6 +18,8 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/cepcluster/cep/snapshot"
+
+	"github.com/cepcluster/cep/internal/hclogslog"
 )
 
 // FSM is the raft.FSM of a shard: a thin bridge that decodes log entries
@@ -296,7 +298,7 @@ func Open(cfg Config) (*Shard, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c.Logger = hclogAdapter(logger.With("shard", cfg.ID))
+	c.Logger = raftLogger(logger.With("shard", cfg.ID))
 	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: open log: %w", cfg.ID, err)
@@ -448,20 +450,12 @@ func (s *Shard) Close() error {
 	return err
 }
 
-// hclogAdapter sends raft's logs to slog.
-func hclogAdapter(l *slog.Logger) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
-		Name:   "raft",
-		Level:  hclog.Warn,
-		Output: slogWriter{l},
-	})
-}
-
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Info(string(bytes.TrimSpace(p)))
-	return len(p), nil
+// raftLogger sends raft's logs to slog at their own levels, from warnings
+// up (a shard's raft is chatty at info, and a node has many shards).
+func raftLogger(l *slog.Logger) hclog.Logger {
+	h := hclogslog.New(l).Named("raft")
+	h.SetLevel(hclog.Warn)
+	return h
 }
 
 // RestoreSavepoint replaces the shard's state, on every replica, with the

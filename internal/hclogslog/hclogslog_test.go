@@ -1,0 +1,37 @@
+package hclogslog
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// hclog's levels, names and key/value pairs arrive in slog as slog's own,
+// and SetLevel sets a floor for the logger and those derived from it.
+func TestLevelsNamesAndArgs(t *testing.T) {
+	var buf bytes.Buffer
+	l := New(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))).Named("raft").With("shard", 3)
+	l.Error("failed to make requestVote RPC", "target", "n2")
+	l.Debug("dropped", "n", 1)
+	l.SetLevel(hclog.Warn)
+	l.Named("net").Info("chatty")
+	l.Warn("heartbeat timeout reached")
+	l.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Error}).Print("from the standard logger\n")
+	got := buf.String()
+	for _, want := range []string{
+		`level=ERROR msg="failed to make requestVote RPC" shard=3 logger=raft target=n2`,
+		`level=DEBUG msg=dropped shard=3 logger=raft n=1`,
+		`level=WARN msg="heartbeat timeout reached" shard=3 logger=raft`,
+		`level=ERROR msg="from the standard logger" shard=3 logger=raft`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "chatty") {
+		t.Errorf("an info line passed a warn floor:\n%s", got)
+	}
+}
