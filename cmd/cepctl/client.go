@@ -90,12 +90,12 @@ func friendlyError(server, procedure string, hasToken bool, err error) error {
 		switch {
 		case strings.HasPrefix(server, "http://") && strings.Contains(msg, "400 Bad Request"):
 			// what a TLS port answers to plain HTTP
-			msg += " (if the cluster serves HTTPS: --server https://HOST:PORT, with --ca for a private CA)"
+			msg += " (if the cluster serves HTTPS: --server https://HOST:PORT, with --tls-ca for a private CA)"
 		case strings.HasPrefix(server, "https://") && !strings.Contains(msg, "certificate") &&
 			(strings.Contains(msg, "reset by peer") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "could not be established")):
 			// with TLS 1.3 a client learns only after the handshake that
 			// the server wanted its certificate: the server hangs up
-			msg += " (if the server requires a client certificate: --cert and --key)"
+			msg += " (if the server requires a client certificate: --tls-cert and --tls-key)"
 		}
 		return &rpcError{fmt.Sprintf("cannot reach the server at %s: %s", server, msg), err}
 	}

@@ -38,9 +38,9 @@ type globalOptions struct {
 type configFile struct {
 	Server string `json:"server"`
 	Token  string `json:"token"`
-	CA     string `json:"ca"`
-	Cert   string `json:"cert"`
-	Key    string `json:"key"`
+	CA     string `json:"tls-ca"`
+	Cert   string `json:"tls-cert"`
+	Key    string `json:"tls-key"`
 }
 
 // resolveGlobals applies, in increasing precedence, the defaults, the config
@@ -93,7 +93,7 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 		v         *string
 		env, flag string
 		flagValue string
-	}{{&g.CA, "CEPCTL_CA", "ca", d.flags.ca}, {&g.Cert, "CEPCTL_CERT", "cert", d.flags.cert}, {&g.Key, "CEPCTL_KEY", "key", d.flags.key}} {
+	}{{&g.CA, "CEPCTL_TLS_CA", "tls-ca", d.flags.ca}, {&g.Cert, "CEPCTL_TLS_CERT", "tls-cert", d.flags.cert}, {&g.Key, "CEPCTL_TLS_KEY", "tls-key", d.flags.key}} {
 		if v := getenv(o.env); v != "" {
 			*o.v = v
 		}
@@ -102,7 +102,7 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 		}
 	}
 
-	secure := g.CA != "" || g.Cert != ""
+	secure := g.CA != "" || g.Cert != "" || g.Key != ""
 	s, err := normalizeServer(g.Server, secure)
 	if err != nil {
 		return g, err
@@ -123,20 +123,20 @@ func useTLS(d *deps, g globalOptions) error {
 	if g.CA != "" {
 		b, err := os.ReadFile(g.CA)
 		if err != nil {
-			return fmt.Errorf("--ca: %w", err)
+			return fmt.Errorf("--tls-ca: %w", err)
 		}
 		cfg.RootCAs = x509.NewCertPool()
 		if !cfg.RootCAs.AppendCertsFromPEM(b) {
-			return fmt.Errorf("--ca %s: no PEM certificate in it", g.CA)
+			return fmt.Errorf("--tls-ca %s: no PEM certificate in it", g.CA)
 		}
 	}
 	if (g.Cert == "") != (g.Key == "") {
-		return errors.New("--cert and --key go together")
+		return errors.New("--tls-cert and --tls-key go together")
 	}
 	if g.Cert != "" {
 		c, err := tls.LoadX509KeyPair(g.Cert, g.Key)
 		if err != nil {
-			return fmt.Errorf("--cert %s, --key %s: %w", g.Cert, g.Key, err)
+			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", g.Cert, g.Key, err)
 		}
 		cfg.Certificates = []tls.Certificate{c}
 	}

@@ -65,18 +65,18 @@ The API server and token come from, in increasing order of precedence: the
 config file (YAML with "server:" and "token:"; --config, else
 $XDG_CONFIG_HOME/cep/cepctl.yaml or ~/.config/cep/cepctl.yaml), the
 environment (CEPCTL_SERVER, CEPCTL_TOKEN) and the flags. So do the TLS
-settings of a cluster whose nodes serve HTTPS: "ca:", "cert:" and "key:",
-CEPCTL_CA, CEPCTL_CERT and CEPCTL_KEY, --ca, --cert and --key (a server
-given as HOST:PORT is then https).`,
+settings of a cluster whose nodes serve HTTPS: "tls-ca:", "tls-cert:" and
+"tls-key:", CEPCTL_TLS_CA, CEPCTL_TLS_CERT and CEPCTL_TLS_KEY, --tls-ca,
+--tls-cert and --tls-key (a server given as HOST:PORT is then https).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&d.flags.server, "server", "", "API server URL (default from the config file, else "+defaultServer+")")
 	pf.StringVar(&d.flags.token, "token", "", "API bearer token (default from the config file)")
-	pf.StringVar(&d.flags.ca, "ca", "", "PEM file of the CA(s) to trust for an https server (default from the config file, else the system's)")
-	pf.StringVar(&d.flags.cert, "cert", "", "PEM client certificate to present to an https server, with --key")
-	pf.StringVar(&d.flags.key, "key", "", "PEM private key of --cert")
+	pf.StringVar(&d.flags.ca, "tls-ca", "", "PEM file of the CA(s) to trust for an https server (default from the config file, else the system's)")
+	pf.StringVar(&d.flags.cert, "tls-cert", "", "PEM client certificate to present to an https server, with --tls-key")
+	pf.StringVar(&d.flags.key, "tls-key", "", "PEM private key of --tls-cert")
 	pf.StringVar(&d.flags.config, "config", "", "config file (default $XDG_CONFIG_HOME/cep/cepctl.yaml or ~/.config/cep/cepctl.yaml)")
 	pf.StringVarP(&d.flags.output, "output", "o", "table", "output format: table, json or yaml")
 	return root

@@ -14,7 +14,7 @@ import (
 )
 
 // A server with a certificate of a private CA that requires client
-// certificates: cepctl needs --ca to trust it and --cert/--key to be let
+// certificates: cepctl needs --tls-ca to trust it and --tls-cert/--tls-key to be let
 // in, from flags, the environment or the config file; a server given as
 // HOST:PORT is then https.
 func TestTLS(t *testing.T) {
@@ -53,10 +53,11 @@ func TestTLS(t *testing.T) {
 	}{
 		{"untrusted", nil, []string{"--server", srv.URL}, "certificate"},
 		{"plain HTTP", nil, []string{"--server", "http://" + hostPort}, "if the cluster serves HTTPS: --server https://HOST:PORT"},
-		{"no client certificate", nil, []string{"--server", srv.URL, "--ca", ca.CA}, "certificate"},
-		{"cert without key", nil, []string{"--server", srv.URL, "--ca", ca.CA, "--cert", cli.Cert}, "--cert and --key go together"},
-		{"flags", nil, []string{"--server", hostPort, "--ca", ca.CA, "--cert", cli.Cert, "--key", cli.Key}, ""},
-		{"environment", map[string]string{"CEPCTL_SERVER": hostPort, "CEPCTL_CA": ca.CA, "CEPCTL_CERT": cli.Cert, "CEPCTL_KEY": cli.Key}, nil, ""},
+		{"no client certificate", nil, []string{"--server", srv.URL, "--tls-ca", ca.CA}, "certificate"},
+		{"cert without key", nil, []string{"--server", srv.URL, "--tls-ca", ca.CA, "--tls-cert", cli.Cert}, "--tls-cert and --tls-key go together"},
+		{"key without cert", nil, []string{"--server", srv.URL, "--tls-ca", ca.CA, "--tls-key", cli.Key}, "--tls-cert and --tls-key go together"},
+		{"flags", nil, []string{"--server", hostPort, "--tls-ca", ca.CA, "--tls-cert", cli.Cert, "--tls-key", cli.Key}, ""},
+		{"environment", map[string]string{"CEPCTL_SERVER": hostPort, "CEPCTL_TLS_CA": ca.CA, "CEPCTL_TLS_CERT": cli.Cert, "CEPCTL_TLS_KEY": cli.Key}, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := cepctlEnv(t, c.env, "", append(c.args, "status")...)
@@ -73,7 +74,7 @@ func TestTLS(t *testing.T) {
 
 	// the config file
 	cfg := filepath.Join(dir, "cepctl.yaml")
-	os.WriteFile(cfg, []byte("server: "+hostPort+"\nca: "+ca.CA+"\ncert: "+cli.Cert+"\nkey: "+cli.Key+"\n"), 0o600)
+	os.WriteFile(cfg, []byte("server: "+hostPort+"\ntls-ca: "+ca.CA+"\ntls-cert: "+cli.Cert+"\ntls-key: "+cli.Key+"\n"), 0o600)
 	if r := cepctlEnv(t, nil, "", "--config", cfg, "status"); r.code != 0 {
 		t.Fatalf("with the config file: exit %d: %s", r.code, r.stderr)
 	}
