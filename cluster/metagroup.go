@@ -121,6 +121,7 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 	if err != nil {
 		return nil, fmt.Errorf("metadata log: %w", err)
 	}
+	shard.RemoveUnfinishedSnapshots(filepath.Join(dir, "snapshots"), logger.With("group", "meta"))
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, c.Logger)
 	if err != nil {
 		store.Close()

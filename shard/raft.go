@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,6 +308,7 @@ func Open(cfg Config) (*Shard, error) {
 	if keep == 0 {
 		keep = 2
 	}
+	RemoveUnfinishedSnapshots(filepath.Join(cfg.Dir, "snapshots"), logger.With("shard", cfg.ID))
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, keep, c.Logger)
 	if err != nil {
 		store.Close()
@@ -338,6 +340,28 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	fsm.mu.Unlock()
 	return sh, nil
+}
+
+// RemoveUnfinishedSnapshots deletes the snapshot directories raft left
+// unfinished (named *.tmp): a snapshot or an install interrupted by a crash,
+// or one whose creation failed (a full disk), which raft never removes and
+// warns about at every snapshot after. Before raft starts none is in
+// progress.
+func RemoveUnfinishedSnapshots(dir string, log *slog.Logger) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			log.Warn("cannot remove an unfinished snapshot", "dir", e.Name(), "err", err)
+			continue
+		}
+		log.Info("removed an unfinished snapshot", "dir", e.Name())
+	}
 }
 
 // adaptSnapshots sets Raft's snapshot threshold after a snapshot (see

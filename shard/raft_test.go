@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +180,43 @@ func TestRaftReplicasAndRestart(t *testing.T) {
 			t.Fatalf("propose on a follower: %v", err)
 		}
 	}
+}
+
+// A snapshot directory raft left unfinished (a crash, a full disk) is
+// removed when the replica opens; finished snapshots stay, and the replica
+// recovers from them.
+func TestOpenRemovesUnfinishedSnapshots(t *testing.T) {
+	rs := newReplicaSet(t, 1)
+	l := rs.leader()
+	ctx := context.Background()
+	for _, b := range randomLog(5, 20) {
+		if err := l.Propose(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	rs.shards[0] = nil
+	snaps := filepath.Join(rs.dirs[0], "snapshots")
+	left := filepath.Join(snaps, "2-9-1796008112642.tmp")
+	if err := os.MkdirAll(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(left, "state.bin"), []byte("partial"), 0o644)
+	rs.open(0, nil)
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Fatalf("the unfinished snapshot is still there: %v", err)
+	}
+	ents, _ := os.ReadDir(snaps)
+	if len(ents) == 0 {
+		t.Fatal("the finished snapshot was removed too")
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if !rs.shards[0].IsLeader() {
+			return fmt.Errorf("no leader after reopening")
+		}
+		return nil
+	})
 }
