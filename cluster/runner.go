@@ -48,9 +48,16 @@ func (r *runner) run() {
 		}
 	}
 	defer stop()
+	// a session that ends by itself soon after it started (its barrier
+	// or publishing keeps failing: a full disk, NATS away) is started
+	// again after a delay that doubles up to maxRetry, so the node does
+	// not spin and log at the rate of the failure
+	const firstRetry, maxRetry, settled = 100 * time.Millisecond, 5 * time.Second, 10 * time.Second
+	retry := firstRetry
+	var began time.Time
 	start := func() {
 		ctx, c := context.WithCancel(r.n.ctx)
-		cancel, done = c, make(chan struct{})
+		cancel, done, began = c, make(chan struct{}), time.Now()
 		go func() {
 			defer close(done)
 			r.session(ctx)
@@ -77,11 +84,15 @@ func (r *runner) run() {
 			// start another if this replica still leads
 			cancel()
 			cancel = nil
+			if time.Since(began) > settled {
+				retry = firstRetry
+			}
 			select {
 			case <-r.n.ctx.Done():
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(retry):
 			}
+			retry = min(2*retry, maxRetry)
 			if r.sh.IsLeader() {
 				start()
 			}
@@ -113,7 +124,7 @@ func (r *runner) session(ctx context.Context) {
 		}
 	}
 	wg.Add(3)
-	go func() { defer wg.Done(); fail(r.publish(ctx)) }()
+	go func() { defer wg.Done(); fail(r.publishRetrying(ctx)) }()
 	go func() { defer wg.Done(); fail(r.tick(ctx)) }()
 	// leadership moves to the preferred replica only after this session has
 	// started, so a failover is not slowed by it
@@ -595,6 +606,34 @@ func (r *runner) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// publishRetrying runs publish until the session ends, starting it again
+// after an error (JetStream not taking the output: the stream gone, full,
+// unreachable) with a delay that doubles up to 5 s, so that the session
+// and its reading stay up — reading pauses by itself once the outbox
+// holds its limit — and the node does not spin at the rate of the failure.
+// Losing the leadership ends it.
+func (r *runner) publishRetrying(ctx context.Context) error {
+	const firstRetry, maxRetry, settled = 100 * time.Millisecond, 5 * time.Second, 10 * time.Second
+	retry := firstRetry
+	for {
+		began := time.Now()
+		err := r.publish(ctx)
+		if err == nil || ctx.Err() != nil || errors.Is(err, shard.ErrNotLeader) || !r.sh.IsLeader() {
+			return err
+		}
+		if time.Since(began) > settled {
+			retry = firstRetry
+		}
+		r.log.Warn("publishing the outbox failed; retrying", "err", err, "in", retry)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, maxRetry)
 	}
 }
 
