@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -609,6 +610,49 @@ func (r *runner) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 	}
 }
 
+// headerRoom is what a published record's headers (message id) may take
+// of the server's max payload.
+const headerRoom = 1024
+
+// oversized is what is published instead of a record larger than the NATS
+// server's max payload: on DeadLetterRoot + "output.<rest of the record's
+// subject>", the record's subject, id, type, pattern, key and times, its
+// events counted by stage, and the reason. Forwarded events and dead
+// letters of input events are never larger than the input they carry, so
+// in practice this is a match or timeout with many events.
+func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
+	var rec struct {
+		Type      string                       `json:"type"`
+		Pattern   string                       `json:"pattern,omitempty"`
+		Key       string                       `json:"key,omitempty"`
+		Start     *int64                       `json:"start,omitempty"`
+		End       *int64                       `json:"end,omitempty"`
+		TimeoutAt *int64                       `json:"timeoutAt,omitempty"`
+		Events    map[string][]json.RawMessage `json:"events,omitempty"`
+	}
+	_ = json.Unmarshal(o.Payload, &rec) // what it holds is kept; a record is JSON
+	counts := map[string]int{}
+	for stage, evs := range rec.Events {
+		counts[stage] = len(evs)
+	}
+	out := struct {
+		Subject   string         `json:"subject"`
+		ID        string         `json:"id"`
+		Reason    string         `json:"reason"`
+		Type      string         `json:"type,omitempty"`
+		Pattern   string         `json:"pattern,omitempty"`
+		Key       string         `json:"key,omitempty"`
+		Start     *int64         `json:"start,omitempty"`
+		End       *int64         `json:"end,omitempty"`
+		TimeoutAt *int64         `json:"timeoutAt,omitempty"`
+		Events    map[string]int `json:"events,omitempty"`
+	}{o.Subject, o.ID, fmt.Sprintf("the record's %d bytes exceed the NATS server's max payload of %d", len(o.Payload), max),
+		rec.Type, rec.Pattern, rec.Key, rec.Start, rec.End, rec.TimeoutAt, counts}
+	data, _ = json.Marshal(out)
+	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, OutputSubjectRoot), DeadLetterRoot)
+	return DeadLetterRoot + "output." + rest, data
+}
+
 // publishRetrying runs publish until the session ends, starting it again
 // after an error (JetStream not taking the output: the stream gone, full,
 // unreachable) with a delay that doubles up to 5 s, so that the session
@@ -670,6 +714,13 @@ func (r *runner) publish(ctx context.Context) error {
 			futures := make([]jetstream.PubAckFuture, 0, len(recs))
 			for _, o := range recs {
 				msg := &nats.Msg{Subject: o.Subject, Data: o.Payload, Header: nats.Header{}}
+				if max := r.n.nc.MaxPayload(); int64(len(o.Payload)) > max-headerRoom {
+					// the server would refuse it at every try and the shard
+					// would never publish past it
+					msg.Subject, msg.Data = oversized(o, max)
+					r.log.Warn("an output record exceeds the NATS max payload: its summary goes to the dead-letter subject",
+						"id", o.ID, "subject", o.Subject, "bytes", len(o.Payload), "max_payload", max, "dead_letter", msg.Subject)
+				}
 				if strings.HasPrefix(o.ID, "fw-") {
 					// a forwarded event: its readers skip a second copy by
 					// its origin position, so the server need not track it
