@@ -621,33 +621,30 @@ const headerRoom = 1024
 // letters of input events are never larger than the input they carry, so
 // in practice this is a match or timeout with many events.
 func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
+	type about struct {
+		Type      string `json:"type,omitempty"`
+		Pattern   string `json:"pattern,omitempty"`
+		Key       string `json:"key,omitempty"`
+		Start     *int64 `json:"start,omitempty"`
+		End       *int64 `json:"end,omitempty"`
+		TimeoutAt *int64 `json:"timeoutAt,omitempty"`
+	}
 	var rec struct {
-		Type      string                       `json:"type"`
-		Pattern   string                       `json:"pattern,omitempty"`
-		Key       string                       `json:"key,omitempty"`
-		Start     *int64                       `json:"start,omitempty"`
-		End       *int64                       `json:"end,omitempty"`
-		TimeoutAt *int64                       `json:"timeoutAt,omitempty"`
-		Events    map[string][]json.RawMessage `json:"events,omitempty"`
+		about
+		Events map[string][]json.RawMessage `json:"events"`
 	}
 	_ = json.Unmarshal(o.Payload, &rec) // what it holds is kept; a record is JSON
-	counts := map[string]int{}
-	for stage, evs := range rec.Events {
-		counts[stage] = len(evs)
-	}
 	out := struct {
-		Subject   string         `json:"subject"`
-		ID        string         `json:"id"`
-		Reason    string         `json:"reason"`
-		Type      string         `json:"type,omitempty"`
-		Pattern   string         `json:"pattern,omitempty"`
-		Key       string         `json:"key,omitempty"`
-		Start     *int64         `json:"start,omitempty"`
-		End       *int64         `json:"end,omitempty"`
-		TimeoutAt *int64         `json:"timeoutAt,omitempty"`
-		Events    map[string]int `json:"events,omitempty"`
-	}{o.Subject, o.ID, fmt.Sprintf("the record's %d bytes exceed the NATS server's max payload of %d", len(o.Payload), max),
-		rec.Type, rec.Pattern, rec.Key, rec.Start, rec.End, rec.TimeoutAt, counts}
+		Subject string `json:"subject"`
+		ID      string `json:"id"`
+		Reason  string `json:"reason"`
+		about
+		Events map[string]int `json:"events,omitempty"`
+	}{Subject: o.Subject, ID: o.ID, about: rec.about, Events: map[string]int{},
+		Reason: fmt.Sprintf("the record's %d bytes exceed the NATS server's max payload of %d", len(o.Payload), max)}
+	for stage, evs := range rec.Events {
+		out.Events[stage] = len(evs)
+	}
 	data, _ = json.Marshal(out)
 	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, OutputSubjectRoot), DeadLetterRoot)
 	return DeadLetterRoot + "output." + rest, data

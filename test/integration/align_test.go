@@ -16,19 +16,10 @@ import (
 // the other holds the watermark back, so the state does not buffer it;
 // once the other catches up, reading resumes and every event is applied.
 func TestAlignmentPausesTheSourceAhead(t *testing.T) {
-	n, err := cluster.Start(context.Background(), cluster.Config{
-		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSPort: -1,
-		Raft: testRaft(), Logger: logger(t), IngestBatch: 10,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startConfigured(t, cluster.Config{IngestBatch: 10})
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	c := newClients(n.APIAddr())
 	for _, s := range []string{"fast", "slow"} {
 		checkFor(t, 30*time.Second, func() error {

@@ -93,10 +93,20 @@ func startSingle(t *testing.T, dir string) *cluster.Node { return startNode(t, d
 // using the NATS server at natsURL, or an embedded one for "".
 func startNode(t *testing.T, dir, natsURL string, shards int) *cluster.Node {
 	t.Helper()
-	n, err := cluster.Start(context.Background(), cluster.Config{
-		NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSURL: natsURL, NATSPort: -1,
-		Shards: shards, Raft: testRaft(), Logger: logger(t),
-	})
+	return startConfigured(t, cluster.Config{DataDir: dir, NATSURL: natsURL, Shards: shards})
+}
+
+// startConfigured starts a one-node cluster with cfg, its node id, data
+// directory (default: a temporary one), addresses, embedded NATS port,
+// Raft timeouts and logger filled in where cfg leaves them, and waits
+// until it is ready. The caller closes it.
+func startConfigured(t *testing.T, cfg cluster.Config) *cluster.Node {
+	t.Helper()
+	cfg.NodeID, cfg.RaftAddr, cfg.APIAddr, cfg.NATSPort, cfg.Raft, cfg.Logger = "n1", "127.0.0.1:0", "127.0.0.1:0", -1, testRaft(), logger(t)
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	n, err := cluster.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

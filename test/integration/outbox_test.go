@@ -56,19 +56,10 @@ func metric(t *testing.T, n *cluster.Node, name string, labels ...string) float6
 // output equals the offline engine's, nothing lost or duplicated.
 func TestOutboxLimitPausesReading(t *testing.T) {
 	const limit = 20
-	n, err := cluster.Start(context.Background(), cluster.Config{
-		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSPort: -1,
-		Raft: testRaft(), Logger: logger(t), IngestBatch: 5, OutboxLimit: limit,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startConfigured(t, cluster.Config{IngestBatch: 5, OutboxLimit: limit})
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	c := newClients(n.APIAddr())
 	createBank(t, ctx, c)
 	// every login is a match

@@ -32,19 +32,10 @@ func TestOversizedRecordIsDeadLettered(t *testing.T) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats not ready")
 	}
-	n, err := cluster.Start(context.Background(), cluster.Config{
-		NodeID: "n1", DataDir: filepath.Join(base, "n1"), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", NATSURL: ns.ClientURL(),
-		Raft: testRaft(), Logger: logger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startConfigured(t, cluster.Config{DataDir: filepath.Join(base, "n1"), NATSURL: ns.ClientURL()})
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	c := newClients(n.APIAddr())
 	createBank(t, ctx, c)
 	spec, err := os.ReadFile("../../examples/login-fail-logout.yaml")
