@@ -49,16 +49,14 @@ func (r *runner) run() {
 		}
 	}
 	defer stop()
-	// a session that ends by itself soon after it started (its barrier
-	// or publishing keeps failing: a full disk, NATS away) is started
-	// again after a delay that doubles up to maxRetry, so the node does
+	// a session that keeps ending by itself (its barrier fails on a full
+	// disk, say) is started again after a growing delay, so the node does
 	// not spin and log at the rate of the failure
-	const firstRetry, maxRetry, settled = 100 * time.Millisecond, 5 * time.Second, 10 * time.Second
-	retry := firstRetry
-	var began time.Time
+	var retry backoff
 	start := func() {
 		ctx, c := context.WithCancel(r.n.ctx)
-		cancel, done, began = c, make(chan struct{}), time.Now()
+		cancel, done = c, make(chan struct{})
+		retry.started()
 		go func() {
 			defer close(done)
 			r.session(ctx)
@@ -85,15 +83,11 @@ func (r *runner) run() {
 			// start another if this replica still leads
 			cancel()
 			cancel = nil
-			if time.Since(began) > settled {
-				retry = firstRetry
-			}
 			select {
 			case <-r.n.ctx.Done():
 				return
-			case <-time.After(retry):
+			case <-time.After(retry.next()):
 			}
-			retry = min(2*retry, maxRetry)
 			if r.sh.IsLeader() {
 				start()
 			}
@@ -498,8 +492,8 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 		if len(events) == 0 {
 			return nil
 		}
-		// no entry while the outbox is over its limit (a session that
-		// starts again after a failed publish would otherwise add one)
+		// no entry while the outbox is over its limit (each new session
+		// would otherwise add one before its first check)
 		if err := r.waitToRead(ctx, rs, false); err != nil {
 			return err
 		}
@@ -657,25 +651,43 @@ func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
 // holds its limit — and the node does not spin at the rate of the failure.
 // Losing the leadership ends it.
 func (r *runner) publishRetrying(ctx context.Context) error {
-	const firstRetry, maxRetry, settled = 100 * time.Millisecond, 5 * time.Second, 10 * time.Second
-	retry := firstRetry
+	var retry backoff
 	for {
-		began := time.Now()
+		retry.started()
 		err := r.publish(ctx)
 		if err == nil || ctx.Err() != nil || errors.Is(err, shard.ErrNotLeader) || !r.sh.IsLeader() {
 			return err
 		}
-		if time.Since(began) > settled {
-			retry = firstRetry
-		}
-		r.log.Warn("publishing the outbox failed; retrying", "err", err, "in", retry)
+		d := retry.next()
+		r.log.Warn("publishing the outbox failed; retrying", "err", err, "in", d)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(retry):
+		case <-time.After(d):
 		}
-		retry = min(2*retry, maxRetry)
 	}
+}
+
+// backoff spaces out the attempts of something that keeps failing: the
+// first retry after 100 ms, each next one after twice the delay, up to
+// 5 s, and after 100 ms again once an attempt lasted 10 s.
+type backoff struct {
+	delay time.Duration
+	began time.Time
+}
+
+// started records the start of an attempt.
+func (b *backoff) started() { b.began = time.Now() }
+
+// next is the delay before the attempt after the one that just failed.
+func (b *backoff) next() time.Duration {
+	const first, most, settled = 100 * time.Millisecond, 5 * time.Second, 10 * time.Second
+	if b.delay == 0 || time.Since(b.began) > settled {
+		b.delay = first
+	} else {
+		b.delay = min(2*b.delay, most)
+	}
+	return b.delay
 }
 
 // publish sends the outbox to JetStream, each record with its id as the
