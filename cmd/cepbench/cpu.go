@@ -52,6 +52,11 @@ func machineBusy() (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return busyOf(b)
+}
+
+// busyOf reads the busy time off the "cpu" line of /proc/stat's text.
+func busyOf(b []byte) (time.Duration, bool) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	f := bytes.Fields(line)
 	if len(f) < 5 || string(f[0]) != "cpu" {
