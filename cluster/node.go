@@ -71,6 +71,9 @@ type Config struct {
 	OutboxLimit int
 	// TickEvery is the processing-time tick period (default 1s).
 	TickEvery time.Duration
+	// StreamCheckEvery is how often a shard leader checks that the streams
+	// it reads still exist (default 10s).
+	StreamCheckEvery time.Duration
 	// HandOverAfter is how long a replica that is not its shard's preferred
 	// leader leads before handing leadership over (default 2s).
 	HandOverAfter time.Duration
@@ -132,6 +135,9 @@ func (c *Config) setDefaults() {
 	if c.TickEvery == 0 {
 		c.TickEvery = time.Second
 	}
+	if c.StreamCheckEvery == 0 {
+		c.StreamCheckEvery = 10 * time.Second
+	}
 	if c.HandOverAfter == 0 {
 		c.HandOverAfter = 2 * time.Second
 	}
@@ -167,6 +173,8 @@ type Node struct {
 	// reason: "alignment" (the source runs ahead of the others a pattern
 	// aligns) or "outbox" (the outbox holds its limit)
 	readPaused *prometheus.GaugeVec
+	// streamMissing is 1 while a stream a shard leader reads is gone
+	streamMissing *prometheus.GaugeVec
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -186,6 +194,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Name: "cep_read_paused",
 		Help: "1 while a shard's leader does not read a stream: reason \"alignment\" (watermark alignment) or \"outbox\" (unpublished records at the outbox limit).",
 	}, []string{"shard", "stream", "reason"})
+	n.streamMissing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cep_source_stream_missing",
+		Help: "1 while a stream a shard leader reads (a source's, or a derived source's) does not exist.",
+	}, []string{"shard", "stream"})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {

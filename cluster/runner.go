@@ -33,11 +33,14 @@ type runner struct {
 	n   *Node
 	sh  *shard.Shard
 	log *slog.Logger
+	// missing are the streams this leader found gone (watchStreams)
+	missing map[string]bool
 }
 
 func (r *runner) run() {
 	defer r.n.wg.Done()
 	r.log = r.n.log.With("shard", r.sh.ID())
+	r.missing = map[string]bool{}
 	leaderCh := r.sh.LeaderCh()
 	var cancel context.CancelFunc
 	var done chan struct{}
@@ -77,6 +80,8 @@ func (r *runner) run() {
 			stop()
 			if leader {
 				start()
+			} else {
+				r.forgetMissingStreams()
 			}
 		case <-ended:
 			// the session ended by itself (after a restore, or an error):
@@ -118,7 +123,8 @@ func (r *runner) session(ctx context.Context) {
 			cancel()
 		}
 	}
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); r.watchStreams(ctx) }()
 	go func() { defer wg.Done(); fail(r.publishRetrying(ctx)) }()
 	go func() { defer wg.Done(); fail(r.tick(ctx)) }()
 	// leadership moves to the preferred replica only after this session has
@@ -552,6 +558,62 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 			}
 		}
 	}
+}
+
+// watchStreams checks, when the session starts and every StreamCheckEvery
+// after, that the streams this leader reads exist. A stream deleted behind
+// the cluster's back leaves its consumer waiting in silence (or sessions
+// that end as they start), and publishers without a stream: this says so,
+// once, in the log and in cep_source_stream_missing until it is back.
+// What it found outlives the session (r.missing); run clears it when the
+// leadership goes.
+func (r *runner) watchStreams(ctx context.Context) {
+	id := strconv.FormatUint(r.sh.ID(), 10)
+	t := time.NewTicker(r.n.cfg.StreamCheckEvery)
+	defer t.Stop()
+	for {
+		m, _ := r.n.meta.fsm.View()
+		streams := map[string]string{} // stream -> a source read from it
+		for _, name := range sourcesOf(m) {
+			if src := m.Sources[name]; src != nil {
+				streams[src.Stream] = name
+				if o := m.Sources[src.Origin]; src.Origin != "" && o != nil && forwarderOf(m, name) == r.sh.ID() {
+					streams[o.Stream] = o.Name
+				}
+			}
+		}
+		for stream, source := range streams {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := r.n.js.Stream(cctx, stream)
+			cancel()
+			switch {
+			case errors.Is(err, jetstream.ErrStreamNotFound) && !r.missing[stream]:
+				r.missing[stream] = true
+				r.n.streamMissing.WithLabelValues(id, stream).Set(1)
+				r.log.Warn("a stream this shard reads is gone: nothing more of it is read until it is back, and a stream created anew numbers its events from 1, at or below positions already applied, which are skipped as re-reads",
+					"stream", stream, "source", source)
+			case err == nil && r.missing[stream]:
+				delete(r.missing, stream)
+				r.n.streamMissing.WithLabelValues(id, stream).Set(0)
+				r.log.Info("the stream is back", "stream", stream, "source", source)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// forgetMissingStreams clears what watchStreams found (the leadership has
+// gone; the new leader checks for itself). No session runs.
+func (r *runner) forgetMissingStreams() {
+	id := strconv.FormatUint(r.sh.ID(), 10)
+	for stream := range r.missing {
+		r.n.streamMissing.WithLabelValues(id, stream).Set(0)
+	}
+	clear(r.missing)
 }
 
 // waitToRead returns once the shard may read on: its outbox holds fewer

@@ -22,6 +22,16 @@ import (
 // labels contain each of labels (such as `reason="outbox"`).
 func metric(t *testing.T, n *cluster.Node, name string, labels ...string) float64 {
 	t.Helper()
+	v, ok := metricValue(t, n, name, labels...)
+	if !ok {
+		t.Fatalf("no %s%v in /metrics", name, labels)
+	}
+	return v
+}
+
+// metricValue is metric, reporting whether there is such a sample.
+func metricValue(t *testing.T, n *cluster.Node, name string, labels ...string) (float64, bool) {
+	t.Helper()
 	res, err := http.Get("http://" + n.APIAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -40,13 +50,13 @@ func metric(t *testing.T, n *cluster.Node, name string, labels ...string) float6
 		}
 	}
 	if m == nil {
-		t.Fatalf("no %s%v in /metrics", name, labels)
+		return 0, false
 	}
 	v, err := strconv.ParseFloat(m[2], 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	return v, true
 }
 
 // While JetStream does not take the output (here: the output stream is
