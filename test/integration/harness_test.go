@@ -119,6 +119,32 @@ func startConfigured(t *testing.T, cfg cluster.Config) *cluster.Node {
 	return n
 }
 
+// deployOnBank creates the source "bank" on n and deploys spec on it.
+func deployOnBank(t *testing.T, ctx context.Context, n *cluster.Node, spec []byte) clients {
+	t.Helper()
+	c := newClients(n.APIAddr())
+	createBank(t, ctx, c)
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// jetStream connects to the NATS server at url until the test ends.
+func jetStream(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // publish sends events to a source as a publisher would: subject
 // "<source>.<key>", key from the event.
 func publish(t *testing.T, natsURL, source string, keyOf func(map[string]any) string, lines []string) {

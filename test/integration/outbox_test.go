@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 )
@@ -70,20 +67,10 @@ func TestOutboxLimitPausesReading(t *testing.T) {
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	c := newClients(n.APIAddr())
-	createBank(t, ctx, c)
 	// every login is a match
 	spec := []byte("name: logins\nsource: bank\nkey: e.account\ntime: e.ts\nstages:\n  - name: login\n    where: e.type == \"LOGIN\"\n")
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
-		t.Fatal(err)
-	}
-
-	nc, err := nats.Connect(n.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	c := deployOnBank(t, ctx, n, spec)
+	js := jetStream(t, n.NATSURL())
 	if err := js.DeleteStream(ctx, cluster.OutputStream); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 )
 
@@ -36,15 +35,11 @@ func TestOversizedRecordIsDeadLettered(t *testing.T) {
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := newClients(n.APIAddr())
-	createBank(t, ctx, c)
 	spec, err := os.ReadFile("../../examples/login-fail-logout.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
-		t.Fatal(err)
-	}
+	deployOnBank(t, ctx, n, spec)
 	pad := strings.Repeat("x", 600)
 	var lines []string
 	ts := 1000

@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 )
 
@@ -21,17 +17,8 @@ func TestMissingSourceStreamIsReported(t *testing.T) {
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := newClients(n.APIAddr())
-	createBank(t, ctx, c)
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)})); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(n.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	deployOnBank(t, ctx, n, lflSpec)
+	js := jetStream(t, n.NATSURL())
 	st, err := js.Stream(ctx, "CEP_SRC_BANK")
 	if err != nil {
 		t.Fatal(err)
