@@ -70,8 +70,8 @@ func (w *testWriter) Write(p []byte) (int, error) {
 }
 
 // newTestMux serves a Mux on a loopback port until the test ends, and checks
-// that Serve returns nil after Close.
-func newTestMux(t testing.TB, logger *slog.Logger, handshake time.Duration) *Mux {
+// that Serve returns nil after Close; setup runs on the Mux before Serve.
+func newTestMux(t testing.TB, logger *slog.Logger, handshake time.Duration, setup ...func(*Mux)) *Mux {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -79,6 +79,9 @@ func newTestMux(t testing.TB, logger *slog.Logger, handshake time.Duration) *Mux
 	}
 	m := NewMux(ln, nil, logger)
 	m.handshakeTimeout = handshake
+	for _, f := range setup {
+		f(m)
+	}
 	served := make(chan error, 1)
 	go func() { served <- m.Serve() }()
 	t.Cleanup(func() {

@@ -783,9 +783,10 @@ func (r *runner) publish(ctx context.Context) error {
 		})
 		if len(recs) > 0 {
 			futures := make([]jetstream.PubAckFuture, 0, len(recs))
+			max := r.n.nc.MaxPayload() // the server's, known once connected
 			for _, o := range recs {
 				msg := &nats.Msg{Subject: o.Subject, Data: o.Payload, Header: nats.Header{}}
-				if max := r.n.nc.MaxPayload(); int64(len(o.Payload)) > max-headerRoom {
+				if int64(len(o.Payload)) > max-headerRoom {
 					// the server would refuse it at every try and the shard
 					// would never publish past it
 					msg.Subject, msg.Data = oversized(o, max)

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"crypto/tls"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -12,28 +11,11 @@ import (
 	"github.com/cepcluster/cep/internal/testcerts"
 )
 
-// newTLSMux serves a Mux with t's certificate on a loopback port until the
-// test ends.
+// newTLSMux serves a Mux with cfg's certificate on a loopback port until
+// the test ends.
 func newTLSMux(tb testing.TB, cfg *TLS) *Mux {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m := NewMux(ln, nil, testLogger(tb, -4))
-	m.handshakeTimeout = 2 * time.Second
-	m.UseTLS(cfg.peerServer(), cfg.client())
-	served := make(chan error, 1)
-	go func() { served <- m.Serve() }()
-	tb.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			tb.Errorf("Mux.Close: %v", err)
-		}
-		if err := <-served; err != nil {
-			tb.Errorf("Serve: %v", err)
-		}
-	})
-	return m
+	return newTestMux(tb, testLogger(tb, -4), 2*time.Second, func(m *Mux) { m.UseTLS(cfg.peerServer(), cfg.client()) })
 }
 
 // testTLS makes a CA in a temporary directory and returns a node
