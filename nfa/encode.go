@@ -32,8 +32,15 @@ import (
 //
 // Reference counts are not stored: they are recomputed from the structure.
 
-// stateVersion 2: edges carry their lock counts
-const stateVersion = 2
+// stateVersion 2: edges carry their lock counts. 3: a node is referred to
+// by its place in the key's list of nodes (1-based, 0 for none) instead of
+// its event and stage, which several nodes share in a pattern whose nodes
+// are made per partial match (Pattern.ownPaths). Version 2 is still read.
+const stateVersion = 3
+
+// stateVersionSharedNodes is the last version that refers to nodes by
+// event and stage.
+const stateVersionSharedNodes = 2
 
 var stateMagic = []byte("CEPM")
 
@@ -105,18 +112,18 @@ func appendDewey(b []byte, d dewey) []byte {
 	return b
 }
 
-func appendNodeRef(b []byte, n *node) []byte {
+// appendNodeRef appends a reference to n: 1 + its index in the key's
+// nodes, 0 for none.
+func appendNodeRef(b []byte, n *node, index map[*node]int) []byte {
 	if n == nil {
 		return append(b, 0)
 	}
-	b = append(b, 1)
-	b = binary.AppendUvarint(b, n.key.seq)
-	return binary.AppendUvarint(b, uint64(n.key.stage))
+	return binary.AppendUvarint(b, uint64(index[n])+1)
 }
 
-func appendCS(b []byte, c *compState) []byte {
+func appendCS(b []byte, c *compState, index map[*node]int) []byte {
 	b = binary.AppendUvarint(b, uint64(c.state))
-	b = appendNodeRef(b, c.prev)
+	b = appendNodeRef(b, c.prev, index)
 	b = appendDewey(b, c.ver)
 	b = binary.AppendVarint(b, c.startTs)
 	b = binary.AppendVarint(b, c.prevTs)
@@ -146,8 +153,10 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 		b = appendBytes(b, rawOf(ev))
 	}
 	nodes := ks.liveNodes()
+	index := make(map[*node]int, len(nodes))
 	b = binary.AppendUvarint(b, uint64(len(nodes)))
-	for _, n := range nodes {
+	for i, n := range nodes {
+		index[n] = i
 		b = binary.AppendUvarint(b, n.key.seq)
 		b = binary.AppendUvarint(b, uint64(n.key.stage))
 		b = binary.AppendUvarint(b, uint64(len(n.edges)-int(n.removed)))
@@ -155,7 +164,7 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 			if e.removed {
 				continue
 			}
-			b = appendNodeRef(b, e.target)
+			b = appendNodeRef(b, e.target, index)
 			b = appendDewey(b, e.ver)
 			b = binary.AppendUvarint(b, uint64(max(e.refs, 0)))
 		}
@@ -163,7 +172,7 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
 		b = binary.AppendUvarint(b, uint64(len(q.a)))
 		for i := range q.a {
-			b = appendCS(b, q.a[i].cs)
+			b = appendCS(b, q.a[i].cs, index)
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(ks.queue.Len()))
@@ -296,9 +305,11 @@ func (m *Matcher) readHeader(d *decoder) error {
 		return fmt.Errorf("%w: not matcher state", ErrBadState)
 	}
 	d.b = d.b[len(stateMagic):]
-	if v := d.byte(); v != stateVersion && d.err == nil {
+	v := d.byte()
+	if v != stateVersion && v != stateVersionSharedNodes && d.err == nil {
 		return fmt.Errorf("%w: unknown version %d", ErrBadState, v)
 	}
+	m.stateVer = v
 	if fp := d.uvarint(); d.err == nil && uint32(fp) != m.p.Fingerprint() {
 		return fmt.Errorf("%w: state is for a different version of pattern %q", ErrBadState, m.p.Name())
 	}
@@ -361,7 +372,9 @@ func (m *Matcher) RestoreKey(data []byte) ([]byte, error) {
 func (m *Matcher) readKey(d *decoder) {
 	key := string(d.bytes())
 	ks := &keyState{key: key, hidx: -1}
-	nodes := map[nodeKey]*node{}
+	shared := m.stateVer == stateVersionSharedNodes
+	byKey := map[nodeKey]*node{} // shared: the nodes by event and stage
+	var nodes []*node            // otherwise in order
 	events := map[uint64]*event{}
 	ks.nextSeq = d.uvarint()
 	ks.preDrain = int(d.uvarint())
@@ -382,6 +395,17 @@ func (m *Matcher) readKey(d *decoder) {
 		events[seq] = &event{seq: seq, ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos}
 	}
 	ref := func() *node {
+		if !shared {
+			i := d.uvarint()
+			switch {
+			case d.err != nil || i == 0:
+				return nil
+			case i > uint64(len(nodes)):
+				d.fail("reference to unknown node")
+				return nil
+			}
+			return nodes[i-1]
+		}
 		switch d.byte() {
 		case 0:
 			return nil
@@ -394,7 +418,7 @@ func (m *Matcher) readKey(d *decoder) {
 		if d.err != nil {
 			return nil
 		}
-		n := nodes[k]
+		n := byKey[k]
 		if n == nil {
 			d.fail("reference to unknown node")
 		}
@@ -417,7 +441,7 @@ func (m *Matcher) readKey(d *decoder) {
 			d.fail("node for unknown event %d", k.seq)
 			return
 		}
-		if nodes[k] != nil {
+		if shared && byKey[k] != nil {
 			d.fail("node %d/%d written twice", k.seq, k.stage)
 			return
 		}
@@ -436,7 +460,10 @@ func (m *Matcher) readKey(d *decoder) {
 				t.refs++
 			}
 		}
-		nodes[k] = n
+		if shared {
+			byKey[k] = n
+		}
+		nodes = append(nodes, n)
 	}
 	for _, q := range []*csQueue{&ks.partial, &ks.completed} {
 		nc := d.count(len(d.b))

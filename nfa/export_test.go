@@ -132,3 +132,11 @@ func CompletedWaiting(m *Matcher) int {
 	}
 	return n
 }
+
+// ShareNodes makes m store an event a step takes at a stage in one node
+// shared by the partial matches that take it, as Flink does, even for a
+// pattern whose nodes are otherwise made per partial match (OwnPaths).
+func ShareNodes(m *Matcher) { m.shareNodes = true }
+
+// OwnPaths reports whether p's nodes are made per partial match.
+func OwnPaths(p *Pattern) bool { return p.ownPaths }

@@ -90,6 +90,8 @@ type Matcher struct {
 	passVal       bool
 	noPassBy      bool // tests: always visit the partial matches
 	noBump        bool // tests: lock and release for every new version (no bumpsInPlace)
+	shareNodes    bool // tests: one node per event and stage even when Pattern.ownPaths
+	stateVer      byte // the encoding version of the state being decoded (readHeader)
 	bumped        int  // tests: versions increased in place (bumpsInPlace)
 	noFieldCache  bool // tests: evaluate every condition by itself
 	passFrom      int  // partial matches from which passesBy is tried (passByFrom; tests change it)

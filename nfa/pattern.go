@@ -112,7 +112,11 @@ type Pattern struct {
 	sql     bool                                       // records carry fields only; no timeouts
 
 	hasWindows bool // some partial match can time out
-	keyExpr    string
+	// ownPaths: every partial match's extracted events are its own history
+	// (see ownPaths), so the events a step takes get a node per partial
+	// match instead of one per stage shared through versioned edges.
+	ownPaths bool
+	keyExpr  string
 }
 
 type emitField struct {
@@ -264,6 +268,7 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		p.stageOf = append(p.stageOf, idx)
 	}
 	p.stageIdx = stageIdx
+	p.ownPaths = ownPaths(p)
 	holdable := true
 	for _, st := range p.states {
 		st.eventOnly = p.graphEventOnly(st)
@@ -401,4 +406,74 @@ func (p *Pattern) condUsesContext(c *cond) bool {
 		return p.condUsesContext(c.x)
 	}
 	return p.condUsesContext(c.x) || p.condUsesContext(c.y)
+}
+
+// ownPaths reports whether the automaton is a plain sequence: one state
+// per stage, a start state and a final one, each state taking an event
+// into a later stage's state and at most ignoring it in place, with no
+// PROCEED, looping, stop or pending state. Then a partial match's
+// version is one number longer per event it took, so the versions of the
+// edges of a (event, stage) node all have the length of the stage's
+// depth, and only the one that is a prefix of a partial match's version
+// is compatible with it: Flink's extraction (and lock, release) of a
+// partial match follows exactly the events it took itself, whether the
+// node is shared or not. Nodes are then made per partial match
+// (keyState.put), which keeps each node at a single edge: a node shared
+// by a long followedByAny pattern can have thousands of them.
+func ownPaths(p *Pattern) bool {
+	if len(p.startStates) != 1 {
+		return false
+	}
+	perStage := make([]int, len(p.stageNames))
+	for _, st := range p.states {
+		switch st.typ {
+		case stFinal:
+			if len(st.trans) != 0 {
+				return false
+			}
+			continue
+		case stNormal:
+		default:
+			return false
+		}
+		perStage[p.stageOf[st.id]]++
+		for _, t := range st.trans {
+			switch {
+			case t.action == aTake && t.target != st && (t.target.typ == stNormal || t.target.typ == stFinal):
+			case t.action == aIgnore && t.target == st:
+			default:
+				return false
+			}
+		}
+	}
+	for _, n := range perStage {
+		if n > 1 {
+			return false
+		}
+	}
+	// takes lead forward: no state is reached again by taking events
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	mark := make([]int, len(p.states))
+	var acyclic func(st *cstate) bool
+	acyclic = func(st *cstate) bool {
+		switch mark[st.id] {
+		case onPath:
+			return false
+		case done:
+			return true
+		}
+		mark[st.id] = onPath
+		for _, t := range st.trans {
+			if t.action == aTake && !acyclic(t.target) {
+				return false
+			}
+		}
+		mark[st.id] = done
+		return true
+	}
+	return acyclic(p.states[p.startStates[0]])
 }

@@ -416,7 +416,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
 			takeToVisit--
 			ev = m.heapEvent(ev)
-			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
+			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer, m.p.ownPaths && !m.shareNodes)
 			startTs, startSeq := cs.startTs, cs.startSeq
 			if cur.start {
 				startTs, startSeq = ev.ts, ev.seq

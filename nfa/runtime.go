@@ -377,22 +377,30 @@ func releaseCount(refs *int32) bool {
 	return *refs == 0
 }
 
-func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
+// put stores event ev at a stage for a partial match at prev with version
+// ver (Flink's SharedBufferAccessor.put): into the node the event already
+// has at that stage, or with own set (Pattern.ownPaths) into a node of
+// its own.
+func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey, own bool) *node {
 	ks.lockNode(prev, ver)
-	if ks.curEv != ev {
-		clear(ks.curNodes)
-		ks.curEv, ks.curNodes = ev, ks.curNodes[:0]
-	}
 	var n *node
-	for _, c := range ks.curNodes {
-		if c.key.stage == stage && !c.dead {
-			n = c
-			break
-		}
-	}
-	if n == nil {
+	if own {
 		n = ks.newNode(nodeKey{seq: ev.seq, stage: stage}, ev)
-		ks.curNodes = append(ks.curNodes, n)
+	} else {
+		if ks.curEv != ev {
+			clear(ks.curNodes)
+			ks.curEv, ks.curNodes = ev, ks.curNodes[:0]
+		}
+		for _, c := range ks.curNodes {
+			if c.key.stage == stage && !c.dead {
+				n = c
+				break
+			}
+		}
+		if n == nil {
+			n = ks.newNode(nodeKey{seq: ev.seq, stage: stage}, ev)
+			ks.curNodes = append(ks.curNodes, n)
+		}
 	}
 	n.addEdge(edge{target: prev, ver: ver})
 	if n.index != nil {
@@ -460,7 +468,9 @@ func (ks *keyState) liveNodes() []*node {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *node) int {
+	// stable: nodes of one event and stage (Pattern.ownPaths) stay in the
+	// order the walk from the queues found them, which the structure decides
+	slices.SortStableFunc(out, func(a, b *node) int {
 		if c := cmp.Compare(a.key.seq, b.key.seq); c != 0 {
 			return c
 		}

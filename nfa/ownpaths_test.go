@@ -1,0 +1,215 @@
+package nfa_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/cepcluster/cep/nfa"
+)
+
+// genSequenceSpec draws a plain sequence of one to five singleton stages
+// (what Pattern.ownPaths covers): any contiguity that takes events,
+// conditions that overlap (a stage may take two types, so an event can
+// move partial matches at several stages at once), some over events(),
+// windows of both kinds and any skip strategy.
+func genSequenceSpec(t *rapid.T) *nfa.Spec {
+	n := rapid.IntRange(1, 5).Draw(t, "stages")
+	s := &nfa.Spec{Name: "p", Key: "e.k", Time: "e.ts",
+		Skip: rapid.SampledFrom([]string{"noSkip", "skipToNext", "skipPastLastEvent", "skipToFirst:s0", "skipToLast:s0"}).Draw(t, "skip")}
+	for i := 0; i < n; i++ {
+		st := nfa.Stage{Name: fmt.Sprintf("s%d", i)}
+		typ := rapid.SampledFrom([]string{"A", "B", "C"}).Draw(t, "type")
+		switch rapid.IntRange(0, 5).Draw(t, "cond") {
+		case 0:
+			other := rapid.SampledFrom([]string{"A", "B", "C", "D"}).Draw(t, "other")
+			st.Where = fmt.Sprintf("e.t == %q || e.t == %q", typ, other)
+		case 1:
+			if i > 0 {
+				st.Where = fmt.Sprintf("e.t == %q && size(events(\"s0\")) > 0", typ)
+				break
+			}
+			fallthrough
+		default:
+			st.Where = fmt.Sprintf("e.t == %q", typ)
+		}
+		if i > 0 {
+			st.Contiguity = rapid.SampledFrom([]string{"next", "followedBy", "followedByAny", "followedByAny"}).Draw(t, "contiguity")
+			if rapid.IntRange(0, 4).Draw(t, "stageWithin") == 0 {
+				st.Within = &nfa.Duration{Millis: int64(rapid.IntRange(2, 15).Draw(t, "stageWindowMs"))}
+				st.WithinType = "previousAndCurrent"
+			}
+		}
+		s.Stages = append(s.Stages, st)
+	}
+	if rapid.Bool().Draw(t, "within") {
+		s.Within = &nfa.Duration{Millis: int64(rapid.IntRange(3, 30).Draw(t, "windowMs"))}
+	}
+	return s
+}
+
+// A plain sequence makes a node per partial match for each event it takes
+// instead of one per event and stage shared through versioned edges
+// (Pattern.ownPaths), because Flink's extraction then always follows a
+// partial match's own events. Checked against the shared nodes Flink
+// keeps: after every line, the same records (in the same order),
+// statistics and partial-match and buffered-event counts; also when the
+// matcher is restored in mid-stream from either matcher's encoded state
+// (a state written with shared nodes continues with nodes of its own).
+func TestOwnPathsEqualsSharedNodes(t *testing.T) {
+	records := 0
+	rapid.Check(t, func(t *rapid.T) {
+		p := compileOrSkip(t, genSequenceSpec(t))
+		if !nfa.OwnPaths(p) {
+			t.Fatalf("a plain sequence does not get nodes of its own:\n%s", p.Describe())
+		}
+		m, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
+		nfa.ShareNodes(ref)
+		lines := genInput(t)
+		restoreAt := rapid.IntRange(-1, len(lines)).Draw(t, "restoreAt")
+		fromShared := rapid.Bool().Draw(t, "fromShared")
+		var base nfa.Stats
+		for i := range lines {
+			if i == restoreAt {
+				from := m
+				if fromShared {
+					from = ref
+				}
+				data, err := from.MarshalBinary()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m, err = nfa.UnmarshalMatcher(p, data); err != nil {
+					t.Fatal(err)
+				}
+				base = ref.Stats()
+			}
+			got, want := runLines(t, m, lines[i:i+1]), runLines(t, ref, lines[i:i+1])
+			if !slices.Equal(got, want) {
+				t.Fatalf("line %d %s: records\n%v\nwant\n%v", i, lines[i], got, want)
+			}
+			records += len(got)
+			if want := statsSince(ref.Stats(), base); m.Stats() != want {
+				t.Fatalf("line %d: stats %+v, want %+v", i, m.Stats(), want)
+			}
+			gp, gb := m.Totals()
+			wp, wb := ref.Totals()
+			if gp != wp || gb != wb {
+				t.Fatalf("line %d: %d partial matches, %d buffered events; want %d, %d", i, gp, gb, wp, wb)
+			}
+		}
+		if got, want := recordsJSON(t, m.Finish(true)), recordsJSON(t, ref.Finish(true)); !slices.Equal(got, want) {
+			t.Fatalf("finish: records\n%v\nwant\n%v", got, want)
+		}
+	})
+	if records == 0 {
+		t.Fatal("no record was compared")
+	}
+	t.Logf("%d records compared", records)
+}
+
+// Only plain sequences get nodes of their own: a loop, an optional stage,
+// a negation or a quantified group can make Flink's extraction follow
+// another partial match's events through a shared node.
+func TestOwnPathsOnlyForPlainSequences(t *testing.T) {
+	two := 2
+	stage := func(name, contiguity string) nfa.Stage {
+		return nfa.Stage{Name: name, Where: `e.t == "A"`, Contiguity: contiguity}
+	}
+	cases := []struct {
+		name   string
+		stages []nfa.Stage
+		within int64
+		own    bool
+	}{
+		{"sequence", []nfa.Stage{stage("a", ""), stage("b", "next"), stage("c", "followedBy"), stage("d", "followedByAny")}, 0, true},
+		{"one stage", []nfa.Stage{stage("a", "")}, 10, true},
+		{"group of singletons", []nfa.Stage{stage("a", ""), {Name: "g", Contiguity: "followedBy", Group: []nfa.Stage{stage("b", ""), stage("c", "followedByAny")}}}, 0, true},
+		{"oneOrMore", []nfa.Stage{stage("a", ""), func() nfa.Stage { s := stage("b", "followedBy"); s.OneOrMore = true; return s }(), stage("c", "followedBy")}, 0, false},
+		{"times", []nfa.Stage{func() nfa.Stage { s := stage("a", ""); s.Times = &nfa.Times{From: 2, To: 2}; return s }(), stage("b", "followedBy")}, 0, false},
+		{"timesOrMore", []nfa.Stage{stage("a", ""), func() nfa.Stage { s := stage("b", "followedByAny"); s.TimesOrMore = &two; return s }()}, 0, false},
+		{"optional", []nfa.Stage{stage("a", ""), func() nfa.Stage { s := stage("b", "followedBy"); s.Optional = true; return s }(), stage("c", "followedBy")}, 0, false},
+		{"notNext", []nfa.Stage{stage("a", ""), stage("b", "notNext"), stage("c", "followedBy")}, 0, false},
+		{"notFollowedBy", []nfa.Stage{stage("a", ""), stage("b", "notFollowedBy"), stage("c", "followedBy")}, 0, false},
+		{"notFollowedBy last", []nfa.Stage{stage("a", ""), stage("b", "notFollowedBy")}, 10, false},
+		{"quantified group", []nfa.Stage{stage("a", ""), {Name: "g", Contiguity: "followedBy", Times: &nfa.Times{From: 2, To: 2}, Group: []nfa.Stage{stage("b", ""), stage("c", "followedBy")}}}, 0, false},
+	}
+	for _, c := range cases {
+		s := &nfa.Spec{Name: "p", Key: "e.k", Stages: c.stages}
+		if c.within > 0 {
+			s.Within = &nfa.Duration{Millis: c.within}
+		}
+		p, err := nfa.Compile(s)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := nfa.OwnPaths(p); got != c.own {
+			t.Errorf("%s: own paths %v, want %v\n%s", c.name, got, c.own, p.Describe())
+		}
+	}
+}
+
+// State encoded before nodes were referred to by their place (version 2:
+// by event and stage, one node per event and stage) is still restored:
+// testdata/state-v2 holds the state of a matcher after the first 40 lines
+// of its input, written by the version-2 encoder, and the restored
+// matcher continues with the records of an uninterrupted run.
+func TestRestoresVersion2State(t *testing.T) {
+	doc, err := os.ReadFile("testdata/state-v2/pattern.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := nfa.CompileBytes(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.ReadFile("testdata/state-v2/input.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile("testdata/state-v2/state-after-40.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state[4] != 2 {
+		t.Fatalf("the state is of version %d, not 2", state[4])
+	}
+	lines := bytes.Split(bytes.TrimSpace(in), []byte("\n"))
+	feed := func(m *nfa.Matcher, lines [][]byte, finish bool) []string {
+		var out []string
+		for _, l := range lines {
+			pi, _, _, err := nfa.ParseLine(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := m.Event(pi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, recordsJSON(t, recs)...)
+		}
+		if finish {
+			out = append(out, recordsJSON(t, m.Finish(true))...)
+		}
+		return out
+	}
+	whole := nfa.NewMatcher(p)
+	feed(whole, lines[:40], false)
+	wp, wb := whole.Totals()
+	want := feed(whole, lines[40:], true)
+	m, err := nfa.UnmarshalMatcher(p, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gp, gb := m.Totals(); gp != wp || gb != wb || gp == 0 {
+		t.Fatalf("restored %d partial matches and %d buffered events, want %d and %d", gp, gb, wp, wb)
+	}
+	got := feed(m, lines[40:], true)
+	if !slices.Equal(got, want) || len(want) == 0 {
+		t.Fatalf("records after restoring\n%v\nwant\n%v", got, want)
+	}
+}
