@@ -491,6 +491,7 @@ func (m *Matcher) readKey(d *decoder) {
 			}
 			q.a = append(q.a, entOf(c))
 		}
+		q.checkSorted()
 	}
 	nq := d.count(len(d.b))
 	for i := 0; i < nq && d.err == nil; i++ {

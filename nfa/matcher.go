@@ -121,6 +121,7 @@ func NewMatcher(p *Pattern) *Matcher {
 		wm:            watermark.MinTime,
 		AutoWatermark: true,
 		passFrom:      passByFrom,
+		graphs:        make([]graphMemo, len(p.states)),
 		cacheGen:      make([]uint32, len(p.leaves)),
 		cacheVal:      make([]bool, len(p.leaves)),
 		guardGen:      make([]uint32, len(p.leaves)),

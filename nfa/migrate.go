@@ -121,6 +121,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			for k := (len(dst.a) >> 1) - 1; k >= 0; k-- {
 				dst.siftDown(k, dst.a[k])
 			}
+			dst.checkSorted()
 		}
 		migrateQueue(&oks.partial, &ks.partial)
 		migrateQueue(&oks.completed, &ks.completed)

@@ -112,6 +112,8 @@ type Pattern struct {
 	sql     bool                                       // records carry fields only; no timeouts
 
 	hasWindows bool // some partial match can time out
+	// stageWindows: some state has a previous-and-current window
+	stageWindows bool
 	// ownPaths: every partial match's extracted events are its own history
 	// (see ownPaths), so the events a step takes get a node per partial
 	// match instead of one per stage shared through versioned edges.
@@ -251,7 +253,7 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 	stageIdx := map[string]int32{}
 	for i, st := range c.states {
 		if st.hasWindow && st.window > 0 {
-			p.hasWindows = true
+			p.hasWindows, p.stageWindows = true, true
 		}
 		st.id = i
 		p.states = append(p.states, st)

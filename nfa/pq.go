@@ -1,5 +1,7 @@
 package nfa
 
+import "slices"
+
 // csQueue is a binary min-heap of computation states ordered by their start
 // event. It keeps the exact array layout of java.util.PriorityQueue (siftUp on
 // offer, siftDown on poll, compaction plus heapify on bulk removal), because
@@ -9,6 +11,12 @@ package nfa
 // strategy prunes. Reproducing the layout makes our output order Flink's.
 type csQueue struct {
 	a []qent
+	// unsorted: the array may not be in nondecreasing order. Flink's
+	// queues mostly are (a partial match's successors share its start
+	// event, a new one starts at the latest event, a start state sorts
+	// last), and a sorted array is a heap that offering its elements in
+	// order rebuilds as it is: appendRun copies runs of it in one go.
+	unsorted bool
 }
 
 // qent is a queue entry: the partial match with the fields the queue and
@@ -72,6 +80,9 @@ func (q *csQueue) peek() *compState {
 func (q *csQueue) offer(c *compState) { q.offerEnt(entOf(c)) }
 
 func (q *csQueue) offerEnt(x qent) {
+	if n := len(q.a); n > 0 && !q.unsorted && cmpEnt(&x, &q.a[n-1]) < 0 {
+		q.unsorted = true
+	}
 	q.a = append(q.a, x)
 	k := len(q.a) - 1
 	for k > 0 {
@@ -98,6 +109,7 @@ func (q *csQueue) poll() *compState {
 	if n > 0 {
 		q.siftDown(0, x)
 	}
+	q.unsorted = q.unsorted || n > 1 // the last element moved to the top
 	return res
 }
 
@@ -121,8 +133,32 @@ func (q *csQueue) siftDown(k int, x qent) {
 	q.a[k] = x
 }
 
+// appendRun offers run's entries in order; runSorted says that they are in
+// nondecreasing order. When the queue is sorted too and run starts at or
+// after its last element, every offer would stay where it is appended,
+// so run is appended as it is.
+func (q *csQueue) appendRun(run []qent, runSorted bool) {
+	if len(run) == 0 {
+		return
+	}
+	if runSorted && !q.unsorted && (len(q.a) == 0 || cmpEnt(&q.a[len(q.a)-1], &run[0]) <= 0) {
+		q.a = append(q.a, run...)
+		return
+	}
+	for i := range run {
+		q.offerEnt(run[i])
+	}
+}
+
+// checkSorted sets unsorted from the array, after it was written other
+// than by the queue's methods.
+func (q *csQueue) checkSorted() {
+	q.unsorted = !slices.IsSortedFunc(q.a, func(x, y qent) int { return cmpEnt(&x, &y) })
+}
+
 // removeIf removes every element for which drop returns true, keeping the
 // survivors in array order and re-heapifying, as PriorityQueue.removeAll does.
+// (A sorted array stays as it is: it is a heap already.)
 func (q *csQueue) removeIf(drop func(*compState) bool) {
 	i := 0
 	for i < len(q.a) && !drop(q.a[i].cs) {

@@ -412,15 +412,20 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			}
 			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startSeq, cs.started)
 		case aTake:
-			nextVer := cs.ver.increaseAddStage(takeToVisit)
-			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
-			takeToVisit--
 			ev = m.heapEvent(ev)
-			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer, m.p.ownPaths && !m.shareNodes)
 			startTs, startSeq := cs.startTs, cs.startSeq
 			if cur.start {
 				startTs, startSeq = ev.ts, ev.seq
 			}
+			if m.p.ownPaths && !m.shareNodes {
+				res = ks.takeOwn(res, e.target, m.p.stageOf[e.src.id], ev, cs, takeToVisit, startTs, startSeq)
+				takeToVisit--
+				continue
+			}
+			nextVer := cs.ver.increaseAddStage(takeToVisit)
+			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
+			takeToVisit--
+			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
 			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startSeq, true)
 			if f := m.finalAfterProceed(ctx, e.target); f != nil {
 				// a version of its own: the other one may change in place
@@ -478,30 +483,24 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	}
 	newPartial, potential := m.scratchQueues()
 	deadline := int64(maxInt64)
-	ctx := &m.ctx
-	for i := range ks.partial.a {
-		e := &ks.partial.a[i]
-		st := m.p.states[e.state]
-		if !m.mayStart && st.start {
-			newPartial.offerEnt(*e) // draining: this event starts nothing
+	a, sorted := ks.partial.a, !ks.partial.unsorted
+	for i := 0; i < len(a); {
+		if m.keeps(&a[i], ev) {
+			// a run of partial matches the event leaves as they are: offered
+			// together (appended as they are while the queue stays sorted)
+			j := i + 1
+			for j < len(a) && m.keeps(&a[j], ev) {
+				j++
+			}
+			newPartial.appendRun(a[i:j], sorted)
+			if m.p.hasWindows {
+				deadline = min(deadline, m.runDeadline(a[i:j], sorted))
+			}
+			i = j
 			continue
 		}
-		// (a start state's partial match never holds events; checked so
-		// that one that did would be visited)
-		if st.eventOnly && !m.noPassBy && (!st.start || !e.started()) {
-			// the same graph for every partial match here: when it leaves
-			// them as they are, this one is kept without visiting it (nor
-			// loading it: the queue entry has what is needed)
-			*ctx = evalCtx{m: m, ev: ev}
-			m.eventGraph(ctx, st)
-			if m.graphs[st.id].idle {
-				newPartial.offerEnt(*e)
-				if m.p.hasWindows {
-					deadline = min(deadline, m.deadlineOf(e))
-				}
-				continue
-			}
-		}
+		e := &a[i]
+		i++
 		next := m.nextStates(ks, e.cs, ev)
 		discard := false
 		retain := next[:0]
@@ -543,6 +542,44 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	return out
 }
 
+// keeps reports whether the event leaves the partial match of queue entry e
+// as it is, so that it need not be visited (nor loaded: the entry has what
+// is needed): a start state while the matcher starts nothing, or a state
+// whose decision graph depends on the event alone (the same for every
+// partial match there) and leaves it in place. (A start state's partial
+// match never holds events; checked so that one that did would be
+// visited.)
+func (m *Matcher) keeps(e *qent, ev *event) bool {
+	st := m.p.states[e.state]
+	if !m.mayStart && st.start {
+		return true // draining: this event starts nothing
+	}
+	if !st.eventOnly || m.noPassBy || (st.start && e.started()) {
+		return false
+	}
+	if g := &m.graphs[st.id]; g.gen == m.gen32 {
+		return g.idle
+	}
+	ctx := &m.ctx
+	*ctx = evalCtx{m: m, ev: ev}
+	m.eventGraph(ctx, st)
+	return m.graphs[st.id].idle
+}
+
+// runDeadline is the earliest deadline of a run of queue entries: its
+// first one's when it is sorted (by start) and only the whole-match window
+// applies (start states, which never time out, sort last).
+func (m *Matcher) runDeadline(run []qent, sorted bool) int64 {
+	if sorted && !m.p.stageWindows {
+		return m.deadlineOf(&run[0])
+	}
+	d := int64(maxInt64)
+	for i := range run {
+		d = min(d, m.deadlineOf(&run[i]))
+	}
+	return d
+}
+
 // scratchQueues returns the matcher's two scratch queues, empty, for the
 // partial matches a step keeps and the matches it completes.
 func (m *Matcher) scratchQueues() (partial, potential csQueue) {
@@ -564,6 +601,7 @@ func (m *Matcher) adoptPartial(ks *keyState, partial, potential *csQueue) {
 	} else {
 		ks.partial.a = append(ks.partial.a[:0], partial.a...)
 	}
+	ks.partial.unsorted = partial.unsorted
 	clear(partial.a)
 	clear(potential.a)
 	m.entBuf[0], m.entBuf[1] = partial.a[:0], potential.a[:0]
@@ -595,11 +633,12 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	tos := m.tosBuf[:0]
 	defer func() { m.tosBuf = tos[:0] }()
 	changed := false
-	for i := range ks.partial.a {
-		e := &ks.partial.a[i]
+	a, sorted := ks.partial.a, !ks.partial.unsorted
+	kept := 0 // a[kept:i] stay: offered together when a partial match leaves
+	for i := range a {
+		e := &a[i]
 		st := m.p.states[e.state]
 		if st.start {
-			newPartial.offerEnt(*e)
 			continue
 		}
 		// outside a start state a partial match holds events: e.ts is its
@@ -607,9 +646,10 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		toPrev := st.hasWindow && timedOut(now, e.cs.prevTs, st.window)
 		toFirst := timedOut(now, e.ts, m.p.windowTime)
 		if !toPrev && !toFirst {
-			newPartial.offerEnt(*e)
 			continue
 		}
+		newPartial.appendRun(a[kept:i], sorted)
+		kept = i + 1
 		changed = true
 		cs := e.cs
 		if st.typ == stPending {
@@ -630,6 +670,7 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		clear(newPartial.a)
 		return nil, nil
 	}
+	newPartial.appendRun(a[kept:], sorted)
 	out := m.emitCompleted(ks, &potential, &newPartial)
 	m.adoptPartial(ks, &newPartial, &potential)
 	return out, tos

@@ -247,8 +247,8 @@ func newKeyState(p *Pattern, key string) *keyState {
 
 // init resets a key state to fresh start states, keeping allocated buffers.
 func (ks *keyState) init(p *Pattern) {
-	ks.partial.a = ks.partial.a[:0]
-	ks.completed.a = ks.completed.a[:0]
+	ks.partial.a, ks.partial.unsorted = ks.partial.a[:0], false
+	ks.completed.a, ks.completed.unsorted = ks.completed.a[:0], false
 	ks.nextSeq = 0
 	ks.due, ks.hidx = 0, -1
 	ks.preDrain = 0
@@ -379,28 +379,24 @@ func releaseCount(refs *int32) bool {
 
 // put stores event ev at a stage for a partial match at prev with version
 // ver (Flink's SharedBufferAccessor.put): into the node the event already
-// has at that stage, or with own set (Pattern.ownPaths) into a node of
-// its own.
-func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey, own bool) *node {
+// has at that stage, made on first use. (A plain sequence makes a node
+// per partial match instead: takeOwn.)
+func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 	ks.lockNode(prev, ver)
+	if ks.curEv != ev {
+		clear(ks.curNodes)
+		ks.curEv, ks.curNodes = ev, ks.curNodes[:0]
+	}
 	var n *node
-	if own {
+	for _, c := range ks.curNodes {
+		if c.key.stage == stage && !c.dead {
+			n = c
+			break
+		}
+	}
+	if n == nil {
 		n = ks.newNode(nodeKey{seq: ev.seq, stage: stage}, ev)
-	} else {
-		if ks.curEv != ev {
-			clear(ks.curNodes)
-			ks.curEv, ks.curNodes = ev, ks.curNodes[:0]
-		}
-		for _, c := range ks.curNodes {
-			if c.key.stage == stage && !c.dead {
-				n = c
-				break
-			}
-		}
-		if n == nil {
-			n = ks.newNode(nodeKey{seq: ev.seq, stage: stage}, ev)
-			ks.curNodes = append(ks.curNodes, n)
-		}
+		ks.curNodes = append(ks.curNodes, n)
 	}
 	n.addEdge(edge{target: prev, ver: ver})
 	if n.index != nil {
@@ -428,14 +424,55 @@ func bumpsInPlace(n *node, ver dewey) bool {
 
 // newNode makes the node of event ev at a stage, counting it and the event.
 func (ks *keyState) newNode(k nodeKey, ev *event) *node {
-	n := &node{key: k, ev: ev}
+	n := &node{}
+	ks.initNode(n, k, ev)
+	return n
+}
+
+// initNode makes *n (zero) the node of event ev at a stage, counting it and
+// the event.
+func (ks *keyState) initNode(n *node, k nodeKey, ev *event) {
+	n.key, n.ev = k, ev
 	n.edges = n.inline[:0:1]
 	if ev.refs == 0 {
 		ks.nEvents++
 	}
 	ev.refs++
 	ks.nNodes++
-	return n
+}
+
+// ownTake is what a take makes in a plain sequence (Pattern.ownPaths), in
+// one allocation: the event's node of the partial match that takes it, the
+// partial match that moves on from there, and (when it fits) that one's
+// version, whose prefix is the node's edge.
+type ownTake struct {
+	n   node
+	cs  compState
+	ver [12]int32
+}
+
+// takeOwn is a take of event ev at a stage by partial match from, whose
+// version is first increased by inc, in a plain sequence: the node the
+// event gets and the partial match in state target it leads to, appended
+// to out (nextStates' TAKE with put and addCS in one allocation).
+func (ks *keyState) takeOwn(out []*compState, target *cstate, stage int32, ev *event, from *compState, inc int, startTs int64, startSeq uint64) []*compState {
+	t := new(ownTake)
+	l := len(from.ver)
+	var next dewey
+	if l < len(t.ver) {
+		next = t.ver[: l+1 : l+1]
+	} else {
+		next = make(dewey, l+1)
+	}
+	copy(next, from.ver)
+	next[l-1] += int32(inc)
+	cur := next[:l:l]
+	ks.lockNode(from.prev, cur)
+	ks.initNode(&t.n, nodeKey{seq: ev.seq, stage: stage}, ev)
+	t.n.addEdge(edge{target: from.prev, ver: cur})
+	ks.lockNode(&t.n, next)
+	t.cs = compState{state: int32(target.id), prev: &t.n, ver: next, startTs: startTs, prevTs: ev.ts, startSeq: startSeq, started: true}
+	return append(out, &t.cs)
 }
 
 // liveNodes returns the key's nodes ordered by event sequence and stage:

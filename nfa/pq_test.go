@@ -1,0 +1,71 @@
+package nfa
+
+import (
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// A queue's unsorted flag is never false while its array is out of order,
+// whatever mix of offers, polls, removals and runs built it; and appendRun
+// leaves exactly the array that offering the run's entries one by one
+// does (java.util.PriorityQueue's layout, which decides the order of
+// records), whether it copies the run in one go or not.
+func TestAppendRunEqualsOffering(t *testing.T) {
+	copied := 0
+	rapid.Check(t, func(t *rapid.T) {
+		// few distinct start times: equal keys are where layouts differ
+		ent := func(label string) qent {
+			ts := int64(rapid.IntRange(0, 6).Draw(t, label+"ts"))
+			return qent{ts: ts, seq: uint64(rapid.IntRange(0, 2).Draw(t, label+"seq")), cs: &compState{startTs: ts}}
+		}
+		var q csQueue
+		for step := range rapid.IntRange(5, 60).Draw(t, "steps") {
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
+			case 0, 1:
+				q.offerEnt(ent("offer"))
+			case 2:
+				q.poll()
+			case 3:
+				k := rapid.IntRange(0, 6).Draw(t, "dropBelow")
+				q.removeIf(func(c *compState) bool { return c.startTs < int64(k) })
+			default:
+				run := make([]qent, rapid.IntRange(0, 6).Draw(t, "runLen"))
+				for i := range run {
+					run[i] = ent("run")
+				}
+				runSorted := slices.IsSortedFunc(run, func(x, y qent) int { return cmpEnt(&x, &y) })
+				if runSorted && rapid.Bool().Draw(t, "claimUnsorted") {
+					runSorted = false // allowed: the caller may not know
+				}
+				ref := csQueue{a: slices.Clone(q.a), unsorted: q.unsorted}
+				for i := range run {
+					ref.offerEnt(run[i])
+				}
+				inOneGo := len(run) > 1 && runSorted && !q.unsorted && (len(q.a) == 0 || cmpEnt(&q.a[len(q.a)-1], &run[0]) <= 0)
+				q.appendRun(run, runSorted)
+				if !slices.Equal(q.a, ref.a) {
+					t.Fatalf("step %d: appendRun gives %v, offering %v", step, keysOf(q.a), keysOf(ref.a))
+				}
+				if inOneGo {
+					copied++
+				}
+			}
+			if !q.unsorted && !slices.IsSortedFunc(q.a, func(x, y qent) int { return cmpEnt(&x, &y) }) {
+				t.Fatalf("step %d: %v is out of order but not marked so", step, keysOf(q.a))
+			}
+		}
+	})
+	if copied == 0 {
+		t.Fatal("no run was copied in one go")
+	}
+}
+
+func keysOf(a []qent) [][2]int64 {
+	out := make([][2]int64, len(a))
+	for i, e := range a {
+		out[i] = [2]int64{e.ts, int64(e.seq)}
+	}
+	return out
+}
