@@ -88,15 +88,16 @@ type Matcher struct {
 	probeErr      bool
 	passGen       uint32 // passesBy's answer is for the event of this generation (gen32)
 	passVal       bool
-	noPassBy      bool // tests: always visit the partial matches
-	noBump        bool // tests: lock and release for every new version (no bumpsInPlace)
-	shareNodes    bool // tests: one node per event and stage even when Pattern.ownPaths
-	stateVer      byte // the encoding version of the state being decoded (readHeader)
-	bumped        int  // tests: versions increased in place (bumpsInPlace)
-	noFieldCache  bool // tests: evaluate every condition by itself
-	passFrom      int  // partial matches from which passesBy is tried (passByFrom; tests change it)
-	passedBy      int  // tests: events passesBy let by
-	prunedPartial bool // a skip strategy dropped partial matches during processEvent
+	noPassBy      bool       // tests: always visit the partial matches
+	noBump        bool       // tests: lock and release for every new version (no bumpsInPlace)
+	room          recordRoom // the lists inside the records of a call
+	shareNodes    bool       // tests: one node per event and stage, and records listed by stage, even when Pattern.ownPaths
+	stateVer      byte       // the encoding version of the state being decoded (readHeader)
+	bumped        int        // tests: versions increased in place (bumpsInPlace)
+	noFieldCache  bool       // tests: evaluate every condition by itself
+	passFrom      int        // partial matches from which passesBy is tried (passByFrom; tests change it)
+	passedBy      int        // tests: events passesBy let by
+	prunedPartial bool       // a skip strategy dropped partial matches during processEvent
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
@@ -184,7 +185,7 @@ func (m *Matcher) Tick(now int64) []Record {
 	if m.p.timeFn == nil {
 		return m.Watermark(now)
 	}
-	m.out = m.out[:0]
+	m.startCall()
 	if now > m.procNow {
 		m.procNow = now
 	}
@@ -273,7 +274,8 @@ func (m *Matcher) TimeOf(in Input) (int64, error) {
 }
 
 // Event feeds one event. It returns the records produced (which stay valid
-// until the next call); an error means the event's key or time could not be
+// until the next call: the slice and the lists inside the records are
+// reused then); an error means the event's key or time could not be
 // computed, and nothing changed.
 func (m *Matcher) Event(in Input) ([]Record, error) {
 	in, keep, err := m.Project(in)
@@ -293,7 +295,7 @@ func (m *Matcher) Event(in Input) ([]Record, error) {
 
 // EventAt feeds one event whose key and time are already known.
 func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
-	m.out = m.out[:0]
+	m.startCall()
 	if m.p.timeFn == nil {
 		// processing time: no buffering, the event is processed now
 		ks := m.keyState(key)
@@ -331,7 +333,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 // a time expression) to wm and returns what that produces. A watermark that
 // does not advance is ignored.
 func (m *Matcher) Watermark(wm int64) []Record {
-	m.out = m.out[:0]
+	m.startCall()
 	if m.p.timeFn != nil {
 		m.gen.Advance(wm)
 		wm = m.gen.Current()
@@ -374,7 +376,7 @@ func (m *Matcher) Draining() bool { return m.noStarts }
 // final is true, time advances to +infinity, so partial matches with a window
 // time out (and notFollowedBy-at-end matches complete).
 func (m *Matcher) Finish(final bool) []Record {
-	m.out = m.out[:0]
+	m.startCall()
 	if m.p.timeFn != nil && m.gen.MaxTimestamp() > m.wm {
 		m.gen.Advance(m.gen.MaxTimestamp())
 		m.advance(m.gen.Current())
@@ -506,6 +508,13 @@ func (m *Matcher) recomputeDeadline(ks *keyState) {
 	ks.deadline = due
 }
 
+// startCall begins a call that returns records: the records of the
+// previous call and the lists cut for them are reused from here on.
+func (m *Matcher) startCall() {
+	m.out = m.out[:0]
+	m.room.reset()
+}
+
 func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	if !m.p.hasWindows || now < ks.deadline {
 		return // nothing can time out yet
@@ -524,7 +533,7 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 		tos, n = nil, 0
 	}
 	// the records' lists are cut from three arrays shared by all of them
-	raws, pos, stages := make([][]byte, n), make([]uint64, n), make([]StageEvents, n)
+	raws, pos, stages := m.room.cut(n)
 	for _, t := range tos {
 		m.stats.Timeouts++
 		p := path(m.toNodes[t.from:t.to])

@@ -2,6 +2,7 @@ package nfa_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -211,5 +212,62 @@ func TestRestoresVersion2State(t *testing.T) {
 	got := feed(m, lines[40:], true)
 	if !slices.Equal(got, want) || len(want) == 0 {
 		t.Fatalf("records after restoring\n%v\nwant\n%v", got, want)
+	}
+}
+
+// The lists inside the records of one call are cut from arrays the matcher
+// reuses at its next call: within a call that times out thousands of
+// partial matches (the arrays are replaced several times on the way),
+// every record still holds its own events. Each event carries its input
+// position as its id and a type, so a record's positions, its events'
+// ids, its stages' types and its times must agree.
+func TestRecordsOfACallStayIntact(t *testing.T) {
+	p, err := nfa.CompileBytes([]byte(`{"name":"p","key":"e.k","time":"e.ts","within":100000,"stages":[
+		{"name":"a","where":"e.t == \"A\""},
+		{"name":"b","contiguity":"followedByAny","where":"e.t == \"B\""},
+		{"name":"c","contiguity":"followedByAny","where":"e.t == \"C\""}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nfa.NewMatcher(p)
+	types := []string{"A", "B", "A", "B", "B"} // never C: everything times out
+	for i := range 3000 {
+		raw := fmt.Appendf(nil, `{"id":%d,"k":"k%d","t":%q,"ts":%d}`, i, i%40, types[i%len(types)], i)
+		in, _, _, err := nfa.ParseLine(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Pos = uint64(i)
+		if _, err := m.Event(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := m.Finish(true)
+	if len(recs) < 1000 {
+		t.Fatalf("%d records: the call should time out thousands", len(recs))
+	}
+	stageType := map[string]string{"a": "A", "b": "B"}
+	for i := range recs {
+		r := &recs[i]
+		var n int
+		for _, se := range r.Events {
+			for _, raw := range se.Events {
+				var ev struct {
+					ID int64  `json:"id"`
+					T  string `json:"t"`
+					TS int64  `json:"ts"`
+				}
+				if err := json.Unmarshal(raw, &ev); err != nil {
+					t.Fatal(err)
+				}
+				if n >= len(r.Positions) || r.Positions[n] != uint64(ev.ID) || stageType[se.Stage] != ev.T || (n == 0 && r.Start != ev.TS) {
+					t.Fatalf("record %d (%s, positions %v, start %d): event %d is %s", i, r.Type, r.Positions, r.Start, n, raw)
+				}
+				n++
+			}
+		}
+		if n != len(r.Positions) || n == 0 || r.TimeoutAt != r.Start+100000 {
+			t.Fatalf("record %d: %d events, positions %v, start %d, timeoutAt %d", i, n, r.Positions, r.Start, r.TimeoutAt)
+		}
 	}
 }

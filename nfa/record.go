@@ -231,7 +231,37 @@ func rawOf(ev *event) []byte {
 	return b
 }
 
-func positions(p path) []uint64 { return positionsIn(p, make([]uint64, len(p))) }
+// recordRoom holds the arrays the lists inside a call's records (events by
+// stage, positions) are cut from, reused from one call to the next (the
+// records of a call stay valid until the next one). An array that is full
+// is replaced, not grown: the records cut from it keep it.
+type recordRoom struct {
+	raws   [][]byte
+	pos    []uint64
+	stages []StageEvents
+}
+
+func (r *recordRoom) reset() {
+	clear(r.raws)
+	clear(r.stages)
+	r.raws, r.pos, r.stages = r.raws[:0], r.pos[:0], r.stages[:0]
+}
+
+// cut returns room for the lists of records holding n events in all:
+// zeroed, and at most one StageEvents per event.
+func (r *recordRoom) cut(n int) (raws [][]byte, pos []uint64, stages []StageEvents) {
+	return cutRoom(&r.raws, n), cutRoom(&r.pos, n), cutRoom(&r.stages, n)
+}
+
+func cutRoom[T any](a *[]T, n int) []T {
+	l := len(*a)
+	if cap(*a)-l < n {
+		*a = make([]T, 0, max(2*cap(*a), n, 64))
+		l = 0
+	}
+	*a = (*a)[:l+n]
+	return (*a)[l : l+n : l+n]
+}
 
 // positionsIn is positions in out, which has room for len(p).
 func positionsIn(p path, out []uint64) []uint64 {
@@ -242,16 +272,24 @@ func positionsIn(p path, out []uint64) []uint64 {
 	return out
 }
 
-func (m *Matcher) stageEvents(p path) []StageEvents {
-	return m.stageEventsIn(p, nil, make([][]byte, len(p)))
-}
-
 // stageEventsIn lists the path's events by stage: the stages in the order
 // of their first event, each with its events in path order. The lists are
 // cut from out's room (zeroed; allocated when it has less than one per
 // stage of the path) and from all (room for len(p)); neither can be
 // appended into the other's part.
 func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []StageEvents {
+	if m.p.ownPaths && !m.shareNodes {
+		// a plain sequence: one event per stage, in stage order
+		if cap(out) < len(p) {
+			out = make([]StageEvents, len(p))
+		}
+		out, all = out[:len(p):len(p)], all[:len(p):len(p)]
+		for i, n := range p {
+			all[i] = rawOf(n.ev)
+			out[i] = StageEvents{Stage: m.p.stageNames[n.key.stage], Events: all[i : i+1 : i+1]}
+		}
+		return out
+	}
 	slot := m.stageSlot // stage -> 1 + its index in out, 0: not seen yet
 	if len(slot) < len(m.p.stageNames) {
 		slot = make([]int32, len(m.p.stageNames))
@@ -304,7 +342,8 @@ func (c matchCtx) EventsFor(stage string) []expr.Event {
 
 func (m *Matcher) emitMatch(ks *keyState, p path) {
 	m.stats.Matches++
-	r := Record{Type: "match", Pattern: m.p.spec.Name, Key: ks.key, Positions: positions(p)}
+	raws, pos, stages := m.room.cut(len(p))
+	r := Record{Type: "match", Pattern: m.p.spec.Name, Key: ks.key, Positions: positionsIn(p, pos)}
 	if len(p) > 0 {
 		r.Start, r.End = p[0].ev.ts, p[len(p)-1].ev.ts
 	}
@@ -314,7 +353,7 @@ func (m *Matcher) emitMatch(ks *keyState, p path) {
 		m.out = append(m.out, r)
 		return
 	}
-	r.Events = m.stageEvents(p)
+	r.Events = m.stageEventsIn(p, stages, raws)
 	if len(m.p.emit) > 0 {
 		var last expr.Event
 		if len(p) > 0 {

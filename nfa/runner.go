@@ -75,7 +75,8 @@ func mustJSON(v any) string {
 }
 
 // Line feeds one input line (blank lines are skipped). On error nothing was
-// applied; the error names the line number.
+// applied; the error names the line number. The records returned stay
+// valid until the next call (Line or Finish).
 func (r *Runner) Line(line []byte) ([]Record, error) {
 	r.line++
 	r.out = r.out[:0]
