@@ -60,8 +60,10 @@ func fmtDewey(d dewey) string {
 	return string(b)
 }
 
-// DisablePassBy makes m visit every partial match for every event (the
-// reference for the pass-by fast path).
+// DisablePassBy makes m visit every partial match for every event, offer
+// each to the next queue by itself and look at each for a timeout (the
+// reference for the pass-by fast path, copied runs and the timed-out
+// prefix).
 func DisablePassBy(m *Matcher) { m.noPassBy = true }
 
 // DisableFieldCache makes m evaluate every condition by itself (the

@@ -88,7 +88,7 @@ type Matcher struct {
 	probeErr      bool
 	passGen       uint32 // passesBy's answer is for the event of this generation (gen32)
 	passVal       bool
-	noPassBy      bool       // tests: always visit the partial matches
+	noPassBy      bool       // tests: always visit the partial matches, offer them one by one, look at each for timeouts
 	noBump        bool       // tests: lock and release for every new version (no bumpsInPlace)
 	room          recordRoom // the lists inside the records of a call
 	shareNodes    bool       // tests: one node per event and stage, and records listed by stage, even when Pattern.ownPaths

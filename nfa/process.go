@@ -209,6 +209,9 @@ type graphMemo struct {
 	// no version (a start state: no take, and the partial match holds no
 	// event)
 	idle bool
+	// keep: idle, in a state other than a start state, and no test asks
+	// to visit every partial match: keeps holds for every queue entry here
+	keep bool
 }
 
 // idleGraph reports whether og leaves a partial match in state st (of type
@@ -305,6 +308,7 @@ func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 		}
 		g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
 		g.idle = idleGraph(cur, &g.og)
+		g.keep = g.idle && !cur.start && !m.noPassBy
 		g.gen = m.gen32
 	}
 	return g.og
@@ -483,13 +487,20 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	}
 	newPartial, potential := m.scratchQueues()
 	deadline := int64(maxInt64)
-	a, sorted := ks.partial.a, !ks.partial.unsorted
+	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.noPassBy
 	for i := 0; i < len(a); {
 		if m.keeps(&a[i], ev) {
 			// a run of partial matches the event leaves as they are: offered
 			// together (appended as they are while the queue stays sorted)
 			j := i + 1
-			for j < len(a) && m.keeps(&a[j], ev) {
+			for j < len(a) {
+				if g := &m.graphs[a[j].state]; g.gen == m.gen32 && g.keep {
+					j++ // (keeps, answered from the state's graph)
+					continue
+				}
+				if !m.keeps(&a[j], ev) {
+					break
+				}
 				j++
 			}
 			newPartial.appendRun(a[i:j], sorted)
@@ -633,12 +644,18 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	tos := m.tosBuf[:0]
 	defer func() { m.tosBuf = tos[:0] }()
 	changed := false
-	a, sorted := ks.partial.a, !ks.partial.unsorted
+	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.noPassBy
+	// sorted by start with only the whole-match window, the partial matches
+	// that time out are a prefix (start states sort last)
+	prefix := sorted && !m.p.stageWindows
 	kept := 0 // a[kept:i] stay: offered together when a partial match leaves
 	for i := range a {
 		e := &a[i]
 		st := m.p.states[e.state]
 		if st.start {
+			if prefix {
+				break
+			}
 			continue
 		}
 		// outside a start state a partial match holds events: e.ts is its
@@ -646,6 +663,9 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		toPrev := st.hasWindow && timedOut(now, e.cs.prevTs, st.window)
 		toFirst := timedOut(now, e.ts, m.p.windowTime)
 		if !toPrev && !toFirst {
+			if prefix {
+				break
+			}
 			continue
 		}
 		newPartial.appendRun(a[kept:i], sorted)

@@ -367,10 +367,12 @@ func TestNoDeadPathsInSharedBuffer(t *testing.T) {
 }
 
 // An event that leaves every partial match unchanged skips visiting them
-// (passesBy), and conditions comparing one field with strings read it once
+// (passesBy), partial matches an event leaves in place are copied to the
+// next queue in runs and only a prefix of a sorted queue is looked at for
+// timeouts, and conditions comparing one field with strings read it once
 // per event: records, statistics (condition errors included) and encoded
-// state equal those of a matcher that visits every partial match for every
-// event and evaluates every condition by itself. Some stages get a
+// state equal those of a matcher that visits and offers every partial
+// match for every event and evaluates every condition by itself. Some stages get a
 // condition that errors on A events, some events lack the field.
 func TestPassByEqualsVisitingEveryPartialMatch(t *testing.T) {
 	passed := 0
