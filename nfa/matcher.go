@@ -1,7 +1,7 @@
 package nfa
 
 import (
-	"cmp"
+	"math/bits"
 	"slices"
 	"sort"
 
@@ -91,6 +91,7 @@ type Matcher struct {
 	noPassBy      bool       // tests: always visit the partial matches, offer them one by one, look at each for timeouts
 	noBump        bool       // tests: lock and release for every new version (no bumpsInPlace)
 	room          recordRoom // the lists inside the records of a call
+	dupKeys       []uint64   // numberDuplicates' scratch
 	shareNodes    bool       // tests: one node per event and stage, and records listed by stage, even when Pattern.ownPaths
 	stateVer      byte       // the encoding version of the state being decoded (readHeader)
 	bumped        int        // tests: versions increased in place (bumpsInPlace)
@@ -101,10 +102,9 @@ type Matcher struct {
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
-	entBuf        [2][]qent   // processEvent's new and completed queues
-	stageSlot     []int32     // stageEvents scratch
-	dupScratch    []hashedRec // numberDuplicates scratch
-	sqlRows       []sqlRow    // definePredicate scratch
+	entBuf        [2][]qent // processEvent's new and completed queues
+	stageSlot     []int32   // stageEvents scratch
+	sqlRows       []sqlRow  // definePredicate scratch
 	stageCount    []int
 	curEv         event  // the event being processed
 	curEvHeap     *event // its stored copy, once a partial match took it
@@ -572,32 +572,24 @@ func (m *Matcher) numberDuplicates(from int) {
 	// many records at once (timeouts of a long pattern): order them by a
 	// hash of what sameAs compares (ties by position), so that only
 	// records with equal hashes are compared and the numbering stays
-	// O(n log n)
-	hs := m.dupScratch[:0]
+	// O(n log n). The position takes the hash's low bits, and the word is
+	// sorted as a number.
+	mask := uint64(1)<<bits.Len(uint(len(recs)-1)) - 1
+	hs := m.dupKeys[:0]
 	for i := range recs {
-		hs = append(hs, hashedRec{h: recs[i].identityHash(), i: int32(i)})
+		hs = append(hs, recs[i].identityHash()&^mask|uint64(i))
 	}
-	slices.SortFunc(hs, func(a, b hashedRec) int {
-		if c := cmp.Compare(a.h, b.h); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.i, b.i)
-	})
+	slices.Sort(hs)
 	for k := 1; k < len(hs); k++ {
-		r := &recs[hs[k].i]
-		for j := k - 1; j >= 0 && hs[j].h == hs[k].h; j-- {
-			if o := &recs[hs[j].i]; o.sameAs(r) {
+		r := &recs[hs[k]&mask]
+		for j := k - 1; j >= 0 && hs[j]&^mask == hs[k]&^mask; j-- {
+			if o := &recs[hs[j]&mask]; o.sameAs(r) {
 				r.Dup = o.Dup + 1
 				break
 			}
 		}
 	}
-	m.dupScratch = hs[:0]
-}
-
-type hashedRec struct {
-	h uint64
-	i int32
+	m.dupKeys = hs[:0]
 }
 
 // reschedule computes when the key next needs attention, or drops its state
