@@ -519,10 +519,24 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	if !m.p.hasWindows || now < ks.deadline {
 		return // nothing can time out yet
 	}
-	matches, tos := m.advanceTime(ks, now)
-	m.recomputeDeadline(ks)
 	from := len(m.out)
 	defer m.numberDuplicates(from)
+	m.expire(ks, now)
+	if ks.deadline <= now && !ks.partial.unsorted {
+		// Cannot happen while the queue's sorted flag is right. Were it
+		// wrong, advanceTime would have looked at too short a prefix, and
+		// the key, due again at once, would be fired for ever: look at
+		// every partial match instead.
+		ks.partial.unsorted = true
+		m.expire(ks, now)
+	}
+}
+
+// expire is timeAdvance's advanceTime: it emits the matches completed and
+// the partial matches timed out at time now.
+func (m *Matcher) expire(ks *keyState, now int64) {
+	matches, tos := m.advanceTime(ks, now)
+	m.recomputeDeadline(ks)
 	for _, p := range matches {
 		m.emitMatch(ks, p)
 	}

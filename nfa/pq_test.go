@@ -3,6 +3,7 @@ package nfa
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -68,4 +69,44 @@ func keysOf(a []qent) [][2]int64 {
 		out[i] = [2]int64{e.ts, int64(e.seq)}
 	}
 	return out
+}
+
+// A queue whose sorted flag were wrong would have advanceTime look at too
+// short a prefix for timeouts, and the key, due again at once, would be
+// fired for ever. timeAdvance notices (the key is still due) and looks at
+// every partial match: the watermark returns, with the timeout.
+func TestWrongSortedFlagDoesNotHang(t *testing.T) {
+	p, err := CompileBytes([]byte(`{"name":"p","key":"e.k","time":"e.ts","within":10,"stages":[
+		{"name":"a","where":"e.t == \"A\""},{"name":"b","where":"e.t == \"B\""}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMatcher(p)
+	m.AutoWatermark = false
+	for _, line := range []string{`{"k":"k","t":"A","ts":1}`, `{"k":"k","t":"A","ts":5}`} {
+		in, _, _, err := ParseLine([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Event(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Watermark(6)
+	ks := m.keys["k"]
+	a := ks.partial.a
+	if len(a) != 3 || a[0].ts != 1 || a[1].ts != 5 || ks.partial.unsorted {
+		t.Fatalf("queue %v (unsorted %v), want the partial matches started at 1 and 5 and the start state, sorted", keysOf(a), ks.partial.unsorted)
+	}
+	a[0], a[1] = a[1], a[0] // out of order, still flagged sorted
+	done := make(chan []Record, 1)
+	go func() { done <- m.Watermark(12) }()
+	select {
+	case recs := <-done:
+		if len(recs) != 1 || recs[0].Type != "timeout" || recs[0].Start != 1 || recs[0].TimeoutAt != 11 {
+			t.Fatalf("records %+v, want the timeout of the partial match started at 1", recs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watermark did not return")
+	}
 }
