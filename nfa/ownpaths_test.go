@@ -42,16 +42,11 @@ func genSequenceSpec(t *rapid.T) *nfa.Spec {
 		}
 		if i > 0 {
 			st.Contiguity = rapid.SampledFrom([]string{"next", "followedBy", "followedByAny", "followedByAny"}).Draw(t, "contiguity")
-			if rapid.IntRange(0, 4).Draw(t, "stageWithin") == 0 {
-				st.Within = &nfa.Duration{Millis: int64(rapid.IntRange(2, 15).Draw(t, "stageWindowMs"))}
-				st.WithinType = "previousAndCurrent"
-			}
+			drawStageWithin(t, &st)
 		}
 		s.Stages = append(s.Stages, st)
 	}
-	if rapid.Bool().Draw(t, "within") {
-		s.Within = &nfa.Duration{Millis: int64(rapid.IntRange(3, 30).Draw(t, "windowMs"))}
-	}
+	drawWithin(t, s)
 	return s
 }
 

@@ -61,16 +61,28 @@ func genSpec(t *rapid.T, skip string) *nfa.Spec {
 				}
 			}
 		}
-		if i > 0 && rapid.IntRange(0, 4).Draw(t, "stageWithin") == 0 {
-			st.Within = &nfa.Duration{Millis: int64(rapid.IntRange(2, 15).Draw(t, "stageWindowMs"))}
-			st.WithinType = "previousAndCurrent"
+		if i > 0 {
+			drawStageWithin(t, &st)
 		}
 		s.Stages = append(s.Stages, st)
 	}
+	drawWithin(t, s)
+	return s
+}
+
+// drawStageWithin sometimes gives a stage a previous-and-current window.
+func drawStageWithin(t *rapid.T, st *nfa.Stage) {
+	if rapid.IntRange(0, 4).Draw(t, "stageWithin") == 0 {
+		st.Within = &nfa.Duration{Millis: int64(rapid.IntRange(2, 15).Draw(t, "stageWindowMs"))}
+		st.WithinType = "previousAndCurrent"
+	}
+}
+
+// drawWithin gives the pattern a whole-match window half the time.
+func drawWithin(t *rapid.T, s *nfa.Spec) {
 	if rapid.Bool().Draw(t, "within") {
 		s.Within = &nfa.Duration{Millis: int64(rapid.IntRange(3, 30).Draw(t, "windowMs"))}
 	}
-	return s
 }
 
 // genInput draws input lines: events of two keys with mostly increasing
