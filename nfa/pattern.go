@@ -420,8 +420,8 @@ func (p *Pattern) condUsesContext(c *cond) bool {
 // is compatible with it: Flink's extraction (and lock, release) of a
 // partial match follows exactly the events it took itself, whether the
 // node is shared or not. Nodes are then made per partial match
-// (keyState.put), which keeps each node at a single edge: a node shared
-// by a long followedByAny pattern can have thousands of them.
+// (keyState.takeOwn), which keeps each node at a single edge: a node
+// shared by a long followedByAny pattern can have thousands of them.
 func ownPaths(p *Pattern) bool {
 	if len(p.startStates) != 1 {
 		return false

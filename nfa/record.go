@@ -242,6 +242,12 @@ type recordRoom struct {
 }
 
 func (r *recordRoom) reset() {
+	if cap(r.raws) > roomKeep && len(r.raws) < cap(r.raws)/4 {
+		// a call with many more records than this one (a final watermark)
+		// does not keep its arrays for good
+		*r = recordRoom{}
+		return
+	}
 	clear(r.raws)
 	clear(r.stages)
 	r.raws, r.pos, r.stages = r.raws[:0], r.pos[:0], r.stages[:0]
@@ -252,6 +258,10 @@ func (r *recordRoom) reset() {
 func (r *recordRoom) cut(n int) (raws [][]byte, pos []uint64, stages []StageEvents) {
 	return cutRoom(&r.raws, n), cutRoom(&r.pos, n), cutRoom(&r.stages, n)
 }
+
+// roomKeep is the number of events a record room keeps room for whatever
+// the calls use.
+const roomKeep = 4096
 
 func cutRoom[T any](a *[]T, n int) []T {
 	l := len(*a)

@@ -45,3 +45,36 @@ func TestRecordJSONIndependentOfBuffer(t *testing.T) {
 		t.Fatalf("%s: %v", a, err)
 	}
 }
+
+// A record room keeps its arrays from call to call, but not the arrays of
+// a call with far more records than the calls after it; and what it cuts
+// is zeroed and never overlaps what it cut earlier in the same call.
+func TestRecordRoomReuseAndRelease(t *testing.T) {
+	var r recordRoom
+	a, _, s := r.cut(3)
+	a[0], s[0].Stage = []byte("x"), "a"
+	b, _, _ := r.cut(100_000) // does not fit: a new array; a keeps the old one
+	if string(a[0]) != "x" || s[0].Stage != "a" || &a[0] == &b[0] {
+		t.Fatal("a cut changed what an earlier cut of the call holds")
+	}
+	r.reset()
+	big := cap(r.raws)
+	if big < 100_000 {
+		t.Fatalf("the arrays of a call are kept for the next: capacity %d", big)
+	}
+	c, _, cs := r.cut(10)
+	for i := range c {
+		if c[i] != nil || cs[i].Stage != "" || cs[i].Events != nil {
+			t.Fatal("a cut is not zeroed")
+		}
+	}
+	r.reset() // this call used 10 of them: let them go
+	if cap(r.raws) != 0 || cap(r.pos) != 0 || cap(r.stages) != 0 {
+		t.Fatalf("capacity %d kept after a call using 10", cap(r.raws))
+	}
+	r.cut(10)
+	r.reset()
+	if cap(r.raws) == 0 {
+		t.Fatal("a small room is not kept")
+	}
+}
