@@ -239,29 +239,42 @@ type recordRoom struct {
 	raws   [][]byte
 	pos    []uint64
 	stages []StageEvents
+	used   int // events cut in this call
+	peak   int // the most events a call of this round of calls has cut
+	calls  int // calls in this round (roomCalls)
 }
 
 func (r *recordRoom) reset() {
-	if cap(r.raws) > roomKeep && len(r.raws) < cap(r.raws)/4 {
-		// a call with many more records than this one (a final watermark)
-		// does not keep its arrays for good
-		*r = recordRoom{}
-		return
+	r.peak = max(r.peak, r.used)
+	if r.calls++; r.calls == roomCalls {
+		if cap(r.raws) > roomKeep && cap(r.raws) > 16*r.peak {
+			// arrays sized by a call with far more records than any of
+			// the calls since (a final watermark) are not kept for good
+			*r = recordRoom{}
+			return
+		}
+		r.calls, r.peak = 0, 0
 	}
 	clear(r.raws)
 	clear(r.stages)
-	r.raws, r.pos, r.stages = r.raws[:0], r.pos[:0], r.stages[:0]
+	r.raws, r.pos, r.stages, r.used = r.raws[:0], r.pos[:0], r.stages[:0], 0
 }
 
 // cut returns room for the lists of records holding n events in all:
 // zeroed, and at most one StageEvents per event.
 func (r *recordRoom) cut(n int) (raws [][]byte, pos []uint64, stages []StageEvents) {
+	r.used += n
 	return cutRoom(&r.raws, n), cutRoom(&r.pos, n), cutRoom(&r.stages, n)
 }
 
-// roomKeep is the number of events a record room keeps room for whatever
-// the calls use.
-const roomKeep = 4096
+// A record room keeps room for roomKeep events whatever the calls use, and
+// more as long as some call of each roomCalls uses a sixteenth of it.
+// (Timeouts come in bursts: all the partial matches of a run of a
+// followedByAny pattern time out at once.)
+const (
+	roomKeep  = 4096
+	roomCalls = 1024
+)
 
 func cutRoom[T any](a *[]T, n int) []T {
 	l := len(*a)

@@ -46,8 +46,9 @@ func TestRecordJSONIndependentOfBuffer(t *testing.T) {
 	}
 }
 
-// A record room keeps its arrays from call to call, but not the arrays of
-// a call with far more records than the calls after it; and what it cuts
+// A record room keeps its arrays from call to call, but not for good the
+// arrays of a call with far more records than a long row of calls after
+// it; and what it cuts
 // is zeroed and never overlaps what it cut earlier in the same call.
 func TestRecordRoomReuseAndRelease(t *testing.T) {
 	var r recordRoom
@@ -68,9 +69,17 @@ func TestRecordRoomReuseAndRelease(t *testing.T) {
 			t.Fatal("a cut is not zeroed")
 		}
 	}
-	r.reset() // this call used 10 of them: let them go
+	r.reset() // this call used 10 of them
+	for range 2*roomCalls - 3 {
+		r.cut(10)
+		r.reset()
+	}
+	if cap(r.raws) != big {
+		t.Fatalf("capacity %d, want %d kept while calls have been small for a while only", cap(r.raws), big)
+	}
+	r.reset() // a whole round of calls has used little of it: let it go
 	if cap(r.raws) != 0 || cap(r.pos) != 0 || cap(r.stages) != 0 {
-		t.Fatalf("capacity %d kept after a call using 10", cap(r.raws))
+		t.Fatalf("capacity %d kept after %d calls using 10", cap(r.raws), 2*roomCalls)
 	}
 	r.cut(10)
 	r.reset()
