@@ -45,36 +45,27 @@ type Field struct {
 	Value any
 }
 
-// identityHash hashes the fields sameAs compares (FNV-1a over the strings'
-// bytes, numbers mixed in a word at a time). It only groups the records
-// numberDuplicates compares; it is not stored anywhere.
+// identityHash hashes most of what sameAs compares: the type's first
+// letter, the timeout time, the positions and the number of events of
+// each stage (the key and the stage names, alike in most records of one
+// step, are left to sameAs). It only groups the records numberDuplicates
+// compares; it is not stored anywhere.
 func (r *Record) identityHash() uint64 {
-	h := hashString(hashSeed, r.Type)
-	h = hashWord(h, uint64(len(r.Key)))
-	h = hashString(h, r.Key)
+	h := hashSeed
+	if r.Type != "" {
+		h = hashWord(h, uint64(r.Type[0]))
+	}
 	h = hashWord(h, uint64(r.TimeoutAt))
 	for _, p := range r.Positions {
 		h = hashWord(h, p)
 	}
 	for _, se := range r.Events {
-		h = hashWord(h, uint64(len(se.Stage)))
-		h = hashString(h, se.Stage)
 		h = hashWord(h, uint64(len(se.Events)))
 	}
 	return h
 }
 
-const (
-	hashSeed  uint64 = 14695981039346656037
-	hashPrime uint64 = 1099511628211
-)
-
-func hashString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * hashPrime
-	}
-	return h
-}
+const hashSeed uint64 = 14695981039346656037
 
 func hashWord(h, v uint64) uint64 {
 	h = (h ^ v) * 0x9e3779b97f4a7c15
