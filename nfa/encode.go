@@ -42,6 +42,12 @@ const stateVersion = 3
 // event and stage.
 const stateVersionSharedNodes = 2
 
+// StateVersion is the version of the encoding MarshalBinary, AppendHeader
+// and AppendKey write (a header's fifth byte). Keys carry none of their
+// own: whoever stores keys apart from their header stores it with them
+// and restores them with RestoreKeyVersion.
+const StateVersion = stateVersion
+
 var stateMagic = []byte("CEPM")
 
 // ErrBadState is returned for state bytes that cannot be decoded.
@@ -289,7 +295,7 @@ func UnmarshalMatcher(p *Pattern, data []byte) (*Matcher, error) {
 	}
 	n := d.count(len(d.b))
 	for i := 0; i < n && d.err == nil; i++ {
-		m.readKey(d)
+		m.readKey(d, m.stateVer)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
@@ -363,16 +369,32 @@ func UnmarshalHeader(p *Pattern, data []byte) (*Matcher, error) {
 
 // RestoreKey decodes one key's state (as written by AppendKey) into m,
 // replacing any state the key had. It returns the bytes that follow it.
+// The key is read in the encoding version of the header m was restored
+// from (UnmarshalHeader), or the current one.
 func (m *Matcher) RestoreKey(data []byte) ([]byte, error) {
 	d := &decoder{b: data}
-	m.readKey(d)
+	m.readKey(d, m.stateVer)
 	return d.b, d.err
 }
 
-func (m *Matcher) readKey(d *decoder) {
+// RestoreKeyVersion is RestoreKey for a key written in encoding version
+// version (StateVersion, or an earlier one still read), whatever header m
+// came from.
+func (m *Matcher) RestoreKeyVersion(data []byte, version byte) ([]byte, error) {
+	if version != stateVersion && version != stateVersionSharedNodes {
+		return data, fmt.Errorf("%w: unknown version %d", ErrBadState, version)
+	}
+	d := &decoder{b: data}
+	m.readKey(d, version)
+	return d.b, d.err
+}
+
+// readKey decodes one key's state written in encoding version (0: the
+// current one).
+func (m *Matcher) readKey(d *decoder, version byte) {
 	key := string(d.bytes())
 	ks := &keyState{key: key, hidx: -1}
-	shared := m.stateVer == stateVersionSharedNodes
+	shared := version == stateVersionSharedNodes
 	byKey := map[nodeKey]*node{} // shared: the nodes by event and stage
 	var nodes []*node            // otherwise in order
 	events := map[uint64]*event{}

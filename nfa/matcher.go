@@ -93,7 +93,7 @@ type Matcher struct {
 	room          recordRoom // the lists inside the records of a call
 	dupKeys       []uint64   // numberDuplicates' scratch
 	shareNodes    bool       // tests: one node per event and stage, and records listed by stage, even when Pattern.ownPaths
-	stateVer      byte       // the encoding version of the state being decoded (readHeader)
+	stateVer      byte       // the encoding version of the header the matcher was restored from (readHeader; 0: none)
 	bumped        int        // tests: versions increased in place (bumpsInPlace)
 	noFieldCache  bool       // tests: evaluate every condition by itself
 	passFrom      int        // partial matches from which passesBy is tried (passByFrom; tests change it)

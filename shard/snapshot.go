@@ -22,7 +22,18 @@ import (
 //     that hash into it.
 
 const shardSection = "shard"
-const sectionVersion = 4 // 4: the shard section holds the re-keyed (forwarded) positions
+
+// sectionVersion 4: the shard section holds the re-keyed (forwarded)
+// positions. 5: a key group's section says which version of the engine's
+// state encoding its keys are in (nfa.StateVersion; a version-4 section's
+// keys are in version 2), since the key groups of a restore can come from
+// files written by different releases while the matchers come from the
+// first file's headers.
+const sectionVersion = 5
+
+// sectionVersionKeys2 is the last section version without the keys'
+// encoding version, which was 2.
+const sectionVersionKeys2 = 4
 
 // WriteSnapshot writes the state in the snapshot format. h supplies the
 // identity fields (id, kind, cluster, index, logged time); the key-group
@@ -73,7 +84,7 @@ func (s *State) WriteSnapshot(w io.Writer, h snapshot.Header) error {
 			continue
 		}
 		var b []byte
-		b = append(b, sectionVersion)
+		b = append(b, sectionVersion, nfa.StateVersion)
 		srcs := make([]string, 0, len(pos))
 		for src := range pos {
 			srcs = append(srcs, src)
@@ -193,7 +204,7 @@ func RestoreState(readers []*snapshot.Reader, first, last int) (*State, error) {
 
 func (s *State) readShardSection(b []byte, first bool) error {
 	d := &dec{b: b}
-	if v := d.byte(); v != sectionVersion {
+	if v := d.byte(); v != sectionVersion && v != sectionVersionKeys2 {
 		return fmt.Errorf("%w: shard section version %d", ErrBadBatch, v)
 	}
 	restoreID := d.string()
@@ -286,7 +297,12 @@ func (s *State) readShardSection(b []byte, first bool) error {
 
 func (s *State) readKeyGroup(kg int, b []byte) error {
 	d := &dec{b: b}
-	if v := d.byte(); v != sectionVersion {
+	keys := byte(2) // the encoding version of the keys
+	switch v := d.byte(); v {
+	case sectionVersion:
+		keys = d.byte()
+	case sectionVersionKeys2:
+	default:
 		return fmt.Errorf("%w: key group %d version %d", ErrBadBatch, kg, v)
 	}
 	n := d.count()
@@ -316,7 +332,7 @@ func (s *State) readKeyGroup(kg int, b []byte) error {
 		}
 		for j := 0; j < nk; j++ {
 			var err error
-			if rest, err = m.RestoreKey(rest); err != nil {
+			if rest, err = m.RestoreKeyVersion(rest, keys); err != nil {
 				return fmt.Errorf("key group %d: %w", kg, err)
 			}
 		}
