@@ -60,27 +60,40 @@ func FuzzInputLine(f *testing.F) {
 }
 
 // FuzzUnmarshalMatcher: damaged state is refused, never a panic; state that
-// decodes keeps working.
+// decodes keeps working. Every input is decoded for two patterns: one with
+// a loop (nodes shared by event and stage) and a plain followedByAny
+// sequence (a node per partial match), seeded with a state of each.
 func FuzzUnmarshalMatcher(f *testing.F) {
-	p, err := nfa.CompileBytes([]byte(`{"name":"p","key":"e.k","time":"e.ts","within":50,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","oneOrMore":true,"where":"e.t == \"B\""},{"name":"c","where":"e.t == \"C\""}]}`))
-	if err != nil {
-		f.Fatal(err)
-	}
-	m := nfa.NewMatcher(p)
-	for i, ev := range []string{`{"k":"x","t":"A","ts":1}`, `{"k":"x","t":"B","ts":2}`, `{"k":"y","t":"A","ts":3}`, `{"k":"x","t":"B","ts":4}`} {
-		in, _, _, _ := nfa.ParseLine([]byte(ev))
-		in.Pos = uint64(i + 1)
-		m.Event(in)
-	}
-	st, _ := m.MarshalBinary()
-	f.Add(st)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		m2, err := nfa.UnmarshalMatcher(p, data)
+	var ps []*nfa.Pattern
+	for _, doc := range []string{
+		`{"name":"p","key":"e.k","time":"e.ts","within":50,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","oneOrMore":true,"where":"e.t == \"B\""},{"name":"c","where":"e.t == \"C\""}]}`,
+		`{"name":"q","key":"e.k","time":"e.ts","within":50,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","contiguity":"followedByAny","where":"e.t == \"B\""},{"name":"c","contiguity":"followedByAny","where":"e.t == \"C\""}]}`,
+	} {
+		p, err := nfa.CompileBytes([]byte(doc))
 		if err != nil {
-			return
+			f.Fatal(err)
 		}
-		in, _, _, _ := nfa.ParseLine([]byte(`{"k":"x","t":"C","ts":9}`))
-		m2.Event(in)
-		m2.Finish(true)
+		ps = append(ps, p)
+		m := nfa.NewMatcher(p)
+		for i, ev := range []string{`{"k":"x","t":"A","ts":1}`, `{"k":"x","t":"B","ts":2}`, `{"k":"y","t":"A","ts":3}`, `{"k":"x","t":"B","ts":4}`, `{"k":"x","t":"A","ts":5}`, `{"k":"x","t":"B","ts":6}`} {
+			in, _, _, _ := nfa.ParseLine([]byte(ev))
+			in.Pos = uint64(i + 1)
+			m.Event(in)
+		}
+		st, _ := m.MarshalBinary()
+		f.Add(st)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, p := range ps {
+			m2, err := nfa.UnmarshalMatcher(p, data)
+			if err != nil {
+				continue
+			}
+			for _, ev := range []string{`{"k":"x","t":"B","ts":9}`, `{"k":"x","t":"C","ts":10}`} {
+				in, _, _, _ := nfa.ParseLine([]byte(ev))
+				m2.Event(in)
+			}
+			m2.Finish(true)
+		}
 	})
 }

@@ -23,7 +23,9 @@ func TestAppendRunEqualsOffering(t *testing.T) {
 		}
 		var q csQueue
 		for step := range rapid.IntRange(5, 60).Draw(t, "steps") {
-			switch rapid.IntRange(0, 5).Draw(t, "op") {
+			switch rapid.IntRange(0, 6).Draw(t, "op") {
+			case 6:
+				q = csQueue{} // start over, sorted
 			case 0, 1:
 				q.offerEnt(ent("offer"))
 			case 2:
@@ -35,6 +37,10 @@ func TestAppendRunEqualsOffering(t *testing.T) {
 				run := make([]qent, rapid.IntRange(0, 6).Draw(t, "runLen"))
 				for i := range run {
 					run[i] = ent("run")
+				}
+				if rapid.Bool().Draw(t, "sortRun") {
+					// what a step copies: a run of a sorted queue
+					slices.SortStableFunc(run, func(x, y qent) int { return cmpEnt(&x, &y) })
 				}
 				runSorted := slices.IsSortedFunc(run, func(x, y qent) int { return cmpEnt(&x, &y) })
 				if runSorted && rapid.Bool().Draw(t, "claimUnsorted") {
@@ -61,6 +67,7 @@ func TestAppendRunEqualsOffering(t *testing.T) {
 	if copied == 0 {
 		t.Fatal("no run was copied in one go")
 	}
+	t.Logf("%d runs copied in one go", copied)
 }
 
 func keysOf(a []qent) [][2]int64 {
