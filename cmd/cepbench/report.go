@@ -10,9 +10,10 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cepcluster/cep/internal/thousands"
 )
 
 // Report is everything one run measured (--json prints it as is).
@@ -165,23 +166,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func sortDurations(d []time.Duration) { sort.Slice(d, func(i, j int) bool { return d[i] < d[j] }) }
 
-// group formats an integer with thousands separators.
-func group(v float64) string {
-	s := strconv.FormatInt(int64(v+0.5), 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+// group formats a number, rounded, with thousands separators.
+func group(v float64) string { return thousands.Format(int64(v + 0.5)) }
 
 func mark(ok bool) string {
 	if ok {

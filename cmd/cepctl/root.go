@@ -42,6 +42,7 @@ func newRootCmd(d *deps) *cobra.Command {
 	root := newBareRootCmd(d)
 	root.AddCommand(
 		newRunCmd(d, nil),
+		newBenchCmd(d, nil),
 		newStatusCmd(d, nil),
 		newPatternCmd(d),
 		newSourceCmd(d),

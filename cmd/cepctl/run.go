@@ -52,25 +52,13 @@ At the end of the input every buffered event is processed and, unless
 }
 
 func runRun(d *deps, opts *runOptions) error {
-	var patterns []*nfa.Pattern
-	for _, f := range opts.patterns {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("read pattern: %w", err)
-		}
-		p, err := nfa.CompileBytes(b)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		patterns = append(patterns, p)
+	patterns, err := compilePatternFiles(opts.patterns)
+	if err != nil {
+		return err
 	}
-	queries := make([][]byte, len(opts.sql))
-	for i, f := range opts.sql {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("read query: %w", err)
-		}
-		queries[i] = b
+	queries, err := readQueryFiles(opts.sql)
+	if err != nil {
+		return err
 	}
 	var in io.Reader = d.stdin
 	if opts.input != "-" {
@@ -91,23 +79,17 @@ func runRun(d *deps, opts *runOptions) error {
 		for sc.Scan() {
 			line := append([]byte(nil), sc.Bytes()...)
 			peeked = append(peeked, line)
-			if in, _, isWM, err := nfa.ParseLine(line); err == nil && !isWM {
-				for k := range in.Data {
-					columns = append(columns, k)
-				}
-				sort.Strings(columns)
+			if cols, ok := columnsOf(line); ok {
+				columns = cols
 				break
 			}
 		}
 	}
-	for i, f := range opts.sql {
-		name := nfa.SanitizeName(strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)))
-		p, err := nfa.CompileSQLColumns(string(queries[i]), name, columns)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		patterns = append(patterns, p)
+	qs, err := compileQueries(opts.sql, queries, columns)
+	if err != nil {
+		return err
 	}
+	patterns = append(patterns, qs...)
 	r := nfa.NewRunner(patterns...)
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
 	var buf []byte
@@ -160,4 +142,64 @@ func inputName(p string) string {
 		return "stdin"
 	}
 	return p
+}
+
+// compilePatternFiles compiles pattern documents (JSON or YAML); an error
+// names the file.
+func compilePatternFiles(files []string) ([]*nfa.Pattern, error) {
+	var patterns []*nfa.Pattern
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read pattern: %w", err)
+		}
+		p, err := nfa.CompileBytes(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		patterns = append(patterns, p)
+	}
+	return patterns, nil
+}
+
+func readQueryFiles(files []string) ([][]byte, error) {
+	queries := make([][]byte, len(files))
+	for i, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read query: %w", err)
+		}
+		queries[i] = b
+	}
+	return queries, nil
+}
+
+// columnsOf returns the sorted field names of an input line that is an
+// event (not a watermark, not bad).
+func columnsOf(line []byte) ([]string, bool) {
+	in, _, isWM, err := nfa.ParseLine(line)
+	if err != nil || isWM {
+		return nil, false
+	}
+	var columns []string
+	for k := range in.Data {
+		columns = append(columns, k)
+	}
+	sort.Strings(columns)
+	return columns, true
+}
+
+// compileQueries compiles MATCH_RECOGNIZE queries read from files, named
+// after the files, checking their columns against the input's.
+func compileQueries(files []string, queries [][]byte, columns []string) ([]*nfa.Pattern, error) {
+	var patterns []*nfa.Pattern
+	for i, f := range files {
+		name := nfa.SanitizeName(strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)))
+		p, err := nfa.CompileSQLColumns(string(queries[i]), name, columns)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		patterns = append(patterns, p)
+	}
+	return patterns, nil
 }

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cepcluster/cep/internal/thousands"
+	"github.com/cepcluster/cep/nfa"
+)
+
+type benchOptions struct {
+	runOptions
+	repeat int
+}
+
+func newBenchCmd(d *deps, runF func(*benchOptions) error) *cobra.Command {
+	opts := &benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench (-p PATTERN | --sql QUERY)... [-i FILE|-] [--repeat N]",
+		Short: "Measure how fast patterns run offline over a file of JSON events",
+		Long: `Run patterns over JSON events as cepctl run does — each line parsed, its
+key and time computed, matched, and every output record encoded as JSON —
+but discard the records and report the time it took: lines per second,
+microseconds and allocations per line, records produced. The input is read
+into memory before anything is timed; each of the --repeat runs starts from
+fresh state, and the median and best runs are printed last.`,
+		Example: `  cepctl bench -p examples/login-fail-logout.yaml -i examples/events.jsonl --repeat 5`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(opts.patterns) == 0 && len(opts.sql) == 0 {
+				return errors.New("bench: give at least one pattern with -p FILE or a query with --sql FILE")
+			}
+			if opts.repeat < 1 {
+				return fmt.Errorf("bench: --repeat must be at least 1, got %d", opts.repeat)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runBench(d, opts)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&opts.patterns, "pattern", "p", nil, "pattern file (JSON or YAML); repeat to run several side by side")
+	cmd.Flags().StringArrayVar(&opts.sql, "sql", nil, "MATCH_RECOGNIZE query file; repeatable")
+	cmd.Flags().StringVarP(&opts.input, "input", "i", "-", "input file of JSON lines, - for standard input")
+	cmd.Flags().BoolVar(&opts.finalWatermark, "final-watermark", true, "advance time to +infinity at the end of the input")
+	cmd.Flags().IntVar(&opts.repeat, "repeat", 3, "number of timed runs over the input")
+	return cmd
+}
+
+// benchRun is what one timed run over the input measured.
+type benchRun struct {
+	elapsed time.Duration
+	records int
+	bytes   int // of the records' JSON, a newline each
+	allocs  uint64
+}
+
+func runBench(d *deps, opts *benchOptions) error {
+	patterns, err := compilePatternFiles(opts.patterns)
+	if err != nil {
+		return err
+	}
+	queries, err := readQueryFiles(opts.sql)
+	if err != nil {
+		return err
+	}
+	lines, size, err := readLines(d, opts.input)
+	if err != nil {
+		return err
+	}
+	var columns []string
+	if len(queries) > 0 {
+		for _, l := range lines {
+			if cols, ok := columnsOf(l); ok {
+				columns = cols
+				break
+			}
+		}
+	}
+	qs, err := compileQueries(opts.sql, queries, columns)
+	if err != nil {
+		return err
+	}
+	patterns = append(patterns, qs...)
+	w := d.stdout
+	fmt.Fprintf(w, "input:   %s: %s lines, %s bytes; %d pattern(s)\n", inputName(opts.input), group(uint64(len(lines))), group(uint64(size)), len(patterns))
+	var runs []benchRun
+	for i := range opts.repeat {
+		r, err := benchOnce(patterns, lines, opts.finalWatermark)
+		if err != nil {
+			return fmt.Errorf("%s: %w", inputName(opts.input), err)
+		}
+		runs = append(runs, r)
+		fmt.Fprintf(w, "run %d:   %s\n", i+1, r.describe(len(lines)))
+	}
+	slices.SortFunc(runs, func(a, b benchRun) int { return int(a.elapsed - b.elapsed) })
+	fmt.Fprintf(w, "median:  %s\n", runs[len(runs)/2].describe(len(lines)))
+	fmt.Fprintf(w, "best:    %s\n", runs[0].describe(len(lines)))
+	return nil
+}
+
+// readLines reads the whole input, a line each (blank ones included: the
+// runner skips them, as cepctl run does).
+func readLines(d *deps, input string) (lines [][]byte, size int, err error) {
+	var in io.Reader = d.stdin
+	if input != "-" {
+		f, err := os.Open(input)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read input: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		lines = append(lines, append([]byte(nil), sc.Bytes()...))
+		size += len(sc.Bytes()) + 1
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, 0, fmt.Errorf("%s: a line is longer than 16 MiB", inputName(input))
+		}
+		return nil, 0, fmt.Errorf("read input: %w", err)
+	}
+	return lines, size, nil
+}
+
+// benchOnce runs the patterns over the lines from fresh state, encoding
+// every record as cepctl run would print it.
+func benchOnce(patterns []*nfa.Pattern, lines [][]byte, final bool) (benchRun, error) {
+	r := nfa.NewRunner(patterns...)
+	var res benchRun
+	var buf []byte
+	encode := func(recs []nfa.Record) {
+		for i := range recs {
+			buf, _ = recs[i].AppendJSON(buf[:0])
+			res.bytes += len(buf) + 1
+		}
+		res.records += len(recs)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	for _, l := range lines {
+		recs, err := r.Line(l)
+		if err != nil {
+			return res, err
+		}
+		encode(recs)
+	}
+	encode(r.Finish(final))
+	res.elapsed = time.Since(start)
+	runtime.ReadMemStats(&after)
+	res.allocs = after.Mallocs - before.Mallocs
+	return res, nil
+}
+
+func (r benchRun) describe(lines int) string {
+	secs := r.elapsed.Seconds()
+	perSec, perLine, allocs := 0.0, 0.0, 0.0
+	if secs > 0 {
+		perSec = float64(lines) / secs
+	}
+	if lines > 0 {
+		perLine = secs * 1e6 / float64(lines)
+		allocs = float64(r.allocs) / float64(lines)
+	}
+	return fmt.Sprintf("%s, %s lines/s, %.2f µs/line, %.1f allocations/line; %s records (%s bytes of JSON)",
+		r.elapsed.Round(time.Microsecond), group(uint64(perSec)), perLine, allocs, group(uint64(r.records)), group(uint64(r.bytes)))
+}
+
+// group writes n with thousands separators.
+func group(n uint64) string { return thousands.Format(int64(n)) }
