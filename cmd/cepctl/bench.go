@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"runtime"
 	"slices"
 	"time"
@@ -47,10 +45,7 @@ fresh state, and the median and best runs are printed last.`,
 			return runBench(d, opts)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&opts.patterns, "pattern", "p", nil, "pattern file (JSON or YAML); repeat to run several side by side")
-	cmd.Flags().StringArrayVar(&opts.sql, "sql", nil, "MATCH_RECOGNIZE query file; repeatable")
-	cmd.Flags().StringVarP(&opts.input, "input", "i", "-", "input file of JSON lines, - for standard input")
-	cmd.Flags().BoolVar(&opts.finalWatermark, "final-watermark", true, "advance time to +infinity at the end of the input")
+	opts.addFlags(cmd)
 	cmd.Flags().IntVar(&opts.repeat, "repeat", 3, "number of timed runs over the input")
 	return cmd
 }
@@ -64,11 +59,7 @@ type benchRun struct {
 }
 
 func runBench(d *deps, opts *benchOptions) error {
-	patterns, err := compilePatternFiles(opts.patterns)
-	if err != nil {
-		return err
-	}
-	queries, err := readQueryFiles(opts.sql)
+	patterns, queries, err := opts.readPatterns()
 	if err != nil {
 		return err
 	}
@@ -76,20 +67,17 @@ func runBench(d *deps, opts *benchOptions) error {
 	if err != nil {
 		return err
 	}
-	var columns []string
-	if len(queries) > 0 {
-		for _, l := range lines {
-			if cols, ok := columnsOf(l); ok {
-				columns = cols
-				break
-			}
+	next := 0
+	patterns, err = addQueries(patterns, opts.sql, queries, func() ([]byte, bool) {
+		if next == len(lines) {
+			return nil, false
 		}
-	}
-	qs, err := compileQueries(opts.sql, queries, columns)
+		next++
+		return lines[next-1], true
+	})
 	if err != nil {
 		return err
 	}
-	patterns = append(patterns, qs...)
 	w := d.stdout
 	fmt.Fprintf(w, "input:   %s: %s lines, %s bytes; %d pattern(s)\n", inputName(opts.input), group(uint64(len(lines))), group(uint64(size)), len(patterns))
 	var runs []benchRun
@@ -110,17 +98,12 @@ func runBench(d *deps, opts *benchOptions) error {
 // readLines reads the whole input, a line each (blank ones included: the
 // runner skips them, as cepctl run does).
 func readLines(d *deps, input string) (lines [][]byte, size int, err error) {
-	var in io.Reader = d.stdin
-	if input != "-" {
-		f, err := os.Open(input)
-		if err != nil {
-			return nil, 0, fmt.Errorf("read input: %w", err)
-		}
-		defer f.Close()
-		in = f
+	in, _, err := openInput(d, input)
+	if err != nil {
+		return nil, 0, err
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	defer in.Close()
+	sc := lineScanner(in)
 	for sc.Scan() {
 		lines = append(lines, append([]byte(nil), sc.Bytes()...))
 		size += len(sc.Bytes()) + 1

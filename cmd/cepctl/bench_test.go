@@ -51,6 +51,22 @@ func TestBenchCountsWhatRunPrints(t *testing.T) {
 	}
 }
 
+// A MATCH_RECOGNIZE query (its columns checked against the input's first
+// event) is benchmarked too: the README's example, with the records
+// cepctl run prints.
+func TestBenchQuery(t *testing.T) {
+	args := []string{"--sql", "../../examples/v-shape.sql", "-i", "../../examples/ticker.jsonl"}
+	runOut, errOut, code := run(t, "", append([]string{"run"}, args...)...)
+	if code != 0 || runOut == "" {
+		t.Fatalf("run: %d %s", code, errOut)
+	}
+	out, errOut, code := run(t, "", append([]string{"bench", "--repeat", "1"}, args...)...)
+	want := fmt.Sprintf("; %d records (%s bytes of JSON)", strings.Count(runOut, "\n"), group(uint64(len(runOut))))
+	if code != 0 || strings.Count(out, want) != 3 {
+		t.Fatalf("bench: exit %d %s\n%s\nwant lines ending %q", code, errOut, out, want)
+	}
+}
+
 // Bad input or options: one line, a non-zero exit, before any run.
 func TestBenchRefuses(t *testing.T) {
 	p := write(t, "p.yaml", loginPattern)

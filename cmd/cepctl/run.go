@@ -44,52 +44,43 @@ At the end of the input every buffered event is processed and, unless
 			return runRun(d, opts)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&opts.patterns, "pattern", "p", nil, "pattern file (JSON or YAML); repeat to run several side by side")
-	cmd.Flags().StringArrayVar(&opts.sql, "sql", nil, "MATCH_RECOGNIZE query file; repeatable")
-	cmd.Flags().StringVarP(&opts.input, "input", "i", "-", "input file of JSON lines, - for standard input")
-	cmd.Flags().BoolVar(&opts.finalWatermark, "final-watermark", true, "advance time to +infinity at the end of the input")
+	opts.addFlags(cmd)
 	return cmd
 }
 
+// addFlags defines the flags run and bench share.
+func (o *runOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVarP(&o.patterns, "pattern", "p", nil, "pattern file (JSON or YAML); repeat to run several side by side")
+	cmd.Flags().StringArrayVar(&o.sql, "sql", nil, "MATCH_RECOGNIZE query file; repeatable")
+	cmd.Flags().StringVarP(&o.input, "input", "i", "-", "input file of JSON lines, - for standard input")
+	cmd.Flags().BoolVar(&o.finalWatermark, "final-watermark", true, "advance time to +infinity at the end of the input")
+}
+
 func runRun(d *deps, opts *runOptions) error {
-	patterns, err := compilePatternFiles(opts.patterns)
+	patterns, queries, err := opts.readPatterns()
 	if err != nil {
 		return err
 	}
-	queries, err := readQueryFiles(opts.sql)
+	in, _, err := openInput(d, opts.input)
 	if err != nil {
 		return err
 	}
-	var in io.Reader = d.stdin
-	if opts.input != "-" {
-		f, err := os.Open(opts.input)
-		if err != nil {
-			return fmt.Errorf("read input: %w", err)
-		}
-		defer f.Close()
-		in = f
-	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	defer in.Close()
+	sc := lineScanner(in)
 	// A query's columns are checked against the input's (a misspelt column
 	// gets "did you mean"), taken from the first event.
 	var peeked [][]byte
-	var columns []string
-	if len(queries) > 0 {
-		for sc.Scan() {
-			line := append([]byte(nil), sc.Bytes()...)
-			peeked = append(peeked, line)
-			if cols, ok := columnsOf(line); ok {
-				columns = cols
-				break
-			}
+	patterns, err = addQueries(patterns, opts.sql, queries, func() ([]byte, bool) {
+		if !sc.Scan() {
+			return nil, false
 		}
-	}
-	qs, err := compileQueries(opts.sql, queries, columns)
+		line := append([]byte(nil), sc.Bytes()...)
+		peeked = append(peeked, line)
+		return line, true
+	})
 	if err != nil {
 		return err
 	}
-	patterns = append(patterns, qs...)
 	r := nfa.NewRunner(patterns...)
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
 	var buf []byte
@@ -144,6 +135,20 @@ func inputName(p string) string {
 	return p
 }
 
+// readPatterns compiles the pattern files and reads the query files (they
+// are compiled once the input's columns are known: compileQueries).
+func (o *runOptions) readPatterns() ([]*nfa.Pattern, [][]byte, error) {
+	patterns, err := compilePatternFiles(o.patterns)
+	if err != nil {
+		return nil, nil, err
+	}
+	queries, err := readQueryFiles(o.sql)
+	if err != nil {
+		return nil, nil, err
+	}
+	return patterns, queries, nil
+}
+
 // compilePatternFiles compiles pattern documents (JSON or YAML); an error
 // names the file.
 func compilePatternFiles(files []string) ([]*nfa.Pattern, error) {
@@ -174,6 +179,26 @@ func readQueryFiles(files []string) ([][]byte, error) {
 	return queries, nil
 }
 
+// addQueries compiles the queries read from files against the columns of
+// the first event among the lines next yields (read only when there are
+// queries) and appends them to patterns.
+func addQueries(patterns []*nfa.Pattern, files []string, queries [][]byte, next func() ([]byte, bool)) ([]*nfa.Pattern, error) {
+	var columns []string
+	if len(queries) > 0 {
+		for line, more := next(); more; line, more = next() {
+			if cols, ok := columnsOf(line); ok {
+				columns = cols
+				break
+			}
+		}
+	}
+	qs, err := compileQueries(files, queries, columns)
+	if err != nil {
+		return nil, err
+	}
+	return append(patterns, qs...), nil
+}
+
 // columnsOf returns the sorted field names of an input line that is an
 // event (not a watermark, not bad).
 func columnsOf(line []byte) ([]string, bool) {
@@ -202,4 +227,11 @@ func compileQueries(files []string, queries [][]byte, columns []string) ([]*nfa.
 		patterns = append(patterns, p)
 	}
 	return patterns, nil
+}
+
+// lineScanner reads lines of up to 16 MiB.
+func lineScanner(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	return sc
 }
