@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -16,7 +18,8 @@ import (
 
 type benchOptions struct {
 	runOptions
-	repeat int
+	repeat     int
+	cpuProfile string
 }
 
 func newBenchCmd(d *deps, runF func(*benchOptions) error) *cobra.Command {
@@ -29,7 +32,8 @@ key and time computed, matched, and every output record encoded as JSON —
 but discard the records and report the time it took: lines per second,
 microseconds and allocations per line, records produced. The input is read
 into memory before anything is timed; each of the --repeat runs starts from
-fresh state, and the median and best runs are printed last.`,
+fresh state, and the median and best runs are printed last. --cpuprofile
+writes a profile of the runs for go tool pprof.`,
 		Example: `  cepctl bench -p examples/login-fail-logout.yaml -i examples/events.jsonl --repeat 5`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -47,6 +51,7 @@ fresh state, and the median and best runs are printed last.`,
 	}
 	opts.addFlags(cmd)
 	cmd.Flags().IntVar(&opts.repeat, "repeat", 3, "number of timed runs over the input")
+	cmd.Flags().StringVar(&opts.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed runs to this file (go tool pprof)")
 	return cmd
 }
 
@@ -80,6 +85,17 @@ func runBench(d *deps, opts *benchOptions) error {
 	}
 	w := d.stdout
 	fmt.Fprintf(w, "input:   %s: %s lines, %s bytes; %d pattern(s)\n", inputName(opts.input), group(uint64(len(lines))), group(uint64(size)), len(patterns))
+	if opts.cpuProfile != "" {
+		f, err := os.Create(opts.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var runs []benchRun
 	for i := range opts.repeat {
 		r, err := benchOnce(patterns, lines, opts.finalWatermark)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -64,6 +66,21 @@ func TestBenchQuery(t *testing.T) {
 	want := fmt.Sprintf("; %d records (%s bytes of JSON)", strings.Count(runOut, "\n"), group(uint64(len(runOut))))
 	if code != 0 || strings.Count(out, want) != 3 {
 		t.Fatalf("bench: exit %d %s\n%s\nwant lines ending %q", code, errOut, out, want)
+	}
+}
+
+// --cpuprofile writes a profile of the runs (gzip-compressed protobuf, what
+// go tool pprof reads).
+func TestBenchCPUProfile(t *testing.T) {
+	p := write(t, "p.yaml", loginPattern)
+	in := write(t, "in.jsonl", `{"user":"a","type":"LOGIN","ts":1}`+"\n")
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	if _, errOut, code := run(t, "", "bench", "-p", p, "-i", in, "--repeat", "1", "--cpuprofile", prof); code != 0 {
+		t.Fatalf("bench: %d %s", code, errOut)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile %d bytes, %v", len(b), err)
 	}
 }
 
