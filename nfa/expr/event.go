@@ -77,9 +77,10 @@ func decodeFast(b []byte) (Event, bool) {
 	defer decoders.Put(d)
 	// Parse first: it stops at a nesting depth of 300, while the validator
 	// takes time quadratic in the depth of a deeply nested input. Parse is
-	// lenient on escapes and numbers; the validator is not.
+	// lenient on escapes and numbers, the validator is not: it runs when b
+	// holds an escape, and value checks every number it converts.
 	v, err := d.p.ParseBytes(b)
-	if err != nil || v.Type() != fastjson.TypeObject || fastjson.ValidateBytes(b) != nil {
+	if err != nil || v.Type() != fastjson.TypeObject || (bytes.IndexByte(b, '\\') >= 0 && fastjson.ValidateBytes(b) != nil) {
 		return nil, false
 	}
 	out, ok := d.value(v)
@@ -168,6 +169,9 @@ func (d *decoder) value(v *fastjson.Value) (any, bool) {
 		if i, ok := smallInt(d.num); ok {
 			return i, true
 		}
+		if !jsonNumber(d.num) {
+			return nil, false // "+1", "1.", "01", "NaN", "inf": fastjson takes them, JSON does not
+		}
 		n, err := convertNumber(json.Number(d.num))
 		return n, err == nil
 	case fastjson.TypeTrue:
@@ -180,10 +184,49 @@ func (d *decoder) value(v *fastjson.Value) (any, bool) {
 	return nil, false
 }
 
+// jsonNumber reports whether b is a number in JSON's grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func jsonNumber(b []byte) bool {
+	i := 0
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
 // smallInt parses an optionally negative run of at most 18 decimal digits
 // (so it cannot overflow an int64), the common integral number, without
-// making a string of it; convertNumber does the rest. A leading zero is
-// left to it too (the validator has already refused "01").
+// making a string of it; everything else goes on to jsonNumber and
+// convertNumber, a leading zero too (JSON refuses "01").
 func smallInt(b []byte) (int64, bool) {
 	neg := len(b) > 0 && b[0] == '-'
 	if neg {

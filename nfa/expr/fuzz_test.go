@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // checkCanonical fails unless v holds only the types DecodeEvent documents.
@@ -151,4 +153,21 @@ func TestFastPathTakesSurroundingWhiteSpace(t *testing.T) {
 			t.Errorf("decodeFast(%q): fast path %v, want %v", in, ok, fast)
 		}
 	}
+}
+
+// jsonNumber takes exactly what encoding/json takes as a number document:
+// the check that lets the event decoder skip fastjson's validator for
+// lines without escapes (fastjson's parser takes "+1", "1.", "01", "NaN").
+func TestJSONNumberEqualsEncodingJSON(t *testing.T) {
+	for _, s := range []string{"0", "-0", "1", "-12", "1.5", "1e9", "1E+9", "2.5e-3", "01", "+1", "1.", ".5", "-", "1e", "1e+", "--1", "NaN", "nan", "inf", "-Inf", "0x10", "1_000", ""} {
+		if got, want := jsonNumber([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("%q: %v, encoding/json %v", s, got, want)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.StringMatching(`[-+0-9.eEnaifNI]{0,8}`).Draw(t, "s")
+		if got, want := jsonNumber([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Fatalf("%q: %v, encoding/json %v", s, got, want)
+		}
+	})
 }
