@@ -42,6 +42,9 @@ const stateVersion = 3
 // event and stage.
 const stateVersionSharedNodes = 2
 
+// readable reports whether state of encoding version v can be decoded.
+func readable(v byte) bool { return v == stateVersion || v == stateVersionSharedNodes }
+
 // StateVersion is the version of the encoding MarshalBinary, AppendHeader
 // and AppendKey write (a header's fifth byte). Keys carry none of their
 // own: whoever stores keys apart from their header stores it with them
@@ -312,7 +315,7 @@ func (m *Matcher) readHeader(d *decoder) error {
 	}
 	d.b = d.b[len(stateMagic):]
 	v := d.byte()
-	if v != stateVersion && v != stateVersionSharedNodes && d.err == nil {
+	if !readable(v) && d.err == nil {
 		return fmt.Errorf("%w: unknown version %d", ErrBadState, v)
 	}
 	m.stateVer = v
@@ -381,7 +384,7 @@ func (m *Matcher) RestoreKey(data []byte) ([]byte, error) {
 // version (StateVersion, or an earlier one still read), whatever header m
 // came from.
 func (m *Matcher) RestoreKeyVersion(data []byte, version byte) ([]byte, error) {
-	if version != stateVersion && version != stateVersionSharedNodes {
+	if !readable(version) {
 		return data, fmt.Errorf("%w: unknown version %d", ErrBadState, version)
 	}
 	d := &decoder{b: data}

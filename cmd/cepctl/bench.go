@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -105,7 +106,7 @@ func runBench(d *deps, opts *benchOptions) error {
 		runs = append(runs, r)
 		fmt.Fprintf(w, "run %d:   %s\n", i+1, r.describe(len(lines)))
 	}
-	slices.SortFunc(runs, func(a, b benchRun) int { return int(a.elapsed - b.elapsed) })
+	slices.SortFunc(runs, func(a, b benchRun) int { return cmp.Compare(a.elapsed, b.elapsed) })
 	fmt.Fprintf(w, "median:  %s\n", runs[len(runs)/2].describe(len(lines)))
 	fmt.Fprintf(w, "best:    %s\n", runs[0].describe(len(lines)))
 	return nil
