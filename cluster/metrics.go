@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -23,6 +24,7 @@ type collector struct {
 	partial, buffered, outbox, applied, commit        *prometheus.Desc
 	leader, metaLeader, lag, forwardLag               *prometheus.Desc
 	snapThreshold, snapEncode                         *prometheus.Desc
+	dropped                                           *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -47,6 +49,8 @@ func newCollector(n *Node) *collector {
 			"Log entries this replica lets accumulate before its next snapshot (at least the configured 256; more when encoding the state takes long).", l, nil),
 		snapEncode: prometheus.NewDesc("cep_raft_snapshot_encode_seconds",
 			"How long encoding the state took for this replica's last snapshot (applying waits meanwhile).", l, nil),
+		dropped: prometheus.NewDesc("cep_partial_matches_dropped_total",
+			fmt.Sprintf("Partial matches a pattern discarded because one key held more than the engine's bound (%d), counted since this replica built or restored its state.", nfa.DefaultMaxPartialMatches), []string{"shard", "pattern"}, nil),
 		forwardLag: prometheus.NewDesc("cep_forward_lag_messages", "Messages in the origin stream after the position the shard re-keyed into a derived source (on the leader of the shard that forwards it).", []string{"shard", "source"}, nil),
 	}
 }
@@ -58,11 +62,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		id := fmt.Sprint(sh.ID())
 		var cnt shard.Counters
 		var partial, buffered, outbox int
+		var dropped []shard.PatternInfo
 		sh.FSM().View(func(s *shard.State, _ uint64) {
 			cnt = s.Counters()
 			for _, p := range s.Patterns() {
 				partial += p.PartialMatches
 				buffered += p.BufferedEvents
+				if p.Dropped > 0 {
+					dropped = append(dropped, p)
+				}
 			}
 			outbox = len(s.Outbox())
 		})
@@ -81,6 +89,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.partial, float64(partial))
 		gauge(c.buffered, float64(buffered))
 		gauge(c.outbox, float64(outbox))
+		for _, p := range dropped {
+			ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(p.Dropped), id, p.Name)
+		}
 		gauge(c.applied, float64(sh.FSM().Index()))
 		commit, _ := strconv.ParseUint(sh.Raft().Stats()["commit_index"], 10, 64)
 		gauge(c.commit, float64(commit))

@@ -142,3 +142,20 @@ func ShareNodes(m *Matcher) { m.shareNodes = true }
 
 // OwnPaths reports whether p's nodes are made per partial match.
 func OwnPaths(p *Pattern) bool { return p.ownPaths }
+
+// StartedPartial is the number of partial matches holding events that key
+// keeps in its queue of partial matches (completed ones waiting for a skip
+// strategy are not counted): what Matcher.MaxPartialMatches bounds.
+func StartedPartial(m *Matcher, key string) int {
+	ks := m.keys[key]
+	if ks == nil {
+		return 0
+	}
+	n := 0
+	for i := range ks.partial.a {
+		if ks.partial.a[i].started() {
+			n++
+		}
+	}
+	return n
+}

@@ -28,7 +28,13 @@ type Stats struct {
 	Timeouts        uint64
 	ConditionErrors uint64 // condition evaluations that failed and counted as false
 	EmitErrors      uint64
+	// Dropped counts partial matches discarded because their key held
+	// more than MaxPartialMatches (see there).
+	Dropped uint64
 }
+
+// DefaultMaxPartialMatches is a new Matcher's MaxPartialMatches.
+const DefaultMaxPartialMatches = 10_000
 
 // Matcher runs one Pattern over one stream of events, for every key. It is
 // Flink's CepOperator in one value: events are buffered per key until the
@@ -51,6 +57,18 @@ type Matcher struct {
 	// events (max seen − outOfOrderness − 1); when false only Watermark
 	// calls advance it, as in a cluster where the leader logs watermarks.
 	AutoWatermark bool
+
+	// MaxPartialMatches bounds the partial matches holding events that one
+	// key keeps (DefaultMaxPartialMatches unless changed; 0 or less: no
+	// bound). Flink keeps every one, so a pattern whose partial matches
+	// multiply with each event (followedByAny into a loop with
+	// allowCombinations, say) makes a key's state and the time of each of
+	// its events grow exponentially until memory runs out. Past the bound,
+	// the step that made too many keeps the earliest by start (Flink's
+	// queue order: start time, start event, then position in the queue)
+	// and discards the others without a record; Stats.Dropped counts them.
+	// The choice depends only on the state, so replicas agree.
+	MaxPartialMatches int
 
 	// several sources: one generator per source, combined by the aligner
 	// (min of the sources' watermarks, idle sources left out), with
@@ -92,6 +110,7 @@ type Matcher struct {
 	noBump        bool       // tests: lock and release for every new version (no bumpsInPlace)
 	room          recordRoom // the lists inside the records of a call
 	dupKeys       []uint64   // numberDuplicates' scratch
+	capKeys       []qent     // capPartial's scratch
 	shareNodes    bool       // tests: one node per event and stage, and records listed by stage, even when Pattern.ownPaths
 	stateVer      byte       // the encoding version of the header the matcher was restored from (readHeader; 0: none)
 	bumped        int        // tests: versions increased in place (bumpsInPlace)
@@ -116,22 +135,23 @@ type Matcher struct {
 // NewMatcher returns a Matcher for p with no state.
 func NewMatcher(p *Pattern) *Matcher {
 	m := &Matcher{
-		p:             p,
-		keys:          map[string]*keyState{},
-		gen:           watermark.NewGenerator(p.ooo),
-		wm:            watermark.MinTime,
-		AutoWatermark: true,
-		passFrom:      passByFrom,
-		graphs:        make([]graphMemo, len(p.states)),
-		cacheGen:      make([]uint32, len(p.leaves)),
-		cacheVal:      make([]bool, len(p.leaves)),
-		guardGen:      make([]uint32, len(p.leaves)),
-		guardFalse:    make([]bool, len(p.leaves)),
-		memoGen:       make([]uint32, len(p.leaves)),
-		memoVal:       make([]bool, len(p.leaves)),
-		fieldGen:      make([]uint32, p.fieldSlots()),
-		fieldVal:      make([]any, p.fieldSlots()),
-		fieldErr:      make([]error, p.fieldSlots()),
+		p:                 p,
+		keys:              map[string]*keyState{},
+		gen:               watermark.NewGenerator(p.ooo),
+		wm:                watermark.MinTime,
+		AutoWatermark:     true,
+		MaxPartialMatches: DefaultMaxPartialMatches,
+		passFrom:          passByFrom,
+		graphs:            make([]graphMemo, len(p.states)),
+		cacheGen:          make([]uint32, len(p.leaves)),
+		cacheVal:          make([]bool, len(p.leaves)),
+		guardGen:          make([]uint32, len(p.leaves)),
+		guardFalse:        make([]bool, len(p.leaves)),
+		memoGen:           make([]uint32, len(p.leaves)),
+		memoVal:           make([]bool, len(p.leaves)),
+		fieldGen:          make([]uint32, p.fieldSlots()),
+		fieldVal:          make([]any, p.fieldSlots()),
+		fieldErr:          make([]error, p.fieldSlots()),
 	}
 	if p.timeFn == nil {
 		m.wm = 0 // processing time starts at 0 and moves with ticks

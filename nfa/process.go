@@ -543,6 +543,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	m.prunedPartial = false
 	out := m.emitCompleted(ks, &potential, &newPartial)
 	m.adoptPartial(ks, &newPartial, &potential)
+	m.capPartial(ks)
 	// the key's deadline stays exact: the earliest over the partial matches
 	// just kept, unless a skip strategy pruned some of them since
 	if m.prunedPartial {
@@ -725,6 +726,53 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 		ks.releaseNode(earliest.prev, earliest.ver)
 	}
 	return out
+}
+
+// capPartial keeps at most MaxPartialMatches partial matches holding events
+// on the key: the earliest in queue order (start time, start event, then
+// array position), discarding the others as a skip strategy's pruning does
+// (see Matcher.MaxPartialMatches).
+func (m *Matcher) capPartial(ks *keyState) {
+	limit := m.MaxPartialMatches
+	if limit <= 0 || len(ks.partial.a) <= limit {
+		return
+	}
+	keys := m.capKeys[:0]
+	for _, e := range ks.partial.a {
+		if e.started() {
+			keys = append(keys, qent{ts: e.ts, seq: e.seq})
+		}
+	}
+	m.capKeys = keys[:0]
+	if len(keys) <= limit {
+		return
+	}
+	slices.SortFunc(keys, func(x, y qent) int { return cmpEnt(&x, &y) })
+	cut := keys[limit-1]
+	// of the partial matches starting at the cut's event, those first in
+	// the array stay
+	ties := 0
+	for i := limit - 1; i >= 0 && cmpEnt(&keys[i], &cut) == 0; i-- {
+		ties++
+	}
+	drop := func(c *compState) bool {
+		if !c.started {
+			return false
+		}
+		e := entOf(c)
+		switch d := cmpEnt(&e, &cut); {
+		case d < 0:
+			return false
+		case d == 0 && ties > 0:
+			ties--
+			return false
+		}
+		ks.releaseNode(c.prev, c.ver)
+		m.stats.Dropped++
+		return true
+	}
+	ks.partial.removeIf(drop)
+	m.prunedPartial = true
 }
 
 func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {

@@ -177,6 +177,10 @@ type PatternInfo struct {
 	PartialMatches int
 	BufferedEvents int
 	Watermark      int64
+	// Dropped counts partial matches discarded at nfa's bound per key
+	// (Matcher.MaxPartialMatches) since this replica built or restored the
+	// pattern's matchers (not part of the replicated state).
+	Dropped uint64
 }
 
 // Patterns lists the deployed patterns, sorted by name.
@@ -184,11 +188,12 @@ func (s *State) Patterns() []PatternInfo {
 	out := make([]PatternInfo, 0, len(s.patterns))
 	for _, p := range s.patterns {
 		pm, be := p.m.Totals()
-		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark()}
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(), Dropped: p.m.Stats().Dropped}
 		for _, d := range p.draining {
 			dp, db := d.m.Totals()
 			info.PartialMatches += dp
 			info.BufferedEvents += db
+			info.Dropped += d.m.Stats().Dropped
 		}
 		out = append(out, info)
 	}

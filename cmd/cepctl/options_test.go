@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/nfa"
 )
 
 // These tests parse command lines through the runF seam: nothing runs, the
@@ -293,8 +294,8 @@ func TestSavepointOptions(t *testing.T) {
 func TestRunOptions(t *testing.T) {
 	checkOptions(t, "", newRunCmd, []optCase[runOptions]{
 		{name: "defaults", args: []string{"run", "-p", "p.yaml"},
-			want: runOptions{patterns: []string{"p.yaml"}, input: "-", finalWatermark: true}},
-		{name: "all flags", args: []string{"run", "-p", "a.yaml", "--pattern", "b.json", "--sql", "q.sql", "-i", "ev.jsonl", "--final-watermark=false"},
+			want: runOptions{patterns: []string{"p.yaml"}, input: "-", finalWatermark: true, maxPartial: nfa.DefaultMaxPartialMatches}},
+		{name: "all flags", args: []string{"run", "-p", "a.yaml", "--pattern", "b.json", "--sql", "q.sql", "-i", "ev.jsonl", "--final-watermark=false", "--max-partial-matches", "0"},
 			want: runOptions{patterns: []string{"a.yaml", "b.json"}, sql: []string{"q.sql"}, input: "ev.jsonl"}},
 		{name: "nothing to run", args: []string{"run"}, wantErr: "at least one pattern"},
 	})

@@ -20,6 +20,7 @@ type runOptions struct {
 	sql            []string
 	input          string
 	finalWatermark bool
+	maxPartial     int
 }
 
 func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
@@ -54,6 +55,29 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&o.sql, "sql", nil, "MATCH_RECOGNIZE query file; repeatable")
 	cmd.Flags().StringVarP(&o.input, "input", "i", "-", "input file of JSON lines, - for standard input")
 	cmd.Flags().BoolVar(&o.finalWatermark, "final-watermark", true, "advance time to +infinity at the end of the input")
+	cmd.Flags().IntVar(&o.maxPartial, "max-partial-matches", nfa.DefaultMaxPartialMatches,
+		"partial matches one key of a pattern may hold; past it the latest-starting are dropped (0: no bound, as in Flink)")
+}
+
+// newRunner returns a runner for the patterns with the options' bound on
+// partial matches.
+func (o *runOptions) newRunner(patterns []*nfa.Pattern) *nfa.Runner {
+	r := nfa.NewRunner(patterns...)
+	for _, m := range r.Matchers() {
+		m.MaxPartialMatches = o.maxPartial
+	}
+	return r
+}
+
+// warnDropped writes a line to w for each pattern that dropped partial
+// matches at the bound: its output is not Flink's.
+func (o *runOptions) warnDropped(w io.Writer, r *nfa.Runner) {
+	for _, m := range r.Matchers() {
+		if n := m.Stats().Dropped; n > 0 {
+			fmt.Fprintf(w, "cepctl: warning: pattern %s: %s partial matches dropped because a key held more than %s (--max-partial-matches); records they would have produced are missing\n",
+				m.Pattern().Name(), group(n), group(uint64(o.maxPartial)))
+		}
+	}
 }
 
 func runRun(d *deps, opts *runOptions) error {
@@ -81,7 +105,7 @@ func runRun(d *deps, opts *runOptions) error {
 	if err != nil {
 		return err
 	}
-	r := nfa.NewRunner(patterns...)
+	r := opts.newRunner(patterns)
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
 	var buf []byte
 	write := func(recs []nfa.Record) error {
@@ -125,7 +149,11 @@ func runRun(d *deps, opts *runOptions) error {
 	if err := write(r.Finish(opts.finalWatermark)); err != nil {
 		return err
 	}
-	return out.Flush()
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	opts.warnDropped(d.stderr, r)
+	return nil
 }
 
 func inputName(p string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +101,39 @@ func TestRunSeveralPatterns(t *testing.T) {
 	}
 	if !strings.Contains(out, `"pattern":"any-login"`) || !strings.Contains(out, `"pattern":"login-fail"`) {
 		t.Fatalf("want records of both patterns:\n%s", out)
+	}
+}
+
+// A key past --max-partial-matches: the output lacks the records of the
+// partial matches dropped, and a warning on stderr says how many and why;
+// with no bound the output is complete and nothing is said.
+func TestRunWarnsOfDroppedPartialMatches(t *testing.T) {
+	p := write(t, "p.json", `{"name":"pairs","key":"e.user","time":"e.ts","stages":[
+		{"name":"a","where":"e.type == \"A\""},
+		{"name":"b","contiguity":"followedByAny","where":"e.type == \"B\""}]}`)
+	var in strings.Builder
+	for i := 1; i <= 25; i++ {
+		fmt.Fprintf(&in, `{"user":"u","type":"A","ts":%d}`+"\n", i)
+	}
+	in.WriteString(`{"user":"u","type":"B","ts":100}` + "\n")
+	for _, tc := range []struct {
+		bound   string
+		matches int
+		warning string
+	}{
+		{"0", 25, ""},
+		{"10", 10, "cepctl: warning: pattern pairs: 15 partial matches dropped because a key held more than 10 (--max-partial-matches); records they would have produced are missing\n"},
+	} {
+		out, errOut, code := run(t, in.String(), "run", "-p", p, "--max-partial-matches", tc.bound)
+		if code != 0 {
+			t.Fatalf("bound %s: exit %d: %s", tc.bound, code, errOut)
+		}
+		if n := strings.Count(out, `"type":"match"`); n != tc.matches {
+			t.Errorf("bound %s: %d matches, want %d:\n%s", tc.bound, n, tc.matches, out)
+		}
+		if errOut != tc.warning {
+			t.Errorf("bound %s: stderr %q, want %q", tc.bound, errOut, tc.warning)
+		}
 	}
 }
 
