@@ -727,9 +727,12 @@ func BenchmarkCORE(b *testing.B) {
 
 // BenchmarkCOREModel times coreRef, the naive model verifyCORE checks the
 // engine against: each partial match is only its start time and the
-// number of stages it holds, with no events, versions or records. It is
-// not a reference for a target; it shows what keeping every partial match
-// Flink keeps costs by itself as the length grows (its len=9 / len=3).
+// number of stages it holds, with no events, versions or records; and
+// coreFloor ("records"), which keeps each partial match's events and
+// builds every match and timeout record the engine must return, with as
+// little else as possible. Neither is a reference for a target: they show
+// what keeping every partial match Flink keeps, and reporting each one
+// that times out, cost by themselves as the length grows (len=9 / len=3).
 func BenchmarkCOREModel(b *testing.B) {
 	for _, length := range []int{3, 9} {
 		var run *refRun
@@ -739,6 +742,21 @@ func BenchmarkCOREModel(b *testing.B) {
 				r.feed(100 * coreKeys)
 				return r
 			})
+		})
+	}
+	for _, length := range []int{3, 9} {
+		var run *refRun
+		b.Run(fmt.Sprintf("records/len=%d", length), func(b *testing.B) {
+			evs := coreInput(length)
+			p := mustCompile(b, coreSpec(length, 100))
+			verifyOnce(b, fmt.Sprintf("core-floor-%d", length), func() error { return verifyCOREFloor(p, evs, length, 100) })
+			r := timeReference(b, &run, func() *refRun {
+				r := &refRun{ref: &floorRef{f: newCoreFloor(length, 100, evs)}, evs: evs}
+				r.feed(100 * coreKeys)
+				return r
+			})
+			f := r.ref.(*floorRef).f
+			b.ReportMetric(float64(f.timeouts+f.matches)/float64(r.next), "records/event")
 		})
 	}
 }

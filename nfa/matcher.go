@@ -34,7 +34,7 @@ type Stats struct {
 }
 
 // DefaultMaxPartialMatches is a new Matcher's MaxPartialMatches.
-const DefaultMaxPartialMatches = 10_000
+const DefaultMaxPartialMatches = 100_000
 
 // Matcher runs one Pattern over one stream of events, for every key. It is
 // Flink's CepOperator in one value: events are buffered per key until the

@@ -8,7 +8,9 @@
 #   CORE                  len=L / len=3   (the engine at len=3 is CORE's reference)
 #   COREWindow            w=400 / w=100
 #   COREModel             len=9 / len=3 of the naive model CORE is verified
-#                         against (what keeping every partial match costs)
+#                         against (what keeping every partial match costs),
+#                         and of the model that also builds every record
+#                         (records/: what the output itself costs)
 #   QueryVsSpec           query / spec (paired)
 # benchstat (go install golang.org/x/perf/cmd/benchstat@latest) is used when
 # installed. Environment: BENCH (default .), BENCH_COUNT (5), BENCHTIME
@@ -82,5 +84,6 @@ END {
 		ratio("CORE len=" l "/len=3", "BenchmarkCORE/len=" l, "BenchmarkCORE/len=3")
 	ratio("COREWindow w=400/w=100", "BenchmarkCOREWindow/w=400", "BenchmarkCOREWindow/w=100")
 	ratio("COREModel len=9/len=3 (naive model)", "BenchmarkCOREModel/len=9", "BenchmarkCOREModel/len=3")
+	ratio("COREModel records len=9/len=3", "BenchmarkCOREModel/records/len=9", "BenchmarkCOREModel/records/len=3")
 }
 ' "$out"

@@ -13,7 +13,7 @@ import (
 // A pattern whose partial matches double with each event of one key (an
 // A, then fourteen followedByAny B's) would hold 2^20 of them after twenty
 // B's, and every replica would run out of memory applying the same log
-// again after each restart. The engine keeps 10,000 per key; the shard
+// again after each restart. The engine keeps 100,000 per key; the shard
 // goes on applying, other keys still match, the output is the offline
 // engine's, and cep_partial_matches_dropped_total names the pattern.
 func TestExplodingPatternIsBounded(t *testing.T) {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package nfa_test
+
+const raceOn = false
