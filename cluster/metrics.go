@@ -24,7 +24,7 @@ type collector struct {
 	partial, buffered, outbox, applied, commit        *prometheus.Desc
 	leader, metaLeader, lag, forwardLag               *prometheus.Desc
 	snapThreshold, snapEncode                         *prometheus.Desc
-	dropped                                           *prometheus.Desc
+	dropped, condErrors, emitErrors                   *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -51,6 +51,10 @@ func newCollector(n *Node) *collector {
 			"How long encoding the state took for this replica's last snapshot (applying waits meanwhile).", l, nil),
 		dropped: prometheus.NewDesc("cep_partial_matches_dropped_total",
 			fmt.Sprintf("Partial matches a pattern discarded because one key held more than the engine's bound (%d), counted since this replica built or restored its state.", nfa.DefaultMaxPartialMatches), []string{"shard", "pattern"}, nil),
+		condErrors: prometheus.NewDesc("cep_condition_errors_total",
+			"Condition evaluations of a pattern that failed (a field the event lacks, say) and counted as false, since this replica built or restored its state; the shard leader logs the first.", []string{"shard", "pattern"}, nil),
+		emitErrors: prometheus.NewDesc("cep_emit_errors_total",
+			"Emitted fields of a pattern's matches that failed and are null, since this replica built or restored its state; the shard leader logs the first.", []string{"shard", "pattern"}, nil),
 		forwardLag: prometheus.NewDesc("cep_forward_lag_messages", "Messages in the origin stream after the position the shard re-keyed into a derived source (on the leader of the shard that forwards it).", []string{"shard", "source"}, nil),
 	}
 }
@@ -62,15 +66,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		id := fmt.Sprint(sh.ID())
 		var cnt shard.Counters
 		var partial, buffered, outbox int
-		var dropped []shard.PatternInfo
+		var patterns []shard.PatternInfo
 		sh.FSM().View(func(s *shard.State, _ uint64) {
 			cnt = s.Counters()
-			for _, p := range s.Patterns() {
+			patterns = s.Patterns()
+			for _, p := range patterns {
 				partial += p.PartialMatches
 				buffered += p.BufferedEvents
-				if p.Dropped > 0 {
-					dropped = append(dropped, p)
-				}
 			}
 			outbox = len(s.Outbox())
 		})
@@ -89,7 +91,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.partial, float64(partial))
 		gauge(c.buffered, float64(buffered))
 		gauge(c.outbox, float64(outbox))
-		for _, p := range dropped {
+		for _, p := range patterns {
+			ch <- prometheus.MustNewConstMetric(c.condErrors, prometheus.CounterValue, float64(p.ConditionErrors), id, p.Name)
+			ch <- prometheus.MustNewConstMetric(c.emitErrors, prometheus.CounterValue, float64(p.EmitErrors), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(p.Dropped), id, p.Name)
 		}
 		gauge(c.applied, float64(sh.FSM().Index()))

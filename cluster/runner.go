@@ -35,12 +35,16 @@ type runner struct {
 	log *slog.Logger
 	// missing are the streams this leader found gone (watchStreams)
 	missing map[string]bool
+	// logged are the patterns' first failures this replica has logged
+	// (logPatternErrors), by pattern name
+	logged map[string][2]string
 }
 
 func (r *runner) run() {
 	defer r.n.wg.Done()
 	r.log = r.n.log.With("shard", r.sh.ID())
 	r.missing = map[string]bool{}
+	r.logged = map[string][2]string{}
 	leaderCh := r.sh.LeaderCh()
 	var cancel context.CancelFunc
 	var done chan struct{}
@@ -598,11 +602,35 @@ func (r *runner) watchStreams(ctx context.Context) {
 				r.log.Info("the stream is back", "stream", stream, "source", source)
 			}
 		}
+		r.logPatternErrors()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// logPatternErrors logs, once per pattern and failure, the first condition
+// that failed and the first emitted field that failed: the metrics count
+// them (cep_condition_errors_total, cep_emit_errors_total), this says why.
+// Called by the leader (watchStreams), so a shard logs it once.
+func (r *runner) logPatternErrors() {
+	var patterns []shard.PatternInfo
+	r.sh.FSM().View(func(s *shard.State, _ uint64) { patterns = s.Patterns() })
+	for _, p := range patterns {
+		seen := r.logged[p.Name]
+		if p.FirstConditionError != "" && p.FirstConditionError != seen[0] {
+			r.log.Warn("a condition of the pattern failed on an event and counted as false (a field the event lacks, say); cep_condition_errors_total counts such failures",
+				"pattern", p.Name, "version", p.Version, "first", p.FirstConditionError, "failures", p.ConditionErrors)
+			seen[0] = p.FirstConditionError
+		}
+		if p.FirstEmitError != "" && p.FirstEmitError != seen[1] {
+			r.log.Warn("an emitted field of the pattern failed and is null in the match; cep_emit_errors_total counts such failures",
+				"pattern", p.Name, "version", p.Version, "first", p.FirstEmitError, "failures", p.EmitErrors)
+			seen[1] = p.FirstEmitError
+		}
+		r.logged[p.Name] = seen
 	}
 }
 

@@ -120,6 +120,11 @@ func TestScenarios(t *testing.T) {
 					fmt.Fprintf(&sb, "  %q: partial=%d buffered=%d\n", k, pm, be)
 				}
 				return sb.String()
+			case "stats":
+				st := m.Stats()
+				cond, emit := m.FirstErrors()
+				return fmt.Sprintf("events=%d late=%d matches=%d timeouts=%d condition-errors=%d emit-errors=%d dropped=%d\nfirst condition error: %s\nfirst emit error: %s\n",
+					st.Events, st.Late, st.Matches, st.Timeouts, st.ConditionErrors, st.EmitErrors, st.Dropped, cond, emit)
 			case "stop-starting":
 				m.StopStarting()
 				return "ok\n"

@@ -1,6 +1,7 @@
 package nfa
 
 import (
+	"fmt"
 	"math/bits"
 	"slices"
 	"sort"
@@ -111,6 +112,8 @@ type Matcher struct {
 	room          recordRoom // the lists inside the records of a call
 	dupKeys       []uint64   // numberDuplicates' scratch
 	capKeys       []qent     // capPartial's scratch
+	firstCondErr  string     // the first condition error (FirstErrors)
+	firstEmitErr  string     // the first emit error
 	shareNodes    bool       // tests: one node per event and stage, and records listed by stage, even when Pattern.ownPaths
 	stateVer      byte       // the encoding version of the header the matcher was restored from (readHeader; 0: none)
 	bumped        int        // tests: versions increased in place (bumpsInPlace)
@@ -229,6 +232,22 @@ func (m *Matcher) Paused(source string) bool {
 
 // Pattern returns the compiled pattern.
 func (m *Matcher) Pattern() *Pattern { return m.p }
+
+// FirstErrors describes the first condition evaluation that failed (the
+// expression and the error) and the first emitted field that failed (its
+// name and the error), each "" until one does: what Stats.ConditionErrors
+// and Stats.EmitErrors count, for telling a person why. A condition
+// reading a field an event lacks (a typo, or events of several shapes)
+// fails, and a failed condition is false: a pattern can match nothing
+// without any other sign.
+func (m *Matcher) FirstErrors() (condition, emit string) { return m.firstCondErr, m.firstEmitErr }
+
+func (m *Matcher) emitFailed(field string, err error) {
+	m.stats.EmitErrors++
+	if m.firstEmitErr == "" {
+		m.firstEmitErr = oneLine(fmt.Sprintf("%s: %v", field, err))
+	}
+}
 
 // Stats returns the counters.
 func (m *Matcher) Stats() Stats { return m.stats }

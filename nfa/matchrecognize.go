@@ -176,7 +176,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		for _, ms := range measures {
 			v, err := env.eval(ms.Expr)
 			if err != nil {
-				m.stats.EmitErrors++
+				m.emitFailed(ms.Alias, err)
 				v = nil
 			}
 			cols = append(cols, Field{Name: ms.Alias, Value: v})

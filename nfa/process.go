@@ -1,6 +1,7 @@
 package nfa
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/cepcluster/cep/nfa/expr"
@@ -178,6 +179,9 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 			return false
 		}
 		m.stats.ConditionErrors++
+		if m.firstCondErr == "" {
+			m.firstCondErr = oneLine(fmt.Sprintf("%s: %v", l.src, err))
+		}
 		ok = false
 	}
 	if !l.usesEvents {

@@ -377,7 +377,7 @@ func (m *Matcher) emitMatch(ks *keyState, p path) {
 		for _, f := range m.p.emit {
 			v, err := f.v.Eval(last, ctx)
 			if err != nil {
-				m.stats.EmitErrors++
+				m.emitFailed(f.name, err)
 				v = nil
 			}
 			r.Fields = append(r.Fields, Field{Name: f.name, Value: v})

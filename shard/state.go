@@ -177,10 +177,16 @@ type PatternInfo struct {
 	PartialMatches int
 	BufferedEvents int
 	Watermark      int64
-	// Dropped counts partial matches discarded at nfa's bound per key
-	// (Matcher.MaxPartialMatches) since this replica built or restored the
-	// pattern's matchers (not part of the replicated state).
-	Dropped uint64
+	// Since this replica built or restored the pattern's matchers (these
+	// are not part of the replicated state): partial matches discarded at
+	// nfa's bound per key (Matcher.MaxPartialMatches), condition
+	// evaluations that failed and counted as false, emitted fields that
+	// failed and are null, and the first failure of each
+	// (Matcher.FirstErrors).
+	Dropped                     uint64
+	ConditionErrors, EmitErrors uint64
+	FirstConditionError         string
+	FirstEmitError              string
 }
 
 // Patterns lists the deployed patterns, sorted by name.
@@ -188,16 +194,31 @@ func (s *State) Patterns() []PatternInfo {
 	out := make([]PatternInfo, 0, len(s.patterns))
 	for _, p := range s.patterns {
 		pm, be := p.m.Totals()
-		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(), Dropped: p.m.Stats().Dropped}
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark()}
+		info.addStats(p.m)
 		for _, d := range p.draining {
 			dp, db := d.m.Totals()
 			info.PartialMatches += dp
 			info.BufferedEvents += db
-			info.Dropped += d.m.Stats().Dropped
+			info.addStats(d.m)
 		}
 		out = append(out, info)
 	}
 	return out
+}
+
+func (info *PatternInfo) addStats(m *nfa.Matcher) {
+	st := m.Stats()
+	info.Dropped += st.Dropped
+	info.ConditionErrors += st.ConditionErrors
+	info.EmitErrors += st.EmitErrors
+	cond, emit := m.FirstErrors()
+	if info.FirstConditionError == "" {
+		info.FirstConditionError = cond
+	}
+	if info.FirstEmitError == "" {
+		info.FirstEmitError = emit
+	}
 }
 
 func (s *State) find(name string) (int, *patternRT) {

@@ -107,7 +107,7 @@ func runBench(d *deps, opts *benchOptions) error {
 		runs = append(runs, r)
 		fmt.Fprintf(w, "run %d:   %s\n", i+1, r.describe(len(lines)))
 		if i == 0 {
-			opts.warnDropped(d.stderr, runner)
+			opts.warn(d.stderr, runner)
 		}
 	}
 	slices.SortFunc(runs, func(a, b benchRun) int { return cmp.Compare(a.elapsed, b.elapsed) })

@@ -69,13 +69,25 @@ func (o *runOptions) newRunner(patterns []*nfa.Pattern) *nfa.Runner {
 	return r
 }
 
-// warnDropped writes a line to w for each pattern that dropped partial
-// matches at the bound: its output is not Flink's.
-func (o *runOptions) warnDropped(w io.Writer, r *nfa.Runner) {
+// warn writes a line to w for each pattern whose output is not the whole
+// story: partial matches dropped at the bound (records missing), conditions
+// that failed and counted as false, emitted fields that failed and are
+// null, each with the first error.
+func (o *runOptions) warn(w io.Writer, r *nfa.Runner) {
 	for _, m := range r.Matchers() {
-		if n := m.Stats().Dropped; n > 0 {
+		st, name := m.Stats(), m.Pattern().Name()
+		cond, emit := m.FirstErrors()
+		if st.ConditionErrors > 0 {
+			fmt.Fprintf(w, "cepctl: warning: pattern %s: %s condition evaluations failed and counted as false; the first: %s\n",
+				name, group(st.ConditionErrors), cond)
+		}
+		if st.EmitErrors > 0 {
+			fmt.Fprintf(w, "cepctl: warning: pattern %s: %s emitted fields failed and are null; the first: %s\n",
+				name, group(st.EmitErrors), emit)
+		}
+		if st.Dropped > 0 {
 			fmt.Fprintf(w, "cepctl: warning: pattern %s: %s partial matches dropped because a key held more than %s (--max-partial-matches); records they would have produced are missing\n",
-				m.Pattern().Name(), group(n), group(uint64(o.maxPartial)))
+				name, group(st.Dropped), group(uint64(o.maxPartial)))
 		}
 	}
 }
@@ -152,7 +164,7 @@ func runRun(d *deps, opts *runOptions) error {
 	if err := out.Flush(); err != nil {
 		return err
 	}
-	opts.warnDropped(d.stderr, r)
+	opts.warn(d.stderr, r)
 	return nil
 }
 

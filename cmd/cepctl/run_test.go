@@ -137,6 +137,26 @@ func TestRunWarnsOfDroppedPartialMatches(t *testing.T) {
 	}
 }
 
+// A condition on a field the events lack (here a typo) fails on every
+// event and counts as false: the pattern prints nothing, and stderr says
+// why; so does an emitted field that fails.
+func TestRunWarnsOfFailedExpressions(t *testing.T) {
+	p := write(t, "p.json", `{"name":"big","emit":{"cur":"e.currency"},"stages":[{"name":"a","where":"e.amout > 100"}]}`)
+	q := write(t, "q.json", `{"name":"big2","emit":{"cur":"e.currency"},"stages":[{"name":"a","where":"e.amount > 100"}]}`)
+	out, errOut, code := run(t, `{"amount":500}`+"\n"+`{"amount":50}`+"\n", "run", "-p", p, "-p", q)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if n := strings.Count(out, "\n"); n != 1 || !strings.Contains(out, `"pattern":"big2"`) || !strings.Contains(out, `"fields":{"cur":null}`) {
+		t.Errorf("want big2's one match with a null field, got:\n%s", out)
+	}
+	want := "cepctl: warning: pattern big: 2 condition evaluations failed and counted as false; the first: e.amout > 100: no such key: amout\n" +
+		"cepctl: warning: pattern big2: 1 emitted fields failed and are null; the first: cur: no such key: currency\n"
+	if errOut != want {
+		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
+	}
+}
+
 func TestRunErrors(t *testing.T) {
 	good := write(t, "p.yaml", loginPattern)
 	bad := write(t, "bad.yaml", "name: x\nstages:\n  - name: a\n    until: e.x == 1\n")

@@ -97,12 +97,15 @@ func startNode(t *testing.T, dir, natsURL string, shards int) *cluster.Node {
 }
 
 // startConfigured starts a one-node cluster with cfg, its node id, data
-// directory (default: a temporary one), addresses, embedded NATS port,
-// Raft timeouts and logger filled in where cfg leaves them, and waits
+// directory (default: a temporary one), addresses, embedded NATS port and
+// Raft timeouts filled in, and its logger where cfg has none, and waits
 // until it is ready. The caller closes it.
 func startConfigured(t *testing.T, cfg cluster.Config) *cluster.Node {
 	t.Helper()
-	cfg.NodeID, cfg.RaftAddr, cfg.APIAddr, cfg.NATSPort, cfg.Raft, cfg.Logger = "n1", "127.0.0.1:0", "127.0.0.1:0", -1, testRaft(), logger(t)
+	cfg.NodeID, cfg.RaftAddr, cfg.APIAddr, cfg.NATSPort, cfg.Raft = "n1", "127.0.0.1:0", "127.0.0.1:0", -1, testRaft()
+	if cfg.Logger == nil {
+		cfg.Logger = logger(t)
+	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
