@@ -170,7 +170,7 @@ func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRe
 	for _, st := range p.Spec().Stages {
 		stages = append(stages, st.Name)
 	}
-	return &cepv1.ValidatePatternResponse{Valid: true, Format: f, Name: p.Name(), Stages: stages, EventTime: p.EventTime(), Sources: p.Sources()}, nil
+	return &cepv1.ValidatePatternResponse{Valid: true, Format: f, Name: p.Name(), Stages: stages, EventTime: p.EventTime(), Sources: p.Sources(), Warnings: p.Warnings()}, nil
 }
 
 // derivedReads returns what the pattern reads for each of its sources —
@@ -210,23 +210,25 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 	return reads, nil
 }
 
-func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy) (*cepv1.Pattern, error) {
+// put deploys or updates a pattern and returns it with its warnings
+// (nfa.Pattern.Warnings).
+func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy) (*cepv1.Pattern, []string, error) {
 	p, f, err := compiled(spec, format, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if subject == "" {
 		subject = outputSubject(p.Name())
 	}
 	if !strings.HasPrefix(subject, OutputSubjectRoot) {
-		return nil, fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, OutputSubjectRoot)
+		return nil, nil, fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, OutputSubjectRoot)
 	}
 	// every event is read by the shard that owns its source key's group; a
 	// pattern keyed otherwise (or on a source without a declared key) reads
 	// the source re-keyed by its own key: a derived source
 	reads, err := b.derivedReads(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), Reads: reads, OutputSubject: subject}
 	if f == cepv1.SpecFormat_SPEC_FORMAT_SQL {
@@ -242,9 +244,9 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	}
 	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdPutPattern, Create: create, Pattern: pm})
 	if err != nil {
-		return nil, mapErr(err)
+		return nil, nil, mapErr(err)
 	}
-	return toPattern(res.(*PatternM)), nil
+	return toPattern(res.(*PatternM)), p.Warnings(), nil
 }
 
 func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error) {
@@ -253,11 +255,11 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 	}); done {
 		return res, err
 	}
-	p, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0)
+	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &cepv1.DeployPatternResponse{Pattern: p}, nil
+	return &cepv1.DeployPatternResponse{Pattern: p, Warnings: warnings}, nil
 }
 
 func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
@@ -272,11 +274,11 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 			subject = old.OutputSubject
 		}
 	}
-	p, err := b.put(ctx, r.Spec, r.Format, r.Name, subject, false, r.Policy)
+	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, subject, false, r.Policy)
 	if err != nil {
 		return nil, err
 	}
-	return &cepv1.UpdatePatternResponse{Pattern: p}, nil
+	return &cepv1.UpdatePatternResponse{Pattern: p, Warnings: warnings}, nil
 }
 
 func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {

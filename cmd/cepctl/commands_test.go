@@ -203,6 +203,20 @@ func TestPatternValidate(t *testing.T) {
 	t.Run("missing file", func(t *testing.T) {
 		cepctl(t, url, "pattern", "validate", "/nonexistent.yaml").mustFail(t, "read pattern")
 	})
+	t.Run("warnings go to stderr", func(t *testing.T) {
+		resp = &cepv1.ValidatePatternResponse{Valid: true, Name: "login-fail", Stages: []string{"a", "b"},
+			Warnings: []string{`pattern "login-fail": field "within": none`, `pattern "login-fail": field "key": none`}}
+		for _, format := range []string{"table", "json"} {
+			r := cepctl(t, url, "pattern", "validate", doc, "-o", format).mustOK(t)
+			want := "cepctl: warning: pattern \"login-fail\": field \"within\": none\ncepctl: warning: pattern \"login-fail\": field \"key\": none\n"
+			if r.stderr != want {
+				t.Errorf("-o %s: stderr %q, want %q", format, r.stderr, want)
+			}
+			if strings.Contains(r.stdout, "warning") != (format == "json") {
+				t.Errorf("-o %s: stdout %q", format, r.stdout)
+			}
+		}
+	})
 }
 
 func samplePattern(name string, version uint64, state cepv1.PatternState) *cepv1.Pattern {
@@ -220,11 +234,13 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 			if r.GetName() == "taken" {
 				return nil, fmt.Errorf("pattern %q: %w", r.GetName(), api.ErrAlreadyExists)
 			}
-			return &cepv1.DeployPatternResponse{Pattern: samplePattern("login-fail", 1, cepv1.PatternState_PATTERN_STATE_ACTIVE)}, nil
+			return &cepv1.DeployPatternResponse{Pattern: samplePattern("login-fail", 1, cepv1.PatternState_PATTERN_STATE_ACTIVE),
+				Warnings: []string{"deploy warning"}}, nil
 		},
 		UpdateFunc: func(_ context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
 			updated = r
-			return &cepv1.UpdatePatternResponse{Pattern: samplePattern("login-fail", 2, cepv1.PatternState_PATTERN_STATE_DRAINING)}, nil
+			return &cepv1.UpdatePatternResponse{Pattern: samplePattern("login-fail", 2, cepv1.PatternState_PATTERN_STATE_DRAINING),
+				Warnings: []string{"update warning"}}, nil
 		},
 		DeleteFunc: func(_ context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
 			deleted = r
@@ -237,7 +253,11 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 	doc := writeTemp(t, "login.yaml", loginPattern)
 	query := writeTemp(t, "fraud_v2.SQL", sqlQuery)
 
-	out := cepctl(t, url, "pattern", "deploy", doc, "--output-subject", "alerts.login").mustOK(t).stdout
+	r := cepctl(t, url, "pattern", "deploy", doc, "--output-subject", "alerts.login").mustOK(t)
+	out := r.stdout
+	if r.stderr != "cepctl: warning: deploy warning\n" {
+		t.Errorf("deploy stderr %q", r.stderr)
+	}
 	if deployed.GetSpec() != loginPattern || deployed.GetOutputSubject() != "alerts.login" || deployed.GetName() != "" {
 		t.Errorf("deploy request %v", deployed)
 	}
@@ -254,7 +274,11 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 	}
 	cepctl(t, url, "pattern", "deploy", doc, "--name", "taken").mustFail(t, `pattern "taken": api: already exists`)
 
-	out = cepctl(t, url, "pattern", "update", doc, "--policy", "migrate").mustOK(t).stdout
+	r = cepctl(t, url, "pattern", "update", doc, "--policy", "migrate").mustOK(t)
+	out = r.stdout
+	if r.stderr != "cepctl: warning: update warning\n" {
+		t.Errorf("update stderr %q", r.stderr)
+	}
 	if updated.GetPolicy() != cepv1.UpdatePolicy_UPDATE_POLICY_MIGRATE || updated.GetSpec() != loginPattern {
 		t.Errorf("update request %v", updated)
 	}

@@ -58,6 +58,7 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 		return err
 	}
 	p := res.Msg.GetPattern()
+	writeWarnings(d.stderr, res.Msg.GetWarnings())
 	if opts.Output != "table" {
 		return writeProto(d.stdout, opts.Output, p)
 	}

@@ -73,6 +73,7 @@ func runPatternUpdate(ctx context.Context, d *deps, opts *patternUpdateOptions) 
 		return err
 	}
 	p := res.Msg.GetPattern()
+	writeWarnings(d.stderr, res.Msg.GetWarnings())
 	if opts.Output != "table" {
 		return writeProto(d.stdout, opts.Output, p)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -66,6 +67,7 @@ func runPatternValidate(ctx context.Context, d *deps, opts *patternValidateOptio
 	if !v.GetValid() {
 		return specError(opts.File, v.GetError())
 	}
+	writeWarnings(d.stderr, v.GetWarnings())
 	if opts.Output == "table" {
 		timing := "processing time"
 		if v.GetEventTime() {
@@ -74,6 +76,14 @@ func runPatternValidate(ctx context.Context, d *deps, opts *patternValidateOptio
 		_, err = fmt.Fprintf(d.stdout, "ok: %s (%s, %s)\n", v.GetName(), plural(len(v.GetStages()), "stage"), timing)
 	}
 	return err
+}
+
+// writeWarnings writes a pattern's warnings (what is valid but likely to
+// hurt once deployed) to w, a line each.
+func writeWarnings(w io.Writer, warnings []string) {
+	for _, m := range warnings {
+		fmt.Fprintf(w, "cepctl: warning: %s\n", m)
+	}
 }
 
 // specError formats a SpecError as "FILE:LINE:COL: message" (SQL) or

@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/nfa"
 )
 
 // One node: create a source and deploy the example pattern over the API,
@@ -36,8 +38,8 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dep.Msg.Pattern.Version != 1 || dep.Msg.Pattern.OutputSubject != "cep.out.login-fail-logout" {
-		t.Fatalf("deployed: %+v", dep.Msg.Pattern)
+	if dep.Msg.Pattern.Version != 1 || dep.Msg.Pattern.OutputSubject != "cep.out.login-fail-logout" || len(dep.Msg.Warnings) != 0 {
+		t.Fatalf("deployed: %+v, warnings %q", dep.Msg.Pattern, dep.Msg.Warnings)
 	}
 	// a second deploy with the same name is refused
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err == nil || !strings.Contains(err.Error(), "already") {
@@ -52,6 +54,17 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	v, err := c.patterns.ValidatePattern(ctx, req(&cepv1.ValidatePatternRequest{Spec: "name: x\nsource: bank\nstages:\n  - name: a\n    greedy: true\n"}))
 	if err != nil || v.Msg.Valid || v.Msg.Error.Stage != "a" || v.Msg.Error.Field != "greedy" {
 		t.Fatalf("validate: %+v %v", v, err)
+	}
+	// a valid pattern likely to hurt (no key, no window, followedByAny)
+	// comes with the engine's warnings
+	risky := "name: risky\nsource: bank\nstages:\n  - name: a\n  - name: b\n    contiguity: followedByAny\n"
+	p, err := nfa.CompileBytes([]byte(risky))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err = c.patterns.ValidatePattern(ctx, req(&cepv1.ValidatePatternRequest{Spec: risky}))
+	if err != nil || !v.Msg.Valid || len(v.Msg.Warnings) != 3 || !slices.Equal(v.Msg.Warnings, p.Warnings()) {
+		t.Fatalf("validate %s: %+v %v; the engine warns\n%s", risky, v, err, strings.Join(p.Warnings(), "\n"))
 	}
 	if _, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "nope"})); err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Fatalf("unknown pattern: %v", err)

@@ -484,7 +484,12 @@ type ValidatePatternResponse struct {
 	// Sources the pattern reads.
 	Sources []string `protobuf:"bytes,6,rep,name=sources,proto3" json:"sources,omitempty"`
 	// Set when valid is false.
-	Error         *SpecError `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	Error *SpecError `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// What is valid but likely to hurt once deployed, one line each naming
+	// the stage and field: no key (one shard does everything), no window
+	// while partial matches can wait (they keep their events for ever), and
+	// with that followedByAny or allowCombinations (they can multiply).
+	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -568,6 +573,13 @@ func (x *ValidatePatternResponse) GetError() *SpecError {
 	return nil
 }
 
+func (x *ValidatePatternResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 type DeployPatternRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// As in ValidatePatternRequest.
@@ -640,8 +652,10 @@ func (x *DeployPatternRequest) GetOutputSubject() string {
 }
 
 type DeployPatternResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pattern       *Pattern               `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Pattern *Pattern               `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// As in ValidatePatternResponse: deployed all the same.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -679,6 +693,13 @@ func (*DeployPatternResponse) Descriptor() ([]byte, []int) {
 func (x *DeployPatternResponse) GetPattern() *Pattern {
 	if x != nil {
 		return x.Pattern
+	}
+	return nil
+}
+
+func (x *DeployPatternResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -764,7 +785,9 @@ func (x *UpdatePatternRequest) GetOutputSubject() string {
 type UpdatePatternResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pattern at its new version.
-	Pattern       *Pattern `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Pattern *Pattern `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// As in ValidatePatternResponse: updated all the same.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,6 +825,13 @@ func (*UpdatePatternResponse) Descriptor() ([]byte, []int) {
 func (x *UpdatePatternResponse) GetPattern() *Pattern {
 	if x != nil {
 		return x.Pattern
+	}
+	return nil
+}
+
+func (x *UpdatePatternResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1090,7 +1120,7 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x16ValidatePatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xe9\x01\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\x85\x02\n" +
 	"\x17ValidatePatternResponse\x12\x14\n" +
 	"\x05valid\x18\x01 \x01(\bR\x05valid\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
@@ -1099,22 +1129,25 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\n" +
 	"event_time\x18\x05 \x01(\bR\teventTime\x12\x18\n" +
 	"\asources\x18\x06 \x03(\tR\asources\x12'\n" +
-	"\x05error\x18\a \x01(\v2\x11.cep.v1.SpecErrorR\x05error\"\x91\x01\n" +
+	"\x05error\x18\a \x01(\v2\x11.cep.v1.SpecErrorR\x05error\x12\x1a\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"\x91\x01\n" +
 	"\x14DeployPatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12%\n" +
-	"\x0eoutput_subject\x18\x04 \x01(\tR\routputSubject\"B\n" +
+	"\x0eoutput_subject\x18\x04 \x01(\tR\routputSubject\"^\n" +
 	"\x15DeployPatternResponse\x12)\n" +
-	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\"\xbf\x01\n" +
+	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xbf\x01\n" +
 	"\x14UpdatePatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12,\n" +
 	"\x06policy\x18\x04 \x01(\x0e2\x14.cep.v1.UpdatePolicyR\x06policy\x12%\n" +
-	"\x0eoutput_subject\x18\x05 \x01(\tR\routputSubject\"B\n" +
+	"\x0eoutput_subject\x18\x05 \x01(\tR\routputSubject\"^\n" +
 	"\x15UpdatePatternResponse\x12)\n" +
-	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\"*\n" +
+	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"*\n" +
 	"\x14DeletePatternRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
 	"\x15DeletePatternResponse\x12)\n" +
