@@ -587,13 +587,7 @@ func (r *coreRef) advance(k *coreKey, now int64) {
 func (r *coreRef) emit(k *coreKey, done []coreDone) {
 	k.done = append(k.done, done...)
 	for len(k.done) > 0 {
-		first := 0
-		for i, d := range k.done {
-			if d.start < k.done[first].start {
-				first = i
-			}
-		}
-		d := k.done[first]
+		d := k.done[earliest(k.done, func(d coreDone) int64 { return d.start })]
 		for _, c := range k.partial {
 			if c.start < d.start {
 				return // an earlier partial match may still complete
@@ -615,6 +609,17 @@ func (r *coreRef) emit(k *coreKey, done []coreDone) {
 		}
 		k.done = keptDone
 	}
+}
+
+// earliest is the index of the first of xs with the smallest start.
+func earliest[T any](xs []T, start func(T) int64) int {
+	first := 0
+	for i, x := range xs {
+		if start(x) < start(xs[first]) {
+			first = i
+		}
+	}
+	return first
 }
 
 // finish is Matcher.Finish(false) for the model: time reaches the last

@@ -179,13 +179,7 @@ func (f *coreFloor) advance(key string, k *floorKey, now int64) {
 // match that starts at or before its last event.
 func (f *coreFloor) emit(key string, k *floorKey) {
 	for len(k.done) > 0 {
-		first := 0
-		for i, d := range k.done {
-			if d.start < k.done[first].start {
-				first = i
-			}
-		}
-		d := k.done[first]
+		d := k.done[earliest(k.done, func(d floorDone) int64 { return d.start })]
 		if len(k.runs) > 0 && k.runs[0].start < d.start {
 			return
 		}

@@ -51,6 +51,20 @@ func TestExplodingPatternIsBounded(t *testing.T) {
 	add("cold", "C")
 	add("cold", "A") // moves the watermark past the C
 
+	dropped := offlineStats(t, spec, lines).Dropped
+	if dropped == 0 {
+		t.Fatal("the offline engine dropped nothing; the test would prove nothing")
+	}
+	publishAndCompare(t, n.NATSURL(), spec, "cep.out.doubling", lines, 60*time.Second)
+	if got := metric(t, n, "cep_partial_matches_dropped_total", `pattern="doubling"`); got != float64(dropped) {
+		t.Fatalf("cep_partial_matches_dropped_total %v, want the offline engine's %d", got, dropped)
+	}
+}
+
+// offlineStats runs spec over lines as offline does and returns the
+// matcher's statistics.
+func offlineStats(t *testing.T, spec []byte, lines []string) nfa.Stats {
+	t.Helper()
 	p, err := nfa.CompileBytes(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +75,7 @@ func TestExplodingPatternIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dropped := r.Matchers()[0].Stats().Dropped
-	if dropped == 0 {
-		t.Fatal("the offline engine dropped nothing; the test would prove nothing")
-	}
-	publishAndCompare(t, n.NATSURL(), spec, "cep.out.doubling", lines, 60*time.Second)
-	if got := metric(t, n, "cep_partial_matches_dropped_total", `pattern="doubling"`); got != float64(dropped) {
-		t.Fatalf("cep_partial_matches_dropped_total %v, want the offline engine's %d", got, dropped)
-	}
+	return r.Matchers()[0].Stats()
 }
 
 // lockedBuffer is a log destination the test reads while the node writes.
@@ -109,17 +116,7 @@ func TestFailedExpressionsAreCountedAndLogged(t *testing.T) {
 			lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":"PAY","amount":%d,"ts":%d}`, i%3, 50*i, 1000+i))
 		}
 	}
-	p, err := nfa.CompileBytes(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := nfa.NewRunner(p)
-	for _, l := range lines {
-		if _, err := r.Line([]byte(l)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := r.Matchers()[0].Stats()
+	st := offlineStats(t, spec, lines)
 	if st.ConditionErrors == 0 || st.EmitErrors == 0 {
 		t.Fatalf("offline: %+v; the test would prove nothing", st)
 	}
