@@ -197,10 +197,12 @@ func runPublish(ctx context.Context, d *deps, opts *publishOptions) error {
 }
 
 // openInput opens file ("-": stdin) and returns its size when known (else
-// 0). Closing the result closes a file, not stdin.
+// 0). Closing the result closes a file, not stdin. A UTF-8 byte order mark
+// at the start is skipped, and UTF-16 input is refused with a hint (see
+// textReader).
 func openInput(d *deps, file string) (io.ReadCloser, int64, error) {
 	if file == "-" {
-		return stdinReader{d.stdin}, 0, nil
+		return inputFile{&textReader{r: d.stdin}, stdinReader{d.stdin}}, 0, nil
 	}
 	f, err := os.Open(file)
 	if err != nil {
@@ -210,7 +212,61 @@ func openInput(d *deps, file string) (io.ReadCloser, int64, error) {
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		size = fi.Size()
 	}
-	return f, size, nil
+	return inputFile{&textReader{r: f}, f}, size, nil
+}
+
+// inputFile reads through a textReader and closes (or aborts) its source.
+type inputFile struct {
+	io.Reader
+	src io.ReadCloser
+}
+
+func (f inputFile) Close() error { return f.src.Close() }
+
+// Abort ends a read blocked on the source: stdin's Abort, or Close.
+func (f inputFile) Abort() {
+	if a, ok := f.src.(interface{ Abort() }); ok {
+		a.Abort()
+		return
+	}
+	f.src.Close()
+}
+
+// textReader is JSON lines as editors and shells on Windows write them: a
+// UTF-8 byte order mark at the start (Notepad, PowerShell's utf8BOM) is
+// skipped, where a JSON parser would stop at it ("invalid character 'ï'");
+// UTF-16 (PowerShell 5's default for > and Out-File) is refused by its
+// mark, with a hint, instead of as garbage on line 1.
+type textReader struct {
+	r     io.Reader
+	begun bool
+	head  []byte // the first bytes, read to look for a mark, not yet returned
+}
+
+var errUTF16 = errors.New("the input is UTF-16 (it starts with a UTF-16 byte order mark); JSON lines must be UTF-8: convert it, e.g. iconv -f UTF-16 -t UTF-8")
+
+func (t *textReader) Read(p []byte) (int, error) {
+	if !t.begun {
+		t.begun = true
+		buf := make([]byte, 3)
+		n, err := io.ReadFull(t.r, buf)
+		t.head = buf[:n]
+		switch {
+		case bytes.HasPrefix(t.head, []byte{0xEF, 0xBB, 0xBF}):
+			t.head = nil
+		case bytes.HasPrefix(t.head, []byte{0xFF, 0xFE}), bytes.HasPrefix(t.head, []byte{0xFE, 0xFF}):
+			return 0, errUTF16
+		}
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return 0, err
+		}
+	}
+	if len(t.head) > 0 {
+		n := copy(p, t.head)
+		t.head = t.head[n:]
+		return n, nil
+	}
+	return t.r.Read(p)
 }
 
 // stdinReader is stdin as an input: Close does not close it, but Abort

@@ -157,6 +157,33 @@ func TestRunWarnsOfFailedExpressions(t *testing.T) {
 	}
 }
 
+// Input as editors and shells on Windows write it: a UTF-8 byte order mark
+// is skipped (the output is that of the same input without it, from a file
+// or stdin); UTF-16 is refused in one line that says so.
+func TestRunReadsWindowsText(t *testing.T) {
+	p := write(t, "p.yaml", loginPattern)
+	in := "{\"user\":\"a\",\"type\":\"LOGIN\",\"ts\":1000}\r\n{\"user\":\"a\",\"type\":\"FAIL\",\"ts\":2000}\r\n{\"user\":\"a\",\"type\":\"LOGOUT\",\"ts\":3000}\r\n"
+	want, errOut, code := run(t, in, "run", "-p", p)
+	if code != 0 || !strings.Contains(want, `"type":"match"`) {
+		t.Fatalf("exit %d, %q, output:\n%s", code, errOut, want)
+	}
+	bom := "\xef\xbb\xbf" + in
+	for _, args := range [][]string{{"-i", write(t, "bom.jsonl", bom)}, {"-i", "-"}} {
+		out, errOut, code := run(t, bom, append([]string{"run", "-p", p}, args...)...)
+		if code != 0 || out != want {
+			t.Errorf("%v: exit %d, %q, output:\n%s\nwant\n%s", args, code, errOut, out, want)
+		}
+	}
+	utf16 := []byte{0xFF, 0xFE}
+	for _, r := range in {
+		utf16 = append(utf16, byte(r), 0)
+	}
+	out, errOut, code := run(t, "", "run", "-p", p, "-i", write(t, "utf16.jsonl", string(utf16)))
+	if code == 0 || out != "" || !strings.Contains(errOut, "UTF-16") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("UTF-16: exit %d, output %q, stderr %q", code, out, errOut)
+	}
+}
+
 func TestRunErrors(t *testing.T) {
 	good := write(t, "p.yaml", loginPattern)
 	bad := write(t, "bad.yaml", "name: x\nstages:\n  - name: a\n    until: e.x == 1\n")
