@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -184,8 +185,9 @@ func TestRestoresOlderSnapshot(t *testing.T) {
 		orig.Apply(bt)
 	}
 	rest := restore(t, 0, 15, old)
-	if len(rest.Outbox()) == 0 || len(rest.Outbox()) != len(orig.Outbox()) {
-		t.Fatalf("restored outbox of %d records, want %d", len(rest.Outbox()), len(orig.Outbox()))
+	carried := len(rest.Outbox())
+	if carried == 0 || carried != len(orig.Outbox()) {
+		t.Fatalf("restored outbox of %d records, want %d", carried, len(orig.Outbox()))
 	}
 	for _, bt := range log[40:] {
 		orig.Apply(bt)
@@ -196,8 +198,23 @@ func TestRestoresOlderSnapshot(t *testing.T) {
 		t.Fatalf("%d records after restoring, want %d", len(b), len(a))
 	}
 	for i := range a {
-		if a[i].ID != b[i].ID || !bytes.Equal(a[i].Payload, b[i].Payload) {
+		// the records the snapshot carries keep the ids the release that
+		// made them gave them (it may have published them under those);
+		// the release before also left the stages out of match and
+		// timeout ids (RecordID)
+		if (i >= carried && a[i].ID != b[i].ID) || !bytes.Equal(withoutID(a[i].Payload), withoutID(b[i].Payload)) {
 			t.Fatalf("record %d: %s %s, want %s %s", i, b[i].ID, b[i].Payload, a[i].ID, a[i].Payload)
 		}
 	}
+}
+
+// withoutID is a record's JSON without its "id" field.
+func withoutID(payload []byte) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return payload
+	}
+	delete(m, "id")
+	b, _ := json.Marshal(m)
+	return b
 }

@@ -596,10 +596,13 @@ func (s *State) deadLetter(source, pattern string, e Event, kg int, reason strin
 }
 
 // RecordID is a record's deterministic id: a hash of the pattern, its
-// version, the record type, the key, the source positions of its events,
-// for a timeout the timeout time, and the number telling identical records
-// of one step apart (Record.Dup). The same match gets the same id on any
-// replica and after any failover.
+// version, the record type, the key, the source positions of its events
+// and the stages that took them (the same events taken by other stages
+// are another match: with optional stages, one event can complete a match
+// as the first stage and another as the second), for a timeout the
+// timeout time, and the number telling identical records of one step
+// apart (Record.Dup). The same match gets the same id on any replica and
+// after any failover.
 func RecordID(pattern string, version uint64, r *nfa.Record) string {
 	h := sha256.New()
 	var b []byte
@@ -610,6 +613,15 @@ func RecordID(pattern string, version uint64, r *nfa.Record) string {
 	b = binary.AppendUvarint(b, uint64(len(r.Positions)))
 	for _, p := range r.Positions {
 		b = binary.AppendUvarint(b, p)
+	}
+	if len(r.Events) > 0 {
+		// the positions are in stage order: the stages and their counts
+		// say which stage took which
+		b = binary.AppendUvarint(b, uint64(len(r.Events)))
+		for _, se := range r.Events {
+			b = appendString(b, se.Stage)
+			b = binary.AppendUvarint(b, uint64(len(se.Events)))
+		}
 	}
 	if r.Type == "timeout" {
 		b = binary.AppendVarint(b, r.TimeoutAt)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/snapshot"
 )
 
@@ -278,5 +279,36 @@ func TestForwardAndDerivedEvents(t *testing.T) {
 	back := restore(t, 0, 15, snap(t, s, "x"))
 	if back.Forwarded()[derived] != 9 {
 		t.Fatalf("restored forwarded %v", back.Forwarded())
+	}
+}
+
+// Two matches of the same events taken by different stages are different
+// records and get different ids (with optional stages one event completes
+// a match as the first stage and another as the second, often in different
+// steps, where Record.Dup does not tell them apart); the same match gets
+// the same id.
+func TestRecordIDTellsStagesApart(t *testing.T) {
+	ev := [][]byte{[]byte(`{"t":"B"}`)}
+	rec := func(stages ...string) *nfa.Record {
+		r := &nfa.Record{Type: "match", Pattern: "p", Key: "k", Positions: []uint64{7, 9}}
+		for _, s := range stages {
+			r.Events = append(r.Events, nfa.StageEvents{Stage: s, Events: ev})
+		}
+		return r
+	}
+	asFirst, asSecond, both := rec("s0", "s0"), rec("s1", "s1"), rec("s0", "s1")
+	asFirst.Events = []nfa.StageEvents{{Stage: "s0", Events: append(ev, ev[0])}}
+	asSecond.Events = []nfa.StageEvents{{Stage: "s1", Events: append(ev, ev[0])}}
+	ids := map[string]string{}
+	for name, r := range map[string]*nfa.Record{"s0:2": asFirst, "s1:2": asSecond, "s0:1 s1:1": both} {
+		id := RecordID("p", 1, r)
+		if other, ok := ids[id]; ok {
+			t.Fatalf("%s and %s get the same id %s", name, other, id)
+		}
+		ids[id] = name
+		again := *r
+		if RecordID("p", 1, &again) != id {
+			t.Fatalf("%s: the id of a copy differs", name)
+		}
 	}
 }

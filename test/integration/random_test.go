@@ -1,0 +1,198 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/nfa"
+)
+
+// Random patterns of the shapes pattern-v1 allows (contiguities,
+// quantifiers, optional and negated stages, windows of both kinds, skip
+// strategies, emitted fields, keys other than the source's), deployed side
+// by side on one node over one stream of events with some disorder and
+// late events: each pattern's records on NATS are exactly those the offline
+// engine produces from the same events (ids aside). CEP_SEED picks another
+// draw, CEP_RANDOM_PATTERNS another number of patterns.
+func TestRandomPatternsEqualOffline(t *testing.T) {
+	seed, count := uint64(20261130), 16
+	if v := os.Getenv("CEP_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("CEP_SEED=%q: want a number", v)
+		}
+		seed = s
+	}
+	if v := os.Getenv("CEP_RANDOM_PATTERNS"); v != "" {
+		c, err := strconv.Atoi(v)
+		if err != nil || c < 1 {
+			t.Fatalf("CEP_RANDOM_PATTERNS=%q: want a positive number", v)
+		}
+		count = c
+	}
+	t.Logf("seed %d, %d patterns", seed, count)
+	r := rand.New(rand.NewPCG(seed, 7))
+
+	var specs [][]byte
+	for len(specs) < count {
+		spec := randomSpec(r, fmt.Sprintf("r%d", len(specs)))
+		if _, err := nfa.CompileBytes(spec); err != nil {
+			continue // an invalid combination: draw again
+		}
+		specs = append(specs, spec)
+	}
+	lines := randomEvents(r, 400)
+
+	n := startNode(t, t.TempDir(), "", 1)
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := deployOnBank(t, ctx, n, specs[0])
+	for _, spec := range specs[1:] {
+		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
+			t.Fatalf("deploy:\n%s\n%v", spec, err)
+		}
+	}
+	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+
+	producing := 0
+	for i, spec := range specs {
+		want := withoutIDs(offline(t, spec, lines))
+		if len(want) > 0 {
+			producing++
+		}
+		subject := fmt.Sprintf("cep.out.r%d", i)
+		deadline := time.Now().Add(30 * time.Second)
+		for outputCount(t, n.NATSURL(), subject) < len(want) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // anything more than the offline engine's would show now
+		got := withoutIDs(outputs(t, n.NATSURL(), subject))
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			onlyCluster, onlyOffline := diffSorted(got, want)
+			t.Errorf("pattern r%d (seed %d): %d records, the offline engine %d\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
+				i, seed, len(got), len(want), spec, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
+		}
+	}
+	if producing < count/2 {
+		t.Fatalf("only %d of %d patterns produce records; the test would prove little", producing, count)
+	}
+}
+
+func firstLines(s []string, n int) string { return strings.Join(s[:min(n, len(s))], "\n     ") }
+
+// randomSpec draws a valid-looking pattern-v1 document (some draws are
+// invalid; the caller compiles and draws again).
+func randomSpec(r *rand.Rand, name string) []byte {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	spec := map[string]any{"name": name, "source": "bank", "time": "e.ts"}
+	spec["key"] = pick("e.account", "e.account", "e.region")
+	if r.IntN(3) == 0 {
+		spec["outOfOrderness"] = r.IntN(3)
+	}
+	if r.IntN(4) > 0 {
+		spec["within"] = 5 + r.IntN(40)
+		if r.IntN(4) == 0 {
+			spec["withinType"] = "previousAndCurrent"
+		}
+	}
+	spec["skip"] = pick("noSkip", "skipToNext", "skipPastLastEvent", "skipToFirst:s0", "skipToLast:s0")
+	var stages []map[string]any
+	for i := range 2 + r.IntN(3) {
+		st := map[string]any{"name": fmt.Sprintf("s%d", i), "where": fmt.Sprintf("e.type == %q", pick("A", "B", "C"))}
+		if r.IntN(6) == 0 {
+			st["where"] = fmt.Sprintf("e.type == %q && e.v > 40", pick("A", "B", "C"))
+		}
+		if i > 0 && r.IntN(6) == 0 {
+			st["where"] = fmt.Sprintf("e.type == %q && e.v >= first(events(\"s0\")).v", pick("A", "B", "C"))
+		}
+		if i > 0 {
+			st["contiguity"] = pick("next", "followedBy", "followedBy", "followedByAny", "notNext", "notFollowedBy")
+		}
+		negative := st["contiguity"] == "notNext" || st["contiguity"] == "notFollowedBy"
+		if !negative {
+			switch r.IntN(6) {
+			case 1:
+				st["oneOrMore"] = true
+			case 2:
+				st["times"] = 2
+			case 3:
+				st["times"] = []int{1, 3}
+			}
+			_, looping := st["oneOrMore"]
+			_, times := st["times"]
+			if looping || times {
+				switch r.IntN(4) {
+				case 1:
+					st["consecutive"] = true
+				case 2:
+					st["allowCombinations"] = true
+				case 3:
+					st["greedy"] = true
+				}
+				if looping && r.IntN(4) == 0 {
+					st["until"] = `e.type == "D"`
+				}
+			}
+			if r.IntN(5) == 0 {
+				st["optional"] = true
+			}
+		}
+		stages = append(stages, st)
+	}
+	spec["stages"] = stages
+	if r.IntN(3) == 0 {
+		spec["emit"] = map[string]string{"n": "size(events(\"s0\"))", "v": "first(events(\"s0\")).v"}
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// randomEvents draws n events over five accounts in two regions, of types
+// A–D, whose times mostly grow (by 0–3 ms) and sometimes step back by 1–3
+// ms, so that some arrive out of order and some late.
+func randomEvents(r *rand.Rand, n int) []string {
+	var lines []string
+	ts := 1000
+	for i := range n {
+		ts += r.IntN(4)
+		evTs := ts
+		if r.IntN(8) == 0 {
+			evTs -= 1 + r.IntN(3)
+		}
+		acc := r.IntN(5)
+		lines = append(lines, fmt.Sprintf(`{"id":%d,"account":"acc-%d","region":"r%d","type":%q,"v":%d,"ts":%d}`,
+			i, acc, acc%2, string(rune('A'+r.IntN(4))), r.IntN(100), evTs))
+	}
+	return lines
+}
+
+func diffSorted(a, b []string) (onlyA, onlyB []string) {
+	n := map[string]int{}
+	for _, x := range a {
+		n[x]++
+	}
+	for _, x := range b {
+		n[x]--
+	}
+	for x, c := range n {
+		for ; c > 0; c-- {
+			onlyA = append(onlyA, x)
+		}
+		for ; c < 0; c++ {
+			onlyB = append(onlyB, x)
+		}
+	}
+	return
+}
