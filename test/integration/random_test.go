@@ -41,14 +41,7 @@ func TestRandomPatternsEqualOffline(t *testing.T) {
 	t.Logf("seed %d, %d patterns", seed, count)
 	r := rand.New(rand.NewPCG(seed, 7))
 
-	var specs [][]byte
-	for len(specs) < count {
-		spec := randomSpec(r, fmt.Sprintf("r%d", len(specs)))
-		if _, err := nfa.CompileBytes(spec); err != nil {
-			continue // an invalid combination: draw again
-		}
-		specs = append(specs, spec)
-	}
+	specs := randomSpecs(r, "r", count, specShape{typeField: "type", window: [2]int{5, 45}})
 	lines := randomEvents(r, 400)
 
 	n := startNode(t, t.TempDir(), "", 1)
@@ -89,17 +82,40 @@ func TestRandomPatternsEqualOffline(t *testing.T) {
 
 func firstLines(s []string, n int) string { return strings.Join(s[:min(n, len(s))], "\n     ") }
 
+// specShape says what random patterns look at: the event field holding a
+// type A–D, and the range of their windows in ms (some have none unless
+// always is set).
+type specShape struct {
+	typeField string
+	window    [2]int
+	always    bool
+}
+
+// randomSpecs draws n valid patterns named prefix0, prefix1, ….
+func randomSpecs(r *rand.Rand, prefix string, n int, shape specShape) [][]byte {
+	var specs [][]byte
+	for len(specs) < n {
+		spec := randomSpec(r, fmt.Sprintf("%s%d", prefix, len(specs)), shape)
+		if _, err := nfa.CompileBytes(spec); err != nil {
+			continue // an invalid combination: draw again
+		}
+		specs = append(specs, spec)
+	}
+	return specs
+}
+
 // randomSpec draws a valid-looking pattern-v1 document (some draws are
-// invalid; the caller compiles and draws again).
-func randomSpec(r *rand.Rand, name string) []byte {
+// invalid; randomSpecs compiles and draws again).
+func randomSpec(r *rand.Rand, name string, shape specShape) []byte {
 	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	typ := "e." + shape.typeField
 	spec := map[string]any{"name": name, "source": "bank", "time": "e.ts"}
 	spec["key"] = pick("e.account", "e.account", "e.region")
 	if r.IntN(3) == 0 {
 		spec["outOfOrderness"] = r.IntN(3)
 	}
-	if r.IntN(4) > 0 {
-		spec["within"] = 5 + r.IntN(40)
+	if shape.always || r.IntN(4) > 0 {
+		spec["within"] = shape.window[0] + r.IntN(shape.window[1]-shape.window[0])
 		if r.IntN(4) == 0 {
 			spec["withinType"] = "previousAndCurrent"
 		}
@@ -107,12 +123,12 @@ func randomSpec(r *rand.Rand, name string) []byte {
 	spec["skip"] = pick("noSkip", "skipToNext", "skipPastLastEvent", "skipToFirst:s0", "skipToLast:s0")
 	var stages []map[string]any
 	for i := range 2 + r.IntN(3) {
-		st := map[string]any{"name": fmt.Sprintf("s%d", i), "where": fmt.Sprintf("e.type == %q", pick("A", "B", "C"))}
+		st := map[string]any{"name": fmt.Sprintf("s%d", i), "where": fmt.Sprintf("%s == %q", typ, pick("A", "B", "C"))}
 		if r.IntN(6) == 0 {
-			st["where"] = fmt.Sprintf("e.type == %q && e.v > 40", pick("A", "B", "C"))
+			st["where"] = fmt.Sprintf("%s == %q && e.v > 40", typ, pick("A", "B", "C"))
 		}
 		if i > 0 && r.IntN(6) == 0 {
-			st["where"] = fmt.Sprintf("e.type == %q && e.v >= first(events(\"s0\")).v", pick("A", "B", "C"))
+			st["where"] = fmt.Sprintf("%s == %q && e.v >= first(events(\"s0\")).v", typ, pick("A", "B", "C"))
 		}
 		if i > 0 {
 			st["contiguity"] = pick("next", "followedBy", "followedBy", "followedByAny", "notNext", "notFollowedBy")
@@ -139,7 +155,7 @@ func randomSpec(r *rand.Rand, name string) []byte {
 					st["greedy"] = true
 				}
 				if looping && r.IntN(4) == 0 {
-					st["until"] = `e.type == "D"`
+					st["until"] = typ + ` == "D"`
 				}
 			}
 			if r.IntN(5) == 0 {

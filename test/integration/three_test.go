@@ -202,20 +202,30 @@ stages:
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(userSpec)})); err != nil {
 		t.Fatalf("deploy %s: %v", "lfl-user", err)
 	}
-	// events in time order: many accounts, each cycling through sessions
+	// random patterns of other shapes (random_test.go) over the same
+	// events' kind and v, keyed by account or region, with windows: their
+	// state is snapshotted, restored and replayed through the kills too
 	rng := rand.New(rand.NewPCG(42, 1))
+	randomSpecs := randomSpecs(rng, "rnd", 6, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true})
+	for _, s := range randomSpecs {
+		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)})); err != nil {
+			t.Fatalf("deploy %s: %v", s, err)
+		}
+	}
+	// events in time order: many accounts, each cycling through sessions
 	var lines []string
 	ts := int64(1_000)
 	for i := 0; i < total; i++ {
 		ts += int64(1 + rng.IntN(3))
-		acc := fmt.Sprintf("acc-%d", rng.IntN(60))
+		a := rng.IntN(60)
 		typ := []string{"LOGIN", "FAIL", "FAIL", "LOGOUT", "OK"}[rng.IntN(5)]
-		lines = append(lines, fmt.Sprintf(`{"account":%q,"user":"u-%d","type":%q,"ts":%d}`, acc, rng.IntN(25), typ, ts))
+		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","region":"r%d","user":"u-%d","type":%q,"kind":%q,"v":%d,"ts":%d}`,
+			a, a%4, rng.IntN(25), typ, string(rune('A'+rng.IntN(4))), rng.IntN(100), ts))
 	}
 	// fillers with later times for many keys: every shard's watermark
 	// passes all the events above
 	for i := 0; i < 200; i++ {
-		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","user":"filler-%d","type":"NOISE","ts":%d}`, i, i, ts+1_000_000))
+		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","region":"filler-%d","user":"filler-%d","type":"NOISE","kind":"N","v":0,"ts":%d}`, i, i, i, ts+1_000_000))
 	}
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	// publish in chunks, killing a shard leader between chunks
@@ -259,18 +269,25 @@ stages:
 			victim.start(t)
 		}
 	}
-	for _, tc := range []struct {
+	type patternCase struct {
 		name string
 		spec []byte
-	}{{"lfl", spec}, {"lfl-user", userSpec}} {
+	}
+	cases := []patternCase{{"lfl", spec}, {"lfl-user", userSpec}}
+	for i, s := range randomSpecs {
+		cases = append(cases, patternCase{fmt.Sprintf("rnd%d", i), s})
+	}
+	for _, tc := range cases {
 		want := withoutIDs(offline(t, tc.spec, lines))
-		if len(want) < 20 {
+		if len(want) < 20 && !strings.HasPrefix(tc.name, "rnd") {
 			t.Fatalf("%s: the offline run produced only %d records", tc.name, len(want))
 		}
 		got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out."+tc.name, len(want), 60*time.Second))
 		t.Logf("%s: %d events, %d records on NATS, %d from the offline engine", tc.name, len(lines), len(got), len(want))
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Fatalf("%s: cluster output (%d records) differs from the offline engine (%d records)", tc.name, len(got), len(want))
+			onlyCluster, onlyOffline := diffSorted(got, want)
+			t.Fatalf("%s: cluster output (%d records) differs from the offline engine (%d records)\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
+				tc.name, len(got), len(want), tc.spec, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
 		}
 	}
 }
