@@ -364,10 +364,12 @@ func bankEvents(seed uint64, n int) []string {
 	ts := int64(1000)
 	for i := 0; i < n; i++ {
 		ts += int64(1 + rng.IntN(2))
-		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":%q,"ts":%d}`, rng.IntN(40), []string{"LOGIN", "FAIL", "LOGOUT", "OK"}[rng.IntN(4)], ts))
+		a := rng.IntN(40)
+		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","region":"r%d","type":%q,"kind":%q,"v":%d,"ts":%d}`,
+			a, a%4, []string{"LOGIN", "FAIL", "LOGOUT", "OK"}[rng.IntN(4)], string(rune('A'+rng.IntN(4))), rng.IntN(100), ts))
 	}
 	for i := 0; i < 200; i++ {
-		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","type":"NOISE","ts":%d}`, i, ts+1_000_000))
+		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","region":"filler-%d","type":"NOISE","kind":"N","v":0,"ts":%d}`, i, i, ts+1_000_000))
 	}
 	return lines
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,14 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if _, err := ca.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
 		t.Fatal(err)
 	}
+	// random patterns of other shapes (random_test.go) over the events'
+	// kind and v: their state goes through the savepoint too
+	randomSpecs := randomSpecs(rand.New(rand.NewPCG(7, 7)), "rnd", 4, specShape{typeField: "kind", window: [2]int{100, 1000}, always: true})
+	for _, s := range randomSpecs {
+		if _, err := ca.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)})); err != nil {
+			t.Fatalf("deploy %s: %v", s, err)
+		}
+	}
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[:half])
 	// wait until the first half is applied
 	checkFor(t, 30*time.Second, func() error {
@@ -58,7 +67,8 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sp.Msg.Savepoint.ShardCount != 1 || len(sp.Msg.Savepoint.SourcePositions) != 1 || sp.Msg.Savepoint.SourcePositions[0].Sequence == 0 {
+	// bank, and the sources re-keyed by region that random patterns read
+	if sp.Msg.Savepoint.ShardCount != 1 || len(sp.Msg.Savepoint.SourcePositions) == 0 || sp.Msg.Savepoint.SourcePositions[0].Source != "bank" || sp.Msg.Savepoint.SourcePositions[0].Sequence == 0 {
 		t.Fatalf("savepoint: %+v", sp.Msg.Savepoint)
 	}
 	a.Close()
@@ -103,5 +113,22 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("output across the restore (%d records) differs from the offline engine (%d)", len(got), len(want))
+	}
+	producing := 0
+	for i, s := range randomSpecs {
+		want := withoutIDs(offline(t, s, lines))
+		if len(want) > 0 {
+			producing++
+		}
+		got := withoutIDs(waitOutputs(t, ns.ClientURL(), fmt.Sprintf("cep.out.rnd%d", i), len(want), 60*time.Second))
+		t.Logf("rnd%d: %d records on NATS, %d from the offline engine", i, len(got), len(want))
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			onlyCluster, onlyOffline := diffSorted(got, want)
+			t.Errorf("rnd%d across the restore: %d records, the offline engine %d\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
+				i, len(got), len(want), s, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
+		}
+	}
+	if producing < len(randomSpecs)/2 {
+		t.Fatalf("only %d of %d random patterns produce records; they would prove little", producing, len(randomSpecs))
 	}
 }
