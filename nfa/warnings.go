@@ -36,16 +36,20 @@ func (p *Pattern) Warnings() []string {
 	if p.sql {
 		field = "WITHIN"
 	}
-	warn("", field, "none: a partial match that never completes keeps its events for ever, and so does its key; give the pattern a window")
+	if p.hasWindows {
+		warn("", field, "only previousAndCurrent windows, which bound their own stages: a partial match waiting at another stage that never completes keeps its events for ever, and so does its key; give the pattern a firstAndLast window")
+	} else {
+		warn("", field, "none: a partial match that never completes keeps its events for ever, and so does its key; give the pattern a window")
+	}
 	var visit func(prefix string, stages []Stage)
 	visit = func(prefix string, stages []Stage) {
 		for i, st := range stages {
 			path := prefix + st.Name
 			if i > 0 && st.Contiguity == "followedByAny" {
-				warn(path, "contiguity", "followedByAny without a window: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %d)", DefaultMaxPartialMatches)
+				warn(path, "contiguity", "followedByAny without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %d)", DefaultMaxPartialMatches)
 			}
 			if st.AllowCombinations {
-				warn(path, "allowCombinations", "without a window: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %d)", DefaultMaxPartialMatches)
+				warn(path, "allowCombinations", "without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %d)", DefaultMaxPartialMatches)
 			}
 			visit(path+"/", st.Group)
 		}

@@ -28,12 +28,17 @@ func TestWarnings(t *testing.T) {
 		}},
 		{"a window on a middle stage bounds the whole match", `{"name": "p", "key": "e.k", "stages": [{"name": "a"}, {"name": "b", "within": "1m"}, {"name": "c"}]}`, nil},
 		{"every waiting stage with a window of its own", `{"name": "p", "key": "e.k", "stages": [{"name": "a"}, {"name": "b", "within": "1m", "withinType": "previousAndCurrent"}]}`, nil},
+		{"a previous-and-current window on the last stage only", `{"name": "p", "key": "e.k", "within": "1m", "withinType": "previousAndCurrent", "stages": [{"name": "a"},
+			{"name": "b", "oneOrMore": true, "allowCombinations": true}, {"name": "c"}]}`, []string{
+			`pattern "p": field "within": only previousAndCurrent windows, which bound their own stages: a partial match waiting at another stage that never completes keeps its events for ever, and so does its key; give the pattern a firstAndLast window`,
+			`pattern "p": stage "b": field "allowCombinations": without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100000)`,
+		}},
 		{"multiplying without a window", `{"name": "p", "key": "e.k", "stages": [{"name": "a"},
 			{"name": "b", "contiguity": "followedByAny"},
 			{"name": "g", "contiguity": "followedBy", "group": [{"name": "c"}, {"name": "d", "oneOrMore": true, "allowCombinations": true}]}]}`, []string{
 			`pattern "p": field "within": none: a partial match that never completes keeps its events for ever, and so does its key; give the pattern a window`,
-			`pattern "p": stage "b": field "contiguity": followedByAny without a window: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100000)`,
-			`pattern "p": stage "g/d": field "allowCombinations": without a window: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100000)`,
+			`pattern "p": stage "b": field "contiguity": followedByAny without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100000)`,
+			`pattern "p": stage "g/d": field "allowCombinations": without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100000)`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,7 +43,7 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	}
 	// random patterns of other shapes (random_test.go) over the events'
 	// kind and v: their state goes through the savepoint too
-	randomSpecs := randomSpecs(rand.New(rand.NewPCG(7, 7)), "rnd", 4, specShape{typeField: "kind", window: [2]int{100, 1000}, always: true})
+	randomSpecs := randomSpecs(rand.New(rand.NewPCG(7, 7)), "rnd", 4, specShape{typeField: "kind", window: [2]int{100, 1000}, always: true, cadenceFree: true})
 	for _, s := range randomSpecs {
 		if _, err := ca.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)})); err != nil {
 			t.Fatalf("deploy %s: %v", s, err)

@@ -206,7 +206,7 @@ stages:
 	// events' kind and v, keyed by account or region, with windows: their
 	// state is snapshotted, restored and replayed through the kills too
 	rng := rand.New(rand.NewPCG(42, 1))
-	randomSpecs := randomSpecs(rng, "rnd", 6, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true})
+	randomSpecs := randomSpecs(rng, "rnd", 6, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true, cadenceFree: true})
 	for _, s := range randomSpecs {
 		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)})); err != nil {
 			t.Fatalf("deploy %s: %v", s, err)
