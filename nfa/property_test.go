@@ -11,6 +11,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/cepcluster/cep/internal/multiset"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -341,26 +342,7 @@ func TestWatermarkCadenceDoesNotChangeRecords(t *testing.T) {
 }
 
 // multisetDiff returns what a has more of than b, and b more than a.
-func multisetDiff(a, b []string) (onlyA, onlyB []string) {
-	n := map[string]int{}
-	for _, x := range a {
-		n[x]++
-	}
-	for _, x := range b {
-		n[x]--
-	}
-	for x, c := range n {
-		for ; c > 0; c-- {
-			onlyA = append(onlyA, x)
-		}
-		for ; c < 0; c++ {
-			onlyB = append(onlyB, x)
-		}
-	}
-	sort.Strings(onlyA)
-	sort.Strings(onlyB)
-	return onlyA, onlyB
-}
+func multisetDiff(a, b []string) (onlyA, onlyB []string) { return multiset.Diff(a, b) }
 
 // Every buffered event stays reachable by some partial match along edges
 // its version may follow: edges of branches that ended are released

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/internal/multiset"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -72,7 +73,7 @@ func TestRandomPatternsEqualOffline(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // anything more than the offline engine's would show now
 		got := withoutIDs(outputs(t, n.NATSURL(), subject))
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			onlyCluster, onlyOffline := diffSorted(got, want)
+			onlyCluster, onlyOffline := multiset.Diff(got, want)
 			t.Errorf("pattern r%d (seed %d): %d records, the offline engine %d\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
 				i, seed, len(got), len(want), spec, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
 		}
@@ -250,23 +251,4 @@ func randomEvents(r *rand.Rand, n int) []string {
 			i, acc, acc%2, string(rune('A'+r.IntN(4))), r.IntN(100), evTs))
 	}
 	return lines
-}
-
-func diffSorted(a, b []string) (onlyA, onlyB []string) {
-	n := map[string]int{}
-	for _, x := range a {
-		n[x]++
-	}
-	for _, x := range b {
-		n[x]--
-	}
-	for x, c := range n {
-		for ; c > 0; c-- {
-			onlyA = append(onlyA, x)
-		}
-		for ; c < 0; c++ {
-			onlyB = append(onlyB, x)
-		}
-	}
-	return
 }

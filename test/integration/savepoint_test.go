@@ -11,6 +11,7 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/internal/multiset"
 )
 
 // A savepoint of a one-shard cluster restores into a fresh cluster with
@@ -123,7 +124,7 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 		got := withoutIDs(waitOutputs(t, ns.ClientURL(), fmt.Sprintf("cep.out.rnd%d", i), len(want), 60*time.Second))
 		t.Logf("rnd%d: %d records on NATS, %d from the offline engine", i, len(got), len(want))
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			onlyCluster, onlyOffline := diffSorted(got, want)
+			onlyCluster, onlyOffline := multiset.Diff(got, want)
 			t.Errorf("rnd%d across the restore: %d records, the offline engine %d\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
 				i, len(got), len(want), s, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
 		}

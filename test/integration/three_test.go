@@ -19,6 +19,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/multiset"
 	"github.com/cepcluster/cep/internal/testcerts"
 )
 
@@ -285,7 +286,7 @@ stages:
 		got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out."+tc.name, len(want), 60*time.Second))
 		t.Logf("%s: %d events, %d records on NATS, %d from the offline engine", tc.name, len(lines), len(got), len(want))
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			onlyCluster, onlyOffline := diffSorted(got, want)
+			onlyCluster, onlyOffline := multiset.Diff(got, want)
 			t.Fatalf("%s: cluster output (%d records) differs from the offline engine (%d records)\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
 				tc.name, len(got), len(want), tc.spec, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
 		}
