@@ -1,0 +1,156 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/internal/multiset"
+	"github.com/cepcluster/cep/nfa"
+)
+
+// MATCH_RECOGNIZE queries deployed to a node — the README's example and
+// random ones (quantifiers greedy and reluctant, PREV/FIRST/LAST and
+// aggregates in DEFINE and MEASURES, each skip, with and without WITHIN,
+// a select list or *) — over one stream of ticks with some disorder: each
+// query's rows on NATS are exactly those the offline engine produces.
+func TestQueriesEqualOffline(t *testing.T) {
+	example, err := os.ReadFile("../../examples/v-shape.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries := map[string]string{"v-shape": string(example)}
+	r := rand.New(rand.NewPCG(11, 3))
+	for len(queries) < 13 {
+		name := fmt.Sprintf("q%d", len(queries))
+		q := randomQuery(r)
+		if _, err := nfa.CompileSQL(q, name); err != nil {
+			continue // what Flink refuses (a greedy quantifier last, say): draw again
+		}
+		queries[name] = q
+	}
+	var lines []string
+	ts := 1000
+	for i := range 600 {
+		ts += 1 + r.IntN(3)
+		evTs := ts
+		if r.IntN(10) == 0 {
+			evTs -= 1 + r.IntN(3)
+		}
+		lines = append(lines, fmt.Sprintf(`{"id":%d,"symbol":"S%d","kind":%q,"price":%d,"ts":%d}`,
+			i, r.IntN(4), string(rune('A'+r.IntN(3))), 10+r.IntN(20), evTs))
+	}
+
+	n := startNode(t, t.TempDir(), "", 1)
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newClients(n.APIAddr())
+	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "ticker", Key: "e.symbol"})); err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range queries {
+		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: q, Name: name, Format: cepv1.SpecFormat_SPEC_FORMAT_SQL})); err != nil {
+			t.Fatalf("deploy %s: %v\n%s", name, err, q)
+		}
+	}
+	publish(t, n.NATSURL(), "ticker", func(e map[string]any) string { return fmt.Sprint(e["symbol"]) }, lines)
+
+	producing := 0
+	for name, q := range queries {
+		p, err := nfa.CompileSQL(q, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := nfa.NewRunner(p)
+		var want []string
+		for _, l := range lines {
+			recs, err := run.Line([]byte(l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range recs {
+				b, _ := recs[i].AppendJSON(nil)
+				want = append(want, string(b))
+			}
+		}
+		want = withoutIDs(want)
+		if slices.ContainsFunc(want, func(r string) bool { return strings.HasPrefix(r, `{"type":"match"`) }) {
+			producing++
+		}
+		subject := "cep.out." + name
+		deadline := time.Now().Add(30 * time.Second)
+		for outputCount(t, n.NATSURL(), subject) < len(want) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		got := withoutIDs(outputs(t, n.NATSURL(), subject))
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			onlyCluster, onlyOffline := multiset.Diff(got, want)
+			t.Errorf("query %s: %d rows on NATS, the offline engine %d\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
+				name, len(got), len(want), q, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
+		}
+	}
+	if producing < len(queries)/3 {
+		t.Fatalf("only %d of %d queries match anything; the test would prove little", producing, len(queries))
+	}
+}
+
+// randomQuery draws a MATCH_RECOGNIZE query over ticks {symbol, kind,
+// price, ts}.
+func randomQuery(r *rand.Rand) string {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	vars := []string{"A", "B", "C"}[:2+r.IntN(2)]
+	var pattern, defines []string
+	for i, v := range vars {
+		q := pick("", "", "+", "*", "?", "{2}", "{1,3}", "+?", "{2,}")
+		if i == 0 && (q == "*" || q == "?") {
+			q = "" // a pattern that can match nothing is refused
+		}
+		pattern = append(pattern, v+q)
+		cond := fmt.Sprintf("%s.kind = '%s'", v, pick("A", "B", "C"))
+		switch r.IntN(4) {
+		case 1:
+			cond += fmt.Sprintf(" AND %s.price > PREV(%s.price)", v, v)
+		case 2:
+			cond += fmt.Sprintf(" AND %s.price >= FIRST(A.price)", v)
+		case 3:
+			cond += fmt.Sprintf(" AND (LAST(%s.price, 1) IS NULL OR %s.price < LAST(%s.price, 1))", v, v, v)
+		}
+		defines = append(defines, fmt.Sprintf("%s AS %s", v, cond))
+	}
+	last := vars[len(vars)-1]
+	measures := []string{
+		"FIRST(A.price) AS first_a",
+		fmt.Sprintf("LAST(%s.price) AS last_%s", last, strings.ToLower(last)),
+		fmt.Sprintf("COUNT(%s.price) AS n_%s", vars[1], strings.ToLower(vars[1])),
+		fmt.Sprintf("AVG(%s.price) AS avg_%s", vars[1], strings.ToLower(vars[1])),
+		"MATCH_ROWTIME() AS end_ts",
+	}
+	skip := pick("PAST LAST ROW", "TO NEXT ROW", "TO FIRST "+last, "TO LAST "+vars[1])
+	within := ""
+	if r.IntN(2) == 0 {
+		within = fmt.Sprintf(" WITHIN INTERVAL '%d' SECOND", 1+r.IntN(3))
+	}
+	sel := "*"
+	if r.IntN(3) == 0 {
+		sel = "symbol, first_a, end_ts"
+	}
+	return fmt.Sprintf(`SELECT %s
+FROM ticker
+MATCH_RECOGNIZE (
+    PARTITION BY symbol
+    ORDER BY ts
+    MEASURES %s
+    ONE ROW PER MATCH
+    AFTER MATCH SKIP %s
+    PATTERN (%s)%s
+    DEFINE %s
+) AS m`, sel, strings.Join(measures, ", "), skip, strings.Join(pattern, " "), within, strings.Join(defines, ", "))
+}
