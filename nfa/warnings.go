@@ -1,6 +1,10 @@
 package nfa
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cepcluster/cep/internal/thousands"
+)
 
 // Warnings lists what is valid in the pattern but likely to hurt in
 // production, one line each, naming the stage and field as errors do:
@@ -46,10 +50,10 @@ func (p *Pattern) Warnings() []string {
 		for i, st := range stages {
 			path := prefix + st.Name
 			if i > 0 && st.Contiguity == "followedByAny" {
-				warn(path, "contiguity", "followedByAny without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %d)", DefaultMaxPartialMatches)
+				warn(path, "contiguity", "followedByAny without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %s)", thousands.Format(DefaultMaxPartialMatches))
 			}
 			if st.AllowCombinations {
-				warn(path, "allowCombinations", "without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %d)", DefaultMaxPartialMatches)
+				warn(path, "allowCombinations", "without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %s)", thousands.Format(DefaultMaxPartialMatches))
 			}
 			visit(path+"/", st.Group)
 		}

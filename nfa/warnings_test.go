@@ -31,14 +31,14 @@ func TestWarnings(t *testing.T) {
 		{"a previous-and-current window on the last stage only", `{"name": "p", "key": "e.k", "within": "1m", "withinType": "previousAndCurrent", "stages": [{"name": "a"},
 			{"name": "b", "oneOrMore": true, "allowCombinations": true}, {"name": "c"}]}`, []string{
 			`pattern "p": field "within": only previousAndCurrent windows, which bound their own stages: a partial match waiting at another stage that never completes keeps its events for ever, and so does its key; give the pattern a firstAndLast window`,
-			`pattern "p": stage "b": field "allowCombinations": without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100000)`,
+			`pattern "p": stage "b": field "allowCombinations": without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100,000)`,
 		}},
 		{"multiplying without a window", `{"name": "p", "key": "e.k", "stages": [{"name": "a"},
 			{"name": "b", "contiguity": "followedByAny"},
 			{"name": "g", "contiguity": "followedBy", "group": [{"name": "c"}, {"name": "d", "oneOrMore": true, "allowCombinations": true}]}]}`, []string{
 			`pattern "p": field "within": none: a partial match that never completes keeps its events for ever, and so does its key; give the pattern a window`,
-			`pattern "p": stage "b": field "contiguity": followedByAny without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100000)`,
-			`pattern "p": stage "g/d": field "allowCombinations": without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100000)`,
+			`pattern "p": stage "b": field "contiguity": followedByAny without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100,000)`,
+			`pattern "p": stage "g/d": field "allowCombinations": without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most 100,000)`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
