@@ -21,6 +21,7 @@ type runOptions struct {
 	input          string
 	finalWatermark bool
 	maxPartial     int
+	stats          bool // run only: each pattern's counts on stderr at the end
 }
 
 func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
@@ -46,6 +47,7 @@ At the end of the input every buffered event is processed and, unless
 		},
 	}
 	opts.addFlags(cmd)
+	cmd.Flags().BoolVar(&opts.stats, "stats", false, "at the end, write each pattern's counts to stderr (events, late events, matches, timeouts, and the state left)")
 	return cmd
 }
 
@@ -67,6 +69,16 @@ func (o *runOptions) newRunner(patterns []*nfa.Pattern) *nfa.Runner {
 		m.MaxPartialMatches = o.maxPartial
 	}
 	return r
+}
+
+// writeStats writes a line of counts per pattern to w.
+func writeStats(w io.Writer, r *nfa.Runner) {
+	for _, m := range r.Matchers() {
+		st := m.Stats()
+		partial, buffered := m.Totals()
+		fmt.Fprintf(w, "cepctl: pattern %s: events %s, late %s, matches %s, timeouts %s; left: %s partial matches and %s buffered events on %s keys\n",
+			m.Pattern().Name(), group(st.Events), group(st.Late), group(st.Matches), group(st.Timeouts), group(uint64(partial)), group(uint64(buffered)), group(uint64(m.Keys())))
+	}
 }
 
 // warn writes a line to w for each pattern whose output is not the whole
@@ -165,6 +177,9 @@ func runRun(d *deps, opts *runOptions) error {
 		return err
 	}
 	opts.warn(d.stderr, r)
+	if opts.stats {
+		writeStats(d.stderr, r)
+	}
 	return nil
 }
 

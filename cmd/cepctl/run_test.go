@@ -184,6 +184,39 @@ func TestRunReadsWindowsText(t *testing.T) {
 	}
 }
 
+// --stats counts what the records show: matches, timeouts and late
+// events as printed, every event that was not late, and the state left
+// (without the final watermark: the partial match of b and its event).
+func TestRunStats(t *testing.T) {
+	p := write(t, "p.yaml", loginPattern)
+	in := `{"user":"a","type":"LOGIN","ts":1000}
+{"user":"b","type":"LOGIN","ts":1500}
+{"user":"a","type":"FAIL","ts":2000}
+{"user":"a","type":"LOGOUT","ts":4000}
+{"user":"c","type":"LOGIN","ts":900}
+{"user":"c","type":"LOGIN","ts":5000}
+`
+	for _, tc := range []struct {
+		final bool
+		want  string
+	}{
+		{true, "cepctl: pattern login-fail: events 5, late 1, matches 1, timeouts 2; left: 0 partial matches and 0 buffered events on 0 keys\n"},
+		{false, "cepctl: pattern login-fail: events 5, late 1, matches 1, timeouts 0; left: 2 partial matches and 2 buffered events on 2 keys\n"},
+	} {
+		out, errOut, code := run(t, in, "run", "-p", p, "--stats", "--final-watermark="+fmt.Sprint(tc.final))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		counts := fmt.Sprintf("matches %d, timeouts %d, late %d", strings.Count(out, `"type":"match"`), strings.Count(out, `"type":"timeout"`), strings.Count(out, `"type":"late"`))
+		if want := map[bool]string{true: "matches 1, timeouts 2, late 1", false: "matches 1, timeouts 0, late 1"}[tc.final]; counts != want {
+			t.Errorf("final=%v: printed %s, want %s:\n%s", tc.final, counts, want, out)
+		}
+		if errOut != tc.want {
+			t.Errorf("final=%v: stderr %q, want %q", tc.final, errOut, tc.want)
+		}
+	}
+}
+
 func TestRunErrors(t *testing.T) {
 	good := write(t, "p.yaml", loginPattern)
 	bad := write(t, "bad.yaml", "name: x\nstages:\n  - name: a\n    until: e.x == 1\n")
