@@ -617,7 +617,7 @@ func (r *runner) watchStreams(ctx context.Context) {
 // Called by the leader (watchStreams), so a shard logs it once.
 func (r *runner) logPatternErrors() {
 	var patterns []shard.PatternInfo
-	r.sh.FSM().View(func(s *shard.State, _ uint64) { patterns = s.Patterns() })
+	r.sh.FSM().View(func(s *shard.State, _ uint64) { patterns = s.PatternFailures() })
 	for _, p := range patterns {
 		seen := r.logged[p.Name]
 		if p.FirstConditionError != "" && p.FirstConditionError != seen[0] {

@@ -207,6 +207,22 @@ func (s *State) Patterns() []PatternInfo {
 	return out
 }
 
+// PatternFailures lists, per deployed pattern, only what PatternInfo says
+// of failed conditions and emitted fields: without Patterns' walk over
+// every key for the state's size, for a caller that looks often.
+func (s *State) PatternFailures() []PatternInfo {
+	out := make([]PatternInfo, 0, len(s.patterns))
+	for _, p := range s.patterns {
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version}
+		info.addStats(p.m)
+		for _, d := range p.draining {
+			info.addStats(d.m)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
 func (info *PatternInfo) addStats(m *nfa.Matcher) {
 	st := m.Stats()
 	info.Dropped += st.Dropped

@@ -312,3 +312,30 @@ func TestRecordIDTellsStagesApart(t *testing.T) {
 		}
 	}
 }
+
+// PatternFailures says what Patterns says of failed conditions and emitted
+// fields, counted as the matcher counts them (here: every event lacks the
+// field a condition reads).
+func TestPatternFailures(t *testing.T) {
+	s := NewState(0, 15, 16)
+	spec := `{"name":"amounts","key":"e.k","time":"e.ts","emit":{"c":"e.currency"},"stages":[{"name":"a","where":"e.amount > 1"},{"name":"b","where":"e.t == \"B\""}]}`
+	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset), deployOp(spec, 1, PolicyReset)}})
+	s.Apply(&Batch{Ops: []Op{eventsOp(ev(1, "x", "A", 10), ev(2, "x", "B", 20), ev(3, "y", "A", 30), ev(4, "y", "C", 40))}})
+	full, failures := s.Patterns(), s.PatternFailures()
+	if len(full) != 2 || len(failures) != 2 {
+		t.Fatalf("%d patterns, %d with failures", len(full), len(failures))
+	}
+	for i, f := range failures {
+		p := full[i]
+		if f.Name != p.Name || f.Version != p.Version || f.ConditionErrors != p.ConditionErrors || f.EmitErrors != p.EmitErrors ||
+			f.FirstConditionError != p.FirstConditionError || f.FirstEmitError != p.FirstEmitError {
+			t.Errorf("PatternFailures %+v, Patterns %+v", f, p)
+		}
+	}
+	if f := failures[1]; f.Name != "amounts" || f.ConditionErrors == 0 || f.FirstConditionError != "e.amount > 1: no such key: amount" {
+		t.Errorf("amounts: %+v", f)
+	}
+	if f := failures[0]; f.Name != "ab" || f.ConditionErrors != 0 || f.FirstConditionError != "" {
+		t.Errorf("ab: %+v", f)
+	}
+}
