@@ -8,11 +8,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +30,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/multiset"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 )
@@ -265,6 +268,37 @@ func outputs(t *testing.T, natsURL, subject string) []string {
 	return out
 }
 
+// waitApplied waits until each of the node's shard replicas (shards of
+// them; the node at addr) has applied the deployments of the named
+// patterns, which its metrics then list: DeployPattern returns once the
+// metadata group has a deployment, and events a shard logs before it are
+// not the pattern's.
+func waitApplied(t *testing.T, addr string, shards int, names ...string) {
+	t.Helper()
+	waitAppliedAt(t, http.DefaultClient, "http://"+addr, shards, names...)
+}
+
+// waitAppliedAt is waitApplied for the node at base ("https://…" with a
+// client that trusts it, for a node on TLS).
+func waitAppliedAt(t *testing.T, hc *http.Client, base string, shards int, names ...string) {
+	t.Helper()
+	checkFor(t, 30*time.Second, func() error {
+		res, err := hc.Get(base + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		for _, name := range names {
+			re := regexp.MustCompile(`(?m)^cep_condition_errors_total\{[^}]*pattern="` + regexp.QuoteMeta(name) + `"[^}]*\} `)
+			if n := len(re.FindAllIndex(b, -1)); n < shards {
+				return fmt.Errorf("pattern %s applied by %d of %d shards", name, n, shards)
+			}
+		}
+		return nil
+	})
+}
+
 // offline runs the engine over the events as `cepctl run` does, without the
 // final watermark, and returns the JSON of the records (no ids).
 func offline(t *testing.T, spec []byte, lines []string) []string {
@@ -273,6 +307,12 @@ func offline(t *testing.T, spec []byte, lines []string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return offlineRun(t, p, lines)
+}
+
+// offlineRun is offline for a compiled pattern or query.
+func offlineRun(t *testing.T, p *nfa.Pattern, lines []string) []string {
+	t.Helper()
 	r := nfa.NewRunner(p)
 	var out []string
 	for _, l := range lines {
@@ -287,6 +327,20 @@ func offline(t *testing.T, spec []byte, lines []string) []string {
 	}
 	return out
 }
+
+// differsFromOffline reports, for a failure message, how records on NATS
+// (got) differ from the offline engine's (want), ids aside and in any
+// order, with the pattern or query: "" when they are the same.
+func differsFromOffline(got, want []string, spec string) string {
+	if strings.Join(got, "\n") == strings.Join(want, "\n") {
+		return ""
+	}
+	onlyCluster, onlyOffline := multiset.Diff(got, want)
+	return fmt.Sprintf("%d records on NATS, the offline engine %d\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
+		len(got), len(want), spec, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
+}
+
+func firstLines(s []string, n int) string { return strings.Join(s[:min(n, len(s))], "\n     ") }
 
 // publishAndCompare publishes the events of accounts to the source
 // "bank" and waits until the pattern's subject holds what the offline

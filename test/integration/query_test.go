@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/internal/multiset"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -60,6 +60,7 @@ func TestQueriesEqualOffline(t *testing.T) {
 			t.Fatalf("deploy %s: %v\n%s", name, err, q)
 		}
 	}
+	waitApplied(t, n.APIAddr(), 1, slices.Collect(maps.Keys(queries))...)
 	publish(t, n.NATSURL(), "ticker", func(e map[string]any) string { return fmt.Sprint(e["symbol"]) }, lines)
 
 	producing := 0
@@ -68,18 +69,7 @@ func TestQueriesEqualOffline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := nfa.NewRunner(p)
-		var want []string
-		for _, l := range lines {
-			recs, err := run.Line([]byte(l))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range recs {
-				b, _ := recs[i].AppendJSON(nil)
-				want = append(want, string(b))
-			}
-		}
+		want := offlineRun(t, p, lines)
 		want = withoutIDs(want)
 		if slices.ContainsFunc(want, func(r string) bool { return strings.HasPrefix(r, `{"type":"match"`) }) {
 			producing++
@@ -91,10 +81,8 @@ func TestQueriesEqualOffline(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		got := withoutIDs(outputs(t, n.NATSURL(), subject))
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			onlyCluster, onlyOffline := multiset.Diff(got, want)
-			t.Errorf("query %s: %d rows on NATS, the offline engine %d\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
-				name, len(got), len(want), q, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
+		if d := differsFromOffline(got, want, q); d != "" {
+			t.Errorf("query %s: %s", name, d)
 		}
 	}
 	if producing < len(queries)/3 {

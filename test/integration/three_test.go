@@ -19,7 +19,6 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
-	"github.com/cepcluster/cep/internal/multiset"
 	"github.com/cepcluster/cep/internal/testcerts"
 )
 
@@ -124,6 +123,7 @@ func killLeaders(t *testing.T, useTLS bool) {
 		peers = append(peers, p.id+"="+p.raft+"="+p.api)
 	}
 	newClients := newClients
+	var metricsClient *http.Client
 	var ca *testcerts.Authority
 	if useTLS {
 		var err error
@@ -137,6 +137,7 @@ func killLeaders(t *testing.T, useTLS bool) {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
 		hc := &http.Client{Transport: tr}
+		metricsClient = hc
 		newClients = func(addr string, opts ...connect.ClientOption) clients {
 			return clientsAt(hc, "https://"+addr, opts...)
 		}
@@ -229,6 +230,20 @@ stages:
 		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","region":"filler-%d","user":"filler-%d","type":"NOISE","kind":"N","v":0,"ts":%d}`, i, i, i, ts+1_000_000))
 	}
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	// every shard has the deployments before the events come
+	shards, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"lfl", "lfl-user"}
+	for i := range randomSpecs {
+		names = append(names, fmt.Sprintf("rnd%d", i))
+	}
+	base, hc := "http://"+procs[0].api, http.DefaultClient
+	if useTLS {
+		base, hc = "https://"+procs[0].api, metricsClient
+	}
+	waitAppliedAt(t, hc, base, len(shards.Msg.Shards), names...)
 	// publish in chunks, killing a shard leader between chunks
 	chunks := 2 * kills
 	per := len(lines) / chunks
@@ -285,10 +300,8 @@ stages:
 		}
 		got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out."+tc.name, len(want), 60*time.Second))
 		t.Logf("%s: %d events, %d records on NATS, %d from the offline engine", tc.name, len(lines), len(got), len(want))
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			onlyCluster, onlyOffline := multiset.Diff(got, want)
-			t.Fatalf("%s: cluster output (%d records) differs from the offline engine (%d records)\n%s\nonly on NATS (%d): %s\nonly offline (%d): %s",
-				tc.name, len(got), len(want), tc.spec, len(onlyCluster), firstLines(onlyCluster, 5), len(onlyOffline), firstLines(onlyOffline, 5))
+		if d := differsFromOffline(got, want, string(tc.spec)); d != "" {
+			t.Fatalf("%s: the cluster's output differs from the offline engine's: %s", tc.name, d)
 		}
 	}
 }
