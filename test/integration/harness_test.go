@@ -225,6 +225,40 @@ func waitOutputs(t *testing.T, natsURL, subject string, n int, timeout time.Dura
 	return outputs(t, natsURL, subject)
 }
 
+// compareEachWithOffline checks that the records of each spec on NATS
+// (subject cep.out.<prefix><i>) equal those the offline engine produces
+// from lines, and returns how many specs produce any.
+func compareEachWithOffline(t *testing.T, natsURL, prefix string, specs [][]byte, lines []string, context string) (producing int) {
+	t.Helper()
+	for i, spec := range specs {
+		want := withoutIDs(offline(t, spec, lines))
+		if len(want) > 0 {
+			producing++
+		}
+		name := fmt.Sprintf("%s%d", prefix, i)
+		got := withoutIDs(outputsOnceThere(t, natsURL, "cep.out."+name, len(want), 30*time.Second))
+		t.Logf("%s: %d records on NATS, %d from the offline engine", name, len(got), len(want))
+		if d := differsFromOffline(got, want, string(spec)); d != "" {
+			t.Errorf("%s %s: %s", name, context, d)
+		}
+	}
+	return producing
+}
+
+// outputsOnceThere reads the records on a subject once there are n of
+// them or timeout has passed, and a moment later, so that records beyond
+// the n expected show too; unlike waitOutputs it leaves judging the
+// difference to the caller.
+func outputsOnceThere(t *testing.T, natsURL, subject string, n int, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for outputCount(t, natsURL, subject) < n && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	return outputs(t, natsURL, subject)
+}
+
 // outputs reads every record on a subject of the output stream.
 func outputs(t *testing.T, natsURL, subject string) []string {
 	t.Helper()

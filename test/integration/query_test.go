@@ -75,12 +75,7 @@ func TestQueriesEqualOffline(t *testing.T) {
 			producing++
 		}
 		subject := "cep.out." + name
-		deadline := time.Now().Add(30 * time.Second)
-		for outputCount(t, n.NATSURL(), subject) < len(want) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		time.Sleep(100 * time.Millisecond)
-		got := withoutIDs(outputs(t, n.NATSURL(), subject))
+		got := withoutIDs(outputsOnceThere(t, n.NATSURL(), subject, len(want), 30*time.Second))
 		if d := differsFromOffline(got, want, q); d != "" {
 			t.Errorf("query %s: %s", name, d)
 		}

@@ -63,23 +63,7 @@ func TestRandomPatternsEqualOffline(t *testing.T) {
 	waitApplied(t, n.APIAddr(), 1, names...)
 	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 
-	producing := 0
-	for i, spec := range specs {
-		want := withoutIDs(offline(t, spec, lines))
-		if len(want) > 0 {
-			producing++
-		}
-		subject := fmt.Sprintf("cep.out.r%d", i)
-		deadline := time.Now().Add(30 * time.Second)
-		for outputCount(t, n.NATSURL(), subject) < len(want) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		time.Sleep(100 * time.Millisecond) // anything more than the offline engine's would show now
-		got := withoutIDs(outputs(t, n.NATSURL(), subject))
-		if d := differsFromOffline(got, want, string(spec)); d != "" {
-			t.Errorf("pattern r%d (seed %d): %s", i, seed, d)
-		}
-	}
+	producing := compareEachWithOffline(t, n.NATSURL(), "r", specs, lines, fmt.Sprintf("(seed %d)", seed))
 	if producing < count/2 {
 		t.Fatalf("only %d of %d patterns produce records; the test would prove little", producing, count)
 	}

@@ -115,24 +115,7 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("output across the restore (%d records) differs from the offline engine (%d)", len(got), len(want))
 	}
-	producing := 0
-	for i, s := range randomSpecs {
-		want := withoutIDs(offline(t, s, lines))
-		if len(want) > 0 {
-			producing++
-		}
-		subject := fmt.Sprintf("cep.out.rnd%d", i)
-		deadline := time.Now().Add(30 * time.Second)
-		for outputCount(t, ns.ClientURL(), subject) < len(want) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		time.Sleep(100 * time.Millisecond)
-		got := withoutIDs(outputs(t, ns.ClientURL(), subject))
-		t.Logf("rnd%d: %d records on NATS, %d from the offline engine", i, len(got), len(want))
-		if d := differsFromOffline(got, want, string(s)); d != "" {
-			t.Errorf("rnd%d across the restore: %s", i, d)
-		}
-	}
+	producing := compareEachWithOffline(t, ns.ClientURL(), "rnd", randomSpecs, lines, "across the restore")
 	if producing < len(randomSpecs)/2 {
 		t.Fatalf("only %d of %d random patterns produce records; they would prove little", producing, len(randomSpecs))
 	}
