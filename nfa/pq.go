@@ -158,7 +158,8 @@ func (q *csQueue) checkSorted() {
 
 // removeIf removes every element for which drop returns true, keeping the
 // survivors in array order and re-heapifying, as PriorityQueue.removeAll does.
-// (A sorted array stays as it is: it is a heap already.)
+// (A sorted array stays as it is: it is a heap already.) drop is called once
+// for each element, in array order: capPartial's counts on it.
 func (q *csQueue) removeIf(drop func(*compState) bool) {
 	i := 0
 	for i < len(q.a) && !drop(q.a[i].cs) {

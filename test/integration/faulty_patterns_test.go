@@ -69,12 +69,7 @@ func offlineStats(t *testing.T, spec []byte, lines []string) nfa.Stats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := nfa.NewRunner(p)
-	for _, l := range lines {
-		if _, err := r.Line([]byte(l)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r, _ := offlineRunner(t, p, lines)
 	return r.Matchers()[0].Stats()
 }
 

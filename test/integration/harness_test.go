@@ -347,6 +347,14 @@ func offline(t *testing.T, spec []byte, lines []string) []string {
 // offlineRun is offline for a compiled pattern or query.
 func offlineRun(t *testing.T, p *nfa.Pattern, lines []string) []string {
 	t.Helper()
+	_, out := offlineRunner(t, p, lines)
+	return out
+}
+
+// offlineRunner is offlineRun, also returning the runner (its matchers'
+// statistics).
+func offlineRunner(t *testing.T, p *nfa.Pattern, lines []string) (*nfa.Runner, []string) {
+	t.Helper()
 	r := nfa.NewRunner(p)
 	var out []string
 	for _, l := range lines {
@@ -359,7 +367,7 @@ func offlineRun(t *testing.T, p *nfa.Pattern, lines []string) []string {
 			out = append(out, string(b))
 		}
 	}
-	return out
+	return r, out
 }
 
 // differsFromOffline reports, for a failure message, how records on NATS
@@ -387,8 +395,8 @@ func publishAndCompare(t *testing.T, natsURL string, spec []byte, subject string
 		t.Fatal("the offline run produced nothing; the test would prove nothing")
 	}
 	got := withoutIDs(waitOutputs(t, natsURL, subject, len(want), timeout))
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("cluster output differs from the offline engine:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	if d := differsFromOffline(got, want, string(spec)); d != "" {
+		t.Fatalf("cluster output differs from the offline engine: %s", d)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,27 +92,9 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if len(want) < 20 {
 		t.Fatalf("the offline run produced only %d records", len(want))
 	}
-	if os.Getenv("CEP_DEBUG") != "" {
-		time.Sleep(10 * time.Second)
-		g := withoutIDs(outputs(t, ns.ClientURL(), "cep.out.lfl"))
-		m := map[string]int{}
-		for _, x := range want {
-			m[x]++
-		}
-		for _, x := range g {
-			m[x]--
-		}
-		n := 0
-		for k, v := range m {
-			if v != 0 && n < 8 {
-				t.Logf("%+d %s", v, k)
-				n++
-			}
-		}
-	}
 	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("output across the restore (%d records) differs from the offline engine (%d)", len(got), len(want))
+	if d := differsFromOffline(got, want, string(spec)); d != "" {
+		t.Fatalf("output across the restore differs from the offline engine: %s", d)
 	}
 	producing := compareEachWithOffline(t, ns.ClientURL(), "rnd", randomSpecs, lines, "across the restore")
 	if producing < len(randomSpecs)/2 {
