@@ -77,6 +77,14 @@ type Config struct {
 	// HandOverAfter is how long a replica that is not its shard's preferred
 	// leader leads before handing leadership over (default 2s).
 	HandOverAfter time.Duration
+	// DeployWait bounds how long DeployPattern and UpdatePattern wait for
+	// every shard to run the new version before they return the shards
+	// that do not yet (default 10s; the request's deadline if sooner).
+	DeployWait time.Duration
+	// ReconcileDelay injects a fault for tests: a shard leader of this node
+	// waits this long after its metadata replica changes before proposing
+	// the deployments and deletions that follow into its shard's log.
+	ReconcileDelay time.Duration
 	// ApplyDelay injects a fault for tests: every shard state machine of
 	// this node sleeps this long before applying each log entry.
 	ApplyDelay time.Duration
@@ -140,6 +148,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandOverAfter == 0 {
 		c.HandOverAfter = 2 * time.Second
+	}
+	if c.DeployWait == 0 {
+		c.DeployWait = 10 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now

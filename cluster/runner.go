@@ -367,6 +367,13 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 	if len(b.Ops) == 0 {
 		return nil
 	}
+	if d := r.n.cfg.ReconcileDelay; d > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
 	return r.sh.Propose(ctx, &b)
 }
 

@@ -259,7 +259,7 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 	if err != nil {
 		return nil, err
 	}
-	return &cepv1.DeployPatternResponse{Pattern: p, Warnings: warnings}, nil
+	return &cepv1.DeployPatternResponse{Pattern: p, Warnings: warnings, PendingShards: b.s.n.pendingShards(ctx, p.Name, p.Version)}, nil
 }
 
 func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
@@ -278,7 +278,7 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 	if err != nil {
 		return nil, err
 	}
-	return &cepv1.UpdatePatternResponse{Pattern: p, Warnings: warnings}, nil
+	return &cepv1.UpdatePatternResponse{Pattern: p, Warnings: warnings, PendingShards: b.s.n.pendingShards(ctx, p.Name, p.Version)}, nil
 }
 
 func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
@@ -492,6 +492,7 @@ func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) 
 		}
 		sh.FSM().View(func(st *shard.State, _ uint64) {
 			for _, p := range st.Patterns() {
+				s.Running = append(s.Running, &cepv1.PatternVersion{Name: p.Name, Version: p.Version})
 				s.Patterns++
 				s.PartialMatches += uint64(p.PartialMatches)
 				s.BufferedEvents += uint64(p.BufferedEvents)

@@ -237,6 +237,15 @@ func (info *PatternInfo) addStats(m *nfa.Matcher) {
 	}
 }
 
+// Version returns the version of the named pattern this state runs (a
+// draining older version does not count); ok is false when it runs none.
+func (s *State) Version(name string) (version uint64, ok bool) {
+	if _, p := s.find(name); p != nil {
+		return p.deploy.Version, true
+	}
+	return 0, false
+}
+
 func (s *State) find(name string) (int, *patternRT) {
 	i := sort.Search(len(s.patterns), func(i int) bool { return s.patterns[i].deploy.Name >= name })
 	if i < len(s.patterns) && s.patterns[i].deploy.Name == name {

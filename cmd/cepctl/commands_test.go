@@ -240,7 +240,7 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 		UpdateFunc: func(_ context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
 			updated = r
 			return &cepv1.UpdatePatternResponse{Pattern: samplePattern("login-fail", 2, cepv1.PatternState_PATTERN_STATE_DRAINING),
-				Warnings: []string{"update warning"}}, nil
+				Warnings: []string{"update warning"}, PendingShards: []uint32{2, 5}}, nil
 		},
 		DeleteFunc: func(_ context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
 			deleted = r
@@ -276,7 +276,7 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 
 	r = cepctl(t, url, "pattern", "update", doc, "--policy", "migrate").mustOK(t)
 	out = r.stdout
-	if r.stderr != "cepctl: warning: update warning\n" {
+	if r.stderr != "cepctl: warning: update warning\ncepctl: warning: pattern login-fail version 2 does not run yet on shard(s) 2, 5; each starts it once it has a leader, and events of its keys logged before then are not matched by this version\n" {
 		t.Errorf("update stderr %q", r.stderr)
 	}
 	if updated.GetPolicy() != cepv1.UpdatePolicy_UPDATE_POLICY_MIGRATE || updated.GetSpec() != loginPattern {

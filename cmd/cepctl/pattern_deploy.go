@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -23,8 +24,11 @@ func newPatternDeployCmd(d *deps, runF func(*patternDeployOptions) error) *cobra
 	cmd := &cobra.Command{
 		Use:   "deploy FILE",
 		Short: "Deploy a new pattern",
-		Long: `Deploy a new pattern at version 1. The call returns once the deploy is
-committed; shards start running it at one logged point each.`,
+		Long: `Deploy a new pattern at version 1. Each shard starts running it at one
+point of its log; the call returns once every shard does, so the pattern sees
+every event published after it returned. Shards that do not run it within the
+server's deploy wait (10 s by default: a shard without a leader, say) are
+named in a warning.`,
 		Example: `  cepctl pattern deploy login-fail.yaml
   cepctl pattern deploy queries/fraud.sql --output-subject alerts.fraud`,
 		Args: cobra.ExactArgs(1),
@@ -59,6 +63,7 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 	}
 	p := res.Msg.GetPattern()
 	writeWarnings(d.stderr, res.Msg.GetWarnings())
+	writePending(d.stderr, p, res.Msg.GetPendingShards())
 	if opts.Output != "table" {
 		return writeProto(d.stdout, opts.Output, p)
 	}
@@ -68,6 +73,20 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 		err = writeRekeyed(d.stdout, p)
 	}
 	return err
+}
+
+// writePending warns of the shards that did not run the deployed version
+// yet when the call returned.
+func writePending(w io.Writer, p *cepv1.Pattern, shards []uint32) {
+	if len(shards) == 0 {
+		return
+	}
+	ids := make([]string, len(shards))
+	for i, id := range shards {
+		ids[i] = fmt.Sprint(id)
+	}
+	fmt.Fprintf(w, "cepctl: warning: pattern %s version %d does not run yet on shard(s) %s; each starts it once it has a leader, and events of its keys logged before then are not matched by this version\n",
+		p.GetName(), p.GetVersion(), strings.Join(ids, ", "))
 }
 
 // writeRekeyed says which sources a pattern reads re-keyed, and through

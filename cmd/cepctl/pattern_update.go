@@ -35,7 +35,10 @@ what happens to its in-flight partial matches:
 
   drain    the old version finishes them while new ones start on the new one
   reset    they are dropped
-  migrate  they are kept where their stage names still exist`,
+  migrate  they are kept where their stage names still exist
+
+As with deploy, the call returns once every shard runs the new version, or
+names in a warning the shards that do not yet.`,
 		Example: `  cepctl pattern update login-fail.yaml --policy migrate`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -74,6 +77,7 @@ func runPatternUpdate(ctx context.Context, d *deps, opts *patternUpdateOptions) 
 	}
 	p := res.Msg.GetPattern()
 	writeWarnings(d.stderr, res.Msg.GetWarnings())
+	writePending(d.stderr, p, res.Msg.GetPendingShards())
 	if opts.Output != "table" {
 		return writeProto(d.stdout, opts.Output, p)
 	}

@@ -19,6 +19,8 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--tls-key", "k.pem", "--tls-ca", "ca.pem"}, "--tls-cert, --tls-key and --tls-ca go together"},
 		{[]string{"--tls-cert", dir + "/no.pem", "--tls-key", dir + "/no-key.pem", "--tls-ca", dir + "/ca.pem"}, "tls: certificate " + dir + "/no.pem"},
 		{[]string{"--outbox-limit", "0"}, "--outbox-limit must be at least 1"},
+		{[]string{"--deploy-wait", "0s"}, "--deploy-wait must be positive"},
+		{[]string{"--deploy-wait", "soon"}, "invalid value \"soon\" for flag -deploy-wait"},
 		{[]string{"--nats-ca", "ca.pem"}, "--nats-ca is for an external NATS server (--nats)"},
 		{[]string{"--id", "n9", "--peers", "n1=127.0.0.1:1=127.0.0.1:2"}, "--peers does not list this node (n9)"},
 		{[]string{"--log-level", "loud"}, "--log-level"},

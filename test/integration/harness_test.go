@@ -130,10 +130,21 @@ func deployOnBank(t *testing.T, ctx context.Context, n *cluster.Node, spec []byt
 	t.Helper()
 	c := newClients(n.APIAddr())
 	createBank(t, ctx, c)
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
-		t.Fatal(err)
-	}
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(spec)})
 	return c
+}
+
+// deploy deploys a pattern through c; the test fails unless every shard
+// runs it when the call returns, so events published next are all its.
+func deploy(t *testing.T, ctx context.Context, c clients, r *cepv1.DeployPatternRequest) {
+	t.Helper()
+	res, err := c.patterns.DeployPattern(ctx, req(r))
+	if err != nil {
+		t.Fatalf("deploy %s: %v\n%s", r.Name, err, r.Spec)
+	}
+	if p := res.Msg.PendingShards; len(p) > 0 {
+		t.Fatalf("deploy %s returned with shards %v not running it", res.Msg.Pattern.GetName(), p)
+	}
 }
 
 // jetStream connects to the NATS server at url until the test ends.
@@ -304,20 +315,12 @@ func outputs(t *testing.T, natsURL, subject string) []string {
 
 // waitApplied waits until each of the node's shard replicas (shards of
 // them; the node at addr) has applied the deployments of the named
-// patterns, which its metrics then list: DeployPattern returns once the
-// metadata group has a deployment, and events a shard logs before it are
-// not the pattern's.
+// patterns, which its metrics then list (after a deploy that returned
+// naming shards that did not run it yet).
 func waitApplied(t *testing.T, addr string, shards int, names ...string) {
 	t.Helper()
-	waitAppliedAt(t, http.DefaultClient, "http://"+addr, shards, names...)
-}
-
-// waitAppliedAt is waitApplied for the node at base ("https://…" with a
-// client that trusts it, for a node on TLS).
-func waitAppliedAt(t *testing.T, hc *http.Client, base string, shards int, names ...string) {
-	t.Helper()
 	checkFor(t, 30*time.Second, func() error {
-		res, err := hc.Get(base + "/metrics")
+		res, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			return err
 		}

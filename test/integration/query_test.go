@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -56,11 +55,8 @@ func TestQueriesEqualOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, q := range queries {
-		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: q, Name: name, Format: cepv1.SpecFormat_SPEC_FORMAT_SQL})); err != nil {
-			t.Fatalf("deploy %s: %v\n%s", name, err, q)
-		}
+		deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: q, Name: name, Format: cepv1.SpecFormat_SPEC_FORMAT_SQL})
 	}
-	waitApplied(t, n.APIAddr(), 1, slices.Collect(maps.Keys(queries))...)
 	publish(t, n.NATSURL(), "ticker", func(e map[string]any) string { return fmt.Sprint(e["symbol"]) }, lines)
 
 	producing := 0

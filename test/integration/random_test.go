@@ -52,15 +52,8 @@ func TestRandomPatternsEqualOffline(t *testing.T) {
 	defer cancel()
 	c := deployOnBank(t, ctx, n, specs[0])
 	for _, spec := range specs[1:] {
-		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
-			t.Fatalf("deploy:\n%s\n%v", spec, err)
-		}
+		deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(spec)})
 	}
-	var names []string
-	for i := range specs {
-		names = append(names, fmt.Sprintf("r%d", i))
-	}
-	waitApplied(t, n.APIAddr(), 1, names...)
 	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 
 	producing := compareEachWithOffline(t, n.NATSURL(), "r", specs, lines, fmt.Sprintf("(seed %d)", seed))

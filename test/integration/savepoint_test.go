@@ -37,18 +37,13 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if _, err := ca.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
-		t.Fatal(err)
-	}
+	deploy(t, ctx, ca, &cepv1.DeployPatternRequest{Spec: string(spec)})
 	// random patterns of other shapes (random_test.go) over the events'
 	// kind and v: their state goes through the savepoint too
 	randomSpecs := randomSpecs(rand.New(rand.NewPCG(7, 7)), "rnd", 4, specShape{typeField: "kind", window: [2]int{100, 1000}, always: true, cadenceFree: true})
 	for _, s := range randomSpecs {
-		if _, err := ca.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)})); err != nil {
-			t.Fatalf("deploy %s: %v", s, err)
-		}
+		deploy(t, ctx, ca, &cepv1.DeployPatternRequest{Spec: string(s)})
 	}
-	waitApplied(t, a.APIAddr(), 1, "lfl", "rnd0", "rnd1", "rnd2", "rnd3")
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[:half])
 	// wait until the first half is applied
 	checkFor(t, 30*time.Second, func() error {

@@ -123,7 +123,6 @@ func killLeaders(t *testing.T, useTLS bool) {
 		peers = append(peers, p.id+"="+p.raft+"="+p.api)
 	}
 	newClients := newClients
-	var metricsClient *http.Client
 	var ca *testcerts.Authority
 	if useTLS {
 		var err error
@@ -137,7 +136,6 @@ func killLeaders(t *testing.T, useTLS bool) {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
 		hc := &http.Client{Transport: tr}
-		metricsClient = hc
 		newClients = func(addr string, opts ...connect.ClientOption) clients {
 			return clientsAt(hc, "https://"+addr, opts...)
 		}
@@ -196,23 +194,22 @@ stages:
 		t.Fatalf("request without the token: %v", err)
 	}
 	for _, p := range procs { // at least one of them forwards to the leader
-		_, err := newClients(p.api, api.WithClientToken("s3cret")).patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)}))
+		res, err := newClients(p.api, api.WithClientToken("s3cret")).patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)}))
 		if err != nil && !strings.Contains(err.Error(), "already") {
 			t.Fatalf("deploy through %s: %v", p.id, err)
 		}
+		if err == nil && len(res.Msg.PendingShards) > 0 {
+			t.Fatalf("deploy through %s returned with shards %v not running it", p.id, res.Msg.PendingShards)
+		}
 	}
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(userSpec)})); err != nil {
-		t.Fatalf("deploy %s: %v", "lfl-user", err)
-	}
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(userSpec)})
 	// random patterns of other shapes (random_test.go) over the same
 	// events' kind and v, keyed by account or region, with windows: their
 	// state is snapshotted, restored and replayed through the kills too
 	rng := rand.New(rand.NewPCG(42, 1))
 	randomSpecs := randomSpecs(rng, "rnd", 6, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true, cadenceFree: true})
 	for _, s := range randomSpecs {
-		if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)})); err != nil {
-			t.Fatalf("deploy %s: %v", s, err)
-		}
+		deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(s)})
 	}
 	// events in time order: many accounts, each cycling through sessions
 	var lines []string
@@ -230,20 +227,6 @@ stages:
 		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","region":"filler-%d","user":"filler-%d","type":"NOISE","kind":"N","v":0,"ts":%d}`, i, i, i, ts+1_000_000))
 	}
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	// every shard has the deployments before the events come
-	shards, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{"lfl", "lfl-user"}
-	for i := range randomSpecs {
-		names = append(names, fmt.Sprintf("rnd%d", i))
-	}
-	base, hc := "http://"+procs[0].api, http.DefaultClient
-	if useTLS {
-		base, hc = "https://"+procs[0].api, metricsClient
-	}
-	waitAppliedAt(t, hc, base, len(shards.Msg.Shards), names...)
 	// publish in chunks, killing a shard leader between chunks
 	chunks := 2 * kills
 	per := len(lines) / chunks

@@ -576,6 +576,9 @@ type Shard struct {
 	// Output records the shard holds until JetStream has stored them; its
 	// leader stops reading at the node's outbox limit.
 	OutboxRecords uint64 `protobuf:"varint,10,opt,name=outbox_records,json=outboxRecords,proto3" json:"outbox_records,omitempty"`
+	// The pattern versions this node's replica runs, sorted by name (an
+	// older version still draining its partial matches is not listed).
+	Running       []*PatternVersion `protobuf:"bytes,11,rep,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,6 +683,13 @@ func (x *Shard) GetOutboxRecords() uint64 {
 	return 0
 }
 
+func (x *Shard) GetRunning() []*PatternVersion {
+	if x != nil {
+		return x.Running
+	}
+	return nil
+}
+
 type ListShardsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -765,7 +775,7 @@ var File_cep_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x14cep/v1/cluster.proto\x12\x06cep.v1\"\xa0\x01\n" +
+	"\x14cep/v1/cluster.proto\x12\x06cep.v1\x1a\x16cep/v1/savepoint.proto\"\xa0\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1f\n" +
@@ -798,7 +808,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x86\x03\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xb8\x03\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -811,7 +821,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x0fpartial_matches\x18\b \x01(\x04R\x0epartialMatches\x12'\n" +
 	"\x0fbuffered_events\x18\t \x01(\x04R\x0ebufferedEvents\x12%\n" +
 	"\x0eoutbox_records\x18\n" +
-	" \x01(\x04R\routboxRecords\"\x13\n" +
+	" \x01(\x04R\routboxRecords\x120\n" +
+	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\"\x13\n" +
 	"\x11ListShardsRequest\";\n" +
 	"\x12ListShardsResponse\x12%\n" +
 	"\x06shards\x18\x01 \x03(\v2\r.cep.v1.ShardR\x06shards*j\n" +
@@ -855,6 +866,7 @@ var file_cep_v1_cluster_proto_goTypes = []any{
 	(*Shard)(nil),              // 8: cep.v1.Shard
 	(*ListShardsRequest)(nil),  // 9: cep.v1.ListShardsRequest
 	(*ListShardsResponse)(nil), // 10: cep.v1.ListShardsResponse
+	(*PatternVersion)(nil),     // 11: cep.v1.PatternVersion
 }
 var file_cep_v1_cluster_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Node.state:type_name -> cep.v1.NodeState
@@ -863,16 +875,17 @@ var file_cep_v1_cluster_proto_depIdxs = []int32{
 	1,  // 3: cep.v1.Replica.suffrage:type_name -> cep.v1.Suffrage
 	6,  // 4: cep.v1.Shard.key_groups:type_name -> cep.v1.KeyGroupRange
 	7,  // 5: cep.v1.Shard.replicas:type_name -> cep.v1.Replica
-	8,  // 6: cep.v1.ListShardsResponse.shards:type_name -> cep.v1.Shard
-	4,  // 7: cep.v1.ClusterService.GetStatus:input_type -> cep.v1.GetStatusRequest
-	9,  // 8: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
-	5,  // 9: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
-	10, // 10: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
-	9,  // [9:11] is the sub-list for method output_type
-	7,  // [7:9] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	11, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
+	8,  // 7: cep.v1.ListShardsResponse.shards:type_name -> cep.v1.Shard
+	4,  // 8: cep.v1.ClusterService.GetStatus:input_type -> cep.v1.GetStatusRequest
+	9,  // 9: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
+	5,  // 10: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
+	10, // 11: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_cluster_proto_init() }
@@ -880,6 +893,7 @@ func file_cep_v1_cluster_proto_init() {
 	if File_cep_v1_cluster_proto != nil {
 		return
 	}
+	file_cep_v1_savepoint_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -655,7 +655,15 @@ type DeployPatternResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Pattern *Pattern               `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
 	// As in ValidatePatternResponse: deployed all the same.
-	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Shards that did not run the pattern yet when the call returned,
+	// sorted. The call waits until every shard has applied the deployment
+	// (each at one point of its log), for up to the node's deploy wait (10 s
+	// by default) or the request's deadline if sooner. Empty: the pattern
+	// sees every event published after the call returned. A shard listed
+	// here applies it later (once it has a leader); the events of its keys
+	// that it logs before then are not the pattern's.
+	PendingShards []uint32 `protobuf:"varint,3,rep,packed,name=pending_shards,json=pendingShards,proto3" json:"pending_shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -700,6 +708,13 @@ func (x *DeployPatternResponse) GetPattern() *Pattern {
 func (x *DeployPatternResponse) GetWarnings() []string {
 	if x != nil {
 		return x.Warnings
+	}
+	return nil
+}
+
+func (x *DeployPatternResponse) GetPendingShards() []uint32 {
+	if x != nil {
+		return x.PendingShards
 	}
 	return nil
 }
@@ -787,7 +802,9 @@ type UpdatePatternResponse struct {
 	// The pattern at its new version.
 	Pattern *Pattern `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
 	// As in ValidatePatternResponse: updated all the same.
-	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// As in DeployPatternResponse, for the new version.
+	PendingShards []uint32 `protobuf:"varint,3,rep,packed,name=pending_shards,json=pendingShards,proto3" json:"pending_shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -832,6 +849,13 @@ func (x *UpdatePatternResponse) GetPattern() *Pattern {
 func (x *UpdatePatternResponse) GetWarnings() []string {
 	if x != nil {
 		return x.Warnings
+	}
+	return nil
+}
+
+func (x *UpdatePatternResponse) GetPendingShards() []uint32 {
+	if x != nil {
+		return x.PendingShards
 	}
 	return nil
 }
@@ -1135,19 +1159,21 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12%\n" +
-	"\x0eoutput_subject\x18\x04 \x01(\tR\routputSubject\"^\n" +
+	"\x0eoutput_subject\x18\x04 \x01(\tR\routputSubject\"\x85\x01\n" +
 	"\x15DeployPatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xbf\x01\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12%\n" +
+	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"\xbf\x01\n" +
 	"\x14UpdatePatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12,\n" +
 	"\x06policy\x18\x04 \x01(\x0e2\x14.cep.v1.UpdatePolicyR\x06policy\x12%\n" +
-	"\x0eoutput_subject\x18\x05 \x01(\tR\routputSubject\"^\n" +
+	"\x0eoutput_subject\x18\x05 \x01(\tR\routputSubject\"\x85\x01\n" +
 	"\x15UpdatePatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"*\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12%\n" +
+	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"*\n" +
 	"\x14DeletePatternRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
 	"\x15DeletePatternResponse\x12)\n" +

@@ -59,12 +59,14 @@ type PatternServiceClient interface {
 	// spec is a successful call whose response has valid = false and an error
 	// naming the stage and field (or the SQL line and column).
 	ValidatePattern(context.Context, *connect.Request[v1.ValidatePatternRequest]) (*connect.Response[v1.ValidatePatternResponse], error)
-	// DeployPattern adds a new pattern at version 1. Errors: InvalidArgument
+	// DeployPattern adds a new pattern at version 1 and returns once every
+	// shard runs it (see pending_shards). Errors: InvalidArgument
 	// for an invalid spec, AlreadyExists when the name is taken, NotFound when
 	// a source it names does not exist.
 	DeployPattern(context.Context, *connect.Request[v1.DeployPatternRequest]) (*connect.Response[v1.DeployPatternResponse], error)
 	// UpdatePattern replaces a deployed pattern's spec, incrementing its
 	// version; the policy says what happens to in-flight partial matches.
+	// It returns once every shard runs the new version, as DeployPattern.
 	// Errors: NotFound, InvalidArgument, FailedPrecondition (for example the
 	// pattern is being deleted, or MIGRATE cannot map the stages).
 	UpdatePattern(context.Context, *connect.Request[v1.UpdatePatternRequest]) (*connect.Response[v1.UpdatePatternResponse], error)
@@ -176,12 +178,14 @@ type PatternServiceHandler interface {
 	// spec is a successful call whose response has valid = false and an error
 	// naming the stage and field (or the SQL line and column).
 	ValidatePattern(context.Context, *connect.Request[v1.ValidatePatternRequest]) (*connect.Response[v1.ValidatePatternResponse], error)
-	// DeployPattern adds a new pattern at version 1. Errors: InvalidArgument
+	// DeployPattern adds a new pattern at version 1 and returns once every
+	// shard runs it (see pending_shards). Errors: InvalidArgument
 	// for an invalid spec, AlreadyExists when the name is taken, NotFound when
 	// a source it names does not exist.
 	DeployPattern(context.Context, *connect.Request[v1.DeployPatternRequest]) (*connect.Response[v1.DeployPatternResponse], error)
 	// UpdatePattern replaces a deployed pattern's spec, incrementing its
 	// version; the policy says what happens to in-flight partial matches.
+	// It returns once every shard runs the new version, as DeployPattern.
 	// Errors: NotFound, InvalidArgument, FailedPrecondition (for example the
 	// pattern is being deleted, or MIGRATE cannot map the stages).
 	UpdatePattern(context.Context, *connect.Request[v1.UpdatePatternRequest]) (*connect.Response[v1.UpdatePatternResponse], error)

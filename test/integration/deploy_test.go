@@ -1,0 +1,58 @@
+package integration
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+)
+
+// TestDeployReturnsOnceShardsRunIt: a pattern deployed while its source is
+// already being read sees every event published after DeployPattern
+// returned, even when the shards take their time to apply the deployment
+// (each shard leader here waits 700 ms before proposing it). Before the
+// call waited for the shards, the events logged in that time were not the
+// new pattern's.
+func TestDeployReturnsOnceShardsRunIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	n := startConfigured(t, cluster.Config{Shards: 4, ReconcileDelay: 700 * time.Millisecond})
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newClients(n.APIAddr())
+	createBank(t, ctx, c)
+	// a first pattern keeps the shards reading the source
+	first := []byte("name: first\nsource: bank\nkey: e.account\nstages:\n  - name: a\n    where: e.type == \"OK\"\n")
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(first)})
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	publishAndCompare(t, n.NATSURL(), lflSpec, "cep.out.lfl", bankEvents(11, 1500), time.Minute)
+
+}
+
+// TestDeployNamesShardsNotRunningIt: when the shards do not apply a
+// deployment within the node's deploy wait, DeployPattern returns the
+// shards that do not run it yet, and they start it later.
+func TestDeployNamesShardsNotRunningIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	n := startConfigured(t, cluster.Config{Shards: 3, ReconcileDelay: 2 * time.Second, DeployWait: 200 * time.Millisecond})
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newClients(n.APIAddr())
+	createBank(t, ctx, c)
+	res, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Msg.PendingShards; !slices.Equal(p, []uint32{1, 2, 3}) {
+		t.Fatalf("pending shards %v, want [1 2 3]", p)
+	}
+	waitApplied(t, n.APIAddr(), 3, "lfl")
+}
