@@ -77,9 +77,10 @@ type Config struct {
 	// HandOverAfter is how long a replica that is not its shard's preferred
 	// leader leads before handing leadership over (default 2s).
 	HandOverAfter time.Duration
-	// DeployWait bounds how long DeployPattern and UpdatePattern wait for
-	// every shard to run the new version before they return the shards
-	// that do not yet (default 10s; the request's deadline if sooner).
+	// DeployWait bounds how long DeployPattern, UpdatePattern and
+	// DeletePattern wait for every shard to apply the change before they
+	// return the shards that have not (default 10s; the request's
+	// deadline if sooner).
 	DeployWait time.Duration
 	// ReconcileDelay injects a fault for tests: a shard leader of this node
 	// waits this long after its metadata replica changes before proposing

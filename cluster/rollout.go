@@ -20,21 +20,29 @@ const (
 	rolloutRemoteEvery = 100 * time.Millisecond
 )
 
-// pendingShards waits until every shard runs the named pattern at version
-// (or a later one) and returns the shards that still do not when the
-// node's DeployWait or ctx ends, sorted; nil when all do. A shard runs it
-// once any of its replicas has applied the deployment: the entry is then
-// committed in the shard's log, so every event the shard logs afterwards —
-// everything published from then on — is the new version's. It stops
-// waiting when the pattern is deleted meanwhile.
+// pendingShards waits until every shard has applied the change that
+// brought the named pattern to version — a deployment or update (the shard
+// runs that version or a later one) or a deletion (it runs none, or a
+// later deployment) — and returns the shards that have not when the node's
+// DeployWait or ctx ends, sorted; nil when all have. A shard has applied
+// it once any of its replicas has: the entry is then committed in the
+// shard's log, so every event the shard logs afterwards — everything
+// published from then on — comes after it. It stops waiting when the
+// pattern's metadata moves past that version meanwhile.
 func (n *Node) pendingShards(ctx context.Context, name string, version uint64) []uint32 {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DeployWait)
 	defer cancel()
 	m := n.Meta()
 	pending := make([]ShardInfo, 0, len(m.Shards))
 	pending = append(pending, m.Shards...)
-	runs := func(st *shard.State) bool {
-		v, ok := st.Version(name)
+	deleted := false
+	if p := m.Patterns[name]; p != nil && p.Version == version {
+		deleted = p.Deleted
+	}
+	applied := func(v uint64, ok bool) bool {
+		if deleted {
+			return !ok || v > version
+		}
 		return ok && v >= version
 	}
 	var asked time.Time
@@ -43,19 +51,19 @@ func (n *Node) pendingShards(ctx context.Context, name string, version uint64) [
 			done := false
 			for _, sh := range n.shards {
 				if sh.ID() == info.ID {
-					sh.FSM().View(func(st *shard.State, _ uint64) { done = runs(st) })
+					sh.FSM().View(func(st *shard.State, _ uint64) { done = applied(st.Version(name)) })
 				}
 			}
 			return done
 		})
 		if len(pending) > 0 && time.Since(asked) >= rolloutRemoteEvery {
 			asked = time.Now()
-			pending = n.notRunningElsewhere(ctx, pending, name, version)
+			pending = n.notAppliedElsewhere(ctx, pending, name, applied)
 		}
 		if len(pending) == 0 {
 			return nil
 		}
-		if p := n.Meta().Patterns[name]; p == nil || p.Deleted {
+		if p := n.Meta().Patterns[name]; p == nil || p.Version != version {
 			return nil
 		}
 		select {
@@ -71,17 +79,18 @@ func (n *Node) pendingShards(ctx context.Context, name string, version uint64) [
 	}
 }
 
-// notRunningElsewhere asks the other nodes that hold replicas of the
+// notAppliedElsewhere asks the other nodes that hold replicas of the
 // pending shards (ListShards, in parallel, a second each) and returns the
-// shards none of them reports running the pattern at version or later.
-func (n *Node) notRunningElsewhere(ctx context.Context, pending []ShardInfo, name string, version uint64) []ShardInfo {
+// shards none of them reports as applied: applied is given the version of
+// the named pattern the replica runs, ok false when it runs none.
+func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, name string, applied func(v uint64, ok bool) bool) []ShardInfo {
 	ask := map[string]bool{}
 	for _, info := range pending {
 		for _, id := range info.Replicas {
 			ask[id] = id != n.cfg.NodeID
 		}
 	}
-	running := map[uint64]bool{}
+	done := map[uint64]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	s := NewService(n)
@@ -96,19 +105,23 @@ func (n *Node) notRunningElsewhere(ctx context.Context, pending []ShardInfo, nam
 			defer cancel()
 			res, err := cepv1connect.NewClusterServiceClient(s.client, n.apiURL(p.APIAddr), s.clientOpts()...).ListShards(actx, connect.NewRequest(&cepv1.ListShardsRequest{}))
 			if err != nil {
-				return // down or unreachable: its replicas count as not running it
+				return // down or unreachable: its replicas count as not applied
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			for _, sh := range res.Msg.Shards {
+				v, ok := uint64(0), false
 				for _, pv := range sh.Running {
-					if pv.Name == name && pv.Version >= version {
-						running[uint64(sh.Id)] = true
+					if pv.Name == name {
+						v, ok = pv.Version, true
 					}
+				}
+				if applied(v, ok) {
+					done[uint64(sh.Id)] = true
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	return slices.DeleteFunc(pending, func(info ShardInfo) bool { return running[info.ID] })
+	return slices.DeleteFunc(pending, func(info ShardInfo) bool { return done[info.ID] })
 }

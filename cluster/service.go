@@ -291,7 +291,8 @@ func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternReques
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	return &cepv1.DeletePatternResponse{Pattern: toPattern(res.(*PatternM))}, nil
+	p := res.(*PatternM)
+	return &cepv1.DeletePatternResponse{Pattern: toPattern(p), PendingShards: b.s.n.pendingShards(ctx, p.Name, p.Version)}, nil
 }
 
 func (b patternBackend) List(ctx context.Context, r *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error) {

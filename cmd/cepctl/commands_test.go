@@ -247,7 +247,7 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 			if r.GetName() != "login-fail" {
 				return nil, fmt.Errorf("pattern %q: %w", r.GetName(), api.ErrNotFound)
 			}
-			return &cepv1.DeletePatternResponse{Pattern: samplePattern("login-fail", 2, cepv1.PatternState_PATTERN_STATE_DELETING)}, nil
+			return &cepv1.DeletePatternResponse{Pattern: samplePattern("login-fail", 2, cepv1.PatternState_PATTERN_STATE_DELETING), PendingShards: []uint32{3}}, nil
 		},
 	}})
 	doc := writeTemp(t, "login.yaml", loginPattern)
@@ -293,9 +293,12 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 		t.Errorf("update yaml %q: %v", out, err)
 	}
 
-	out = cepctl(t, url, "pattern", "delete", "login-fail").mustOK(t).stdout
-	if deleted.GetName() != "login-fail" || !strings.Contains(out, "deleted pattern login-fail (version 2)") {
-		t.Errorf("delete %v: %q", deleted, out)
+	r = cepctl(t, url, "pattern", "delete", "login-fail").mustOK(t)
+	if deleted.GetName() != "login-fail" || r.stdout != "deleted pattern login-fail (version 2)\n" {
+		t.Errorf("delete %v: %q", deleted, r.stdout)
+	}
+	if r.stderr != "cepctl: warning: pattern login-fail still runs on shard(s) 3; each stops it once it has a leader\n" {
+		t.Errorf("delete stderr %q", r.stderr)
 	}
 	cepctl(t, url, "pattern", "delete", "nope").mustFail(t, `pattern "nope": api: not found`)
 }

@@ -81,12 +81,17 @@ func writePending(w io.Writer, p *cepv1.Pattern, shards []uint32) {
 	if len(shards) == 0 {
 		return
 	}
-	ids := make([]string, len(shards))
-	for i, id := range shards {
-		ids[i] = fmt.Sprint(id)
-	}
 	fmt.Fprintf(w, "cepctl: warning: pattern %s version %d does not run yet on shard(s) %s; each starts it once it has a leader, and events of its keys logged before then are not matched by this version\n",
-		p.GetName(), p.GetVersion(), strings.Join(ids, ", "))
+		p.GetName(), p.GetVersion(), joinIDs(shards))
+}
+
+// joinIDs lists shard ids as "2, 5".
+func joinIDs(ids []uint32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ", ")
 }
 
 // writeRekeyed says which sources a pattern reads re-keyed, and through

@@ -58,7 +58,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
 	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
 	outboxLimit := fs.Int("outbox-limit", 50_000, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
-	deployWait := fs.Duration("deploy-wait", 10*time.Second, "how long a pattern deploy or update waits for every shard to run the new version before it returns naming those that do not")
+	deployWait := fs.Duration("deploy-wait", 10*time.Second, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
 	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
 	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert (env CEPNODE_TLS_KEY)")

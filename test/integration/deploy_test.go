@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -30,8 +31,27 @@ func TestDeployReturnsOnceShardsRunIt(t *testing.T) {
 	first := []byte("name: first\nsource: bank\nkey: e.account\nstages:\n  - name: a\n    where: e.type == \"OK\"\n")
 	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(first)})
 	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
-	publishAndCompare(t, n.NATSURL(), lflSpec, "cep.out.lfl", bankEvents(11, 1500), time.Minute)
+	first1 := bankEvents(11, 1500)
+	publishAndCompare(t, n.NATSURL(), lflSpec, "cep.out.lfl", first1, time.Minute)
 
+	// a deletion returns once no shard runs the pattern: events published
+	// next (late ones, which it would report) make no record of it
+	lfl := outputCount(t, n.NATSURL(), "cep.out.lfl")
+	res, err := c.patterns.DeletePattern(ctx, req(&cepv1.DeletePatternRequest{Name: "lfl"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Msg.PendingShards; len(p) > 0 {
+		t.Fatalf("delete returned with shards %v still running the pattern", p)
+	}
+	second := bankEvents(12, 500)
+	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, second)
+	// the pattern kept running shows the shards have logged them all
+	oks := len(offline(t, first, first1)) + len(offline(t, first, second))
+	waitOutputs(t, n.NATSURL(), "cep.out.first", oks, time.Minute)
+	if got := outputCount(t, n.NATSURL(), "cep.out.lfl"); got != lfl {
+		t.Fatalf("the deleted pattern made %d records after DeletePattern returned", got-lfl)
+	}
 }
 
 // TestDeployNamesShardsNotRunningIt: when the shards do not apply a

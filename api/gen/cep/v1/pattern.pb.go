@@ -907,7 +907,12 @@ func (x *DeletePatternRequest) GetName() string {
 type DeletePatternResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pattern as it stood when its deletion was logged (state DELETING).
-	Pattern       *Pattern `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Pattern *Pattern `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// Shards that still ran the pattern when the call returned, sorted: the
+	// call waits, as DeployPattern does, until every shard has applied the
+	// deletion. Empty: no shard makes records of it any more (records it
+	// made before are still published).
+	PendingShards []uint32 `protobuf:"varint,2,rep,packed,name=pending_shards,json=pendingShards,proto3" json:"pending_shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -945,6 +950,13 @@ func (*DeletePatternResponse) Descriptor() ([]byte, []int) {
 func (x *DeletePatternResponse) GetPattern() *Pattern {
 	if x != nil {
 		return x.Pattern
+	}
+	return nil
+}
+
+func (x *DeletePatternResponse) GetPendingShards() []uint32 {
+	if x != nil {
+		return x.PendingShards
 	}
 	return nil
 }
@@ -1175,9 +1187,10 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12%\n" +
 	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"*\n" +
 	"\x14DeletePatternRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"i\n" +
 	"\x15DeletePatternResponse\x12)\n" +
-	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\"\x15\n" +
+	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12%\n" +
+	"\x0epending_shards\x18\x02 \x03(\rR\rpendingShards\"\x15\n" +
 	"\x13ListPatternsRequest\"C\n" +
 	"\x14ListPatternsResponse\x12+\n" +
 	"\bpatterns\x18\x01 \x03(\v2\x0f.cep.v1.PatternR\bpatterns\"'\n" +

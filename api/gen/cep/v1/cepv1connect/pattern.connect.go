@@ -70,7 +70,8 @@ type PatternServiceClient interface {
 	// Errors: NotFound, InvalidArgument, FailedPrecondition (for example the
 	// pattern is being deleted, or MIGRATE cannot map the stages).
 	UpdatePattern(context.Context, *connect.Request[v1.UpdatePatternRequest]) (*connect.Response[v1.UpdatePatternResponse], error)
-	// DeletePattern removes a pattern; its partial matches are dropped.
+	// DeletePattern removes a pattern; its partial matches are dropped. It
+	// returns once every shard has applied the deletion, as DeployPattern.
 	// Errors: NotFound.
 	DeletePattern(context.Context, *connect.Request[v1.DeletePatternRequest]) (*connect.Response[v1.DeletePatternResponse], error)
 	// ListPatterns returns every pattern, sorted by name.
@@ -189,7 +190,8 @@ type PatternServiceHandler interface {
 	// Errors: NotFound, InvalidArgument, FailedPrecondition (for example the
 	// pattern is being deleted, or MIGRATE cannot map the stages).
 	UpdatePattern(context.Context, *connect.Request[v1.UpdatePatternRequest]) (*connect.Response[v1.UpdatePatternResponse], error)
-	// DeletePattern removes a pattern; its partial matches are dropped.
+	// DeletePattern removes a pattern; its partial matches are dropped. It
+	// returns once every shard has applied the deletion, as DeployPattern.
 	// Errors: NotFound.
 	DeletePattern(context.Context, *connect.Request[v1.DeletePatternRequest]) (*connect.Response[v1.DeletePatternResponse], error)
 	// ListPatterns returns every pattern, sorted by name.
