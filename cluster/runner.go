@@ -343,14 +343,26 @@ func (r *runner) handOffIfBehind(ctx context.Context) bool {
 
 // reconcile proposes the deployments and deletions that the shard has not
 // applied yet, so every shard runs the versions the metadata holds.
+//
+// A new pattern starts at its deployment: it sees the events the shard
+// logs after it. A source no deployed pattern reads is not being read, and
+// its positions are where reading last stopped (or at the start of its
+// stream), so the deployment is preceded by OpSkip to the stream's end:
+// the events published before it — the stream's history, or what came
+// while nothing read it — are not read. For a derived source, the shard
+// that forwards it skips the origin's history too.
 func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 	have := map[string]uint64{}
+	unread := map[string]bool{}
 	r.sh.FSM().View(func(s *shard.State, _ uint64) {
 		for _, p := range s.Patterns() {
 			have[p.Name] = p.Version
 		}
+		for _, name := range sourcesOf(m) {
+			unread[name] = !s.Reads(name)
+		}
 	})
-	var b shard.Batch
+	var skips, b shard.Batch
 	for _, name := range sortedKeys(m.Patterns) {
 		p := m.Patterns[name]
 		v, ok := have[name]
@@ -362,11 +374,21 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 			}})
+			if ok {
+				continue // an update goes on where the previous version is
+			}
+			for _, src := range p.ReadsOf() {
+				if unread[src] {
+					unread[src] = false
+					skips.Ops = append(skips.Ops, r.skipHistory(ctx, m, src)...)
+				}
+			}
 		}
 	}
 	if len(b.Ops) == 0 {
 		return nil
 	}
+	b.Ops = append(skips.Ops, b.Ops...)
 	if d := r.n.cfg.ReconcileDelay; d > 0 {
 		select {
 		case <-ctx.Done():
@@ -375,6 +397,37 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 		}
 	}
 	return r.sh.Propose(ctx, &b)
+}
+
+// skipHistory returns the OpSkip operations that make a pattern starting
+// to read src (which no deployed pattern reads) skip the events published
+// so far; none for a stream it cannot look up (the pattern then reads from
+// where the source's reading last stopped, and a warning says so).
+func (r *runner) skipHistory(ctx context.Context, m *Meta, src string) []shard.Op {
+	sm := m.Sources[src]
+	if sm == nil {
+		return nil
+	}
+	var ops []shard.Op
+	if end, ok := r.streamEnd(ctx, sm.Stream, src); ok {
+		ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: src, Seq: end})
+	}
+	if origin := m.Sources[sm.Origin]; origin != nil && forwarderOf(m, src) == r.sh.ID() {
+		if end, ok := r.streamEnd(ctx, origin.Stream, origin.Name); ok {
+			ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: origin.Name, Target: src, Seq: end})
+		}
+	}
+	return ops
+}
+
+// streamEnd returns the last sequence number of a source's stream.
+func (r *runner) streamEnd(ctx context.Context, stream, src string) (uint64, bool) {
+	st, err := r.n.js.Stream(ctx, stream)
+	if err != nil {
+		r.log.Warn("a new pattern reads the source from where its reading last stopped: its stream's end is unknown", "source", src, "stream", stream, "err", err)
+		return 0, false
+	}
+	return st.CachedInfo().State.LastSeq, true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -29,6 +29,12 @@ const (
 	OpDelete    OpKind = 5 // delete a pattern
 	OpAck       OpKind = 6 // outbox records up to Seq are published
 	OpForward   OpKind = 7 // Events of Source to re-key into the derived source Target
+	// OpSkip: the events of Source up to stream position Seq are not read —
+	// published before a pattern that starts reading the source was
+	// deployed. Without Target, every key group's position of Source moves
+	// up to Seq; with Target, the position up to which Source has been
+	// forwarded into the derived source Target.
+	OpSkip OpKind = 8
 )
 
 // Op is one operation of a batch. Which fields matter depends on Kind.
@@ -39,8 +45,8 @@ type Op struct {
 	Pattern string  // OpWatermark, OpDeploy, OpDelete
 	Time    int64   // OpWatermark, OpTick
 	Deploy  *Deploy // OpDeploy
-	Seq     uint64  // OpAck
-	Target  string  // OpForward: the derived source
+	Seq     uint64  // OpAck, OpSkip
+	Target  string  // OpForward, OpSkip: the derived source
 }
 
 // Event is one message read from a source stream.
@@ -80,7 +86,8 @@ type Deploy struct {
 
 // batchVersion 3: deployments carry the sources read, events their origin
 // position, and OpForward exists (2: events carry their block; 1 carried a
-// key group)
+// key group). OpSkip came later within version 3: an entry with it is
+// refused by a node of an earlier release.
 const batchVersion = 3
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
@@ -130,6 +137,10 @@ func (bt *Batch) Encode(b []byte) []byte {
 			b = appendString(b, op.Pattern)
 		case OpAck:
 			b = binary.AppendUvarint(b, op.Seq)
+		case OpSkip:
+			b = appendString(b, op.Source)
+			b = appendString(b, op.Target)
+			b = binary.AppendUvarint(b, op.Seq)
 		}
 	}
 	return b
@@ -178,6 +189,8 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			op.Pattern = d.string()
 		case OpAck:
 			op.Seq = d.uvarint()
+		case OpSkip:
+			op.Source, op.Target, op.Seq = d.string(), d.string(), d.uvarint()
 		default:
 			if d.err == nil {
 				d.err = fmt.Errorf("%w: unknown op %d", ErrBadBatch, op.Kind)

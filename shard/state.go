@@ -237,6 +237,17 @@ func (info *PatternInfo) addStats(m *nfa.Matcher) {
 	}
 }
 
+// Reads reports whether a deployed pattern reads source, by its name or as
+// the derived source it reads instead of one.
+func (s *State) Reads(source string) bool {
+	for _, p := range s.patterns {
+		if _, ok := s.reads(p, source); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Version returns the version of the named pattern this state runs (a
 // draining older version does not count); ok is false when it runs none.
 func (s *State) Version(name string) (version uint64, ok bool) {
@@ -282,6 +293,14 @@ func (s *State) Apply(b *Batch) {
 		case OpAck:
 			n := sort.Search(len(s.outbox), func(i int) bool { return s.outbox[i].Seq > op.Seq })
 			s.outbox = append(s.outbox[:0], s.outbox[n:]...)
+		case OpSkip:
+			if op.Target != "" {
+				s.forwarded[op.Target] = max(s.forwarded[op.Target], op.Seq)
+				continue
+			}
+			for _, pos := range s.positions {
+				pos[op.Source] = max(pos[op.Source], op.Seq)
+			}
 		}
 	}
 }

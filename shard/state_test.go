@@ -123,6 +123,8 @@ func TestBatchRoundTrip(t *testing.T) {
 		{Kind: OpTick, Time: 1234},
 		{Kind: OpDelete, Pattern: "ab"},
 		{Kind: OpAck, Seq: 99},
+		{Kind: OpSkip, Source: "src", Seq: 41},
+		{Kind: OpSkip, Source: "src", Target: "src.k0011aabb", Seq: 42},
 	}}
 	enc := b.Encode(nil)
 	got, err := DecodeBatch(enc)
@@ -139,6 +141,32 @@ func TestBatchRoundTrip(t *testing.T) {
 		if _, err := DecodeBatch(enc[:i]); err == nil {
 			t.Fatalf("truncated at %d decoded without error", i)
 		}
+	}
+}
+
+// OpSkip moves a source's positions (or a derived source's forwarding
+// position) up, never down: the events up to it are re-reads from then on,
+// the ones after it are read.
+func TestSkip(t *testing.T) {
+	s := NewState(0, 15, 16)
+	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 5}, deployOp(abSpec, 1, PolicyReset)}})
+	if !s.Reads("src") || s.Reads("other") {
+		t.Fatalf("Reads: src %v, other %v", s.Reads("src"), s.Reads("other"))
+	}
+	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 3}}}) // below: no effect
+	for kg := 0; kg < 16; kg++ {
+		if p := s.Position(kg, "src"); p != 5 {
+			t.Fatalf("key group %d at %d, want 5", kg, p)
+		}
+	}
+	s.Apply(&Batch{Ops: []Op{eventsOp(ev(4, "x", "A", 10), ev(5, "x", "B", 20), ev(6, "x", "A", 30), ev(7, "x", "B", 40), ev(8, "x", "C", 99))}})
+	out := payloads(s)
+	if c := s.Counters(); c.Duplicates != 2 || c.Events != 3 || len(out) != 1 || !strings.Contains(out[0], `"start":30,"end":40`) {
+		t.Fatalf("counters %+v, outbox %v", c, out)
+	}
+	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Target: "src.kuser", Seq: 9}, {Kind: OpSkip, Source: "src", Target: "src.kuser", Seq: 2}}})
+	if f := s.Forwarded()["src.kuser"]; f != 9 {
+		t.Fatalf("forwarded %d, want 9", f)
 	}
 }
 

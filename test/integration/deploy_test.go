@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +76,50 @@ func TestDeployNamesShardsNotRunningIt(t *testing.T) {
 		t.Fatalf("pending shards %v, want [1 2 3]", p)
 	}
 	waitApplied(t, n.APIAddr(), 3, "lfl")
+}
+
+// TestNewPatternStartsAtItsDeployment: a new pattern sees the events
+// published after its deployment and none before — whether its source has
+// never been read (its stream's history), is read through a derived source
+// created for it (the origin's history), or was read until its last pattern
+// was deleted (what came while nothing read it).
+func TestNewPatternStartsAtItsDeployment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	n := startConfigured(t, cluster.Config{Shards: 2})
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newClients(n.APIAddr())
+	createBank(t, ctx, c)
+	url := n.NATSURL()
+	byAccount := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+
+	publish(t, url, "bank", byAccount, bankEvents(21, 400))
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	publishAndCompare(t, url, lflSpec, "cep.out.lfl", bankEvents(22, 600), time.Minute)
+
+	// keyed by region: read through a derived source created now, whose
+	// origin holds both batches above
+	regionSpec := []byte(strings.NewReplacer("name: lfl", "name: lfl-region", "key: e.account", "key: e.region").Replace(string(lflSpec)))
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(regionSpec)})
+	publishAndCompare(t, url, regionSpec, "cep.out.lfl-region", bankEvents(23, 600), time.Minute)
+
+	// nothing reads the source for a while, then lfl is deployed again
+	for _, name := range []string{"lfl", "lfl-region"} {
+		if _, err := c.patterns.DeletePattern(ctx, req(&cepv1.DeletePatternRequest{Name: name})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(t, url, "bank", byAccount, bankEvents(24, 400))
+	before := outputCount(t, url, "cep.out.lfl")
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	last := bankEvents(25, 600)
+	publish(t, url, "bank", byAccount, last)
+	want := withoutIDs(offline(t, lflSpec, last))
+	got := withoutIDs(waitOutputs(t, url, "cep.out.lfl", before+len(want), time.Minute)[before:])
+	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
+		t.Fatalf("the pattern deployed again differs from the offline engine over the events published after it: %s", d)
+	}
 }
