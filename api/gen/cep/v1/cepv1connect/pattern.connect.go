@@ -59,10 +59,12 @@ type PatternServiceClient interface {
 	// spec is a successful call whose response has valid = false and an error
 	// naming the stage and field (or the SQL line and column).
 	ValidatePattern(context.Context, *connect.Request[v1.ValidatePatternRequest]) (*connect.Response[v1.ValidatePatternResponse], error)
-	// DeployPattern adds a new pattern at version 1 and returns once every
-	// shard runs it (see pending_shards). Errors: InvalidArgument
-	// for an invalid spec, AlreadyExists when the name is taken, NotFound when
-	// a source it names does not exist.
+	// DeployPattern adds a new pattern (version 1, or one past the last
+	// version of a deleted pattern of the same name) and returns once every
+	// shard runs it (see pending_shards). The pattern sees the events
+	// published after its deployment, none published before. Errors:
+	// InvalidArgument for an invalid spec, AlreadyExists when the name is
+	// taken, NotFound when a source it names does not exist.
 	DeployPattern(context.Context, *connect.Request[v1.DeployPatternRequest]) (*connect.Response[v1.DeployPatternResponse], error)
 	// UpdatePattern replaces a deployed pattern's spec, incrementing its
 	// version; the policy says what happens to in-flight partial matches.
@@ -179,10 +181,12 @@ type PatternServiceHandler interface {
 	// spec is a successful call whose response has valid = false and an error
 	// naming the stage and field (or the SQL line and column).
 	ValidatePattern(context.Context, *connect.Request[v1.ValidatePatternRequest]) (*connect.Response[v1.ValidatePatternResponse], error)
-	// DeployPattern adds a new pattern at version 1 and returns once every
-	// shard runs it (see pending_shards). Errors: InvalidArgument
-	// for an invalid spec, AlreadyExists when the name is taken, NotFound when
-	// a source it names does not exist.
+	// DeployPattern adds a new pattern (version 1, or one past the last
+	// version of a deleted pattern of the same name) and returns once every
+	// shard runs it (see pending_shards). The pattern sees the events
+	// published after its deployment, none published before. Errors:
+	// InvalidArgument for an invalid spec, AlreadyExists when the name is
+	// taken, NotFound when a source it names does not exist.
 	DeployPattern(context.Context, *connect.Request[v1.DeployPatternRequest]) (*connect.Response[v1.DeployPatternResponse], error)
 	// UpdatePattern replaces a deployed pattern's spec, incrementing its
 	// version; the policy says what happens to in-flight partial matches.
