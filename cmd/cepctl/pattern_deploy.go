@@ -24,11 +24,11 @@ func newPatternDeployCmd(d *deps, runF func(*patternDeployOptions) error) *cobra
 	cmd := &cobra.Command{
 		Use:   "deploy FILE",
 		Short: "Deploy a new pattern",
-		Long: `Deploy a new pattern at version 1. Each shard starts running it at one
-point of its log; the call returns once every shard does, so the pattern sees
-every event published after it returned. Shards that do not run it within the
-server's deploy wait (10 s by default: a shard without a leader, say) are
-named in a warning.`,
+		Long: `Deploy a new pattern. Each shard starts running it at one point of its
+log; the call returns once every shard does, so the pattern sees every event
+published after it returned, and none published before it was deployed.
+Shards that do not run it within the server's deploy wait (10 s by default:
+a shard without a leader, say) are named in a warning.`,
 		Example: `  cepctl pattern deploy login-fail.yaml
   cepctl pattern deploy queries/fraud.sql --output-subject alerts.fraud`,
 		Args: cobra.ExactArgs(1),
