@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,14 +126,63 @@ func EnsureSourceStream(ctx context.Context, js jetstream.JetStream, source stri
 	return cfg.Name, nil
 }
 
-// EnsureOutputStream creates the output stream if it is missing.
-func EnsureOutputStream(ctx context.Context, js jetstream.JetStream) error {
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+// OutputLimits are retention limits for the output stream; a zero field
+// leaves the stream's own.
+type OutputLimits struct {
+	MaxAge   time.Duration // records older than this are removed (at least OutputDuplicateWin)
+	MaxBytes int64         // the oldest records go once the stream holds more
+}
+
+// EnsureOutputStream creates the output stream if it is missing, with
+// limits. An existing stream keeps the limits it has (an operator's `nats
+// stream edit` survives a node restart) except those limits sets, and gets
+// back the subjects and duplicate window the cluster relies on if they
+// were changed.
+func EnsureOutputStream(ctx context.Context, js jetstream.JetStream, limits OutputLimits) error {
+	if limits.MaxAge > 0 && limits.MaxAge < OutputDuplicateWin {
+		return fmt.Errorf("a max age of %v is shorter than the duplicate window (%v) that de-duplicates records published again after a failover", limits.MaxAge, OutputDuplicateWin)
+	}
+	cfg := jetstream.StreamConfig{
 		Name:       OutputStream,
 		Subjects:   []string{OutputSubjectRoot + ">", DeadLetterRoot + ">"},
 		Storage:    jetstream.FileStorage,
 		Duplicates: OutputDuplicateWin,
-	})
+		MaxAge:     limits.MaxAge,
+		MaxBytes:   limits.MaxBytes,
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = -1 // unlimited
+	}
+	_, err := js.CreateStream(ctx, cfg)
+	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return err
+	}
+	st, err := js.Stream(ctx, OutputStream)
+	if err != nil {
+		return err
+	}
+	have := st.CachedInfo().Config
+	want := have
+	want.Subjects = append([]string(nil), have.Subjects...)
+	for _, sub := range cfg.Subjects {
+		if !slices.Contains(want.Subjects, sub) {
+			want.Subjects = append(want.Subjects, sub)
+		}
+	}
+	want.Duplicates = max(want.Duplicates, OutputDuplicateWin)
+	if limits.MaxAge > 0 {
+		want.MaxAge = limits.MaxAge
+	}
+	if limits.MaxBytes > 0 {
+		want.MaxBytes = limits.MaxBytes
+	}
+	if want.MaxAge > 0 && want.Duplicates > want.MaxAge {
+		want.Duplicates = want.MaxAge
+	}
+	if slices.Equal(want.Subjects, have.Subjects) && want.Duplicates == have.Duplicates && want.MaxAge == have.MaxAge && want.MaxBytes == have.MaxBytes {
+		return nil
+	}
+	_, err = js.UpdateStream(ctx, want)
 	return err
 }
 

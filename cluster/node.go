@@ -69,6 +69,9 @@ type Config struct {
 	// does not take the output, the replicated state does not grow
 	// without bound, and reading resumes once publishing catches up.
 	OutboxLimit int
+	// OutputLimits are set on the output stream at start; the stream
+	// keeps its own limits where they are zero.
+	OutputLimits OutputLimits
 	// TickEvery is the processing-time tick period (default 1s).
 	TickEvery time.Duration
 	// StreamCheckEvery is how often a shard leader checks that the streams
@@ -241,7 +244,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.js, err = jetstream.New(n.nc); err != nil {
 		return nil, err
 	}
-	if err := EnsureOutputStream(ctx, n.js); err != nil {
+	if err := EnsureOutputStream(ctx, n.js, cfg.OutputLimits); err != nil {
 		return nil, fmt.Errorf("output stream: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)

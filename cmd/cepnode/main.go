@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -58,6 +60,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
 	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
 	outboxLimit := fs.Int("outbox-limit", 50_000, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
+	outputMaxAge := fs.Duration("output-max-age", 0, "remove output records (matches, timeouts, late events, dead letters) older than this from the output stream, at least 30m; 0 keeps the stream's limit (none when the cluster creates it)")
+	outputMaxBytes := fs.String("output-max-bytes", "", "remove the oldest output records once the output stream holds more than this many bytes (suffixes K, M, G, T: powers of 1024); empty keeps the stream's limit")
 	deployWait := fs.Duration("deploy-wait", 10*time.Second, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
 	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
 	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
@@ -88,6 +92,17 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *outboxLimit < 1 {
 		return errors.New("--outbox-limit must be at least 1")
+	}
+	if *outputMaxAge < 0 || *outputMaxAge > 0 && *outputMaxAge < cluster.OutputDuplicateWin {
+		return fmt.Errorf("--output-max-age %v: at least %v, the window in which records published again after a failover are de-duplicated", *outputMaxAge, cluster.OutputDuplicateWin)
+	}
+	cfg.OutputLimits.MaxAge = *outputMaxAge
+	if *outputMaxBytes != "" {
+		n, err := parseSize(*outputMaxBytes)
+		if err != nil {
+			return fmt.Errorf("--output-max-bytes: %v", err)
+		}
+		cfg.OutputLimits.MaxBytes = n
 	}
 	if *deployWait <= 0 {
 		return errors.New("--deploy-wait must be positive (a deploy that does not wait can miss the events published right after it)")
@@ -155,4 +170,22 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 		out = append(out, cluster.Peer{ID: parts[0], RaftAddr: parts[1], APIAddr: parts[2]})
 	}
 	return out, nil
+}
+
+// parseSize reads a byte count: digits with an optional K, M, G or T
+// suffix (powers of 1024, "B" or "iB" after it allowed), as "512M" or
+// "10GiB".
+func parseSize(v string) (int64, error) {
+	num := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(v)), "B"), "I")
+	shift := 0
+	if i := len(num) - 1; i >= 0 {
+		if k := strings.IndexByte("KMGT", num[i]); k >= 0 {
+			shift, num = 10*(k+1), num[:i]
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q is not a positive size in bytes (such as 512M or 10G)", v)
+	}
+	return n << shift, nil
 }

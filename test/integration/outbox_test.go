@@ -109,7 +109,7 @@ func TestOutboxLimitPausesReading(t *testing.T) {
 	}
 
 	// the stream is back: everything is published, exactly once
-	if err := cluster.EnsureOutputStream(ctx, js); err != nil {
+	if err := cluster.EnsureOutputStream(ctx, js, cluster.OutputLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	want := withoutIDs(offline(t, spec, lines))

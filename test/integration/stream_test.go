@@ -3,8 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/cluster"
 )
@@ -38,4 +41,49 @@ func TestMissingSourceStreamIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFor(t, 10*time.Second, func() error { return missing(0) })
+}
+
+// The output stream keeps the retention limits an operator gives it (`nats
+// stream edit`) across node restarts, and a node started with limits sets
+// them; the subjects and duplicate window the cluster relies on come back
+// if they were changed.
+func TestOutputStreamLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node three times")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	config := func(n *cluster.Node) jetstream.StreamConfig {
+		t.Helper()
+		st, err := jetStream(t, n.NATSURL()).Stream(ctx, cluster.OutputStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Config
+	}
+	n := startConfigured(t, cluster.Config{DataDir: dir})
+	cfg := config(n)
+	if cfg.MaxAge != 0 || cfg.MaxBytes != -1 || cfg.Duplicates != cluster.OutputDuplicateWin {
+		t.Fatalf("a new output stream: max age %v, max bytes %d, duplicate window %v", cfg.MaxAge, cfg.MaxBytes, cfg.Duplicates)
+	}
+	// an operator sets limits and (by mistake) drops a subject
+	cfg.MaxAge, cfg.MaxBytes, cfg.Subjects = 2*time.Hour, 1<<30, cfg.Subjects[:1]
+	if _, err := jetStream(t, n.NATSURL()).UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+
+	n = startConfigured(t, cluster.Config{DataDir: dir})
+	cfg = config(n)
+	if cfg.MaxAge != 2*time.Hour || cfg.MaxBytes != 1<<30 || !slices.Equal(cfg.Subjects, []string{cluster.OutputSubjectRoot + ">", cluster.DeadLetterRoot + ">"}) {
+		t.Fatalf("after a restart: max age %v, max bytes %d, subjects %v", cfg.MaxAge, cfg.MaxBytes, cfg.Subjects)
+	}
+	n.Close()
+
+	n = startConfigured(t, cluster.Config{DataDir: dir, OutputLimits: cluster.OutputLimits{MaxAge: 3 * time.Hour}})
+	defer n.Close()
+	if cfg = config(n); cfg.MaxAge != 3*time.Hour || cfg.MaxBytes != 1<<30 || cfg.Duplicates != cluster.OutputDuplicateWin {
+		t.Fatalf("started with a max age: max age %v, max bytes %d, duplicate window %v", cfg.MaxAge, cfg.MaxBytes, cfg.Duplicates)
+	}
 }
