@@ -476,6 +476,23 @@ func (r *runner) forward(ctx context.Context, origin *SourceM, derived string) e
 	})
 }
 
+// warnIfRemoved warns when the stream no longer holds the events after
+// pos that reading is about to resume at: its retention limits (or a
+// purge) removed them before the shard read them — after a long outage, or
+// when restoring an old savepoint — and reading goes on from the first
+// event it still holds.
+func (r *runner) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
+	st, err := r.n.js.Stream(ctx, stream)
+	if err != nil {
+		return // reading reports it
+	}
+	state := st.CachedInfo().State
+	if state.FirstSeq > pos+1 && state.LastSeq >= state.FirstSeq {
+		r.log.Warn("events were removed from the stream before this shard read them (retention limits or a purge); they are lost to its patterns",
+			"stream", stream, "from", pos+1, "to", state.FirstSeq-1)
+	}
+}
+
 // readSpec is what read reads and how it logs it.
 type readSpec struct {
 	stream  string
@@ -499,6 +516,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 		cfg.OptStartSeq = pos + 1
 	}
 	began := time.Now()
+	r.warnIfRemoved(ctx, rs.stream, pos)
 	cons, err := r.n.js.OrderedConsumer(ctx, rs.stream, cfg)
 	if err != nil {
 		return err

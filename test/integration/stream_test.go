@@ -3,7 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +89,50 @@ func TestOutputStreamLimits(t *testing.T) {
 	if cfg = config(n); cfg.MaxAge != 3*time.Hour || cfg.MaxBytes != 1<<30 || cfg.Duplicates != cluster.OutputDuplicateWin {
 		t.Fatalf("started with a max age: max age %v, max bytes %d, duplicate window %v", cfg.MaxAge, cfg.MaxBytes, cfg.Duplicates)
 	}
+}
+
+// Events a shard had not read when the stream's limits (here a purge)
+// removed them are lost to its patterns; the shard leader says so when it
+// resumes reading, naming the positions.
+func TestRemovedEventsAreReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node twice")
+	}
+	base := t.TempDir()
+	ns := embeddedNATS(t, base)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var logs lockedBuffer
+	cfg := cluster.Config{DataDir: filepath.Join(base, "n1"), NATSURL: ns.ClientURL(),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	n := startConfigured(t, cfg)
+	deployOnBank(t, ctx, n, lflSpec)
+	lines := bankEvents(31, 30)
+	byAccount := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	publish(t, ns.ClientURL(), "bank", byAccount, lines[:10])
+	waitApplied(t, n.APIAddr(), 1, "lfl")
+	checkFor(t, 10*time.Second, func() error {
+		if v, _ := metricValue(t, n, "cep_ingest_lag_messages"); v != 0 {
+			return fmt.Errorf("ingest lag %v", v)
+		}
+		return nil
+	})
+	n.Close()
+	publish(t, ns.ClientURL(), "bank", byAccount, lines[10:])
+	st, err := jetStream(t, ns.ClientURL()).Stream(ctx, "CEP_SRC_BANK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSequence(16)); err != nil {
+		t.Fatal(err)
+	}
+	n = startConfigured(t, cfg)
+	defer n.Close()
+	checkFor(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), `msg="events were removed from the stream before this shard read them`) ||
+			!strings.Contains(logs.String(), "stream=CEP_SRC_BANK from=11 to=15") {
+			return fmt.Errorf("no warning in the log:\n%s", logs.String())
+		}
+		return nil
+	})
 }
