@@ -6,10 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -33,8 +29,7 @@ func (n *Node) pendingShards(ctx context.Context, name string, version uint64) [
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DeployWait)
 	defer cancel()
 	m := n.Meta()
-	pending := make([]ShardInfo, 0, len(m.Shards))
-	pending = append(pending, m.Shards...)
+	pending := slices.Clone(m.Shards)
 	deleted := false
 	if p := m.Patterns[name]; p != nil && p.Version == version {
 		deleted = p.Deleted
@@ -45,7 +40,7 @@ func (n *Node) pendingShards(ctx context.Context, name string, version uint64) [
 		}
 		return ok && v >= version
 	}
-	var asked time.Time
+	asked := time.Now() // the other nodes are asked only about what takes a while
 	for {
 		pending = slices.DeleteFunc(pending, func(info ShardInfo) bool {
 			done := false
@@ -93,7 +88,6 @@ func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, nam
 	done := map[uint64]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	s := NewService(n)
 	for _, p := range n.cfg.Peers {
 		if !ask[p.ID] || p.APIAddr == "" {
 			continue
@@ -101,15 +95,13 @@ func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, nam
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			actx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			res, err := cepv1connect.NewClusterServiceClient(s.client, n.apiURL(p.APIAddr), s.clientOpts()...).ListShards(actx, connect.NewRequest(&cepv1.ListShardsRequest{}))
+			shards, err := n.shardsAt(ctx, p.APIAddr)
 			if err != nil {
 				return // down or unreachable: its replicas count as not applied
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for _, sh := range res.Msg.Shards {
+			for _, sh := range shards {
 				v, ok := uint64(0), false
 				for _, pv := range sh.Running {
 					if pv.Name == name {
