@@ -434,7 +434,9 @@ func (r *runner) skipHistory(ctx context.Context, m *Meta, src string) []shard.O
 func (r *runner) streamEnd(ctx context.Context, stream, src string) (uint64, bool) {
 	st, err := r.n.js.Stream(ctx, stream)
 	if err != nil {
-		r.log.Warn("a new pattern reads the source from where its reading last stopped: its stream's end is unknown", "source", src, "stream", stream, "err", err)
+		if ctx.Err() == nil {
+			r.log.Warn("a new pattern reads the source from where its reading last stopped: its stream's end is unknown", "source", src, "stream", stream, "err", err)
+		}
 		return 0, false
 	}
 	return st.CachedInfo().State.LastSeq, true
