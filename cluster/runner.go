@@ -357,10 +357,11 @@ func (r *runner) handOffIfBehind(ctx context.Context) bool {
 // A new pattern starts at its deployment: it sees the events the shard
 // logs after it. A source no deployed pattern reads is not being read, and
 // its positions are where reading last stopped (or at the start of its
-// stream), so the deployment is preceded by OpSkip to the stream's end:
-// the events published before it — the stream's history, or what came
-// while nothing read it — are not read. For a derived source, the shard
-// that forwards it skips the origin's history too.
+// stream), so a deployment (or an update) that starts reading it is
+// preceded by OpSkip to the stream's end: the events published before it
+// — the stream's history, or what came while nothing read it — are not
+// read. For a derived source, the shard that forwards it skips the
+// origin's history too.
 func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 	have := map[string]uint64{}
 	unread := map[string]bool{}
@@ -384,9 +385,6 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 			}})
-			if ok {
-				continue // an update goes on where the previous version is
-			}
 			for _, src := range p.ReadsOf() {
 				if unread[src] {
 					unread[src] = false

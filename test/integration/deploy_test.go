@@ -122,4 +122,23 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
 		t.Fatalf("the pattern deployed again differs from the offline engine over the events published after it: %s", d)
 	}
+
+	// an update that reads another source starts on it at the update
+	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank2", Key: "e.account"})); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, url, "bank2", byAccount, bankEvents(26, 400))
+	v2 := []byte(strings.Replace(string(lflSpec), "source: bank", "source: bank2", 1))
+	up, err := c.patterns.UpdatePattern(ctx, req(&cepv1.UpdatePatternRequest{Spec: string(v2), Policy: cepv1.UpdatePolicy_UPDATE_POLICY_RESET}))
+	if err != nil || len(up.Msg.PendingShards) > 0 {
+		t.Fatalf("update: %v, pending %v", err, up.Msg.GetPendingShards())
+	}
+	before = outputCount(t, url, "cep.out.lfl")
+	last = bankEvents(27, 600)
+	publish(t, url, "bank2", byAccount, last)
+	want = withoutIDs(offline(t, v2, last))
+	got = withoutIDs(waitOutputs(t, url, "cep.out.lfl", before+len(want), time.Minute)[before:])
+	if d := differsFromOffline(got, want, string(v2)); d != "" {
+		t.Fatalf("the update reading another source differs from the offline engine over the events published after it: %s", d)
+	}
 }
