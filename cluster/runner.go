@@ -20,6 +20,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -35,16 +36,23 @@ type runner struct {
 	log *slog.Logger
 	// missing are the streams this leader found gone (watchStreams)
 	missing map[string]bool
-	// logged are the patterns' first failures this replica has logged
-	// (logPatternErrors), by pattern name
-	logged map[string][2]string
+	// logged is what logPatternErrors has logged of each pattern, by name
+	logged map[string]loggedFailures
+}
+
+// loggedFailures is what has been logged of a pattern's failures: its first
+// failed condition and emitted field, and whether it dropped partial
+// matches.
+type loggedFailures struct {
+	condition, emit string
+	dropped         bool
 }
 
 func (r *runner) run() {
 	defer r.n.wg.Done()
 	r.log = r.n.log.With("shard", r.sh.ID())
 	r.missing = map[string]bool{}
-	r.logged = map[string][2]string{}
+	r.logged = map[string]loggedFailures{}
 	leaderCh := r.sh.LeaderCh()
 	var cancel context.CancelFunc
 	var done chan struct{}
@@ -708,15 +716,20 @@ func (r *runner) logPatternErrors() {
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { patterns = s.PatternFailures() })
 	for _, p := range patterns {
 		seen := r.logged[p.Name]
-		if p.FirstConditionError != "" && p.FirstConditionError != seen[0] {
+		if p.FirstConditionError != "" && p.FirstConditionError != seen.condition {
 			r.log.Warn("a condition of the pattern failed on an event and counted as false (a field the event lacks, say); cep_condition_errors_total counts such failures",
 				"pattern", p.Name, "version", p.Version, "first", p.FirstConditionError, "failures", p.ConditionErrors)
-			seen[0] = p.FirstConditionError
+			seen.condition = p.FirstConditionError
 		}
-		if p.FirstEmitError != "" && p.FirstEmitError != seen[1] {
+		if p.FirstEmitError != "" && p.FirstEmitError != seen.emit {
 			r.log.Warn("an emitted field of the pattern failed and is null in the match; cep_emit_errors_total counts such failures",
 				"pattern", p.Name, "version", p.Version, "first", p.FirstEmitError, "failures", p.EmitErrors)
-			seen[1] = p.FirstEmitError
+			seen.emit = p.FirstEmitError
+		}
+		if p.Dropped > 0 && !seen.dropped {
+			r.log.Warn("a key of the pattern held more partial matches than the bound per key, and the latest-starting were dropped (its partial matches multiply with each event); cep_partial_matches_dropped_total counts them",
+				"pattern", p.Name, "version", p.Version, "bound", nfa.DefaultMaxPartialMatches, "dropped", p.Dropped)
+			seen.dropped = true
 		}
 		r.logged[p.Name] = seen
 	}

@@ -21,7 +21,9 @@ import (
 // goes on applying, other keys still match, the output is the offline
 // engine's, and cep_partial_matches_dropped_total names the pattern.
 func TestExplodingPatternIsBounded(t *testing.T) {
-	n := startNode(t, t.TempDir(), "", 1)
+	var logs lockedBuffer
+	n := startConfigured(t, cluster.Config{StreamCheckEvery: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -58,6 +60,18 @@ func TestExplodingPatternIsBounded(t *testing.T) {
 	publishAndCompare(t, n.NATSURL(), spec, "cep.out.doubling", lines, 60*time.Second)
 	if got := metric(t, n, "cep_partial_matches_dropped_total", `pattern="doubling"`); got != float64(dropped) {
 		t.Fatalf("cep_partial_matches_dropped_total %v, want the offline engine's %d", got, dropped)
+	}
+	// the shard leader says so, once
+	want := fmt.Sprintf("pattern=doubling version=1 bound=%d dropped=%d", nfa.DefaultMaxPartialMatches, dropped)
+	checkFor(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), want) {
+			return fmt.Errorf("no warning with %q in the log:\n%s", want, logs.String())
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	if c := strings.Count(logs.String(), "partial matches than the bound per key"); c != 1 {
+		t.Fatalf("the warning is logged %d times, want once:\n%s", c, logs.String())
 	}
 }
 
