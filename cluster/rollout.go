@@ -28,29 +28,10 @@ const (
 func (n *Node) pendingShards(ctx context.Context, name string, version uint64) []uint32 {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DeployWait)
 	defer cancel()
-	m := n.Meta()
-	pending := slices.Clone(m.Shards)
-	deleted := false
-	if p := m.Patterns[name]; p != nil && p.Version == version {
-		deleted = p.Deleted
-	}
-	applied := func(v uint64, ok bool) bool {
-		if deleted {
-			return !ok || v > version
-		}
-		return ok && v >= version
-	}
+	pending, applied := n.rollout(name, version)
 	asked := time.Now() // the other nodes are asked only about what takes a while
 	for {
-		pending = slices.DeleteFunc(pending, func(info ShardInfo) bool {
-			done := false
-			for _, sh := range n.shards {
-				if sh.ID() == info.ID {
-					sh.FSM().View(func(st *shard.State, _ uint64) { done = applied(st.Version(name)) })
-				}
-			}
-			return done
-		})
+		pending = n.notAppliedHere(pending, name, applied)
 		if len(pending) > 0 && time.Since(asked) >= rolloutRemoteEvery {
 			asked = time.Now()
 			pending = n.notAppliedElsewhere(ctx, pending, name, applied)
@@ -63,15 +44,64 @@ func (n *Node) pendingShards(ctx context.Context, name string, version uint64) [
 		}
 		select {
 		case <-ctx.Done():
-			out := make([]uint32, len(pending))
-			for i, info := range pending {
-				out[i] = uint32(info.ID)
-			}
-			slices.Sort(out)
-			return out
+			return shardIDs(pending)
 		case <-time.After(rolloutLocalEvery):
 		}
 	}
+}
+
+// notRunning returns, without waiting, the shards none of whose replicas
+// (this node's, then the other nodes') has applied the change that brought
+// the named pattern to version.
+func (n *Node) notRunning(ctx context.Context, name string, version uint64) []uint32 {
+	pending, applied := n.rollout(name, version)
+	pending = n.notAppliedHere(pending, name, applied)
+	if len(pending) > 0 {
+		pending = n.notAppliedElsewhere(ctx, pending, name, applied)
+	}
+	return shardIDs(pending)
+}
+
+// rollout returns every shard, and whether a replica running version v of
+// the named pattern (ok false: none) has applied the change that brought
+// it to version: for a deployment or update, it runs that version or a
+// later one; for a deletion, none, or a later deployment.
+func (n *Node) rollout(name string, version uint64) (shards []ShardInfo, applied func(v uint64, ok bool) bool) {
+	m := n.Meta()
+	deleted := false
+	if p := m.Patterns[name]; p != nil && p.Version == version {
+		deleted = p.Deleted
+	}
+	return slices.Clone(m.Shards), func(v uint64, ok bool) bool {
+		if deleted {
+			return !ok || v > version
+		}
+		return ok && v >= version
+	}
+}
+
+// notAppliedHere returns the pending shards that this node's replicas have
+// not applied the change to (or that it holds no replica of).
+func (n *Node) notAppliedHere(pending []ShardInfo, name string, applied func(v uint64, ok bool) bool) []ShardInfo {
+	return slices.DeleteFunc(pending, func(info ShardInfo) bool {
+		done := false
+		for _, sh := range n.shards {
+			if sh.ID() == info.ID {
+				sh.FSM().View(func(st *shard.State, _ uint64) { done = applied(st.Version(name)) })
+			}
+		}
+		return done
+	})
+}
+
+// shardIDs lists the shards' ids, sorted; nil for none.
+func shardIDs(shards []ShardInfo) []uint32 {
+	var out []uint32
+	for _, info := range shards {
+		out = append(out, uint32(info.ID))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // notAppliedElsewhere asks the other nodes that hold replicas of the

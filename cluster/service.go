@@ -309,7 +309,7 @@ func (b patternBackend) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*c
 	if p == nil || p.Deleted {
 		return nil, fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Name)
 	}
-	return &cepv1.GetPatternResponse{Pattern: toPattern(p)}, nil
+	return &cepv1.GetPatternResponse{Pattern: toPattern(p), PendingShards: b.s.n.notRunning(ctx, p.Name, p.Version)}, nil
 }
 
 type sourceBackend struct{ s *Service }

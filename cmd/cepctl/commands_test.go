@@ -312,7 +312,11 @@ func TestPatternListGet(t *testing.T) {
 			}}, nil
 		},
 		GetFunc: func(_ context.Context, r *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error) {
-			return &cepv1.GetPatternResponse{Pattern: samplePattern(r.GetName(), 3, cepv1.PatternState_PATTERN_STATE_ACTIVE)}, nil
+			var pending []uint32
+			if r.GetName() == "slow" {
+				pending = []uint32{4}
+			}
+			return &cepv1.GetPatternResponse{Pattern: samplePattern(r.GetName(), 3, cepv1.PatternState_PATTERN_STATE_ACTIVE), PendingShards: pending}, nil
 		},
 	}})
 	out := cepctl(t, url, "pattern", "list").mustOK(t).stdout
@@ -333,7 +337,11 @@ func TestPatternListGet(t *testing.T) {
 		t.Errorf("list json %q: %v", out, err)
 	}
 
-	out = cepctl(t, url, "pattern", "get", "x").mustOK(t).stdout
+	r := cepctl(t, url, "pattern", "get", "x").mustOK(t)
+	out = r.stdout
+	if r.stderr != "" {
+		t.Errorf("get stderr %q", r.stderr)
+	}
 	for _, row := range [][]string{{"Name:", "x"}, {"Version:", "3"}, {"State:", "active"}, {"Sources:", "logins"}, {"Output", "subject:", "cep.out.x"}} {
 		if !hasRow(out, row...) {
 			t.Errorf("no row %q in\n%s", row, out)
@@ -341,6 +349,10 @@ func TestPatternListGet(t *testing.T) {
 	}
 	if !strings.Contains(out, strings.TrimSpace(loginPattern)) {
 		t.Errorf("get does not show the spec:\n%s", out)
+	}
+	r = cepctl(t, url, "pattern", "get", "slow", "-o", "json").mustOK(t)
+	if !strings.HasPrefix(r.stderr, "cepctl: warning: pattern slow version 3 does not run yet on shard(s) 4;") || !strings.Contains(r.stdout, `"name": "slow"`) {
+		t.Errorf("get of a pattern some shards do not run yet: stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 }
 

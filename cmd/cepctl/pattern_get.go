@@ -41,5 +41,6 @@ func runPatternGet(ctx context.Context, d *deps, opts *patternGetOptions) error 
 	if err != nil {
 		return err
 	}
+	writePending(d.stderr, res.Msg.GetPattern(), res.Msg.GetPendingShards())
 	return writePattern(d.stdout, opts.Output, res.Msg.GetPattern())
 }

@@ -75,7 +75,15 @@ func TestDeployNamesShardsNotRunningIt(t *testing.T) {
 	if p := res.Msg.PendingShards; !slices.Equal(p, []uint32{1, 2, 3}) {
 		t.Fatalf("pending shards %v, want [1 2 3]", p)
 	}
+	// GetPattern says the same until they run it
+	got, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"}))
+	if err != nil || !slices.Equal(got.Msg.PendingShards, []uint32{1, 2, 3}) {
+		t.Fatalf("GetPattern right after the deploy: pending %v, %v", got.Msg.GetPendingShards(), err)
+	}
 	waitApplied(t, n.APIAddr(), 3, "lfl")
+	if got, err = c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || len(got.Msg.PendingShards) > 0 {
+		t.Fatalf("GetPattern once every shard runs it: pending %v, %v", got.Msg.GetPendingShards(), err)
+	}
 }
 
 // TestNewPatternStartsAtItsDeployment: a new pattern sees the events

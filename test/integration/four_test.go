@@ -31,8 +31,11 @@ func TestSavepointOfFourNodes(t *testing.T) {
 	c := newClients(nodes[0].APIAddr())
 	createBank(t, ctx, c)
 	// the node that handles the deploy holds three of the four shards and
-	// asks another node about the fourth
+	// asks another node about the fourth; so does n1 for GetPattern
 	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(spec)})
+	if got, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || len(got.Msg.PendingShards) > 0 {
+		t.Fatalf("GetPattern through n1: pending %v, %v", got.Msg.GetPendingShards(), err)
+	}
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[:half])
 	// every shard has applied its part of the first half
 	checkFor(t, 30*time.Second, func() error {

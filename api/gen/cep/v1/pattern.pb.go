@@ -1087,8 +1087,12 @@ func (x *GetPatternRequest) GetName() string {
 }
 
 type GetPatternResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pattern       *Pattern               `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Pattern *Pattern               `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// Shards that do not run this version yet (none of their replicas that
+	// the node could ask has applied its deployment), sorted; empty once
+	// every shard runs it.
+	PendingShards []uint32 `protobuf:"varint,2,rep,packed,name=pending_shards,json=pendingShards,proto3" json:"pending_shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1126,6 +1130,13 @@ func (*GetPatternResponse) Descriptor() ([]byte, []int) {
 func (x *GetPatternResponse) GetPattern() *Pattern {
 	if x != nil {
 		return x.Pattern
+	}
+	return nil
+}
+
+func (x *GetPatternResponse) GetPendingShards() []uint32 {
+	if x != nil {
+		return x.PendingShards
 	}
 	return nil
 }
@@ -1195,9 +1206,10 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x14ListPatternsResponse\x12+\n" +
 	"\bpatterns\x18\x01 \x03(\v2\x0f.cep.v1.PatternR\bpatterns\"'\n" +
 	"\x11GetPatternRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"?\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"f\n" +
 	"\x12GetPatternResponse\x12)\n" +
-	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern*T\n" +
+	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12%\n" +
+	"\x0epending_shards\x18\x02 \x03(\rR\rpendingShards*T\n" +
 	"\n" +
 	"SpecFormat\x12\x1b\n" +
 	"\x17SPEC_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
