@@ -51,9 +51,15 @@ type PatternM struct {
 	Reads         []string `json:"reads,omitempty"`
 	OutputSubject string   `json:"outputSubject"`
 	Policy        uint8    `json:"policy"` // shard.UpdatePolicy of the last update
-	CreatedIndex  uint64   `json:"createdIndex"`
-	UpdatedIndex  uint64   `json:"updatedIndex"`
-	Deleted       bool     `json:"deleted"`
+	// MaxPartialMatches bounds the partial matches per key: 0 for the
+	// engine's default, -1 for none (shard.Deploy.MaxPartialMatches)
+	MaxPartialMatches int64 `json:"maxPartialMatches,omitempty"`
+	// Records are the record types published ("match", "timeout",
+	// "late"); empty: all of them
+	Records      []string `json:"records,omitempty"`
+	CreatedIndex uint64   `json:"createdIndex"`
+	UpdatedIndex uint64   `json:"updatedIndex"`
+	Deleted      bool     `json:"deleted"`
 }
 
 // SourceM is an event source: a JetStream stream partitioned by key group.

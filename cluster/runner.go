@@ -20,7 +20,6 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
-	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -392,6 +391,7 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 			b.Ops = append(b.Ops, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
+				MaxPartialMatches: p.MaxPartialMatches, Records: shardRecords(p.Records),
 			}})
 			for _, src := range p.ReadsOf() {
 				if unread[src] {
@@ -728,7 +728,7 @@ func (r *runner) logPatternErrors() {
 		}
 		if p.Dropped > 0 && !seen.dropped {
 			r.log.Warn("a key of the pattern held more partial matches than the bound per key, and the latest-starting were dropped (its partial matches multiply with each event); cep_partial_matches_dropped_total counts them",
-				"pattern", p.Name, "version", p.Version, "bound", nfa.DefaultMaxPartialMatches, "dropped", p.Dropped)
+				"pattern", p.Name, "version", p.Version, "bound", p.MaxPartialMatches, "dropped", p.Dropped)
 			seen.dropped = true
 		}
 		r.logged[p.Name] = seen

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,6 +146,89 @@ func specError(err error) *cepv1.SpecError {
 	return out
 }
 
+// outputOptions are a deploy's or update's bound on partial matches per key
+// (nil: the default; 0: none) and record types to publish (empty: all).
+type outputOptions struct {
+	maxPartialMatches *uint64
+	records           []cepv1.RecordType
+}
+
+// maxBound is the largest bound on partial matches per key a deploy may set.
+const maxBound = 1_000_000_000
+
+var recordNames = map[cepv1.RecordType]string{
+	cepv1.RecordType_RECORD_TYPE_MATCH:   "match",
+	cepv1.RecordType_RECORD_TYPE_TIMEOUT: "timeout",
+	cepv1.RecordType_RECORD_TYPE_LATE:    "late",
+}
+
+// meta returns the options as PatternM holds them.
+func (o outputOptions) meta() (maxPM int64, records []string, err error) {
+	switch b := o.maxPartialMatches; {
+	case b == nil:
+	case *b == 0:
+		maxPM = -1
+	case *b > maxBound:
+		return 0, nil, fmt.Errorf("%w: max_partial_matches %d is over %d (0 sets no bound)", api.ErrInvalidArgument, *b, maxBound)
+	default:
+		maxPM = int64(*b)
+	}
+	for _, rt := range o.records {
+		name, ok := recordNames[rt]
+		if !ok {
+			return 0, nil, fmt.Errorf("%w: records: %v is not a record type (match, timeout or late)", api.ErrInvalidArgument, rt)
+		}
+		if !slices.Contains(records, name) {
+			records = append(records, name)
+		}
+	}
+	if len(records) == len(recordNames) {
+		records = nil // all of them
+	}
+	slices.Sort(records)
+	return maxPM, records, nil
+}
+
+// bound is the pattern's bound on partial matches per key as the API gives
+// it: nil for the default, 0 for none.
+func (p *PatternM) bound() *uint64 {
+	var b uint64
+	switch {
+	case p.MaxPartialMatches == 0:
+		return nil
+	case p.MaxPartialMatches > 0:
+		b = uint64(p.MaxPartialMatches)
+	}
+	return &b
+}
+
+// recordTypes lists the record types the pattern publishes.
+func (p *PatternM) recordTypes() []cepv1.RecordType {
+	var out []cepv1.RecordType
+	for _, rt := range []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH, cepv1.RecordType_RECORD_TYPE_TIMEOUT, cepv1.RecordType_RECORD_TYPE_LATE} {
+		if len(p.Records) == 0 || slices.Contains(p.Records, recordNames[rt]) {
+			out = append(out, rt)
+		}
+	}
+	return out
+}
+
+// shardRecords is PatternM.Records as the shard's deployment holds them.
+func shardRecords(names []string) shard.RecordTypes {
+	var out shard.RecordTypes
+	for _, n := range names {
+		switch n {
+		case "match":
+			out |= shard.RecordMatch
+		case "timeout":
+			out |= shard.RecordTimeout
+		case "late":
+			out |= shard.RecordLate
+		}
+	}
+	return out
+}
+
 func toPattern(p *PatternM) *cepv1.Pattern {
 	f := cepv1.SpecFormat_SPEC_FORMAT_SPEC
 	if p.Format == "sql" {
@@ -154,9 +238,13 @@ func toPattern(p *PatternM) *cepv1.Pattern {
 	if p.Deleted {
 		st = cepv1.PatternState_PATTERN_STATE_DELETING
 	}
+	bound := uint64(nfa.DefaultMaxPartialMatches)
+	if b := p.bound(); b != nil {
+		bound = *b
+	}
 	return &cepv1.Pattern{Name: p.Name, Version: p.Version, Spec: p.Spec, Format: f, Sources: p.Sources,
 		OutputSubject: p.OutputSubject, CreatedIndex: p.CreatedIndex, UpdatedIndex: p.UpdatedIndex, State: st,
-		Reads: p.ReadsOf()}
+		Reads: p.ReadsOf(), MaxPartialMatches: bound, Records: p.recordTypes()}
 }
 
 type patternBackend struct{ s *Service }
@@ -212,8 +300,24 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 
 // put deploys or updates a pattern and returns it with its warnings
 // (nfa.Pattern.Warnings).
-func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy) (*cepv1.Pattern, []string, error) {
+func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy, opts outputOptions) (*cepv1.Pattern, []string, error) {
 	p, f, err := compiled(spec, format, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if old := b.s.n.Meta().Patterns[p.Name()]; !create && old != nil && !old.Deleted {
+		// what an update leaves out stays as it is
+		if subject == "" {
+			subject = old.OutputSubject
+		}
+		if opts.maxPartialMatches == nil {
+			opts.maxPartialMatches = old.bound()
+		}
+		if len(opts.records) == 0 {
+			opts.records = old.recordTypes()
+		}
+	}
+	maxPM, records, err := opts.meta()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -230,7 +334,8 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	if err != nil {
 		return nil, nil, err
 	}
-	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), Reads: reads, OutputSubject: subject}
+	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), Reads: reads, OutputSubject: subject,
+		MaxPartialMatches: maxPM, Records: records}
 	if f == cepv1.SpecFormat_SPEC_FORMAT_SQL {
 		pm.Format = "sql"
 	}
@@ -255,7 +360,7 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 	}); done {
 		return res, err
 	}
-	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0)
+	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0, outputOptions{r.MaxPartialMatches, r.Records})
 	if err != nil {
 		return nil, err
 	}
@@ -268,13 +373,7 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 	}); done {
 		return res, err
 	}
-	subject := r.OutputSubject
-	if subject == "" {
-		if old := b.s.n.Meta().Patterns[r.Name]; old != nil && !old.Deleted {
-			subject = old.OutputSubject
-		}
-	}
-	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, subject, false, r.Policy)
+	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, false, r.Policy, outputOptions{r.MaxPartialMatches, r.Records})
 	if err != nil {
 		return nil, err
 	}

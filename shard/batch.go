@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cepcluster/cep/internal/varint"
+	"github.com/cepcluster/cep/nfa"
 )
 
 // A Batch is the payload of one Raft log entry: everything the shard leader
@@ -82,13 +83,62 @@ type Deploy struct {
 	// source partitioned by another key than the pattern's is read through
 	// its derived source (re-keyed by the pattern's key).
 	Reads []string
+	// MaxPartialMatches is the matchers' bound on partial matches per key
+	// (nfa.Matcher.MaxPartialMatches): 0 for nfa's default, negative for
+	// none.
+	MaxPartialMatches int64
+	// Records are the record types put in the outbox (RecordMatch, ...);
+	// 0 for all of them. The others are counted and dropped.
+	Records RecordTypes
 }
 
-// batchVersion 3: deployments carry the sources read, events their origin
-// position, and OpForward exists (2: events carry their block; 1 carried a
-// key group). OpSkip came later within version 3: an entry with it is
-// refused by a node of an earlier release.
-const batchVersion = 3
+// RecordTypes is a set of output record types.
+type RecordTypes uint8
+
+// Record types.
+const (
+	RecordMatch   RecordTypes = 1 << iota // "match"
+	RecordTimeout                         // "timeout"
+	RecordLate                            // "late"
+)
+
+// has reports whether the set holds the record type typ (an empty set
+// holds every type).
+func (rt RecordTypes) has(typ string) bool {
+	if rt == 0 {
+		return true
+	}
+	switch typ {
+	case "match":
+		return rt&RecordMatch != 0
+	case "timeout":
+		return rt&RecordTimeout != 0
+	case "late":
+		return rt&RecordLate != 0
+	}
+	return true
+}
+
+// configure gives a matcher of the deployment (or a previous version's
+// still draining) the deployment's bound, whatever it had: a replica
+// restored from a snapshot and one that applied the log must agree.
+func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
+	switch {
+	case d.MaxPartialMatches > 0:
+		m.MaxPartialMatches = int(d.MaxPartialMatches)
+	case d.MaxPartialMatches < 0:
+		m.MaxPartialMatches = 0
+	default:
+		m.MaxPartialMatches = nfa.DefaultMaxPartialMatches
+	}
+	return m
+}
+
+// batchVersion 4: deployments carry the bound on partial matches and the
+// record types published (3, still read: deployments carry the sources
+// read, events their origin position, OpForward and OpSkip exist; 2:
+// events carry their block; 1 carried a key group).
+const batchVersion = 4
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
 var ErrBadBatch = errors.New("shard: bad batch encoding")
@@ -133,6 +183,8 @@ func (bt *Batch) Encode(b []byte) []byte {
 			for _, r := range d.Reads {
 				b = appendString(b, r)
 			}
+			b = binary.AppendVarint(b, d.MaxPartialMatches)
+			b = append(b, byte(d.Records))
 		case OpDelete:
 			b = appendString(b, op.Pattern)
 		case OpAck:
@@ -149,8 +201,9 @@ func (bt *Batch) Encode(b []byte) []byte {
 // DecodeBatch decodes a log entry.
 func DecodeBatch(data []byte) (*Batch, error) {
 	d := &dec{b: data}
-	if v := d.byte(); v != batchVersion {
-		return nil, fmt.Errorf("%w: version %d", ErrBadBatch, v)
+	version := d.byte()
+	if version != batchVersion && version != 3 {
+		return nil, fmt.Errorf("%w: version %d", ErrBadBatch, version)
 	}
 	n := d.count()
 	bt := &Batch{Ops: make([]Op, 0, n)}
@@ -183,6 +236,9 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			nr := d.count()
 			for j := 0; j < nr && d.err == nil; j++ {
 				dp.Reads = append(dp.Reads, d.string())
+			}
+			if version >= 4 {
+				dp.MaxPartialMatches, dp.Records = d.varint(), RecordTypes(d.byte())
 			}
 			op.Deploy = dp
 		case OpDelete:

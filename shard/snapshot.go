@@ -269,13 +269,13 @@ func (s *State) readShardSection(b []byte, first bool) error {
 		if err != nil {
 			return err
 		}
-		rt := &patternRT{deploy: *dp, pattern: p, m: m}
+		rt := &patternRT{deploy: *dp, pattern: p, m: dp.configure(m)}
 		for _, x := range drs {
 			dm, err := nfa.UnmarshalHeader(p, x.hdr)
 			if err != nil {
 				return err
 			}
-			rt.draining = append(rt.draining, &drainingRT{version: x.v, m: dm})
+			rt.draining = append(rt.draining, &drainingRT{version: x.v, m: dp.configure(dm)})
 		}
 		s.patterns = append(s.patterns, rt)
 	}

@@ -34,7 +34,11 @@ func randomLogD(seed uint64, batches, disorder int) []*Batch {
 		}
 		b := &Batch{Ops: []Op{eventsOp(evs...)}}
 		if i == batches/2 {
-			b.Ops = append(b.Ops, deployOp(abSpec, 2, PolicyDrain))
+			// version 2 keeps two partial matches per key (the draining
+			// version 1 too) and publishes no late records
+			up := deployOp(abSpec, 2, PolicyDrain)
+			up.Deploy.MaxPartialMatches, up.Deploy.Records = 2, RecordMatch|RecordTimeout
+			b.Ops = append(b.Ops, up)
 		}
 		log = append(log, b)
 	}

@@ -177,6 +177,8 @@ type PatternInfo struct {
 	PartialMatches int
 	BufferedEvents int
 	Watermark      int64
+	// MaxPartialMatches is the bound per key its matchers keep (0: none).
+	MaxPartialMatches int
 	// Since this replica built or restored the pattern's matchers (these
 	// are not part of the replicated state): partial matches discarded at
 	// nfa's bound per key (Matcher.MaxPartialMatches), condition
@@ -194,7 +196,8 @@ func (s *State) Patterns() []PatternInfo {
 	out := make([]PatternInfo, 0, len(s.patterns))
 	for _, p := range s.patterns {
 		pm, be := p.m.Totals()
-		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark()}
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(),
+			MaxPartialMatches: p.m.MaxPartialMatches}
 		info.addStats(p.m)
 		for _, d := range p.draining {
 			dp, db := d.m.Totals()
@@ -213,7 +216,7 @@ func (s *State) Patterns() []PatternInfo {
 func (s *State) PatternFailures() []PatternInfo {
 	out := make([]PatternInfo, 0, len(s.patterns))
 	for _, p := range s.patterns {
-		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version}
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.MaxPartialMatches}
 		info.addStats(p.m)
 		for _, d := range p.draining {
 			info.addStats(d.m)
@@ -313,7 +316,7 @@ func (s *State) deploy(d *Deploy) {
 		s.counters.PatternFails++
 		return
 	}
-	m := nfa.NewMatcher(p)
+	m := d.configure(nfa.NewMatcher(p))
 	i, old := s.find(d.Name)
 	rt := &patternRT{deploy: *d, pattern: p, m: m}
 	if old == nil {
@@ -330,7 +333,11 @@ func (s *State) deploy(d *Deploy) {
 			rt.draining = append(rt.draining, &drainingRT{version: old.deploy.Version, m: old.m})
 		}
 	case PolicyMigrate:
-		rt.m, _ = nfa.Migrate(old.m, p)
+		migrated, _ := nfa.Migrate(old.m, p)
+		rt.m = d.configure(migrated)
+	}
+	for _, dr := range rt.draining { // as a snapshot restores them
+		d.configure(dr.m)
 	}
 	s.patterns[i] = rt
 }
@@ -605,6 +612,9 @@ func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
 			s.counters.Timeouts++
 		case "late":
 			s.counters.Late++
+		}
+		if !p.deploy.Records.has(r.Type) {
+			continue
 		}
 		r.ID = RecordID(p.deploy.Name, version, r)
 		payload, _ := r.AppendJSON(nil)

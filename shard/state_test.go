@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,6 +113,7 @@ func TestUpdatePolicies(t *testing.T) {
 func TestBatchRoundTrip(t *testing.T) {
 	rekeyed := deployOp(abSpec, 8, PolicyMigrate)
 	rekeyed.Deploy.Reads = []string{"src.k0011aabb"}
+	rekeyed.Deploy.MaxPartialMatches, rekeyed.Deploy.Records = -1, RecordMatch|RecordLate
 	derived := ev(3, "z", "A", 12)
 	derived.OriginPos = 77
 	b := &Batch{Ops: []Op{
@@ -140,6 +142,62 @@ func TestBatchRoundTrip(t *testing.T) {
 	for i := 0; i < len(enc); i++ {
 		if _, err := DecodeBatch(enc[:i]); err == nil {
 			t.Fatalf("truncated at %d decoded without error", i)
+		}
+	}
+}
+
+// Entries of batch version 3 (no bound, no record types in deployments)
+// are still read: logs and snapshots written by the release before hold
+// them.
+func TestDecodesVersion3Batch(t *testing.T) {
+	dep := deployOp(abSpec, 7, PolicyDrain)
+	b := &Batch{Ops: []Op{dep, eventsOp(ev(1, "x", "A", 10))}}
+	enc := b.Encode(nil)
+	// version 3 wrote the deployment without the last two fields (a zero
+	// varint and a zero byte)
+	deployEnd := bytes.Index(enc, []byte("cep.out.ab")) + len("cep.out.ab") + 1 + 1 // subject, policy, no reads
+	if enc[deployEnd] != 0 || enc[deployEnd+1] != 0 {
+		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+2])
+	}
+	v3 := slices.Concat([]byte{3}, enc[1:deployEnd], enc[deployEnd+2:])
+	got, err := DecodeBatch(v3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, b) {
+		t.Fatalf("decoded %+v, want %+v", got, b)
+	}
+}
+
+// A deployment's record types decide what reaches the outbox (the others
+// are still counted), and its bound applies to its matchers.
+func TestDeployRecordTypesAndBound(t *testing.T) {
+	events := eventsOp(ev(1, "x", "A", 10), ev(2, "x", "A", 20), ev(3, "x", "A", 30), ev(4, "x", "B", 40), ev(5, "x", "A", 300), ev(6, "x", "A", 1))
+	for _, c := range []struct {
+		bound   int64
+		records RecordTypes
+		want    []string // record types in the outbox
+		dropped uint64
+	}{
+		{0, 0, []string{"match", "match", "match", "late"}, 0},
+		{0, RecordMatch, []string{"match", "match", "match"}, 0},
+		{0, RecordTimeout | RecordLate, []string{"late"}, 0},
+		{2, 0, []string{"match", "match", "late"}, 1},
+		{-1, RecordMatch, []string{"match", "match", "match"}, 0},
+	} {
+		d := deployOp(abSpec, 1, PolicyReset)
+		d.Deploy.MaxPartialMatches, d.Deploy.Records = c.bound, c.records
+		s := NewState(0, 15, 16)
+		s.Apply(&Batch{Ops: []Op{d, events}})
+		var got []string
+		for _, r := range s.Outbox() {
+			var rec struct{ Type string }
+			json.Unmarshal(r.Payload, &rec)
+			got = append(got, rec.Type)
+		}
+		info := s.PatternFailures()[0]
+		if !slices.Equal(got, c.want) || info.Dropped != c.dropped || s.Counters().Matches+s.Counters().Late != 4-c.dropped {
+			t.Errorf("bound %d, records %b: outbox %v (want %v), dropped %d (want %d), counters %+v", c.bound, c.records, got, c.want, info.Dropped, c.dropped, s.Counters())
 		}
 	}
 }

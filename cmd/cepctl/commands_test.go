@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,7 +222,8 @@ func TestPatternValidate(t *testing.T) {
 
 func samplePattern(name string, version uint64, state cepv1.PatternState) *cepv1.Pattern {
 	return &cepv1.Pattern{Name: name, Version: version, Spec: loginPattern, Format: cepv1.SpecFormat_SPEC_FORMAT_SPEC,
-		Sources: []string{"logins"}, OutputSubject: "cep.out." + name, CreatedIndex: 7, UpdatedIndex: 9, State: state}
+		Sources: []string{"logins"}, OutputSubject: "cep.out." + name, CreatedIndex: 7, UpdatedIndex: 9, State: state,
+		MaxPartialMatches: 100000, Records: []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH, cepv1.RecordType_RECORD_TYPE_LATE}}
 }
 
 func TestPatternDeployUpdateDelete(t *testing.T) {
@@ -273,6 +275,13 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 		t.Errorf("deploy json %q: %v", out, err)
 	}
 	cepctl(t, url, "pattern", "deploy", doc, "--name", "taken").mustFail(t, `pattern "taken": api: already exists`)
+	if deployed.MaxPartialMatches != nil || len(deployed.Records) != 0 {
+		t.Errorf("deploy without output flags sent a bound %v and records %v", deployed.MaxPartialMatches, deployed.Records)
+	}
+	cepctl(t, url, "pattern", "deploy", doc, "--max-partial-matches", "0", "--records", "match").mustOK(t)
+	if deployed.MaxPartialMatches == nil || *deployed.MaxPartialMatches != 0 || !slices.Equal(deployed.Records, []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH}) {
+		t.Errorf("deploy with output flags sent a bound %v and records %v", deployed.MaxPartialMatches, deployed.Records)
+	}
 
 	r = cepctl(t, url, "pattern", "update", doc, "--policy", "migrate").mustOK(t)
 	out = r.stdout
@@ -342,7 +351,8 @@ func TestPatternListGet(t *testing.T) {
 	if r.stderr != "" {
 		t.Errorf("get stderr %q", r.stderr)
 	}
-	for _, row := range [][]string{{"Name:", "x"}, {"Version:", "3"}, {"State:", "active"}, {"Sources:", "logins"}, {"Output", "subject:", "cep.out.x"}} {
+	for _, row := range [][]string{{"Name:", "x"}, {"Version:", "3"}, {"State:", "active"}, {"Sources:", "logins"}, {"Output", "subject:", "cep.out.x"},
+		{"Records:", "match,", "late"}, {"Partial", "match", "bound:", "100000", "per", "key"}} {
 		if !hasRow(out, row...) {
 			t.Errorf("no row %q in\n%s", row, out)
 		}

@@ -209,6 +209,13 @@ func TestPatternOptions(t *testing.T) {
 		{name: "all flags", args: []string{"pattern", "deploy", "q.sql", "--name", "n", "--output-subject", "alerts.n", "-o", "yaml"},
 			want: patternDeployOptions{globalOptions: with(func(g *globalOptions) { g.Output = "yaml" }), File: "q.sql", Name: "n", OutputSubject: "alerts.n"}},
 		{name: "two files", args: []string{"pattern", "deploy", "a", "b"}, wantErr: "accepts 1 arg"},
+		{name: "no bound, matches and late events", args: []string{"pattern", "deploy", "p.yaml", "--max-partial-matches", "0", "--records", "match", "--records", "LATE"},
+			want: patternDeployOptions{globalOptions: defaults, File: "p.yaml", outputFlags: outputFlags{MaxPartialMatches: new(uint64(0)), Records: []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH, cepv1.RecordType_RECORD_TYPE_LATE}}}},
+		{name: "a bound", args: []string{"pattern", "deploy", "p.yaml", "--max-partial-matches=5000", "--records=match,timeout"},
+			want: patternDeployOptions{globalOptions: defaults, File: "p.yaml", outputFlags: outputFlags{MaxPartialMatches: new(uint64(5000)), Records: []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH, cepv1.RecordType_RECORD_TYPE_TIMEOUT}}}},
+		{name: "unknown record type", args: []string{"pattern", "deploy", "p.yaml", "--records", "match,alert"}, wantErr: `--records: unknown record type "alert"`},
+		{name: "no record type", args: []string{"pattern", "deploy", "p.yaml", "--records", ""}, wantErr: "--records: name at least one"},
+		{name: "negative bound", args: []string{"pattern", "deploy", "p.yaml", "--max-partial-matches", "-1"}, wantErr: "max-partial-matches"},
 	})
 	checkOptions(t, "pattern", newPatternUpdateCmd, []optCase[patternUpdateOptions]{
 		{name: "default policy is drain", args: []string{"pattern", "update", "p.yaml"},
@@ -218,6 +225,8 @@ func TestPatternOptions(t *testing.T) {
 		{name: "migrate with name and subject", args: []string{"pattern", "update", "q.sql", "--policy=migrate", "--name", "q", "--output-subject", "s"},
 			want: patternUpdateOptions{globalOptions: defaults, File: "q.sql", Name: "q", OutputSubject: "s", Policy: cepv1.UpdatePolicy_UPDATE_POLICY_MIGRATE}},
 		{name: "bad policy", args: []string{"pattern", "update", "p.yaml", "--policy", "keep"}, wantErr: `unknown --policy "keep"`},
+		{name: "records", args: []string{"pattern", "update", "p.yaml", "--records", "timeout"},
+			want: patternUpdateOptions{globalOptions: defaults, File: "p.yaml", Policy: cepv1.UpdatePolicy_UPDATE_POLICY_DRAIN, outputFlags: outputFlags{Records: []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_TIMEOUT}}}},
 	})
 	checkOptions(t, "pattern", newPatternDeleteCmd, []optCase[patternDeleteOptions]{
 		{name: "name", args: []string{"pattern", "delete", "p"}, want: patternDeleteOptions{defaults, "p"}},

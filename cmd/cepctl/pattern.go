@@ -91,6 +91,12 @@ func writePattern(w io.Writer, format string, p *cepv1.Pattern) error {
 	row(tw, "Format:", enumName(p.GetFormat(), "SPEC_FORMAT_"))
 	row(tw, "Sources:", joinOrDash(p.GetSources()))
 	row(tw, "Output subject:", orDash(p.GetOutputSubject()))
+	row(tw, "Records:", recordList(p.GetRecords()))
+	bound := "none"
+	if b := p.GetMaxPartialMatches(); b > 0 {
+		bound = fmt.Sprintf("%d per key", b)
+	}
+	row(tw, "Partial match bound:", bound)
 	row(tw, "Created index:", p.GetCreatedIndex())
 	row(tw, "Updated index:", p.GetUpdatedIndex())
 	if err := tw.Flush(); err != nil {
@@ -99,4 +105,13 @@ func writePattern(w io.Writer, format string, p *cepv1.Pattern) error {
 	spec := strings.TrimRight(p.GetSpec(), "\n")
 	_, err := fmt.Fprintf(w, "\n%s\n", spec)
 	return err
+}
+
+// recordList names record types as "match, timeout, late".
+func recordList(types []cepv1.RecordType) string {
+	names := make([]string, 0, len(types))
+	for _, rt := range types {
+		names = append(names, strings.ToLower(strings.TrimPrefix(rt.String(), "RECORD_TYPE_")))
+	}
+	return orDash(strings.Join(names, ", "))
 }

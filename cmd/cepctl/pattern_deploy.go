@@ -17,6 +17,7 @@ type patternDeployOptions struct {
 	File          string
 	Name          string
 	OutputSubject string
+	outputFlags
 }
 
 func newPatternDeployCmd(d *deps, runF func(*patternDeployOptions) error) *cobra.Command {
@@ -38,6 +39,9 @@ a shard without a leader, say) are named in a warning.`,
 				return err
 			}
 			opts.globalOptions, opts.File = g, args[0]
+			if err := opts.outputFlags.parse(cmd); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -46,6 +50,7 @@ a shard without a leader, say) are named in a warning.`,
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
 	cmd.Flags().StringVar(&opts.OutputSubject, "output-subject", "", "NATS subject for the pattern's records (default: the cluster's choice)")
+	opts.outputFlags.add(cmd, "100000; every type")
 	return cmd
 }
 
@@ -57,6 +62,7 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 	c := newClients(d, opts.globalOptions)
 	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(&cepv1.DeployPatternRequest{
 		Spec: f.spec, Format: f.format, Name: f.name, OutputSubject: opts.OutputSubject,
+		MaxPartialMatches: opts.MaxPartialMatches, Records: opts.Records,
 	}))
 	if err != nil {
 		return err

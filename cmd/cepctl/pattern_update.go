@@ -16,6 +16,7 @@ type patternUpdateOptions struct {
 	Name          string
 	OutputSubject string
 	Policy        cepv1.UpdatePolicy
+	outputFlags
 }
 
 var updatePolicies = map[string]cepv1.UpdatePolicy{
@@ -51,6 +52,9 @@ names in a warning the shards that do not yet.`,
 				return err
 			}
 			opts.globalOptions, opts.File, opts.Policy = g, args[0], p
+			if err := opts.outputFlags.parse(cmd); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -60,6 +64,7 @@ names in a warning the shards that do not yet.`,
 	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
 	cmd.Flags().StringVar(&policy, "policy", "drain", "what happens to in-flight partial matches: drain, reset or migrate")
 	cmd.Flags().StringVar(&opts.OutputSubject, "output-subject", "", "new NATS subject for the pattern's records (default: keep the current one)")
+	opts.outputFlags.add(cmd, "keep the current setting")
 	return cmd
 }
 
@@ -71,6 +76,7 @@ func runPatternUpdate(ctx context.Context, d *deps, opts *patternUpdateOptions) 
 	c := newClients(d, opts.globalOptions)
 	res, err := c.patterns.UpdatePattern(ctx, connect.NewRequest(&cepv1.UpdatePatternRequest{
 		Spec: f.spec, Format: f.format, Name: f.name, Policy: opts.Policy, OutputSubject: opts.OutputSubject,
+		MaxPartialMatches: opts.MaxPartialMatches, Records: opts.Records,
 	}))
 	if err != nil {
 		return err

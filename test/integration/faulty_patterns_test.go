@@ -5,11 +5,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/nfa"
 )
@@ -27,31 +31,8 @@ func TestExplodingPatternIsBounded(t *testing.T) {
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var sb strings.Builder
-	sb.WriteString("name: doubling\nsource: bank\nkey: e.account\ntime: e.ts\nstages:\n  - name: a\n    where: e.type == \"A\"\n")
-	for i := 1; i <= 14; i++ {
-		fmt.Fprintf(&sb, "  - name: b%d\n    contiguity: followedByAny\n    where: e.type == \"B\"\n", i)
-	}
-	sb.WriteString("  - name: c\n    contiguity: followedByAny\n    where: e.type == \"C\"\n")
-	spec := []byte(sb.String())
+	spec, lines := doubling()
 	deployOnBank(t, ctx, n, spec)
-
-	var lines []string
-	ts := 1000
-	add := func(account, typ string) {
-		ts++
-		lines = append(lines, fmt.Sprintf(`{"account":%q,"type":%q,"ts":%d}`, account, typ, ts))
-	}
-	add("hot", "A")
-	for range 20 {
-		add("hot", "B")
-	}
-	add("cold", "A")
-	for range 14 {
-		add("cold", "B")
-	}
-	add("cold", "C")
-	add("cold", "A") // moves the watermark past the C
 
 	dropped := offlineStats(t, spec, lines).Dropped
 	if dropped == 0 {
@@ -72,6 +53,137 @@ func TestExplodingPatternIsBounded(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if c := strings.Count(logs.String(), "partial matches than the bound per key"); c != 1 {
 		t.Fatalf("the warning is logged %d times, want once:\n%s", c, logs.String())
+	}
+}
+
+// doubling is a pattern whose partial matches double with every B after
+// an A (14 followedByAny stages of B), and events that make a key ("hot")
+// hold 2^20 of them, and another ("cold") complete a match.
+func doubling() (spec []byte, lines []string) {
+	var sb strings.Builder
+	sb.WriteString("name: doubling\nsource: bank\nkey: e.account\ntime: e.ts\nstages:\n  - name: a\n    where: e.type == \"A\"\n")
+	for i := 1; i <= 14; i++ {
+		fmt.Fprintf(&sb, "  - name: b%d\n    contiguity: followedByAny\n    where: e.type == \"B\"\n", i)
+	}
+	sb.WriteString("  - name: c\n    contiguity: followedByAny\n    where: e.type == \"C\"\n")
+	ts := 1000
+	add := func(account, typ string) {
+		ts++
+		lines = append(lines, fmt.Sprintf(`{"account":%q,"type":%q,"ts":%d}`, account, typ, ts))
+	}
+	add("hot", "A")
+	for range 20 {
+		add("hot", "B")
+	}
+	add("cold", "A")
+	for range 14 {
+		add("cold", "B")
+	}
+	add("cold", "C")
+	add("cold", "A") // moves the watermark past the C
+	return []byte(sb.String()), lines
+}
+
+// A deployment chooses the record types its pattern publishes (the others
+// are counted and dropped) and its bound on partial matches per key; an
+// update that leaves them out keeps them. The records on NATS equal the
+// offline engine's with the same bound, of the chosen types.
+func TestDeployOutputOptions(t *testing.T) {
+	n := startNode(t, t.TempDir(), "", 1)
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := newClients(n.APIAddr())
+	createBank(t, ctx, c)
+	matches := []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH}
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec), Records: matches})
+	spec, lines := doubling()
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(spec), MaxPartialMatches: new(uint64(50))})
+	// the doubling events come first: the bank events after them are late
+	// for both patterns at first, then not
+	lines = append(lines, bankEvents(41, 600)...)
+	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+
+	var want []string
+	for _, r := range offline(t, lflSpec, lines) {
+		if strings.HasPrefix(r, `{"type":"match"`) {
+			want = append(want, r)
+		}
+	}
+	if len(want) == 0 || len(want) == len(offline(t, lflSpec, lines)) {
+		t.Fatalf("the offline engine makes %d matches of %d records; the test would prove nothing", len(want), len(offline(t, lflSpec, lines)))
+	}
+	// (in what order a shard reports records of different keys depends on
+	// how often its watermark moves: compared as multisets)
+	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.lfl", len(want), time.Minute))
+	slices.Sort(got)
+	slices.Sort(want)
+	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
+		t.Fatalf("lfl publishing only matches: %s", d)
+	}
+
+	p, err := nfa.CompileBytes(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := nfa.NewRunner(p)
+	r.Matchers()[0].MaxPartialMatches = 50
+	want = nil
+	for _, l := range lines {
+		recs, err := r.Line([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			b, _ := recs[i].AppendJSON(nil)
+			want = append(want, string(b))
+		}
+	}
+	dropped := r.Matchers()[0].Stats().Dropped
+	if dropped == 0 || len(want) == 0 {
+		t.Fatalf("the offline engine with a bound of 50 dropped %d partial matches and made %d records; the test would prove nothing", dropped, len(want))
+	}
+	got = withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.doubling", len(want), time.Minute))
+	slices.Sort(got)
+	slices.Sort(want)
+	if d := differsFromOffline(got, want, string(spec)); d != "" {
+		t.Fatalf("doubling with a bound of 50: %s", d)
+	}
+	if m := metric(t, n, "cep_partial_matches_dropped_total", `pattern="doubling"`); m != float64(dropped) {
+		t.Fatalf("cep_partial_matches_dropped_total %v, want the offline engine's %d", m, dropped)
+	}
+
+	// the API shows them, and an update without them keeps them
+	up, err := c.patterns.UpdatePattern(ctx, req(&cepv1.UpdatePatternRequest{Spec: string(lflSpec), Policy: cepv1.UpdatePolicy_UPDATE_POLICY_RESET}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := up.Msg.Pattern; !slices.Equal(got.Records, matches) || got.MaxPartialMatches != nfa.DefaultMaxPartialMatches {
+		t.Fatalf("lfl after an update: records %v, bound %d", got.Records, got.MaxPartialMatches)
+	}
+	g, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "doubling"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Msg.Pattern; len(got.Records) != 3 || got.MaxPartialMatches != 50 {
+		t.Fatalf("doubling: records %v, bound %d", got.Records, got.MaxPartialMatches)
+	}
+	// so does its output subject (the name comes from the spec)
+	custom := []byte(strings.Replace(string(lflSpec), "name: lfl", "name: custom", 1))
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(custom), OutputSubject: "cep.out.alerts"})
+	up, err = c.patterns.UpdatePattern(ctx, req(&cepv1.UpdatePatternRequest{Spec: string(custom)}))
+	if err != nil || up.Msg.Pattern.OutputSubject != "cep.out.alerts" {
+		t.Fatalf("update of a pattern with its own output subject: %v, subject %q", err, up.Msg.GetPattern().GetOutputSubject())
+	}
+
+	// a bound over the largest allowed, an unknown record type
+	for _, r := range []*cepv1.DeployPatternRequest{
+		{Spec: string(lflSpec), Name: "big", MaxPartialMatches: new(uint64(1 << 40))},
+		{Spec: string(lflSpec), Name: "odd", Records: []cepv1.RecordType{9}},
+	} {
+		if _, err := c.patterns.DeployPattern(ctx, req(r)); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("deploy %s: %v, want InvalidArgument", r.Name, err)
+		}
 	}
 }
 

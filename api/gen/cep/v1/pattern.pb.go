@@ -138,6 +138,62 @@ func (UpdatePolicy) EnumDescriptor() ([]byte, []int) {
 }
 
 // PatternState is where a pattern is in its life cycle.
+// The types of output record a pattern makes (pattern-v1 "Output records").
+type RecordType int32
+
+const (
+	RecordType_RECORD_TYPE_UNSPECIFIED RecordType = 0
+	// A completed match.
+	RecordType_RECORD_TYPE_MATCH RecordType = 1
+	// A partial match discarded by its window.
+	RecordType_RECORD_TYPE_TIMEOUT RecordType = 2
+	// An event at or below the watermark, not matched.
+	RecordType_RECORD_TYPE_LATE RecordType = 3
+)
+
+// Enum value maps for RecordType.
+var (
+	RecordType_name = map[int32]string{
+		0: "RECORD_TYPE_UNSPECIFIED",
+		1: "RECORD_TYPE_MATCH",
+		2: "RECORD_TYPE_TIMEOUT",
+		3: "RECORD_TYPE_LATE",
+	}
+	RecordType_value = map[string]int32{
+		"RECORD_TYPE_UNSPECIFIED": 0,
+		"RECORD_TYPE_MATCH":       1,
+		"RECORD_TYPE_TIMEOUT":     2,
+		"RECORD_TYPE_LATE":        3,
+	}
+)
+
+func (x RecordType) Enum() *RecordType {
+	p := new(RecordType)
+	*p = x
+	return p
+}
+
+func (x RecordType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RecordType) Descriptor() protoreflect.EnumDescriptor {
+	return file_cep_v1_pattern_proto_enumTypes[2].Descriptor()
+}
+
+func (RecordType) Type() protoreflect.EnumType {
+	return &file_cep_v1_pattern_proto_enumTypes[2]
+}
+
+func (x RecordType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RecordType.Descriptor instead.
+func (RecordType) EnumDescriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{2}
+}
+
 type PatternState int32
 
 const (
@@ -178,11 +234,11 @@ func (x PatternState) String() string {
 }
 
 func (PatternState) Descriptor() protoreflect.EnumDescriptor {
-	return file_cep_v1_pattern_proto_enumTypes[2].Descriptor()
+	return file_cep_v1_pattern_proto_enumTypes[3].Descriptor()
 }
 
 func (PatternState) Type() protoreflect.EnumType {
-	return &file_cep_v1_pattern_proto_enumTypes[2]
+	return &file_cep_v1_pattern_proto_enumTypes[3]
 }
 
 func (x PatternState) Number() protoreflect.EnumNumber {
@@ -191,7 +247,7 @@ func (x PatternState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PatternState.Descriptor instead.
 func (PatternState) EnumDescriptor() ([]byte, []int) {
-	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{2}
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{3}
 }
 
 // Pattern is a deployed pattern as the metadata group records it.
@@ -217,7 +273,12 @@ type Pattern struct {
 	// What it reads for each of its sources, in the same order: the source
 	// itself when it is stored by the pattern's key, else the derived source
 	// re-keying it by that key ("<source>.k<hash>").
-	Reads         []string `protobuf:"bytes,10,rep,name=reads,proto3" json:"reads,omitempty"`
+	Reads []string `protobuf:"bytes,10,rep,name=reads,proto3" json:"reads,omitempty"`
+	// The most partial matches one key keeps (see
+	// DeployPatternRequest.max_partial_matches); 0: no bound.
+	MaxPartialMatches uint64 `protobuf:"varint,11,opt,name=max_partial_matches,json=maxPartialMatches,proto3" json:"max_partial_matches,omitempty"`
+	// The record types published; the others are counted and dropped.
+	Records       []RecordType `protobuf:"varint,12,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -318,6 +379,20 @@ func (x *Pattern) GetState() PatternState {
 func (x *Pattern) GetReads() []string {
 	if x != nil {
 		return x.Reads
+	}
+	return nil
+}
+
+func (x *Pattern) GetMaxPartialMatches() uint64 {
+	if x != nil {
+		return x.MaxPartialMatches
+	}
+	return 0
+}
+
+func (x *Pattern) GetRecords() []RecordType {
+	if x != nil {
+		return x.Records
 	}
 	return nil
 }
@@ -589,6 +664,16 @@ type DeployPatternRequest struct {
 	// The NATS subject for its records; empty chooses the cluster's default
 	// for the pattern's name.
 	OutputSubject string `protobuf:"bytes,4,opt,name=output_subject,json=outputSubject,proto3" json:"output_subject,omitempty"`
+	// The most partial matches one key keeps: when a step leaves more, the
+	// latest-starting are dropped and counted
+	// (cep_partial_matches_dropped_total), so that a pattern whose partial
+	// matches multiply with each event cannot exhaust memory. Absent:
+	// 100,000; 0: no bound, as in Flink.
+	MaxPartialMatches *uint64 `protobuf:"varint,5,opt,name=max_partial_matches,json=maxPartialMatches,proto3,oneof" json:"max_partial_matches,omitempty"`
+	// The record types to publish, as a Flink job chooses to handle timed-out
+	// partial matches and late events or not; the others are counted in the
+	// metrics and dropped. Empty: every type.
+	Records       []RecordType `protobuf:"varint,6,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -649,6 +734,20 @@ func (x *DeployPatternRequest) GetOutputSubject() string {
 		return x.OutputSubject
 	}
 	return ""
+}
+
+func (x *DeployPatternRequest) GetMaxPartialMatches() uint64 {
+	if x != nil && x.MaxPartialMatches != nil {
+		return *x.MaxPartialMatches
+	}
+	return 0
+}
+
+func (x *DeployPatternRequest) GetRecords() []RecordType {
+	if x != nil {
+		return x.Records
+	}
+	return nil
 }
 
 type DeployPatternResponse struct {
@@ -728,6 +827,10 @@ type UpdatePatternRequest struct {
 	Policy UpdatePolicy `protobuf:"varint,4,opt,name=policy,proto3,enum=cep.v1.UpdatePolicy" json:"policy,omitempty"`
 	// Empty keeps the current output subject.
 	OutputSubject string `protobuf:"bytes,5,opt,name=output_subject,json=outputSubject,proto3" json:"output_subject,omitempty"`
+	// As in DeployPatternRequest; absent keeps the current bound.
+	MaxPartialMatches *uint64 `protobuf:"varint,6,opt,name=max_partial_matches,json=maxPartialMatches,proto3,oneof" json:"max_partial_matches,omitempty"`
+	// As in DeployPatternRequest; empty keeps the current record types.
+	Records       []RecordType `protobuf:"varint,7,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -795,6 +898,20 @@ func (x *UpdatePatternRequest) GetOutputSubject() string {
 		return x.OutputSubject
 	}
 	return ""
+}
+
+func (x *UpdatePatternRequest) GetMaxPartialMatches() uint64 {
+	if x != nil && x.MaxPartialMatches != nil {
+		return *x.MaxPartialMatches
+	}
+	return 0
+}
+
+func (x *UpdatePatternRequest) GetRecords() []RecordType {
+	if x != nil {
+		return x.Records
+	}
+	return nil
 }
 
 type UpdatePatternResponse struct {
@@ -1145,7 +1262,7 @@ var File_cep_v1_pattern_proto protoreflect.FileDescriptor
 
 const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\n" +
-	"\x14cep/v1/pattern.proto\x12\x06cep.v1\"\xc4\x02\n" +
+	"\x14cep/v1/pattern.proto\x12\x06cep.v1\"\xa2\x03\n" +
 	"\aPattern\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
@@ -1157,7 +1274,9 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\rupdated_index\x18\b \x01(\x04R\fupdatedIndex\x12*\n" +
 	"\x05state\x18\t \x01(\x0e2\x14.cep.v1.PatternStateR\x05state\x12\x14\n" +
 	"\x05reads\x18\n" +
-	" \x03(\tR\x05reads\"}\n" +
+	" \x03(\tR\x05reads\x12.\n" +
+	"\x13max_partial_matches\x18\v \x01(\x04R\x11maxPartialMatches\x12,\n" +
+	"\arecords\x18\f \x03(\x0e2\x12.cep.v1.RecordTypeR\arecords\"}\n" +
 	"\tSpecError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
@@ -1177,22 +1296,28 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"event_time\x18\x05 \x01(\bR\teventTime\x12\x18\n" +
 	"\asources\x18\x06 \x03(\tR\asources\x12'\n" +
 	"\x05error\x18\a \x01(\v2\x11.cep.v1.SpecErrorR\x05error\x12\x1a\n" +
-	"\bwarnings\x18\b \x03(\tR\bwarnings\"\x91\x01\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"\x8c\x02\n" +
 	"\x14DeployPatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12%\n" +
-	"\x0eoutput_subject\x18\x04 \x01(\tR\routputSubject\"\x85\x01\n" +
+	"\x0eoutput_subject\x18\x04 \x01(\tR\routputSubject\x123\n" +
+	"\x13max_partial_matches\x18\x05 \x01(\x04H\x00R\x11maxPartialMatches\x88\x01\x01\x12,\n" +
+	"\arecords\x18\x06 \x03(\x0e2\x12.cep.v1.RecordTypeR\arecordsB\x16\n" +
+	"\x14_max_partial_matches\"\x85\x01\n" +
 	"\x15DeployPatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12%\n" +
-	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"\xbf\x01\n" +
+	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"\xba\x02\n" +
 	"\x14UpdatePatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12,\n" +
 	"\x06policy\x18\x04 \x01(\x0e2\x14.cep.v1.UpdatePolicyR\x06policy\x12%\n" +
-	"\x0eoutput_subject\x18\x05 \x01(\tR\routputSubject\"\x85\x01\n" +
+	"\x0eoutput_subject\x18\x05 \x01(\tR\routputSubject\x123\n" +
+	"\x13max_partial_matches\x18\x06 \x01(\x04H\x00R\x11maxPartialMatches\x88\x01\x01\x12,\n" +
+	"\arecords\x18\a \x03(\x0e2\x12.cep.v1.RecordTypeR\arecordsB\x16\n" +
+	"\x14_max_partial_matches\"\x85\x01\n" +
 	"\x15UpdatePatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12%\n" +
@@ -1219,7 +1344,13 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x19UPDATE_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13UPDATE_POLICY_DRAIN\x10\x01\x12\x17\n" +
 	"\x13UPDATE_POLICY_RESET\x10\x02\x12\x19\n" +
-	"\x15UPDATE_POLICY_MIGRATE\x10\x03*\x7f\n" +
+	"\x15UPDATE_POLICY_MIGRATE\x10\x03*o\n" +
+	"\n" +
+	"RecordType\x12\x1b\n" +
+	"\x17RECORD_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11RECORD_TYPE_MATCH\x10\x01\x12\x17\n" +
+	"\x13RECORD_TYPE_TIMEOUT\x10\x02\x12\x14\n" +
+	"\x10RECORD_TYPE_LATE\x10\x03*\x7f\n" +
 	"\fPatternState\x12\x1d\n" +
 	"\x19PATTERN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PATTERN_STATE_ACTIVE\x10\x01\x12\x1a\n" +
@@ -1246,58 +1377,62 @@ func file_cep_v1_pattern_proto_rawDescGZIP() []byte {
 	return file_cep_v1_pattern_proto_rawDescData
 }
 
-var file_cep_v1_pattern_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_cep_v1_pattern_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_cep_v1_pattern_proto_goTypes = []any{
 	(SpecFormat)(0),                 // 0: cep.v1.SpecFormat
 	(UpdatePolicy)(0),               // 1: cep.v1.UpdatePolicy
-	(PatternState)(0),               // 2: cep.v1.PatternState
-	(*Pattern)(nil),                 // 3: cep.v1.Pattern
-	(*SpecError)(nil),               // 4: cep.v1.SpecError
-	(*ValidatePatternRequest)(nil),  // 5: cep.v1.ValidatePatternRequest
-	(*ValidatePatternResponse)(nil), // 6: cep.v1.ValidatePatternResponse
-	(*DeployPatternRequest)(nil),    // 7: cep.v1.DeployPatternRequest
-	(*DeployPatternResponse)(nil),   // 8: cep.v1.DeployPatternResponse
-	(*UpdatePatternRequest)(nil),    // 9: cep.v1.UpdatePatternRequest
-	(*UpdatePatternResponse)(nil),   // 10: cep.v1.UpdatePatternResponse
-	(*DeletePatternRequest)(nil),    // 11: cep.v1.DeletePatternRequest
-	(*DeletePatternResponse)(nil),   // 12: cep.v1.DeletePatternResponse
-	(*ListPatternsRequest)(nil),     // 13: cep.v1.ListPatternsRequest
-	(*ListPatternsResponse)(nil),    // 14: cep.v1.ListPatternsResponse
-	(*GetPatternRequest)(nil),       // 15: cep.v1.GetPatternRequest
-	(*GetPatternResponse)(nil),      // 16: cep.v1.GetPatternResponse
+	(RecordType)(0),                 // 2: cep.v1.RecordType
+	(PatternState)(0),               // 3: cep.v1.PatternState
+	(*Pattern)(nil),                 // 4: cep.v1.Pattern
+	(*SpecError)(nil),               // 5: cep.v1.SpecError
+	(*ValidatePatternRequest)(nil),  // 6: cep.v1.ValidatePatternRequest
+	(*ValidatePatternResponse)(nil), // 7: cep.v1.ValidatePatternResponse
+	(*DeployPatternRequest)(nil),    // 8: cep.v1.DeployPatternRequest
+	(*DeployPatternResponse)(nil),   // 9: cep.v1.DeployPatternResponse
+	(*UpdatePatternRequest)(nil),    // 10: cep.v1.UpdatePatternRequest
+	(*UpdatePatternResponse)(nil),   // 11: cep.v1.UpdatePatternResponse
+	(*DeletePatternRequest)(nil),    // 12: cep.v1.DeletePatternRequest
+	(*DeletePatternResponse)(nil),   // 13: cep.v1.DeletePatternResponse
+	(*ListPatternsRequest)(nil),     // 14: cep.v1.ListPatternsRequest
+	(*ListPatternsResponse)(nil),    // 15: cep.v1.ListPatternsResponse
+	(*GetPatternRequest)(nil),       // 16: cep.v1.GetPatternRequest
+	(*GetPatternResponse)(nil),      // 17: cep.v1.GetPatternResponse
 }
 var file_cep_v1_pattern_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Pattern.format:type_name -> cep.v1.SpecFormat
-	2,  // 1: cep.v1.Pattern.state:type_name -> cep.v1.PatternState
-	0,  // 2: cep.v1.ValidatePatternRequest.format:type_name -> cep.v1.SpecFormat
-	0,  // 3: cep.v1.ValidatePatternResponse.format:type_name -> cep.v1.SpecFormat
-	4,  // 4: cep.v1.ValidatePatternResponse.error:type_name -> cep.v1.SpecError
-	0,  // 5: cep.v1.DeployPatternRequest.format:type_name -> cep.v1.SpecFormat
-	3,  // 6: cep.v1.DeployPatternResponse.pattern:type_name -> cep.v1.Pattern
-	0,  // 7: cep.v1.UpdatePatternRequest.format:type_name -> cep.v1.SpecFormat
-	1,  // 8: cep.v1.UpdatePatternRequest.policy:type_name -> cep.v1.UpdatePolicy
-	3,  // 9: cep.v1.UpdatePatternResponse.pattern:type_name -> cep.v1.Pattern
-	3,  // 10: cep.v1.DeletePatternResponse.pattern:type_name -> cep.v1.Pattern
-	3,  // 11: cep.v1.ListPatternsResponse.patterns:type_name -> cep.v1.Pattern
-	3,  // 12: cep.v1.GetPatternResponse.pattern:type_name -> cep.v1.Pattern
-	5,  // 13: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
-	7,  // 14: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
-	9,  // 15: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
-	11, // 16: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
-	13, // 17: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
-	15, // 18: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
-	6,  // 19: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
-	8,  // 20: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
-	10, // 21: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
-	12, // 22: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
-	14, // 23: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
-	16, // 24: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	3,  // 1: cep.v1.Pattern.state:type_name -> cep.v1.PatternState
+	2,  // 2: cep.v1.Pattern.records:type_name -> cep.v1.RecordType
+	0,  // 3: cep.v1.ValidatePatternRequest.format:type_name -> cep.v1.SpecFormat
+	0,  // 4: cep.v1.ValidatePatternResponse.format:type_name -> cep.v1.SpecFormat
+	5,  // 5: cep.v1.ValidatePatternResponse.error:type_name -> cep.v1.SpecError
+	0,  // 6: cep.v1.DeployPatternRequest.format:type_name -> cep.v1.SpecFormat
+	2,  // 7: cep.v1.DeployPatternRequest.records:type_name -> cep.v1.RecordType
+	4,  // 8: cep.v1.DeployPatternResponse.pattern:type_name -> cep.v1.Pattern
+	0,  // 9: cep.v1.UpdatePatternRequest.format:type_name -> cep.v1.SpecFormat
+	1,  // 10: cep.v1.UpdatePatternRequest.policy:type_name -> cep.v1.UpdatePolicy
+	2,  // 11: cep.v1.UpdatePatternRequest.records:type_name -> cep.v1.RecordType
+	4,  // 12: cep.v1.UpdatePatternResponse.pattern:type_name -> cep.v1.Pattern
+	4,  // 13: cep.v1.DeletePatternResponse.pattern:type_name -> cep.v1.Pattern
+	4,  // 14: cep.v1.ListPatternsResponse.patterns:type_name -> cep.v1.Pattern
+	4,  // 15: cep.v1.GetPatternResponse.pattern:type_name -> cep.v1.Pattern
+	6,  // 16: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
+	8,  // 17: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
+	10, // 18: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
+	12, // 19: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
+	14, // 20: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
+	16, // 21: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
+	7,  // 22: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
+	9,  // 23: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
+	11, // 24: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
+	13, // 25: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
+	15, // 26: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
+	17, // 27: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_pattern_proto_init() }
@@ -1305,12 +1440,14 @@ func file_cep_v1_pattern_proto_init() {
 	if File_cep_v1_pattern_proto != nil {
 		return
 	}
+	file_cep_v1_pattern_proto_msgTypes[4].OneofWrappers = []any{}
+	file_cep_v1_pattern_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_pattern_proto_rawDesc), len(file_cep_v1_pattern_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
