@@ -391,7 +391,7 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 			b.Ops = append(b.Ops, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
-				MaxPartialMatches: p.MaxPartialMatches, Records: shardRecords(p.Records),
+				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
 			}})
 			for _, src := range p.ReadsOf() {
 				if unread[src] {

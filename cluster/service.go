@@ -213,22 +213,6 @@ func (p *PatternM) recordTypes() []cepv1.RecordType {
 	return out
 }
 
-// shardRecords is PatternM.Records as the shard's deployment holds them.
-func shardRecords(names []string) shard.RecordTypes {
-	var out shard.RecordTypes
-	for _, n := range names {
-		switch n {
-		case "match":
-			out |= shard.RecordMatch
-		case "timeout":
-			out |= shard.RecordTimeout
-		case "late":
-			out |= shard.RecordLate
-		}
-	}
-	return out
-}
-
 func toPattern(p *PatternM) *cepv1.Pattern {
 	f := cepv1.SpecFormat_SPEC_FORMAT_SPEC
 	if p.Format == "sql" {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cepcluster/cep/internal/varint"
 	"github.com/cepcluster/cep/nfa"
@@ -102,21 +103,26 @@ const (
 	RecordLate                            // "late"
 )
 
+// recordTypeNames are the record types' names (nfa.Record.Type) by bit.
+var recordTypeNames = [...]string{"match", "timeout", "late"}
+
+// RecordTypesOf returns the set of the named record types; unknown names
+// are left out.
+func RecordTypesOf(names []string) RecordTypes {
+	var out RecordTypes
+	for i, n := range recordTypeNames {
+		if slices.Contains(names, n) {
+			out |= 1 << i
+		}
+	}
+	return out
+}
+
 // has reports whether the set holds the record type typ (an empty set
 // holds every type).
 func (rt RecordTypes) has(typ string) bool {
-	if rt == 0 {
-		return true
-	}
-	switch typ {
-	case "match":
-		return rt&RecordMatch != 0
-	case "timeout":
-		return rt&RecordTimeout != 0
-	case "late":
-		return rt&RecordLate != 0
-	}
-	return true
+	i := slices.Index(recordTypeNames[:], typ)
+	return rt == 0 || i < 0 || rt&(1<<i) != 0
 }
 
 // configure gives a matcher of the deployment (or a previous version's
