@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -230,10 +231,56 @@ stages:
 	// publish in chunks, killing a shard leader between chunks
 	chunks := 2 * kills
 	per := len(lines) / chunks
+	// a pattern deployed mid-stream, between a kill and the next chunk,
+	// keyed by region (a derived source created then, forwarded through the
+	// kills), with a window: its logins are the events published after the
+	// deploy returned (the condition on ts leaves out the earlier ones, so
+	// what the offline engine makes of all the events is what it must make)
+	var midSpec []byte
+	deployMid := func(from string) {
+		var e struct{ TS int64 }
+		json.Unmarshal([]byte(from), &e)
+		midSpec = []byte(strings.NewReplacer("name: lfl", "name: lfl-mid", "key: e.account", "key: e.region\nwithin: 300",
+			`where: e.type == "LOGIN"`, fmt.Sprintf(`where: e.type == "LOGIN" && e.ts >= %d`, e.TS)).Replace(string(spec)))
+		// the node asked may be starting again, the metadata group electing:
+		// a client retries (a deploy that went through answers "already
+		// exists" to the retry)
+		var pending []uint32
+		checkFor(t, 30*time.Second, func() error {
+			res, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(midSpec)}))
+			switch {
+			case connect.CodeOf(err) == connect.CodeAlreadyExists:
+				pending = []uint32{0} // ask GetPattern
+			case err != nil:
+				return err
+			default:
+				pending = res.Msg.PendingShards
+			}
+			return nil
+		})
+		// a shard still electing its leader runs it once it has one: the
+		// API says when
+		checkFor(t, 30*time.Second, func() error {
+			if len(pending) == 0 {
+				return nil
+			}
+			g, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl-mid"}))
+			if err != nil {
+				return err
+			}
+			if pending = g.Msg.PendingShards; len(pending) > 0 {
+				return fmt.Errorf("lfl-mid does not run on shards %v yet", pending)
+			}
+			return nil
+		})
+	}
 	for k := 0; k < chunks; k++ {
 		end := (k + 1) * per
 		if k == chunks-1 {
 			end = len(lines)
+		}
+		if k == kills/2+1 {
+			deployMid(lines[k*per])
 		}
 		publish(t, ns.ClientURL(), "bank", keyOf, lines[k*per:end])
 		if k < kills {
@@ -272,7 +319,7 @@ stages:
 		name string
 		spec []byte
 	}
-	cases := []patternCase{{"lfl", spec}, {"lfl-user", userSpec}}
+	cases := []patternCase{{"lfl", spec}, {"lfl-user", userSpec}, {"lfl-mid", midSpec}}
 	for i, s := range randomSpecs {
 		cases = append(cases, patternCase{fmt.Sprintf("rnd%d", i), s})
 	}
