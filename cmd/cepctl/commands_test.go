@@ -569,3 +569,64 @@ func TestWriteRekeyed(t *testing.T) {
 		t.Errorf("a pattern reading its source directly: %q, %v", b.String(), err)
 	}
 }
+
+// apply deploys a pattern that is not running, updates one whose spec or
+// given settings differ, and leaves one alone that is the same.
+func TestPatternApply(t *testing.T) {
+	running := map[string]*cepv1.Pattern{}
+	var calls []string
+	url := startAPI(t, api.Backends{Patterns: &fakePatterns{
+		ValidateFunc: func(_ context.Context, r *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {
+			if strings.Contains(r.Spec, "broken") {
+				return &cepv1.ValidatePatternResponse{Valid: false, Error: &cepv1.SpecError{Message: `stage "a": field "where": broken`}}, nil
+			}
+			return &cepv1.ValidatePatternResponse{Valid: true, Name: "login-fail"}, nil
+		},
+		GetFunc: func(_ context.Context, r *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error) {
+			calls = append(calls, "get "+r.Name)
+			p := running[r.Name]
+			if p == nil {
+				return nil, fmt.Errorf("pattern %q: %w", r.Name, api.ErrNotFound)
+			}
+			return &cepv1.GetPatternResponse{Pattern: p}, nil
+		},
+		DeployFunc: func(_ context.Context, r *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error) {
+			calls = append(calls, "deploy")
+			p := samplePattern("login-fail", 1, cepv1.PatternState_PATTERN_STATE_ACTIVE)
+			p.Spec = r.Spec
+			running[p.Name] = p
+			return &cepv1.DeployPatternResponse{Pattern: p}, nil
+		},
+		UpdateFunc: func(_ context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
+			calls = append(calls, "update "+r.Policy.String())
+			p := running["login-fail"]
+			p.Spec, p.Version = r.Spec, p.Version+1
+			if len(r.Records) > 0 {
+				p.Records = r.Records
+			}
+			return &cepv1.UpdatePatternResponse{Pattern: p}, nil
+		},
+	}})
+	doc := writeTemp(t, "login.yaml", loginPattern)
+	changed := writeTemp(t, "login2.yaml", loginPattern+"# changed\n")
+	for _, c := range []struct {
+		args      []string
+		wantOut   string
+		wantCalls []string
+	}{
+		{[]string{doc}, "deployed pattern login-fail version 1", []string{"get login-fail", "deploy"}},
+		{[]string{doc}, "pattern login-fail unchanged at version 1", []string{"get login-fail"}},
+		{[]string{doc, "--records", "late,match"}, "pattern login-fail unchanged at version 1", []string{"get login-fail"}},
+		{[]string{changed, "--policy", "migrate"}, "updated pattern login-fail to version 2 (policy migrate", []string{"get login-fail", "update UPDATE_POLICY_MIGRATE"}},
+		{[]string{changed, "--records", "match"}, "updated pattern login-fail to version 3 (policy drain", []string{"get login-fail", "update UPDATE_POLICY_DRAIN"}},
+		{[]string{changed, "--records", "match"}, "pattern login-fail unchanged at version 3", []string{"get login-fail"}},
+	} {
+		calls = nil
+		out := cepctl(t, url, append([]string{"pattern", "apply"}, c.args...)...).mustOK(t).stdout
+		if !strings.Contains(out, c.wantOut) || !slices.Equal(calls, c.wantCalls) {
+			t.Errorf("apply %v: %q after %v, want %q after %v", c.args, out, calls, c.wantOut, c.wantCalls)
+		}
+	}
+	broken := writeTemp(t, "broken.yaml", "broken")
+	cepctl(t, url, "pattern", "apply", broken).mustFail(t, `broken.yaml: stage "a": field "where": broken`)
+}

@@ -228,6 +228,14 @@ func TestPatternOptions(t *testing.T) {
 		{name: "records", args: []string{"pattern", "update", "p.yaml", "--records", "timeout"},
 			want: patternUpdateOptions{globalOptions: defaults, File: "p.yaml", Policy: cepv1.UpdatePolicy_UPDATE_POLICY_DRAIN, outputFlags: outputFlags{Records: []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_TIMEOUT}}}},
 	})
+	checkOptions(t, "pattern", newPatternApplyCmd, []optCase[patternApplyOptions]{
+		{name: "defaults", args: []string{"pattern", "apply", "p.yaml"},
+			want: patternApplyOptions{globalOptions: defaults, File: "p.yaml", Policy: cepv1.UpdatePolicy_UPDATE_POLICY_DRAIN}},
+		{name: "all flags", args: []string{"pattern", "apply", "q.sql", "--name", "q", "--policy", "reset", "--output-subject", "s", "--records", "match", "--max-partial-matches", "7"},
+			want: patternApplyOptions{globalOptions: defaults, File: "q.sql", Name: "q", OutputSubject: "s", Policy: cepv1.UpdatePolicy_UPDATE_POLICY_RESET,
+				outputFlags: outputFlags{MaxPartialMatches: new(uint64(7)), Records: []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH}}}},
+		{name: "bad policy", args: []string{"pattern", "apply", "p.yaml", "--policy", "x"}, wantErr: `unknown --policy "x"`},
+	})
 	checkOptions(t, "pattern", newPatternDeleteCmd, []optCase[patternDeleteOptions]{
 		{name: "name", args: []string{"pattern", "delete", "p"}, want: patternDeleteOptions{defaults, "p"}},
 		{name: "no name", args: []string{"pattern", "delete"}, wantErr: "accepts 1 arg"},

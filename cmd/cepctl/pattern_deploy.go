@@ -67,13 +67,18 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 	if err != nil {
 		return err
 	}
-	p := res.Msg.GetPattern()
-	writeWarnings(d.stderr, res.Msg.GetWarnings())
-	writePending(d.stderr, p, res.Msg.GetPendingShards())
-	if opts.Output != "table" {
-		return writeProto(d.stdout, opts.Output, p)
+	return writeDeployed(d, opts.Output, res.Msg)
+}
+
+// writeDeployed writes what a deploy answered.
+func writeDeployed(d *deps, output string, res *cepv1.DeployPatternResponse) error {
+	p := res.GetPattern()
+	writeWarnings(d.stderr, res.GetWarnings())
+	writePending(d.stderr, p, res.GetPendingShards())
+	if output != "table" {
+		return writeProto(d.stdout, output, p)
 	}
-	_, err = fmt.Fprintf(d.stdout, "deployed pattern %s version %d (sources %s, output subject %s)\n",
+	_, err := fmt.Fprintf(d.stdout, "deployed pattern %s version %d (sources %s, output subject %s)\n",
 		p.GetName(), p.GetVersion(), joinOrDash(p.GetSources()), orDash(p.GetOutputSubject()))
 	if err == nil {
 		err = writeRekeyed(d.stdout, p)

@@ -81,13 +81,18 @@ func runPatternUpdate(ctx context.Context, d *deps, opts *patternUpdateOptions) 
 	if err != nil {
 		return err
 	}
-	p := res.Msg.GetPattern()
-	writeWarnings(d.stderr, res.Msg.GetWarnings())
-	writePending(d.stderr, p, res.Msg.GetPendingShards())
-	if opts.Output != "table" {
-		return writeProto(d.stdout, opts.Output, p)
+	return writeUpdated(d, opts.Output, opts.Policy, res.Msg)
+}
+
+// writeUpdated writes what an update answered.
+func writeUpdated(d *deps, output string, policy cepv1.UpdatePolicy, res *cepv1.UpdatePatternResponse) error {
+	p := res.GetPattern()
+	writeWarnings(d.stderr, res.GetWarnings())
+	writePending(d.stderr, p, res.GetPendingShards())
+	if output != "table" {
+		return writeProto(d.stdout, output, p)
 	}
-	_, err = fmt.Fprintf(d.stdout, "updated pattern %s to version %d (policy %s, state %s)\n",
-		p.GetName(), p.GetVersion(), enumName(opts.Policy, "UPDATE_POLICY_"), enumName(p.GetState(), "PATTERN_STATE_"))
+	_, err := fmt.Fprintf(d.stdout, "updated pattern %s to version %d (policy %s, state %s)\n",
+		p.GetName(), p.GetVersion(), enumName(policy, "UPDATE_POLICY_"), enumName(p.GetState(), "PATTERN_STATE_"))
 	return err
 }
