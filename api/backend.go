@@ -47,6 +47,9 @@ type SourceBackend interface {
 	List(context.Context, *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error)
 	// Get returns one source; an unknown name wraps ErrNotFound.
 	Get(context.Context, *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error)
+	// Delete removes a source no pattern reads; an unknown name wraps
+	// ErrNotFound, one a pattern reads ErrFailedPrecondition.
+	Delete(context.Context, *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error)
 }
 
 // ClusterBackend reports membership and placement for

@@ -78,6 +78,10 @@ func (h *sourceHandler) GetSource(ctx context.Context, req *connect.Request[cepv
 	return unary(ctx, req, h.b.Get)
 }
 
+func (h *sourceHandler) DeleteSource(ctx context.Context, req *connect.Request[cepv1.DeleteSourceRequest]) (*connect.Response[cepv1.DeleteSourceResponse], error) {
+	return unary(ctx, req, h.b.Delete)
+}
+
 type clusterHandler struct{ b ClusterBackend }
 
 func (h *clusterHandler) GetStatus(ctx context.Context, req *connect.Request[cepv1.GetStatusRequest]) (*connect.Response[cepv1.GetStatusResponse], error) {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Meta is the replicated metadata of the cluster: patterns, sources, the
@@ -96,6 +98,7 @@ const (
 	CmdPutSource     = "putSource"
 	CmdAddSavepoint  = "addSavepoint"
 	CmdRestore       = "restore"
+	CmdDeleteSource  = "deleteSource"
 )
 
 // Command is one metadata log entry (JSON: metadata changes are rare and
@@ -196,6 +199,36 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		m.Sources[s.Name] = &s
 		cp := s
 		return &cp, nil
+	case CmdDeleteSource:
+		s := m.Sources[c.Name]
+		if s == nil {
+			return nil, fmt.Errorf("%w: source %q", ErrNotFound, c.Name)
+		}
+		gone := []*SourceM{s}
+		for _, name := range m.SourceNames() {
+			if d := m.Sources[name]; d.Origin == c.Name {
+				gone = append(gone, d)
+			}
+		}
+		var readers []string
+		for _, name := range m.PatternNames() {
+			p := m.Patterns[name]
+			for _, g := range gone {
+				if slices.Contains(p.Sources, g.Name) || slices.Contains(p.Reads, g.Name) {
+					readers = append(readers, name)
+					break
+				}
+			}
+		}
+		if len(readers) > 0 {
+			return nil, fmt.Errorf("%w: source %q is read by pattern(s) %s; delete them first", ErrConflict, c.Name, strings.Join(readers, ", "))
+		}
+		out := make([]SourceM, len(gone))
+		for i, g := range gone {
+			out[i] = *g
+			delete(m.Sources, g.Name)
+		}
+		return out, nil
 	case CmdRestore:
 		sp := c.Savepoint
 		m.Patterns = map[string]*PatternM{}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -86,5 +87,43 @@ func TestSourceSubjects(t *testing.T) {
 				t.Errorf("coveredBy(%q, %v) = %v, want %v", tc.subj, tc.have, got, tc.want)
 			}
 		}
+	}
+}
+
+// A source is deleted only when no pattern reads it, directly or through
+// a derived source re-keying it; its derived sources go with it.
+func TestMetaDeleteSource(t *testing.T) {
+	m := NewMeta()
+	m.Apply(1, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "bank", Stream: "CEP_SRC_BANK", Managed: true}})
+	m.Apply(2, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "bank.kab12", Stream: "CEP_SRC_BANK_KAB12", Origin: "bank", Managed: true}})
+	m.Apply(3, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "other", Stream: "OTHER"}})
+	m.Apply(4, &Command{Kind: CmdPutPattern, Create: true, Pattern: &PatternM{Name: "byuser", Sources: []string{"bank"}, Reads: []string{"bank.kab12"}}})
+	m.Apply(5, &Command{Kind: CmdPutPattern, Create: true, Pattern: &PatternM{Name: "direct", Sources: []string{"bank"}}})
+	if _, err := m.Apply(6, &Command{Kind: CmdDeleteSource, Name: "nope"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown source: %v", err)
+	}
+	_, err := m.Apply(7, &Command{Kind: CmdDeleteSource, Name: "bank"})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "pattern(s) byuser, direct") {
+		t.Fatalf("a source patterns read: %v", err)
+	}
+	m.Apply(8, &Command{Kind: CmdDeletePattern, Name: "direct"})
+	if _, err := m.Apply(9, &Command{Kind: CmdDeleteSource, Name: "bank"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "pattern(s) byuser;") {
+		t.Fatalf("a source a pattern reads re-keyed: %v", err)
+	}
+	m.Apply(10, &Command{Kind: CmdDeletePattern, Name: "byuser"})
+	res, err := m.Apply(11, &Command{Kind: CmdDeleteSource, Name: "bank"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range res.([]SourceM) {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, " ") != "bank bank.kab12" || strings.Join(m.SourceNames(), " ") != "other" {
+		t.Fatalf("deleted %v, left %v", names, m.SourceNames())
+	}
+	// created again, it is a new source
+	if _, err := m.Apply(12, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "bank", Stream: "CEP_SRC_BANK"}}); err != nil || m.Sources["bank"].CreatedIndex != 12 {
+		t.Fatalf("created again: %v, %+v", err, m.Sources["bank"])
 	}
 }

@@ -490,6 +490,35 @@ func (b sourceBackend) Get(ctx context.Context, r *cepv1.GetSourceRequest) (*cep
 	return &cepv1.GetSourceResponse{Source: toSource(src, m.KeyGroups)}, nil
 }
 
+func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error) {
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.DeleteSourceRequest]) (*connect.Response[cepv1.DeleteSourceResponse], error) {
+		return cepv1connect.NewSourceServiceClient(b.s.client, u, b.s.clientOpts()...).DeleteSource
+	}); done {
+		return res, err
+	}
+	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdDeleteSource, Name: r.Name})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := &cepv1.DeleteSourceResponse{}
+	for _, s := range res.([]SourceM) {
+		out.Sources = append(out.Sources, toSource(&s, b.s.n.cfg.KeyGroups))
+		if !r.DeleteStream || !s.Managed {
+			continue // an existing stream stays
+		}
+		err := b.s.n.js.DeleteStream(ctx, s.Stream)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("%w: source %q is deleted, its stream %s is not: %v", api.ErrUnavailable, r.Name, s.Stream, err)
+		default:
+			out.DeletedStreams = append(out.DeletedStreams, s.Stream)
+		}
+	}
+	slices.Sort(out.DeletedStreams)
+	return out, nil
+}
+
 type clusterBackend struct{ s *Service }
 
 // probe asks a peer's /healthz whether it serves.

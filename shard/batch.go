@@ -33,9 +33,9 @@ const (
 	OpForward   OpKind = 7 // Events of Source to re-key into the derived source Target
 	// OpSkip: the events of Source up to stream position Seq are not read —
 	// published before a pattern that starts reading the source was
-	// deployed. Without Target, every key group's position of Source moves
-	// up to Seq; with Target, the position up to which Source has been
-	// forwarded into the derived source Target.
+	// deployed. Without Target, every key group's position of Source is
+	// set to Seq; with Target, the position up to which Source has been
+	// forwarded into the derived source Target (State.skip).
 	OpSkip OpKind = 8
 )
 

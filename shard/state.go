@@ -240,6 +240,31 @@ func (info *PatternInfo) addStats(m *nfa.Matcher) {
 	}
 }
 
+// skip applies OpSkip. While no pattern reads the source (the case it is
+// proposed for), its positions are set to seq, lower ones too: a stream
+// deleted and created again numbers its events from 1 again, and
+// positions of the old one would skip them as re-reads; the origin
+// positions of a derived source's copies start again too. Should a pattern
+// read it by then, positions only move up.
+func (s *State) skip(source, target string, seq uint64) {
+	if target != "" {
+		if s.Reads(target) {
+			seq = max(seq, s.forwarded[target])
+		}
+		s.forwarded[target] = seq
+		return
+	}
+	read := s.Reads(source)
+	for _, pos := range s.positions {
+		if read {
+			pos[source] = max(pos[source], seq)
+			continue
+		}
+		pos[source] = seq
+		delete(pos, originKey(source))
+	}
+}
+
 // Reads reports whether a deployed pattern reads source, by its name or as
 // the derived source it reads instead of one.
 func (s *State) Reads(source string) bool {
@@ -297,13 +322,7 @@ func (s *State) Apply(b *Batch) {
 			n := sort.Search(len(s.outbox), func(i int) bool { return s.outbox[i].Seq > op.Seq })
 			s.outbox = append(s.outbox[:0], s.outbox[n:]...)
 		case OpSkip:
-			if op.Target != "" {
-				s.forwarded[op.Target] = max(s.forwarded[op.Target], op.Seq)
-				continue
-			}
-			for _, pos := range s.positions {
-				pos[op.Source] = max(pos[op.Source], op.Seq)
-			}
+			s.skip(op.Source, op.Target, op.Seq)
 		}
 	}
 }

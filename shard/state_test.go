@@ -202,29 +202,44 @@ func TestDeployRecordTypesAndBound(t *testing.T) {
 	}
 }
 
-// OpSkip moves a source's positions (or a derived source's forwarding
-// position) up, never down: the events up to it are re-reads from then on,
-// the ones after it are read.
+// OpSkip sets a source's positions (or a derived source's forwarding
+// position) while no pattern reads it, lower ones too (a stream deleted and
+// created again numbers from 1 again); once a pattern reads it, it only
+// moves them up. The events up to it are re-reads, the ones after it are
+// read.
 func TestSkip(t *testing.T) {
 	s := NewState(0, 15, 16)
+	positions := func(source string, want uint64) {
+		t.Helper()
+		for kg := 0; kg < 16; kg++ {
+			if p := s.Position(kg, source); p != want {
+				t.Fatalf("%s: key group %d at %d, want %d", source, kg, p, want)
+			}
+		}
+	}
+	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 9}}})
+	positions("src", 9)
 	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 5}, deployOp(abSpec, 1, PolicyReset)}})
+	positions("src", 5) // the stream was created again
 	if !s.Reads("src") || s.Reads("other") {
 		t.Fatalf("Reads: src %v, other %v", s.Reads("src"), s.Reads("other"))
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 3}}}) // below: no effect
-	for kg := 0; kg < 16; kg++ {
-		if p := s.Position(kg, "src"); p != 5 {
-			t.Fatalf("key group %d at %d, want 5", kg, p)
-		}
-	}
+	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 3}}}) // read: only up
+	positions("src", 5)
 	s.Apply(&Batch{Ops: []Op{eventsOp(ev(4, "x", "A", 10), ev(5, "x", "B", 20), ev(6, "x", "A", 30), ev(7, "x", "B", 40), ev(8, "x", "C", 99))}})
 	out := payloads(s)
 	if c := s.Counters(); c.Duplicates != 2 || c.Events != 3 || len(out) != 1 || !strings.Contains(out[0], `"start":30,"end":40`) {
 		t.Fatalf("counters %+v, outbox %v", c, out)
 	}
 	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Target: "src.kuser", Seq: 9}, {Kind: OpSkip, Source: "src", Target: "src.kuser", Seq: 2}}})
-	if f := s.Forwarded()["src.kuser"]; f != 9 {
-		t.Fatalf("forwarded %d, want 9", f)
+	if f := s.Forwarded()["src.kuser"]; f != 2 {
+		t.Fatalf("forwarded %d, want 2 (nothing reads src.kuser)", f)
+	}
+	byUser := deployOp(strings.NewReplacer(`"e.k"`, `"e.user"`, `"ab"`, `"byuser"`).Replace(abSpec), 1, PolicyReset)
+	byUser.Deploy.Reads = []string{"src.kuser"}
+	s.Apply(&Batch{Ops: []Op{byUser, {Kind: OpSkip, Source: "src", Target: "src.kuser", Seq: 1}}})
+	if f := s.Forwarded()["src.kuser"]; f != 2 {
+		t.Fatalf("forwarded %d, want 2 (byuser reads src.kuser)", f)
 	}
 }
 

@@ -60,6 +60,7 @@ type Sources struct {
 	CreateFunc func(context.Context, *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error)
 	ListFunc   func(context.Context, *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error)
 	GetFunc    func(context.Context, *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error)
+	DeleteFunc func(context.Context, *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error)
 }
 
 func (f *Sources) Create(ctx context.Context, req *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
@@ -72,6 +73,10 @@ func (f *Sources) List(ctx context.Context, req *cepv1.ListSourcesRequest) (*cep
 
 func (f *Sources) Get(ctx context.Context, req *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error) {
 	return call(f.GetFunc, ctx, req)
+}
+
+func (f *Sources) Delete(ctx context.Context, req *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error) {
+	return call(f.DeleteFunc, ctx, req)
 }
 
 // Cluster fakes api.ClusterBackend.

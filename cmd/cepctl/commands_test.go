@@ -385,6 +385,15 @@ func TestSources(t *testing.T) {
 			}
 			return &cepv1.GetSourceResponse{Source: src}, nil
 		},
+		DeleteFunc: func(_ context.Context, r *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error) {
+			switch {
+			case r.Name == "orders":
+				return nil, fmt.Errorf("%w: source %q is read by pattern(s) big-orders; delete them first", api.ErrFailedPrecondition, r.Name)
+			case r.DeleteStream:
+				return &cepv1.DeleteSourceResponse{Sources: []*cepv1.Source{src, {Name: "logins.k1234"}}, DeletedStreams: []string{"CEP_LOGINS", "CEP_LOGINS_K1234"}}, nil
+			}
+			return &cepv1.DeleteSourceResponse{Sources: []*cepv1.Source{src}}, nil
+		},
 	}})
 	out := cepctl(t, url, "source", "create", "logins", "--key", "e.user").mustOK(t).stdout
 	if created.GetName() != "logins" || created.GetKey() != "e.user" || len(created.GetSubjects()) != 0 || created.GetStream() != "" {
@@ -408,6 +417,16 @@ func TestSources(t *testing.T) {
 			t.Errorf("no row %q in\n%s", row, out)
 		}
 	}
+
+	out = cepctl(t, url, "source", "delete", "logins").mustOK(t).stdout
+	if out != "deleted source(s) logins (streams kept)\n" {
+		t.Errorf("delete output %q", out)
+	}
+	out = cepctl(t, url, "source", "delete", "logins", "--delete-stream").mustOK(t).stdout
+	if out != "deleted source(s) logins, logins.k1234 (streams deleted: CEP_LOGINS, CEP_LOGINS_K1234)\n" {
+		t.Errorf("delete --delete-stream output %q", out)
+	}
+	cepctl(t, url, "source", "delete", "orders").mustFail(t, `source "orders" is read by pattern(s) big-orders; delete them first`)
 
 	out = cepctl(t, url, "source", "get", "logins").mustOK(t).stdout
 	if asked != "logins" || !hasRow(out, "Key:", "e.user") || !hasRow(out, "Stream:", "CEP_LOGINS") {

@@ -12,7 +12,7 @@ import (
 func newSourceCmd(d *deps) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "source",
-		Short: "Register and show event sources",
+		Short: "Register, show and delete event sources",
 		Long: `Manage the sources patterns read: JetStream streams and the subjects read
 from them. Events of source S are published to "S.<key token>" (see cepctl
 publish).`,
@@ -23,6 +23,7 @@ publish).`,
 		newSourceCreateCmd(d, nil),
 		newSourceListCmd(d, nil),
 		newSourceGetCmd(d, nil),
+		newSourceDeleteCmd(d, nil),
 	)
 	return cmd
 }

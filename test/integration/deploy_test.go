@@ -2,14 +2,19 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go/jetstream"
+
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/nfa"
 )
 
 // TestDeployReturnsOnceShardsRunIt: a pattern deployed while its source is
@@ -149,4 +154,66 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 	if d := differsFromOffline(got, want, string(v2)); d != "" {
 		t.Fatalf("the update reading another source differs from the offline engine over the events published after it: %s", d)
 	}
+}
+
+// A source no pattern reads is deleted, with its derived sources and (when
+// asked) their streams; created again on new streams that number events
+// from 1, it is read from where its patterns are deployed again — the
+// positions of the old streams do not skip the new events as re-reads.
+func TestSourceDeletedAndCreatedAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	n := startConfigured(t, cluster.Config{Shards: 2})
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newClients(n.APIAddr())
+	url := n.NATSURL()
+	regionSpec := []byte(strings.NewReplacer("name: lfl", "name: lfl-region", "key: e.account", "key: e.region").Replace(string(lflSpec)))
+	run := func(seed uint64) {
+		t.Helper()
+		createBank(t, ctx, c)
+		for _, s := range [][]byte{lflSpec, regionSpec} {
+			deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(s)})
+		}
+		before := map[string]int{}
+		for _, name := range []string{"lfl", "lfl-region"} {
+			before[name] = outputCount(t, url, "cep.out."+name)
+		}
+		lines := bankEvents(seed, 800)
+		publish(t, url, "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+		for _, s := range [][]byte{lflSpec, regionSpec} {
+			p, err := nfa.CompileBytes(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := withoutIDs(offline(t, s, lines))
+			got := withoutIDs(waitOutputs(t, url, "cep.out."+p.Name(), before[p.Name()]+len(want), time.Minute)[before[p.Name()]:])
+			if d := differsFromOffline(got, want, string(s)); d != "" {
+				t.Fatalf("seed %d: %s", seed, d)
+			}
+		}
+	}
+	run(51)
+	if _, err := c.sources.DeleteSource(ctx, req(&cepv1.DeleteSourceRequest{Name: "bank"})); connect.CodeOf(err) != connect.CodeFailedPrecondition ||
+		!strings.Contains(err.Error(), "pattern(s) lfl, lfl-region") {
+		t.Fatalf("deleting a source patterns read: %v", err)
+	}
+	for _, name := range []string{"lfl", "lfl-region"} {
+		if _, err := c.patterns.DeletePattern(ctx, req(&cepv1.DeletePatternRequest{Name: name})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := c.sources.DeleteSource(ctx, req(&cepv1.DeleteSourceRequest{Name: "bank", DeleteStream: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Msg.Sources) != 2 || len(res.Msg.DeletedStreams) != 2 {
+		t.Fatalf("deleted %v, streams %v; want bank and its derived source, both streams", res.Msg.Sources, res.Msg.DeletedStreams)
+	}
+	if _, err := jetStream(t, url).Stream(ctx, "CEP_SRC_BANK"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("the source's stream after the delete: %v", err)
+	}
+	run(52)
 }

@@ -425,6 +425,114 @@ func (x *GetSourceResponse) GetSource() *Source {
 	return nil
 }
 
+type DeleteSourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Also delete the streams the cluster created for the source and for its
+	// derived sources.
+	DeleteStream  bool `protobuf:"varint,2,opt,name=delete_stream,json=deleteStream,proto3" json:"delete_stream,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSourceRequest) Reset() {
+	*x = DeleteSourceRequest{}
+	mi := &file_cep_v1_source_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSourceRequest) ProtoMessage() {}
+
+func (x *DeleteSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_source_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSourceRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSourceRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteSourceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteSourceRequest) GetDeleteStream() bool {
+	if x != nil {
+		return x.DeleteStream
+	}
+	return false
+}
+
+type DeleteSourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sources removed: the one named, then its derived sources.
+	Sources []*Source `protobuf:"bytes,1,rep,name=sources,proto3" json:"sources,omitempty"`
+	// The streams deleted, sorted.
+	DeletedStreams []string `protobuf:"bytes,2,rep,name=deleted_streams,json=deletedStreams,proto3" json:"deleted_streams,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteSourceResponse) Reset() {
+	*x = DeleteSourceResponse{}
+	mi := &file_cep_v1_source_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSourceResponse) ProtoMessage() {}
+
+func (x *DeleteSourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_source_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSourceResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSourceResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeleteSourceResponse) GetSources() []*Source {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *DeleteSourceResponse) GetDeletedStreams() []string {
+	if x != nil {
+		return x.DeletedStreams
+	}
+	return nil
+}
+
 var File_cep_v1_source_proto protoreflect.FileDescriptor
 
 const file_cep_v1_source_proto_rawDesc = "" +
@@ -453,11 +561,18 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\x10GetSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\";\n" +
 	"\x11GetSourceResponse\x12&\n" +
-	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source2\xee\x01\n" +
+	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source\"N\n" +
+	"\x13DeleteSourceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\rdelete_stream\x18\x02 \x01(\bR\fdeleteStream\"i\n" +
+	"\x14DeleteSourceResponse\x12(\n" +
+	"\asources\x18\x01 \x03(\v2\x0e.cep.v1.SourceR\asources\x12'\n" +
+	"\x0fdeleted_streams\x18\x02 \x03(\tR\x0edeletedStreams2\xb9\x02\n" +
 	"\rSourceService\x12I\n" +
 	"\fCreateSource\x12\x1b.cep.v1.CreateSourceRequest\x1a\x1c.cep.v1.CreateSourceResponse\x12K\n" +
 	"\vListSources\x12\x1a.cep.v1.ListSourcesRequest\x1a\x1b.cep.v1.ListSourcesResponse\"\x03\x90\x02\x01\x12E\n" +
-	"\tGetSource\x12\x18.cep.v1.GetSourceRequest\x1a\x19.cep.v1.GetSourceResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"\tGetSource\x12\x18.cep.v1.GetSourceRequest\x1a\x19.cep.v1.GetSourceResponse\"\x03\x90\x02\x01\x12I\n" +
+	"\fDeleteSource\x12\x1b.cep.v1.DeleteSourceRequest\x1a\x1c.cep.v1.DeleteSourceResponseB0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_source_proto_rawDescOnce sync.Once
@@ -471,7 +586,7 @@ func file_cep_v1_source_proto_rawDescGZIP() []byte {
 	return file_cep_v1_source_proto_rawDescData
 }
 
-var file_cep_v1_source_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_cep_v1_source_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_cep_v1_source_proto_goTypes = []any{
 	(*Source)(nil),               // 0: cep.v1.Source
 	(*CreateSourceRequest)(nil),  // 1: cep.v1.CreateSourceRequest
@@ -480,22 +595,27 @@ var file_cep_v1_source_proto_goTypes = []any{
 	(*ListSourcesResponse)(nil),  // 4: cep.v1.ListSourcesResponse
 	(*GetSourceRequest)(nil),     // 5: cep.v1.GetSourceRequest
 	(*GetSourceResponse)(nil),    // 6: cep.v1.GetSourceResponse
+	(*DeleteSourceRequest)(nil),  // 7: cep.v1.DeleteSourceRequest
+	(*DeleteSourceResponse)(nil), // 8: cep.v1.DeleteSourceResponse
 }
 var file_cep_v1_source_proto_depIdxs = []int32{
 	0, // 0: cep.v1.CreateSourceResponse.source:type_name -> cep.v1.Source
 	0, // 1: cep.v1.ListSourcesResponse.sources:type_name -> cep.v1.Source
 	0, // 2: cep.v1.GetSourceResponse.source:type_name -> cep.v1.Source
-	1, // 3: cep.v1.SourceService.CreateSource:input_type -> cep.v1.CreateSourceRequest
-	3, // 4: cep.v1.SourceService.ListSources:input_type -> cep.v1.ListSourcesRequest
-	5, // 5: cep.v1.SourceService.GetSource:input_type -> cep.v1.GetSourceRequest
-	2, // 6: cep.v1.SourceService.CreateSource:output_type -> cep.v1.CreateSourceResponse
-	4, // 7: cep.v1.SourceService.ListSources:output_type -> cep.v1.ListSourcesResponse
-	6, // 8: cep.v1.SourceService.GetSource:output_type -> cep.v1.GetSourceResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0, // 3: cep.v1.DeleteSourceResponse.sources:type_name -> cep.v1.Source
+	1, // 4: cep.v1.SourceService.CreateSource:input_type -> cep.v1.CreateSourceRequest
+	3, // 5: cep.v1.SourceService.ListSources:input_type -> cep.v1.ListSourcesRequest
+	5, // 6: cep.v1.SourceService.GetSource:input_type -> cep.v1.GetSourceRequest
+	7, // 7: cep.v1.SourceService.DeleteSource:input_type -> cep.v1.DeleteSourceRequest
+	2, // 8: cep.v1.SourceService.CreateSource:output_type -> cep.v1.CreateSourceResponse
+	4, // 9: cep.v1.SourceService.ListSources:output_type -> cep.v1.ListSourcesResponse
+	6, // 10: cep.v1.SourceService.GetSource:output_type -> cep.v1.GetSourceResponse
+	8, // 11: cep.v1.SourceService.DeleteSource:output_type -> cep.v1.DeleteSourceResponse
+	8, // [8:12] is the sub-list for method output_type
+	4, // [4:8] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_source_proto_init() }
@@ -509,7 +629,7 @@ func file_cep_v1_source_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_source_proto_rawDesc), len(file_cep_v1_source_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,9 @@ const (
 	SourceServiceListSourcesProcedure = "/cep.v1.SourceService/ListSources"
 	// SourceServiceGetSourceProcedure is the fully-qualified name of the SourceService's GetSource RPC.
 	SourceServiceGetSourceProcedure = "/cep.v1.SourceService/GetSource"
+	// SourceServiceDeleteSourceProcedure is the fully-qualified name of the SourceService's
+	// DeleteSource RPC.
+	SourceServiceDeleteSourceProcedure = "/cep.v1.SourceService/DeleteSource"
 )
 
 // SourceServiceClient is a client for the cep.v1.SourceService service.
@@ -60,6 +63,14 @@ type SourceServiceClient interface {
 	ListSources(context.Context, *connect.Request[v1.ListSourcesRequest]) (*connect.Response[v1.ListSourcesResponse], error)
 	// GetSource returns one source. Errors: NotFound.
 	GetSource(context.Context, *connect.Request[v1.GetSourceRequest]) (*connect.Response[v1.GetSourceResponse], error)
+	// DeleteSource removes a source that no pattern reads, with the derived
+	// sources that re-keyed it. With delete_stream, the streams the cluster
+	// created for them are deleted too, events and all; a stream that
+	// existed before the source was created on it is never deleted. A
+	// source created again later, on a stream kept or new, is read from
+	// where its first pattern is deployed. Errors: NotFound,
+	// FailedPrecondition (a pattern reads it; the message names them).
+	DeleteSource(context.Context, *connect.Request[v1.DeleteSourceRequest]) (*connect.Response[v1.DeleteSourceResponse], error)
 }
 
 // NewSourceServiceClient constructs a client for the cep.v1.SourceService service. By default, it
@@ -93,6 +104,12 @@ func NewSourceServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		deleteSource: connect.NewClient[v1.DeleteSourceRequest, v1.DeleteSourceResponse](
+			httpClient,
+			baseURL+SourceServiceDeleteSourceProcedure,
+			connect.WithSchema(sourceServiceMethods.ByName("DeleteSource")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -101,6 +118,7 @@ type sourceServiceClient struct {
 	createSource *connect.Client[v1.CreateSourceRequest, v1.CreateSourceResponse]
 	listSources  *connect.Client[v1.ListSourcesRequest, v1.ListSourcesResponse]
 	getSource    *connect.Client[v1.GetSourceRequest, v1.GetSourceResponse]
+	deleteSource *connect.Client[v1.DeleteSourceRequest, v1.DeleteSourceResponse]
 }
 
 // CreateSource calls cep.v1.SourceService.CreateSource.
@@ -116,6 +134,11 @@ func (c *sourceServiceClient) ListSources(ctx context.Context, req *connect.Requ
 // GetSource calls cep.v1.SourceService.GetSource.
 func (c *sourceServiceClient) GetSource(ctx context.Context, req *connect.Request[v1.GetSourceRequest]) (*connect.Response[v1.GetSourceResponse], error) {
 	return c.getSource.CallUnary(ctx, req)
+}
+
+// DeleteSource calls cep.v1.SourceService.DeleteSource.
+func (c *sourceServiceClient) DeleteSource(ctx context.Context, req *connect.Request[v1.DeleteSourceRequest]) (*connect.Response[v1.DeleteSourceResponse], error) {
+	return c.deleteSource.CallUnary(ctx, req)
 }
 
 // SourceServiceHandler is an implementation of the cep.v1.SourceService service.
@@ -135,6 +158,14 @@ type SourceServiceHandler interface {
 	ListSources(context.Context, *connect.Request[v1.ListSourcesRequest]) (*connect.Response[v1.ListSourcesResponse], error)
 	// GetSource returns one source. Errors: NotFound.
 	GetSource(context.Context, *connect.Request[v1.GetSourceRequest]) (*connect.Response[v1.GetSourceResponse], error)
+	// DeleteSource removes a source that no pattern reads, with the derived
+	// sources that re-keyed it. With delete_stream, the streams the cluster
+	// created for them are deleted too, events and all; a stream that
+	// existed before the source was created on it is never deleted. A
+	// source created again later, on a stream kept or new, is read from
+	// where its first pattern is deployed. Errors: NotFound,
+	// FailedPrecondition (a pattern reads it; the message names them).
+	DeleteSource(context.Context, *connect.Request[v1.DeleteSourceRequest]) (*connect.Response[v1.DeleteSourceResponse], error)
 }
 
 // NewSourceServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -164,6 +195,12 @@ func NewSourceServiceHandler(svc SourceServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	sourceServiceDeleteSourceHandler := connect.NewUnaryHandler(
+		SourceServiceDeleteSourceProcedure,
+		svc.DeleteSource,
+		connect.WithSchema(sourceServiceMethods.ByName("DeleteSource")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.SourceService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SourceServiceCreateSourceProcedure:
@@ -172,6 +209,8 @@ func NewSourceServiceHandler(svc SourceServiceHandler, opts ...connect.HandlerOp
 			sourceServiceListSourcesHandler.ServeHTTP(w, r)
 		case SourceServiceGetSourceProcedure:
 			sourceServiceGetSourceHandler.ServeHTTP(w, r)
+		case SourceServiceDeleteSourceProcedure:
+			sourceServiceDeleteSourceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -191,4 +230,8 @@ func (UnimplementedSourceServiceHandler) ListSources(context.Context, *connect.R
 
 func (UnimplementedSourceServiceHandler) GetSource(context.Context, *connect.Request[v1.GetSourceRequest]) (*connect.Response[v1.GetSourceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.SourceService.GetSource is not implemented"))
+}
+
+func (UnimplementedSourceServiceHandler) DeleteSource(context.Context, *connect.Request[v1.DeleteSourceRequest]) (*connect.Response[v1.DeleteSourceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.SourceService.DeleteSource is not implemented"))
 }
