@@ -195,6 +195,10 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		if m.Sources[s.Name] != nil {
 			return nil, fmt.Errorf("%w: source %q", ErrExists, s.Name)
 		}
+		if s.Origin != "" && m.Sources[s.Origin] == nil {
+			// the source it re-keys was deleted meanwhile
+			return nil, fmt.Errorf("%w: source %q", ErrNotFound, s.Origin)
+		}
 		s.CreatedIndex = idx
 		m.Sources[s.Name] = &s
 		cp := s

@@ -122,8 +122,12 @@ func TestMetaDeleteSource(t *testing.T) {
 	if strings.Join(names, " ") != "bank bank.kab12" || strings.Join(m.SourceNames(), " ") != "other" {
 		t.Fatalf("deleted %v, left %v", names, m.SourceNames())
 	}
+	// a derived source of a source deleted meanwhile is refused
+	if _, err := m.Apply(12, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "bank.kab12", Origin: "bank"}}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a derived source of a deleted source: %v", err)
+	}
 	// created again, it is a new source
-	if _, err := m.Apply(12, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "bank", Stream: "CEP_SRC_BANK"}}); err != nil || m.Sources["bank"].CreatedIndex != 12 {
+	if _, err := m.Apply(13, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "bank", Stream: "CEP_SRC_BANK"}}); err != nil || m.Sources["bank"].CreatedIndex != 13 {
 		t.Fatalf("created again: %v, %+v", err, m.Sources["bank"])
 	}
 }
