@@ -34,12 +34,12 @@ func (n *Node) pendingShards(ctx context.Context, name string, version uint64) [
 		pending = n.notAppliedHere(pending, name, applied)
 		if len(pending) > 0 && time.Since(asked) >= rolloutRemoteEvery {
 			asked = time.Now()
+			if p := n.Meta().Patterns[name]; p == nil || p.Version != version {
+				return nil // (a copy of the metadata: not every 10 ms)
+			}
 			pending = n.notAppliedElsewhere(ctx, pending, name, applied)
 		}
 		if len(pending) == 0 {
-			return nil
-		}
-		if p := n.Meta().Patterns[name]; p == nil || p.Version != version {
 			return nil
 		}
 		select {
