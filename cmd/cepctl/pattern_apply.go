@@ -36,9 +36,9 @@ keep their current values.`,
   for f in patterns/*; do cepctl pattern apply "$f" --policy migrate; done`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, ok := updatePolicies[policy]
-			if !ok {
-				return fmt.Errorf("unknown --policy %q: use drain, reset or migrate", policy)
+			p, err := parsePolicy(policy)
+			if err != nil {
+				return err
 			}
 			g, err := resolveGlobals(d, cmd)
 			if err != nil {
@@ -76,10 +76,7 @@ func runPatternApply(ctx context.Context, d *deps, opts *patternApplyOptions) er
 	}
 	cur, err := c.patterns.GetPattern(ctx, connect.NewRequest(&cepv1.GetPatternRequest{Name: v.Msg.GetName()}))
 	if connect.CodeOf(err) == connect.CodeNotFound {
-		res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(&cepv1.DeployPatternRequest{
-			Spec: f.spec, Format: f.format, Name: f.name, OutputSubject: opts.OutputSubject,
-			MaxPartialMatches: opts.MaxPartialMatches, Records: opts.Records,
-		}))
+		res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(opts.deployRequest(f, opts.OutputSubject)))
 		if err != nil {
 			return err
 		}
@@ -97,10 +94,7 @@ func runPatternApply(ctx context.Context, d *deps, opts *patternApplyOptions) er
 		_, err := fmt.Fprintf(d.stdout, "pattern %s unchanged at version %d\n", p.GetName(), p.GetVersion())
 		return err
 	}
-	res, err := c.patterns.UpdatePattern(ctx, connect.NewRequest(&cepv1.UpdatePatternRequest{
-		Spec: f.spec, Format: f.format, Name: f.name, Policy: opts.Policy, OutputSubject: opts.OutputSubject,
-		MaxPartialMatches: opts.MaxPartialMatches, Records: opts.Records,
-	}))
+	res, err := c.patterns.UpdatePattern(ctx, connect.NewRequest(opts.updateRequest(f, opts.OutputSubject, opts.Policy)))
 	if connect.CodeOf(err) == connect.CodeNotFound {
 		return errors.New("the pattern was deleted while being applied; apply it again")
 	}

@@ -60,10 +60,7 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 		return err
 	}
 	c := newClients(d, opts.globalOptions)
-	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(&cepv1.DeployPatternRequest{
-		Spec: f.spec, Format: f.format, Name: f.name, OutputSubject: opts.OutputSubject,
-		MaxPartialMatches: opts.MaxPartialMatches, Records: opts.Records,
-	}))
+	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(opts.deployRequest(f, opts.OutputSubject)))
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,18 @@ func (o *outputFlags) add(cmd *cobra.Command, absent string) {
 	cmd.Flags().StringSliceVar(&o.records, "records", nil, "the record types to publish, of match, timeout and late; the others are counted and dropped (default: "+absent+")")
 }
 
+// deployRequest is the request deploying f with these flags.
+func (o *outputFlags) deployRequest(f specFile, subject string) *cepv1.DeployPatternRequest {
+	return &cepv1.DeployPatternRequest{Spec: f.spec, Format: f.format, Name: f.name, OutputSubject: subject,
+		MaxPartialMatches: o.MaxPartialMatches, Records: o.Records}
+}
+
+// updateRequest is the request updating a pattern to f with these flags.
+func (o *outputFlags) updateRequest(f specFile, subject string, policy cepv1.UpdatePolicy) *cepv1.UpdatePatternRequest {
+	return &cepv1.UpdatePatternRequest{Spec: f.spec, Format: f.format, Name: f.name, Policy: policy, OutputSubject: subject,
+		MaxPartialMatches: o.MaxPartialMatches, Records: o.Records}
+}
+
 // parse reads the flags given on cmd.
 func (o *outputFlags) parse(cmd *cobra.Command) error {
 	if cmd.Flags().Changed("max-partial-matches") {

@@ -25,6 +25,15 @@ var updatePolicies = map[string]cepv1.UpdatePolicy{
 	"migrate": cepv1.UpdatePolicy_UPDATE_POLICY_MIGRATE,
 }
 
+// parsePolicy reads --policy.
+func parsePolicy(policy string) (cepv1.UpdatePolicy, error) {
+	p, ok := updatePolicies[policy]
+	if !ok {
+		return 0, fmt.Errorf("unknown --policy %q: use drain, reset or migrate", policy)
+	}
+	return p, nil
+}
+
 func newPatternUpdateCmd(d *deps, runF func(*patternUpdateOptions) error) *cobra.Command {
 	opts := &patternUpdateOptions{}
 	var policy string
@@ -43,9 +52,9 @@ names in a warning the shards that do not yet.`,
 		Example: `  cepctl pattern update login-fail.yaml --policy migrate`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, ok := updatePolicies[policy]
-			if !ok {
-				return fmt.Errorf("unknown --policy %q: use drain, reset or migrate", policy)
+			p, err := parsePolicy(policy)
+			if err != nil {
+				return err
 			}
 			g, err := resolveGlobals(d, cmd)
 			if err != nil {
@@ -74,10 +83,7 @@ func runPatternUpdate(ctx context.Context, d *deps, opts *patternUpdateOptions) 
 		return err
 	}
 	c := newClients(d, opts.globalOptions)
-	res, err := c.patterns.UpdatePattern(ctx, connect.NewRequest(&cepv1.UpdatePatternRequest{
-		Spec: f.spec, Format: f.format, Name: f.name, Policy: opts.Policy, OutputSubject: opts.OutputSubject,
-		MaxPartialMatches: opts.MaxPartialMatches, Records: opts.Records,
-	}))
+	res, err := c.patterns.UpdatePattern(ctx, connect.NewRequest(opts.updateRequest(f, opts.OutputSubject, opts.Policy)))
 	if err != nil {
 		return err
 	}
