@@ -14,7 +14,6 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
-	"github.com/cepcluster/cep/nfa"
 )
 
 // TestDeployReturnsOnceShardsRunIt: a pattern deployed while its source is
@@ -130,9 +129,7 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
 	last := bankEvents(25, 600)
 	publish(t, url, "bank", byAccount, last)
-	want := withoutIDs(offline(t, lflSpec, last))
-	got := withoutIDs(waitOutputs(t, url, "cep.out.lfl", before+len(want), time.Minute)[before:])
-	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
+	if d := newRecordsDiffer(t, url, "cep.out.lfl", before, lflSpec, last); d != "" {
 		t.Fatalf("the pattern deployed again differs from the offline engine over the events published after it: %s", d)
 	}
 
@@ -149,9 +146,7 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 	before = outputCount(t, url, "cep.out.lfl")
 	last = bankEvents(27, 600)
 	publish(t, url, "bank2", byAccount, last)
-	want = withoutIDs(offline(t, v2, last))
-	got = withoutIDs(waitOutputs(t, url, "cep.out.lfl", before+len(want), time.Minute)[before:])
-	if d := differsFromOffline(got, want, string(v2)); d != "" {
+	if d := newRecordsDiffer(t, url, "cep.out.lfl", before, v2, last); d != "" {
 		t.Fatalf("the update reading another source differs from the offline engine over the events published after it: %s", d)
 	}
 }
@@ -183,14 +178,8 @@ func TestSourceDeletedAndCreatedAgain(t *testing.T) {
 		}
 		lines := bankEvents(seed, 800)
 		publish(t, url, "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
-		for _, s := range [][]byte{lflSpec, regionSpec} {
-			p, err := nfa.CompileBytes(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := withoutIDs(offline(t, s, lines))
-			got := withoutIDs(waitOutputs(t, url, "cep.out."+p.Name(), before[p.Name()]+len(want), time.Minute)[before[p.Name()]:])
-			if d := differsFromOffline(got, want, string(s)); d != "" {
+		for name, s := range map[string][]byte{"lfl": lflSpec, "lfl-region": regionSpec} {
+			if d := newRecordsDiffer(t, url, "cep.out."+name, before[name], s, lines); d != "" {
 				t.Fatalf("seed %d: %s", seed, d)
 			}
 		}
@@ -216,4 +205,14 @@ func TestSourceDeletedAndCreatedAgain(t *testing.T) {
 		t.Fatalf("the source's stream after the delete: %v", err)
 	}
 	run(52)
+}
+
+// newRecordsDiffer waits until subject holds, after the before records it
+// had, as many as the offline engine makes of spec over lines, and reports
+// how those differ from the offline engine's (differsFromOffline).
+func newRecordsDiffer(t *testing.T, url, subject string, before int, spec []byte, lines []string) string {
+	t.Helper()
+	want := withoutIDs(offline(t, spec, lines))
+	got := withoutIDs(waitOutputs(t, url, subject, before+len(want), time.Minute)[before:])
+	return differsFromOffline(got, want, string(spec))
 }
