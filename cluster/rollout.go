@@ -6,38 +6,47 @@ import (
 	"sync"
 	"time"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/shard"
 )
 
-// How often pendingShards looks at this node's replicas, and at most how
+// How often waitShards looks at this node's replicas, and at most how
 // often it asks the other nodes about the shards it still waits for.
 const (
 	rolloutLocalEvery  = 10 * time.Millisecond
 	rolloutRemoteEvery = 100 * time.Millisecond
 )
 
-// pendingShards waits until every shard has applied the change that
-// brought the named pattern to version — a deployment or update (the shard
-// runs that version or a later one) or a deletion (it runs none, or a
-// later deployment) — and returns the shards that have not when the node's
-// DeployWait or ctx ends, sorted; nil when all have. A shard has applied
-// it once any of its replicas has: the entry is then committed in the
-// shard's log, so every event the shard logs afterwards — everything
-// published from then on — comes after it. It stops waiting when the
-// pattern's metadata moves past that version meanwhile.
-func (n *Node) pendingShards(ctx context.Context, name string, version uint64) []uint32 {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.DeployWait)
+// shardCheck says whether a replica has applied a change, from its state
+// (a replica of this node) or from what ListShards reports of it (a
+// replica of another node). A shard has applied a change once any of its
+// replicas has: the entry is then committed in the shard's log, so every
+// event the shard logs afterwards — everything published from then on —
+// comes after it.
+type shardCheck struct {
+	local  func(*shard.State) bool
+	remote func(*cepv1.Shard) bool
+	// moved reports that the metadata moved past the change meanwhile:
+	// there is nothing to wait for any more
+	moved func(*Meta) bool
+}
+
+// waitShards waits until every shard has applied the change check looks
+// for and returns the shards that have not when bound or ctx ends, sorted;
+// nil when all have (or the metadata moved past it).
+func (n *Node) waitShards(ctx context.Context, bound time.Duration, check shardCheck) []uint32 {
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	pending, applied := n.rollout(name, version)
+	pending := slices.Clone(n.Meta().Shards)
 	asked := time.Now() // the other nodes are asked only about what takes a while
 	for {
-		pending = n.notAppliedHere(pending, name, applied)
+		pending = n.notAppliedHere(pending, check)
 		if len(pending) > 0 && time.Since(asked) >= rolloutRemoteEvery {
 			asked = time.Now()
-			if p := n.Meta().Patterns[name]; p == nil || p.Version != version {
+			if check.moved != nil && check.moved(n.Meta()) {
 				return nil // (a copy of the metadata: not every 10 ms)
 			}
-			pending = n.notAppliedElsewhere(ctx, pending, name, applied)
+			pending = n.notAppliedElsewhere(ctx, pending, check)
 		}
 		if len(pending) == 0 {
 			return nil
@@ -50,44 +59,65 @@ func (n *Node) pendingShards(ctx context.Context, name string, version uint64) [
 	}
 }
 
-// notRunning returns, without waiting, the shards none of whose replicas
-// (this node's, then the other nodes') has applied the change that brought
-// the named pattern to version.
-func (n *Node) notRunning(ctx context.Context, name string, version uint64) []uint32 {
-	pending, applied := n.rollout(name, version)
-	pending = n.notAppliedHere(pending, name, applied)
+// notApplied returns, without waiting, the shards none of whose replicas
+// (this node's, then the other nodes') has applied the change.
+func (n *Node) notApplied(ctx context.Context, check shardCheck) []uint32 {
+	pending := n.notAppliedHere(slices.Clone(n.Meta().Shards), check)
 	if len(pending) > 0 {
-		pending = n.notAppliedElsewhere(ctx, pending, name, applied)
+		pending = n.notAppliedElsewhere(ctx, pending, check)
 	}
 	return shardIDs(pending)
 }
 
-// rollout returns every shard, and whether a replica running version v of
-// the named pattern (ok false: none) has applied the change that brought
-// it to version: for a deployment or update, it runs that version or a
-// later one; for a deletion, none, or a later deployment.
-func (n *Node) rollout(name string, version uint64) (shards []ShardInfo, applied func(v uint64, ok bool) bool) {
-	m := n.Meta()
+// patternApplied is the check for the change that brought the named
+// pattern to version: for a deployment or update, a replica runs that
+// version or a later one; for a deletion, none, or a later deployment.
+func (n *Node) patternApplied(name string, version uint64) shardCheck {
 	deleted := false
-	if p := m.Patterns[name]; p != nil && p.Version == version {
+	if p := n.Meta().Patterns[name]; p != nil && p.Version == version {
 		deleted = p.Deleted
 	}
-	return slices.Clone(m.Shards), func(v uint64, ok bool) bool {
+	applied := func(v uint64, ok bool) bool {
 		if deleted {
 			return !ok || v > version
 		}
 		return ok && v >= version
 	}
+	return shardCheck{
+		local: func(st *shard.State) bool { return applied(st.Version(name)) },
+		remote: func(sh *cepv1.Shard) bool {
+			for _, pv := range sh.Running {
+				if pv.Name == name {
+					return applied(pv.Version, true)
+				}
+			}
+			return applied(0, false)
+		},
+		moved: func(m *Meta) bool {
+			p := m.Patterns[name]
+			return p == nil || p.Version != version
+		},
+	}
+}
+
+// restored is the check for the savepoint restore id: a replica's state
+// came from it.
+func restored(id string) shardCheck {
+	return shardCheck{
+		local:  func(st *shard.State) bool { return st.RestoreID() == id },
+		remote: func(sh *cepv1.Shard) bool { return sh.RestoreId == id },
+		moved:  func(m *Meta) bool { return m.Restore == nil || m.Restore.ID != id },
+	}
 }
 
 // notAppliedHere returns the pending shards that this node's replicas have
 // not applied the change to (or that it holds no replica of).
-func (n *Node) notAppliedHere(pending []ShardInfo, name string, applied func(v uint64, ok bool) bool) []ShardInfo {
+func (n *Node) notAppliedHere(pending []ShardInfo, check shardCheck) []ShardInfo {
 	return slices.DeleteFunc(pending, func(info ShardInfo) bool {
 		done := false
 		for _, sh := range n.shards {
 			if sh.ID() == info.ID {
-				sh.FSM().View(func(st *shard.State, _ uint64) { done = applied(st.Version(name)) })
+				sh.FSM().View(func(st *shard.State, _ uint64) { done = check.local(st) })
 			}
 		}
 		return done
@@ -106,9 +136,8 @@ func shardIDs(shards []ShardInfo) []uint32 {
 
 // notAppliedElsewhere asks the other nodes that hold replicas of the
 // pending shards (ListShards, in parallel, a second each) and returns the
-// shards none of them reports as applied: applied is given the version of
-// the named pattern the replica runs, ok false when it runs none.
-func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, name string, applied func(v uint64, ok bool) bool) []ShardInfo {
+// shards none of them reports as applied.
+func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, check shardCheck) []ShardInfo {
 	ask := map[string]bool{}
 	for _, info := range pending {
 		for _, id := range info.Replicas {
@@ -132,13 +161,7 @@ func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, nam
 			mu.Lock()
 			defer mu.Unlock()
 			for _, sh := range shards {
-				v, ok := uint64(0), false
-				for _, pv := range sh.Running {
-					if pv.Name == name {
-						v, ok = pv.Version, true
-					}
-				}
-				if applied(v, ok) {
+				if check.remote(sh) {
 					done[uint64(sh.Id)] = true
 				}
 			}

@@ -246,33 +246,19 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 		return nil, mapErr(err)
 	}
 	rm := res.(*RestoreM)
-	// wait (bounded) until the shards this node leads have restored
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		done := true
-		for _, sh := range n.shards {
-			var have string
-			sh.FSM().View(func(st *shard.State, _ uint64) { have = st.RestoreID() })
-			if sh.IsLeader() && have != rm.ID {
-				done = false
-			}
-		}
-		if done {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	// every shard reads its part of the files (up to a minute each)
+	pending := n.waitShards(ctx, max(n.cfg.DeployWait, restoreWait), restored(rm.ID))
 	sp := &cepv1.Savepoint{Id: id, Location: loc + "#" + id, CreatedIndex: h.CreatedIndex, ShardCount: uint32(h.Shards), KeyGroups: uint32(h.KeyGroups),
 		CreatedTime: timestamppb.New(time.UnixMilli(h.LoggedTimeMs))}
 	for _, p := range pats {
 		sp.PatternVersions = append(sp.PatternVersions, &cepv1.PatternVersion{Name: p.Name, Version: p.Version})
 	}
-	return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: uint32(len(m.Shards))}, nil
+	return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: uint32(len(m.Shards)), PendingShards: pending}, nil
 }
+
+// restoreWait is the least RestoreSavepoint waits for the shards to have
+// restored their parts.
+const restoreWait = 30 * time.Second
 
 // savepointPart asks for one shard's file of a savepoint.
 type savepointPart struct {

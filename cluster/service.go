@@ -348,7 +348,7 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 	if err != nil {
 		return nil, err
 	}
-	return &cepv1.DeployPatternResponse{Pattern: p, Warnings: warnings, PendingShards: b.s.n.pendingShards(ctx, p.Name, p.Version)}, nil
+	return &cepv1.DeployPatternResponse{Pattern: p, Warnings: warnings, PendingShards: b.s.n.waitShards(ctx, b.s.n.cfg.DeployWait, b.s.n.patternApplied(p.Name, p.Version))}, nil
 }
 
 func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
@@ -361,7 +361,7 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 	if err != nil {
 		return nil, err
 	}
-	return &cepv1.UpdatePatternResponse{Pattern: p, Warnings: warnings, PendingShards: b.s.n.pendingShards(ctx, p.Name, p.Version)}, nil
+	return &cepv1.UpdatePatternResponse{Pattern: p, Warnings: warnings, PendingShards: b.s.n.waitShards(ctx, b.s.n.cfg.DeployWait, b.s.n.patternApplied(p.Name, p.Version))}, nil
 }
 
 func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
@@ -375,7 +375,7 @@ func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternReques
 		return nil, mapErr(err)
 	}
 	p := res.(*PatternM)
-	return &cepv1.DeletePatternResponse{Pattern: toPattern(p), PendingShards: b.s.n.pendingShards(ctx, p.Name, p.Version)}, nil
+	return &cepv1.DeletePatternResponse{Pattern: toPattern(p), PendingShards: b.s.n.waitShards(ctx, b.s.n.cfg.DeployWait, b.s.n.patternApplied(p.Name, p.Version))}, nil
 }
 
 func (b patternBackend) List(ctx context.Context, r *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error) {
@@ -392,7 +392,7 @@ func (b patternBackend) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*c
 	if p == nil || p.Deleted {
 		return nil, fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Name)
 	}
-	return &cepv1.GetPatternResponse{Pattern: toPattern(p), PendingShards: b.s.n.notRunning(ctx, p.Name, p.Version)}, nil
+	return &cepv1.GetPatternResponse{Pattern: toPattern(p), PendingShards: b.s.n.notApplied(ctx, b.s.n.patternApplied(p.Name, p.Version))}, nil
 }
 
 type sourceBackend struct{ s *Service }
@@ -611,6 +611,7 @@ func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) 
 				s.BufferedEvents += uint64(p.BufferedEvents)
 			}
 			s.OutboxRecords = uint64(len(st.Outbox()))
+			s.RestoreId = st.RestoreID()
 		})
 		out.Shards = append(out.Shards, s)
 	}

@@ -464,7 +464,11 @@ func TestSavepoints(t *testing.T) {
 			if n == 0 {
 				n = 4
 			}
-			return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: n, RestoredIndex: 120}, nil
+			var pending []uint32
+			if n == 8 {
+				pending = []uint32{3, 6}
+			}
+			return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: n, RestoredIndex: 120, PendingShards: pending}, nil
 		},
 	}})
 	out := cepctl(t, url, "savepoint", "create", "dir:///var/sp").mustOK(t).stdout
@@ -500,7 +504,9 @@ func TestSavepoints(t *testing.T) {
 	if !strings.Contains(out, "restored savepoint sp-7 (dir:///var/sp/sp-7) into 4 shards at index 120") {
 		t.Errorf("restore output %q", out)
 	}
-	cepctl(t, url, "savepoint", "restore", "nats://bucket/sp-7", "--shards", "8").mustOK(t)
+	if r := cepctl(t, url, "savepoint", "restore", "nats://bucket/sp-7", "--shards", "8").mustOK(t); !strings.HasPrefix(r.stderr, "cepctl: warning: shard(s) 3, 6 have not restored their part yet") {
+		t.Errorf("restore with pending shards: stderr %q", r.stderr)
+	}
 	if restored.GetLocation() != "nats://bucket/sp-7" || restored.GetId() != "" || restored.GetShardCount() != 8 {
 		t.Errorf("restore request %v", restored)
 	}

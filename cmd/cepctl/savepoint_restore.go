@@ -67,6 +67,9 @@ func runSavepointRestore(ctx context.Context, d *deps, opts *savepointRestoreOpt
 	if err != nil {
 		return err
 	}
+	if pending := res.Msg.GetPendingShards(); len(pending) > 0 {
+		fmt.Fprintf(d.stderr, "cepctl: warning: shard(s) %s have not restored their part yet; each does once it has a leader, and publishes nothing of the savepoint's until then\n", joinIDs(pending))
+	}
 	if opts.Output != "table" {
 		return writeProto(d.stdout, opts.Output, res.Msg)
 	}

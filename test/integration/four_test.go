@@ -77,8 +77,8 @@ func TestSavepointOfFourNodes(t *testing.T) {
 	b := startNode(t, filepath.Join(base, "b"), ns.ClientURL(), 1)
 	defer b.Close()
 	cb := newClients(b.APIAddr())
-	if _, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}})); err != nil {
-		t.Fatal(err)
+	if res, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}})); err != nil || len(res.Msg.PendingShards) > 0 {
+		t.Fatalf("restore: %v, shards %v not restored", err, res.Msg.GetPendingShards())
 	}
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[half:])
 	want := withoutIDs(offline(t, spec, lines))

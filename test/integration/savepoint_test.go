@@ -75,8 +75,8 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Msg.ShardCount != uint32(restoreShards) {
-		t.Fatalf("restored into %d shards", res.Msg.ShardCount)
+	if res.Msg.ShardCount != uint32(restoreShards) || len(res.Msg.PendingShards) > 0 {
+		t.Fatalf("restored into %d shards, %v not yet", res.Msg.ShardCount, res.Msg.PendingShards)
 	}
 	if got, err := cb.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || got.Msg.Pattern.Version != 1 {
 		t.Fatalf("pattern after restore: %v %v", got, err)

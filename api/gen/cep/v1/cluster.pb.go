@@ -578,7 +578,10 @@ type Shard struct {
 	OutboxRecords uint64 `protobuf:"varint,10,opt,name=outbox_records,json=outboxRecords,proto3" json:"outbox_records,omitempty"`
 	// The pattern versions this node's replica runs, sorted by name (an
 	// older version still draining its partial matches is not listed).
-	Running       []*PatternVersion `protobuf:"bytes,11,rep,name=running,proto3" json:"running,omitempty"`
+	Running []*PatternVersion `protobuf:"bytes,11,rep,name=running,proto3" json:"running,omitempty"`
+	// The savepoint restore this replica's state came from (the metadata's
+	// restore id), empty for none.
+	RestoreId     string `protobuf:"bytes,12,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +691,13 @@ func (x *Shard) GetRunning() []*PatternVersion {
 		return x.Running
 	}
 	return nil
+}
+
+func (x *Shard) GetRestoreId() string {
+	if x != nil {
+		return x.RestoreId
+	}
+	return ""
 }
 
 type ListShardsRequest struct {
@@ -808,7 +818,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xb8\x03\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xd7\x03\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -822,7 +832,9 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x0fbuffered_events\x18\t \x01(\x04R\x0ebufferedEvents\x12%\n" +
 	"\x0eoutbox_records\x18\n" +
 	" \x01(\x04R\routboxRecords\x120\n" +
-	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\"\x13\n" +
+	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\x12\x1d\n" +
+	"\n" +
+	"restore_id\x18\f \x01(\tR\trestoreId\"\x13\n" +
 	"\x11ListShardsRequest\";\n" +
 	"\x12ListShardsResponse\x12%\n" +
 	"\x06shards\x18\x01 \x03(\v2\r.cep.v1.ShardR\x06shards*j\n" +

@@ -520,6 +520,11 @@ type RestoreSavepointResponse struct {
 	ShardCount uint32 `protobuf:"varint,2,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
 	// Metadata Raft index at which the restore was logged.
 	RestoredIndex uint64 `protobuf:"varint,3,opt,name=restored_index,json=restoredIndex,proto3" json:"restored_index,omitempty"`
+	// Shards that had not restored their part yet when the call returned,
+	// sorted: the call waits until every shard has (up to the node's deploy
+	// wait, or the request's deadline). A shard listed here restores once it
+	// has a leader.
+	PendingShards []uint32 `protobuf:"varint,4,rep,packed,name=pending_shards,json=pendingShards,proto3" json:"pending_shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -575,6 +580,13 @@ func (x *RestoreSavepointResponse) GetRestoredIndex() uint64 {
 	return 0
 }
 
+func (x *RestoreSavepointResponse) GetPendingShards() []uint32 {
+	if x != nil {
+		return x.PendingShards
+	}
+	return nil
+}
+
 var File_cep_v1_savepoint_proto protoreflect.FileDescriptor
 
 const file_cep_v1_savepoint_proto_rawDesc = "" +
@@ -612,12 +624,13 @@ const file_cep_v1_savepoint_proto_rawDesc = "" +
 	"\blocation\x18\x02 \x01(\tH\x00R\blocation\x12\x1f\n" +
 	"\vshard_count\x18\x03 \x01(\rR\n" +
 	"shardCountB\v\n" +
-	"\tsavepoint\"\x93\x01\n" +
+	"\tsavepoint\"\xba\x01\n" +
 	"\x18RestoreSavepointResponse\x12/\n" +
 	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\x12\x1f\n" +
 	"\vshard_count\x18\x02 \x01(\rR\n" +
 	"shardCount\x12%\n" +
-	"\x0erestored_index\x18\x03 \x01(\x04R\rrestoredIndex2\x93\x02\n" +
+	"\x0erestored_index\x18\x03 \x01(\x04R\rrestoredIndex\x12%\n" +
+	"\x0epending_shards\x18\x04 \x03(\rR\rpendingShards2\x93\x02\n" +
 	"\x10SavepointService\x12R\n" +
 	"\x0fCreateSavepoint\x12\x1e.cep.v1.CreateSavepointRequest\x1a\x1f.cep.v1.CreateSavepointResponse\x12T\n" +
 	"\x0eListSavepoints\x12\x1d.cep.v1.ListSavepointsRequest\x1a\x1e.cep.v1.ListSavepointsResponse\"\x03\x90\x02\x01\x12U\n" +

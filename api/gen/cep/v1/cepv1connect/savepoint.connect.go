@@ -54,7 +54,8 @@ type SavepointServiceClient interface {
 	// first.
 	ListSavepoints(context.Context, *connect.Request[v1.ListSavepointsRequest]) (*connect.Response[v1.ListSavepointsResponse], error)
 	// RestoreSavepoint replaces the cluster's patterns, positions and state
-	// with a savepoint's. Errors: NotFound, InvalidArgument (unreadable or
+	// with a savepoint's, and returns once every shard has restored its part
+	// (see pending_shards). Errors: NotFound, InvalidArgument (unreadable or
 	// corrupt savepoint, bad shard count), FailedPrecondition (the savepoint's
 	// key group count differs from the cluster's).
 	RestoreSavepoint(context.Context, *connect.Request[v1.RestoreSavepointRequest]) (*connect.Response[v1.RestoreSavepointResponse], error)
@@ -125,7 +126,8 @@ type SavepointServiceHandler interface {
 	// first.
 	ListSavepoints(context.Context, *connect.Request[v1.ListSavepointsRequest]) (*connect.Response[v1.ListSavepointsResponse], error)
 	// RestoreSavepoint replaces the cluster's patterns, positions and state
-	// with a savepoint's. Errors: NotFound, InvalidArgument (unreadable or
+	// with a savepoint's, and returns once every shard has restored its part
+	// (see pending_shards). Errors: NotFound, InvalidArgument (unreadable or
 	// corrupt savepoint, bad shard count), FailedPrecondition (the savepoint's
 	// key group count differs from the cluster's).
 	RestoreSavepoint(context.Context, *connect.Request[v1.RestoreSavepointRequest]) (*connect.Response[v1.RestoreSavepointResponse], error)
