@@ -37,7 +37,8 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if _, err := ca.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 		t.Fatal(err)
 	}
-	deploy(t, ctx, ca, &cepv1.DeployPatternRequest{Spec: string(spec)})
+	// (a bound of its own, which the savepoint carries)
+	deploy(t, ctx, ca, &cepv1.DeployPatternRequest{Spec: string(spec), MaxPartialMatches: new(uint64(5000))})
 	// random patterns of other shapes (random_test.go) over the events'
 	// kind and v: their state goes through the savepoint too
 	randomSpecs := randomSpecs(rand.New(rand.NewPCG(7, 7)), "rnd", 4, specShape{typeField: "kind", window: [2]int{100, 1000}, always: true, cadenceFree: true})
@@ -78,7 +79,7 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if res.Msg.ShardCount != uint32(restoreShards) || len(res.Msg.PendingShards) > 0 {
 		t.Fatalf("restored into %d shards, %v not yet", res.Msg.ShardCount, res.Msg.PendingShards)
 	}
-	if got, err := cb.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || got.Msg.Pattern.Version != 1 {
+	if got, err := cb.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || got.Msg.Pattern.Version != 1 || got.Msg.Pattern.MaxPartialMatches != 5000 {
 		t.Fatalf("pattern after restore: %v %v", got, err)
 	}
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[half:])
