@@ -143,10 +143,12 @@ func (r *runner) session(ctx context.Context) {
 	go func() { defer wg.Done(); r.handOver(ctx) }()
 
 	ingests := map[string]context.CancelFunc{}
+	var iwg sync.WaitGroup // the ingest and forward loops
 	defer func() {
 		for _, c := range ingests {
 			c()
 		}
+		iwg.Wait()
 	}()
 	for {
 		m, changed := r.n.meta.fsm.View()
@@ -154,6 +156,11 @@ func (r *runner) session(ctx context.Context) {
 			var have string
 			r.sh.FSM().View(func(s *shard.State, _ uint64) { have = s.RestoreID() })
 			if have != m.Restore.ID {
+				// nothing more is read into the state the restore replaces
+				for _, c := range ingests {
+					c()
+				}
+				iwg.Wait()
 				if err := r.restore(ctx, m.Restore); err != nil {
 					r.log.Error("restore failed; retrying", "savepoint", m.Restore.Savepoint, "err", err)
 					select {
@@ -175,8 +182,8 @@ func (r *runner) session(ctx context.Context) {
 				ictx, icancel := context.WithCancel(ctx)
 				ingests[s] = icancel
 				src := m.Sources[s]
-				wg.Add(1)
-				go func() { defer wg.Done(); fail(r.ingest(ictx, src)) }()
+				iwg.Add(1)
+				go func() { defer iwg.Done(); fail(r.ingest(ictx, src)) }()
 			}
 			// one shard re-keys each derived source
 			d := m.Sources[s]
@@ -189,8 +196,8 @@ func (r *runner) session(ctx context.Context) {
 				ictx, icancel := context.WithCancel(ctx)
 				ingests[fk] = icancel
 				origin := m.Sources[d.Origin]
-				wg.Add(1)
-				go func() { defer wg.Done(); fail(r.forward(ictx, origin, s)) }()
+				iwg.Add(1)
+				go func() { defer iwg.Done(); fail(r.forward(ictx, origin, s)) }()
 			}
 		}
 		for s, c := range ingests {
