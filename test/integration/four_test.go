@@ -69,6 +69,12 @@ func TestSavepointOfFourNodes(t *testing.T) {
 	if len(files) != 4 {
 		t.Fatalf("savepoint files: %v", files)
 	}
+	// restored into the same four nodes (nothing happened since), the call
+	// through n1 returns once every shard has restored, the one n1 holds
+	// no replica of included
+	if res, err := c.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}})); err != nil || len(res.Msg.PendingShards) > 0 {
+		t.Fatalf("restore into the four nodes: %v, shards %v not restored", err, res.Msg.GetPendingShards())
+	}
 	for i, n := range nodes {
 		n.Close()
 		nodes[i] = nil
