@@ -58,10 +58,13 @@ type PatternM struct {
 	MaxPartialMatches int64 `json:"maxPartialMatches,omitempty"`
 	// Records are the record types published ("match", "timeout",
 	// "late"); empty: all of them
-	Records      []string `json:"records,omitempty"`
-	CreatedIndex uint64   `json:"createdIndex"`
-	UpdatedIndex uint64   `json:"updatedIndex"`
-	Deleted      bool     `json:"deleted"`
+	Records []string `json:"records,omitempty"`
+	// FromStart: deployed to read its sources from the start of their
+	// streams, not from the deployment
+	FromStart    bool   `json:"fromStart,omitempty"`
+	CreatedIndex uint64 `json:"createdIndex"`
+	UpdatedIndex uint64 `json:"updatedIndex"`
+	Deleted      bool   `json:"deleted"`
 }
 
 // SourceM is an event source: a JetStream stream partitioned by key group.
@@ -162,6 +165,17 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		for _, s := range append(append([]string(nil), p.Sources...), p.Reads...) {
 			if m.Sources[s] == nil {
 				return nil, fmt.Errorf("%w: source %q (create it first)", ErrNotFound, s)
+			}
+		}
+		if p.FromStart && old == nil {
+			// a source is read once for every pattern: from its start only
+			// while nothing reads it
+			for _, name := range m.PatternNames() {
+				for _, s := range p.ReadsOf() {
+					if o := m.Patterns[name]; name != p.Name && slices.Contains(o.ReadsOf(), s) {
+						return nil, fmt.Errorf("%w: pattern %q reads %q already, so a pattern can start on it only at its deployment, not from its start", ErrConflict, name, s)
+					}
+				}
 			}
 		}
 		if old == nil {

@@ -131,3 +131,28 @@ func TestMetaDeleteSource(t *testing.T) {
 		t.Fatalf("created again: %v, %+v", err, m.Sources["bank"])
 	}
 }
+
+// A pattern deployed from the start of its sources is refused when another
+// pattern reads one of them (a source is read once for every pattern),
+// directly or through the same derived source.
+func TestMetaFromStart(t *testing.T) {
+	m := NewMeta()
+	m.Apply(1, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "bank"}})
+	m.Apply(2, &Command{Kind: CmdPutSource, Source: &SourceM{Name: "bank.kab12", Origin: "bank"}})
+	m.Apply(3, &Command{Kind: CmdPutPattern, Create: true, Pattern: &PatternM{Name: "direct", Sources: []string{"bank"}}})
+	if _, err := m.Apply(4, &Command{Kind: CmdPutPattern, Create: true, Pattern: &PatternM{Name: "p", Sources: []string{"bank"}, FromStart: true}}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `pattern "direct" reads "bank"`) {
+		t.Fatalf("from the start of a source another pattern reads: %v", err)
+	}
+	// through a derived source: the forwarder reads the origin on its own
+	if _, err := m.Apply(5, &Command{Kind: CmdPutPattern, Create: true, Pattern: &PatternM{Name: "byuser", Sources: []string{"bank"}, Reads: []string{"bank.kab12"}, FromStart: true}}); err != nil {
+		t.Fatalf("from the start of a derived source nothing reads: %v", err)
+	}
+	if _, err := m.Apply(6, &Command{Kind: CmdPutPattern, Create: true, Pattern: &PatternM{Name: "byuser2", Sources: []string{"bank"}, Reads: []string{"bank.kab12"}, FromStart: true}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("from the start of a derived source another pattern reads: %v", err)
+	}
+	// once the other pattern is deleted it is accepted
+	m.Apply(7, &Command{Kind: CmdDeletePattern, Name: "direct"})
+	if _, err := m.Apply(8, &Command{Kind: CmdPutPattern, Create: true, Pattern: &PatternM{Name: "p", Sources: []string{"bank"}, FromStart: true}}); err != nil {
+		t.Fatal(err)
+	}
+}

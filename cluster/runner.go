@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -383,8 +384,10 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 		for _, p := range s.Patterns() {
 			have[p.Name] = p.Version
 		}
+		// read by none of the patterns that stay (those this batch deletes
+		// do not count)
 		for _, name := range sourcesOf(m) {
-			unread[name] = !s.Reads(name)
+			unread[name] = !slices.ContainsFunc(s.Readers(name), func(p string) bool { return m.Patterns[p] != nil && !m.Patterns[p].Deleted })
 		}
 	})
 	var skips, b shard.Batch
@@ -403,7 +406,7 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 			for _, src := range p.ReadsOf() {
 				if unread[src] {
 					unread[src] = false
-					skips.Ops = append(skips.Ops, r.skipHistory(ctx, m, src)...)
+					skips.Ops = append(skips.Ops, r.skipHistory(ctx, m, src, p.FromStart && !ok)...)
 				}
 			}
 		}
@@ -424,20 +427,27 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 
 // skipHistory returns the OpSkip operations that make a pattern starting
 // to read src (which no deployed pattern reads) skip the events published
-// so far; none for a stream it cannot look up (the pattern then reads from
-// where the source's reading last stopped, and a warning says so).
-func (r *runner) skipHistory(ctx context.Context, m *Meta, src string) []shard.Op {
+// so far — or, fromStart, read them all from the start of the stream;
+// none for a stream it cannot look up (the pattern then reads from where
+// the source's reading last stopped, and a warning says so).
+func (r *runner) skipHistory(ctx context.Context, m *Meta, src string, fromStart bool) []shard.Op {
 	sm := m.Sources[src]
 	if sm == nil {
 		return nil
 	}
+	end := func(stream, name string) (uint64, bool) {
+		if fromStart {
+			return 0, true
+		}
+		return r.streamEnd(ctx, stream, name)
+	}
 	var ops []shard.Op
-	if end, ok := r.streamEnd(ctx, sm.Stream, src); ok {
-		ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: src, Seq: end})
+	if seq, ok := end(sm.Stream, src); ok {
+		ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: src, Seq: seq})
 	}
 	if origin := m.Sources[sm.Origin]; origin != nil && forwarderOf(m, src) == r.sh.ID() {
-		if end, ok := r.streamEnd(ctx, origin.Stream, origin.Name); ok {
-			ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: origin.Name, Target: src, Seq: end})
+		if seq, ok := end(origin.Stream, origin.Name); ok {
+			ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: origin.Name, Target: src, Seq: seq})
 		}
 	}
 	return ops

@@ -151,6 +151,7 @@ func specError(err error) *cepv1.SpecError {
 type outputOptions struct {
 	maxPartialMatches *uint64
 	records           []cepv1.RecordType
+	fromStart         bool // a deploy's from_start
 }
 
 // maxBound is the largest bound on partial matches per key a deploy may set.
@@ -228,7 +229,7 @@ func toPattern(p *PatternM) *cepv1.Pattern {
 	}
 	return &cepv1.Pattern{Name: p.Name, Version: p.Version, Spec: p.Spec, Format: f, Sources: p.Sources,
 		OutputSubject: p.OutputSubject, CreatedIndex: p.CreatedIndex, UpdatedIndex: p.UpdatedIndex, State: st,
-		Reads: p.ReadsOf(), MaxPartialMatches: bound, Records: p.recordTypes()}
+		Reads: p.ReadsOf(), MaxPartialMatches: bound, Records: p.recordTypes(), FromStart: p.FromStart}
 }
 
 type patternBackend struct{ s *Service }
@@ -285,6 +286,7 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 // put deploys or updates a pattern and returns it with its warnings
 // (nfa.Pattern.Warnings).
 func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy, opts outputOptions) (*cepv1.Pattern, []string, error) {
+	fromStart := create && opts.fromStart
 	p, f, err := compiled(spec, format, name)
 	if err != nil {
 		return nil, nil, err
@@ -300,6 +302,7 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 		if len(opts.records) == 0 {
 			opts.records = old.recordTypes()
 		}
+		fromStart = old.FromStart
 	}
 	maxPM, records, err := opts.meta()
 	if err != nil {
@@ -319,7 +322,7 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 		return nil, nil, err
 	}
 	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), Reads: reads, OutputSubject: subject,
-		MaxPartialMatches: maxPM, Records: records}
+		MaxPartialMatches: maxPM, Records: records, FromStart: fromStart}
 	if f == cepv1.SpecFormat_SPEC_FORMAT_SQL {
 		pm.Format = "sql"
 	}
@@ -344,7 +347,7 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 	}); done {
 		return res, err
 	}
-	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0, outputOptions{r.MaxPartialMatches, r.Records})
+	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0, outputOptions{r.MaxPartialMatches, r.Records, r.FromStart})
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +360,7 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 	}); done {
 		return res, err
 	}
-	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, false, r.Policy, outputOptions{r.MaxPartialMatches, r.Records})
+	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, false, r.Policy, outputOptions{maxPartialMatches: r.MaxPartialMatches, records: r.Records})
 	if err != nil {
 		return nil, err
 	}

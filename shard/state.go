@@ -267,13 +267,17 @@ func (s *State) skip(source, target string, seq uint64) {
 
 // Reads reports whether a deployed pattern reads source, by its name or as
 // the derived source it reads instead of one.
-func (s *State) Reads(source string) bool {
+func (s *State) Reads(source string) bool { return len(s.Readers(source)) > 0 }
+
+// Readers lists the deployed patterns that read source, by name.
+func (s *State) Readers(source string) []string {
+	var out []string
 	for _, p := range s.patterns {
 		if _, ok := s.reads(p, source); ok {
-			return true
+			out = append(out, p.deploy.Name)
 		}
 	}
-	return false
+	return out
 }
 
 // Version returns the version of the named pattern this state runs (a

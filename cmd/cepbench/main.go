@@ -533,7 +533,9 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 	}
 	defer stopProfile()
 	start, cpu := time.Now(), startCPU()
-	if err := deploy(ctx, c, spec); err != nil {
+	// the pattern reads what was published before it, as the reference
+	// consumer does
+	if err := deploy(ctx, c, spec, true); err != nil {
 		return nil, err
 	}
 	log.Info("throughput: pattern deployed", "took", time.Since(start).Round(time.Millisecond))

@@ -44,7 +44,7 @@ func setup(ctx context.Context, c *benchCluster, source, key, spec string) error
 	if err := setupSource(ctx, c, source, key); err != nil {
 		return err
 	}
-	return deploy(ctx, c, spec)
+	return deploy(ctx, c, spec, false)
 }
 
 // setupSource creates the source.
@@ -63,11 +63,12 @@ func setupSource(ctx context.Context, c *benchCluster, source, key string) error
 	return nil
 }
 
-// deploy deploys the pattern and waits until every shard runs it.
-func deploy(ctx context.Context, c *benchCluster, spec string) error {
+// deploy deploys the pattern and waits until every shard runs it;
+// fromStart has it read the events already in the source's stream.
+func deploy(ctx context.Context, c *benchCluster, spec string, fromStart bool) error {
 	cl := newClients(c.members[0].api)
 	err := poll(ctx, 60*time.Second, 100*time.Millisecond, func() error {
-		_, err := cl.patterns.DeployPattern(ctx, connect.NewRequest(&cepv1.DeployPatternRequest{Spec: spec}))
+		_, err := cl.patterns.DeployPattern(ctx, connect.NewRequest(&cepv1.DeployPatternRequest{Spec: spec, FromStart: fromStart}))
 		switch connect.CodeOf(err) {
 		case connect.CodeAlreadyExists:
 			return nil

@@ -278,7 +278,10 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 	if deployed.MaxPartialMatches != nil || len(deployed.Records) != 0 {
 		t.Errorf("deploy without output flags sent a bound %v and records %v", deployed.MaxPartialMatches, deployed.Records)
 	}
-	cepctl(t, url, "pattern", "deploy", doc, "--max-partial-matches", "0", "--records", "match").mustOK(t)
+	cepctl(t, url, "pattern", "deploy", doc, "--max-partial-matches", "0", "--records", "match", "--from-start").mustOK(t)
+	if !deployed.FromStart {
+		t.Errorf("deploy --from-start sent %v", deployed)
+	}
 	if deployed.MaxPartialMatches == nil || *deployed.MaxPartialMatches != 0 || !slices.Equal(deployed.Records, []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH}) {
 		t.Errorf("deploy with output flags sent a bound %v and records %v", deployed.MaxPartialMatches, deployed.Records)
 	}

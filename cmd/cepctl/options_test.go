@@ -216,6 +216,8 @@ func TestPatternOptions(t *testing.T) {
 		{name: "unknown record type", args: []string{"pattern", "deploy", "p.yaml", "--records", "match,alert"}, wantErr: `--records: unknown record type "alert"`},
 		{name: "no record type", args: []string{"pattern", "deploy", "p.yaml", "--records", ""}, wantErr: "--records: name at least one"},
 		{name: "negative bound", args: []string{"pattern", "deploy", "p.yaml", "--max-partial-matches", "-1"}, wantErr: "max-partial-matches"},
+		{name: "from the start", args: []string{"pattern", "deploy", "p.yaml", "--from-start"},
+			want: patternDeployOptions{globalOptions: defaults, File: "p.yaml", FromStart: true}},
 	})
 	checkOptions(t, "pattern", newPatternUpdateCmd, []optCase[patternUpdateOptions]{
 		{name: "default policy is drain", args: []string{"pattern", "update", "p.yaml"},

@@ -18,6 +18,7 @@ type patternApplyOptions struct {
 	Name          string
 	OutputSubject string
 	Policy        cepv1.UpdatePolicy
+	FromStart     bool
 	outputFlags
 }
 
@@ -57,6 +58,7 @@ keep their current values.`,
 	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
 	cmd.Flags().StringVar(&policy, "policy", "drain", "for an update, what happens to in-flight partial matches: drain, reset or migrate")
 	cmd.Flags().StringVar(&opts.OutputSubject, "output-subject", "", "NATS subject for the pattern's records (default: the cluster's choice, or the current one)")
+	cmd.Flags().BoolVar(&opts.FromStart, "from-start", false, "when it deploys, read the pattern's sources from the start of their streams (see pattern deploy)")
 	opts.outputFlags.add(cmd, "the server's, or the current setting")
 	return cmd
 }
@@ -76,7 +78,9 @@ func runPatternApply(ctx context.Context, d *deps, opts *patternApplyOptions) er
 	}
 	cur, err := c.patterns.GetPattern(ctx, connect.NewRequest(&cepv1.GetPatternRequest{Name: v.Msg.GetName()}))
 	if connect.CodeOf(err) == connect.CodeNotFound {
-		res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(opts.deployRequest(f, opts.OutputSubject)))
+		r := opts.deployRequest(f, opts.OutputSubject)
+		r.FromStart = opts.FromStart
+		res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(r))
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ type patternDeployOptions struct {
 	File          string
 	Name          string
 	OutputSubject string
+	FromStart     bool
 	outputFlags
 }
 
@@ -27,7 +28,8 @@ func newPatternDeployCmd(d *deps, runF func(*patternDeployOptions) error) *cobra
 		Short: "Deploy a new pattern",
 		Long: `Deploy a new pattern. Each shard starts running it at one point of its
 log; the call returns once every shard does, so the pattern sees every event
-published after it returned, and none published before it was deployed.
+published after it returned, and none published before it was deployed —
+unless --from-start has it read its sources from the start of their streams.
 Shards that do not run it within the server's deploy wait (10 s by default:
 a shard without a leader, say) are named in a warning.`,
 		Example: `  cepctl pattern deploy login-fail.yaml
@@ -50,6 +52,7 @@ a shard without a leader, say) are named in a warning.`,
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
 	cmd.Flags().StringVar(&opts.OutputSubject, "output-subject", "", "NATS subject for the pattern's records (default: the cluster's choice)")
+	cmd.Flags().BoolVar(&opts.FromStart, "from-start", false, "read the pattern's sources from the start of their streams (a backfill), not from the deployment; refused when another pattern reads one of them")
 	opts.outputFlags.add(cmd, "100000; every type")
 	return cmd
 }
@@ -60,7 +63,9 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 		return err
 	}
 	c := newClients(d, opts.globalOptions)
-	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(opts.deployRequest(f, opts.OutputSubject)))
+	r := opts.deployRequest(f, opts.OutputSubject)
+	r.FromStart = opts.FromStart
+	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(r))
 	if err != nil {
 		return err
 	}

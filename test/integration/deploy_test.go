@@ -133,6 +133,34 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 		t.Fatalf("the pattern deployed again differs from the offline engine over the events published after it: %s", d)
 	}
 
+	// from its start, a pattern reads the history of a source nothing
+	// reads, and is refused on a source another pattern reads
+	again := []byte(strings.Replace(string(lflSpec), "name: lfl", "name: lfl-again", 1))
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(again), FromStart: true})); connect.CodeOf(err) != connect.CodeFailedPrecondition ||
+		!strings.Contains(err.Error(), `pattern "lfl" reads "bank" already`) {
+		t.Fatalf("a pattern from the start of a source another reads: %v", err)
+	}
+	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank3", Key: "e.account"})); err != nil {
+		t.Fatal(err)
+	}
+	history := bankEvents(28, 400)
+	publish(t, url, "bank3", byAccount, history[:300])
+	// (and through a derived source created for it, re-keyed by region)
+	all := []byte(strings.NewReplacer("name: lfl", "name: lfl-all", "source: bank", "source: bank3").Replace(string(lflSpec)))
+	allRegion := []byte(strings.NewReplacer("name: lfl-region", "name: lfl-all-region", "source: bank", "source: bank3").Replace(string(regionSpec)))
+	for _, s := range [][]byte{all, allRegion} {
+		res, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(s), FromStart: true}))
+		if err != nil || len(res.Msg.PendingShards) > 0 || !res.Msg.Pattern.FromStart {
+			t.Fatalf("deploy from the start: %v, %+v", err, res.Msg.GetPattern())
+		}
+	}
+	publish(t, url, "bank3", byAccount, history[300:])
+	for name, s := range map[string][]byte{"lfl-all": all, "lfl-all-region": allRegion} {
+		if d := newRecordsDiffer(t, url, "cep.out."+name, 0, s, history); d != "" {
+			t.Fatalf("%s, deployed from the start of its source: %s", name, d)
+		}
+	}
+
 	// an update that reads another source starts on it at the update
 	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank2", Key: "e.account"})); err != nil {
 		t.Fatal(err)

@@ -278,7 +278,9 @@ type Pattern struct {
 	// DeployPatternRequest.max_partial_matches); 0: no bound.
 	MaxPartialMatches uint64 `protobuf:"varint,11,opt,name=max_partial_matches,json=maxPartialMatches,proto3" json:"max_partial_matches,omitempty"`
 	// The record types published; the others are counted and dropped.
-	Records       []RecordType `protobuf:"varint,12,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
+	Records []RecordType `protobuf:"varint,12,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
+	// Deployed to read its sources from the start of their streams.
+	FromStart     bool `protobuf:"varint,13,opt,name=from_start,json=fromStart,proto3" json:"from_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,6 +397,13 @@ func (x *Pattern) GetRecords() []RecordType {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *Pattern) GetFromStart() bool {
+	if x != nil {
+		return x.FromStart
+	}
+	return false
 }
 
 // SpecError locates what is wrong with a spec. Fields that do not apply are
@@ -673,7 +682,12 @@ type DeployPatternRequest struct {
 	// The record types to publish, as a Flink job chooses to handle timed-out
 	// partial matches and late events or not; the others are counted in the
 	// metrics and dropped. Empty: every type.
-	Records       []RecordType `protobuf:"varint,6,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
+	Records []RecordType `protobuf:"varint,6,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
+	// Read the pattern's sources from the start of their streams (a
+	// backfill over the events they hold) instead of from the deployment.
+	// Sources are read once for every pattern, so this is refused
+	// (FailedPrecondition) when another pattern reads one of them.
+	FromStart     bool `protobuf:"varint,7,opt,name=from_start,json=fromStart,proto3" json:"from_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -748,6 +762,13 @@ func (x *DeployPatternRequest) GetRecords() []RecordType {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *DeployPatternRequest) GetFromStart() bool {
+	if x != nil {
+		return x.FromStart
+	}
+	return false
 }
 
 type DeployPatternResponse struct {
@@ -1262,7 +1283,7 @@ var File_cep_v1_pattern_proto protoreflect.FileDescriptor
 
 const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\n" +
-	"\x14cep/v1/pattern.proto\x12\x06cep.v1\"\xa2\x03\n" +
+	"\x14cep/v1/pattern.proto\x12\x06cep.v1\"\xc1\x03\n" +
 	"\aPattern\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
@@ -1276,7 +1297,9 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x05reads\x18\n" +
 	" \x03(\tR\x05reads\x12.\n" +
 	"\x13max_partial_matches\x18\v \x01(\x04R\x11maxPartialMatches\x12,\n" +
-	"\arecords\x18\f \x03(\x0e2\x12.cep.v1.RecordTypeR\arecords\"}\n" +
+	"\arecords\x18\f \x03(\x0e2\x12.cep.v1.RecordTypeR\arecords\x12\x1d\n" +
+	"\n" +
+	"from_start\x18\r \x01(\bR\tfromStart\"}\n" +
 	"\tSpecError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
@@ -1296,14 +1319,16 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"event_time\x18\x05 \x01(\bR\teventTime\x12\x18\n" +
 	"\asources\x18\x06 \x03(\tR\asources\x12'\n" +
 	"\x05error\x18\a \x01(\v2\x11.cep.v1.SpecErrorR\x05error\x12\x1a\n" +
-	"\bwarnings\x18\b \x03(\tR\bwarnings\"\x8c\x02\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"\xab\x02\n" +
 	"\x14DeployPatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12%\n" +
 	"\x0eoutput_subject\x18\x04 \x01(\tR\routputSubject\x123\n" +
 	"\x13max_partial_matches\x18\x05 \x01(\x04H\x00R\x11maxPartialMatches\x88\x01\x01\x12,\n" +
-	"\arecords\x18\x06 \x03(\x0e2\x12.cep.v1.RecordTypeR\arecordsB\x16\n" +
+	"\arecords\x18\x06 \x03(\x0e2\x12.cep.v1.RecordTypeR\arecords\x12\x1d\n" +
+	"\n" +
+	"from_start\x18\a \x01(\bR\tfromStartB\x16\n" +
 	"\x14_max_partial_matches\"\x85\x01\n" +
 	"\x15DeployPatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
