@@ -86,8 +86,9 @@ type Config struct {
 	// deadline if sooner).
 	DeployWait time.Duration
 	// ReconcileDelay injects a fault for tests: a shard leader of this node
-	// waits this long after its metadata replica changes before proposing
-	// the deployments and deletions that follow into its shard's log.
+	// waits this long after its metadata replica changes before it looks
+	// at the metadata and proposes the deployments and deletions that
+	// follow into its shard's log (changes made meanwhile come together).
 	ReconcileDelay time.Duration
 	// ApplyDelay injects a fault for tests: every shard state machine of
 	// this node sleeps this long before applying each log entry.

@@ -378,6 +378,14 @@ func (r *runner) handOffIfBehind(ctx context.Context) bool {
 // read. For a derived source, the shard that forwards it skips the
 // origin's history too.
 func (r *runner) reconcile(ctx context.Context, m *Meta) error {
+	if d := r.n.cfg.ReconcileDelay; d > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		m = r.n.Meta() // with what changed meanwhile
+	}
 	have := map[string]uint64{}
 	unread := map[string]bool{}
 	r.sh.FSM().View(func(s *shard.State, _ uint64) {
@@ -390,15 +398,17 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 			unread[name] = !slices.ContainsFunc(s.Readers(name), func(p string) bool { return m.Patterns[p] != nil && !m.Patterns[p].Deleted })
 		}
 	})
-	var skips, b shard.Batch
+	// deletions, then the skips (applied once the deleted patterns no
+	// longer read their sources), then deployments
+	var dels, skips, deps []shard.Op
 	for _, name := range sortedKeys(m.Patterns) {
 		p := m.Patterns[name]
 		v, ok := have[name]
 		switch {
 		case p.Deleted && ok:
-			b.Ops = append(b.Ops, shard.Op{Kind: shard.OpDelete, Pattern: name})
+			dels = append(dels, shard.Op{Kind: shard.OpDelete, Pattern: name})
 		case !p.Deleted && v != p.Version:
-			b.Ops = append(b.Ops, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
+			deps = append(deps, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
@@ -406,22 +416,15 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 			for _, src := range p.ReadsOf() {
 				if unread[src] {
 					unread[src] = false
-					skips.Ops = append(skips.Ops, r.skipHistory(ctx, m, src, p.FromStart && !ok)...)
+					skips = append(skips, r.skipHistory(ctx, m, src, p.FromStart && !ok)...)
 				}
 			}
 		}
 	}
-	if len(b.Ops) == 0 {
+	if len(dels)+len(deps) == 0 {
 		return nil
 	}
-	b.Ops = append(skips.Ops, b.Ops...)
-	if d := r.n.cfg.ReconcileDelay; d > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-		}
-	}
+	b := shard.Batch{Ops: slices.Concat(dels, skips, deps)}
 	return r.sh.Propose(ctx, &b)
 }
 

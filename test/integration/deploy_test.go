@@ -244,3 +244,58 @@ func newRecordsDiffer(t *testing.T, url, subject string, before int, spec []byte
 	got := withoutIDs(waitOutputs(t, url, subject, before+len(want), time.Minute)[before:])
 	return differsFromOffline(got, want, string(spec))
 }
+
+// A pattern deployed from the start right after the last pattern reading
+// its source was deleted — both changes reaching a shard in one batch —
+// still reads the source from its start.
+func TestFromStartRightAfterDelete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	n := startConfigured(t, cluster.Config{Shards: 2, ReconcileDelay: 500 * time.Millisecond, DeployWait: time.Millisecond})
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newClients(n.APIAddr())
+	createBank(t, ctx, c)
+	url := n.NATSURL()
+	byAccount := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)})); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, n.APIAddr(), 2, "lfl")
+	lines := bankEvents(61, 600)
+	publish(t, url, "bank", byAccount, lines[:300])
+	// both shards have applied those events
+	checkFor(t, 10*time.Second, func() error {
+		var applied float64
+		for _, shard := range []string{"1", "2"} {
+			v, _ := metricValue(t, n, "cep_events_total", `shard="`+shard+`"`)
+			applied += v
+		}
+		if applied < 300 {
+			return fmt.Errorf("%v of 300 events applied", applied)
+		}
+		return nil
+	})
+	// the deploy wait is a millisecond: neither call waits for the shards,
+	// which see both changes at once
+	if _, err := c.patterns.DeletePattern(ctx, req(&cepv1.DeletePatternRequest{Name: "lfl"})); err != nil {
+		t.Fatal(err)
+	}
+	all := []byte(strings.Replace(string(lflSpec), "name: lfl", "name: lfl-all", 1))
+	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(all), FromStart: true})); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 30*time.Second, func() error {
+		g, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl-all"}))
+		if err != nil || len(g.Msg.PendingShards) > 0 {
+			return fmt.Errorf("lfl-all not running yet: %v %v", err, g.Msg.GetPendingShards())
+		}
+		return nil
+	})
+	publish(t, url, "bank", byAccount, lines[300:])
+	if d := newRecordsDiffer(t, url, "cep.out.lfl-all", 0, all, lines); d != "" {
+		t.Fatalf("lfl-all from the start: %s", d)
+	}
+}
