@@ -15,7 +15,7 @@
 //     flight) to the source "bench". With --mode backlog (the default, the
 //     reference's conditions: the stream holds the events before the reader
 //     starts) they are all published first and the pattern is deployed
-//     after; the rate is the events over the time from the deploy to the
+//     after, from the start of the stream; the rate is the events over the time from the deploy to the
 //     cluster having applied all of them. With --mode live the pattern is
 //     deployed first and the rate is the events over the time from the first
 //     publish to all applied, publishing and processing sharing the machine.
@@ -119,7 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.nodes, "nodes", 1, "1: one node in this process; 3: three cepnode processes (adds the failover measurement)")
 	fs.IntVar(&o.events, "events", 5_000_000, "events of the reference and throughput phases")
-	fs.StringVar(&o.mode, "mode", "backlog", "throughput phase: backlog (publish everything, then deploy the pattern and time the processing) or live (deploy, then time from the first publish)")
+	fs.StringVar(&o.mode, "mode", "backlog", "throughput phase: backlog (publish everything, then deploy the pattern from the start of the stream and time the processing) or live (deploy, then time from the first publish)")
 	fs.IntVar(&o.keys, "keys", 1000, "distinct keys (uniform)")
 	fs.StringVar(&o.sourceKey, "source-key", "e.k", "the source's partition key; another one (or \"\") makes the pattern (keyed by e.k) read the source re-keyed by one shard")
 	fs.IntVar(&o.shards, "shards", 0, "shards of the cluster (default: the node's default, one per node)")
