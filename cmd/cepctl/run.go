@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -21,7 +22,8 @@ type runOptions struct {
 	input          string
 	finalWatermark bool
 	maxPartial     int
-	stats          bool // run only: each pattern's counts on stderr at the end
+	stats          bool     // run only: each pattern's counts on stderr at the end
+	records        []string // run only: the record types printed (empty: all)
 }
 
 func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
@@ -40,6 +42,11 @@ At the end of the input every buffered event is processed and, unless
 			if len(opts.patterns) == 0 && len(opts.sql) == 0 {
 				return errors.New("run: give at least one pattern with -p FILE or a query with --sql FILE")
 			}
+			for _, r := range opts.records {
+				if _, ok := recordTypes[r]; !ok {
+					return fmt.Errorf("--records: unknown record type %q: use match, timeout or late", r)
+				}
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -48,6 +55,7 @@ At the end of the input every buffered event is processed and, unless
 	}
 	opts.addFlags(cmd)
 	cmd.Flags().BoolVar(&opts.stats, "stats", false, "at the end, write each pattern's counts to stderr (events, late events, matches, timeouts, and the state left)")
+	cmd.Flags().StringSliceVar(&opts.records, "records", nil, "print only these record types, of match, timeout and late, as a deployment with --records publishes them (default: all)")
 	return cmd
 }
 
@@ -134,6 +142,9 @@ func runRun(d *deps, opts *runOptions) error {
 	var buf []byte
 	write := func(recs []nfa.Record) error {
 		for i := range recs {
+			if len(opts.records) > 0 && !slices.Contains(opts.records, recs[i].Type) {
+				continue
+			}
 			buf = buf[:0]
 			buf, _ = recs[i].AppendJSON(buf)
 			buf = append(buf, '\n')

@@ -318,3 +318,43 @@ func TestConformanceThroughBinary(t *testing.T) {
 	}
 	t.Logf("conformance through cepctl: %d passed", pass)
 }
+
+// --records prints only the record types named, as a deployment with
+// --records publishes them; the others still count in --stats.
+func TestRunRecords(t *testing.T) {
+	p := write(t, "p.yaml", loginPattern)
+	in := `{"user":"a","type":"LOGIN","ts":1000}
+{"user":"b","type":"LOGIN","ts":1500}
+{"user":"a","type":"FAIL","ts":2000}
+{"user":"a","type":"LOGOUT","ts":4000}
+{"user":"c","type":"LOGIN","ts":500}
+`
+	all, _, code := run(t, in, "run", "-p", p)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, c := range []struct {
+		records string
+		types   []string
+	}{
+		{"match", []string{"match"}},
+		{"timeout,late", []string{"timeout", "late"}},
+		{"match,timeout,late", []string{"match", "timeout", "late"}},
+	} {
+		out, errOut, code := run(t, in, "run", "-p", p, "--records", c.records, "--stats")
+		var want []string
+		for _, l := range strings.Split(strings.TrimSpace(all), "\n") {
+			for _, typ := range c.types {
+				if strings.HasPrefix(l, `{"type":"`+typ+`"`) {
+					want = append(want, l)
+				}
+			}
+		}
+		if code != 0 || strings.TrimSpace(out) != strings.Join(want, "\n") || !strings.Contains(errOut, "matches 1, timeouts 1") {
+			t.Errorf("--records %s (exit %d, stderr %q):\n%s\nwant\n%s", c.records, code, errOut, out, strings.Join(want, "\n"))
+		}
+	}
+	if _, errOut, code := run(t, in, "run", "-p", p, "--records", "alert"); code == 0 || !strings.Contains(errOut, `--records: unknown record type "alert"`) {
+		t.Errorf("unknown record type: exit %d, %q", code, errOut)
+	}
+}
