@@ -78,9 +78,7 @@ func runPatternApply(ctx context.Context, d *deps, opts *patternApplyOptions) er
 	}
 	cur, err := c.patterns.GetPattern(ctx, connect.NewRequest(&cepv1.GetPatternRequest{Name: v.Msg.GetName()}))
 	if connect.CodeOf(err) == connect.CodeNotFound {
-		r := opts.deployRequest(f, opts.OutputSubject)
-		r.FromStart = opts.FromStart
-		res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(r))
+		res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(opts.deployRequest(f, opts.OutputSubject, opts.FromStart)))
 		if err != nil {
 			return err
 		}

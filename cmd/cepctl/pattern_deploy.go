@@ -63,9 +63,7 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 		return err
 	}
 	c := newClients(d, opts.globalOptions)
-	r := opts.deployRequest(f, opts.OutputSubject)
-	r.FromStart = opts.FromStart
-	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(r))
+	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(opts.deployRequest(f, opts.OutputSubject, opts.FromStart)))
 	if err != nil {
 		return err
 	}

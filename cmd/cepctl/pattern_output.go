@@ -33,9 +33,9 @@ func (o *outputFlags) add(cmd *cobra.Command, absent string) {
 }
 
 // deployRequest is the request deploying f with these flags.
-func (o *outputFlags) deployRequest(f specFile, subject string) *cepv1.DeployPatternRequest {
+func (o *outputFlags) deployRequest(f specFile, subject string, fromStart bool) *cepv1.DeployPatternRequest {
 	return &cepv1.DeployPatternRequest{Spec: f.spec, Format: f.format, Name: f.name, OutputSubject: subject,
-		MaxPartialMatches: o.MaxPartialMatches, Records: o.Records}
+		MaxPartialMatches: o.MaxPartialMatches, Records: o.Records, FromStart: fromStart}
 }
 
 // updateRequest is the request updating a pattern to f with these flags.
