@@ -71,6 +71,9 @@ type SavepointBackend interface {
 	List(context.Context, *cepv1.ListSavepointsRequest) (*cepv1.ListSavepointsResponse, error)
 	// Restore replaces the cluster's state with a savepoint's.
 	Restore(context.Context, *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error)
+	// Delete removes a savepoint (and its files); an unknown id wraps
+	// ErrNotFound.
+	Delete(context.Context, *cepv1.DeleteSavepointRequest) (*cepv1.DeleteSavepointResponse, error)
 }
 
 // MatchBackend streams pattern output for [cepv1connect.MatchServiceHandler].

@@ -106,6 +106,10 @@ func (h *savepointHandler) RestoreSavepoint(ctx context.Context, req *connect.Re
 	return unary(ctx, req, h.b.Restore)
 }
 
+func (h *savepointHandler) DeleteSavepoint(ctx context.Context, req *connect.Request[cepv1.DeleteSavepointRequest]) (*connect.Response[cepv1.DeleteSavepointResponse], error) {
+	return unary(ctx, req, h.b.Delete)
+}
+
 type matchHandler struct{ b MatchBackend }
 
 // errNilRecord is returned to a backend that sends a nil record.

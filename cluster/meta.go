@@ -102,6 +102,7 @@ const (
 	CmdAddSavepoint  = "addSavepoint"
 	CmdRestore       = "restore"
 	CmdDeleteSource  = "deleteSource"
+	CmdDelSavepoint  = "deleteSavepoint"
 )
 
 // Command is one metadata log entry (JSON: metadata changes are rare and
@@ -264,6 +265,14 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		}
 		m.Restore = &RestoreM{ID: fmt.Sprintf("%s@%d", sp.ID, idx), Savepoint: sp.ID, Location: sp.Location}
 		return m.Restore, nil
+	case CmdDelSavepoint:
+		i := slices.IndexFunc(m.Savepoints, func(s SavepointM) bool { return s.ID == c.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: savepoint %q", ErrNotFound, c.Name)
+		}
+		sp := m.Savepoints[i]
+		m.Savepoints = slices.Delete(m.Savepoints, i, i+1)
+		return &sp, nil
 	case CmdAddSavepoint:
 		sp := *c.Savepoint
 		sp.CreatedIndex = idx

@@ -156,3 +156,17 @@ func TestMetaFromStart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestMetaDeleteSavepoint(t *testing.T) {
+	m := NewMeta()
+	for i, id := range []string{"sp-1", "sp-2", "sp-3"} {
+		m.Apply(uint64(i+1), &Command{Kind: CmdAddSavepoint, Savepoint: &SavepointM{ID: id, Location: "dir:///x"}})
+	}
+	res, err := m.Apply(4, &Command{Kind: CmdDelSavepoint, Name: "sp-2"})
+	if err != nil || res.(*SavepointM).ID != "sp-2" || len(m.Savepoints) != 2 || m.Savepoints[0].ID != "sp-1" || m.Savepoints[1].ID != "sp-3" {
+		t.Fatalf("delete: %+v %v, left %+v", res, err, m.Savepoints)
+	}
+	if _, err := m.Apply(5, &Command{Kind: CmdDelSavepoint, Name: "sp-2"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleting it again: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -153,6 +154,45 @@ func toSavepoint(s *SavepointM, m *Meta) *cepv1.Savepoint {
 		sp.PatternVersions = append(sp.PatternVersions, &cepv1.PatternVersion{Name: name, Version: m.Patterns[name].Version})
 	}
 	return sp
+}
+
+func (b savepointBackend) Delete(ctx context.Context, r *cepv1.DeleteSavepointRequest) (*cepv1.DeleteSavepointResponse, error) {
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.DeleteSavepointRequest]) (*connect.Response[cepv1.DeleteSavepointResponse], error) {
+		return b.client(u).DeleteSavepoint
+	}); done {
+		return res, err
+	}
+	n := b.s.n
+	m := n.Meta()
+	// forgotten first: the list never names a savepoint with files missing
+	res, err := n.Propose(ctx, &Command{Kind: CmdDelSavepoint, Name: r.Id})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	sp := res.(*SavepointM)
+	out := &cepv1.DeleteSavepointResponse{Savepoint: toSavepoint(sp, m)}
+	if r.KeepFiles {
+		return out, nil
+	}
+	store, err := snapshot.OpenStore(ctx, sp.Location, n.js)
+	if err != nil {
+		return nil, fmt.Errorf("%w: savepoint %q is deleted, its files at %s are not: %v", api.ErrUnavailable, r.Id, sp.Location, err)
+	}
+	files, err := store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: savepoint %q is deleted, its files at %s are not: %v", api.ErrUnavailable, r.Id, sp.Location, err)
+	}
+	for _, f := range files {
+		if !strings.HasPrefix(f, sp.ID+"-shard-") {
+			continue
+		}
+		if err := store.Delete(ctx, f); err != nil {
+			return nil, fmt.Errorf("%w: savepoint %q is deleted, its file %s is not: %v", api.ErrUnavailable, r.Id, f, err)
+		}
+		out.DeletedFiles = append(out.DeletedFiles, f)
+	}
+	slices.Sort(out.DeletedFiles)
+	return out, nil
 }
 
 func (b savepointBackend) List(ctx context.Context, r *cepv1.ListSavepointsRequest) (*cepv1.ListSavepointsResponse, error) {

@@ -98,6 +98,7 @@ type Savepoints struct {
 	CreateFunc  func(context.Context, *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error)
 	ListFunc    func(context.Context, *cepv1.ListSavepointsRequest) (*cepv1.ListSavepointsResponse, error)
 	RestoreFunc func(context.Context, *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error)
+	DeleteFunc  func(context.Context, *cepv1.DeleteSavepointRequest) (*cepv1.DeleteSavepointResponse, error)
 }
 
 func (f *Savepoints) Create(ctx context.Context, req *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error) {
@@ -110,6 +111,10 @@ func (f *Savepoints) List(ctx context.Context, req *cepv1.ListSavepointsRequest)
 
 func (f *Savepoints) Restore(ctx context.Context, req *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error) {
 	return call(f.RestoreFunc, ctx, req)
+}
+
+func (f *Savepoints) Delete(ctx context.Context, req *cepv1.DeleteSavepointRequest) (*cepv1.DeleteSavepointResponse, error) {
+	return call(f.DeleteFunc, ctx, req)
 }
 
 // Matches fakes api.MatchBackend.

@@ -451,6 +451,15 @@ func TestSavepoints(t *testing.T) {
 		SourcePositions: []*cepv1.SourcePosition{{Source: "logins", Stream: "CEP_LOGINS", Sequence: 1042}},
 		PatternVersions: []*cepv1.PatternVersion{{Name: "login-fail", Version: 3}}}
 	url := startAPI(t, api.Backends{Savepoints: &fakeSavepoints{
+		DeleteFunc: func(_ context.Context, r *cepv1.DeleteSavepointRequest) (*cepv1.DeleteSavepointResponse, error) {
+			switch {
+			case r.Id != "sp-7":
+				return nil, fmt.Errorf("savepoint %q: %w", r.Id, api.ErrNotFound)
+			case r.KeepFiles:
+				return &cepv1.DeleteSavepointResponse{Savepoint: sp}, nil
+			}
+			return &cepv1.DeleteSavepointResponse{Savepoint: sp, DeletedFiles: []string{"sp-7-shard-1", "sp-7-shard-2"}}, nil
+		},
 		CreateFunc: func(_ context.Context, r *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error) {
 			created = r
 			if !strings.Contains(r.GetTarget(), "://") {
@@ -513,6 +522,14 @@ func TestSavepoints(t *testing.T) {
 	if restored.GetLocation() != "nats://bucket/sp-7" || restored.GetId() != "" || restored.GetShardCount() != 8 {
 		t.Errorf("restore request %v", restored)
 	}
+	r := cepctl(t, url, "savepoint", "delete", "sp-7").mustOK(t)
+	if r.stdout != "deleted savepoint sp-7 (2 files deleted)\n" || !strings.HasPrefix(r.stderr, "cepctl: warning: 2 of the savepoint's 4 files were found at dir:///var/sp/sp-7 and deleted") {
+		t.Errorf("delete: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	if r := cepctl(t, url, "savepoint", "delete", "sp-7", "--keep-files").mustOK(t); r.stdout != "deleted savepoint sp-7 (files kept)\n" || r.stderr != "" {
+		t.Errorf("delete --keep-files: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	cepctl(t, url, "savepoint", "delete", "sp-8").mustFail(t, `savepoint "sp-8": api: not found`)
 }
 
 func TestErrors(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 func newSavepointCmd(d *deps) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "savepoint",
-		Short: "Write, list and restore savepoints",
+		Short: "Write, list, restore and delete savepoints",
 		Long: `Manage savepoints: consistent copies of every pattern's state and every
 source's position, sectioned by key group so that they restore into any
 number of shards.`,
@@ -23,6 +23,7 @@ number of shards.`,
 		newSavepointCreateCmd(d, nil),
 		newSavepointListCmd(d, nil),
 		newSavepointRestoreCmd(d, nil),
+		newSavepointDeleteCmd(d, nil),
 	)
 	return cmd
 }

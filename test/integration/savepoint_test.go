@@ -6,8 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 )
@@ -95,5 +98,39 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	producing := compareEachWithOffline(t, ns.ClientURL(), "rnd", randomSpecs, lines, "across the restore")
 	if producing < len(randomSpecs)/2 {
 		t.Fatalf("only %d of %d random patterns produce records; they would prove little", producing, len(randomSpecs))
+	}
+
+	// savepoints are deleted with their files, or only forgotten
+	dir := filepath.Join(base, "more")
+	var ids []string
+	for range 2 {
+		sp, err := cb.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + dir}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sp.Msg.Savepoint.Id)
+		time.Sleep(5 * time.Millisecond) // ids are milliseconds
+	}
+	del, err := cb.savepoints.DeleteSavepoint(ctx, req(&cepv1.DeleteSavepointRequest{Id: ids[0]}))
+	if err != nil || len(del.Msg.DeletedFiles) != restoreShards {
+		t.Fatalf("delete %s: %v, deleted %v", ids[0], err, del.Msg.GetDeletedFiles())
+	}
+	if _, err := cb.savepoints.DeleteSavepoint(ctx, req(&cepv1.DeleteSavepointRequest{Id: ids[1], KeepFiles: true})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.savepoints.DeleteSavepoint(ctx, req(&cepv1.DeleteSavepointRequest{Id: ids[0]})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("deleting it again: %v", err)
+	}
+	if l, err := cb.savepoints.ListSavepoints(ctx, req(&cepv1.ListSavepointsRequest{})); err != nil || len(l.Msg.Savepoints) != 0 {
+		t.Fatalf("savepoints left: %v %v", l.Msg.GetSavepoints(), err)
+	}
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		if !strings.HasPrefix(f.Name(), ids[1]+"-shard-") {
+			t.Errorf("file %s left in %s", f.Name(), dir)
+		}
+	}
+	if len(files) != restoreShards {
+		t.Fatalf("%d files in %s, want the %d of the savepoint only forgotten", len(files), dir, restoreShards)
 	}
 }

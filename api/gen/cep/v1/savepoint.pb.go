@@ -419,6 +419,114 @@ func (x *ListSavepointsResponse) GetSavepoints() []*Savepoint {
 	return nil
 }
 
+type DeleteSavepointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Only forget it: leave its files where they are.
+	KeepFiles     bool `protobuf:"varint,2,opt,name=keep_files,json=keepFiles,proto3" json:"keep_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSavepointRequest) Reset() {
+	*x = DeleteSavepointRequest{}
+	mi := &file_cep_v1_savepoint_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSavepointRequest) ProtoMessage() {}
+
+func (x *DeleteSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_savepoint_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSavepointRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSavepointRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_savepoint_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteSavepointRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteSavepointRequest) GetKeepFiles() bool {
+	if x != nil {
+		return x.KeepFiles
+	}
+	return false
+}
+
+type DeleteSavepointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoint as it was listed.
+	Savepoint *Savepoint `protobuf:"bytes,1,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
+	// The files deleted, sorted; fewer than the savepoint's shard count when
+	// some were not found at the location (or keep_files).
+	DeletedFiles  []string `protobuf:"bytes,2,rep,name=deleted_files,json=deletedFiles,proto3" json:"deleted_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSavepointResponse) Reset() {
+	*x = DeleteSavepointResponse{}
+	mi := &file_cep_v1_savepoint_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSavepointResponse) ProtoMessage() {}
+
+func (x *DeleteSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_savepoint_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSavepointResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_savepoint_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeleteSavepointResponse) GetSavepoint() *Savepoint {
+	if x != nil {
+		return x.Savepoint
+	}
+	return nil
+}
+
+func (x *DeleteSavepointResponse) GetDeletedFiles() []string {
+	if x != nil {
+		return x.DeletedFiles
+	}
+	return nil
+}
+
 type RestoreSavepointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Which savepoint: one the cluster recorded, or any written location.
@@ -436,7 +544,7 @@ type RestoreSavepointRequest struct {
 
 func (x *RestoreSavepointRequest) Reset() {
 	*x = RestoreSavepointRequest{}
-	mi := &file_cep_v1_savepoint_proto_msgTypes[7]
+	mi := &file_cep_v1_savepoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +556,7 @@ func (x *RestoreSavepointRequest) String() string {
 func (*RestoreSavepointRequest) ProtoMessage() {}
 
 func (x *RestoreSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_savepoint_proto_msgTypes[7]
+	mi := &file_cep_v1_savepoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +569,7 @@ func (x *RestoreSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSavepointRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_savepoint_proto_rawDescGZIP(), []int{7}
+	return file_cep_v1_savepoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RestoreSavepointRequest) GetSavepoint() isRestoreSavepointRequest_Savepoint {
@@ -531,7 +639,7 @@ type RestoreSavepointResponse struct {
 
 func (x *RestoreSavepointResponse) Reset() {
 	*x = RestoreSavepointResponse{}
-	mi := &file_cep_v1_savepoint_proto_msgTypes[8]
+	mi := &file_cep_v1_savepoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +651,7 @@ func (x *RestoreSavepointResponse) String() string {
 func (*RestoreSavepointResponse) ProtoMessage() {}
 
 func (x *RestoreSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_savepoint_proto_msgTypes[8]
+	mi := &file_cep_v1_savepoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +664,7 @@ func (x *RestoreSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSavepointResponse.ProtoReflect.Descriptor instead.
 func (*RestoreSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_savepoint_proto_rawDescGZIP(), []int{8}
+	return file_cep_v1_savepoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RestoreSavepointResponse) GetSavepoint() *Savepoint {
@@ -618,7 +726,14 @@ const file_cep_v1_savepoint_proto_rawDesc = "" +
 	"\x16ListSavepointsResponse\x121\n" +
 	"\n" +
 	"savepoints\x18\x01 \x03(\v2\x11.cep.v1.SavepointR\n" +
-	"savepoints\"w\n" +
+	"savepoints\"G\n" +
+	"\x16DeleteSavepointRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"keep_files\x18\x02 \x01(\bR\tkeepFiles\"o\n" +
+	"\x17DeleteSavepointResponse\x12/\n" +
+	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\x12#\n" +
+	"\rdeleted_files\x18\x02 \x03(\tR\fdeletedFiles\"w\n" +
 	"\x17RestoreSavepointRequest\x12\x10\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x12\x1c\n" +
 	"\blocation\x18\x02 \x01(\tH\x00R\blocation\x12\x1f\n" +
@@ -630,11 +745,12 @@ const file_cep_v1_savepoint_proto_rawDesc = "" +
 	"\vshard_count\x18\x02 \x01(\rR\n" +
 	"shardCount\x12%\n" +
 	"\x0erestored_index\x18\x03 \x01(\x04R\rrestoredIndex\x12%\n" +
-	"\x0epending_shards\x18\x04 \x03(\rR\rpendingShards2\x93\x02\n" +
+	"\x0epending_shards\x18\x04 \x03(\rR\rpendingShards2\xe7\x02\n" +
 	"\x10SavepointService\x12R\n" +
 	"\x0fCreateSavepoint\x12\x1e.cep.v1.CreateSavepointRequest\x1a\x1f.cep.v1.CreateSavepointResponse\x12T\n" +
 	"\x0eListSavepoints\x12\x1d.cep.v1.ListSavepointsRequest\x1a\x1e.cep.v1.ListSavepointsResponse\"\x03\x90\x02\x01\x12U\n" +
-	"\x10RestoreSavepoint\x12\x1f.cep.v1.RestoreSavepointRequest\x1a .cep.v1.RestoreSavepointResponseB0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"\x10RestoreSavepoint\x12\x1f.cep.v1.RestoreSavepointRequest\x1a .cep.v1.RestoreSavepointResponse\x12R\n" +
+	"\x0fDeleteSavepoint\x12\x1e.cep.v1.DeleteSavepointRequest\x1a\x1f.cep.v1.DeleteSavepointResponseB0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_savepoint_proto_rawDescOnce sync.Once
@@ -648,7 +764,7 @@ func file_cep_v1_savepoint_proto_rawDescGZIP() []byte {
 	return file_cep_v1_savepoint_proto_rawDescData
 }
 
-var file_cep_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_cep_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_cep_v1_savepoint_proto_goTypes = []any{
 	(*Savepoint)(nil),                // 0: cep.v1.Savepoint
 	(*SourcePosition)(nil),           // 1: cep.v1.SourcePosition
@@ -657,28 +773,33 @@ var file_cep_v1_savepoint_proto_goTypes = []any{
 	(*CreateSavepointResponse)(nil),  // 4: cep.v1.CreateSavepointResponse
 	(*ListSavepointsRequest)(nil),    // 5: cep.v1.ListSavepointsRequest
 	(*ListSavepointsResponse)(nil),   // 6: cep.v1.ListSavepointsResponse
-	(*RestoreSavepointRequest)(nil),  // 7: cep.v1.RestoreSavepointRequest
-	(*RestoreSavepointResponse)(nil), // 8: cep.v1.RestoreSavepointResponse
-	(*timestamppb.Timestamp)(nil),    // 9: google.protobuf.Timestamp
+	(*DeleteSavepointRequest)(nil),   // 7: cep.v1.DeleteSavepointRequest
+	(*DeleteSavepointResponse)(nil),  // 8: cep.v1.DeleteSavepointResponse
+	(*RestoreSavepointRequest)(nil),  // 9: cep.v1.RestoreSavepointRequest
+	(*RestoreSavepointResponse)(nil), // 10: cep.v1.RestoreSavepointResponse
+	(*timestamppb.Timestamp)(nil),    // 11: google.protobuf.Timestamp
 }
 var file_cep_v1_savepoint_proto_depIdxs = []int32{
-	9, // 0: cep.v1.Savepoint.created_time:type_name -> google.protobuf.Timestamp
-	1, // 1: cep.v1.Savepoint.source_positions:type_name -> cep.v1.SourcePosition
-	2, // 2: cep.v1.Savepoint.pattern_versions:type_name -> cep.v1.PatternVersion
-	0, // 3: cep.v1.CreateSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
-	0, // 4: cep.v1.ListSavepointsResponse.savepoints:type_name -> cep.v1.Savepoint
-	0, // 5: cep.v1.RestoreSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
-	3, // 6: cep.v1.SavepointService.CreateSavepoint:input_type -> cep.v1.CreateSavepointRequest
-	5, // 7: cep.v1.SavepointService.ListSavepoints:input_type -> cep.v1.ListSavepointsRequest
-	7, // 8: cep.v1.SavepointService.RestoreSavepoint:input_type -> cep.v1.RestoreSavepointRequest
-	4, // 9: cep.v1.SavepointService.CreateSavepoint:output_type -> cep.v1.CreateSavepointResponse
-	6, // 10: cep.v1.SavepointService.ListSavepoints:output_type -> cep.v1.ListSavepointsResponse
-	8, // 11: cep.v1.SavepointService.RestoreSavepoint:output_type -> cep.v1.RestoreSavepointResponse
-	9, // [9:12] is the sub-list for method output_type
-	6, // [6:9] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	11, // 0: cep.v1.Savepoint.created_time:type_name -> google.protobuf.Timestamp
+	1,  // 1: cep.v1.Savepoint.source_positions:type_name -> cep.v1.SourcePosition
+	2,  // 2: cep.v1.Savepoint.pattern_versions:type_name -> cep.v1.PatternVersion
+	0,  // 3: cep.v1.CreateSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
+	0,  // 4: cep.v1.ListSavepointsResponse.savepoints:type_name -> cep.v1.Savepoint
+	0,  // 5: cep.v1.DeleteSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
+	0,  // 6: cep.v1.RestoreSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
+	3,  // 7: cep.v1.SavepointService.CreateSavepoint:input_type -> cep.v1.CreateSavepointRequest
+	5,  // 8: cep.v1.SavepointService.ListSavepoints:input_type -> cep.v1.ListSavepointsRequest
+	9,  // 9: cep.v1.SavepointService.RestoreSavepoint:input_type -> cep.v1.RestoreSavepointRequest
+	7,  // 10: cep.v1.SavepointService.DeleteSavepoint:input_type -> cep.v1.DeleteSavepointRequest
+	4,  // 11: cep.v1.SavepointService.CreateSavepoint:output_type -> cep.v1.CreateSavepointResponse
+	6,  // 12: cep.v1.SavepointService.ListSavepoints:output_type -> cep.v1.ListSavepointsResponse
+	10, // 13: cep.v1.SavepointService.RestoreSavepoint:output_type -> cep.v1.RestoreSavepointResponse
+	8,  // 14: cep.v1.SavepointService.DeleteSavepoint:output_type -> cep.v1.DeleteSavepointResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_savepoint_proto_init() }
@@ -686,7 +807,7 @@ func file_cep_v1_savepoint_proto_init() {
 	if File_cep_v1_savepoint_proto != nil {
 		return
 	}
-	file_cep_v1_savepoint_proto_msgTypes[7].OneofWrappers = []any{
+	file_cep_v1_savepoint_proto_msgTypes[9].OneofWrappers = []any{
 		(*RestoreSavepointRequest_Id)(nil),
 		(*RestoreSavepointRequest_Location)(nil),
 	}
@@ -696,7 +817,7 @@ func file_cep_v1_savepoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_savepoint_proto_rawDesc), len(file_cep_v1_savepoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

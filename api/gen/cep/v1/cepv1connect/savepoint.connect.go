@@ -42,6 +42,9 @@ const (
 	// SavepointServiceRestoreSavepointProcedure is the fully-qualified name of the SavepointService's
 	// RestoreSavepoint RPC.
 	SavepointServiceRestoreSavepointProcedure = "/cep.v1.SavepointService/RestoreSavepoint"
+	// SavepointServiceDeleteSavepointProcedure is the fully-qualified name of the SavepointService's
+	// DeleteSavepoint RPC.
+	SavepointServiceDeleteSavepointProcedure = "/cep.v1.SavepointService/DeleteSavepoint"
 )
 
 // SavepointServiceClient is a client for the cep.v1.SavepointService service.
@@ -59,6 +62,11 @@ type SavepointServiceClient interface {
 	// corrupt savepoint, bad shard count), FailedPrecondition (the savepoint's
 	// key group count differs from the cluster's).
 	RestoreSavepoint(context.Context, *connect.Request[v1.RestoreSavepointRequest]) (*connect.Response[v1.RestoreSavepointResponse], error)
+	// DeleteSavepoint removes a savepoint from the cluster's list and, unless
+	// keep_files, deletes its files from its location as the node handling
+	// the call sees it (a "dir:" location on several machines keeps the
+	// parts other machines wrote). Errors: NotFound.
+	DeleteSavepoint(context.Context, *connect.Request[v1.DeleteSavepointRequest]) (*connect.Response[v1.DeleteSavepointResponse], error)
 }
 
 // NewSavepointServiceClient constructs a client for the cep.v1.SavepointService service. By
@@ -91,6 +99,12 @@ func NewSavepointServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(savepointServiceMethods.ByName("RestoreSavepoint")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteSavepoint: connect.NewClient[v1.DeleteSavepointRequest, v1.DeleteSavepointResponse](
+			httpClient,
+			baseURL+SavepointServiceDeleteSavepointProcedure,
+			connect.WithSchema(savepointServiceMethods.ByName("DeleteSavepoint")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -99,6 +113,7 @@ type savepointServiceClient struct {
 	createSavepoint  *connect.Client[v1.CreateSavepointRequest, v1.CreateSavepointResponse]
 	listSavepoints   *connect.Client[v1.ListSavepointsRequest, v1.ListSavepointsResponse]
 	restoreSavepoint *connect.Client[v1.RestoreSavepointRequest, v1.RestoreSavepointResponse]
+	deleteSavepoint  *connect.Client[v1.DeleteSavepointRequest, v1.DeleteSavepointResponse]
 }
 
 // CreateSavepoint calls cep.v1.SavepointService.CreateSavepoint.
@@ -116,6 +131,11 @@ func (c *savepointServiceClient) RestoreSavepoint(ctx context.Context, req *conn
 	return c.restoreSavepoint.CallUnary(ctx, req)
 }
 
+// DeleteSavepoint calls cep.v1.SavepointService.DeleteSavepoint.
+func (c *savepointServiceClient) DeleteSavepoint(ctx context.Context, req *connect.Request[v1.DeleteSavepointRequest]) (*connect.Response[v1.DeleteSavepointResponse], error) {
+	return c.deleteSavepoint.CallUnary(ctx, req)
+}
+
 // SavepointServiceHandler is an implementation of the cep.v1.SavepointService service.
 type SavepointServiceHandler interface {
 	// CreateSavepoint logs a savepoint barrier, waits until every shard has
@@ -131,6 +151,11 @@ type SavepointServiceHandler interface {
 	// corrupt savepoint, bad shard count), FailedPrecondition (the savepoint's
 	// key group count differs from the cluster's).
 	RestoreSavepoint(context.Context, *connect.Request[v1.RestoreSavepointRequest]) (*connect.Response[v1.RestoreSavepointResponse], error)
+	// DeleteSavepoint removes a savepoint from the cluster's list and, unless
+	// keep_files, deletes its files from its location as the node handling
+	// the call sees it (a "dir:" location on several machines keeps the
+	// parts other machines wrote). Errors: NotFound.
+	DeleteSavepoint(context.Context, *connect.Request[v1.DeleteSavepointRequest]) (*connect.Response[v1.DeleteSavepointResponse], error)
 }
 
 // NewSavepointServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -159,6 +184,12 @@ func NewSavepointServiceHandler(svc SavepointServiceHandler, opts ...connect.Han
 		connect.WithSchema(savepointServiceMethods.ByName("RestoreSavepoint")),
 		connect.WithHandlerOptions(opts...),
 	)
+	savepointServiceDeleteSavepointHandler := connect.NewUnaryHandler(
+		SavepointServiceDeleteSavepointProcedure,
+		svc.DeleteSavepoint,
+		connect.WithSchema(savepointServiceMethods.ByName("DeleteSavepoint")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.SavepointService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SavepointServiceCreateSavepointProcedure:
@@ -167,6 +198,8 @@ func NewSavepointServiceHandler(svc SavepointServiceHandler, opts ...connect.Han
 			savepointServiceListSavepointsHandler.ServeHTTP(w, r)
 		case SavepointServiceRestoreSavepointProcedure:
 			savepointServiceRestoreSavepointHandler.ServeHTTP(w, r)
+		case SavepointServiceDeleteSavepointProcedure:
+			savepointServiceDeleteSavepointHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -186,4 +219,8 @@ func (UnimplementedSavepointServiceHandler) ListSavepoints(context.Context, *con
 
 func (UnimplementedSavepointServiceHandler) RestoreSavepoint(context.Context, *connect.Request[v1.RestoreSavepointRequest]) (*connect.Response[v1.RestoreSavepointResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.SavepointService.RestoreSavepoint is not implemented"))
+}
+
+func (UnimplementedSavepointServiceHandler) DeleteSavepoint(context.Context, *connect.Request[v1.DeleteSavepointRequest]) (*connect.Response[v1.DeleteSavepointResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.SavepointService.DeleteSavepoint is not implemented"))
 }
