@@ -27,7 +27,7 @@ import (
 func TestExplodingPatternIsBounded(t *testing.T) {
 	var logs lockedBuffer
 	n := startConfigured(t, cluster.Config{StreamCheckEvery: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: logs.warnings()})
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -126,19 +126,7 @@ func TestDeployOutputOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := nfa.NewRunner(p)
-	r.Matchers()[0].MaxPartialMatches = 50
-	want = nil
-	for _, l := range lines {
-		recs, err := r.Line([]byte(l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range recs {
-			b, _ := recs[i].AppendJSON(nil)
-			want = append(want, string(b))
-		}
-	}
+	r, want := offlineRunner(t, p, lines, func(m *nfa.Matcher) { m.MaxPartialMatches = 50 })
 	dropped := r.Matchers()[0].Stats().Dropped
 	if dropped == 0 || len(want) == 0 {
 		t.Fatalf("the offline engine with a bound of 50 dropped %d partial matches and made %d records; the test would prove nothing", dropped, len(want))
@@ -211,6 +199,11 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+// warnings is a logger writing warnings and errors to l.
+func (l *lockedBuffer) warnings() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
 func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -223,7 +216,7 @@ func (l *lockedBuffer) String() string {
 func TestFailedExpressionsAreCountedAndLogged(t *testing.T) {
 	var logs lockedBuffer
 	n := startConfigured(t, cluster.Config{StreamCheckEvery: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: logs.warnings()})
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -355,10 +355,14 @@ func offlineRun(t *testing.T, p *nfa.Pattern, lines []string) []string {
 }
 
 // offlineRunner is offlineRun, also returning the runner (its matchers'
-// statistics).
-func offlineRunner(t *testing.T, p *nfa.Pattern, lines []string) (*nfa.Runner, []string) {
+// statistics); configure, if given, sets up the matcher first (its bound,
+// as a deployment's).
+func offlineRunner(t *testing.T, p *nfa.Pattern, lines []string, configure ...func(*nfa.Matcher)) (*nfa.Runner, []string) {
 	t.Helper()
 	r := nfa.NewRunner(p)
+	for _, f := range configure {
+		f(r.Matchers()[0])
+	}
 	var out []string
 	for _, l := range lines {
 		recs, err := r.Line([]byte(l))

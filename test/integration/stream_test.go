@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,7 +103,7 @@ func TestRemovedEventsAreReported(t *testing.T) {
 	defer cancel()
 	var logs lockedBuffer
 	cfg := cluster.Config{DataDir: filepath.Join(base, "n1"), NATSURL: ns.ClientURL(),
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		Logger: logs.warnings()}
 	n := startConfigured(t, cfg)
 	deployOnBank(t, ctx, n, lflSpec)
 	lines := bankEvents(31, 30)
