@@ -634,8 +634,9 @@ func (r *coreRef) finish(now int64) {
 // checks every match record: one event per stage, of the stage's type, in
 // increasing time, within the window, and (skipPastLastEvent) disjoint from
 // the key's previous match.
-func verifyCORE(p *nfa.Pattern, evs []benchEvent, length, windowEvents int) error {
+func verifyCORE(p *nfa.Pattern, evs []benchEvent, length, windowEvents int, reportTimeouts bool) error {
 	m := nfa.NewMatcher(p)
+	m.ReportTimeouts = reportTimeouts
 	ref := newCoreRef(length, windowEvents)
 	lastEnd := map[string]int64{}
 	engine, timeouts := 0, 0
@@ -693,6 +694,13 @@ func verifyCORE(p *nfa.Pattern, evs []benchEvent, length, windowEvents int) erro
 	}
 	ref.finish(benchTS(len(evs) - 1))
 	st := m.Stats()
+	if !reportTimeouts {
+		// none returned (checked above: the count is 0 or the switch fails)
+		if timeouts != 0 {
+			return fmt.Errorf("core len=%d w=%d: %d timeout records without ReportTimeouts", length, windowEvents, timeouts)
+		}
+		timeouts = int(st.Timeouts)
+	}
 	switch {
 	case ref.matches == 0:
 		return fmt.Errorf("core len=%d w=%d: the model finds no match in the input", length, windowEvents)
@@ -708,10 +716,18 @@ func verifyCORE(p *nfa.Pattern, evs []benchEvent, length, windowEvents int) erro
 // coreRun verifies the CORE pattern of the given length and window (once
 // per process) and returns a run warmed up with one window of events.
 func coreRun(b *testing.B, length, windowEvents int) *engineRun {
+	return coreRunReporting(b, length, windowEvents, true)
+}
+
+// coreRunReporting is coreRun with the matcher's ReportTimeouts given.
+func coreRunReporting(b *testing.B, length, windowEvents int, reportTimeouts bool) *engineRun {
 	p := mustCompile(b, coreSpec(length, windowEvents))
 	evs := coreInput(length)
-	verifyOnce(b, fmt.Sprintf("core-%d-%d", length, windowEvents), func() error { return verifyCORE(p, evs, length, windowEvents) })
+	verifyOnce(b, fmt.Sprintf("core-%d-%d-%t", length, windowEvents, reportTimeouts), func() error {
+		return verifyCORE(p, evs, length, windowEvents, reportTimeouts)
+	})
 	r := newEngineRun(p, evs)
+	r.m.ReportTimeouts = reportTimeouts
 	r.feed(windowEvents * coreKeys)
 	r.sampleState()
 	return r
@@ -725,6 +741,21 @@ func BenchmarkCORE(b *testing.B) {
 		var run *engineRun
 		b.Run(fmt.Sprintf("len=%d", length), func(b *testing.B) {
 			r := timeEngine(b, &run, func() *engineRun { return coreRun(b, length, 100) })
+			reportState(b, r, coreKeys, "partial/key", "buffered-events/key")
+		})
+	}
+}
+
+// BenchmarkCOREMatchesOnly is BenchmarkCORE for a deployment that
+// publishes matches only (Matcher.ReportTimeouts false), as CORE's
+// systems and a Flink CEP job without a timeout handler report them:
+// timed-out partial matches are discarded and counted, their records not
+// built. scripts/bench.sh prints len=L / len=3 of this benchmark too.
+func BenchmarkCOREMatchesOnly(b *testing.B) {
+	for _, length := range []int{3, 5, 7, 9} {
+		var run *engineRun
+		b.Run(fmt.Sprintf("len=%d", length), func(b *testing.B) {
+			r := timeEngine(b, &run, func() *engineRun { return coreRunReporting(b, length, 100, false) })
 			reportState(b, r, coreKeys, "partial/key", "buffered-events/key")
 		})
 	}

@@ -71,6 +71,13 @@ type Matcher struct {
 	// The choice depends only on the state, so replicas agree.
 	MaxPartialMatches int
 
+	// ReportTimeouts: when true (the default) every partial match whose
+	// window passes is returned as a "timeout" record. When false it is
+	// discarded as Flink's NFA does for a job without a timeout handler:
+	// counted in Stats.Timeouts, its events not read and no record built.
+	// The state is the same either way.
+	ReportTimeouts bool
+
 	// several sources: one generator per source, combined by the aligner
 	// (min of the sources' watermarks, idle sources left out), with
 	// processing time from logged ticks
@@ -144,6 +151,7 @@ func NewMatcher(p *Pattern) *Matcher {
 		wm:                watermark.MinTime,
 		AutoWatermark:     true,
 		MaxPartialMatches: DefaultMaxPartialMatches,
+		ReportTimeouts:    true,
 		passFrom:          passByFrom,
 		graphs:            make([]graphMemo, len(p.states)),
 		cacheGen:          make([]uint32, len(p.leaves)),
@@ -580,8 +588,8 @@ func (m *Matcher) expire(ks *keyState, now int64) {
 		m.emitMatch(ks, p)
 	}
 	n := len(m.toNodes)
-	if m.p.sql {
-		// MATCH_RECOGNIZE reports no timed-out partial matches
+	if !m.reportsTimeouts() {
+		// counted only: advanceTime collected no events for them
 		m.stats.Timeouts += uint64(len(tos))
 		tos, n = nil, 0
 	}
@@ -601,6 +609,11 @@ func (m *Matcher) expire(ks *keyState, now int64) {
 	clear(m.toNodes)
 	m.toNodes = m.toNodes[:0]
 }
+
+// reportsTimeouts reports whether timed-out partial matches become
+// records: not for MATCH_RECOGNIZE, which reports none, nor when the
+// caller does not want them.
+func (m *Matcher) reportsTimeouts() bool { return m.ReportTimeouts && !m.p.sql }
 
 // numberDuplicates numbers records of one step that are identical (Flink
 // can complete or time out equal partial matches through different

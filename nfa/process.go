@@ -654,6 +654,7 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	// that time out are a prefix (start states sort last)
 	prefix := sorted && !m.p.stageWindows
 	kept := 0 // a[kept:i] stay: offered together when a partial match leaves
+	report := m.reportsTimeouts()
 	for i := range a {
 		e := &a[i]
 		st := m.p.states[e.state]
@@ -686,7 +687,9 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 			at = cs.prevTs + st.window
 		}
 		from := len(m.toNodes)
-		m.toNodes = appendCurrentMatch(m.toNodes, cs, &m.pathBuf)
+		if report {
+			m.toNodes = appendCurrentMatch(m.toNodes, cs, &m.pathBuf)
+		}
 		tos = append(tos, timeout{from: from, to: len(m.toNodes), at: at})
 		ks.releaseNode(cs.prev, cs.ver)
 	}

@@ -129,8 +129,9 @@ func (rt RecordTypes) has(typ string) bool {
 }
 
 // configure gives a matcher of the deployment (or a previous version's
-// still draining) the deployment's bound, whatever it had: a replica
-// restored from a snapshot and one that applied the log must agree.
+// still draining) the deployment's bound and whether it builds timeout
+// records, whatever it had: a replica restored from a snapshot and one
+// that applied the log must agree.
 func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	switch {
 	case d.MaxPartialMatches > 0:
@@ -140,6 +141,8 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	default:
 		m.MaxPartialMatches = nfa.DefaultMaxPartialMatches
 	}
+	// timeouts not published are not built (still counted)
+	m.ReportTimeouts = d.Records.has("timeout")
 	return m
 }
 

@@ -75,6 +75,8 @@ func (o *runOptions) newRunner(patterns []*nfa.Pattern) *nfa.Runner {
 	r := nfa.NewRunner(patterns...)
 	for _, m := range r.Matchers() {
 		m.MaxPartialMatches = o.maxPartial
+		// timeouts not printed are not built (--stats still counts them)
+		m.ReportTimeouts = len(o.records) == 0 || slices.Contains(o.records, "timeout")
 	}
 	return r
 }
