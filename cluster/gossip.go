@@ -1,0 +1,344 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// errGossipClosed is returned by the methods of a closed gossip that would
+// need its network; it matches net.ErrClosed.
+var errGossipClosed = fmt.Errorf("cluster: gossip closed: %w", net.ErrClosed)
+
+// gossipConfig configures a node's membership gossip.
+type gossipConfig struct {
+	NodeID string
+	// BindAddr is the host:port listened on, UDP and TCP both; port 0 takes
+	// any free port and an empty host every interface.
+	BindAddr string
+	// Advertise is the host:port other nodes reach this one at; empty: the
+	// bound address, port 0: the bound port. Memberlist gossips IPs, so a
+	// host name here or in BindAddr is resolved once, at start.
+	Advertise         string
+	RaftAddr, APIAddr string       // carried in the node's metadata
+	Logger            *slog.Logger // nil discards
+	// Fast shortens probes, suspicion and gossip so that a crashed node is
+	// declared dead about a second after it stops answering: for tests on
+	// a loopback, too eager for a real network.
+	Fast bool
+	// SecretKey, when set (16, 24 or 32 bytes), encrypts the gossip; every
+	// node needs the same key.
+	SecretKey []byte
+}
+
+// memberState is a node's liveness as seen by this node.
+type memberState int
+
+const (
+	memberAlive memberState = iota
+	// memberSuspect is never reported with memberlist v0.6.0, which neither
+	// sends an event on suspicion nor fills Node.State (it stays alive,
+	// hashicorp/memberlist#266): a suspected node reads alive until it is
+	// declared dead.
+	memberSuspect
+	memberDead // failed, or left gracefully
+)
+
+var memberStateNames = [...]string{"alive", "suspect", "dead"}
+
+func (s memberState) String() string { return memberStateNames[s] }
+
+// member is a node as seen by this node's gossip.
+type member struct {
+	ID, RaftAddr, APIAddr, GossipAddr string
+	State                             memberState
+	Since                             time.Time // when this node saw it enter State
+}
+
+// gossipMeta is the node metadata gossiped with every alive message.
+type gossipMeta struct {
+	Raft string `json:"raft"`
+	API  string `json:"api"`
+}
+
+// gossip is a node's view of the cluster's membership, kept by a memberlist
+// (SWIM gossip): which nodes exist, where their Raft and API listeners are,
+// and whether they are alive. A dead node stays listed until Forget, so that
+// the cluster can tell a member it has to replace from one it never knew.
+type gossip struct {
+	ml   *memberlist.Memberlist
+	addr string
+	meta []byte
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	members map[string]member
+	changed chan struct{} // closed and replaced on every change of members
+
+	// life serialises Leave and Close: memberlist panics on a Leave after
+	// Shutdown.
+	life   sync.Mutex
+	closed bool
+}
+
+// startGossip binds the gossip listeners and announces the node; it meets
+// other nodes once Join reaches one of them, or one of them joins it.
+func startGossip(cfg gossipConfig) (*gossip, error) {
+	if cfg.NodeID == "" {
+		return nil, errors.New("cluster: gossip needs a node id")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	meta, _ := json.Marshal(gossipMeta{Raft: cfg.RaftAddr, API: cfg.APIAddr}) // strings: cannot fail
+	if len(meta) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("cluster: gossip metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
+	}
+
+	conf := memberlist.DefaultLANConfig()
+	if cfg.Fast {
+		conf = memberlist.DefaultLocalConfig()
+		conf.ProbeInterval = 200 * time.Millisecond
+		conf.ProbeTimeout = 100 * time.Millisecond
+		conf.SuspicionMult = 2
+		conf.GossipInterval = 50 * time.Millisecond
+		conf.PushPullInterval = time.Second
+	}
+	conf.Name = cfg.NodeID
+	var err error
+	if conf.BindAddr, conf.BindPort, err = splitGossipAddr(cfg.BindAddr); err != nil {
+		return nil, err
+	}
+	if conf.BindAddr == "" {
+		conf.BindAddr = "0.0.0.0" // memberlist then advertises a private IP
+	}
+	conf.AdvertisePort = 0
+	if cfg.Advertise != "" {
+		if conf.AdvertiseAddr, conf.AdvertisePort, err = splitGossipAddr(cfg.Advertise); err != nil {
+			return nil, err
+		}
+	}
+	// A node id is one node's for good, so a node restarted at another
+	// address is the same member: let it take over its dead predecessor's
+	// entry at once (0 would refuse the new address for ever).
+	conf.DeadNodeReclaimTime = time.Nanosecond
+	conf.SecretKey = cfg.SecretKey
+	conf.Logger = log.New(memberlistLog{logger}, "", 0)
+
+	// The transport is made here rather than by memberlist.Create, which
+	// leaves its listeners open when it fails after binding them (no
+	// usable advertise address, say).
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{conf.BindAddr}, BindPort: conf.BindPort, Logger: conf.Logger}
+	var nt *memberlist.NetTransport
+	for range 10 { // port 0: UDP may be taken on the free TCP port found
+		if nt, err = memberlist.NewNetTransport(nc); err == nil || conf.BindPort != 0 {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start gossip on %s: %w", cfg.BindAddr, err)
+	}
+	if conf.BindPort == 0 {
+		conf.BindPort = nt.GetAutoBindPort()
+	}
+	if conf.AdvertisePort == 0 {
+		conf.AdvertisePort = conf.BindPort
+	}
+	conf.Transport = nt
+
+	g := &gossip{meta: meta, log: logger, members: make(map[string]member), changed: make(chan struct{})}
+	conf.Delegate = (*gossipHooks)(g)
+	conf.Events = (*gossipHooks)(g)
+	ml, err := memberlist.Create(conf)
+	if err != nil {
+		nt.Shutdown()
+		return nil, fmt.Errorf("cluster: start gossip on %s: %w", cfg.BindAddr, err)
+	}
+	g.ml = ml
+	g.addr = ml.LocalNode().Address()
+	return g, nil
+}
+
+// splitGossipAddr splits host:port for memberlist, resolving a host name to
+// one of its IPs (an IPv4 one if any).
+func splitGossipAddr(hostport string) (string, int, error) {
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", 0, fmt.Errorf("cluster: gossip address: %w", err)
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("cluster: gossip address %q: bad port", hostport)
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		ips, err := net.LookupIP(host)
+		if err != nil {
+			return "", 0, fmt.Errorf("cluster: gossip address %q: %w", hostport, err)
+		}
+		host = ips[0].String()
+		if i := slices.IndexFunc(ips, func(ip net.IP) bool { return ip.To4() != nil }); i >= 0 {
+			host = ips[i].String()
+		}
+	}
+	return host, int(port), nil
+}
+
+// Addr returns the advertised host:port, with the port actually bound.
+func (g *gossip) Addr() string { return g.addr }
+
+// Join contacts seeds (gossip addresses; this node's own is harmless) and
+// exchanges full state with each reached. It returns the number reached and
+// an error only when none was.
+func (g *gossip) Join(seeds []string) (int, error) {
+	g.life.Lock()
+	closed := g.closed
+	g.life.Unlock()
+	if closed {
+		return 0, errGossipClosed
+	}
+	return g.ml.Join(seeds)
+}
+
+// Members returns every node seen, this one included, sorted by ID. A dead
+// node stays, with the time it died, until Forget.
+func (g *gossip) Members() []member {
+	g.mu.Lock()
+	ms := slices.Collect(maps.Values(g.members))
+	g.mu.Unlock()
+	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.ID, b.ID) })
+	return ms
+}
+
+// Member returns the node id as Members lists it.
+func (g *gossip) Member(id string) (member, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, ok := g.members[id]
+	return m, ok
+}
+
+// Changed returns a channel closed at the next change of Members.
+func (g *gossip) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.changed
+}
+
+// Forget drops id from Members if it is dead, once the cluster has removed
+// it; an alive member stays, as memberlist would not report it again. A
+// forgotten node that comes back is listed again.
+func (g *gossip) Forget(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.members[id]; ok && m.State == memberDead {
+		delete(g.members, id)
+		g.notifyLocked()
+	}
+}
+
+// Leave broadcasts that this node leaves, so that the others mark it dead
+// at once instead of after failure detection, and waits up to timeout (0:
+// without bound) for the broadcast to go out. The node keeps gossiping
+// until Close.
+func (g *gossip) Leave(timeout time.Duration) error {
+	g.life.Lock()
+	defer g.life.Unlock()
+	if g.closed {
+		return errGossipClosed
+	}
+	return g.ml.Leave(timeout)
+}
+
+// Close stops the gossip without a leave broadcast, as a crash would; it is
+// idempotent. Memberlist's goroutines end shortly after it returns.
+func (g *gossip) Close() error {
+	g.life.Lock()
+	defer g.life.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	return g.ml.Shutdown()
+}
+
+func (g *gossip) notifyLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// observe records what an event says of n. Memberlist calls the events with
+// its node table locked, so it only updates the map.
+func (g *gossip) observe(n *memberlist.Node, state memberState) {
+	var md gossipMeta
+	if err := json.Unmarshal(n.Meta, &md); err != nil && state == memberAlive {
+		g.log.Warn("gossip: bad node metadata", "node", n.Name, "err", err)
+	}
+	g.mu.Lock()
+	old, known := g.members[n.Name]
+	m := old
+	m.ID = n.Name
+	if state == memberAlive || !known { // a death repeats the last addresses
+		m.GossipAddr, m.RaftAddr, m.APIAddr = n.Address(), md.Raft, md.API
+	}
+	transition := !known || old.State != state
+	if transition {
+		m.State, m.Since = state, time.Now()
+	}
+	if known && m == old {
+		g.mu.Unlock()
+		return
+	}
+	g.members[n.Name] = m
+	g.notifyLocked()
+	g.mu.Unlock()
+	if transition {
+		g.log.Info("gossip: member "+state.String(), "node", m.ID, "gossip", m.GossipAddr, "raft", m.RaftAddr, "api", m.APIAddr)
+	}
+}
+
+// gossipHooks is the memberlist.Delegate and EventDelegate of a gossip,
+// kept off gossip's own method set.
+type gossipHooks gossip
+
+func (h *gossipHooks) NodeMeta(int) []byte             { return h.meta } // size checked by startGossip
+func (h *gossipHooks) NotifyMsg([]byte)                {}
+func (h *gossipHooks) GetBroadcasts(int, int) [][]byte { return nil }
+func (h *gossipHooks) LocalState(bool) []byte          { return nil }
+func (h *gossipHooks) MergeRemoteState([]byte, bool)   {}
+func (h *gossipHooks) NotifyJoin(n *memberlist.Node)   { (*gossip)(h).observe(n, memberAlive) }
+func (h *gossipHooks) NotifyUpdate(n *memberlist.Node) { (*gossip)(h).observe(n, memberAlive) }
+func (h *gossipHooks) NotifyLeave(n *memberlist.Node)  { (*gossip)(h).observe(n, memberDead) }
+
+// memberlistLog turns memberlist's log lines, "[LEVEL] memberlist: text",
+// into slog records. INFO goes to debug, as the gossip logs the membership
+// changes it reports itself.
+type memberlistLog struct{ l *slog.Logger }
+
+func (w memberlistLog) Write(p []byte) (int, error) {
+	msg, level := strings.TrimRight(string(p), "\r\n"), slog.LevelDebug
+	if tag, rest, ok := strings.Cut(msg, " "); ok {
+		switch tag {
+		case "[DEBUG]", "[INFO]":
+			msg = rest
+		case "[WARN]":
+			msg, level = rest, slog.LevelWarn
+		case "[ERR]", "[ERROR]":
+			msg, level = rest, slog.LevelError
+		}
+	}
+	w.l.Log(context.Background(), level, msg)
+	return len(p), nil
+}

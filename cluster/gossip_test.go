@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// newTestGossip starts a Fast gossip for id on a free loopback port, with
+// Raft and API addresses derived from id and gen, closed at the test's end.
+func newTestGossip(t *testing.T, id string, gen int, key []byte) *gossip {
+	t.Helper()
+	return newTestGossipAt(t, "127.0.0.1:0", id, gen, key)
+}
+
+func newTestGossipAt(t *testing.T, bind, id string, gen int, key []byte) *gossip {
+	t.Helper()
+	g, err := startGossip(gossipConfig{
+		NodeID:    id,
+		BindAddr:  bind,
+		RaftAddr:  fmt.Sprintf("%s-raft:%d", id, gen),
+		APIAddr:   fmt.Sprintf("%s-api:%d", id, gen),
+		Logger:    testLogger(t, slog.LevelDebug),
+		Fast:      true,
+		SecretKey: key,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func joinTo(t *testing.T, g *gossip, seeds ...*gossip) {
+	t.Helper()
+	var addrs []string
+	for _, s := range seeds {
+		addrs = append(addrs, s.Addr())
+	}
+	if _, err := g.Join(addrs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitMember waits until g sees id in state with the addresses of
+// generation gen (gen < 0: any).
+func waitMember(t *testing.T, g *gossip, id string, state memberState, gen int, within time.Duration) member {
+	t.Helper()
+	var m member
+	checkFor(t, within, 20*time.Millisecond, func() error {
+		var ok bool
+		if m, ok = g.Member(id); !ok {
+			return fmt.Errorf("%s: %s not listed", g.Addr(), id)
+		}
+		if m.State != state {
+			return fmt.Errorf("%s: %s is %v, want %v", g.Addr(), id, m.State, state)
+		}
+		if gen >= 0 && (m.RaftAddr != fmt.Sprintf("%s-raft:%d", id, gen) || m.APIAddr != fmt.Sprintf("%s-api:%d", id, gen)) {
+			return fmt.Errorf("%s: %s at %+v, want generation %d", g.Addr(), id, m, gen)
+		}
+		return nil
+	})
+	return m
+}
+
+func TestGossipMembership(t *testing.T) {
+	a, b, c := newTestGossip(t, "a", 0, nil), newTestGossip(t, "b", 0, nil), newTestGossip(t, "c", 0, nil)
+	if _, port, _ := net.SplitHostPort(a.Addr()); port == "0" || port == "" {
+		t.Fatalf("Addr %q: want the bound port", a.Addr())
+	}
+	changed := a.Changed()
+	joinTo(t, b, a)
+	joinTo(t, c, a, c) // its own address among the seeds is harmless
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Changed not closed after a join")
+	}
+	gs := map[string]*gossip{"a": a, "b": b, "c": c}
+	for _, g := range gs {
+		for id, o := range gs {
+			m := waitMember(t, g, id, memberAlive, 0, 5*time.Second)
+			if m.GossipAddr != o.Addr() || m.Since.IsZero() {
+				t.Errorf("%s sees %+v, want gossip address %s and a time", g.Addr(), m, o.Addr())
+			}
+		}
+		ids := []string{}
+		for _, m := range g.Members() {
+			ids = append(ids, m.ID)
+		}
+		if !slices.Equal(ids, []string{"a", "b", "c"}) {
+			t.Errorf("%s: Members ids %v", g.Addr(), ids)
+		}
+	}
+}
+
+// TestGossipHostNames checks that host names are resolved, memberlist
+// taking IPs only, and that Advertise's port 0 stands for the bound port.
+func TestGossipHostNames(t *testing.T) {
+	a := newTestGossip(t, "a", 0, nil)
+	b, err := startGossip(gossipConfig{NodeID: "b", BindAddr: "localhost:0", Advertise: "localhost:0", Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if host, port, _ := net.SplitHostPort(b.Addr()); net.ParseIP(host) == nil || port == "0" {
+		t.Fatalf("Addr %q: want an IP and the bound port", b.Addr())
+	}
+	_, port, _ := net.SplitHostPort(a.Addr())
+	if _, err := b.Join([]string{net.JoinHostPort("localhost", port)}); err != nil {
+		t.Fatal(err)
+	}
+	waitMember(t, a, "b", memberAlive, -1, 5*time.Second)
+}
+
+func TestGossipCrashLeaveForget(t *testing.T) {
+	a, b, c := newTestGossip(t, "a", 0, nil), newTestGossip(t, "b", 0, nil), newTestGossip(t, "c", 0, nil)
+	joinTo(t, b, a)
+	joinTo(t, c, a)
+	for _, g := range []*gossip{a, b} {
+		waitMember(t, g, "c", memberAlive, 0, 5*time.Second)
+	}
+
+	crashed := time.Now()
+	c.Close()
+	for _, g := range []*gossip{a, b} {
+		m := waitMember(t, g, "c", memberDead, 0, 5*time.Second)
+		if m.Since.Before(crashed) {
+			t.Errorf("dead since %v, before the crash at %v", m.Since, crashed)
+		}
+	}
+	t.Logf("crash detected after %v", time.Since(crashed))
+
+	waitMember(t, b, "a", memberAlive, 0, 5*time.Second)
+	left := time.Now()
+	if err := b.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitMember(t, a, "b", memberDead, 0, time.Second)
+	t.Logf("leave seen after %v", time.Since(left))
+	b.Close()
+
+	a.Forget("a") // alive: stays
+	a.Forget("c")
+	if _, ok := a.Member("c"); ok {
+		t.Error("c still listed after Forget")
+	}
+	if _, ok := a.Member("a"); !ok {
+		t.Error("Forget dropped an alive member")
+	}
+}
+
+func TestGossipRestart(t *testing.T) {
+	for _, how := range []string{"leave", "crash-detected", "crash-undetected"} {
+		for _, samePort := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/same-port=%v", how, samePort), func(t *testing.T) {
+				t.Parallel()
+				testGossipRestart(t, how, samePort)
+			})
+		}
+	}
+}
+
+// testGossipRestart restarts node b with new Raft and API addresses, on a
+// new gossip port or the same, after it left or crashed, and checks that a
+// learns the new addresses.
+func testGossipRestart(t *testing.T, how string, samePort bool) {
+	a, b := newTestGossip(t, "a", 0, nil), newTestGossip(t, "b", 0, nil)
+	joinTo(t, b, a)
+	waitMember(t, a, "b", memberAlive, 0, 5*time.Second)
+	switch how {
+	case "leave":
+		if err := b.Leave(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+	case "crash-detected":
+		b.Close()
+		waitMember(t, a, "b", memberDead, 0, 5*time.Second)
+	case "crash-undetected":
+		b.Close()
+	}
+	bind := "127.0.0.1:0"
+	if samePort {
+		bind = b.Addr()
+	}
+	b2 := newTestGossipAt(t, bind, "b", 1, nil)
+	if (b2.Addr() == b.Addr()) != samePort {
+		t.Fatalf("restarted at %s, was at %s", b2.Addr(), b.Addr())
+	}
+	joinTo(t, b2, a)
+	m := waitMember(t, a, "b", memberAlive, 1, 8*time.Second)
+	if m.GossipAddr != b2.Addr() {
+		t.Errorf("a sees b at %s, want %s", m.GossipAddr, b2.Addr())
+	}
+	waitMember(t, b2, "a", memberAlive, 0, 5*time.Second)
+}
+
+func TestGossipSecretKey(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	a, b := newTestGossip(t, "a", 0, key), newTestGossip(t, "b", 0, key)
+	joinTo(t, b, a)
+	waitMember(t, a, "b", memberAlive, 0, 5*time.Second)
+
+	stranger := newTestGossip(t, "x", 0, []byte("fedcba9876543210"))
+	if _, err := stranger.Join([]string{a.Addr()}); err == nil {
+		t.Error("joined with the wrong key")
+	}
+	if _, ok := a.Member("x"); ok {
+		t.Error("a lists a node with the wrong key")
+	}
+}
+
+func TestGossipCloseNoLeak(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	a, err := startGossip(gossipConfig{NodeID: "a", BindAddr: "127.0.0.1:0", Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := startGossip(gossipConfig{NodeID: "b", BindAddr: "127.0.0.1:0", Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Join([]string{a.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitMember(t, a, "b", memberAlive, -1, 5*time.Second)
+	if err := b.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*gossip{a, b, a, b} {
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Leave(time.Second); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Leave after Close: %v, want net.ErrClosed", err)
+	}
+	if _, err := a.Join([]string{b.Addr()}); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Join after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+func TestGossipBadConfig(t *testing.T) {
+	for _, cfg := range []gossipConfig{
+		{BindAddr: "127.0.0.1:0"},
+		{NodeID: "a", BindAddr: "127.0.0.1"},
+		{NodeID: "a", BindAddr: "127.0.0.1:0", Advertise: "no-such-host.invalid:1"},
+		{NodeID: "a", BindAddr: "127.0.0.1:0", Advertise: "1.2.3.4:x"},
+		{NodeID: "a", BindAddr: "127.0.0.1:0", SecretKey: []byte("short")},
+		{NodeID: "a", BindAddr: "127.0.0.1:0", RaftAddr: string(make([]byte, 600))},
+	} {
+		if g, err := startGossip(cfg); err == nil {
+			g.Close()
+			t.Errorf("startGossip(%+v) succeeded", cfg)
+		}
+	}
+}
