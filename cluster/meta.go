@@ -23,7 +23,30 @@ type Meta struct {
 	// Restore, when set, is the savepoint every shard must restore (each
 	// shard leader does it once, recording the restore id in its state).
 	Restore *RestoreM `json:"restore,omitempty"`
-	Index   uint64    `json:"index"` // last applied log index
+	// Nodes are the cluster's members, sorted by id: those it was created
+	// with and those that joined since, until they are removed.
+	Nodes []NodeM `json:"nodes,omitempty"`
+	// Replication is how many replicas each shard should have (fewer
+	// while the cluster has fewer nodes); 0 in metadata written before
+	// nodes could join: the replica count the shards were created with.
+	Replication int `json:"replication,omitempty"`
+	// Removed are the ids of nodes removed from the cluster, sorted: a
+	// process still running under one of them is not taken back (a node
+	// joins again under a new id, with an empty data directory).
+	Removed []string `json:"removed,omitempty"`
+	Index   uint64   `json:"index"` // last applied log index
+}
+
+// NodeM is a member of the cluster.
+type NodeM struct {
+	ID         string `json:"id"`
+	RaftAddr   string `json:"raftAddr"`
+	APIAddr    string `json:"apiAddr"`
+	GossipAddr string `json:"gossipAddr,omitempty"`
+	// Removing: an operator asked to remove the node; its replicas move to
+	// other nodes, and once it holds none it leaves the cluster.
+	Removing   bool   `json:"removing,omitempty"`
+	AddedIndex uint64 `json:"addedIndex"`
 }
 
 // RestoreM asks every shard to restore a savepoint.
@@ -103,6 +126,10 @@ const (
 	CmdRestore       = "restore"
 	CmdDeleteSource  = "deleteSource"
 	CmdDelSavepoint  = "deleteSavepoint"
+	CmdPutNode       = "putNode"     // a node joins, or its addresses change
+	CmdRemoveNode    = "removeNode"  // an operator asks to remove a node
+	CmdForgetNode    = "forgetNode"  // a node holding no replica leaves
+	CmdSetReplicas   = "setReplicas" // a shard's replicas change
 )
 
 // Command is one metadata log entry (JSON: metadata changes are rare and
@@ -124,6 +151,16 @@ type Command struct {
 	// not exist), so concurrent deploys of one name cannot both win.
 	Expect uint64 `json:"expect,omitempty"`
 	Create bool   `json:"create,omitempty"`
+	// CmdInit: the nodes the cluster starts with and the replication
+	Nodes       []NodeM `json:"nodes,omitempty"`
+	Replication int     `json:"replication,omitempty"`
+	// CmdPutNode
+	Node *NodeM `json:"node,omitempty"`
+	// CmdSetReplicas: shard ShardID's replicas become Replicas if they are
+	// ExpectReplicas (what the proposer saw)
+	ShardID        uint64   `json:"shardId,omitempty"`
+	Replicas       []string `json:"replicas,omitempty"`
+	ExpectReplicas []string `json:"expectReplicas,omitempty"`
 }
 
 // Errors returned by Apply, which the proposer reports to the caller.
@@ -148,7 +185,73 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 			return nil, nil // already initialised: bootstrap is idempotent
 		}
 		m.ClusterID, m.KeyGroups, m.Shards = c.ClusterID, c.KeyGroups, append([]ShardInfo(nil), c.Shards...)
+		m.Replication = c.Replication
+		for _, nd := range c.Nodes {
+			nd.AddedIndex = idx
+			m.putNode(nd)
+		}
 		return nil, nil
+	case CmdPutNode:
+		if c.Node == nil || c.Node.ID == "" {
+			return nil, fmt.Errorf("cluster: putNode without a node")
+		}
+		nd := *c.Node
+		if _, removed := slices.BinarySearch(m.Removed, nd.ID); removed {
+			return nil, fmt.Errorf("%w: node %q was removed from the cluster; a node joins again under a new id, with an empty data directory", ErrConflict, nd.ID)
+		}
+		if old := m.Node(nd.ID); old != nil {
+			nd.Removing, nd.AddedIndex = old.Removing, old.AddedIndex
+		} else {
+			nd.Removing, nd.AddedIndex = false, idx
+		}
+		m.putNode(nd)
+		return &nd, nil
+	case CmdRemoveNode:
+		nd := m.Node(c.Name)
+		if nd == nil {
+			return nil, fmt.Errorf("%w: node %q", ErrNotFound, c.Name)
+		}
+		if !nd.Removing && len(m.ActiveNodes()) == 1 {
+			return nil, fmt.Errorf("%w: node %q is the cluster's last; its replicas have nowhere to go", ErrConflict, c.Name)
+		}
+		nd.Removing = true
+		cp := *nd
+		return &cp, nil
+	case CmdForgetNode:
+		i := slices.IndexFunc(m.Nodes, func(nd NodeM) bool { return nd.ID == c.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: node %q", ErrNotFound, c.Name)
+		}
+		for _, sh := range m.Shards {
+			if slices.Contains(sh.Replicas, c.Name) {
+				return nil, fmt.Errorf("%w: node %q holds a replica of shard %d", ErrConflict, c.Name, sh.ID)
+			}
+		}
+		nd := m.Nodes[i]
+		m.Nodes = slices.Delete(m.Nodes, i, i+1)
+		if j, found := slices.BinarySearch(m.Removed, nd.ID); !found {
+			m.Removed = slices.Insert(m.Removed, j, nd.ID)
+		}
+		return &nd, nil
+	case CmdSetReplicas:
+		i := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == c.ShardID })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: shard %d", ErrNotFound, c.ShardID)
+		}
+		if !slices.Equal(m.Shards[i].Replicas, c.ExpectReplicas) {
+			return nil, fmt.Errorf("%w: shard %d's replicas are %v", ErrConflict, c.ShardID, m.Shards[i].Replicas)
+		}
+		if len(c.Replicas) == 0 {
+			return nil, fmt.Errorf("cluster: shard %d without replicas", c.ShardID)
+		}
+		for j, id := range c.Replicas {
+			if m.Node(id) == nil || slices.Contains(c.Replicas[:j], id) {
+				return nil, fmt.Errorf("%w: shard %d: node %q is not a member, or listed twice", ErrConflict, c.ShardID, id)
+			}
+		}
+		m.Shards[i].Replicas = append([]string(nil), c.Replicas...)
+		cp := m.Shards[i]
+		return &cp, nil
 	case CmdPutPattern:
 		p := *c.Pattern
 		old := m.Patterns[p.Name]
@@ -280,6 +383,36 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		return &sp, nil
 	}
 	return nil, fmt.Errorf("cluster: unknown metadata command %q", c.Kind)
+}
+
+// putNode adds nd or replaces the node of its id, keeping Nodes sorted.
+func (m *Meta) putNode(nd NodeM) {
+	i, found := slices.BinarySearchFunc(m.Nodes, nd.ID, func(x NodeM, id string) int { return strings.Compare(x.ID, id) })
+	if found {
+		m.Nodes[i] = nd
+		return
+	}
+	m.Nodes = slices.Insert(m.Nodes, i, nd)
+}
+
+// Node returns the member of that id, or nil.
+func (m *Meta) Node(id string) *NodeM {
+	i, found := slices.BinarySearchFunc(m.Nodes, id, func(x NodeM, id string) int { return strings.Compare(x.ID, id) })
+	if !found {
+		return nil
+	}
+	return &m.Nodes[i]
+}
+
+// ActiveNodes lists the ids of the members not being removed, sorted.
+func (m *Meta) ActiveNodes() []string {
+	var out []string
+	for _, nd := range m.Nodes {
+		if !nd.Removing {
+			out = append(out, nd.ID)
+		}
+	}
+	return out
 }
 
 // Clone returns a deep copy, for readers outside the FSM goroutine.

@@ -170,3 +170,68 @@ func TestMetaDeleteSavepoint(t *testing.T) {
 		t.Fatalf("deleting it again: %v", err)
 	}
 }
+
+// Members join, change address, are removed (only once they hold no
+// replica, and for good), and shard maps change only from the map the
+// proposer saw.
+func TestMetaMembers(t *testing.T) {
+	m := NewMeta()
+	m.Apply(1, &Command{Kind: CmdInit, ClusterID: "c", KeyGroups: 256, Replication: 3,
+		Shards: []ShardInfo{{ID: 1, First: 0, Last: 255, Replicas: []string{"n1"}}},
+		Nodes:  []NodeM{{ID: "n1", RaftAddr: "h1:1", APIAddr: "h1:2"}}})
+	if m.Replication != 3 || len(m.Nodes) != 1 || m.Nodes[0].AddedIndex != 1 {
+		t.Fatalf("init: %+v", m)
+	}
+	if _, err := m.Apply(2, &Command{Kind: CmdRemoveNode, Name: "n1"}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("removing the last node: %v", err)
+	}
+	for i, id := range []string{"n3", "n2"} {
+		if _, err := m.Apply(uint64(3+i), &Command{Kind: CmdPutNode, Node: &NodeM{ID: id, RaftAddr: id + ":1", APIAddr: id + ":2"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.ActiveNodes(); strings.Join(got, ",") != "n1,n2,n3" {
+		t.Fatalf("members not sorted: %v", got)
+	}
+	// a new address keeps when it joined
+	if res, err := m.Apply(5, &Command{Kind: CmdPutNode, Node: &NodeM{ID: "n3", RaftAddr: "x:1", APIAddr: "x:2"}}); err != nil || res.(*NodeM).AddedIndex != 3 || m.Node("n3").RaftAddr != "x:1" {
+		t.Fatalf("address change: %+v %v", res, err)
+	}
+	if _, err := m.Apply(6, &Command{Kind: CmdSetReplicas, ShardID: 1, Replicas: []string{"n1", "n2"}, ExpectReplicas: []string{"n2"}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("replicas changed from a stale map: %v", err)
+	}
+	for _, bad := range [][]string{nil, {"n1", "n1"}, {"n1", "n9"}} {
+		if _, err := m.Apply(7, &Command{Kind: CmdSetReplicas, ShardID: 1, Replicas: bad, ExpectReplicas: []string{"n1"}}); err == nil {
+			t.Fatalf("replicas %v accepted", bad)
+		}
+	}
+	if _, err := m.Apply(8, &Command{Kind: CmdSetReplicas, ShardID: 1, Replicas: []string{"n1", "n2", "n3"}, ExpectReplicas: []string{"n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(9, &Command{Kind: CmdRemoveNode, Name: "n3"}); err != nil || !m.Node("n3").Removing {
+		t.Fatalf("remove: %v", err)
+	}
+	if got := m.ActiveNodes(); strings.Join(got, ",") != "n1,n2" {
+		t.Fatalf("active: %v", got)
+	}
+	// a new address does not undo the removal
+	m.Apply(10, &Command{Kind: CmdPutNode, Node: &NodeM{ID: "n3", RaftAddr: "y:1", APIAddr: "y:2"}})
+	if !m.Node("n3").Removing {
+		t.Fatal("re-registering ended the removal")
+	}
+	if _, err := m.Apply(11, &Command{Kind: CmdForgetNode, Name: "n3"}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("forgetting a node that holds a replica: %v", err)
+	}
+	m.Apply(12, &Command{Kind: CmdSetReplicas, ShardID: 1, Replicas: []string{"n1", "n2"}, ExpectReplicas: []string{"n1", "n2", "n3"}})
+	if _, err := m.Apply(13, &Command{Kind: CmdForgetNode, Name: "n3"}); err != nil || m.Node("n3") != nil {
+		t.Fatalf("forget: %v", err)
+	}
+	if _, err := m.Apply(14, &Command{Kind: CmdPutNode, Node: &NodeM{ID: "n3", RaftAddr: "z:1", APIAddr: "z:2"}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a removed node taken back: %v", err)
+	}
+	a, _ := m.Marshal()
+	m2, _ := UnmarshalMeta(a)
+	if b, _ := m2.Marshal(); !bytes.Equal(a, b) {
+		t.Fatal("metadata does not round-trip")
+	}
+}
