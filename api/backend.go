@@ -59,6 +59,9 @@ type ClusterBackend interface {
 	Status(context.Context, *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error)
 	// Shards lists the shards with their replicas and load.
 	Shards(context.Context, *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error)
+	// RemoveNode starts removing a node; an unknown one wraps ErrNotFound,
+	// the last one ErrFailedPrecondition.
+	RemoveNode(context.Context, *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error)
 }
 
 // SavepointBackend writes and restores savepoints for

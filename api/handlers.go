@@ -92,6 +92,10 @@ func (h *clusterHandler) ListShards(ctx context.Context, req *connect.Request[ce
 	return unary(ctx, req, h.b.Shards)
 }
 
+func (h *clusterHandler) RemoveNode(ctx context.Context, req *connect.Request[cepv1.RemoveNodeRequest]) (*connect.Response[cepv1.RemoveNodeResponse], error) {
+	return unary(ctx, req, h.b.RemoveNode)
+}
+
 type savepointHandler struct{ b SavepointBackend }
 
 func (h *savepointHandler) CreateSavepoint(ctx context.Context, req *connect.Request[cepv1.CreateSavepointRequest]) (*connect.Response[cepv1.CreateSavepointResponse], error) {

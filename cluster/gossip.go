@@ -41,6 +41,8 @@ type gossipConfig struct {
 	// SecretKey, when set (16, 24 or 32 bytes), encrypts the gossip; every
 	// node needs the same key.
 	SecretKey []byte
+	// Fresh: the node started without state (gossiped with its start time)
+	Fresh bool
 }
 
 // memberState is a node's liveness as seen by this node.
@@ -65,12 +67,18 @@ type member struct {
 	ID, RaftAddr, APIAddr, GossipAddr string
 	State                             memberState
 	Since                             time.Time // when this node saw it enter State
+	Fresh                             bool      // it started without state,
+	Started                           int64     // at this time (Unix ms, its clock)
 }
 
 // gossipMeta is the node metadata gossiped with every alive message.
 type gossipMeta struct {
-	Raft string `json:"raft"`
-	API  string `json:"api"`
+	// Fresh: the node started with no state (a new data directory), at
+	// Started (Unix ms): what lets a node take back an id removed before.
+	Fresh   bool   `json:"fresh,omitempty"`
+	Started int64  `json:"started,omitempty"`
+	Raft    string `json:"raft"`
+	API     string `json:"api"`
 }
 
 // gossip is a node's view of the cluster's membership, kept by a memberlist
@@ -103,7 +111,7 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	meta, _ := json.Marshal(gossipMeta{Raft: cfg.RaftAddr, API: cfg.APIAddr}) // strings: cannot fail
+	meta, _ := json.Marshal(gossipMeta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli()}) // cannot fail
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("cluster: gossip metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
 	}
@@ -292,6 +300,7 @@ func (g *gossip) observe(n *memberlist.Node, state memberState) {
 	m.ID = n.Name
 	if state == memberAlive || !known { // a death repeats the last addresses
 		m.GossipAddr, m.RaftAddr, m.APIAddr = n.Address(), md.Raft, md.API
+		m.Fresh, m.Started = md.Fresh, md.Started
 	}
 	transition := !known || old.State != state
 	if transition {

@@ -30,11 +30,18 @@ type Meta struct {
 	// while the cluster has fewer nodes); 0 in metadata written before
 	// nodes could join: the replica count the shards were created with.
 	Replication int `json:"replication,omitempty"`
-	// Removed are the ids of nodes removed from the cluster, sorted: a
-	// process still running under one of them is not taken back (a node
-	// joins again under a new id, with an empty data directory).
-	Removed []string `json:"removed,omitempty"`
-	Index   uint64   `json:"index"` // last applied log index
+	// Removed are the nodes removed from the cluster, sorted by id: a
+	// process still running under one of their ids is not taken back; a
+	// node started afresh (empty data directory) after the removal is.
+	Removed []RemovedM `json:"removed,omitempty"`
+	Index   uint64     `json:"index"` // last applied log index
+}
+
+// RemovedM is a node removed from the cluster, at Time (Unix ms, as
+// logged by the proposer).
+type RemovedM struct {
+	ID   string `json:"id"`
+	Time int64  `json:"time"`
 }
 
 // NodeM is a member of the cluster.
@@ -154,8 +161,13 @@ type Command struct {
 	// CmdInit: the nodes the cluster starts with and the replication
 	Nodes       []NodeM `json:"nodes,omitempty"`
 	Replication int     `json:"replication,omitempty"`
-	// CmdPutNode
-	Node *NodeM `json:"node,omitempty"`
+	// CmdPutNode: Node; for an id removed before, Fresh and Started say
+	// that the process started with no state after the removal.
+	// CmdForgetNode: Time, when (Unix ms).
+	Node    *NodeM `json:"node,omitempty"`
+	Fresh   bool   `json:"fresh,omitempty"`
+	Started int64  `json:"started,omitempty"`
+	Time    int64  `json:"time,omitempty"`
 	// CmdSetReplicas: shard ShardID's replicas become Replicas if they are
 	// ExpectReplicas (what the proposer saw)
 	ShardID        uint64   `json:"shardId,omitempty"`
@@ -196,8 +208,11 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 			return nil, fmt.Errorf("cluster: putNode without a node")
 		}
 		nd := *c.Node
-		if _, removed := slices.BinarySearch(m.Removed, nd.ID); removed {
-			return nil, fmt.Errorf("%w: node %q was removed from the cluster; a node joins again under a new id, with an empty data directory", ErrConflict, nd.ID)
+		if i, removed := m.removedAt(nd.ID); removed {
+			if !c.Fresh || c.Started <= m.Removed[i].Time {
+				return nil, fmt.Errorf("%w: node %q was removed from the cluster; it joins again only started with an empty data directory", ErrConflict, nd.ID)
+			}
+			m.Removed = slices.Delete(m.Removed, i, i+1)
 		}
 		if old := m.Node(nd.ID); old != nil {
 			nd.Removing, nd.AddedIndex = old.Removing, old.AddedIndex
@@ -229,8 +244,10 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		}
 		nd := m.Nodes[i]
 		m.Nodes = slices.Delete(m.Nodes, i, i+1)
-		if j, found := slices.BinarySearch(m.Removed, nd.ID); !found {
-			m.Removed = slices.Insert(m.Removed, j, nd.ID)
+		if j, found := m.removedAt(nd.ID); found {
+			m.Removed[j].Time = c.Time
+		} else {
+			m.Removed = slices.Insert(m.Removed, j, RemovedM{ID: nd.ID, Time: c.Time})
 		}
 		return &nd, nil
 	case CmdSetReplicas:
@@ -393,6 +410,17 @@ func (m *Meta) putNode(nd NodeM) {
 		return
 	}
 	m.Nodes = slices.Insert(m.Nodes, i, nd)
+}
+
+// removedAt finds id in Removed (or where it would be inserted).
+func (m *Meta) removedAt(id string) (int, bool) {
+	return slices.BinarySearchFunc(m.Removed, id, func(r RemovedM, id string) int { return strings.Compare(r.ID, id) })
+}
+
+// IsRemoved reports whether node id was removed from the cluster.
+func (m *Meta) IsRemoved(id string) bool {
+	_, found := m.removedAt(id)
+	return found
 }
 
 // Node returns the member of that id, or nil.

@@ -223,11 +223,20 @@ func TestMetaMembers(t *testing.T) {
 		t.Fatalf("forgetting a node that holds a replica: %v", err)
 	}
 	m.Apply(12, &Command{Kind: CmdSetReplicas, ShardID: 1, Replicas: []string{"n1", "n2"}, ExpectReplicas: []string{"n1", "n2", "n3"}})
-	if _, err := m.Apply(13, &Command{Kind: CmdForgetNode, Name: "n3"}); err != nil || m.Node("n3") != nil {
+	if _, err := m.Apply(13, &Command{Kind: CmdForgetNode, Name: "n3", Time: 5000}); err != nil || m.Node("n3") != nil || !m.IsRemoved("n3") {
 		t.Fatalf("forget: %v", err)
 	}
-	if _, err := m.Apply(14, &Command{Kind: CmdPutNode, Node: &NodeM{ID: "n3", RaftAddr: "z:1", APIAddr: "z:2"}}); !errors.Is(err, ErrConflict) {
-		t.Fatalf("a removed node taken back: %v", err)
+	// the removed process, still running, is not taken back; nor one that
+	// started with state, or afresh but before the removal
+	for _, c := range []Command{{}, {Started: 6000}, {Fresh: true, Started: 4000}, {Fresh: true, Started: 5000}} {
+		c.Kind, c.Node = CmdPutNode, &NodeM{ID: "n3", RaftAddr: "z:1", APIAddr: "z:2"}
+		if _, err := m.Apply(14, &c); !errors.Is(err, ErrConflict) {
+			t.Fatalf("a removed node taken back (fresh %v, started %d): %v", c.Fresh, c.Started, err)
+		}
+	}
+	// a process started afresh after the removal takes the id back
+	if _, err := m.Apply(15, &Command{Kind: CmdPutNode, Node: &NodeM{ID: "n3", RaftAddr: "z:1", APIAddr: "z:2"}, Fresh: true, Started: 6000}); err != nil || m.IsRemoved("n3") || m.Node("n3").AddedIndex != 15 {
+		t.Fatalf("a new node under a removed id: %v", err)
 	}
 	a, _ := m.Marshal()
 	m2, _ := UnmarshalMeta(a)

@@ -108,6 +108,7 @@ type metaGroup struct {
 	fsm   *metaFSM
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
+	fresh bool // it had no state when opened: this node is new
 }
 
 func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.Server, rc *raft.Config, logger *slog.Logger) (*metaGroup, error) {
@@ -144,7 +145,7 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 		store.Close()
 		return nil, err
 	}
-	return &metaGroup{fsm: fsm, raft: r, store: store}, nil
+	return &metaGroup{fsm: fsm, raft: r, store: store, fresh: !existing}, nil
 }
 
 // errNotMetaLeader is returned when a change reaches a node that does not

@@ -62,7 +62,7 @@ func newCollector(n *Node) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	for _, sh := range c.n.shards {
+	for _, sh := range c.n.Shards() {
 		id := fmt.Sprint(sh.ID())
 		var cnt shard.Counters
 		var partial, buffered, outbox int
@@ -168,7 +168,7 @@ func (n *Node) HTTPHandlers() map[string]http.Handler {
 				http.Error(w, "cluster not initialised", http.StatusServiceUnavailable)
 				return
 			}
-			for _, sh := range n.shards {
+			for _, sh := range n.Shards() {
 				if addr, _ := sh.Raft().LeaderWithID(); addr == "" {
 					http.Error(w, fmt.Sprintf("shard %d has no leader", sh.ID()), http.StatusServiceUnavailable)
 					return

@@ -28,11 +28,13 @@ import (
 	"github.com/cepcluster/cep/snapshot"
 )
 
-// Peer is one member of a statically configured cluster.
+// Peer is one member of the cluster: one the cluster is created with
+// (Config.Peers), or one that joined later (Meta.Nodes).
 type Peer struct {
-	ID       string
-	RaftAddr string // host:port of its Raft mux
-	APIAddr  string // host:port of its API
+	ID         string
+	RaftAddr   string // host:port of its Raft mux
+	APIAddr    string // host:port of its API
+	GossipAddr string // host:port of its membership gossip; may be empty
 }
 
 // Config configures a node. The zero value of every field has a working
@@ -48,11 +50,38 @@ type Config struct {
 	NATSCA    string // PEM CA file for an external NATS's TLS certificate
 	NATSHost  string // embedded NATS listen host, default 127.0.0.1
 	NATSPort  int    // embedded NATS port, default 4222 (-1: any free port)
-	Peers     []Peer // the cluster's members including this node; empty: alone
+	Peers     []Peer // the members a new cluster starts with, including this node; empty: alone (or joining)
 	Shards    int    // shard count; default: the number of peers (at least 1)
 	KeyGroups int    // K, fixed at cluster creation; default 256
-	Replicas  int    // replicas per shard; default min(3, peers)
-	APIToken  string // bearer token the API requires; empty: none
+	// Replicas is how many replicas each shard should have (default 3),
+	// recorded when the cluster is created; a shard has fewer while the
+	// cluster has fewer nodes.
+	Replicas int
+	// GossipAddr is where the membership gossip (memberlist, UDP and TCP)
+	// listens; default 127.0.0.1:0, any free port. Others reach it at this
+	// node's GossipAddr in Peers when listed there, else at the address
+	// bound.
+	GossipAddr string
+	// Join lists gossip addresses (host:port) of members of a running
+	// cluster. A node started with Join and without Peers joins that
+	// cluster: it bootstraps nothing and waits to be given replicas.
+	Join []string
+	// DeadAfter is how long a member may be unreachable before the cluster
+	// moves its replicas to other nodes (default 5m).
+	DeadAfter time.Duration
+	// AdvertiseHost is the host (name or IP) others reach this node at, for
+	// a node not listed in Peers whose listeners are bound to a wildcard
+	// address (0.0.0.0 in a container): its Raft, API and gossip addresses
+	// are advertised with this host and their bound ports.
+	AdvertiseHost string
+	// GossipKey, when set (16, 24 or 32 bytes), encrypts and authenticates
+	// the gossip; every node needs the same key. Without it anyone reaching
+	// the gossip port can announce members (the cluster still takes one
+	// only once its API answers, over TLS when the cluster uses it).
+	GossipKey []byte
+	// FastGossip shortens the gossip's probe and suspicion timings (tests).
+	FastGossip bool
+	APIToken   string // bearer token the API requires; empty: none
 	// TLS, when set, secures the Raft mux (mutual TLS) and the API (HTTPS);
 	// see TLS. The embedded NATS server stays plain, on its loopback host.
 	TLS    *TLS
@@ -118,17 +147,23 @@ func (c *Config) setDefaults() {
 	if c.NATSPort == 0 {
 		c.NATSPort = 4222
 	}
-	if len(c.Peers) == 0 {
+	if len(c.Peers) == 0 && len(c.Join) == 0 {
 		c.Peers = []Peer{{ID: c.NodeID, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr}}
 	}
 	if c.Shards == 0 {
-		c.Shards = len(c.Peers)
+		c.Shards = max(1, len(c.Peers))
 	}
 	if c.KeyGroups == 0 {
 		c.KeyGroups = 256
 	}
 	if c.Replicas == 0 {
-		c.Replicas = min(3, len(c.Peers))
+		c.Replicas = 3
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = "127.0.0.1:0"
+	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = 5 * time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -175,10 +210,22 @@ type Node struct {
 	mux    *Mux
 	muxErr chan error
 	meta   *metaGroup
-	shards []*shard.Shard
-	infos  []ShardInfo
-	apiLn  net.Listener
-	apiSrv *http.Server
+	gossip *gossip
+	// replicas are this node's shard replicas by shard id, each with its
+	// runner; they change as the cluster places replicas
+	replicasMu sync.RWMutex
+	replicas   map[uint64]*replica
+	// infos is the shard layout a new cluster starts with (Config.Peers)
+	infos []ShardInfo
+	// advertised are the addresses others reach this node at (its entry
+	// in Peers, else built from AdvertiseHost, else the listeners'); the
+	// Raft address is the mux's
+	advertised Peer
+	// unreachable: since when each member has been unreachable, as the
+	// metadata leader's loop (manageCluster, its only user) found
+	unreachable map[string]time.Time
+	apiLn       net.Listener
+	apiSrv      *http.Server
 	// peerHTTP calls other nodes' APIs (forwarded changes, savepoint parts,
 	// health and progress probes); peerTLS is its own transport with TLS.
 	peerHTTP *http.Client
@@ -197,9 +244,25 @@ type Node struct {
 	wg     sync.WaitGroup
 }
 
-// Start starts a node.
-func Start(ctx context.Context, cfg Config) (n *Node, err error) {
+// Start starts a node. On an error it has stopped what it started.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	n, err := start(ctx, cfg)
+	if err != nil {
+		if n != nil {
+			n.Close()
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+// start is Start, returning the node (to close) with an error after it
+// began to build it.
+func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.setDefaults()
+	if len(cfg.Peers) == 0 && cfg.NATSURL == "" {
+		return nil, errors.New("a node joining a cluster needs the cluster's NATS (Config.NATSURL), not an embedded server of its own")
+	}
 	n = &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}
 	n.applyLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "cep_raft_apply_seconds",
@@ -222,40 +285,34 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.peerTLS.ForceAttemptHTTP2 = true
 		n.peerHTTP = &http.Client{Transport: n.peerTLS}
 	}
-	defer func() {
-		if err != nil {
-			n.Close()
-			n = nil
-		}
-	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, err
+		return n, err
 	}
 	url := cfg.NATSURL
 	if url == "" {
 		n.ns, err = StartEmbeddedNATS(filepath.Join(cfg.DataDir, "nats"), cfg.NATSHost, cfg.NATSPort, n.log.With("component", "nats"))
 		if err != nil {
-			return nil, err
+			return n, err
 		}
 		url = n.ns.ClientURL()
 	}
 	if n.nc, err = dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID); err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return n, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	if n.js, err = jetstream.New(n.nc); err != nil {
-		return nil, err
+		return n, err
 	}
 	if err := EnsureOutputStream(ctx, n.js, cfg.OutputLimits); err != nil {
-		return nil, fmt.Errorf("output stream: %w", err)
+		return n, fmt.Errorf("output stream: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
-		return nil, fmt.Errorf("raft listener: %w", err)
+		return n, fmt.Errorf("raft listener: %w", err)
 	}
 	n.apiLn, err = net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("api listener: %w", err)
+		return n, fmt.Errorf("api listener: %w", err)
 	}
 	cfg.APIAddr = n.apiLn.Addr().String()
 	n.cfg.APIAddr = cfg.APIAddr
@@ -272,9 +329,18 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	// advertise the address the peers were configured with (the listener
 	// may be bound to 0.0.0.0 or a pod IP)
 	var advertise net.Addr
+	n.advertised = Peer{ID: cfg.NodeID, APIAddr: cfg.APIAddr}
+	if cfg.AdvertiseHost != "" {
+		// a node not listed in Peers (one that joins) behind a wildcard
+		// listener: the host others reach it at, with the bound ports
+		advertise = stringAddr(withHost(ln.Addr().String(), cfg.AdvertiseHost))
+		n.advertised.APIAddr = withHost(cfg.APIAddr, cfg.AdvertiseHost)
+		n.advertised.GossipAddr = net.JoinHostPort(cfg.AdvertiseHost, "0")
+	}
 	for _, p := range cfg.Peers {
 		if p.ID == cfg.NodeID {
 			advertise = stringAddr(p.RaftAddr)
+			n.advertised = p
 		}
 	}
 	n.mux = NewMux(ln, advertise, n.log.With("component", "mux"))
@@ -293,48 +359,26 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	layer, err := n.mux.Layer(0)
 	if err != nil {
-		return nil, err
+		return n, err
 	}
 	n.meta, err = openMetaGroup(filepath.Join(cfg.DataDir, "meta"), cfg.NodeID, NewTransport(layer, n.log), voters, cfg.Raft, n.log)
 	if err != nil {
-		return nil, fmt.Errorf("metadata group: %w", err)
+		return n, fmt.Errorf("metadata group: %w", err)
 	}
-	// the shard layout follows from the configuration; the metadata group
-	// records it when the cluster is first initialised
-	for i := 0; i < cfg.Shards; i++ {
+	// a new cluster's shard layout follows from the configuration; the
+	// metadata group records it when the cluster is first initialised
+	replication := min(cfg.Replicas, len(cfg.Peers))
+	for i := 0; i < cfg.Shards && len(cfg.Peers) > 0; i++ {
 		first, last := snapshot.BlockRange(i, cfg.Shards, cfg.KeyGroups)
 		info := ShardInfo{ID: uint64(i + 1), First: first, Last: last}
-		for r := 0; r < cfg.Replicas; r++ {
+		for r := 0; r < replication; r++ {
 			info.Replicas = append(info.Replicas, cfg.Peers[(i+r)%len(cfg.Peers)].ID)
 		}
 		n.infos = append(n.infos, info)
 	}
-	for _, info := range n.infos {
-		if !contains(info.Replicas, cfg.NodeID) {
-			continue
-		}
-		var members []raft.Server
-		for _, id := range info.Replicas {
-			for _, p := range cfg.Peers {
-				if p.ID == id {
-					members = append(members, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(p.RaftAddr)})
-				}
-			}
-		}
-		layer, err := n.mux.Layer(info.ID)
-		if err != nil {
-			return nil, err
-		}
-		sh, err := shard.Open(shard.Config{
-			ID: info.ID, First: info.First, Last: info.Last, Groups: cfg.KeyGroups, ClusterID: "cep",
-			Dir: filepath.Join(cfg.DataDir, "shards", fmt.Sprint(info.ID)), LocalID: cfg.NodeID,
-			Transport: NewTransport(layer, n.log), Bootstrap: members, Logger: n.log, Raft: cfg.Raft,
-			ApplyDelay: cfg.ApplyDelay,
-		})
-		if err != nil {
-			return nil, err
-		}
-		n.shards = append(n.shards, sh)
+	n.replicas = map[uint64]*replica{}
+	if err := n.openLocalReplicas(); err != nil {
+		return n, err
 	}
 	var opts []connect.HandlerOption
 	if cfg.APIToken != "" {
@@ -356,20 +400,31 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.apiSrv = api.Server(cfg.APIAddr, mux)
 	n.apiSrv.ErrorLog = slog.NewLogLogger(n.log.With("component", "api").Handler(), slog.LevelWarn)
 	n.wg.Add(1)
+	srv, apiLn := n.apiSrv, n.apiLn // Close clears the fields
 	go func() {
 		defer n.wg.Done()
-		if err := n.apiSrv.Serve(n.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("api server", "err", err)
 		}
 	}()
 	n.wg.Add(1)
 	go n.initLoop()
-	for _, sh := range n.shards {
-		r := &runner{n: n, sh: sh}
-		n.wg.Add(1)
-		go r.run()
+	if err := n.joinGossip(); err != nil {
+		return n, err
 	}
+	n.wg.Add(2)
+	go n.manageReplicas()
+	go n.manageCluster()
 	return n, nil
+}
+
+// withHost is addr (host:port) with its host replaced.
+func withHost(addr, host string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // stringAddr is a configured host:port used as an advertised address.
@@ -397,7 +452,12 @@ func (n *Node) initLoop() {
 			return
 		}
 		if n.meta.raft.State() == raft.Leader {
-			_, err := n.meta.propose(n.ctx, &Command{Kind: CmdInit, ClusterID: "cep", KeyGroups: n.cfg.KeyGroups, Shards: n.infos})
+			var nodes []NodeM
+			for _, p := range n.cfg.Peers {
+				nodes = append(nodes, NodeM{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr})
+			}
+			_, err := n.meta.propose(n.ctx, &Command{Kind: CmdInit, ClusterID: "cep", KeyGroups: n.cfg.KeyGroups, Shards: n.infos,
+				Nodes: nodes, Replication: n.cfg.Replicas})
 			if err == nil {
 				return
 			}
@@ -432,8 +492,12 @@ func (n *Node) Close() error {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	for _, sh := range n.shards {
-		errs = append(errs, sh.Close())
+	errs = append(errs, n.closeReplicas())
+	if n.gossip != nil {
+		if err := n.gossip.Leave(time.Second); err != nil {
+			n.log.Debug("leaving the gossip", "err", err)
+		}
+		errs = append(errs, n.gossip.Close())
 	}
 	if n.meta != nil {
 		errs = append(errs, n.meta.close())
@@ -444,7 +508,6 @@ func (n *Node) Close() error {
 	// the leader loops still read n.meta until they have returned
 	n.wg.Wait()
 	n.meta = nil
-	n.shards = nil
 	if n.nc != nil {
 		n.nc.Close()
 	}
@@ -475,7 +538,7 @@ const closeHandOff = 3 * time.Second
 // and shares with another voter, all at once, waiting at most timeout.
 func (n *Node) handOffLeadership(timeout time.Duration) {
 	var groups []*raft.Raft
-	for _, sh := range n.shards {
+	for _, sh := range n.Shards() {
 		groups = append(groups, sh.Raft())
 	}
 	if n.meta != nil {
@@ -515,6 +578,10 @@ func (n *Node) handOffLeadership(timeout time.Duration) {
 // APIAddr is the address the API listens on.
 func (n *Node) APIAddr() string { return n.cfg.APIAddr }
 
+// GossipAddr is the address (host:port) of this node's membership gossip,
+// what others give as Join to join the cluster.
+func (n *Node) GossipAddr() string { return n.gossip.Addr() }
+
 // NATSURL is the URL of the NATS server the node uses.
 func (n *Node) NATSURL() string {
 	if n.ns != nil {
@@ -541,8 +608,17 @@ func (n *Node) MetaLeader() string {
 	return string(id)
 }
 
-// Shards returns this node's shard replicas.
-func (n *Node) Shards() []*shard.Shard { return n.shards }
+// Shards returns this node's shard replicas, by shard id.
+func (n *Node) Shards() []*shard.Shard {
+	n.replicasMu.RLock()
+	defer n.replicasMu.RUnlock()
+	out := make([]*shard.Shard, 0, len(n.replicas))
+	for _, r := range n.replicas {
+		out = append(out, r.sh)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}
 
 // Config returns the node's configuration with defaults applied.
 func (n *Node) Config() Config { return n.cfg }
@@ -557,7 +633,7 @@ func (n *Node) Propose(ctx context.Context, c *Command) (any, error) {
 func (n *Node) WaitReady(ctx context.Context) error {
 	for {
 		ready := n.Meta().KeyGroups != 0
-		for _, sh := range n.shards {
+		for _, sh := range n.Shards() {
 			if addr, _ := sh.Raft().LeaderWithID(); addr == "" {
 				ready = false
 			}

@@ -115,7 +115,7 @@ func restored(id string) shardCheck {
 func (n *Node) notAppliedHere(pending []ShardInfo, check shardCheck) []ShardInfo {
 	return slices.DeleteFunc(pending, func(info ShardInfo) bool {
 		done := false
-		for _, sh := range n.shards {
+		for _, sh := range n.Shards() {
 			if sh.ID() == info.ID {
 				sh.FSM().View(func(st *shard.State, _ uint64) { done = check.local(st) })
 			}
@@ -147,7 +147,7 @@ func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, che
 	done := map[uint64]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, p := range n.cfg.Peers {
+	for _, p := range n.peers() {
 		if !ask[p.ID] || p.APIAddr == "" {
 			continue
 		}

@@ -33,6 +33,7 @@ import (
 type runner struct {
 	n   *Node
 	sh  *shard.Shard
+	ctx context.Context // ends when the node closes the replica
 	log *slog.Logger
 	// missing are the streams this leader found gone (watchStreams)
 	missing map[string]bool
@@ -49,7 +50,6 @@ type loggedFailures struct {
 }
 
 func (r *runner) run() {
-	defer r.n.wg.Done()
 	r.log = r.n.log.With("shard", r.sh.ID())
 	r.missing = map[string]bool{}
 	r.logged = map[string]loggedFailures{}
@@ -69,7 +69,7 @@ func (r *runner) run() {
 	// not spin and log at the rate of the failure
 	var retry backoff
 	start := func() {
-		ctx, c := context.WithCancel(r.n.ctx)
+		ctx, c := context.WithCancel(r.ctx)
 		cancel, done = c, make(chan struct{})
 		retry.started()
 		go func() {
@@ -86,7 +86,7 @@ func (r *runner) run() {
 			ended = done
 		}
 		select {
-		case <-r.n.ctx.Done():
+		case <-r.ctx.Done():
 			return
 		case leader := <-leaderCh:
 			stop()
@@ -101,7 +101,7 @@ func (r *runner) run() {
 			cancel()
 			cancel = nil
 			select {
-			case <-r.n.ctx.Done():
+			case <-r.ctx.Done():
 				return
 			case <-time.After(retry.next()):
 			}
@@ -135,7 +135,8 @@ func (r *runner) session(ctx context.Context) {
 			cancel()
 		}
 	}
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); r.manageMembers(ctx) }()
 	go func() { defer wg.Done(); r.watchStreams(ctx) }()
 	go func() { defer wg.Done(); fail(r.publishRetrying(ctx)) }()
 	go func() { defer wg.Done(); fail(r.tick(ctx)) }()
@@ -241,30 +242,24 @@ func (r *runner) restore(ctx context.Context, rm *RestoreM) error {
 // asks again every HandOverAfter. Losing leadership ends the session
 // through the leadership channel.
 func (r *runner) handOver(ctx context.Context) bool {
-	var preferred string
-	for _, info := range r.n.infos {
-		if info.ID == r.sh.ID() && len(info.Replicas) > 0 {
-			preferred = info.Replicas[0]
-		}
-	}
-	if preferred == "" || preferred == r.n.cfg.NodeID {
-		return false
-	}
-	var addr, apiAddr string
-	for _, p := range r.n.cfg.Peers {
-		if p.ID == preferred {
-			addr, apiAddr = p.RaftAddr, p.APIAddr
-		}
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return true
 		case <-time.After(r.n.cfg.HandOverAfter):
 		}
+		preferred := r.preferred()
+		if preferred == "" || preferred == r.n.cfg.NodeID {
+			continue
+		}
+		p, ok := r.n.peer(preferred)
+		if !ok || !r.isVoter(preferred) {
+			continue
+		}
+		addr := p.RaftAddr
 		// a transfer blocks new proposals until it ends: only try it when
 		// the preferred replica answers and has caught up
-		applied, err := r.n.appliedAt(ctx, apiAddr, r.sh.ID())
+		applied, err := r.n.appliedAt(ctx, p.APIAddr, r.sh.ID())
 		if err != nil {
 			r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
 			continue
@@ -326,10 +321,7 @@ func (n *Node) mostApplied(ctx context.Context, sh *shard.Shard) (peer Peer, app
 		if srv.Suffrage != raft.Voter || string(srv.ID) == n.cfg.NodeID {
 			continue
 		}
-		for _, p := range n.cfg.Peers {
-			if p.ID != string(srv.ID) {
-				continue
-			}
+		if p, found := n.peer(string(srv.ID)); found {
 			if a, err := n.appliedAt(ctx, p.APIAddr, sh.ID()); err == nil && (!ok || a > applied) {
 				peer, applied, ok = p, a, true
 			}
@@ -490,7 +482,7 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 		derived = src.Name
 	}
 	return r.read(ctx, readSpec{
-		stream: src.Stream, filters: snapshot.BlockFilters(src.Name, first, last, r.n.cfg.KeyGroups), from: pos, derived: derived,
+		stream: src.Stream, filters: snapshot.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
 		op: func(events []shard.Event) shard.Op {
 			return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
 		},
@@ -654,7 +646,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 			if err != nil {
 				continue
 			}
-			block, ok := snapshot.BlockOfSubject(m.Subject(), r.n.cfg.KeyGroups)
+			block, ok := snapshot.BlockOfSubject(m.Subject(), r.n.keyGroups())
 			if !ok {
 				block = -1 // not partitioned as expected: counted as misrouted
 			}

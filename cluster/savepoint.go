@@ -316,7 +316,7 @@ type savepointPart struct {
 const savepointPartPath = "/internal/v1/savepoint-part"
 
 func (n *Node) localShard(id uint64) *shard.Shard {
-	for _, sh := range n.shards {
+	for _, sh := range n.Shards() {
 		if sh.ID() == id {
 			return sh
 		}
@@ -370,12 +370,8 @@ func (n *Node) remoteSavepointPart(ctx context.Context, info ShardInfo, part sav
 	body, _ := json.Marshal(part)
 	var errs []string
 	for _, id := range info.Replicas {
-		addr := ""
-		for _, p := range n.cfg.Peers {
-			if p.ID == id {
-				addr = p.APIAddr
-			}
-		}
+		p, _ := n.peer(id)
+		addr := p.APIAddr
 		if addr == "" {
 			continue
 		}

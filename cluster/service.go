@@ -79,11 +79,8 @@ func (s *Service) leaderURL() (string, error) {
 	if s.n.IsMetaLeader() {
 		return "", nil
 	}
-	id := s.n.MetaLeader()
-	for _, p := range s.n.cfg.Peers {
-		if p.ID == id && p.APIAddr != "" {
-			return s.n.apiURL(p.APIAddr), nil
-		}
+	if p, ok := s.n.peer(s.n.MetaLeader()); ok && p.APIAddr != "" {
+		return s.n.apiURL(p.APIAddr), nil
 	}
 	return "", fmt.Errorf("%w: no metadata leader yet; retry", api.ErrUnavailable)
 }
@@ -270,7 +267,7 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 		if meta.Sources[d] != nil {
 			continue
 		}
-		stream, err := EnsureSourceStream(ctx, b.s.n.js, d, b.s.n.cfg.KeyGroups)
+		stream, err := EnsureSourceStream(ctx, b.s.n.js, d, b.s.n.keyGroups())
 		if err != nil {
 			return nil, fmt.Errorf("%w: create the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
@@ -427,7 +424,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 			return nil, fmt.Errorf("%w: key: %v", api.ErrInvalidArgument, err)
 		}
 	}
-	k := b.s.n.cfg.KeyGroups
+	k := b.s.n.keyGroups()
 	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
 		return nil, fmt.Errorf("%w: source %q", api.ErrAlreadyExists, r.Name)
 	}
@@ -505,7 +502,7 @@ func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest)
 	}
 	out := &cepv1.DeleteSourceResponse{}
 	for _, s := range res.([]SourceM) {
-		out.Sources = append(out.Sources, toSource(&s, b.s.n.cfg.KeyGroups))
+		out.Sources = append(out.Sources, toSource(&s, b.s.n.keyGroups()))
 		if !r.DeleteStream || !s.Managed {
 			continue // an existing stream stays
 		}
@@ -548,46 +545,116 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 	m := n.Meta()
 	leader := n.MetaLeader()
 	out := &cepv1.GetStatusResponse{}
-	// liveness: each peer's /healthz, probed in parallel with a short timeout
-	states := make([]cepv1.NodeState, len(n.cfg.Peers))
+	peers := n.peers()
+	// liveness: dead when the gossip has declared it so; otherwise its
+	// /healthz answers at once, where the gossip takes seconds to notice
+	// a crash: a member the gossip still counts alive that does not answer
+	// is suspect (dead if the gossip has not seen it)
+	states := make([]cepv1.NodeState, len(peers))
 	var wg sync.WaitGroup
-	for i, p := range n.cfg.Peers {
-		if p.ID == n.cfg.NodeID {
-			states[i] = cepv1.NodeState_NODE_STATE_ALIVE
+	for i, p := range peers {
+		st, seen := n.gossipState(p.ID)
+		if p.ID == n.cfg.NodeID || st == cepv1.NodeState_NODE_STATE_DEAD {
+			states[i] = st
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			states[i] = b.s.probe(ctx, p.APIAddr)
+			if seen && states[i] == cepv1.NodeState_NODE_STATE_DEAD {
+				states[i] = cepv1.NodeState_NODE_STATE_SUSPECT
+			}
 		}()
 	}
 	wg.Wait()
-	alive := 0
-	for i, p := range n.cfg.Peers {
-		if states[i] == cepv1.NodeState_NODE_STATE_ALIVE {
-			alive++
+	held := map[string]uint32{}
+	for _, info := range m.Shards {
+		for _, id := range info.Replicas {
+			held[id]++
 		}
-		out.Nodes = append(out.Nodes, &cepv1.Node{Id: p.ID, Address: p.RaftAddr, ApiAddress: p.APIAddr, State: states[i], IsMetaLeader: p.ID == leader})
+	}
+	sum := &cepv1.ClusterSummary{Nodes: uint32(len(peers))}
+	for i, p := range peers {
+		switch states[i] {
+		case cepv1.NodeState_NODE_STATE_ALIVE:
+			sum.Alive++
+		case cepv1.NodeState_NODE_STATE_SUSPECT:
+			sum.Suspect++
+		default:
+			sum.Dead++
+		}
+		nd := &cepv1.Node{Id: p.ID, Address: p.RaftAddr, ApiAddress: p.APIAddr, GossipAddress: p.GossipAddr, State: states[i],
+			IsMetaLeader: p.ID == leader, Replicas: held[p.ID]}
+		if x := m.Node(p.ID); x != nil {
+			nd.Removing = x.Removing
+		}
+		out.Nodes = append(out.Nodes, nd)
 	}
 	commit, _ := strconv.ParseUint(n.meta.raft.Stats()["commit_index"], 10, 64)
 	noLeader := 0
-	for _, sh := range n.shards {
+	for _, sh := range n.Shards() {
 		if _, id := sh.Raft().LeaderWithID(); id == "" {
 			noLeader++
 		}
 	}
-	out.Summary = &cepv1.ClusterSummary{
-		Nodes: uint32(len(n.cfg.Peers)), Alive: uint32(alive), Dead: uint32(len(n.cfg.Peers) - alive), MetaLeaderId: leader, MetaCommitIndex: commit,
-		KeyGroups: uint32(m.KeyGroups), Shards: uint32(len(m.Shards)), ShardsWithoutLeader: uint32(noLeader),
-		Patterns: uint32(len(m.PatternNames())), Sources: uint32(len(m.Sources)), NatsUrl: n.NATSURL(),
-	}
+	sum.MetaLeaderId, sum.MetaCommitIndex = leader, commit
+	sum.KeyGroups, sum.Shards, sum.ShardsWithoutLeader = uint32(m.KeyGroups), uint32(len(m.Shards)), uint32(noLeader)
+	sum.Patterns, sum.Sources, sum.NatsUrl = uint32(len(m.PatternNames())), uint32(len(m.Sources)), n.NATSURL()
+	out.Summary = sum
 	return out, nil
+}
+
+// gossipState is member id's state as this node's gossip sees it; ok is
+// false for a member it has not seen.
+func (n *Node) gossipState(id string) (cepv1.NodeState, bool) {
+	if id == n.cfg.NodeID {
+		return cepv1.NodeState_NODE_STATE_ALIVE, true
+	}
+	if n.gossip == nil {
+		return 0, false
+	}
+	mb, ok := n.gossip.Member(id)
+	if !ok {
+		return 0, false
+	}
+	switch mb.State {
+	case memberAlive:
+		return cepv1.NodeState_NODE_STATE_ALIVE, true
+	case memberSuspect:
+		return cepv1.NodeState_NODE_STATE_SUSPECT, true
+	}
+	return cepv1.NodeState_NODE_STATE_DEAD, true
+}
+
+func (b clusterBackend) RemoveNode(ctx context.Context, r *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error) {
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.RemoveNodeRequest]) (*connect.Response[cepv1.RemoveNodeResponse], error) {
+		return cepv1connect.NewClusterServiceClient(b.s.client, u, b.s.clientOpts()...).RemoveNode
+	}); done {
+		return res, err
+	}
+	if r.NodeId == "" {
+		return nil, fmt.Errorf("%w: node_id is required", api.ErrInvalidArgument)
+	}
+	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdRemoveNode, Name: r.NodeId})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	nd := res.(*NodeM)
+	st, _ := b.s.n.gossipState(nd.ID)
+	var held uint32
+	for _, info := range b.s.n.Meta().Shards {
+		if slices.Contains(info.Replicas, nd.ID) {
+			held++
+		}
+	}
+	return &cepv1.RemoveNodeResponse{Node: &cepv1.Node{Id: nd.ID, Address: nd.RaftAddr, ApiAddress: nd.APIAddr, GossipAddress: nd.GossipAddr,
+		State: st, Removing: nd.Removing, IsMetaLeader: nd.ID == b.s.n.MetaLeader(), Replicas: held}}, nil
 }
 
 func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
 	out := &cepv1.ListShardsResponse{}
-	for _, sh := range b.s.n.shards {
+	for _, sh := range b.s.n.Shards() {
 		first, last := sh.Range()
 		_, leader := sh.Raft().LeaderWithID()
 		stats := sh.Raft().Stats()

@@ -83,6 +83,7 @@ func (f *Sources) Delete(ctx context.Context, req *cepv1.DeleteSourceRequest) (*
 type Cluster struct {
 	StatusFunc func(context.Context, *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error)
 	ShardsFunc func(context.Context, *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error)
+	RemoveFunc func(context.Context, *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error)
 }
 
 func (f *Cluster) Status(ctx context.Context, req *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
@@ -91,6 +92,10 @@ func (f *Cluster) Status(ctx context.Context, req *cepv1.GetStatusRequest) (*cep
 
 func (f *Cluster) Shards(ctx context.Context, req *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
 	return call(f.ShardsFunc, ctx, req)
+}
+
+func (f *Cluster) RemoveNode(ctx context.Context, req *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error) {
+	return call(f.RemoveFunc, ctx, req)
 }
 
 // Savepoints fakes api.SavepointBackend.

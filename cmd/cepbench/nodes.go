@@ -20,7 +20,7 @@ import (
 // member is one node of the benchmarked cluster: in process (--nodes 1) or
 // a cepnode process (--nodes 3).
 type member struct {
-	id, api, raft, dir string
+	id, api, raft, gossip, dir string
 
 	node *cluster.Node // in process
 
@@ -213,24 +213,24 @@ func freePorts(n int) ([]string, error) {
 // and read from the bench's NATS server, as test/integration does.
 // Each runs with GOMAXPROCS procs when procs > 0.
 func startProcesses(bin, dir, natsURL string, n, shards, procs int, logLevel string, log *slog.Logger) (*benchCluster, error) {
-	ports, err := freePorts(2 * n)
+	ports, err := freePorts(3 * n)
 	if err != nil {
 		return nil, err
 	}
 	c := &benchCluster{log: log}
 	var peers []string
 	for i := 0; i < n; i++ {
-		m := &member{id: fmt.Sprintf("n%d", i+1), raft: ports[2*i], api: ports[2*i+1], bin: bin}
+		m := &member{id: fmt.Sprintf("n%d", i+1), raft: ports[3*i], api: ports[3*i+1], gossip: ports[3*i+2], bin: bin}
 		if procs > 0 {
 			m.env = []string{"GOMAXPROCS=" + strconv.Itoa(procs)}
 		}
 		m.dir = filepath.Join(dir, m.id)
 		m.logPath = m.dir + ".log"
 		c.members = append(c.members, m)
-		peers = append(peers, m.id+"="+m.raft+"="+m.api)
+		peers = append(peers, m.id+"="+m.raft+"="+m.api+"="+m.gossip)
 	}
 	for _, m := range c.members {
-		m.args = []string{"--id", m.id, "--data", m.dir, "--raft-addr", m.raft, "--api-addr", m.api,
+		m.args = []string{"--id", m.id, "--data", m.dir, "--raft-addr", m.raft, "--api-addr", m.api, "--gossip-addr", m.gossip,
 			"--nats", natsURL, "--peers", strings.Join(peers, ","), "--log-level", logLevel, "--shards", strconv.Itoa(shards), "--pprof"}
 		if err := m.start(); err != nil {
 			c.close()

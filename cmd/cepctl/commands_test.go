@@ -29,8 +29,8 @@ func statusCluster() *fakeCluster {
 		StatusFunc: func(context.Context, *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
 			return &cepv1.GetStatusResponse{
 				Nodes: []*cepv1.Node{
-					{Id: "n1", Address: "10.0.0.1:7946", ApiAddress: "10.0.0.1:7070", State: cepv1.NodeState_NODE_STATE_ALIVE, IsMetaLeader: true},
-					{Id: "n2", Address: "10.0.0.2:7946", ApiAddress: "10.0.0.2:7070", State: cepv1.NodeState_NODE_STATE_SUSPECT},
+					{Id: "n1", Address: "10.0.0.1:7946", ApiAddress: "10.0.0.1:7070", State: cepv1.NodeState_NODE_STATE_ALIVE, IsMetaLeader: true, Replicas: 2},
+					{Id: "n2", Address: "10.0.0.2:7946", ApiAddress: "10.0.0.2:7070", State: cepv1.NodeState_NODE_STATE_SUSPECT, Removing: true, Replicas: 1},
 				},
 				Summary: &cepv1.ClusterSummary{Nodes: 2, Alive: 1, Suspect: 1, MetaLeaderId: "n1", MetaCommitIndex: 42,
 					KeyGroups: 128, Shards: 2, ShardsWithoutLeader: 1, Patterns: 3, Sources: 1, NatsUrl: "nats://10.0.0.1:4222"},
@@ -55,10 +55,10 @@ func TestStatus(t *testing.T) {
 
 	out := cepctl(t, url, "status").mustOK(t).stdout
 	for _, row := range [][]string{
-		{"NODE", "ADDRESS", "API", "STATE", "META"},
+		{"NODE", "ADDRESS", "API", "STATE", "META", "REPLICAS"},
 		{"SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS", "OUTBOX"},
-		{"n1", "10.0.0.1:7946", "10.0.0.1:7070", "alive", "leader"},
-		{"n2", "10.0.0.2:7946", "10.0.0.2:7070", "suspect", "-"},
+		{"n1", "10.0.0.1:7946", "10.0.0.1:7070", "alive", "leader", "2"},
+		{"n2", "10.0.0.2:7946", "10.0.0.2:7070", "suspect,removing", "-", "1"},
 		{"1", "0-63", "n1", "n1,n2(nonvoter)", "100", "99", "3", "17", "5", "12"},
 		{"2", "64-127", "NONE", "-", "0", "0", "0", "0", "0", "0"},
 	} {
@@ -674,4 +674,46 @@ func TestPatternApply(t *testing.T) {
 	}
 	broken := writeTemp(t, "broken.yaml", "broken")
 	cepctl(t, url, "pattern", "apply", broken).mustFail(t, `broken.yaml: stage "a": field "where": broken`)
+}
+
+// cepctl node remove asks for the removal and, with --wait, follows the
+// node in GetStatus until it is gone (or says it is still there).
+func TestNodeRemove(t *testing.T) {
+	var asked []string
+	polls := 0
+	url := startAPI(t, api.Backends{Cluster: &fakeCluster{
+		RemoveFunc: func(_ context.Context, r *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error) {
+			asked = append(asked, r.GetNodeId())
+			if r.GetNodeId() == "n9" {
+				return nil, fmt.Errorf("%w: node %q", api.ErrNotFound, r.GetNodeId())
+			}
+			return &cepv1.RemoveNodeResponse{Node: &cepv1.Node{Id: r.GetNodeId(), Removing: true, Replicas: 3}}, nil
+		},
+		StatusFunc: func(_ context.Context, _ *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
+			polls++
+			nodes := []*cepv1.Node{{Id: "n1"}}
+			if polls < 3 {
+				nodes = append(nodes, &cepv1.Node{Id: "n3", Removing: true, Replicas: uint32(3 - polls)})
+			}
+			return &cepv1.GetStatusResponse{Nodes: nodes}, nil
+		},
+	}})
+	out := cepctl(t, url, "node", "remove", "n3").mustOK(t).stdout
+	if out != "removing node n3: its 3 replicas move to other nodes (cepctl status shows the progress)\n" {
+		t.Errorf("remove output %q", out)
+	}
+	if r := cepctl(t, url, "node", "remove", "n9"); r.code == 0 || !strings.Contains(r.stderr, `not found: node "n9"`) {
+		t.Errorf("removing an unknown node: %+v", r)
+	}
+	out = cepctl(t, url, "node", "remove", "n3", "--wait", "1m").mustOK(t).stdout
+	if out != "node n3 removed from the cluster; stop its process\n" || polls != 3 {
+		t.Errorf("remove --wait output %q after %d polls", out, polls)
+	}
+	polls = -100
+	if r := cepctl(t, url, "node", "remove", "n3", "--wait", "1s"); r.code == 0 || !strings.Contains(r.stderr, "still holds") {
+		t.Errorf("remove --wait that times out: %+v", r)
+	}
+	if strings.Join(asked, ",") != "n3,n9,n3,n3" {
+		t.Errorf("asked to remove %v", asked)
+	}
 }

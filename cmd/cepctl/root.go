@@ -49,6 +49,7 @@ func newRootCmd(d *deps) *cobra.Command {
 		newPublishCmd(d, nil),
 		newTailCmd(d, nil),
 		newSavepointCmd(d),
+		newNodeCmd(d),
 	)
 	return root
 }

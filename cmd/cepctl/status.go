@@ -82,13 +82,17 @@ func runStatus(ctx context.Context, d *deps, opts *statusOptions) error {
 
 func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListShardsResponse) {
 	tw := newTable(w)
-	row(tw, "NODE", "ADDRESS", "API", "STATE", "META")
+	row(tw, "NODE", "ADDRESS", "API", "STATE", "META", "REPLICAS")
 	for _, n := range st.GetNodes() {
 		meta := "-"
 		if n.GetIsMetaLeader() {
 			meta = "leader"
 		}
-		row(tw, n.GetId(), orDash(n.GetAddress()), orDash(n.GetApiAddress()), enumName(n.GetState(), "NODE_STATE_"), meta)
+		state := enumName(n.GetState(), "NODE_STATE_")
+		if n.GetRemoving() {
+			state += ",removing"
+		}
+		row(tw, n.GetId(), orDash(n.GetAddress()), orDash(n.GetApiAddress()), state, meta, n.GetReplicas())
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

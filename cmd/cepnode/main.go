@@ -8,14 +8,17 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,7 +59,13 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	natsCreds := fs.String("nats-creds", env("nats-creds", ""), "credentials file for the external NATS (env CEPNODE_NATS_CREDS)")
 	natsCA := fs.String("nats-ca", env("nats-ca", ""), "PEM file of the CA that signed the external NATS server's certificate, if not a system-trusted one (env CEPNODE_NATS_CA)")
 	natsPort := fs.Int("nats-port", 4222, "client port of the embedded NATS server")
-	peers := fs.String("peers", env("peers", ""), "all members as id=raftaddr=apiaddr,... including this node; empty: a single-node cluster (env CEPNODE_PEERS)")
+	peers := fs.String("peers", env("peers", ""), "the members a new cluster starts with, as id=raftaddr=apiaddr[=gossipaddr],... including this node; empty: a single-node cluster, or with --join a node joining one (env CEPNODE_PEERS)")
+	gossipAddr := fs.String("gossip-addr", env("gossip-addr", ""), "listen address (UDP and TCP) of the membership gossip; default: the host of --raft-addr, port 7946 (env CEPNODE_GOSSIP_ADDR)")
+	join := fs.String("join", env("join", ""), "gossip addresses (host:port, comma-separated) of members of a running cluster: without --peers, this node joins that cluster and is given replicas (needs --nats) (env CEPNODE_JOIN)")
+	gossipKey := fs.String("gossip-key", env("gossip-key", ""), "base64 of a 16, 24 or 32-byte key that encrypts the membership gossip, the same on every node; use it where others can reach the gossip port, with TLS (env CEPNODE_GOSSIP_KEY)")
+	advertiseHost := fs.String("advertise-host", env("advertise-host", ""), "host (name or IP) other nodes reach this one at, for a node not listed in --peers whose addresses are wildcards like 0.0.0.0 (env CEPNODE_ADVERTISE_HOST)")
+	deadAfter := fs.Duration("dead-after", 5*time.Minute, "how long a member may be unreachable before its replicas are moved to other nodes")
+	replicas := fs.Int("replicas", 3, "replicas per shard, recorded at cluster creation (a shard has fewer while the cluster has fewer nodes)")
 	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
 	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
 	outboxLimit := fs.Int("outbox-limit", 50_000, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
@@ -88,7 +97,36 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		NodeID: *id, DataDir: *data, RaftAddr: *raftAddr, APIAddr: *apiAddr,
 		NATSURL: *natsURL, NATSCreds: *natsCreds, NATSCA: *natsCA, NATSPort: *natsPort,
 		Shards: *shards, KeyGroups: *keyGroups, APIToken: *token, Logger: logger, Pprof: *pprofOn,
-		OutboxLimit: *outboxLimit, DeployWait: *deployWait,
+		OutboxLimit: *outboxLimit, DeployWait: *deployWait, DeadAfter: *deadAfter, Replicas: *replicas,
+	}
+	cfg.GossipAddr, cfg.AdvertiseHost = *gossipAddr, *advertiseHost
+	if *gossipKey != "" {
+		k, err := base64.StdEncoding.DecodeString(*gossipKey)
+		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
+			return errors.New("--gossip-key: not the base64 of a 16, 24 or 32-byte key (head -c 32 /dev/urandom | base64 makes one)")
+		}
+		cfg.GossipKey = k
+	}
+	if cfg.GossipAddr == "" {
+		host, _, err := net.SplitHostPort(*raftAddr)
+		if err != nil {
+			return fmt.Errorf("--raft-addr %q: %v", *raftAddr, err)
+		}
+		cfg.GossipAddr = net.JoinHostPort(host, "7946")
+	}
+	for _, j := range strings.Split(*join, ",") {
+		if j = strings.TrimSpace(j); j != "" {
+			if _, _, err := net.SplitHostPort(j); err != nil {
+				return fmt.Errorf("--join: %q is not host:port", j)
+			}
+			cfg.Join = append(cfg.Join, j)
+		}
+	}
+	if *deadAfter < 10*time.Second {
+		return errors.New("--dead-after must be at least 10s (a node restarting or briefly partitioned would have its replicas moved)")
+	}
+	if *replicas < 1 {
+		return errors.New("--replicas must be at least 1")
 	}
 	if *outboxLimit < 1 {
 		return errors.New("--outbox-limit must be at least 1")
@@ -125,16 +163,27 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		cfg.Peers = ps
 		found := false
+		var seeds []string
 		for _, p := range ps {
-			if p.ID == *id {
-				found = true
+			found = found || p.ID == *id
+			if p.GossipAddr != "" {
+				seeds = append(seeds, p.GossipAddr)
 			}
 		}
-		if !found {
-			return fmt.Errorf("--peers does not list this node (%s)", *id)
+		switch {
+		case found:
+			cfg.Peers = ps
+		case len(cfg.Join) > 0 || len(seeds) > 0:
+			// a node added after the cluster was created (a StatefulSet
+			// scaled up): it joins the members the list names
+			cfg.Join = append(cfg.Join, seeds...)
+		default:
+			return fmt.Errorf("--peers does not list this node (%s); to join a running cluster give --join (or gossip addresses in --peers)", *id)
 		}
+	}
+	if len(cfg.Join) > 0 && len(cfg.Peers) == 0 && *natsURL == "" {
+		return errors.New("--join needs --nats: a joining node reads and publishes through the cluster's NATS, not an embedded server of its own")
 	}
 	n, err := cluster.Start(ctx, cfg)
 	if err != nil {
@@ -164,10 +213,14 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 	var out []cluster.Peer
 	for _, item := range strings.Split(s, ",") {
 		parts := strings.Split(strings.TrimSpace(item), "=")
-		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-			return nil, fmt.Errorf("--peers: %q is not id=raftaddr=apiaddr", item)
+		if len(parts) < 3 || len(parts) > 4 || slices.Contains(parts, "") {
+			return nil, fmt.Errorf("--peers: %q is not id=raftaddr=apiaddr[=gossipaddr]", item)
 		}
-		out = append(out, cluster.Peer{ID: parts[0], RaftAddr: parts[1], APIAddr: parts[2]})
+		p := cluster.Peer{ID: parts[0], RaftAddr: parts[1], APIAddr: parts[2]}
+		if len(parts) == 4 {
+			p.GossipAddr = parts[3]
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -26,7 +29,15 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--output-max-bytes", "9000000T"}, `--output-max-bytes: "9000000T" is not a positive size in bytes`},
 		{[]string{"--deploy-wait", "soon"}, "invalid value \"soon\" for flag -deploy-wait"},
 		{[]string{"--nats-ca", "ca.pem"}, "--nats-ca is for an external NATS server (--nats)"},
-		{[]string{"--id", "n9", "--peers", "n1=127.0.0.1:1=127.0.0.1:2"}, "--peers does not list this node (n9)"},
+		{[]string{"--id", "n9", "--peers", "n1=127.0.0.1:1=127.0.0.1:2"}, "--peers does not list this node (n9); to join a running cluster give --join"},
+		{[]string{"--id", "n9", "--peers", "n1=127.0.0.1:1=127.0.0.1:2=127.0.0.1:3"}, "--join needs --nats"},
+		{[]string{"--id", "n1", "--peers", "n1=127.0.0.1:1=127.0.0.1:2=127.0.0.1:3=x"}, "--peers: \"n1=127.0.0.1:1=127.0.0.1:2=127.0.0.1:3=x\" is not id=raftaddr=apiaddr[=gossipaddr]"},
+		{[]string{"--join", "127.0.0.1:7946"}, "--join needs --nats"},
+		{[]string{"--join", "seed", "--nats", "nats://127.0.0.1:1"}, `--join: "seed" is not host:port`},
+		{[]string{"--dead-after", "1s"}, "--dead-after must be at least 10s"},
+		{[]string{"--replicas", "0"}, "--replicas must be at least 1"},
+		{[]string{"--gossip-key", "c2hvcnQ="}, "--gossip-key: not the base64 of a 16, 24 or 32-byte key"},
+		{[]string{"--raft-addr", "nohost"}, `--raft-addr "nohost"`},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
@@ -47,6 +58,45 @@ func TestParseSize(t *testing.T) {
 	for _, in := range []string{"", "G", "-1", "1.5G", "1P", "0K", "9223372036854775807K"} {
 		if got, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+// A node that cannot start (its gossip port is taken) says why in one
+// line and leaves nothing running.
+func TestRunReportsAStartFailure(t *testing.T) {
+	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var stderr bytes.Buffer
+	err = Run(context.Background(), []string{"--data", t.TempDir(), "--raft-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0",
+		"--nats-port", "-1", "--gossip-addr", taken.LocalAddr().String()}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "gossip") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("start with the gossip port taken: %v", err)
+	}
+}
+
+// Every CEPNODE_ variable the Kubernetes manifest sets is one cepnode
+// reads (its --help names it).
+func TestManifestVariablesAreRead(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/k8s/cepnode.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if err := Run(context.Background(), []string{"--help"}, &stderr); err == nil {
+		t.Fatal("--help did not return flag.ErrHelp")
+	}
+	help := stderr.String()
+	vars := regexp.MustCompile(`(?m)^\s+- name: (CEPNODE_[A-Z_]+)`).FindAllStringSubmatch(string(b), -1)
+	if len(vars) < 5 {
+		t.Fatalf("found %d CEPNODE_ variables in the manifest", len(vars))
+	}
+	for _, v := range vars {
+		if !strings.Contains(help, "env "+v[1]+")") {
+			t.Errorf("the manifest sets %s, which cepnode does not read", v[1])
 		}
 	}
 }

@@ -508,16 +508,16 @@ func embeddedNATS(t *testing.T, base string) *server.Server {
 // list each other as peers (n1, n2, ...), with data under base and the NATS
 // server at natsURL.
 func peerConfigs(t *testing.T, base, natsURL string, n int) []cluster.Config {
-	ports := freePorts(t, 2*n)
+	ports := freePorts(t, 3*n)
 	var peers []cluster.Peer
 	for i := 0; i < n; i++ {
-		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ports[2*i], APIAddr: ports[2*i+1]})
+		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ports[3*i], APIAddr: ports[3*i+1], GossipAddr: ports[3*i+2]})
 	}
 	out := make([]cluster.Config, n)
 	for i, p := range peers {
 		out[i] = cluster.Config{
-			NodeID: p.ID, DataDir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
-			NATSURL: natsURL, Peers: peers, Raft: testRaft(), Logger: logger(t),
+			NodeID: p.ID, DataDir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr,
+			NATSURL: natsURL, Peers: peers, Raft: testRaft(), Logger: logger(t), FastGossip: true,
 		}
 	}
 	return out

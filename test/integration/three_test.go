@@ -59,10 +59,10 @@ func freePorts(t *testing.T, n int) []string {
 
 // proc is a cepnode process.
 type proc struct {
-	id, dir, raft, api string
-	args               []string
-	cmd                *exec.Cmd
-	logf               *os.File
+	id, dir, raft, api, gossip string
+	args                       []string
+	cmd                        *exec.Cmd
+	logf                       *os.File
 }
 
 func (p *proc) start(t *testing.T) {
@@ -115,13 +115,13 @@ func killLeaders(t *testing.T, useTLS bool) {
 	}
 	base := t.TempDir()
 	ns := embeddedNATS(t, base)
-	ports := freePorts(t, 6)
+	ports := freePorts(t, 9)
 	var peers []string
 	procs := make([]*proc, 3)
 	for i := range procs {
-		p := &proc{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), raft: ports[2*i], api: ports[2*i+1]}
+		p := &proc{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), raft: ports[3*i], api: ports[3*i+1], gossip: ports[3*i+2]}
 		procs[i] = p
-		peers = append(peers, p.id+"="+p.raft+"="+p.api)
+		peers = append(peers, p.id+"="+p.raft+"="+p.api+"="+p.gossip)
 	}
 	newClients := newClients
 	var ca *testcerts.Authority
@@ -142,7 +142,7 @@ func killLeaders(t *testing.T, useTLS bool) {
 		}
 	}
 	for _, p := range procs {
-		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api,
+		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
 			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn", "--token", "s3cret"}
 		if ca != nil {
 			f, err := ca.Issue(p.id)
@@ -298,16 +298,14 @@ stages:
 				if err != nil {
 					t.Fatal(err)
 				}
+				// (suspect until the gossip declares it dead, seconds later)
 				for _, nd := range st.Msg.Nodes {
-					want := cepv1.NodeState_NODE_STATE_ALIVE
-					if nd.Id == victim.id {
-						want = cepv1.NodeState_NODE_STATE_DEAD
-					}
-					if nd.State != want {
-						t.Errorf("status of %s: %v, want %v", nd.Id, nd.State, want)
+					dead := nd.State == cepv1.NodeState_NODE_STATE_SUSPECT || nd.State == cepv1.NodeState_NODE_STATE_DEAD
+					if (nd.Id == victim.id) != dead || nd.State == cepv1.NodeState_NODE_STATE_UNSPECIFIED {
+						t.Errorf("status of %s: %v", nd.Id, nd.State)
 					}
 				}
-				if st.Msg.Summary.Alive != 2 || st.Msg.Summary.Dead != 1 {
+				if s := st.Msg.Summary; s.Alive != 2 || s.Dead+s.Suspect != 1 {
 					t.Errorf("summary: %+v", st.Msg.Summary)
 				}
 			}

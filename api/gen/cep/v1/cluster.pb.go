@@ -139,7 +139,13 @@ type Node struct {
 	ApiAddress string    `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
 	State      NodeState `protobuf:"varint,4,opt,name=state,proto3,enum=cep.v1.NodeState" json:"state,omitempty"`
 	// Whether it leads the metadata Raft group.
-	IsMetaLeader  bool `protobuf:"varint,5,opt,name=is_meta_leader,json=isMetaLeader,proto3" json:"is_meta_leader,omitempty"`
+	IsMetaLeader bool `protobuf:"varint,5,opt,name=is_meta_leader,json=isMetaLeader,proto3" json:"is_meta_leader,omitempty"`
+	// host:port of its membership gossip; empty when not known.
+	GossipAddress string `protobuf:"bytes,6,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
+	// An operator asked to remove it: its replicas are moving away.
+	Removing bool `protobuf:"varint,7,opt,name=removing,proto3" json:"removing,omitempty"`
+	// Shard replicas the shard map gives it.
+	Replicas      uint32 `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +213,27 @@ func (x *Node) GetIsMetaLeader() bool {
 		return x.IsMetaLeader
 	}
 	return false
+}
+
+func (x *Node) GetGossipAddress() string {
+	if x != nil {
+		return x.GossipAddress
+	}
+	return ""
+}
+
+func (x *Node) GetRemoving() bool {
+	if x != nil {
+		return x.Removing
+	}
+	return false
+}
+
+func (x *Node) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
 }
 
 // ClusterSummary counts what GetStatus lists and what it does not.
@@ -736,6 +763,95 @@ func (*ListShardsRequest) Descriptor() ([]byte, []int) {
 	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type RemoveNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node, now removing.
+	Node          *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RemoveNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
 type ListShardsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by first key group.
@@ -746,7 +862,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[8]
+	mi := &file_cep_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +874,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[8]
+	mi := &file_cep_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +887,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -785,14 +901,17 @@ var File_cep_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x14cep/v1/cluster.proto\x12\x06cep.v1\x1a\x16cep/v1/savepoint.proto\"\xa0\x01\n" +
+	"\x14cep/v1/cluster.proto\x12\x06cep.v1\x1a\x16cep/v1/savepoint.proto\"\xff\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12'\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x11.cep.v1.NodeStateR\x05state\x12$\n" +
-	"\x0eis_meta_leader\x18\x05 \x01(\bR\fisMetaLeader\"\xf8\x02\n" +
+	"\x0eis_meta_leader\x18\x05 \x01(\bR\fisMetaLeader\x12%\n" +
+	"\x0egossip_address\x18\x06 \x01(\tR\rgossipAddress\x12\x1a\n" +
+	"\bremoving\x18\a \x01(\bR\bremoving\x12\x1a\n" +
+	"\breplicas\x18\b \x01(\rR\breplicas\"\xf8\x02\n" +
 	"\x0eClusterSummary\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\rR\x05nodes\x12\x14\n" +
 	"\x05alive\x18\x02 \x01(\rR\x05alive\x12\x18\n" +
@@ -835,7 +954,11 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\x12\x1d\n" +
 	"\n" +
 	"restore_id\x18\f \x01(\tR\trestoreId\"\x13\n" +
-	"\x11ListShardsRequest\";\n" +
+	"\x11ListShardsRequest\",\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"6\n" +
+	"\x12RemoveNodeResponse\x12 \n" +
+	"\x04node\x18\x01 \x01(\v2\f.cep.v1.NodeR\x04node\";\n" +
 	"\x12ListShardsResponse\x12%\n" +
 	"\x06shards\x18\x01 \x03(\v2\r.cep.v1.ShardR\x06shards*j\n" +
 	"\tNodeState\x12\x1a\n" +
@@ -846,11 +969,13 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\bSuffrage\x12\x18\n" +
 	"\x14SUFFRAGE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSUFFRAGE_VOTER\x10\x01\x12\x15\n" +
-	"\x11SUFFRAGE_NONVOTER\x10\x022\xa1\x01\n" +
+	"\x11SUFFRAGE_NONVOTER\x10\x022\xe6\x01\n" +
 	"\x0eClusterService\x12E\n" +
 	"\tGetStatus\x12\x18.cep.v1.GetStatusRequest\x1a\x19.cep.v1.GetStatusResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\n" +
-	"ListShards\x12\x19.cep.v1.ListShardsRequest\x1a\x1a.cep.v1.ListShardsResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"ListShards\x12\x19.cep.v1.ListShardsRequest\x1a\x1a.cep.v1.ListShardsResponse\"\x03\x90\x02\x01\x12C\n" +
+	"\n" +
+	"RemoveNode\x12\x19.cep.v1.RemoveNodeRequest\x1a\x1a.cep.v1.RemoveNodeResponseB0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_cluster_proto_rawDescOnce sync.Once
@@ -865,7 +990,7 @@ func file_cep_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_cep_v1_cluster_proto_goTypes = []any{
 	(NodeState)(0),             // 0: cep.v1.NodeState
 	(Suffrage)(0),              // 1: cep.v1.Suffrage
@@ -877,8 +1002,10 @@ var file_cep_v1_cluster_proto_goTypes = []any{
 	(*Replica)(nil),            // 7: cep.v1.Replica
 	(*Shard)(nil),              // 8: cep.v1.Shard
 	(*ListShardsRequest)(nil),  // 9: cep.v1.ListShardsRequest
-	(*ListShardsResponse)(nil), // 10: cep.v1.ListShardsResponse
-	(*PatternVersion)(nil),     // 11: cep.v1.PatternVersion
+	(*RemoveNodeRequest)(nil),  // 10: cep.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil), // 11: cep.v1.RemoveNodeResponse
+	(*ListShardsResponse)(nil), // 12: cep.v1.ListShardsResponse
+	(*PatternVersion)(nil),     // 13: cep.v1.PatternVersion
 }
 var file_cep_v1_cluster_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Node.state:type_name -> cep.v1.NodeState
@@ -887,17 +1014,20 @@ var file_cep_v1_cluster_proto_depIdxs = []int32{
 	1,  // 3: cep.v1.Replica.suffrage:type_name -> cep.v1.Suffrage
 	6,  // 4: cep.v1.Shard.key_groups:type_name -> cep.v1.KeyGroupRange
 	7,  // 5: cep.v1.Shard.replicas:type_name -> cep.v1.Replica
-	11, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
-	8,  // 7: cep.v1.ListShardsResponse.shards:type_name -> cep.v1.Shard
-	4,  // 8: cep.v1.ClusterService.GetStatus:input_type -> cep.v1.GetStatusRequest
-	9,  // 9: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
-	5,  // 10: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
-	10, // 11: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	13, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
+	2,  // 7: cep.v1.RemoveNodeResponse.node:type_name -> cep.v1.Node
+	8,  // 8: cep.v1.ListShardsResponse.shards:type_name -> cep.v1.Shard
+	4,  // 9: cep.v1.ClusterService.GetStatus:input_type -> cep.v1.GetStatusRequest
+	9,  // 10: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
+	10, // 11: cep.v1.ClusterService.RemoveNode:input_type -> cep.v1.RemoveNodeRequest
+	5,  // 12: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
+	12, // 13: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
+	11, // 14: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_cluster_proto_init() }
@@ -912,7 +1042,7 @@ func file_cep_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_cluster_proto_rawDesc), len(file_cep_v1_cluster_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,9 @@ const (
 	// ClusterServiceListShardsProcedure is the fully-qualified name of the ClusterService's ListShards
 	// RPC.
 	ClusterServiceListShardsProcedure = "/cep.v1.ClusterService/ListShards"
+	// ClusterServiceRemoveNodeProcedure is the fully-qualified name of the ClusterService's RemoveNode
+	// RPC.
+	ClusterServiceRemoveNodeProcedure = "/cep.v1.ClusterService/RemoveNode"
 )
 
 // ClusterServiceClient is a client for the cep.v1.ClusterService service.
@@ -47,6 +50,13 @@ type ClusterServiceClient interface {
 	GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error)
 	// ListShards lists every shard with its replicas and load.
 	ListShards(context.Context, *connect.Request[v1.ListShardsRequest]) (*connect.Response[v1.ListShardsResponse], error)
+	// RemoveNode removes a node from the cluster (decommissions it): its
+	// replicas move to other nodes, each added and caught up before the
+	// node's is removed, and once it holds none the node leaves the
+	// cluster for good (a node joins again only under a new id). It returns
+	// at once; GetStatus shows the node as removing until it is gone.
+	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one.
+	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 }
 
 // NewClusterServiceClient constructs a client for the cep.v1.ClusterService service. By default, it
@@ -74,6 +84,12 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		removeNode: connect.NewClient[v1.RemoveNodeRequest, v1.RemoveNodeResponse](
+			httpClient,
+			baseURL+ClusterServiceRemoveNodeProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("RemoveNode")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -81,6 +97,7 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 type clusterServiceClient struct {
 	getStatus  *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
 	listShards *connect.Client[v1.ListShardsRequest, v1.ListShardsResponse]
+	removeNode *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
 }
 
 // GetStatus calls cep.v1.ClusterService.GetStatus.
@@ -93,12 +110,24 @@ func (c *clusterServiceClient) ListShards(ctx context.Context, req *connect.Requ
 	return c.listShards.CallUnary(ctx, req)
 }
 
+// RemoveNode calls cep.v1.ClusterService.RemoveNode.
+func (c *clusterServiceClient) RemoveNode(ctx context.Context, req *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
+	return c.removeNode.CallUnary(ctx, req)
+}
+
 // ClusterServiceHandler is an implementation of the cep.v1.ClusterService service.
 type ClusterServiceHandler interface {
 	// GetStatus lists the nodes and summarises the cluster.
 	GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error)
 	// ListShards lists every shard with its replicas and load.
 	ListShards(context.Context, *connect.Request[v1.ListShardsRequest]) (*connect.Response[v1.ListShardsResponse], error)
+	// RemoveNode removes a node from the cluster (decommissions it): its
+	// replicas move to other nodes, each added and caught up before the
+	// node's is removed, and once it holds none the node leaves the
+	// cluster for good (a node joins again only under a new id). It returns
+	// at once; GetStatus shows the node as removing until it is gone.
+	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one.
+	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -122,12 +151,20 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceRemoveNodeHandler := connect.NewUnaryHandler(
+		ClusterServiceRemoveNodeProcedure,
+		svc.RemoveNode,
+		connect.WithSchema(clusterServiceMethods.ByName("RemoveNode")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceGetStatusProcedure:
 			clusterServiceGetStatusHandler.ServeHTTP(w, r)
 		case ClusterServiceListShardsProcedure:
 			clusterServiceListShardsHandler.ServeHTTP(w, r)
+		case ClusterServiceRemoveNodeProcedure:
+			clusterServiceRemoveNodeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -143,4 +180,8 @@ func (UnimplementedClusterServiceHandler) GetStatus(context.Context, *connect.Re
 
 func (UnimplementedClusterServiceHandler) ListShards(context.Context, *connect.Request[v1.ListShardsRequest]) (*connect.Response[v1.ListShardsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.ClusterService.ListShards is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.ClusterService.RemoveNode is not implemented"))
 }

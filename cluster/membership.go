@@ -1,0 +1,555 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/shard"
+)
+
+// Membership. The gossip (memberlist) says which nodes exist and which are
+// alive; the metadata group records the members and the shard map; each
+// shard's Raft configuration follows its entry in the map. The metadata
+// leader registers the nodes that join, keeps its own group's voters, and
+// changes the shard map (placement) when nodes join, are removed or stay
+// unreachable for DeadAfter; each shard's leader then adds the new
+// replicas as non-voters, promotes them once they have caught up, and only
+// then removes the replicas the map dropped; each node opens the replicas
+// the map gives it and deletes those the shard's configuration no longer
+// has. Nothing of this is in a state machine: the logs only record the
+// decisions (CmdPutNode, CmdSetReplicas, configuration changes).
+
+// joinGossip starts this node's gossip and joins the cluster's: the
+// configured seeds, the initial members, then every member the metadata
+// knows that the gossip does not see.
+func (n *Node) joinGossip() error {
+	g, err := startGossip(gossipConfig{
+		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
+		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
+		Logger: n.log.With("component", "gossip"), Fast: n.cfg.FastGossip, SecretKey: n.cfg.GossipKey, Fresh: n.meta.fresh,
+	})
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	n.gossip = g
+	n.wg.Add(1)
+	go n.keepJoined()
+	return nil
+}
+
+// keepJoined joins the gossip of every member this node should see and
+// does not, every second until it sees them all, then every 10 seconds.
+func (n *Node) keepJoined() {
+	defer n.wg.Done()
+	for {
+		every := 10 * time.Second
+		var seeds []string
+		add := func(id, addr string) {
+			if addr == "" || id == n.cfg.NodeID || addr == n.gossip.Addr() || slices.Contains(seeds, addr) {
+				return
+			}
+			if mb, ok := n.gossip.Member(id); ok && mb.State == memberAlive {
+				return
+			}
+			seeds = append(seeds, addr)
+		}
+		if n.aliveMembers() <= 1 {
+			for _, s := range n.cfg.Join {
+				add("", s)
+			}
+		}
+		for _, p := range n.peers() {
+			add(p.ID, p.GossipAddr)
+		}
+		if len(seeds) > 0 {
+			if _, err := n.gossip.Join(seeds); err != nil {
+				n.log.Debug("joining the gossip", "seeds", seeds, "err", err)
+				every = time.Second
+			}
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// aliveMembers counts the members the gossip sees alive, this node included.
+func (n *Node) aliveMembers() int {
+	c := 0
+	for _, mb := range n.gossip.Members() {
+		if mb.State == memberAlive {
+			c++
+		}
+	}
+	return c
+}
+
+// manageCluster runs the metadata leader's part of membership.
+func (n *Node) manageCluster() {
+	defer n.wg.Done()
+	for {
+		m, changed := n.meta.fsm.View()
+		var gossipChanged <-chan struct{}
+		if n.gossip != nil {
+			gossipChanged = n.gossip.Changed()
+		}
+		if n.IsMetaLeader() {
+			if m.KeyGroups != 0 {
+				if err := n.steer(m); err != nil && n.ctx.Err() == nil {
+					n.log.Warn("managing the cluster's members", "err", err)
+				}
+			}
+		} else {
+			n.unreachable = nil // a new term of leadership looks afresh
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-changed:
+		case <-gossipChanged:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// steer makes one change towards the membership the metadata and the
+// gossip call for (the next round sees its effect).
+func (n *Node) steer(m *Meta) error {
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	if len(m.Nodes) == 0 {
+		// metadata written before members were recorded: the configured ones
+		for _, p := range n.cfg.Peers {
+			if _, err := n.meta.propose(ctx, &Command{Kind: CmdPutNode, Node: &NodeM{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if done, err := n.registerMembers(ctx, m); done || err != nil {
+		return err
+	}
+	n.checkReachable(m)
+	if done, err := n.steerMetaGroup(ctx, m); done || err != nil {
+		return err
+	}
+	return n.steerReplicas(ctx, m)
+}
+
+// registerMembers records the nodes the gossip sees alive that the
+// metadata does not have, or has at other addresses, once their API
+// answers there (with TLS, a node with a certificate of the cluster's CA).
+func (n *Node) registerMembers(ctx context.Context, m *Meta) (bool, error) {
+	for _, mb := range n.gossip.Members() {
+		if mb.State != memberAlive || mb.RaftAddr == "" || mb.APIAddr == "" {
+			continue
+		}
+		if m.IsRemoved(mb.ID) && !mb.Fresh {
+			continue // a process removed from the cluster, still running
+		}
+		nd := m.Node(mb.ID)
+		if nd != nil && nd.RaftAddr == mb.RaftAddr && nd.APIAddr == mb.APIAddr && nd.GossipAddr == mb.GossipAddr {
+			continue
+		}
+		if NewService(n).probe(ctx, mb.APIAddr) != cepv1.NodeState_NODE_STATE_ALIVE {
+			n.log.Debug("a member of the gossip does not answer on its API yet", "member", mb.ID, "api", mb.APIAddr)
+			continue
+		}
+		_, err := n.meta.propose(ctx, &Command{Kind: CmdPutNode, Node: &NodeM{ID: mb.ID, RaftAddr: mb.RaftAddr, APIAddr: mb.APIAddr, GossipAddr: mb.GossipAddr},
+			Fresh: mb.Fresh, Started: mb.Started})
+		if errors.Is(err, ErrConflict) {
+			n.log.Debug("not taking back a removed node", "member", mb.ID, "err", err)
+			continue
+		}
+		if err != nil {
+			return true, fmt.Errorf("registering node %s: %w", mb.ID, err)
+		}
+		if nd == nil {
+			n.log.Info("node joined", "joined", mb.ID, "raft", mb.RaftAddr, "api", mb.APIAddr)
+		} else {
+			n.log.Info("node's addresses changed", "member", mb.ID, "raft", mb.RaftAddr, "api", mb.APIAddr)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// down reports whether member id has been unreachable for DeadAfter, as
+// checkReachable last found.
+func (n *Node) down(id string) bool {
+	since, ok := n.unreachable[id]
+	return ok && time.Since(since) >= n.cfg.DeadAfter
+}
+
+// checkReachable records since when each member has been unreachable: dead
+// in the gossip (since the gossip declared it so), or, for a member the
+// gossip has not seen (its gossip address is not known), not answering on
+// its API (since this node first found it so). Only the metadata leader's
+// loop calls it.
+func (n *Node) checkReachable(m *Meta) {
+	if n.unreachable == nil {
+		n.unreachable = map[string]time.Time{}
+	}
+	for id := range n.unreachable {
+		if m.Node(id) == nil {
+			delete(n.unreachable, id)
+		}
+	}
+	for _, nd := range m.Nodes {
+		if nd.ID == n.cfg.NodeID {
+			continue
+		}
+		if mb, ok := n.gossip.Member(nd.ID); ok {
+			if mb.State == memberDead {
+				n.unreachable[nd.ID] = mb.Since
+			} else {
+				delete(n.unreachable, nd.ID)
+			}
+			continue
+		}
+		if NewService(n).probe(n.ctx, nd.APIAddr) == cepv1.NodeState_NODE_STATE_ALIVE {
+			delete(n.unreachable, nd.ID)
+		} else if _, ok := n.unreachable[nd.ID]; !ok {
+			n.unreachable[nd.ID] = time.Now()
+		}
+	}
+}
+
+// metaVoters is how many voters the metadata group keeps when it can.
+const metaVoters = 3
+
+// steerMetaGroup keeps the metadata group's configuration: every member a
+// server of it (non-voter first), up to metaVoters voters among the
+// reachable ones (a voter down for DeadAfter replaced by a reachable
+// non-voter), members the metadata forgot removed.
+func (n *Node) steerMetaGroup(ctx context.Context, m *Meta) (bool, error) {
+	rf := n.meta.raft
+	f := rf.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return true, err
+	}
+	servers := f.Configuration().Servers
+	change := func(what string, id string, fut raft.Future) (bool, error) {
+		if err := shard.Wait(ctx, fut); err != nil {
+			return true, fmt.Errorf("metadata group: %s %s: %w", what, id, err)
+		}
+		n.log.Info("metadata group changed", "change", what, "member", id)
+		return true, nil
+	}
+	for _, nd := range m.Nodes {
+		if !hasServer(f.Configuration(), nd.ID) && !n.down(nd.ID) {
+			if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == memberAlive {
+				return change("non-voter added", nd.ID, rf.AddNonvoter(raft.ServerID(nd.ID), raft.ServerAddress(nd.RaftAddr), 0, 0))
+			}
+		}
+	}
+	liveVoters, voters := 0, 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+			if !n.down(string(s.ID)) {
+				liveVoters++
+			}
+		}
+	}
+	candidates := 0
+	for _, nd := range m.Nodes {
+		if !nd.Removing && !n.down(nd.ID) {
+			candidates++
+		}
+	}
+	want := min(metaVoters, candidates)
+	if liveVoters < want {
+		for _, s := range servers {
+			nd := m.Node(string(s.ID))
+			if s.Suffrage == raft.Nonvoter && nd != nil && !nd.Removing && !n.down(nd.ID) {
+				return change("promoted to voter", nd.ID, rf.AddVoter(s.ID, s.Address, 0, 0))
+			}
+		}
+	}
+	for _, s := range servers {
+		id := string(s.ID)
+		gone := m.Node(id) == nil
+		deadVoter := s.Suffrage == raft.Voter && n.down(id) && liveVoters >= want && voters > want
+		if !gone && !deadVoter {
+			continue
+		}
+		if id == n.cfg.NodeID {
+			return change("leadership handed over by", id, rf.LeadershipTransfer())
+		}
+		return change("removed", id, rf.RemoveServer(s.ID, 0, 0))
+	}
+	return false, nil
+}
+
+// maxMoving is how many shards may be changing replicas at once: each new
+// replica is sent a snapshot of its shard.
+const maxMoving = 2
+
+// steerReplicas changes the shard map where placement calls for it, for
+// shards whose configuration matches their map entry (a shard still
+// changing finishes first), and forgets removed nodes that hold nothing.
+func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
+	r := m.Replication
+	if r == 0 && len(m.Shards) > 0 {
+		r = len(m.Shards[0].Replicas)
+	}
+	var active, present []string
+	for _, nd := range m.Nodes {
+		present = append(present, nd.ID)
+		if !nd.Removing && !n.down(nd.ID) {
+			active = append(active, nd.ID)
+		}
+	}
+	targets := place(m.Shards, active, present, r)
+	var removing []string
+	for _, nd := range m.Nodes {
+		if nd.Removing {
+			removing = append(removing, nd.ID)
+		}
+	}
+	if len(targets) == 0 && len(removing) == 0 {
+		return nil
+	}
+	configs := n.shardConfigs(ctx, m)
+	moving := 0
+	for _, info := range m.Shards {
+		if !converged(info.Replicas, configs[info.ID]) {
+			moving++
+		}
+	}
+	ids := make([]uint64, 0, len(targets))
+	for id := range targets {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if moving >= maxMoving {
+			break
+		}
+		i := slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == id })
+		if i < 0 || !converged(m.Shards[i].Replicas, configs[id]) {
+			continue
+		}
+		from := m.Shards[i].Replicas
+		if _, err := n.meta.propose(ctx, &Command{Kind: CmdSetReplicas, ShardID: id, Replicas: targets[id], ExpectReplicas: from}); err != nil {
+			return fmt.Errorf("shard %d: %w", id, err)
+		}
+		n.log.Info("shard's replicas change", "shard", id, "from", from, "to", targets[id])
+		moving++
+	}
+	if len(targets) > 0 {
+		return nil
+	}
+	for _, id := range removing {
+		held := false
+		for _, info := range m.Shards {
+			held = held || slices.Contains(info.Replicas, id) || !converged(info.Replicas, configs[info.ID])
+		}
+		if held {
+			continue
+		}
+		if _, err := n.meta.propose(ctx, &Command{Kind: CmdForgetNode, Name: id, Time: time.Now().UnixMilli()}); err != nil {
+			return fmt.Errorf("removing node %s: %w", id, err)
+		}
+		n.log.Info("node removed from the cluster", "removed", id)
+		if n.gossip != nil {
+			n.gossip.Forget(id)
+		}
+		return nil
+	}
+	return nil
+}
+
+// converged reports whether a shard's configuration has exactly the
+// replicas of its map entry, all voters.
+func converged(replicas []string, servers map[string]raft.ServerSuffrage) bool {
+	if servers == nil || len(servers) != len(replicas) {
+		return false
+	}
+	for _, id := range replicas {
+		if s, ok := servers[id]; !ok || s != raft.Voter {
+			return false
+		}
+	}
+	return true
+}
+
+// shardConfigs returns each shard's configuration as its leader reports
+// it: this node's replica when it leads, else the node whose ListShards
+// names itself the shard's leader. A shard whose leader does not answer
+// is missing.
+func (n *Node) shardConfigs(ctx context.Context, m *Meta) map[uint64]map[string]raft.ServerSuffrage {
+	out := map[uint64]map[string]raft.ServerSuffrage{}
+	for _, sh := range n.Shards() {
+		if !sh.IsLeader() {
+			continue
+		}
+		if f := sh.Raft().GetConfiguration(); f.Error() == nil {
+			out[sh.ID()] = suffrages(f.Configuration())
+		}
+	}
+	if len(out) == len(m.Shards) {
+		return out
+	}
+	for _, nd := range m.Nodes {
+		if nd.ID == n.cfg.NodeID {
+			continue
+		}
+		if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == memberDead {
+			continue
+		}
+		shards, err := n.shardsAt(ctx, nd.APIAddr)
+		if err != nil {
+			continue
+		}
+		for _, s := range shards {
+			if s.LeaderNodeId != nd.ID || out[uint64(s.Id)] != nil {
+				continue
+			}
+			c := map[string]raft.ServerSuffrage{}
+			for _, r := range s.Replicas {
+				c[r.NodeId] = raft.Voter
+				if r.Suffrage != cepv1.Suffrage_SUFFRAGE_VOTER {
+					c[r.NodeId] = raft.Nonvoter
+				}
+			}
+			out[uint64(s.Id)] = c
+		}
+	}
+	return out
+}
+
+func suffrages(c raft.Configuration) map[string]raft.ServerSuffrage {
+	out := make(map[string]raft.ServerSuffrage, len(c.Servers))
+	for _, s := range c.Servers {
+		out[string(s.ID)] = s.Suffrage
+	}
+	return out
+}
+
+// preferred is the replica the shard map prefers as the shard's leader.
+func (r *runner) preferred() string {
+	m, _ := r.n.meta.fsm.View()
+	for _, info := range m.Shards {
+		if info.ID == r.sh.ID() && len(info.Replicas) > 0 {
+			return info.Replicas[0]
+		}
+	}
+	return ""
+}
+
+// isVoter reports whether node id is a voter of the shard's configuration.
+func (r *runner) isVoter(id string) bool {
+	f := r.sh.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	return suffrages(f.Configuration())[id] == raft.Voter
+}
+
+// catchUpLag is how many log entries a non-voter may still lack when it
+// is promoted: it keeps receiving them; what it must not need is a
+// snapshot while it counts for the quorum.
+const catchUpLag = 256
+
+// manageMembers runs while this replica leads its shard: it makes the
+// shard's configuration follow the shard map, one change at a time.
+func (r *runner) manageMembers(ctx context.Context) {
+	for {
+		m, changed := r.n.meta.fsm.View()
+		if err := r.reconcileMembers(ctx, m); err != nil && ctx.Err() == nil {
+			r.log.Warn("changing the shard's replicas", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// reconcileMembers makes one change: add a replica of the map as a
+// non-voter; promote one that has caught up; once every replica of the
+// map votes, remove one the map does not have (this one: hand leadership
+// to a replica that stays, which removes it).
+func (r *runner) reconcileMembers(ctx context.Context, m *Meta) error {
+	i := slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == r.sh.ID() })
+	if i < 0 || len(m.Shards[i].Replicas) == 0 {
+		return nil
+	}
+	target := m.Shards[i].Replicas
+	rf := r.sh.Raft()
+	f := rf.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	cfg := suffrages(f.Configuration())
+	wait := func(what, id string, fut raft.Future) error {
+		if err := shard.Wait(ctx, fut); err != nil {
+			return fmt.Errorf("%s %s: %w", what, id, err)
+		}
+		r.log.Info("shard's configuration changed", "change", what, "member", id)
+		// the state machine never sees a configuration entry: an empty
+		// batch after it brings the applied index to the log's end
+		if err := r.sh.Barrier(ctx, 10*time.Second); err != nil {
+			r.log.Debug("barrier after a configuration change", "err", err)
+		}
+		return nil
+	}
+	for _, id := range target {
+		if _, ok := cfg[id]; ok {
+			continue
+		}
+		p, ok := r.n.peer(id)
+		if !ok {
+			continue
+		}
+		return wait("non-voter added", id, rf.AddNonvoter(raft.ServerID(id), raft.ServerAddress(p.RaftAddr), 0, 10*time.Second))
+	}
+	for _, id := range target {
+		if cfg[id] != raft.Nonvoter {
+			continue
+		}
+		p, ok := r.n.peer(id)
+		if !ok {
+			continue
+		}
+		applied, err := r.n.appliedAt(ctx, p.APIAddr, r.sh.ID())
+		if err != nil || applied+catchUpLag < r.sh.FSM().Index() {
+			continue // not caught up yet: asked again next round
+		}
+		return wait("promoted to voter", id, rf.AddVoter(raft.ServerID(id), raft.ServerAddress(p.RaftAddr), 0, 10*time.Second))
+	}
+	for _, id := range target {
+		if cfg[id] != raft.Voter {
+			return nil
+		}
+	}
+	for _, s := range f.Configuration().Servers {
+		id := string(s.ID)
+		if slices.Contains(target, id) {
+			continue
+		}
+		if id == r.n.cfg.NodeID {
+			to := target[0]
+			p, ok := r.n.peer(to)
+			if !ok {
+				return nil
+			}
+			return wait("leadership handed to "+to+" by", id, rf.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(p.RaftAddr)))
+		}
+		return wait("removed", id, rf.RemoveServer(s.ID, 0, 10*time.Second))
+	}
+	return nil
+}

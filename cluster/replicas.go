@@ -1,0 +1,332 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/shard"
+)
+
+// replica is one of this node's shard replicas with its runner.
+type replica struct {
+	sh     *shard.Shard
+	trans  *raft.NetworkTransport
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the runner has returned
+}
+
+// rangeFile records a replica's key-group range beside its data, so that a
+// restarted node opens its replicas before its metadata replica has caught
+// up with the shard map.
+const rangeFile = "range.json"
+
+// replicaRange is what rangeFile holds.
+type replicaRange struct {
+	ID     uint64 `json:"id"`
+	First  int    `json:"first"`
+	Last   int    `json:"last"`
+	Groups int    `json:"groups"` // K, the cluster's key groups
+}
+
+func (n *Node) shardDir(id uint64) string {
+	return filepath.Join(n.cfg.DataDir, "shards", strconv.FormatUint(id, 10))
+}
+
+// openLocalReplicas opens, at start, the replicas this node has on disk; on
+// a new cluster's first start (the metadata group had no state) also those
+// of the initial layout, bootstrapped with their initial members. Replicas
+// added later are opened by manageReplicas.
+func (n *Node) openLocalReplicas() error {
+	initial := map[uint64]ShardInfo{}
+	for _, info := range n.infos {
+		initial[info.ID] = info
+	}
+	entries, err := os.ReadDir(filepath.Join(n.cfg.DataDir, "shards"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		id, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		rr, err := readRange(n.shardDir(id))
+		if err != nil {
+			// written before ranges were recorded: the initial layout's
+			if in, ok := initial[id]; ok {
+				rr, err = replicaRange{First: in.First, Last: in.Last, Groups: n.cfg.KeyGroups}, nil
+			}
+		}
+		if err != nil {
+			n.log.Warn("not opening a shard directory", "dir", n.shardDir(id), "err", err)
+			continue
+		}
+		if err := n.openReplica(ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil); err != nil {
+			return err
+		}
+	}
+	if !n.meta.fresh {
+		return nil
+	}
+	for _, info := range n.infos {
+		if !slices.Contains(info.Replicas, n.cfg.NodeID) || n.replica(info.ID) != nil {
+			continue
+		}
+		var members []raft.Server
+		for _, id := range info.Replicas {
+			for _, p := range n.cfg.Peers {
+				if p.ID == id {
+					members = append(members, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(p.RaftAddr)})
+				}
+			}
+		}
+		if err := n.openReplica(info, n.cfg.KeyGroups, members); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readRange(dir string) (replicaRange, error) {
+	b, err := os.ReadFile(filepath.Join(dir, rangeFile))
+	if err != nil {
+		return replicaRange{}, err
+	}
+	var rr replicaRange
+	if err := json.Unmarshal(b, &rr); err != nil || rr.Groups <= 0 {
+		return replicaRange{}, fmt.Errorf("%s: %q is not a key-group range", filepath.Join(dir, rangeFile), b)
+	}
+	return rr, nil
+}
+
+// replica returns this node's replica of shard id, or nil.
+func (n *Node) replica(id uint64) *replica {
+	n.replicasMu.RLock()
+	defer n.replicasMu.RUnlock()
+	return n.replicas[id]
+}
+
+// openReplica opens this node's replica of a shard of a cluster of groups
+// key groups and starts its runner. bootstrap, for a new cluster's initial
+// layout, are the shard's first members; a replica added later starts
+// empty and is caught up by the shard's leader once it is in the shard's
+// configuration.
+func (n *Node) openReplica(info ShardInfo, groups int, bootstrap []raft.Server) error {
+	if n.replica(info.ID) != nil {
+		return nil
+	}
+	dir := n.shardDir(info.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(replicaRange{ID: info.ID, First: info.First, Last: info.Last, Groups: groups})
+	if err := os.WriteFile(filepath.Join(dir, rangeFile), b, 0o644); err != nil {
+		return err
+	}
+	layer, err := n.mux.Layer(info.ID)
+	if err != nil {
+		return err
+	}
+	trans := NewTransport(layer, n.log)
+	sh, err := shard.Open(shard.Config{
+		ID: info.ID, First: info.First, Last: info.Last, Groups: groups, ClusterID: "cep",
+		Dir: dir, LocalID: n.cfg.NodeID, Transport: trans, Bootstrap: bootstrap, Logger: n.log, Raft: n.cfg.Raft,
+		ApplyDelay: n.cfg.ApplyDelay,
+	})
+	if err != nil {
+		trans.Close()
+		return err
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	rep := &replica{sh: sh, trans: trans, cancel: cancel, done: make(chan struct{})}
+	n.replicasMu.Lock()
+	n.replicas[info.ID] = rep
+	n.replicasMu.Unlock()
+	r := &runner{n: n, sh: sh, ctx: ctx}
+	go func() {
+		defer close(rep.done)
+		r.run()
+	}()
+	return nil
+}
+
+// closeReplica stops the runner of this node's replica of shard id, shuts
+// the replica down and, with remove, deletes its data.
+func (n *Node) closeReplica(id uint64, remove bool) error {
+	n.replicasMu.Lock()
+	rep := n.replicas[id]
+	delete(n.replicas, id)
+	n.replicasMu.Unlock()
+	if rep == nil {
+		return nil
+	}
+	rep.cancel()
+	<-rep.done
+	err := rep.sh.Close()
+	rep.trans.Close()
+	if remove && err == nil {
+		err = os.RemoveAll(n.shardDir(id))
+	}
+	return err
+}
+
+// closeReplicas closes every replica of this node (keeping their data).
+func (n *Node) closeReplicas() error {
+	var errs []error
+	for _, sh := range n.Shards() {
+		errs = append(errs, n.closeReplica(sh.ID(), false))
+	}
+	return errors.Join(errs...)
+}
+
+// manageReplicas makes this node's replicas follow the shard map: it opens
+// a replica of each shard the map gives this node, and closes and deletes
+// one the map no longer gives it once the shard's configuration no longer
+// has it (the shard's leader removes it after the replicas replacing it
+// have caught up).
+func (n *Node) manageReplicas() {
+	defer n.wg.Done()
+	for {
+		m, changed := n.meta.fsm.View()
+		if m.KeyGroups != 0 {
+			n.placeReplicas(m)
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (n *Node) placeReplicas(m *Meta) {
+	for _, info := range m.Shards {
+		if !slices.Contains(info.Replicas, n.cfg.NodeID) || n.replica(info.ID) != nil {
+			continue
+		}
+		if err := n.openReplica(info, m.KeyGroups, nil); err != nil {
+			n.log.Error("opening a replica", "shard", info.ID, "err", err)
+			continue
+		}
+		n.log.Info("replica added", "shard", info.ID)
+	}
+	for _, sh := range n.Shards() {
+		i := slices.IndexFunc(m.Shards, func(info ShardInfo) bool { return info.ID == sh.ID() })
+		if i >= 0 && slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) {
+			continue
+		}
+		if i >= 0 && !n.removedFrom(m.Shards[i], sh) {
+			continue
+		}
+		if err := n.closeReplica(sh.ID(), true); err != nil {
+			n.log.Error("removing a replica", "shard", sh.ID(), "err", err)
+			continue
+		}
+		n.log.Info("replica removed", "shard", sh.ID())
+	}
+}
+
+// removedFrom reports whether the shard's configuration no longer has this
+// node: as this replica last saw it, or as a replica of the shard map
+// that knows a leader reports it.
+func (n *Node) removedFrom(info ShardInfo, sh *shard.Shard) bool {
+	if f := sh.Raft().GetConfiguration(); f.Error() == nil {
+		if _, id := sh.Raft().LeaderWithID(); id != "" && !hasServer(f.Configuration(), n.cfg.NodeID) {
+			return true
+		}
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	for _, id := range info.Replicas {
+		p, ok := n.peer(id)
+		if !ok {
+			continue
+		}
+		shards, err := n.shardsAt(ctx, p.APIAddr)
+		if err != nil {
+			continue
+		}
+		for _, s := range shards {
+			if uint64(s.Id) != info.ID || s.LeaderNodeId == "" {
+				continue
+			}
+			found := false
+			for _, r := range s.Replicas {
+				found = found || r.NodeId == n.cfg.NodeID
+			}
+			return !found
+		}
+	}
+	return false
+}
+
+func hasServer(c raft.Configuration, id string) bool {
+	for _, s := range c.Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// peer returns the addresses of member id: from the metadata, else from
+// the configuration the cluster was created with, else from the gossip.
+func (n *Node) peer(id string) (Peer, bool) {
+	if n.meta != nil {
+		m, _ := n.meta.fsm.View()
+		if nd := m.Node(id); nd != nil {
+			return Peer{ID: nd.ID, RaftAddr: nd.RaftAddr, APIAddr: nd.APIAddr, GossipAddr: nd.GossipAddr}, true
+		}
+	}
+	for _, p := range n.cfg.Peers {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	if n.gossip != nil {
+		if mb, ok := n.gossip.Member(id); ok {
+			return Peer{ID: mb.ID, RaftAddr: mb.RaftAddr, APIAddr: mb.APIAddr, GossipAddr: mb.GossipAddr}, true
+		}
+	}
+	return Peer{}, false
+}
+
+// peers lists the cluster's members: the metadata's, or before the cluster
+// is initialised the configured ones.
+func (n *Node) peers() []Peer {
+	m, _ := n.meta.fsm.View()
+	if len(m.Nodes) == 0 {
+		return n.cfg.Peers
+	}
+	out := make([]Peer, len(m.Nodes))
+	for i, nd := range m.Nodes {
+		out[i] = Peer{ID: nd.ID, RaftAddr: nd.RaftAddr, APIAddr: nd.APIAddr, GossipAddr: nd.GossipAddr}
+	}
+	return out
+}
+
+// keyGroups is the cluster's K: the metadata's once this node has it (a
+// node that joined may have been started with another --key-groups),
+// else the configured one.
+func (n *Node) keyGroups() int {
+	if n.meta != nil {
+		n.meta.fsm.mu.RLock()
+		k := n.meta.fsm.meta.KeyGroups
+		n.meta.fsm.mu.RUnlock()
+		if k != 0 {
+			return k
+		}
+	}
+	return n.cfg.KeyGroups
+}

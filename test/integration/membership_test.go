@@ -1,0 +1,194 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+)
+
+// shardVoters returns, for each shard, its replicas as the node serving the
+// API at addr reports them from its shard map (GetStatus) and, from the
+// shards' leaders, the voters and non-voters of each configuration.
+func shardVoters(ctx context.Context, addrs []string) (map[uint32][]string, error) {
+	out := map[uint32][]string{}
+	for _, addr := range addrs {
+		res, err := newClients(addr).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+		if err != nil {
+			continue
+		}
+		for _, sh := range res.Msg.Shards {
+			var voters []string
+			for _, r := range sh.Replicas {
+				if r.Suffrage == cepv1.Suffrage_SUFFRAGE_VOTER {
+					voters = append(voters, r.NodeId)
+				} else {
+					voters = append(voters, r.NodeId+"(non-voter)")
+				}
+			}
+			if sh.LeaderNodeId != "" && len(sh.Replicas) > 0 {
+				out[sh.Id] = voters
+			}
+		}
+	}
+	return out, nil
+}
+
+// waitPlaced waits until each of the shards has exactly the voters want
+// returns true for, as many as n, as their leaders report them.
+func waitPlaced(t *testing.T, ctx context.Context, addrs []string, shards, n int, ok func(node string) bool, timeout time.Duration) map[uint32][]string {
+	t.Helper()
+	var got map[uint32][]string
+	checkFor(t, timeout, func() error {
+		var err error
+		if got, err = shardVoters(ctx, addrs); err != nil {
+			return err
+		}
+		if len(got) != shards {
+			return fmt.Errorf("%d of %d shards report a leader: %v", len(got), shards, got)
+		}
+		for id, voters := range got {
+			if len(voters) != n {
+				return fmt.Errorf("shard %d has replicas %v, want %d voters", id, voters, n)
+			}
+			for _, v := range voters {
+				if strings.HasSuffix(v, "(non-voter)") || !ok(v) {
+					return fmt.Errorf("shard %d has replicas %v", id, voters)
+				}
+			}
+		}
+		return nil
+	})
+	return got
+}
+
+// A single-node cluster grows: two nodes join it through the gossip and
+// every shard is replicated onto them (added as non-voters, caught up,
+// promoted); then the first node is removed and its replicas move to a
+// fourth node that joins. Events published before, between and after the
+// changes produce, on NATS, exactly the offline engine's records.
+func TestNodesJoinAndAreRemoved(t *testing.T) {
+	ctx, ns, base, _ := inProcessPeers(t, 1, 3*time.Minute)
+	start := func(id string, join []string) *cluster.Node {
+		cfg := cluster.Config{NodeID: id, DataDir: filepath.Join(base, id), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
+			NATSURL: ns.ClientURL(), Shards: 3, Join: join, FastGossip: true, Raft: testRaft(), Logger: logger(t),
+			GossipKey: []byte("0123456789abcdef")}
+		n, err := cluster.Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("start %s: %v", id, err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	n1 := start("n1", nil)
+	if err := n1.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c1 := newClients(n1.APIAddr())
+	createBank(t, ctx, c1)
+	deploy(t, ctx, c1, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	lines := bankEvents(11, 3000)
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[:1000])
+
+	n2 := start("n2", []string{n1.GossipAddr()})
+	n3 := start("n3", []string{n1.GossipAddr()})
+	addrs := []string{n1.APIAddr(), n2.APIAddr(), n3.APIAddr()}
+	placed := waitPlaced(t, ctx, addrs, 3, 3, func(string) bool { return true }, time.Minute)
+	t.Logf("after two joins: %v", placed)
+	st, err := newClients(n3.APIAddr()).cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := st.Msg.Summary; s.Nodes != 3 || s.Alive != 3 {
+		t.Fatalf("status through a joined node: %+v", s)
+	}
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[1000:2000])
+
+	// n1, the first node, leaves; n4 joins through n2 and takes its place
+	if _, err := newClients(n2.APIAddr()).cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n9"})); err == nil || !strings.Contains(err.Error(), "not_found") {
+		t.Fatalf("removing an unknown node: %v", err)
+	}
+	if res, err := newClients(n2.APIAddr()).cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n1"})); err != nil || !res.Msg.Node.Removing {
+		t.Fatalf("removing n1: %v %v", res, err)
+	}
+	n4 := start("n4", []string{n2.GossipAddr()})
+	addrs = []string{n2.APIAddr(), n3.APIAddr(), n4.APIAddr()}
+	placed = waitPlaced(t, ctx, addrs, 3, 3, func(id string) bool { return id != "n1" }, time.Minute)
+	t.Logf("after n1's removal: %v", placed)
+	checkFor(t, 30*time.Second, func() error {
+		st, err := newClients(n2.APIAddr()).cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, nd := range st.Msg.Nodes {
+			ids = append(ids, nd.Id)
+		}
+		if slices.Contains(ids, "n1") {
+			return fmt.Errorf("members %v", ids)
+		}
+		return nil
+	})
+	if held := len(n1.Shards()); held != 0 {
+		t.Fatalf("the removed node still has %d replicas open", held)
+	}
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[2000:])
+
+	want := withoutIDs(offline(t, lflSpec, lines))
+	got := withoutIDs(outputsOnceThere(t, ns.ClientURL(), "cep.out.lfl", len(want), time.Minute))
+	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
+		t.Fatalf("output across joins and a removal: %s", d)
+	}
+	t.Logf("%d records, as offline", len(got))
+}
+
+// Of four nodes (each shard on three), one stops for good: after
+// DeadAfter its replicas move to the other three, so that when a second
+// node stops every shard still has a quorum and the events published
+// after both failures are processed. Without the move, two shards would
+// have lost two of their three replicas.
+func TestDeadNodesReplicasMove(t *testing.T) {
+	ctx, ns, _, cfgs := inProcessPeers(t, 4, 3*time.Minute)
+	for i := range cfgs {
+		cfgs[i].DeadAfter = 2 * time.Second
+	}
+	nodes := startAll(t, ctx, cfgs)
+	c := newClients(nodes[0].APIAddr())
+	createBank(t, ctx, c)
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	lines := bankEvents(12, 2000)
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[:1000])
+
+	both := 0
+	for _, info := range nodes[0].Meta().Shards {
+		if slices.Contains(info.Replicas, "n3") && slices.Contains(info.Replicas, "n4") {
+			both++
+		}
+	}
+	if both == 0 {
+		t.Fatal("no shard has replicas on both n3 and n4: the test would prove nothing")
+	}
+	nodes[3].Close()
+	nodes[3] = nil
+	addrs := []string{nodes[0].APIAddr(), nodes[1].APIAddr(), nodes[2].APIAddr()}
+	placed := waitPlaced(t, ctx, addrs, 4, 3, func(id string) bool { return id != "n4" }, time.Minute)
+	t.Logf("n4 stopped; %d shards had replicas on n3 and n4; now %v", both, placed)
+	nodes[2].Close()
+	nodes[2] = nil
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[1000:])
+
+	want := withoutIDs(offline(t, lflSpec, lines))
+	got := withoutIDs(outputsOnceThere(t, ns.ClientURL(), "cep.out.lfl", len(want), time.Minute))
+	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
+		t.Fatalf("output after two nodes stopped: %s", d)
+	}
+	t.Logf("%d records, as offline", len(got))
+}
