@@ -68,11 +68,21 @@ func waitPlaced(t *testing.T, ctx context.Context, addrs []string, shards, n int
 	return got
 }
 
+// publishSlowly publishes lines to the source "bank" in ten parts spread
+// over about d.
+func publishSlowly(t *testing.T, natsURL string, keyOf func(map[string]any) string, lines []string, d time.Duration) {
+	t.Helper()
+	for i := 0; i < 10; i++ {
+		publish(t, natsURL, "bank", keyOf, lines[i*len(lines)/10:(i+1)*len(lines)/10])
+		time.Sleep(d / 10)
+	}
+}
+
 // A single-node cluster grows: two nodes join it through the gossip and
 // every shard is replicated onto them (added as non-voters, caught up,
 // promoted); then the first node is removed and its replicas move to a
-// fourth node that joins. Events published before, between and after the
-// changes produce, on NATS, exactly the offline engine's records.
+// fourth node that joins. Events published before, while and after the
+// replicas move produce, on NATS, exactly the offline engine's records.
 func TestNodesJoinAndAreRemoved(t *testing.T) {
 	ctx, ns, base, _ := inProcessPeers(t, 1, 3*time.Minute)
 	start := func(id string, join []string) *cluster.Node {
@@ -97,8 +107,10 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[:1000])
 
+	// the replicas move while events flow
 	n2 := start("n2", []string{n1.GossipAddr()})
 	n3 := start("n3", []string{n1.GossipAddr()})
+	publishSlowly(t, ns.ClientURL(), keyOf, lines[1000:1500], 2*time.Second)
 	addrs := []string{n1.APIAddr(), n2.APIAddr(), n3.APIAddr()}
 	placed := waitPlaced(t, ctx, addrs, 3, 3, func(string) bool { return true }, time.Minute)
 	t.Logf("after two joins: %v", placed)
@@ -109,7 +121,7 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 	if s := st.Msg.Summary; s.Nodes != 3 || s.Alive != 3 {
 		t.Fatalf("status through a joined node: %+v", s)
 	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[1000:2000])
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[1500:2000])
 
 	// n1, the first node, leaves; n4 joins through n2 and takes its place
 	if _, err := newClients(n2.APIAddr()).cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n9"})); err == nil || !strings.Contains(err.Error(), "not_found") {
@@ -119,6 +131,7 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 		t.Fatalf("removing n1: %v %v", res, err)
 	}
 	n4 := start("n4", []string{n2.GossipAddr()})
+	publishSlowly(t, ns.ClientURL(), keyOf, lines[2000:2500], 2*time.Second)
 	addrs = []string{n2.APIAddr(), n3.APIAddr(), n4.APIAddr()}
 	placed = waitPlaced(t, ctx, addrs, 3, 3, func(id string) bool { return id != "n1" }, time.Minute)
 	t.Logf("after n1's removal: %v", placed)
@@ -139,7 +152,7 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 	if held := len(n1.Shards()); held != 0 {
 		t.Fatalf("the removed node still has %d replicas open", held)
 	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[2000:])
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[2500:])
 
 	want := withoutIDs(offline(t, lflSpec, lines))
 	got := withoutIDs(outputsOnceThere(t, ns.ClientURL(), "cep.out.lfl", len(want), time.Minute))
