@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,8 +93,10 @@ func (p *proc) kill() {
 
 // Three node processes share an external NATS server. While events are
 // published, the leader of a shard is killed with SIGKILL several times and
-// restarted; the records on NATS equal, record for record, what the offline
-// engine produces: nothing lost, nothing duplicated.
+// restarted, a fourth node joins (replicas move to it) and the first is
+// removed (its replicas move away); the records on NATS equal, record for
+// record, what the offline engine produces: nothing lost, nothing
+// duplicated.
 func TestThreeNodesKillLeaders(t *testing.T) { killLeaders(t, false) }
 
 // The same with the nodes talking mutual TLS on the Raft port and HTTPS on
@@ -115,7 +118,7 @@ func killLeaders(t *testing.T, useTLS bool) {
 	}
 	base := t.TempDir()
 	ns := embeddedNATS(t, base)
-	ports := freePorts(t, 9)
+	ports := freePorts(t, 12)
 	var peers []string
 	procs := make([]*proc, 3)
 	for i := range procs {
@@ -141,9 +144,12 @@ func killLeaders(t *testing.T, useTLS bool) {
 			return clientsAt(hc, "https://"+addr, opts...)
 		}
 	}
-	for _, p := range procs {
+	// a fourth node joins mid-stream (it is not in --peers: it joins
+	// through the gossip addresses there), and n1 is removed later
+	joiner := &proc{id: "n4", dir: filepath.Join(base, "n4"), raft: ports[9], api: ports[10], gossip: ports[11]}
+	for _, p := range append(procs, joiner) {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
-			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn", "--token", "s3cret"}
+			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn", "--token", "s3cret", "--dead-after", "10s"}
 		if ca != nil {
 			f, err := ca.Issue(p.id)
 			if err != nil {
@@ -151,7 +157,9 @@ func killLeaders(t *testing.T, useTLS bool) {
 			}
 			p.args = append(p.args, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
 		}
-		p.start(t)
+		if p != joiner {
+			p.start(t)
+		}
 	}
 	defer func() {
 		for _, p := range procs {
@@ -282,6 +290,21 @@ stages:
 		if k == kills/2+1 {
 			deployMid(lines[k*per])
 		}
+		switch k {
+		case 1:
+			t.Logf("before chunk %d: %s joins", k, joiner.id)
+			joiner.start(t)
+			procs = append(procs, joiner)
+		case kills/2 + 2:
+			removeNode(t, ctx, procs, "n1", newClients)
+			procs = slices.DeleteFunc(procs, func(p *proc) bool {
+				if p.id == "n1" {
+					p.kill()
+					return true
+				}
+				return false
+			})
+		}
 		publish(t, ns.ClientURL(), "bank", keyOf, lines[k*per:end])
 		if k < kills {
 			victim := shardLeader(t, ctx, procs, newClients)
@@ -335,18 +358,17 @@ stages:
 }
 
 // shardLeader finds the node leading shard 1: one that reports itself as
-// the leader, with every running node agreeing.
+// the leader, with every running node holding a replica agreeing.
 func shardLeader(t *testing.T, ctx context.Context, procs []*proc, newClients func(string, ...connect.ClientOption) clients) *proc {
 	t.Helper()
 	var leader *proc
 	checkFor(t, 30*time.Second, func() error {
 		views := map[string]int{}
-		running := 0
+		running := 0 // running nodes holding a replica of shard 1
 		for _, p := range procs {
 			if p.cmd == nil {
 				continue
 			}
-			running++
 			res, err := newClients(p.api, api.WithClientToken("s3cret")).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
 			if err != nil {
 				return err
@@ -354,6 +376,7 @@ func shardLeader(t *testing.T, ctx context.Context, procs []*proc, newClients fu
 			for _, s := range res.Msg.Shards {
 				if s.Id == 1 {
 					views[s.LeaderNodeId]++
+					running++
 				}
 			}
 		}
@@ -371,6 +394,36 @@ func shardLeader(t *testing.T, ctx context.Context, procs []*proc, newClients fu
 		return fmt.Errorf("no agreed leader for shard 1: %v", views)
 	})
 	return leader
+}
+
+// removeNode removes node id from the cluster through another node and
+// waits until it is gone from the members and no shard has it.
+func removeNode(t *testing.T, ctx context.Context, procs []*proc, id string, newClients func(string, ...connect.ClientOption) clients) {
+	t.Helper()
+	var other *proc
+	for _, p := range procs {
+		if p.id != id && p.cmd != nil {
+			other = p
+		}
+	}
+	c := newClients(other.api, api.WithClientToken("s3cret"))
+	checkFor(t, 30*time.Second, func() error {
+		_, err := c.cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: id}))
+		return err
+	})
+	checkFor(t, 90*time.Second, func() error {
+		st, err := c.cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
+		if err != nil {
+			return err
+		}
+		for _, nd := range st.Msg.Nodes {
+			if nd.Id == id {
+				return fmt.Errorf("%s still a member, with %d replicas", id, nd.Replicas)
+			}
+		}
+		return nil
+	})
+	t.Logf("%s removed from the cluster", id)
 }
 
 func lastLines(s string, n int) string {
