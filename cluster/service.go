@@ -653,6 +653,9 @@ func (b clusterBackend) RemoveNode(ctx context.Context, r *cepv1.RemoveNodeReque
 }
 
 func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
+	if r.ClusterWide {
+		return b.s.n.clusterShards(ctx)
+	}
 	out := &cepv1.ListShardsResponse{}
 	for _, sh := range b.s.n.Shards() {
 		first, last := sh.Range()
@@ -785,4 +788,48 @@ func subsetOf(s, of []string) bool {
 		}
 	}
 	return len(s) == len(of)
+}
+
+// clusterShards lists every shard of the cluster as its leader reports it,
+// asking every member (this one included) for its replicas in parallel; a
+// shard without a leader any member knows of is listed from the shard map,
+// with a replica that answered for it when there is one.
+func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, error) {
+	peers := n.peers()
+	answers := make([][]*cepv1.Shard, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p.ID == n.cfg.NodeID {
+				res, _ := clusterBackend{NewService(n)}.Shards(ctx, &cepv1.ListShardsRequest{})
+				answers[i] = res.GetShards()
+				return
+			}
+			answers[i], _ = n.shardsAt(ctx, p.APIAddr) // unreachable: nothing
+		}()
+	}
+	wg.Wait()
+	best := map[uint32]*cepv1.Shard{}
+	for i, p := range peers {
+		for _, s := range answers[i] {
+			if s.LeaderNodeId == p.ID || best[s.Id] == nil {
+				best[s.Id] = s // the leader's own report wins
+			}
+		}
+	}
+	m := n.Meta()
+	out := &cepv1.ListShardsResponse{}
+	for _, info := range m.Shards {
+		s := best[uint32(info.ID)]
+		if s == nil {
+			s = &cepv1.Shard{Id: uint32(info.ID), KeyGroups: &cepv1.KeyGroupRange{First: uint32(info.First), Last: uint32(info.Last)}}
+			for _, id := range info.Replicas {
+				s.Replicas = append(s.Replicas, &cepv1.Replica{NodeId: id, Suffrage: cepv1.Suffrage_SUFFRAGE_UNSPECIFIED})
+			}
+		}
+		out.Shards = append(out.Shards, s)
+	}
+	return out, nil
 }

@@ -36,7 +36,10 @@ func statusCluster() *fakeCluster {
 					KeyGroups: 128, Shards: 2, ShardsWithoutLeader: 1, Patterns: 3, Sources: 1, NatsUrl: "nats://10.0.0.1:4222"},
 			}, nil
 		},
-		ShardsFunc: func(context.Context, *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
+		ShardsFunc: func(_ context.Context, r *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
+			if !r.ClusterWide {
+				return nil, fmt.Errorf("%w: status lists the shards of the node asked only", api.ErrInvalidArgument)
+			}
 			return &cepv1.ListShardsResponse{Shards: []*cepv1.Shard{
 				{Id: 1, KeyGroups: &cepv1.KeyGroupRange{First: 0, Last: 63}, LeaderNodeId: "n1",
 					Replicas: []*cepv1.Replica{

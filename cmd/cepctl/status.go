@@ -23,8 +23,9 @@ func newStatusCmd(d *deps, runF func(*statusOptions) error) *cobra.Command {
 		Use:   "status",
 		Short: "Show the cluster's nodes and shards",
 		Long: `Show the cluster's nodes, its shards (key-group range, leader, replicas,
-Raft indexes and load) and a summary line. The answer comes from the node
-asked, so indexes may lag the leaders by a moment.`,
+Raft indexes and load, each as its leader reports it: the node asked gathers
+them from the others) and a summary line. Indexes may lag the leaders by a
+moment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := resolveGlobals(d, cmd)
@@ -47,7 +48,7 @@ func runStatus(ctx context.Context, d *deps, opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
-	sh, err := c.cluster.ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{}))
+	sh, err := c.cluster.ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{ClusterWide: true}))
 	if err != nil {
 		return err
 	}

@@ -153,6 +153,16 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 		t.Fatalf("the removed node still has %d replicas open", held)
 	}
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[2500:])
+	// any node lists every shard, as its leader reports it
+	all, err := newClients(n4.APIAddr()).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+	if err != nil || len(all.Msg.Shards) != 3 {
+		t.Fatalf("cluster-wide shards through n4: %v %v", all, err)
+	}
+	for _, sh := range all.Msg.Shards {
+		if sh.LeaderNodeId == "" || sh.LeaderNodeId == "n1" || len(sh.Replicas) != 3 || sh.KeyGroups == nil {
+			t.Errorf("shard %d as listed cluster-wide: %v", sh.Id, sh)
+		}
+	}
 
 	want := withoutIDs(offline(t, lflSpec, lines))
 	got := withoutIDs(outputsOnceThere(t, ns.ClientURL(), "cep.out.lfl", len(want), time.Minute))

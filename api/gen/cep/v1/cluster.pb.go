@@ -728,7 +728,12 @@ func (x *Shard) GetRestoreId() string {
 }
 
 type ListShardsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every shard of the cluster, each as its leader reports it (the node
+	// asked gathers them from the other members), instead of the replicas of
+	// the node asked. A shard no member reports a leader of is listed from
+	// the shard map, with no leader.
+	ClusterWide   bool `protobuf:"varint,1,opt,name=cluster_wide,json=clusterWide,proto3" json:"cluster_wide,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -761,6 +766,13 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
 	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListShardsRequest) GetClusterWide() bool {
+	if x != nil {
+		return x.ClusterWide
+	}
+	return false
 }
 
 type RemoveNodeRequest struct {
@@ -953,8 +965,9 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	" \x01(\x04R\routboxRecords\x120\n" +
 	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\x12\x1d\n" +
 	"\n" +
-	"restore_id\x18\f \x01(\tR\trestoreId\"\x13\n" +
-	"\x11ListShardsRequest\",\n" +
+	"restore_id\x18\f \x01(\tR\trestoreId\"6\n" +
+	"\x11ListShardsRequest\x12!\n" +
+	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\",\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"6\n" +
 	"\x12RemoveNodeResponse\x12 \n" +
