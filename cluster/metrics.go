@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 )
@@ -25,6 +26,7 @@ type collector struct {
 	leader, metaLeader, lag, forwardLag               *prometheus.Desc
 	snapThreshold, snapEncode                         *prometheus.Desc
 	dropped, condErrors, emitErrors                   *prometheus.Desc
+	voters, wanted, members                           *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -55,6 +57,12 @@ func newCollector(n *Node) *collector {
 			"Condition evaluations of a pattern that failed (a field the event lacks, say) and counted as false, since this replica built or restored its state; the shard leader logs the first.", []string{"shard", "pattern"}, nil),
 		emitErrors: prometheus.NewDesc("cep_emit_errors_total",
 			"Emitted fields of a pattern's matches that failed and are null, since this replica built or restored its state; the shard leader logs the first.", []string{"shard", "pattern"}, nil),
+		voters: prometheus.NewDesc("cep_shard_voters",
+			"Voting replicas in the shard's Raft configuration (on the shard leader); below cep_shard_replicas_wanted while a replica is added or replaced, or has nowhere to go.", l, nil),
+		wanted: prometheus.NewDesc("cep_shard_replicas_wanted",
+			"Replicas the shard map gives the shard (on the shard leader).", l, nil),
+		members: prometheus.NewDesc("cep_cluster_members",
+			"Members of the cluster by their state as this node's gossip sees them: alive, suspect, dead (unreachable), removing.", []string{"state"}, nil),
 		forwardLag: prometheus.NewDesc("cep_forward_lag_messages", "Messages in the origin stream after the position the shard re-keyed into a derived source (on the leader of the shard that forwards it).", []string{"shard", "source"}, nil),
 	}
 }
@@ -108,6 +116,40 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.snapEncode, sh.FSM().LastSnapshotEncode().Seconds())
 		if lead == 1 {
 			c.collectLag(ch, sh, id)
+			if f := sh.Raft().GetConfiguration(); f.Error() == nil {
+				v := 0
+				for _, s := range f.Configuration().Servers {
+					if s.Suffrage == raft.Voter {
+						v++
+					}
+				}
+				gauge(c.voters, float64(v))
+			}
+			for _, info := range c.n.Meta().Shards {
+				if info.ID == sh.ID() {
+					gauge(c.wanted, float64(len(info.Replicas)))
+				}
+			}
+		}
+	}
+	if c.n.meta != nil {
+		m := c.n.Meta()
+		count := map[string]float64{"alive": 0, "suspect": 0, "dead": 0, "removing": 0}
+		for _, nd := range m.Nodes {
+			st, _ := c.n.gossipState(nd.ID)
+			switch {
+			case nd.Removing:
+				count["removing"]++
+			case st == cepv1.NodeState_NODE_STATE_DEAD:
+				count["dead"]++
+			case st == cepv1.NodeState_NODE_STATE_SUSPECT:
+				count["suspect"]++
+			default:
+				count["alive"]++
+			}
+		}
+		for _, state := range []string{"alive", "suspect", "dead", "removing"} {
+			ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, count[state], state)
 		}
 	}
 	ml := 0.0

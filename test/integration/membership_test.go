@@ -204,6 +204,29 @@ func TestDeadNodesReplicasMove(t *testing.T) {
 	addrs := []string{nodes[0].APIAddr(), nodes[1].APIAddr(), nodes[2].APIAddr()}
 	placed := waitPlaced(t, ctx, addrs, 4, 3, func(id string) bool { return id != "n4" }, time.Minute)
 	t.Logf("n4 stopped; %d shards had replicas on n3 and n4; now %v", both, placed)
+	// the metrics say so: n4 dead, each shard's leader with the voters its
+	// map entry wants (asked again while leadership moves)
+	checkFor(t, 10*time.Second, func() error {
+		if v := metric(t, nodes[0], "cep_cluster_members", `state="dead"`); v != 1 {
+			return fmt.Errorf("cep_cluster_members{state=\"dead\"} = %v, want 1", v)
+		}
+		led := 0
+		for _, n := range nodes[:3] {
+			for _, sh := range n.Shards() {
+				id := fmt.Sprintf(`shard="%d"`, sh.ID())
+				if v, ok := metricValue(t, n, "cep_shard_voters", id); ok {
+					led++
+					if w, _ := metricValue(t, n, "cep_shard_replicas_wanted", id); v != 3 || w != 3 {
+						return fmt.Errorf("shard %d: %v voters, %v wanted", sh.ID(), v, w)
+					}
+				}
+			}
+		}
+		if led != 4 {
+			return fmt.Errorf("%d shards report voters, want 4 (one leader each)", led)
+		}
+		return nil
+	})
 	nodes[2].Close()
 	nodes[2] = nil
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[1000:])
