@@ -299,18 +299,19 @@ const maxMoving = 2
 // shards whose configuration matches their map entry (a shard still
 // changing finishes first), and forgets removed nodes that hold nothing.
 func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
-	r := m.Replication
-	if r == 0 && len(m.Shards) > 0 {
-		r = len(m.Shards[0].Replicas)
-	}
+	// a node being removed is not present: its replicas go even where
+	// no node can take them (RemoveNode refuses that unless told to)
 	var active, present []string
 	for _, nd := range m.Nodes {
+		if nd.Removing {
+			continue
+		}
 		present = append(present, nd.ID)
-		if !nd.Removing && !n.down(nd.ID) {
+		if !n.down(nd.ID) {
 			active = append(active, nd.ID)
 		}
 	}
-	targets := place(m.Shards, active, present, r)
+	targets := place(m.Shards, active, present, m.replication())
 	var removing []string
 	for _, nd := range m.Nodes {
 		if nd.Removing {

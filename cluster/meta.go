@@ -164,10 +164,13 @@ type Command struct {
 	// CmdPutNode: Node; for an id removed before, Fresh and Started say
 	// that the process started with no state after the removal.
 	// CmdForgetNode: Time, when (Unix ms).
+	// CmdRemoveNode: Force lets the shards keep fewer replicas than they
+	// have when the other members cannot hold as many.
 	Node    *NodeM `json:"node,omitempty"`
 	Fresh   bool   `json:"fresh,omitempty"`
 	Started int64  `json:"started,omitempty"`
 	Time    int64  `json:"time,omitempty"`
+	Force   bool   `json:"force,omitempty"`
 	// CmdSetReplicas: shard ShardID's replicas become Replicas if they are
 	// ExpectReplicas (what the proposer saw)
 	ShardID        uint64   `json:"shardId,omitempty"`
@@ -226,8 +229,13 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		if nd == nil {
 			return nil, fmt.Errorf("%w: node %q", ErrNotFound, c.Name)
 		}
-		if !nd.Removing && len(m.ActiveNodes()) == 1 {
+		active := len(m.ActiveNodes())
+		switch {
+		case nd.Removing:
+		case active == 1:
 			return nil, fmt.Errorf("%w: node %q is the cluster's last; its replicas have nowhere to go", ErrConflict, c.Name)
+		case active-1 < min(m.replication(), active) && !c.Force:
+			return nil, fmt.Errorf("%w: without node %q, %d nodes are left for %d replicas of each shard; add a node first, or allow the shards fewer replicas", ErrConflict, c.Name, active-1, min(m.replication(), active))
 		}
 		nd.Removing = true
 		cp := *nd
@@ -410,6 +418,15 @@ func (m *Meta) putNode(nd NodeM) {
 		return
 	}
 	m.Nodes = slices.Insert(m.Nodes, i, nd)
+}
+
+// replication is how many replicas each shard should have: Replication,
+// or in metadata written before it was recorded the first shard's count.
+func (m *Meta) replication() int {
+	if m.Replication == 0 && len(m.Shards) > 0 {
+		return len(m.Shards[0].Replicas)
+	}
+	return m.Replication
 }
 
 // removedAt finds id in Removed (or where it would be inserted).

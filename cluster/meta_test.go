@@ -208,8 +208,12 @@ func TestMetaMembers(t *testing.T) {
 	if _, err := m.Apply(8, &Command{Kind: CmdSetReplicas, ShardID: 1, Replicas: []string{"n1", "n2", "n3"}, ExpectReplicas: []string{"n1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Apply(9, &Command{Kind: CmdRemoveNode, Name: "n3"}); err != nil || !m.Node("n3").Removing {
-		t.Fatalf("remove: %v", err)
+	// three nodes, three replicas: the two left could not hold them
+	if _, err := m.Apply(9, &Command{Kind: CmdRemoveNode, Name: "n3"}); !errors.Is(err, ErrConflict) || m.Node("n3").Removing {
+		t.Fatalf("removing one of three nodes with three replicas: %v", err)
+	}
+	if _, err := m.Apply(9, &Command{Kind: CmdRemoveNode, Name: "n3", Force: true}); err != nil || !m.Node("n3").Removing {
+		t.Fatalf("remove, allowing fewer replicas: %v", err)
 	}
 	if got := m.ActiveNodes(); strings.Join(got, ",") != "n1,n2" {
 		t.Fatalf("active: %v", got)

@@ -636,7 +636,7 @@ func (b clusterBackend) RemoveNode(ctx context.Context, r *cepv1.RemoveNodeReque
 	if r.NodeId == "" {
 		return nil, fmt.Errorf("%w: node_id is required", api.ErrInvalidArgument)
 	}
-	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdRemoveNode, Name: r.NodeId})
+	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdRemoveNode, Name: r.NodeId, Force: r.AllowFewerReplicas})
 	if err != nil {
 		return nil, mapErr(err)
 	}

@@ -686,7 +686,7 @@ func TestNodeRemove(t *testing.T) {
 	polls := 0
 	url := startAPI(t, api.Backends{Cluster: &fakeCluster{
 		RemoveFunc: func(_ context.Context, r *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error) {
-			asked = append(asked, r.GetNodeId())
+			asked = append(asked, fmt.Sprintf("%s%s", r.GetNodeId(), map[bool]string{true: "!"}[r.GetAllowFewerReplicas()]))
 			if r.GetNodeId() == "n9" {
 				return nil, fmt.Errorf("%w: node %q", api.ErrNotFound, r.GetNodeId())
 			}
@@ -713,10 +713,10 @@ func TestNodeRemove(t *testing.T) {
 		t.Errorf("remove --wait output %q after %d polls", out, polls)
 	}
 	polls = -100
-	if r := cepctl(t, url, "node", "remove", "n3", "--wait", "1s"); r.code == 0 || !strings.Contains(r.stderr, "still holds") {
+	if r := cepctl(t, url, "node", "remove", "n3", "--wait", "1s", "--allow-fewer-replicas"); r.code == 0 || !strings.Contains(r.stderr, "still holds") {
 		t.Errorf("remove --wait that times out: %+v", r)
 	}
-	if strings.Join(asked, ",") != "n3,n9,n3,n3" {
+	if strings.Join(asked, ",") != "n3,n9,n3,n3!" {
 		t.Errorf("asked to remove %v", asked)
 	}
 }

@@ -26,8 +26,9 @@ cepnode --help); cepctl status lists the members.`,
 
 type nodeRemoveOptions struct {
 	globalOptions
-	ID   string
-	Wait time.Duration
+	ID    string
+	Wait  time.Duration
+	Fewer bool
 }
 
 func newNodeRemoveCmd(d *deps, runF func(*nodeRemoveOptions) error) *cobra.Command {
@@ -41,6 +42,9 @@ fewer replicas meanwhile), then the node leaves the cluster for good: stop
 its process afterwards. A node removed joins again only under a new id with
 an empty data directory. A node that is down can be removed too; one that
 stays down longer than cepnode --dead-after has its replicas moved anyway.
+When the other nodes cannot hold as many replicas of each shard (three
+nodes, three replicas each), the removal is refused unless
+--allow-fewer-replicas lets the shards keep fewer: add a node first.
 
 The command returns once the removal has started, or with --wait once the
 node has left (cepctl status shows it as removing until then).`,
@@ -60,12 +64,13 @@ node has left (cepctl status shows it as removing until then).`,
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Wait, "wait", 0, "wait this long for the node to leave the cluster (0: do not wait)")
+	cmd.Flags().BoolVar(&opts.Fewer, "allow-fewer-replicas", false, "remove it even though the other nodes cannot hold as many replicas of each shard (three nodes, three replicas): the shards keep fewer")
 	return cmd
 }
 
 func runNodeRemove(ctx context.Context, d *deps, opts *nodeRemoveOptions) error {
 	c := newClients(d, opts.globalOptions)
-	res, err := c.cluster.RemoveNode(ctx, connect.NewRequest(&cepv1.RemoveNodeRequest{NodeId: opts.ID}))
+	res, err := c.cluster.RemoveNode(ctx, connect.NewRequest(&cepv1.RemoveNodeRequest{NodeId: opts.ID, AllowFewerReplicas: opts.Fewer}))
 	if err != nil {
 		return err
 	}

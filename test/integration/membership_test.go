@@ -123,14 +123,23 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 	}
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[1500:2000])
 
-	// n1, the first node, leaves; n4 joins through n2 and takes its place
-	if _, err := newClients(n2.APIAddr()).cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n9"})); err == nil || !strings.Contains(err.Error(), "not_found") {
+	// n1, the first node, leaves once n4 has joined (through n2) to take
+	// its place: before, the two others could not hold three replicas
+	c2 := newClients(n2.APIAddr())
+	if _, err := c2.cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n9"})); err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Fatalf("removing an unknown node: %v", err)
 	}
-	if res, err := newClients(n2.APIAddr()).cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n1"})); err != nil || !res.Msg.Node.Removing {
-		t.Fatalf("removing n1: %v %v", res, err)
+	if _, err := c2.cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n1"})); err == nil || !strings.Contains(err.Error(), "add a node first") {
+		t.Fatalf("removing one of three nodes with three replicas: %v", err)
 	}
 	n4 := start("n4", []string{n2.GossipAddr()})
+	checkFor(t, 30*time.Second, func() error {
+		res, err := c2.cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n1"}))
+		if err == nil && !res.Msg.Node.Removing {
+			return fmt.Errorf("n1 not removing: %v", res.Msg.Node)
+		}
+		return err
+	})
 	publishSlowly(t, ns.ClientURL(), keyOf, lines[2000:2500], 2*time.Second)
 	addrs = []string{n2.APIAddr(), n3.APIAddr(), n4.APIAddr()}
 	placed = waitPlaced(t, ctx, addrs, 3, 3, func(id string) bool { return id != "n1" }, time.Minute)
@@ -237,4 +246,41 @@ func TestDeadNodesReplicasMove(t *testing.T) {
 		t.Fatalf("output after two nodes stopped: %s", d)
 	}
 	t.Logf("%d records, as offline", len(got))
+
+	// the stopped nodes are removed: n4 at once (it holds nothing now);
+	// n3 only allowing the shards two replicas, the two nodes left
+	c2 := newClients(nodes[1].APIAddr())
+	if _, err := c2.cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n4"})); err != nil {
+		t.Fatalf("removing n4: %v", err)
+	}
+	waitMembers(t, ctx, c2, "n1,n2,n3")
+	if _, err := c2.cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n3"})); err == nil || !strings.Contains(err.Error(), "add a node first") {
+		t.Fatalf("removing n3 of three nodes with three replicas: %v", err)
+	}
+	if _, err := c2.cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: "n3", AllowFewerReplicas: true})); err != nil {
+		t.Fatalf("removing n3, allowing fewer replicas: %v", err)
+	}
+	waitMembers(t, ctx, c2, "n1,n2")
+	placed = waitPlaced(t, ctx, addrs[:2], 4, 2, func(id string) bool { return id == "n1" || id == "n2" }, 30*time.Second)
+	t.Logf("on the two nodes left: %v", placed)
+}
+
+// waitMembers waits until the cluster's members are ids (sorted, joined by
+// commas) as c's node reports them.
+func waitMembers(t *testing.T, ctx context.Context, c clients, ids string) {
+	t.Helper()
+	checkFor(t, 30*time.Second, func() error {
+		st, err := c.cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, nd := range st.Msg.Nodes {
+			got = append(got, nd.Id)
+		}
+		if strings.Join(got, ",") != ids {
+			return fmt.Errorf("members %v, want %s", got, ids)
+		}
+		return nil
+	})
 }

@@ -776,10 +776,14 @@ func (x *ListShardsRequest) GetClusterWide() bool {
 }
 
 type RemoveNodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Remove it even though the other nodes cannot hold as many replicas of
+	// each shard as there are (three nodes, three replicas): the shards keep
+	// fewer. Without it such a removal is FAILED_PRECONDITION.
+	AllowFewerReplicas bool `protobuf:"varint,2,opt,name=allow_fewer_replicas,json=allowFewerReplicas,proto3" json:"allow_fewer_replicas,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RemoveNodeRequest) Reset() {
@@ -817,6 +821,13 @@ func (x *RemoveNodeRequest) GetNodeId() string {
 		return x.NodeId
 	}
 	return ""
+}
+
+func (x *RemoveNodeRequest) GetAllowFewerReplicas() bool {
+	if x != nil {
+		return x.AllowFewerReplicas
+	}
+	return false
 }
 
 type RemoveNodeResponse struct {
@@ -967,9 +978,10 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"restore_id\x18\f \x01(\tR\trestoreId\"6\n" +
 	"\x11ListShardsRequest\x12!\n" +
-	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\",\n" +
+	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"6\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x120\n" +
+	"\x14allow_fewer_replicas\x18\x02 \x01(\bR\x12allowFewerReplicas\"6\n" +
 	"\x12RemoveNodeResponse\x12 \n" +
 	"\x04node\x18\x01 \x01(\v2\f.cep.v1.NodeR\x04node\";\n" +
 	"\x12ListShardsResponse\x12%\n" +

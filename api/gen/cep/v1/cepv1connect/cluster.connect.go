@@ -55,7 +55,8 @@ type ClusterServiceClient interface {
 	// node's is removed, and once it holds none the node leaves the
 	// cluster for good (a node joins again only under a new id). It returns
 	// at once; GetStatus shows the node as removing until it is gone.
-	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one.
+	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one,
+	// or when the others cannot hold the replicas (see allow_fewer_replicas).
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 }
 
@@ -126,7 +127,8 @@ type ClusterServiceHandler interface {
 	// node's is removed, and once it holds none the node leaves the
 	// cluster for good (a node joins again only under a new id). It returns
 	// at once; GetStatus shows the node as removing until it is gone.
-	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one.
+	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one,
+	// or when the others cannot hold the replicas (see allow_fewer_replicas).
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 }
 
