@@ -3,7 +3,8 @@
 // ./data, the API on 127.0.0.1:7070.
 //
 //	cepnode                                   # single node, embedded NATS
-//	cepnode --nats nats://host:4222 --id n2 --peers n1=h1:7000=h1:7070,n2=h2:7000=h2:7070,...
+//	cepnode --nats nats://host:4222 --id n2 --peers n1=h1:7000=h1:7070=h1:7946,n2=h2:7000=h2:7070=h2:7946,...
+//	cepnode --nats nats://host:4222 --id n4 --join h1:7946   # joins a running cluster
 package main
 
 import (
