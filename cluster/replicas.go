@@ -238,8 +238,8 @@ func (n *Node) placeReplicas(m *Meta) {
 }
 
 // removedFrom reports whether the shard's configuration no longer has this
-// node: as this replica last saw it, or as a replica of the shard map
-// that knows a leader reports it.
+// node: as this replica last saw it while it knew a leader, or as the
+// shard's leader (a replica of the shard map) reports it.
 func (n *Node) removedFrom(info ShardInfo, sh *shard.Shard) bool {
 	if f := sh.Raft().GetConfiguration(); f.Error() == nil {
 		if _, id := sh.Raft().LeaderWithID(); id != "" && !hasServer(f.Configuration(), n.cfg.NodeID) {
@@ -258,7 +258,9 @@ func (n *Node) removedFrom(info ShardInfo, sh *shard.Shard) bool {
 			continue
 		}
 		for _, s := range shards {
-			if uint64(s.Id) != info.ID || s.LeaderNodeId == "" {
+			// only the leader's own configuration counts: a replica just
+			// added knows the leader before it has the configuration
+			if uint64(s.Id) != info.ID || s.LeaderNodeId != id {
 				continue
 			}
 			found := false
