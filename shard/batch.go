@@ -37,7 +37,19 @@ const (
 	// set to Seq; with Target, the position up to which Source has been
 	// forwarded into the derived source Target (State.skip).
 	OpSkip OpKind = 8
+	// OpSplit: the shard hands key groups [Split.At, last] to a new shard
+	// (State.split): every replica makes the new shard's first state from
+	// its own at this point of the log.
+	OpSplit OpKind = 9
 )
+
+// Split is an OpSplit: the key group the new shard starts at, its id, and
+// the members it starts with (this shard's voters, as "id=raftaddr").
+type Split struct {
+	At      int
+	Shard   uint64
+	Members []string
+}
 
 // Op is one operation of a batch. Which fields matter depends on Kind.
 type Op struct {
@@ -49,6 +61,7 @@ type Op struct {
 	Deploy  *Deploy // OpDeploy
 	Seq     uint64  // OpAck, OpSkip
 	Target  string  // OpForward, OpSkip: the derived source
+	Split   *Split  // OpSplit
 }
 
 // Event is one message read from a source stream.
@@ -205,6 +218,17 @@ func (bt *Batch) Encode(b []byte) []byte {
 			b = appendString(b, op.Source)
 			b = appendString(b, op.Target)
 			b = binary.AppendUvarint(b, op.Seq)
+		case OpSplit:
+			sp := op.Split
+			if sp == nil {
+				sp = &Split{}
+			}
+			b = binary.AppendUvarint(b, uint64(sp.At))
+			b = binary.AppendUvarint(b, sp.Shard)
+			b = binary.AppendUvarint(b, uint64(len(sp.Members)))
+			for _, m := range sp.Members {
+				b = appendString(b, m)
+			}
 		}
 	}
 	return b
@@ -259,6 +283,13 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			op.Seq = d.uvarint()
 		case OpSkip:
 			op.Source, op.Target, op.Seq = d.string(), d.string(), d.uvarint()
+		case OpSplit:
+			sp := &Split{At: int(d.uvarint()), Shard: d.uvarint()}
+			n := d.count()
+			for j := 0; j < n && d.err == nil; j++ {
+				sp.Members = append(sp.Members, d.string())
+			}
+			op.Split = sp
 		default:
 			if d.err == nil {
 				d.err = fmt.Errorf("%w: unknown op %d", ErrBadBatch, op.Kind)

@@ -45,7 +45,8 @@ type FSM struct {
 	entries    uint64
 	snapDelay  time.Duration // Config.SnapshotDelay
 	onSnapshot func(encode, busy time.Duration, entries uint64)
-	lastEncode atomic.Int64 // nanoseconds the last snapshot's encoding took (metrics)
+	onSplit    func(sp Split, state []byte) // Config.OnSplit
+	lastEncode atomic.Int64                 // nanoseconds the last snapshot's encoding took (metrics)
 }
 
 // NewFSM returns the FSM of an empty shard owning [first, last] of groups.
@@ -71,14 +72,33 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if err == nil {
 		f.state.Apply(b)
 	}
+	splits := f.state.TakeSplitOff()
 	f.busy += time.Since(start)
 	f.entries++
 	f.mu.Unlock()
+	for _, so := range splits {
+		f.handSplit(so)
+	}
 	select {
 	case f.applied <- struct{}{}:
 	default:
 	}
 	return err
+}
+
+// handSplit encodes a state split off and gives it to Config.OnSplit,
+// before the next entry is applied (a replica that stops meanwhile applies
+// the split again when it replays its log).
+func (f *FSM) handSplit(so SplitOff) {
+	if f.onSplit == nil {
+		return
+	}
+	var buf bytes.Buffer
+	h := snapshot.Header{ID: fmt.Sprintf("split-%d", so.Split.Shard), Kind: snapshot.KindRaftSnapshot, ClusterID: f.cluster}
+	if err := so.State.WriteSnapshot(&buf, h); err != nil {
+		panic(fmt.Sprintf("shard: encoding a split-off state: %v", err))
+	}
+	f.onSplit(so.Split, buf.Bytes())
 }
 
 // Index is the Raft index of the last log entry the state machine has
@@ -191,13 +211,34 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	st, err := RestoreState([]*snapshot.Reader{r}, f.state.first, f.state.last)
+	// the snapshot's own range: the shard may have split since this
+	// replica's state was last restored, either way
+	h := r.Header()
+	st, err := RestoreState([]*snapshot.Reader{r}, h.FirstKeyGroup, h.LastKeyGroup)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	f.state = st
-	f.index = r.Header().CreatedIndex
+	f.index = h.CreatedIndex
+	f.mu.Unlock()
+	return nil
+}
+
+// load makes data (a snapshot file) the state, at index 0: a shard split
+// off another starts from the state the split gave it.
+func (f *FSM) load(data []byte) error {
+	r, err := snapshot.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return err
+	}
+	h := r.Header()
+	st, err := RestoreState([]*snapshot.Reader{r}, h.FirstKeyGroup, h.LastKeyGroup)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.state = st
 	f.mu.Unlock()
 	return nil
 }
@@ -233,6 +274,14 @@ type Config struct {
 	// SnapshotDelay, for tests: encoding a snapshot takes this much longer
 	// (a large state).
 	SnapshotDelay time.Duration
+	// Initial, when set, is the state (a snapshot file) the shard starts
+	// from before its log: a shard split off another (OnSplit's state).
+	// Its Raft snapshots replace it once taken.
+	Initial []byte
+	// OnSplit receives, on the state machine's goroutine, the first state
+	// of each shard this one splits off (OpSplit), encoded as a snapshot
+	// file; it should store it durably before returning.
+	OnSplit func(sp Split, state []byte)
 }
 
 // DefaultRaftConfig is the Raft configuration shards ship with.
@@ -316,6 +365,14 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	fsm := NewFSM(cfg.First, cfg.Last, cfg.Groups, cfg.ClusterID)
 	fsm.delay = cfg.ApplyDelay
+	fsm.onSplit = cfg.OnSplit
+	if cfg.Initial != nil {
+		// before raft restores its latest snapshot (which replaces it)
+		if err := fsm.load(cfg.Initial); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("shard %d: initial state: %w", cfg.ID, err)
+		}
+	}
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		store.Close()
@@ -388,8 +445,12 @@ func (s *Shard) adaptSnapshots(encode, busy time.Duration, entries, min uint64, 
 // ID is the shard id.
 func (s *Shard) ID() uint64 { return s.cfg.ID }
 
-// Range is the shard's key-group range.
-func (s *Shard) Range() (first, last int) { return s.cfg.First, s.cfg.Last }
+// Range is the shard's key-group range, as its state has it (a split
+// shrinks it).
+func (s *Shard) Range() (first, last int) {
+	s.fsm.View(func(st *State, _ uint64) { first, last, _ = st.Range() })
+	return first, last
+}
 
 // FSM returns the shard's state machine.
 func (s *Shard) FSM() *FSM { return s.fsm }

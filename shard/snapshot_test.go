@@ -222,3 +222,82 @@ func withoutID(payload []byte) []byte {
 	b, _ := json.Marshal(m)
 	return b
 }
+
+// OpSplit hands key groups to a new shard at a point of the log: the two
+// states, each applying every later batch as it is (the events of the
+// other's key groups are not theirs), produce together exactly the records
+// of the state that did not split; the split-off state is byte-identical
+// on every replica, counts from zero, and each part equals the restore of
+// a snapshot taken at the split into its range.
+func TestSplitOp(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		log := randomLogD(seed, 80, 1)
+		log = append(log, &Batch{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "w", Time: 1 << 62}}})
+		cut := len(log) / 3
+		one, left, replica := NewState(0, 15, 16), NewState(0, 15, 16), NewState(0, 15, 16)
+		for _, bt := range log[:cut] {
+			for _, s := range []*State{one, left, replica} {
+				s.Apply(bt)
+			}
+		}
+		at := 8
+		want := snap(t, one, "s")
+		split := &Batch{Ops: []Op{{Kind: OpSplit, Split: &Split{At: at, Shard: 2, Members: []string{"n1=h:1"}}}}}
+		enc := split.Encode(nil)
+		dec, err := DecodeBatch(enc)
+		if err != nil || fmt.Sprint(*dec.Ops[0].Split) != fmt.Sprint(*split.Ops[0].Split) {
+			t.Fatalf("OpSplit round trip: %+v %v", dec, err)
+		}
+		left.Apply(dec)
+		replica.Apply(dec)
+		offs, offs2 := left.TakeSplitOff(), replica.TakeSplitOff()
+		if len(offs) != 1 || len(offs2) != 1 || offs[0].Split.Shard != 2 {
+			t.Fatalf("split off: %+v", offs)
+		}
+		right := offs[0].State
+		if !bytes.Equal(snap(t, right, "r"), snap(t, offs2[0].State, "r")) {
+			t.Fatalf("seed %d: replicas split off different states", seed)
+		}
+		if f, l, _ := left.Range(); f != 0 || l != at-1 {
+			t.Fatalf("left range %d..%d", f, l)
+		}
+		if c := right.Counters(); c.Events != 0 {
+			t.Fatalf("the split-off state counts %d events", c.Events)
+		}
+		if !bytes.Equal(snap(t, left, "p"), snap(t, restore(t, 0, at-1, want), "p")) {
+			t.Fatalf("seed %d: the part kept differs from a restore of its range", seed)
+		}
+		wantRight := restore(t, at, 15, want)
+		wantRight.counters = Counters{}
+		if !bytes.Equal(snap(t, right, "p"), snap(t, wantRight, "p")) {
+			t.Fatalf("seed %d: the part split off differs from a restore of its range", seed)
+		}
+		for _, bt := range log[cut:] {
+			one.Apply(bt)
+			left.Apply(bt)
+			right.Apply(bt)
+		}
+		ids := func(ss ...*State) []string {
+			var out []string
+			for _, s := range ss {
+				for _, r := range s.Outbox() {
+					out = append(out, r.ID+" "+string(r.Payload))
+				}
+			}
+			sort.Strings(out)
+			return out
+		}
+		a, b := ids(one), ids(left, right)
+		if len(a) == 0 || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("seed %d: one shard produced %d records, the split two %d", seed, len(a), len(b))
+		}
+		// a split point outside the range, or at its start, changes nothing
+		before := snap(t, left, "x")
+		for _, at := range []int{0, 9, 16} {
+			left.Apply(&Batch{Ops: []Op{{Kind: OpSplit, Split: &Split{At: at, Shard: 3}}}})
+		}
+		if !bytes.Equal(before, snap(t, left, "x")) || len(left.TakeSplitOff()) != 0 {
+			t.Fatalf("seed %d: a split outside the range changed the state", seed)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -65,6 +66,15 @@ type State struct {
 	// restoreID names the savepoint restore this state came from (the
 	// cluster asks each shard to restore once).
 	restoreID string
+	// splitOff holds the states split off by the batch being applied, for
+	// the FSM to hand over (not part of the state)
+	splitOff []SplitOff
+}
+
+// SplitOff is the first state of a shard split off this one (OpSplit).
+type SplitOff struct {
+	Split Split
+	State *State
 }
 
 // RestoreID is the id of the savepoint restore that produced this state, if any.
@@ -327,8 +337,53 @@ func (s *State) Apply(b *Batch) {
 			s.outbox = append(s.outbox[:0], s.outbox[n:]...)
 		case OpSkip:
 			s.skip(op.Source, op.Target, op.Seq)
+		case OpSplit:
+			if op.Split != nil {
+				s.split(*op.Split)
+			}
 		}
 	}
+}
+
+// split hands key groups [sp.At, last] to a new shard: their positions,
+// keys and outbox records go to the state it returns in splitOff, which
+// shares the rest (deployments, watermarks, forwarded positions) and counts
+// from zero; this state keeps [first, sp.At-1]. Both are what restoring a
+// snapshot of this state into the two ranges gives, so a replica restored
+// from either shard's snapshots later agrees with one that applied the
+// split. A split point outside (first, last] changes nothing.
+func (s *State) split(sp Split) {
+	if sp.At <= s.first || sp.At > s.last {
+		return
+	}
+	var buf bytes.Buffer
+	if err := s.WriteSnapshot(&buf, snapshot.Header{ID: "split", Kind: snapshot.KindRaftSnapshot}); err != nil {
+		panic(fmt.Sprintf("shard: encoding the state to split it: %v", err)) // encoding an applied state cannot fail
+	}
+	part := func(first, last int) *State {
+		r, err := snapshot.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			panic(fmt.Sprintf("shard: reading the state to split it: %v", err))
+		}
+		st, err := RestoreState([]*snapshot.Reader{r}, first, last)
+		if err != nil {
+			panic(fmt.Sprintf("shard: splitting the state: %v", err))
+		}
+		return st
+	}
+	right := part(sp.At, s.last)
+	right.counters = Counters{}
+	left := part(s.first, sp.At-1)
+	left.splitOff = append(s.splitOff, SplitOff{Split: sp, State: right})
+	*s = *left
+}
+
+// TakeSplitOff returns the states split off by the last batch applied and
+// forgets them.
+func (s *State) TakeSplitOff() []SplitOff {
+	out := s.splitOff
+	s.splitOff = nil
+	return out
 }
 
 func (s *State) deploy(d *Deploy) {
