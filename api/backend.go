@@ -62,6 +62,10 @@ type ClusterBackend interface {
 	// RemoveNode starts removing a node; an unknown one wraps ErrNotFound,
 	// the last one ErrFailedPrecondition.
 	RemoveNode(context.Context, *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error)
+	// SplitShard splits a shard; an unknown one wraps ErrNotFound, a bad
+	// split point ErrInvalidArgument, one that cannot split now
+	// ErrFailedPrecondition.
+	SplitShard(context.Context, *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error)
 }
 
 // SavepointBackend writes and restores savepoints for

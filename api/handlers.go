@@ -92,6 +92,10 @@ func (h *clusterHandler) ListShards(ctx context.Context, req *connect.Request[ce
 	return unary(ctx, req, h.b.Shards)
 }
 
+func (h *clusterHandler) SplitShard(ctx context.Context, req *connect.Request[cepv1.SplitShardRequest]) (*connect.Response[cepv1.SplitShardResponse], error) {
+	return unary(ctx, req, h.b.SplitShard)
+}
+
 func (h *clusterHandler) RemoveNode(ctx context.Context, req *connect.Request[cepv1.RemoveNodeRequest]) (*connect.Response[cepv1.RemoveNodeResponse], error) {
 	return unary(ctx, req, h.b.RemoveNode)
 }

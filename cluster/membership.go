@@ -139,6 +139,9 @@ func (n *Node) steer(m *Meta) error {
 		return err
 	}
 	n.checkReachable(m)
+	if done, err := n.steerSplits(ctx, m); done || err != nil {
+		return err
+	}
 	if done, err := n.steerMetaGroup(ctx, m); done || err != nil {
 		return err
 	}
@@ -326,6 +329,11 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 	for _, info := range m.Shards {
 		if !converged(info.Replicas, configs[info.ID]) {
 			moving++
+		}
+	}
+	for _, info := range m.Shards {
+		if !info.Settled() {
+			delete(targets, info.ID) // the split finishes first
 		}
 	}
 	ids := make([]uint64, 0, len(targets))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/cepcluster/cep/snapshot"
 )
 
 // Meta is the replicated metadata of the cluster: patterns, sources, the
@@ -68,8 +70,20 @@ type ShardInfo struct {
 	ID       uint64   `json:"id"`
 	First    int      `json:"first"`
 	Last     int      `json:"last"`
-	Replicas []string `json:"replicas"` // node ids
+	Replicas []string `json:"replicas"` // node ids; the first is the preferred leader
+	// SplitAt and SplitInto, while the shard splits: its key groups from
+	// SplitAt on go to shard SplitInto (they are still its own until the
+	// split is done).
+	SplitAt   int    `json:"splitAt,omitempty"`
+	SplitInto uint64 `json:"splitInto,omitempty"`
+	// Parent is the shard this one was split off; Splitting while the
+	// split is not done (its replicas start from the parent's state).
+	Parent    uint64 `json:"parent,omitempty"`
+	Splitting bool   `json:"splitting,omitempty"`
 }
+
+// Settled reports whether the shard is not splitting (as either part).
+func (s *ShardInfo) Settled() bool { return s.SplitAt == 0 && !s.Splitting }
 
 // PatternM is a deployed pattern version.
 type PatternM struct {
@@ -137,6 +151,8 @@ const (
 	CmdRemoveNode    = "removeNode"  // an operator asks to remove a node
 	CmdForgetNode    = "forgetNode"  // a node holding no replica leaves
 	CmdSetReplicas   = "setReplicas" // a shard's replicas change
+	CmdSplitShard    = "splitShard"  // a shard starts splitting
+	CmdSplitDone     = "splitDone"   // the shard has split
 )
 
 // Command is one metadata log entry (JSON: metadata changes are rare and
@@ -172,10 +188,13 @@ type Command struct {
 	Time    int64  `json:"time,omitempty"`
 	Force   bool   `json:"force,omitempty"`
 	// CmdSetReplicas: shard ShardID's replicas become Replicas if they are
-	// ExpectReplicas (what the proposer saw)
+	// ExpectReplicas (what the proposer saw). CmdSplitShard: shard ShardID
+	// splits at key group At (0: at its middle block). CmdSplitDone: it
+	// has.
 	ShardID        uint64   `json:"shardId,omitempty"`
 	Replicas       []string `json:"replicas,omitempty"`
 	ExpectReplicas []string `json:"expectReplicas,omitempty"`
+	At             int      `json:"at,omitempty"`
 }
 
 // Errors returned by Apply, which the proposer reports to the caller.
@@ -183,6 +202,7 @@ var (
 	ErrExists   = errors.New("cluster: already exists")
 	ErrNotFound = errors.New("cluster: not found")
 	ErrConflict = errors.New("cluster: changed concurrently; retry")
+	ErrInvalid  = errors.New("cluster: invalid request")
 )
 
 // NewMeta returns empty metadata.
@@ -258,10 +278,28 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 			m.Removed = slices.Insert(m.Removed, j, RemovedM{ID: nd.ID, Time: c.Time})
 		}
 		return &nd, nil
+	case CmdSplitShard:
+		return m.splitShard(c.ShardID, c.At)
+	case CmdSplitDone:
+		i := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == c.ShardID })
+		if i < 0 || m.Shards[i].SplitAt == 0 {
+			return nil, fmt.Errorf("%w: shard %d is not splitting", ErrConflict, c.ShardID)
+		}
+		s := &m.Shards[i]
+		j := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == s.SplitInto })
+		if j >= 0 {
+			m.Shards[j].Splitting = false
+		}
+		s.Last, s.SplitAt, s.SplitInto = s.SplitAt-1, 0, 0
+		cp := *s
+		return &cp, nil
 	case CmdSetReplicas:
 		i := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == c.ShardID })
 		if i < 0 {
 			return nil, fmt.Errorf("%w: shard %d", ErrNotFound, c.ShardID)
+		}
+		if !m.Shards[i].Settled() {
+			return nil, fmt.Errorf("%w: shard %d is splitting", ErrConflict, c.ShardID)
 		}
 		if !slices.Equal(m.Shards[i].Replicas, c.ExpectReplicas) {
 			return nil, fmt.Errorf("%w: shard %d's replicas are %v", ErrConflict, c.ShardID, m.Shards[i].Replicas)
@@ -408,6 +446,43 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		return &sp, nil
 	}
 	return nil, fmt.Errorf("cluster: unknown metadata command %q", c.Kind)
+}
+
+// splitShard starts splitting shard id at key group at (0: the block
+// boundary nearest its middle): the key groups from at on go to a new
+// shard with the next free id and the same replicas. The split point must
+// be a block boundary (a shard reads whole blocks of a source) inside the
+// shard; one split at a time.
+func (m *Meta) splitShard(id uint64, at int) (any, error) {
+	i := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == id })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: shard %d", ErrNotFound, id)
+	}
+	for _, sh := range m.Shards {
+		if !sh.Settled() {
+			return nil, fmt.Errorf("%w: shard %d is splitting; one split at a time", ErrConflict, sh.ID)
+		}
+	}
+	s := m.Shards[i]
+	per := m.KeyGroups / snapshot.Blocks(m.KeyGroups)
+	if at == 0 {
+		at = (s.First + (s.Last-s.First+1)/2 + per/2) / per * per
+	}
+	switch {
+	case s.Last-s.First+1 < 2*per:
+		return nil, fmt.Errorf("%w: shard %d holds one block of key groups (%d-%d); it cannot split further", ErrConflict, id, s.First, s.Last)
+	case at%per != 0 || at <= s.First || at > s.Last:
+		return nil, fmt.Errorf("%w: shard %d (key groups %d-%d) splits at a multiple of %d after its first key group, not at %d", ErrInvalid, id, s.First, s.Last, per, at)
+	}
+	next := uint64(0)
+	for _, sh := range m.Shards {
+		next = max(next, sh.ID)
+	}
+	next++
+	m.Shards[i].SplitAt, m.Shards[i].SplitInto = at, next
+	m.Shards = append(m.Shards, ShardInfo{ID: next, First: at, Last: s.Last, Replicas: slices.Clone(s.Replicas), Parent: id, Splitting: true})
+	cp := m.Shards[i]
+	return &cp, nil
 }
 
 // putNode adds nd or replaces the node of its id, keeping Nodes sorted.

@@ -248,3 +248,54 @@ func TestMetaMembers(t *testing.T) {
 		t.Fatal("metadata does not round-trip")
 	}
 }
+
+// A shard splits at a block boundary inside it, one split at a time; the
+// new shard has the next id and the same replicas; replicas do not move
+// while it splits; the split done, the old shard keeps the lower part.
+func TestMetaSplitShard(t *testing.T) {
+	m := NewMeta()
+	m.Apply(1, &Command{Kind: CmdInit, ClusterID: "c", KeyGroups: 256, Replication: 2, Nodes: []NodeM{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}},
+		Shards: []ShardInfo{{ID: 1, First: 0, Last: 127, Replicas: []string{"n1", "n2"}}, {ID: 2, First: 128, Last: 255, Replicas: []string{"n2", "n1"}}}})
+	for _, c := range []struct {
+		id   uint64
+		at   int
+		want error
+	}{{9, 0, ErrNotFound}, {1, 4, ErrInvalid}, {1, 0 + 128, ErrInvalid}, {1, 0 - 8, ErrInvalid}} {
+		if _, err := m.Apply(2, &Command{Kind: CmdSplitShard, ShardID: c.id, At: c.at}); !errors.Is(err, c.want) {
+			t.Fatalf("split %d at %d: %v, want %v", c.id, c.at, err, c.want)
+		}
+	}
+	res, err := m.Apply(3, &Command{Kind: CmdSplitShard, ShardID: 2})
+	if err != nil || res.(*ShardInfo).SplitAt != 192 || res.(*ShardInfo).SplitInto != 3 {
+		t.Fatalf("split shard 2 at its middle: %+v %v", res, err)
+	}
+	if s := m.Shards[2]; s.ID != 3 || s.First != 192 || s.Last != 255 || !s.Splitting || s.Parent != 2 || strings.Join(s.Replicas, ",") != "n2,n1" {
+		t.Fatalf("new shard %+v", s)
+	}
+	if _, err := m.Apply(4, &Command{Kind: CmdSplitShard, ShardID: 1}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a second split at once: %v", err)
+	}
+	for _, id := range []uint64{2, 3} {
+		if _, err := m.Apply(5, &Command{Kind: CmdSetReplicas, ShardID: id, Replicas: []string{"n3"}, ExpectReplicas: m.Shards[id-1].Replicas}); !errors.Is(err, ErrConflict) {
+			t.Fatalf("moving the replicas of splitting shard %d: %v", id, err)
+		}
+	}
+	if _, err := m.Apply(6, &Command{Kind: CmdSplitDone, ShardID: 1}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("done with a split that did not start: %v", err)
+	}
+	if _, err := m.Apply(7, &Command{Kind: CmdSplitDone, ShardID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Shards[1]; s.Last != 191 || !s.Settled() || !m.Shards[2].Settled() || m.Shards[2].Parent != 2 {
+		t.Fatalf("after the split: %+v %+v", s, m.Shards[2])
+	}
+	// a shard of one block (8 key groups) cannot split
+	m.Apply(8, &Command{Kind: CmdSplitShard, ShardID: 3, At: 248})
+	m.Apply(9, &Command{Kind: CmdSplitDone, ShardID: 3})
+	if _, err := m.Apply(10, &Command{Kind: CmdSplitShard, ShardID: 4}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("splitting a one-block shard: %v", err)
+	}
+	if got := forwarderOf(m, "bank.by-region"); got != 1 && got != 2 {
+		t.Fatalf("a shard split off forwards: %d", got)
+	}
+}

@@ -213,8 +213,9 @@ type Node struct {
 	gossip *gossip
 	// replicas are this node's shard replicas by shard id, each with its
 	// runner; they change as the cluster places replicas
-	replicasMu sync.RWMutex
-	replicas   map[uint64]*replica
+	replicasMu   sync.RWMutex
+	replicas     map[uint64]*replica
+	replicasKick chan struct{} // wakes manageReplicas (a split stored)
 	// infos is the shard layout a new cluster starts with (Config.Peers)
 	infos []ShardInfo
 	// advertised are the addresses others reach this node at (its entry
@@ -377,6 +378,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.infos = append(n.infos, info)
 	}
 	n.replicas = map[uint64]*replica{}
+	n.replicasKick = make(chan struct{}, 1)
 	if err := n.openLocalReplicas(); err != nil {
 		return n, err
 	}

@@ -71,7 +71,8 @@ func (n *Node) openLocalReplicas() error {
 			n.log.Warn("not opening a shard directory", "dir", n.shardDir(id), "err", err)
 			continue
 		}
-		if err := n.openReplica(ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil); err != nil {
+		initial, _, _ := n.readSplit(id) // split off before its first snapshot
+		if err := n.openReplica(ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil, initial); err != nil {
 			return err
 		}
 	}
@@ -90,7 +91,7 @@ func (n *Node) openLocalReplicas() error {
 				}
 			}
 		}
-		if err := n.openReplica(info, n.cfg.KeyGroups, members); err != nil {
+		if err := n.openReplica(info, n.cfg.KeyGroups, members, nil); err != nil {
 			return err
 		}
 	}
@@ -118,10 +119,11 @@ func (n *Node) replica(id uint64) *replica {
 
 // openReplica opens this node's replica of a shard of a cluster of groups
 // key groups and starts its runner. bootstrap, for a new cluster's initial
-// layout, are the shard's first members; a replica added later starts
-// empty and is caught up by the shard's leader once it is in the shard's
+// layout or a shard split off, are the shard's first members, and initial
+// a split-off shard's first state; a replica added later starts empty and
+// is caught up by the shard's leader once it is in the shard's
 // configuration.
-func (n *Node) openReplica(info ShardInfo, groups int, bootstrap []raft.Server) error {
+func (n *Node) openReplica(info ShardInfo, groups int, bootstrap []raft.Server, initial []byte) error {
 	if n.replica(info.ID) != nil {
 		return nil
 	}
@@ -141,7 +143,7 @@ func (n *Node) openReplica(info ShardInfo, groups int, bootstrap []raft.Server) 
 	sh, err := shard.Open(shard.Config{
 		ID: info.ID, First: info.First, Last: info.Last, Groups: groups, ClusterID: "cep",
 		Dir: dir, LocalID: n.cfg.NodeID, Transport: trans, Bootstrap: bootstrap, Logger: n.log, Raft: n.cfg.Raft,
-		ApplyDelay: n.cfg.ApplyDelay,
+		ApplyDelay: n.cfg.ApplyDelay, Initial: initial, OnSplit: n.storeSplit,
 	})
 	if err != nil {
 		trans.Close()
@@ -205,6 +207,7 @@ func (n *Node) manageReplicas() {
 		case <-n.ctx.Done():
 			return
 		case <-changed:
+		case <-n.replicasKick:
 		case <-time.After(time.Second):
 		}
 	}
@@ -212,14 +215,25 @@ func (n *Node) manageReplicas() {
 
 func (n *Node) placeReplicas(m *Meta) {
 	for _, info := range m.Shards {
-		if !slices.Contains(info.Replicas, n.cfg.NodeID) || n.replica(info.ID) != nil {
+		if !slices.Contains(info.Replicas, n.cfg.NodeID) {
 			continue
 		}
-		if err := n.openReplica(info, m.KeyGroups, nil); err != nil {
+		if n.replica(info.ID) != nil {
+			n.forgetSplit(info.ID)
+			continue
+		}
+		// a shard split off starts from the state the split stored here;
+		// while splitting, only from it (this node's replica of the old
+		// shard has not split yet otherwise)
+		initial, members, ok := n.readSplit(info.ID)
+		if !ok && info.Splitting {
+			continue
+		}
+		if err := n.openReplica(info, m.KeyGroups, members, initial); err != nil {
 			n.log.Error("opening a replica", "shard", info.ID, "err", err)
 			continue
 		}
-		n.log.Info("replica added", "shard", info.ID)
+		n.log.Info("replica added", "shard", info.ID, "from_split", ok)
 	}
 	for _, sh := range n.Shards() {
 		i := slices.IndexFunc(m.Shards, func(info ShardInfo) bool { return info.ID == sh.ID() })

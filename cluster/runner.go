@@ -173,6 +173,10 @@ func (r *runner) session(ctx context.Context) {
 				return // a new session reads the restored state
 			}
 		}
+		if split, err := r.splitIfAsked(ctx, m); err != nil || split {
+			fail(err)
+			return // a new session reads the shard's new range
+		}
 		if err := r.reconcile(ctx, m); err != nil {
 			fail(err)
 			return
@@ -1008,5 +1012,14 @@ const forwardHeader = "Cep-Forward-Id"
 func forwarderOf(m *Meta, derived string) uint64 {
 	h := fnv.New32a()
 	h.Write([]byte(derived))
-	return m.Shards[h.Sum32()%uint32(len(m.Shards))].ID
+	// among the shards the cluster was created with (a split leaves the
+	// shard split in place, under its id), so that a split does not move
+	// the re-keying to a shard without its forwarded positions
+	var base []uint64
+	for _, s := range m.Shards {
+		if s.Parent == 0 {
+			base = append(base, s.ID)
+		}
+	}
+	return base[h.Sum32()%uint32(len(base))]
 }

@@ -94,6 +94,9 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 		return res, err
 	}
 	n := b.s.n
+	if err := splitting(n.Meta()); err != nil {
+		return nil, err
+	}
 	store, err := snapshot.OpenStore(ctx, r.Target, n.js)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
@@ -212,6 +215,9 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	}
 	n := b.s.n
 	m := n.Meta()
+	if err := splitting(m); err != nil {
+		return nil, err
+	}
 	var loc, id string
 	switch x := r.Savepoint.(type) {
 	case *cepv1.RestoreSavepointRequest_Id:

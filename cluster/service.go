@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %s", api.ErrNotFound, strings.TrimPrefix(err.Error(), ErrNotFound.Error()+": "))
 	case errors.Is(err, ErrConflict):
 		return fmt.Errorf("%w: %s", api.ErrFailedPrecondition, err.Error())
+	case errors.Is(err, ErrInvalid):
+		return fmt.Errorf("%w: %s", api.ErrInvalidArgument, strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
 	case errors.Is(err, errNotMetaLeader):
 		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one); retry", api.ErrUnavailable)
 	}
@@ -821,7 +824,9 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 	}
 	m := n.Meta()
 	out := &cepv1.ListShardsResponse{}
-	for _, info := range m.Shards {
+	infos := slices.Clone(m.Shards)
+	sort.Slice(infos, func(i, j int) bool { return infos[i].First < infos[j].First })
+	for _, info := range infos {
 		s := best[uint32(info.ID)]
 		if s == nil {
 			s = &cepv1.Shard{Id: uint32(info.ID), KeyGroups: &cepv1.KeyGroupRange{First: uint32(info.First), Last: uint32(info.Last)}}

@@ -84,6 +84,11 @@ type Cluster struct {
 	StatusFunc func(context.Context, *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error)
 	ShardsFunc func(context.Context, *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error)
 	RemoveFunc func(context.Context, *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error)
+	SplitFunc  func(context.Context, *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error)
+}
+
+func (f *Cluster) SplitShard(ctx context.Context, req *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error) {
+	return call(f.SplitFunc, ctx, req)
 }
 
 func (f *Cluster) Status(ctx context.Context, req *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {

@@ -720,3 +720,35 @@ func TestNodeRemove(t *testing.T) {
 		t.Errorf("asked to remove %v", asked)
 	}
 }
+
+// cepctl shard split passes the shard and split point and says what each
+// shard holds afterwards, or that the split is not done yet.
+func TestShardSplit(t *testing.T) {
+	var asked []string
+	url := startAPI(t, api.Backends{Cluster: &fakeCluster{
+		SplitFunc: func(_ context.Context, r *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error) {
+			asked = append(asked, fmt.Sprintf("%d@%d", r.GetShardId(), r.GetAtKeyGroup()))
+			if r.GetShardId() == 9 {
+				return nil, fmt.Errorf("%w: shard 9", api.ErrNotFound)
+			}
+			at := max(r.GetAtKeyGroup(), 128)
+			return &cepv1.SplitShardResponse{ShardId: r.GetShardId(), KeyGroups: &cepv1.KeyGroupRange{First: 0, Last: at - 1},
+				NewShardId: 4, NewKeyGroups: &cepv1.KeyGroupRange{First: at, Last: 255}, Pending: r.GetAtKeyGroup() == 200}, nil
+		},
+	}})
+	if out := cepctl(t, url, "shard", "split", "1").mustOK(t).stdout; out != "shard 1 split: it keeps key groups 0-127, new shard 4 takes 128-255\n" {
+		t.Errorf("split output %q", out)
+	}
+	if out := cepctl(t, url, "shard", "split", "1", "--at", "200").mustOK(t).stdout; !strings.Contains(out, "shard 1 splitting (not done yet") {
+		t.Errorf("pending split output %q", out)
+	}
+	if r := cepctl(t, url, "shard", "split", "9"); r.code == 0 || !strings.Contains(r.stderr, "not found: shard 9") {
+		t.Errorf("splitting an unknown shard: %+v", r)
+	}
+	if r := cepctl(t, url, "shard", "split", "one"); r.code == 0 || !strings.Contains(r.stderr, "want a shard number") {
+		t.Errorf("a shard id that is not a number: %+v", r)
+	}
+	if strings.Join(asked, ",") != "1@0,1@200,9@0" {
+		t.Errorf("asked %v", asked)
+	}
+}

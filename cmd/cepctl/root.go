@@ -50,6 +50,7 @@ func newRootCmd(d *deps) *cobra.Command {
 		newTailCmd(d, nil),
 		newSavepointCmd(d),
 		newNodeCmd(d),
+		newShardCmd(d),
 	)
 	return root
 }

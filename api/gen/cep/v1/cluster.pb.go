@@ -830,6 +830,140 @@ func (x *RemoveNodeRequest) GetAllowFewerReplicas() bool {
 	return false
 }
 
+type SplitShardRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	// The first key group of the new shard: a multiple of the key groups
+	// per block (K / gcd(K, 32): 8 for K = 256) inside the shard; 0 splits
+	// at the block boundary nearest the shard's middle.
+	AtKeyGroup    uint32 `protobuf:"varint,2,opt,name=at_key_group,json=atKeyGroup,proto3" json:"at_key_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitShardRequest) Reset() {
+	*x = SplitShardRequest{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitShardRequest) ProtoMessage() {}
+
+func (x *SplitShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitShardRequest.ProtoReflect.Descriptor instead.
+func (*SplitShardRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SplitShardRequest) GetShardId() uint32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *SplitShardRequest) GetAtKeyGroup() uint32 {
+	if x != nil {
+		return x.AtKeyGroup
+	}
+	return 0
+}
+
+type SplitShardResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The shard split, and the new shard, with their key-group ranges.
+	ShardId      uint32         `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	KeyGroups    *KeyGroupRange `protobuf:"bytes,2,opt,name=key_groups,json=keyGroups,proto3" json:"key_groups,omitempty"`
+	NewShardId   uint32         `protobuf:"varint,3,opt,name=new_shard_id,json=newShardId,proto3" json:"new_shard_id,omitempty"`
+	NewKeyGroups *KeyGroupRange `protobuf:"bytes,4,opt,name=new_key_groups,json=newKeyGroups,proto3" json:"new_key_groups,omitempty"`
+	// The split is recorded but not done yet (for example a shard still
+	// electing a leader); GetStatus and ListShards show it when it is.
+	Pending       bool `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitShardResponse) Reset() {
+	*x = SplitShardResponse{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitShardResponse) ProtoMessage() {}
+
+func (x *SplitShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitShardResponse.ProtoReflect.Descriptor instead.
+func (*SplitShardResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SplitShardResponse) GetShardId() uint32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *SplitShardResponse) GetKeyGroups() *KeyGroupRange {
+	if x != nil {
+		return x.KeyGroups
+	}
+	return nil
+}
+
+func (x *SplitShardResponse) GetNewShardId() uint32 {
+	if x != nil {
+		return x.NewShardId
+	}
+	return 0
+}
+
+func (x *SplitShardResponse) GetNewKeyGroups() *KeyGroupRange {
+	if x != nil {
+		return x.NewKeyGroups
+	}
+	return nil
+}
+
+func (x *SplitShardResponse) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
 type RemoveNodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node, now removing.
@@ -840,7 +974,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[9]
+	mi := &file_cep_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +986,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[9]
+	mi := &file_cep_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +999,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveNodeResponse) GetNode() *Node {
@@ -885,7 +1019,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[10]
+	mi := &file_cep_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1031,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[10]
+	mi := &file_cep_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1044,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -981,7 +1115,19 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x120\n" +
-	"\x14allow_fewer_replicas\x18\x02 \x01(\bR\x12allowFewerReplicas\"6\n" +
+	"\x14allow_fewer_replicas\x18\x02 \x01(\bR\x12allowFewerReplicas\"P\n" +
+	"\x11SplitShardRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12 \n" +
+	"\fat_key_group\x18\x02 \x01(\rR\n" +
+	"atKeyGroup\"\xde\x01\n" +
+	"\x12SplitShardResponse\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\rR\ashardId\x124\n" +
+	"\n" +
+	"key_groups\x18\x02 \x01(\v2\x15.cep.v1.KeyGroupRangeR\tkeyGroups\x12 \n" +
+	"\fnew_shard_id\x18\x03 \x01(\rR\n" +
+	"newShardId\x12;\n" +
+	"\x0enew_key_groups\x18\x04 \x01(\v2\x15.cep.v1.KeyGroupRangeR\fnewKeyGroups\x12\x18\n" +
+	"\apending\x18\x05 \x01(\bR\apending\"6\n" +
 	"\x12RemoveNodeResponse\x12 \n" +
 	"\x04node\x18\x01 \x01(\v2\f.cep.v1.NodeR\x04node\";\n" +
 	"\x12ListShardsResponse\x12%\n" +
@@ -994,13 +1140,15 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\bSuffrage\x12\x18\n" +
 	"\x14SUFFRAGE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSUFFRAGE_VOTER\x10\x01\x12\x15\n" +
-	"\x11SUFFRAGE_NONVOTER\x10\x022\xe6\x01\n" +
+	"\x11SUFFRAGE_NONVOTER\x10\x022\xab\x02\n" +
 	"\x0eClusterService\x12E\n" +
 	"\tGetStatus\x12\x18.cep.v1.GetStatusRequest\x1a\x19.cep.v1.GetStatusResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\n" +
 	"ListShards\x12\x19.cep.v1.ListShardsRequest\x1a\x1a.cep.v1.ListShardsResponse\"\x03\x90\x02\x01\x12C\n" +
 	"\n" +
-	"RemoveNode\x12\x19.cep.v1.RemoveNodeRequest\x1a\x1a.cep.v1.RemoveNodeResponseB0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"RemoveNode\x12\x19.cep.v1.RemoveNodeRequest\x1a\x1a.cep.v1.RemoveNodeResponse\x12C\n" +
+	"\n" +
+	"SplitShard\x12\x19.cep.v1.SplitShardRequest\x1a\x1a.cep.v1.SplitShardResponseB0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_cluster_proto_rawDescOnce sync.Once
@@ -1015,7 +1163,7 @@ func file_cep_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_cep_v1_cluster_proto_goTypes = []any{
 	(NodeState)(0),             // 0: cep.v1.NodeState
 	(Suffrage)(0),              // 1: cep.v1.Suffrage
@@ -1028,9 +1176,11 @@ var file_cep_v1_cluster_proto_goTypes = []any{
 	(*Shard)(nil),              // 8: cep.v1.Shard
 	(*ListShardsRequest)(nil),  // 9: cep.v1.ListShardsRequest
 	(*RemoveNodeRequest)(nil),  // 10: cep.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil), // 11: cep.v1.RemoveNodeResponse
-	(*ListShardsResponse)(nil), // 12: cep.v1.ListShardsResponse
-	(*PatternVersion)(nil),     // 13: cep.v1.PatternVersion
+	(*SplitShardRequest)(nil),  // 11: cep.v1.SplitShardRequest
+	(*SplitShardResponse)(nil), // 12: cep.v1.SplitShardResponse
+	(*RemoveNodeResponse)(nil), // 13: cep.v1.RemoveNodeResponse
+	(*ListShardsResponse)(nil), // 14: cep.v1.ListShardsResponse
+	(*PatternVersion)(nil),     // 15: cep.v1.PatternVersion
 }
 var file_cep_v1_cluster_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Node.state:type_name -> cep.v1.NodeState
@@ -1039,20 +1189,24 @@ var file_cep_v1_cluster_proto_depIdxs = []int32{
 	1,  // 3: cep.v1.Replica.suffrage:type_name -> cep.v1.Suffrage
 	6,  // 4: cep.v1.Shard.key_groups:type_name -> cep.v1.KeyGroupRange
 	7,  // 5: cep.v1.Shard.replicas:type_name -> cep.v1.Replica
-	13, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
-	2,  // 7: cep.v1.RemoveNodeResponse.node:type_name -> cep.v1.Node
-	8,  // 8: cep.v1.ListShardsResponse.shards:type_name -> cep.v1.Shard
-	4,  // 9: cep.v1.ClusterService.GetStatus:input_type -> cep.v1.GetStatusRequest
-	9,  // 10: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
-	10, // 11: cep.v1.ClusterService.RemoveNode:input_type -> cep.v1.RemoveNodeRequest
-	5,  // 12: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
-	12, // 13: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
-	11, // 14: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	15, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
+	6,  // 7: cep.v1.SplitShardResponse.key_groups:type_name -> cep.v1.KeyGroupRange
+	6,  // 8: cep.v1.SplitShardResponse.new_key_groups:type_name -> cep.v1.KeyGroupRange
+	2,  // 9: cep.v1.RemoveNodeResponse.node:type_name -> cep.v1.Node
+	8,  // 10: cep.v1.ListShardsResponse.shards:type_name -> cep.v1.Shard
+	4,  // 11: cep.v1.ClusterService.GetStatus:input_type -> cep.v1.GetStatusRequest
+	9,  // 12: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
+	10, // 13: cep.v1.ClusterService.RemoveNode:input_type -> cep.v1.RemoveNodeRequest
+	11, // 14: cep.v1.ClusterService.SplitShard:input_type -> cep.v1.SplitShardRequest
+	5,  // 15: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
+	14, // 16: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
+	13, // 17: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
+	12, // 18: cep.v1.ClusterService.SplitShard:output_type -> cep.v1.SplitShardResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_cluster_proto_init() }
@@ -1067,7 +1221,7 @@ func file_cep_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_cluster_proto_rawDesc), len(file_cep_v1_cluster_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,9 @@ const (
 	// ClusterServiceRemoveNodeProcedure is the fully-qualified name of the ClusterService's RemoveNode
 	// RPC.
 	ClusterServiceRemoveNodeProcedure = "/cep.v1.ClusterService/RemoveNode"
+	// ClusterServiceSplitShardProcedure is the fully-qualified name of the ClusterService's SplitShard
+	// RPC.
+	ClusterServiceSplitShardProcedure = "/cep.v1.ClusterService/SplitShard"
 )
 
 // ClusterServiceClient is a client for the cep.v1.ClusterService service.
@@ -58,6 +61,16 @@ type ClusterServiceClient interface {
 	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one,
 	// or when the others cannot hold the replicas (see allow_fewer_replicas).
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
+	// SplitShard splits a shard in two at a key-group boundary: the key
+	// groups from at_key_group on go to a new shard, which starts on the same
+	// nodes from the old shard's state at a point of its log (placement may
+	// move it afterwards). Processing goes on throughout, each event
+	// processed once. It returns once the split is done (pending when it is
+	// not after the node's deploy wait). NOT_FOUND for an unknown shard,
+	// INVALID_ARGUMENT for a split point not on a block boundary inside the
+	// shard, FAILED_PRECONDITION for a shard of one block or while another
+	// split is in progress.
+	SplitShard(context.Context, *connect.Request[v1.SplitShardRequest]) (*connect.Response[v1.SplitShardResponse], error)
 }
 
 // NewClusterServiceClient constructs a client for the cep.v1.ClusterService service. By default, it
@@ -91,6 +104,12 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(clusterServiceMethods.ByName("RemoveNode")),
 			connect.WithClientOptions(opts...),
 		),
+		splitShard: connect.NewClient[v1.SplitShardRequest, v1.SplitShardResponse](
+			httpClient,
+			baseURL+ClusterServiceSplitShardProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("SplitShard")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -99,6 +118,7 @@ type clusterServiceClient struct {
 	getStatus  *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
 	listShards *connect.Client[v1.ListShardsRequest, v1.ListShardsResponse]
 	removeNode *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	splitShard *connect.Client[v1.SplitShardRequest, v1.SplitShardResponse]
 }
 
 // GetStatus calls cep.v1.ClusterService.GetStatus.
@@ -116,6 +136,11 @@ func (c *clusterServiceClient) RemoveNode(ctx context.Context, req *connect.Requ
 	return c.removeNode.CallUnary(ctx, req)
 }
 
+// SplitShard calls cep.v1.ClusterService.SplitShard.
+func (c *clusterServiceClient) SplitShard(ctx context.Context, req *connect.Request[v1.SplitShardRequest]) (*connect.Response[v1.SplitShardResponse], error) {
+	return c.splitShard.CallUnary(ctx, req)
+}
+
 // ClusterServiceHandler is an implementation of the cep.v1.ClusterService service.
 type ClusterServiceHandler interface {
 	// GetStatus lists the nodes and summarises the cluster.
@@ -130,6 +155,16 @@ type ClusterServiceHandler interface {
 	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one,
 	// or when the others cannot hold the replicas (see allow_fewer_replicas).
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
+	// SplitShard splits a shard in two at a key-group boundary: the key
+	// groups from at_key_group on go to a new shard, which starts on the same
+	// nodes from the old shard's state at a point of its log (placement may
+	// move it afterwards). Processing goes on throughout, each event
+	// processed once. It returns once the split is done (pending when it is
+	// not after the node's deploy wait). NOT_FOUND for an unknown shard,
+	// INVALID_ARGUMENT for a split point not on a block boundary inside the
+	// shard, FAILED_PRECONDITION for a shard of one block or while another
+	// split is in progress.
+	SplitShard(context.Context, *connect.Request[v1.SplitShardRequest]) (*connect.Response[v1.SplitShardResponse], error)
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -159,6 +194,12 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithSchema(clusterServiceMethods.ByName("RemoveNode")),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceSplitShardHandler := connect.NewUnaryHandler(
+		ClusterServiceSplitShardProcedure,
+		svc.SplitShard,
+		connect.WithSchema(clusterServiceMethods.ByName("SplitShard")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceGetStatusProcedure:
@@ -167,6 +208,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 			clusterServiceListShardsHandler.ServeHTTP(w, r)
 		case ClusterServiceRemoveNodeProcedure:
 			clusterServiceRemoveNodeHandler.ServeHTTP(w, r)
+		case ClusterServiceSplitShardProcedure:
+			clusterServiceSplitShardHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -186,4 +229,8 @@ func (UnimplementedClusterServiceHandler) ListShards(context.Context, *connect.R
 
 func (UnimplementedClusterServiceHandler) RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.ClusterService.RemoveNode is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) SplitShard(context.Context, *connect.Request[v1.SplitShardRequest]) (*connect.Response[v1.SplitShardResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.ClusterService.SplitShard is not implemented"))
 }

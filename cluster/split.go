@@ -1,0 +1,263 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/shard"
+)
+
+// Splitting a shard. The metadata records the split (CmdSplitShard: the
+// key groups from SplitAt on go to a new shard with the same replicas);
+// the shard's leader proposes OpSplit into its log; every replica, applying
+// it, keeps the lower part and hands the upper part's state to its node
+// (storeSplit), which writes it beside the new shard's data; each node
+// then opens its replica of the new shard from that state, all of them
+// bootstrapped with the same members (the old shard's voters at the split),
+// so they form one group that starts where the old shard's log left its
+// key groups. The new shard reads its key groups from the positions the
+// split gave it; the old one drops the events of those key groups it had
+// read past the split. Once the old shard's leader reports its new range
+// and the new shard has a leader, the metadata leader records the split
+// done (CmdSplitDone); placement may then move the new shard's replicas.
+
+// splitFile and splitMembersFile hold, in a new shard's directory, its
+// first state and members until its first Raft snapshot.
+const (
+	splitFile        = "split.snap"
+	splitMembersFile = "split-members.json"
+)
+
+// splitIfAsked proposes the split the metadata asks of this shard, once;
+// it reports whether it did (the session then starts again, to read the
+// shard's new range).
+func (r *runner) splitIfAsked(ctx context.Context, m *Meta) (bool, error) {
+	i := slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == r.sh.ID() })
+	if i < 0 || m.Shards[i].SplitAt == 0 {
+		return false, nil
+	}
+	at, into := m.Shards[i].SplitAt, m.Shards[i].SplitInto
+	if _, last := r.sh.Range(); last < at {
+		return false, nil // split already
+	}
+	f := r.sh.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return false, err
+	}
+	var members []string
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			members = append(members, string(srv.ID)+"="+string(srv.Address))
+		}
+	}
+	sort.Strings(members)
+	err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{{Kind: shard.OpSplit, Split: &shard.Split{At: at, Shard: into, Members: members}}}})
+	if err != nil {
+		return false, fmt.Errorf("splitting at key group %d: %w", at, err)
+	}
+	r.log.Info("shard split", "at", at, "into", into, "members", members)
+	return true, nil
+}
+
+// storeSplit is every replica's shard.Config.OnSplit: it stores the new
+// shard's first state and members durably, for placeReplicas to open it.
+func (n *Node) storeSplit(sp shard.Split, state []byte) {
+	dir := n.shardDir(sp.Shard)
+	members, _ := json.Marshal(sp.Members)
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = writeDurably(filepath.Join(dir, splitMembersFile), members)
+	}
+	if err == nil {
+		err = writeDurably(filepath.Join(dir, splitFile), state)
+	}
+	if err != nil {
+		// the other replicas start the new shard; this one is caught up
+		// by its leader instead
+		n.log.Error("storing the state of a shard split off", "shard", sp.Shard, "err", err)
+		return
+	}
+	select {
+	case n.replicasKick <- struct{}{}:
+	default:
+	}
+}
+
+// writeDurably writes data to path through a synced temporary file.
+func writeDurably(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	return err
+}
+
+// readSplit returns the first state and members of shard id stored by a
+// split on this node; ok is false when there is none.
+func (n *Node) readSplit(id uint64) (state []byte, members []raft.Server, ok bool) {
+	dir := n.shardDir(id)
+	state, err := os.ReadFile(filepath.Join(dir, splitFile))
+	if err != nil {
+		return nil, nil, false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, splitMembersFile))
+	var ids []string
+	if err == nil {
+		err = json.Unmarshal(b, &ids)
+	}
+	if err != nil {
+		n.log.Warn("a split's members are unreadable; the shard is caught up by its leader instead", "shard", id, "err", err)
+		return nil, nil, false
+	}
+	for _, m := range ids {
+		id, addr, _ := strings.Cut(m, "=")
+		members = append(members, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
+	}
+	return state, members, true
+}
+
+// forgetSplit removes the split files of shard id once its replica here
+// has a Raft snapshot (which holds the state from then on), asking for
+// one when it has applied entries but has none yet.
+func (n *Node) forgetSplit(id uint64) {
+	path := filepath.Join(n.shardDir(id), splitFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	rep := n.replica(id)
+	if rep == nil {
+		return
+	}
+	if rep.sh.Raft().Stats()["last_snapshot_index"] == "0" {
+		if rep.sh.FSM().Index() > 0 {
+			if err := rep.sh.Raft().Snapshot().Error(); err != nil {
+				n.log.Debug("a snapshot of a shard split off", "shard", id, "err", err)
+			}
+		}
+		return
+	}
+	os.Remove(path)
+	os.Remove(filepath.Join(n.shardDir(id), splitMembersFile))
+}
+
+// steerSplits records as done the splits whose old shard's leader reports
+// its new range and whose new shard has a leader.
+func (n *Node) steerSplits(ctx context.Context, m *Meta) (bool, error) {
+	var splitting []ShardInfo
+	for _, s := range m.Shards {
+		if s.SplitAt != 0 {
+			splitting = append(splitting, s)
+		}
+	}
+	if len(splitting) == 0 {
+		return false, nil
+	}
+	res, err := n.clusterShards(ctx)
+	if err != nil {
+		return false, err
+	}
+	reported := map[uint64]*struct {
+		leader bool
+		last   int
+	}{}
+	for _, s := range res.Shards {
+		if s.LeaderNodeId != "" && s.KeyGroups != nil {
+			reported[uint64(s.Id)] = &struct {
+				leader bool
+				last   int
+			}{true, int(s.KeyGroups.Last)}
+		}
+	}
+	for _, s := range splitting {
+		old, split := reported[s.ID], reported[s.SplitInto]
+		if old == nil || split == nil || old.last != s.SplitAt-1 {
+			continue
+		}
+		if _, err := n.meta.propose(ctx, &Command{Kind: CmdSplitDone, ShardID: s.ID}); err != nil {
+			return true, fmt.Errorf("recording shard %d's split: %w", s.ID, err)
+		}
+		n.log.Info("shard split done", "shard", s.ID, "keeps", fmt.Sprintf("%d-%d", s.First, s.SplitAt-1), "new_shard", s.SplitInto)
+		return true, nil
+	}
+	return false, nil
+}
+
+// waitSplit waits until shard id's split is done, or ctx ends.
+func (n *Node) waitSplit(ctx context.Context, id uint64) bool {
+	for {
+		m, changed := n.meta.fsm.View()
+		i := slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == id })
+		if i < 0 || m.Shards[i].SplitAt == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// splitting refuses what needs a settled shard map (savepoints, restores)
+// while a shard splits.
+func splitting(m *Meta) error {
+	for _, s := range m.Shards {
+		if s.SplitAt != 0 {
+			return fmt.Errorf("%w: shard %d is splitting (into shard %d); retry once it is done", api.ErrFailedPrecondition, s.ID, s.SplitInto)
+		}
+	}
+	return nil
+}
+
+func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error) {
+	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.SplitShardRequest]) (*connect.Response[cepv1.SplitShardResponse], error) {
+		return cepv1connect.NewClusterServiceClient(b.s.client, u, b.s.clientOpts()...).SplitShard
+	}); done {
+		return res, err
+	}
+	n := b.s.n
+	res, err := n.Propose(ctx, &Command{Kind: CmdSplitShard, ShardID: uint64(r.ShardId), At: int(r.AtKeyGroup)})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	s := res.(*ShardInfo)
+	out := &cepv1.SplitShardResponse{ShardId: uint32(s.ID), KeyGroups: &cepv1.KeyGroupRange{First: uint32(s.First), Last: uint32(s.SplitAt - 1)},
+		NewShardId: uint32(s.SplitInto), NewKeyGroups: &cepv1.KeyGroupRange{First: uint32(s.SplitAt), Last: uint32(s.Last)}}
+	wctx, cancel := context.WithTimeout(ctx, 3*n.cfg.DeployWait)
+	defer cancel()
+	out.Pending = !n.waitSplit(wctx, s.ID)
+	return out, nil
+}
