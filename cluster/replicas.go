@@ -235,6 +235,7 @@ func (n *Node) placeReplicas(m *Meta) {
 		}
 		n.log.Info("replica added", "shard", info.ID, "from_split", ok)
 	}
+	n.dropStraySplits(m)
 	for _, sh := range n.Shards() {
 		i := slices.IndexFunc(m.Shards, func(info ShardInfo) bool { return info.ID == sh.ID() })
 		if i >= 0 && slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) {

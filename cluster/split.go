@@ -261,3 +261,17 @@ func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardReque
 	out.Pending = !n.waitSplit(wctx, s.ID)
 	return out, nil
 }
+
+// dropStraySplits removes the state a split stored here for a shard whose
+// split is done and that the map does not give this node (this replica of
+// the old shard was being replaced when it split).
+func (n *Node) dropStraySplits(m *Meta) {
+	for _, info := range m.Shards {
+		if info.Splitting || slices.Contains(info.Replicas, n.cfg.NodeID) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(n.shardDir(info.ID), splitFile)); err == nil && n.replica(info.ID) == nil {
+			os.RemoveAll(n.shardDir(info.ID))
+		}
+	}
+}
