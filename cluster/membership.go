@@ -12,6 +12,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/snapshot"
 )
 
 // Membership. The gossip (memberlist) says which nodes exist and which are
@@ -321,7 +322,8 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 			removing = append(removing, nd.ID)
 		}
 	}
-	if len(targets) == 0 && len(removing) == 0 {
+	autoSplit := !n.cfg.NoAutoSplit && len(active) > len(m.Shards)
+	if len(targets) == 0 && len(removing) == 0 && !autoSplit {
 		return nil
 	}
 	configs := n.shardConfigs(ctx, m)
@@ -359,6 +361,9 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 	if len(targets) > 0 {
 		return nil
 	}
+	if autoSplit && len(removing) == 0 && moving == 0 {
+		return n.splitForNodes(ctx, m)
+	}
 	for _, id := range removing {
 		held := false
 		for _, info := range m.Shards {
@@ -376,6 +381,34 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 		}
 		return nil
 	}
+	return nil
+}
+
+// splitForNodes splits the shard with the most key groups (the first of
+// them) when the cluster has more active nodes than shards and every shard
+// is placed: a shard is processed by one leader, so a node leads one only
+// once there are as many. Shards of one block do not split.
+func (n *Node) splitForNodes(ctx context.Context, m *Meta) error {
+	per := m.KeyGroups / snapshot.Blocks(m.KeyGroups)
+	var pick *ShardInfo
+	for i := range m.Shards {
+		s := &m.Shards[i]
+		if !s.Settled() {
+			return nil
+		}
+		if size := s.Last - s.First + 1; size >= 2*per && (pick == nil || size > pick.Last-pick.First+1) {
+			pick = s
+		}
+	}
+	if pick == nil {
+		return nil
+	}
+	res, err := n.meta.propose(ctx, &Command{Kind: CmdSplitShard, ShardID: pick.ID})
+	if err != nil {
+		return fmt.Errorf("splitting shard %d for the nodes added: %w", pick.ID, err)
+	}
+	s := res.(*ShardInfo)
+	n.log.Info("shard splits: more nodes than shards", "shard", s.ID, "at", s.SplitAt, "into", s.SplitInto, "shards", len(m.Shards)+1)
 	return nil
 }
 

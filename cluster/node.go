@@ -79,6 +79,10 @@ type Config struct {
 	// the gossip port can announce members (the cluster still takes one
 	// only once its API answers, over TLS when the cluster uses it).
 	GossipKey []byte
+	// NoAutoSplit: the cluster does not split shards when it has more
+	// active nodes than shards (it does by default, so that each node leads
+	// a shard; only cepctl shard split splits then).
+	NoAutoSplit bool
 	// FastGossip shortens the gossip's probe and suspicion timings (tests).
 	FastGossip bool
 	APIToken   string // bearer token the API requires; empty: none

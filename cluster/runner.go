@@ -122,6 +122,10 @@ func (r *runner) session(ctx context.Context) {
 		r.log.Warn("barrier failed", "err", err)
 		return
 	}
+	if err := r.installSplitState(); err != nil {
+		r.log.Warn("installing the state of a shard split off", "err", err)
+		return
+	}
 	r.log.Info("leading shard", "caught_up_in", time.Since(began).Round(time.Millisecond))
 	var wg sync.WaitGroup
 	defer wg.Wait()

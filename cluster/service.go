@@ -666,7 +666,7 @@ func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) 
 		stats := sh.Raft().Stats()
 		commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
 		s := &cepv1.Shard{Id: uint32(sh.ID()), KeyGroups: &cepv1.KeyGroupRange{First: uint32(first), Last: uint32(last)},
-			LeaderNodeId: string(leader), CommitIndex: commit, LastAppliedIndex: sh.FSM().Index()}
+			LeaderNodeId: string(leader), CommitIndex: commit, LastAppliedIndex: sh.FSM().Index(), SnapshotIndex: sh.SnapshotIndex()}
 		if f := sh.Raft().GetConfiguration(); f.Error() == nil {
 			for _, srv := range f.Configuration().Servers {
 				rep := &cepv1.Replica{NodeId: string(srv.ID), Suffrage: cepv1.Suffrage_SUFFRAGE_VOTER}

@@ -74,6 +74,26 @@ func (r *runner) splitIfAsked(ctx context.Context, m *Meta) (bool, error) {
 	return true, nil
 }
 
+// installSplitState runs when a replica of a shard split off first leads
+// it, before it adds replicas: its state came from the split, not from its
+// log, so a replica added later must be sent a snapshot of it and never
+// the log from its start. Raft's restore of that state (the same) puts a
+// gap in the log that does so.
+func (r *runner) installSplitState() error {
+	if r.sh.SnapshotIndex() != 0 {
+		return nil
+	}
+	state, _, ok := r.n.readSplit(r.sh.ID())
+	if !ok {
+		return nil
+	}
+	if err := r.sh.Install(state, time.Minute); err != nil {
+		return err
+	}
+	r.log.Info("state of the split installed")
+	return nil
+}
+
 // storeSplit is every replica's shard.Config.OnSplit: it stores the new
 // shard's first state and members durably, for placeReplicas to open it.
 func (n *Node) storeSplit(sp shard.Split, state []byte) {
@@ -149,23 +169,16 @@ func (n *Node) readSplit(id uint64) (state []byte, members []raft.Server, ok boo
 }
 
 // forgetSplit removes the split files of shard id once its replica here
-// has a Raft snapshot (which holds the state from then on), asking for
-// one when it has applied entries but has none yet.
+// has a Raft snapshot, which holds the state from then on: the leader's
+// install of it (installSplitState), or the snapshot the leader sent. (A
+// snapshot of its own taken before the install would let the install be
+// skipped, so none is asked for here.)
 func (n *Node) forgetSplit(id uint64) {
 	path := filepath.Join(n.shardDir(id), splitFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	rep := n.replica(id)
-	if rep == nil {
-		return
-	}
-	if rep.sh.Raft().Stats()["last_snapshot_index"] == "0" {
-		if rep.sh.FSM().Index() > 0 {
-			if err := rep.sh.Raft().Snapshot().Error(); err != nil {
-				n.log.Debug("a snapshot of a shard split off", "shard", id, "err", err)
-			}
-		}
+	if rep := n.replica(id); rep == nil || rep.sh.SnapshotIndex() == 0 {
 		return
 	}
 	os.Remove(path)
@@ -188,21 +201,22 @@ func (n *Node) steerSplits(ctx context.Context, m *Meta) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	reported := map[uint64]*struct {
-		leader bool
-		last   int
-	}{}
+	type report struct {
+		last     int
+		snapshot uint64
+	}
+	reported := map[uint64]report{}
 	for _, s := range res.Shards {
 		if s.LeaderNodeId != "" && s.KeyGroups != nil {
-			reported[uint64(s.Id)] = &struct {
-				leader bool
-				last   int
-			}{true, int(s.KeyGroups.Last)}
+			reported[uint64(s.Id)] = report{int(s.KeyGroups.Last), s.SnapshotIndex}
 		}
 	}
 	for _, s := range splitting {
-		old, split := reported[s.ID], reported[s.SplitInto]
-		if old == nil || split == nil || old.last != s.SplitAt-1 {
+		// the new shard's leader has installed its state (a snapshot):
+		// replicas opened without it from now on are sent it
+		old, ok1 := reported[s.ID]
+		split, ok2 := reported[s.SplitInto]
+		if !ok1 || !ok2 || old.last != s.SplitAt-1 || split.snapshot == 0 {
 			continue
 		}
 		if _, err := n.meta.propose(ctx, &Command{Kind: CmdSplitDone, ShardID: s.ID}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -541,6 +542,22 @@ func raftLogger(l *slog.Logger) hclog.Logger {
 	h := hclogslog.New(l).Named("raft")
 	h.SetLevel(hclog.Warn)
 	return h
+}
+
+// Install makes state (a snapshot file of this shard's range) the state of
+// every replica through Raft's restore: a snapshot after a gap in the log,
+// so that a replica added later is sent it, never the log before it. A
+// shard split off starts from a state that is not in its log; its first
+// leader installs it.
+func (s *Shard) Install(state []byte, timeout time.Duration) error {
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, ID: "install", Size: int64(len(state))}
+	return s.raft.Restore(meta, bytes.NewReader(state), timeout)
+}
+
+// SnapshotIndex is the index of this replica's last Raft snapshot (0: none).
+func (s *Shard) SnapshotIndex() uint64 {
+	i, _ := strconv.ParseUint(s.raft.Stats()["last_snapshot_index"], 10, 64)
+	return i
 }
 
 // RestoreSavepoint replaces the shard's state, on every replica, with the

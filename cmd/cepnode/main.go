@@ -66,6 +66,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	gossipKey := fs.String("gossip-key", env("gossip-key", ""), "base64 of a 16, 24 or 32-byte key that encrypts the membership gossip, the same on every node; use it where others can reach the gossip port, with TLS (env CEPNODE_GOSSIP_KEY)")
 	advertiseHost := fs.String("advertise-host", env("advertise-host", ""), "host (name or IP) other nodes reach this one at, for a node not listed in --peers whose addresses are wildcards like 0.0.0.0 (env CEPNODE_ADVERTISE_HOST)")
 	deadAfter := fs.Duration("dead-after", 5*time.Minute, "how long a member may be unreachable before its replicas are moved to other nodes")
+	autoSplit := fs.Bool("auto-split", true, "split shards while the cluster has more nodes than shards, so that each node leads one (at most 32 shards with the default key groups; cepctl shard split splits by hand)")
 	replicas := fs.Int("replicas", 3, "replicas per shard, recorded at cluster creation (a shard has fewer while the cluster has fewer nodes)")
 	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
 	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
@@ -98,7 +99,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		NodeID: *id, DataDir: *data, RaftAddr: *raftAddr, APIAddr: *apiAddr,
 		NATSURL: *natsURL, NATSCreds: *natsCreds, NATSCA: *natsCA, NATSPort: *natsPort,
 		Shards: *shards, KeyGroups: *keyGroups, APIToken: *token, Logger: logger, Pprof: *pprofOn,
-		OutboxLimit: *outboxLimit, DeployWait: *deployWait, DeadAfter: *deadAfter, Replicas: *replicas,
+		OutboxLimit: *outboxLimit, DeployWait: *deployWait, DeadAfter: *deadAfter, Replicas: *replicas, NoAutoSplit: !*autoSplit,
 	}
 	cfg.GossipAddr, cfg.AdvertiseHost = *gossipAddr, *advertiseHost
 	if *gossipKey != "" {

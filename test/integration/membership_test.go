@@ -78,16 +78,17 @@ func publishSlowly(t *testing.T, natsURL string, keyOf func(map[string]any) stri
 	}
 }
 
-// A single-node cluster grows: two nodes join it through the gossip and
-// every shard is replicated onto them (added as non-voters, caught up,
-// promoted); then the first node is removed and its replicas move to a
-// fourth node that joins. Events published before, while and after the
+// A single-node cluster of one shard grows: two nodes join it through the
+// gossip, every shard is replicated onto them (added as non-voters, caught
+// up, promoted) and the shard splits until there is one per node; then the
+// first node is removed and its replicas move to a fourth node that
+// joins. Events published before, while and after the
 // replicas move produce, on NATS, exactly the offline engine's records.
 func TestNodesJoinAndAreRemoved(t *testing.T) {
 	ctx, ns, base, _ := inProcessPeers(t, 1, 3*time.Minute)
 	start := func(id string, join []string) *cluster.Node {
 		cfg := cluster.Config{NodeID: id, DataDir: filepath.Join(base, id), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
-			NATSURL: ns.ClientURL(), Shards: 3, Join: join, FastGossip: true, Raft: testRaft(), Logger: logger(t),
+			NATSURL: ns.ClientURL(), Shards: 1, Join: join, FastGossip: true, Raft: testRaft(), Logger: logger(t),
 			GossipKey: []byte("0123456789abcdef")}
 		n, err := cluster.Start(context.Background(), cfg)
 		if err != nil {

@@ -24,6 +24,7 @@ func TestShardSplit(t *testing.T) {
 	ctx, ns, _, cfgs := inProcessPeers(t, 3, 3*time.Minute)
 	for i := range cfgs {
 		cfgs[i].Shards = 2
+		cfgs[i].NoAutoSplit = true // this test splits by hand
 	}
 	nodes := startAll(t, ctx, cfgs)
 	c := newClients(nodes[0].APIAddr())

@@ -423,7 +423,11 @@ func removeNode(t *testing.T, ctx context.Context, procs []*proc, id string, new
 		}
 		return nil
 	})
-	t.Logf("%s removed from the cluster", id)
+	all, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s removed from the cluster; %d shards", id, len(all.Msg.Shards))
 }
 
 func lastLines(s string, n int) string {

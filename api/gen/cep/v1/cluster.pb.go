@@ -608,7 +608,9 @@ type Shard struct {
 	Running []*PatternVersion `protobuf:"bytes,11,rep,name=running,proto3" json:"running,omitempty"`
 	// The savepoint restore this replica's state came from (the metadata's
 	// restore id), empty for none.
-	RestoreId     string `protobuf:"bytes,12,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
+	RestoreId string `protobuf:"bytes,12,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
+	// The index of this replica's last Raft snapshot; 0 for none.
+	SnapshotIndex uint64 `protobuf:"varint,13,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -725,6 +727,13 @@ func (x *Shard) GetRestoreId() string {
 		return x.RestoreId
 	}
 	return ""
+}
+
+func (x *Shard) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
 }
 
 type ListShardsRequest struct {
@@ -1094,7 +1103,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xd7\x03\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xfe\x03\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -1110,7 +1119,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	" \x01(\x04R\routboxRecords\x120\n" +
 	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\x12\x1d\n" +
 	"\n" +
-	"restore_id\x18\f \x01(\tR\trestoreId\"6\n" +
+	"restore_id\x18\f \x01(\tR\trestoreId\x12%\n" +
+	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\"6\n" +
 	"\x11ListShardsRequest\x12!\n" +
 	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
