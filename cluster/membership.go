@@ -347,7 +347,7 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 		if moving >= maxMoving {
 			break
 		}
-		i := slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == id })
+		i := m.shardIndex(id)
 		if i < 0 || !converged(m.Shards[i].Replicas, configs[id]) {
 			continue
 		}
@@ -526,7 +526,7 @@ func (r *runner) manageMembers(ctx context.Context) {
 // map votes, remove one the map does not have (this one: hand leadership
 // to a replica that stays, which removes it).
 func (r *runner) reconcileMembers(ctx context.Context, m *Meta) error {
-	i := slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == r.sh.ID() })
+	i := m.shardIndex(r.sh.ID())
 	if i < 0 || len(m.Shards[i].Replicas) == 0 {
 		return nil
 	}

@@ -281,12 +281,12 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 	case CmdSplitShard:
 		return m.splitShard(c.ShardID, c.At)
 	case CmdSplitDone:
-		i := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == c.ShardID })
+		i := m.shardIndex(c.ShardID)
 		if i < 0 || m.Shards[i].SplitAt == 0 {
 			return nil, fmt.Errorf("%w: shard %d is not splitting", ErrConflict, c.ShardID)
 		}
 		s := &m.Shards[i]
-		j := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == s.SplitInto })
+		j := m.shardIndex(s.SplitInto)
 		if j >= 0 {
 			m.Shards[j].Splitting = false
 		}
@@ -294,7 +294,7 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		cp := *s
 		return &cp, nil
 	case CmdSetReplicas:
-		i := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == c.ShardID })
+		i := m.shardIndex(c.ShardID)
 		if i < 0 {
 			return nil, fmt.Errorf("%w: shard %d", ErrNotFound, c.ShardID)
 		}
@@ -454,7 +454,7 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 // be a block boundary (a shard reads whole blocks of a source) inside the
 // shard; one split at a time.
 func (m *Meta) splitShard(id uint64, at int) (any, error) {
-	i := slices.IndexFunc(m.Shards, func(sh ShardInfo) bool { return sh.ID == id })
+	i := m.shardIndex(id)
 	if i < 0 {
 		return nil, fmt.Errorf("%w: shard %d", ErrNotFound, id)
 	}
@@ -502,6 +502,11 @@ func (m *Meta) replication() int {
 		return len(m.Shards[0].Replicas)
 	}
 	return m.Replication
+}
+
+// shardIndex is the index of shard id in Shards, or -1.
+func (m *Meta) shardIndex(id uint64) int {
+	return slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == id })
 }
 
 // removedAt finds id in Removed (or where it would be inserted).

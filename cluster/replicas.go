@@ -237,7 +237,7 @@ func (n *Node) placeReplicas(m *Meta) {
 	}
 	n.dropStraySplits(m)
 	for _, sh := range n.Shards() {
-		i := slices.IndexFunc(m.Shards, func(info ShardInfo) bool { return info.ID == sh.ID() })
+		i := m.shardIndex(sh.ID())
 		if i >= 0 && slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) {
 			continue
 		}

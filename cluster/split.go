@@ -47,7 +47,7 @@ const (
 // it reports whether it did (the session then starts again, to read the
 // shard's new range).
 func (r *runner) splitIfAsked(ctx context.Context, m *Meta) (bool, error) {
-	i := slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == r.sh.ID() })
+	i := m.shardIndex(r.sh.ID())
 	if i < 0 || m.Shards[i].SplitAt == 0 {
 		return false, nil
 	}
@@ -232,7 +232,7 @@ func (n *Node) steerSplits(ctx context.Context, m *Meta) (bool, error) {
 func (n *Node) waitSplit(ctx context.Context, id uint64) bool {
 	for {
 		m, changed := n.meta.fsm.View()
-		i := slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == id })
+		i := m.shardIndex(id)
 		if i < 0 || m.Shards[i].SplitAt == 0 {
 			return true
 		}

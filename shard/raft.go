@@ -208,14 +208,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	r, err := snapshot.NewReader(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return err
-	}
-	// the snapshot's own range: the shard may have split since this
-	// replica's state was last restored, either way
-	h := r.Header()
-	st, err := RestoreState([]*snapshot.Reader{r}, h.FirstKeyGroup, h.LastKeyGroup)
+	st, h, err := readOwnRange(data)
 	if err != nil {
 		return err
 	}
@@ -226,15 +219,23 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// load makes data (a snapshot file) the state, at index 0: a shard split
-// off another starts from the state the split gave it.
-func (f *FSM) load(data []byte) error {
+// readOwnRange restores a snapshot file into its own key-group range: the
+// shard may have split since this replica's state was last restored, or
+// the state is a split's.
+func readOwnRange(data []byte) (*State, snapshot.Header, error) {
 	r, err := snapshot.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		return err
+		return nil, snapshot.Header{}, err
 	}
 	h := r.Header()
 	st, err := RestoreState([]*snapshot.Reader{r}, h.FirstKeyGroup, h.LastKeyGroup)
+	return st, h, err
+}
+
+// load makes data (a snapshot file) the state, at index 0: a shard split
+// off another starts from the state the split gave it.
+func (f *FSM) load(data []byte) error {
+	st, _, err := readOwnRange(data)
 	if err != nil {
 		return err
 	}

@@ -154,17 +154,7 @@ func TestRescaleSplit(t *testing.T) {
 				sh.Apply(&part)
 			}
 		}
-		ids := func(ss ...*State) []string {
-			var out []string
-			for _, s := range ss {
-				for _, r := range s.Outbox() {
-					out = append(out, r.ID+" "+string(r.Payload))
-				}
-			}
-			sort.Strings(out)
-			return out
-		}
-		a, b := ids(one), ids(left, right)
+		a, b := outboxRecords(one), outboxRecords(left, right)
 		if fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Fatalf("seed %d: one shard produced %d records, two shards %d", seed, len(a), len(b))
 		}
@@ -277,17 +267,7 @@ func TestSplitOp(t *testing.T) {
 			left.Apply(bt)
 			right.Apply(bt)
 		}
-		ids := func(ss ...*State) []string {
-			var out []string
-			for _, s := range ss {
-				for _, r := range s.Outbox() {
-					out = append(out, r.ID+" "+string(r.Payload))
-				}
-			}
-			sort.Strings(out)
-			return out
-		}
-		a, b := ids(one), ids(left, right)
+		a, b := outboxRecords(one), outboxRecords(left, right)
 		if len(a) == 0 || fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Fatalf("seed %d: one shard produced %d records, the split two %d", seed, len(a), len(b))
 		}
@@ -300,4 +280,17 @@ func TestSplitOp(t *testing.T) {
 			t.Fatalf("seed %d: a split outside the range changed the state", seed)
 		}
 	}
+}
+
+// outboxRecords lists the outbox records of the states (id and payload),
+// sorted.
+func outboxRecords(ss ...*State) []string {
+	var out []string
+	for _, s := range ss {
+		for _, r := range s.Outbox() {
+			out = append(out, r.ID+" "+string(r.Payload))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
