@@ -285,3 +285,61 @@ func waitMembers(t *testing.T, ctx context.Context, c clients, ids string) {
 		return nil
 	})
 }
+
+// A node declared dead comes back with its data: its old replicas, which
+// the shards replaced meanwhile, are deleted, placement gives it replicas
+// again, and the records stay exactly the offline engine's.
+func TestDeadNodeComesBack(t *testing.T) {
+	ctx, ns, _, cfgs := inProcessPeers(t, 4, 3*time.Minute)
+	for i := range cfgs {
+		cfgs[i].DeadAfter = 2 * time.Second
+	}
+	nodes := startAll(t, ctx, cfgs)
+	c := newClients(nodes[0].APIAddr())
+	createBank(t, ctx, c)
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	lines := bankEvents(14, 3000)
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[:1000])
+
+	nodes[3].Close()
+	nodes[3] = nil
+	addrs := []string{nodes[0].APIAddr(), nodes[1].APIAddr(), nodes[2].APIAddr()}
+	waitPlaced(t, ctx, addrs, 4, 3, func(id string) bool { return id != "n4" }, time.Minute)
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[1000:2000])
+
+	n4, err := cluster.Start(context.Background(), cfgs[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[3] = n4
+	// balanced again: twelve replicas over four nodes, three each
+	checkFor(t, time.Minute, func() error {
+		st, err := c.cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
+		if err != nil {
+			return err
+		}
+		for _, nd := range st.Msg.Nodes {
+			if nd.Replicas != 3 || nd.State != cepv1.NodeState_NODE_STATE_ALIVE {
+				return fmt.Errorf("%s: %v with %d replicas", nd.Id, nd.State, nd.Replicas)
+			}
+		}
+		return nil
+	})
+	placed := waitPlaced(t, ctx, append(addrs, n4.APIAddr()), 4, 3, func(string) bool { return true }, time.Minute)
+	t.Logf("n4 back: %v", placed)
+	checkFor(t, 30*time.Second, func() error {
+		if held := len(n4.Shards()); held != 3 {
+			return fmt.Errorf("n4 has %d replicas open, want 3 (its stale ones deleted)", held)
+		}
+		return nil
+	})
+	publish(t, ns.ClientURL(), "bank", keyOf, lines[2000:])
+
+	want := withoutIDs(offline(t, lflSpec, lines))
+	got := withoutIDs(outputsOnceThere(t, ns.ClientURL(), "cep.out.lfl", len(want), time.Minute))
+	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
+		t.Fatalf("output across a node's death and return: %s", d)
+	}
+	t.Logf("%d records, as offline", len(got))
+}
