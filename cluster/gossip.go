@@ -69,6 +69,7 @@ type member struct {
 	Since                             time.Time // when this node saw it enter State
 	Fresh                             bool      // it started without state,
 	Started                           int64     // at this time (Unix ms, its clock)
+	Proto                             int       // what its release can apply (protoSplit)
 }
 
 // gossipMeta is the node metadata gossiped with every alive message.
@@ -79,7 +80,14 @@ type gossipMeta struct {
 	Started int64  `json:"started,omitempty"`
 	Raft    string `json:"raft"`
 	API     string `json:"api"`
+	// Proto is what the node's release can apply (protoSplit: OpSplit)
+	Proto int `json:"proto,omitempty"`
 }
+
+// protoSplit is the protocol of a release whose shards apply OpSplit: a
+// shard splits only while every member has it (an older replica could not
+// decode the entry and would keep the whole range).
+const protoSplit = 2
 
 // gossip is a node's view of the cluster's membership, kept by a memberlist
 // (SWIM gossip): which nodes exist, where their Raft and API listeners are,
@@ -111,7 +119,7 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	meta, _ := json.Marshal(gossipMeta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli()}) // cannot fail
+	meta, _ := json.Marshal(gossipMeta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: protoSplit}) // cannot fail
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("cluster: gossip metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
 	}
@@ -300,7 +308,7 @@ func (g *gossip) observe(n *memberlist.Node, state memberState) {
 	m.ID = n.Name
 	if state == memberAlive || !known { // a death repeats the last addresses
 		m.GossipAddr, m.RaftAddr, m.APIAddr = n.Address(), md.Raft, md.API
-		m.Fresh, m.Started = md.Fresh, md.Started
+		m.Fresh, m.Started, m.Proto = md.Fresh, md.Started, md.Proto
 	}
 	transition := !known || old.State != state
 	if transition {

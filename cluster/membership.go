@@ -389,6 +389,10 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 // is placed: a shard is processed by one leader, so a node leads one only
 // once there are as many. Shards of one block do not split.
 func (n *Node) splitForNodes(ctx context.Context, m *Meta) error {
+	if err := n.canSplit(m); err != nil {
+		n.log.Debug("not splitting a shard for the nodes added", "err", err)
+		return nil
+	}
 	per := m.KeyGroups / snapshot.Blocks(m.KeyGroups)
 	var pick *ShardInfo
 	for i := range m.Shards {

@@ -245,6 +245,28 @@ func (n *Node) waitSplit(ctx context.Context, id uint64) bool {
 	}
 }
 
+// canSplit reports why the shards cannot split now, if they cannot: a
+// member the gossip does not see alive with a release that applies
+// OpSplit (during a rolling upgrade, say).
+func (n *Node) canSplit(m *Meta) error {
+	for _, nd := range m.Nodes {
+		if nd.Removing {
+			continue
+		}
+		mb, ok := n.gossip.Member(nd.ID)
+		if nd.ID == n.cfg.NodeID {
+			mb, ok = member{State: memberAlive, Proto: protoSplit}, true
+		}
+		switch {
+		case !ok || mb.State != memberAlive:
+			return fmt.Errorf("%w: node %s is not reachable; shards split only while every node is", api.ErrFailedPrecondition, nd.ID)
+		case mb.Proto < protoSplit:
+			return fmt.Errorf("%w: node %s runs a release that cannot split shards; upgrade every node first", api.ErrFailedPrecondition, nd.ID)
+		}
+	}
+	return nil
+}
+
 // splitting refuses what needs a settled shard map (savepoints, restores)
 // while a shard splits.
 func splitting(m *Meta) error {
@@ -263,6 +285,9 @@ func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardReque
 		return res, err
 	}
 	n := b.s.n
+	if err := n.canSplit(n.Meta()); err != nil {
+		return nil, err
+	}
 	res, err := n.Propose(ctx, &Command{Kind: CmdSplitShard, ShardID: uint64(r.ShardId), At: int(r.AtKeyGroup)})
 	if err != nil {
 		return nil, mapErr(err)
