@@ -194,11 +194,11 @@ func (n *Node) down(id string) bool {
 	return ok && time.Since(since) >= n.cfg.DeadAfter
 }
 
-// checkReachable records since when each member has been unreachable: dead
-// in the gossip (since the gossip declared it so), or, for a member the
-// gossip has not seen (its gossip address is not known), not answering on
-// its API (since this node first found it so). Only the metadata leader's
-// loop calls it.
+// checkReachable records since when each member has been unreachable:
+// dead in the gossip (since the gossip declared it so) or not seen by it
+// (its gossip address is not known; since this node first found it so),
+// and not answering on its API either. Only the metadata leader's loop
+// calls it.
 func (n *Node) checkReachable(m *Meta) {
 	if n.unreachable == nil {
 		n.unreachable = map[string]time.Time{}
@@ -212,18 +212,21 @@ func (n *Node) checkReachable(m *Meta) {
 		if nd.ID == n.cfg.NodeID {
 			continue
 		}
-		if mb, ok := n.gossip.Member(nd.ID); ok {
-			if mb.State == memberDead {
-				n.unreachable[nd.ID] = mb.Since
-			} else {
-				delete(n.unreachable, nd.ID)
-			}
+		mb, seen := n.gossip.Member(nd.ID)
+		if seen && mb.State != memberDead {
+			delete(n.unreachable, nd.ID)
 			continue
 		}
+		// dead in the gossip, or not seen by it: its API decides (a node
+		// whose gossip port alone is blocked still serves its replicas)
 		if NewService(n).probe(n.ctx, nd.APIAddr) == cepv1.NodeState_NODE_STATE_ALIVE {
 			delete(n.unreachable, nd.ID)
 		} else if _, ok := n.unreachable[nd.ID]; !ok {
-			n.unreachable[nd.ID] = time.Now()
+			since := time.Now()
+			if seen {
+				since = mb.Since
+			}
+			n.unreachable[nd.ID] = since
 		}
 	}
 }

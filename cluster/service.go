@@ -549,15 +549,16 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 	leader := n.MetaLeader()
 	out := &cepv1.GetStatusResponse{}
 	peers := n.peers()
-	// liveness: dead when the gossip has declared it so; otherwise its
-	// /healthz answers at once, where the gossip takes seconds to notice
-	// a crash: a member the gossip still counts alive that does not answer
-	// is suspect (dead if the gossip has not seen it)
+	// liveness: the gossip's and the member's /healthz, which answers at
+	// once where the gossip takes seconds to notice a crash. Both say so:
+	// alive, or dead; they disagree (a crash not yet noticed, a gossip
+	// port blocked): suspect; only /healthz to go by (a member the gossip
+	// has not seen): what it says.
 	states := make([]cepv1.NodeState, len(peers))
 	var wg sync.WaitGroup
 	for i, p := range peers {
 		st, seen := n.gossipState(p.ID)
-		if p.ID == n.cfg.NodeID || st == cepv1.NodeState_NODE_STATE_DEAD {
+		if p.ID == n.cfg.NodeID {
 			states[i] = st
 			continue
 		}
@@ -565,7 +566,7 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 		go func() {
 			defer wg.Done()
 			states[i] = b.s.probe(ctx, p.APIAddr)
-			if seen && states[i] == cepv1.NodeState_NODE_STATE_DEAD {
+			if seen && states[i] != st {
 				states[i] = cepv1.NodeState_NODE_STATE_SUSPECT
 			}
 		}()
