@@ -46,7 +46,8 @@ func (n *Node) joinGossip() error {
 }
 
 // keepJoined joins the gossip of every member this node should see and
-// does not, every second until it sees them all, then every 10 seconds.
+// does not (the Join seeds while it sees no one), every 10 seconds, or
+// every second while joining fails.
 func (n *Node) keepJoined() {
 	defer n.wg.Done()
 	for {
@@ -157,7 +158,7 @@ func (n *Node) registerMembers(ctx context.Context, m *Meta) (bool, error) {
 		if mb.State != memberAlive || mb.RaftAddr == "" || mb.APIAddr == "" {
 			continue
 		}
-		if m.IsRemoved(mb.ID) && !mb.Fresh {
+		if !m.mayRejoin(mb.ID, mb.Fresh, mb.Started) {
 			continue // a process removed from the cluster, still running
 		}
 		nd := m.Node(mb.ID)

@@ -232,7 +232,7 @@ func (m *Meta) Apply(idx uint64, c *Command) (any, error) {
 		}
 		nd := *c.Node
 		if i, removed := m.removedAt(nd.ID); removed {
-			if !c.Fresh || c.Started <= m.Removed[i].Time {
+			if !m.mayRejoin(nd.ID, c.Fresh, c.Started) {
 				return nil, fmt.Errorf("%w: node %q was removed from the cluster; it joins again only started with an empty data directory", ErrConflict, nd.ID)
 			}
 			m.Removed = slices.Delete(m.Removed, i, i+1)
@@ -518,6 +518,14 @@ func (m *Meta) removedAt(id string) (int, bool) {
 func (m *Meta) IsRemoved(id string) bool {
 	_, found := m.removedAt(id)
 	return found
+}
+
+// mayRejoin reports whether a process under id may be a member: id was
+// not removed, or the process started afresh (an empty data directory)
+// after it was.
+func (m *Meta) mayRejoin(id string, fresh bool, started int64) bool {
+	i, removed := m.removedAt(id)
+	return !removed || fresh && started > m.Removed[i].Time
 }
 
 // Node returns the member of that id, or nil.
