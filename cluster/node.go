@@ -513,6 +513,8 @@ func (n *Node) Close() error {
 	}
 	// the leader loops still read n.meta until they have returned
 	n.wg.Wait()
+	// a replica manageReplicas opened while the first call closed them
+	errs = append(errs, n.closeReplicas())
 	n.meta = nil
 	if n.nc != nil {
 		n.nc.Close()
