@@ -237,11 +237,11 @@ func (n *Node) placeReplicas(m *Meta) {
 	}
 	n.dropStraySplits(m)
 	for _, sh := range n.Shards() {
+		// a shard this copy of the metadata does not list yet (one split
+		// off, on a node whose metadata is catching up after a restart)
+		// stays: only its leader's word removes a replica
 		i := m.shardIndex(sh.ID())
-		if i >= 0 && slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) {
-			continue
-		}
-		if i >= 0 && !n.removedFrom(m.Shards[i], sh) {
+		if i < 0 || slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) || !n.removedFrom(m.Shards[i], sh) {
 			continue
 		}
 		if err := n.closeReplica(sh.ID(), true); err != nil {
