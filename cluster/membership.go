@@ -39,6 +39,9 @@ func (n *Node) joinGossip() error {
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
+	if n.cfg.TLS != nil && len(n.cfg.GossipKey) == 0 {
+		n.log.Warn("the membership gossip is not encrypted while the cluster uses TLS: give every node the same --gossip-key", "gossip", g.Addr())
+	}
 	n.gossip = g
 	n.wg.Add(1)
 	go n.keepJoined()
