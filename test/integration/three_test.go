@@ -155,7 +155,8 @@ func killLeaders(t *testing.T, useTLS bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.args = append(p.args, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
+			p.args = append(p.args, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA,
+				"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=") // an encrypted gossip too
 		}
 		if p != joiner {
 			p.start(t)
