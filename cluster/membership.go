@@ -107,10 +107,14 @@ func (n *Node) manageCluster() {
 		if n.gossip != nil {
 			gossipChanged = n.gossip.Changed()
 		}
+		wait := time.Second
 		if n.IsMetaLeader() {
 			if m.KeyGroups != 0 {
-				if err := n.steer(m); err != nil && n.ctx.Err() == nil {
+				busy, err := n.steer(m)
+				if err != nil && n.ctx.Err() == nil {
 					n.log.Warn("managing the cluster's members", "err", err)
+				} else if busy {
+					wait = busyPoll // the next step, or a change under way
 				}
 			}
 		} else {
@@ -121,34 +125,39 @@ func (n *Node) manageCluster() {
 			return
 		case <-changed:
 		case <-gossipChanged:
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
 
+// busyPoll is how soon the membership loops look again after a change,
+// or while one is under way (a replica catching up, shards moving).
+const busyPoll = 100 * time.Millisecond
+
 // steer makes one change towards the membership the metadata and the
-// gossip call for (the next round sees its effect).
-func (n *Node) steer(m *Meta) error {
+// gossip call for (the next round sees its effect); busy reports that it
+// made one or that one is under way.
+func (n *Node) steer(m *Meta) (busy bool, err error) {
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
 	if len(m.Nodes) == 0 {
 		// metadata written before members were recorded: the configured ones
 		for _, p := range n.cfg.Peers {
 			if _, err := n.meta.propose(ctx, &Command{Kind: CmdPutNode, Node: &NodeM{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr}}); err != nil {
-				return err
+				return false, err
 			}
 		}
-		return nil
+		return true, nil
 	}
 	if done, err := n.registerMembers(ctx, m); done || err != nil {
-		return err
+		return done, err
 	}
 	n.checkReachable(m)
 	if done, err := n.steerSplits(ctx, m); done || err != nil {
-		return err
+		return done, err
 	}
 	if done, err := n.steerMetaGroup(ctx, m); done || err != nil {
-		return err
+		return done, err
 	}
 	return n.steerReplicas(ctx, m)
 }
@@ -309,7 +318,7 @@ const maxMoving = 2
 // steerReplicas changes the shard map where placement calls for it, for
 // shards whose configuration matches their map entry (a shard still
 // changing finishes first), and forgets removed nodes that hold nothing.
-func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
+func (n *Node) steerReplicas(ctx context.Context, m *Meta) (busy bool, err error) {
 	// a node being removed is not present: its replicas go even where
 	// no node can take them (RemoveNode refuses that unless told to)
 	var active, present []string
@@ -331,7 +340,7 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 	}
 	autoSplit := !n.cfg.NoAutoSplit && len(active) > len(m.Shards)
 	if len(targets) == 0 && len(removing) == 0 && !autoSplit {
-		return nil
+		return false, nil
 	}
 	configs := n.shardConfigs(ctx, m)
 	moving := 0
@@ -340,6 +349,7 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 			moving++
 		}
 	}
+	busy = moving > 0
 	for _, info := range m.Shards {
 		if !info.Settled() {
 			delete(targets, info.ID) // the split finishes first
@@ -360,13 +370,14 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 		}
 		from := m.Shards[i].Replicas
 		if _, err := n.meta.propose(ctx, &Command{Kind: CmdSetReplicas, ShardID: id, Replicas: targets[id], ExpectReplicas: from}); err != nil {
-			return fmt.Errorf("shard %d: %w", id, err)
+			return false, fmt.Errorf("shard %d: %w", id, err)
 		}
 		n.log.Info("shard's replicas change", "shard", id, "from", from, "to", targets[id])
 		moving++
+		busy = true
 	}
 	if len(targets) > 0 {
-		return nil
+		return busy, nil
 	}
 	if autoSplit && len(removing) == 0 && moving == 0 {
 		return n.splitForNodes(ctx, m)
@@ -377,50 +388,51 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) error {
 			held = held || slices.Contains(info.Replicas, id) || !converged(info.Replicas, configs[info.ID])
 		}
 		if held {
+			busy = true
 			continue
 		}
 		if _, err := n.meta.propose(ctx, &Command{Kind: CmdForgetNode, Name: id, Time: time.Now().UnixMilli()}); err != nil {
-			return fmt.Errorf("removing node %s: %w", id, err)
+			return false, fmt.Errorf("removing node %s: %w", id, err)
 		}
 		n.log.Info("node removed from the cluster", "removed", id)
 		if n.gossip != nil {
 			n.gossip.Forget(id)
 		}
-		return nil
+		return true, nil
 	}
-	return nil
+	return busy, nil
 }
 
 // splitForNodes splits the shard with the most key groups (the first of
 // them) when the cluster has more active nodes than shards and every shard
 // is placed: a shard is processed by one leader, so a node leads one only
 // once there are as many. Shards of one block do not split.
-func (n *Node) splitForNodes(ctx context.Context, m *Meta) error {
+func (n *Node) splitForNodes(ctx context.Context, m *Meta) (bool, error) {
 	if err := n.canSplit(m); err != nil {
 		n.log.Debug("not splitting a shard for the nodes added", "err", err)
-		return nil
+		return false, nil
 	}
 	per := m.KeyGroups / snapshot.Blocks(m.KeyGroups)
 	var pick *ShardInfo
 	for i := range m.Shards {
 		s := &m.Shards[i]
 		if !s.Settled() {
-			return nil
+			return true, nil
 		}
 		if size := s.Last - s.First + 1; size >= 2*per && (pick == nil || size > pick.Last-pick.First+1) {
 			pick = s
 		}
 	}
 	if pick == nil {
-		return nil
+		return false, nil
 	}
 	res, err := n.meta.propose(ctx, &Command{Kind: CmdSplitShard, ShardID: pick.ID})
 	if err != nil {
-		return fmt.Errorf("splitting shard %d for the nodes added: %w", pick.ID, err)
+		return false, fmt.Errorf("splitting shard %d for the nodes added: %w", pick.ID, err)
 	}
 	s := res.(*ShardInfo)
 	n.log.Info("shard splits: more nodes than shards", "shard", s.ID, "at", s.SplitAt, "into", s.SplitInto, "shards", len(m.Shards)+1)
-	return nil
+	return true, nil
 }
 
 // converged reports whether a shard's configuration has exactly the
@@ -520,14 +532,18 @@ const catchUpLag = 256
 func (r *runner) manageMembers(ctx context.Context) {
 	for {
 		m, changed := r.n.meta.fsm.View()
-		if err := r.reconcileMembers(ctx, m); err != nil && ctx.Err() == nil {
+		wait := time.Second
+		busy, err := r.reconcileMembers(ctx, m)
+		if err != nil && ctx.Err() == nil {
 			r.log.Warn("changing the shard's replicas", "err", err)
+		} else if busy {
+			wait = busyPoll
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -536,21 +552,21 @@ func (r *runner) manageMembers(ctx context.Context) {
 // non-voter; promote one that has caught up; once every replica of the
 // map votes, remove one the map does not have (this one: hand leadership
 // to a replica that stays, which removes it).
-func (r *runner) reconcileMembers(ctx context.Context, m *Meta) error {
+func (r *runner) reconcileMembers(ctx context.Context, m *Meta) (busy bool, err error) {
 	i := m.shardIndex(r.sh.ID())
 	if i < 0 || len(m.Shards[i].Replicas) == 0 {
-		return nil
+		return false, nil
 	}
 	target := m.Shards[i].Replicas
 	rf := r.sh.Raft()
 	f := rf.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return err
+		return false, err
 	}
 	cfg := suffrages(f.Configuration())
-	wait := func(what, id string, fut raft.Future) error {
+	wait := func(what, id string, fut raft.Future) (bool, error) {
 		if err := shard.Wait(ctx, fut); err != nil {
-			return fmt.Errorf("%s %s: %w", what, id, err)
+			return false, fmt.Errorf("%s %s: %w", what, id, err)
 		}
 		r.log.Info("shard's configuration changed", "change", what, "member", id)
 		// the state machine never sees a configuration entry: an empty
@@ -558,7 +574,7 @@ func (r *runner) reconcileMembers(ctx context.Context, m *Meta) error {
 		if err := r.sh.Barrier(ctx, 10*time.Second); err != nil {
 			r.log.Debug("barrier after a configuration change", "err", err)
 		}
-		return nil
+		return true, nil
 	}
 	for _, id := range target {
 		if _, ok := cfg[id]; ok {
@@ -580,13 +596,14 @@ func (r *runner) reconcileMembers(ctx context.Context, m *Meta) error {
 		}
 		applied, err := r.n.appliedAt(ctx, p.APIAddr, r.sh.ID())
 		if err != nil || applied+catchUpLag < r.sh.FSM().Index() {
-			continue // not caught up yet: asked again next round
+			busy = true
+			continue // not caught up yet: asked again soon
 		}
 		return wait("promoted to voter", id, rf.AddVoter(raft.ServerID(id), raft.ServerAddress(p.RaftAddr), 0, 10*time.Second))
 	}
 	for _, id := range target {
 		if cfg[id] != raft.Voter {
-			return nil
+			return true, nil
 		}
 	}
 	for _, s := range f.Configuration().Servers {
@@ -598,11 +615,11 @@ func (r *runner) reconcileMembers(ctx context.Context, m *Meta) error {
 			to := target[0]
 			p, ok := r.n.peer(to)
 			if !ok {
-				return nil
+				return false, nil
 			}
 			return wait("leadership handed to "+to+" by", id, rf.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(p.RaftAddr)))
 		}
 		return wait("removed", id, rf.RemoveServer(s.ID, 0, 10*time.Second))
 	}
-	return nil
+	return false, nil
 }
