@@ -76,6 +76,7 @@ type options struct {
 	nodes        int
 	events       int
 	mode         string
+	join         int
 	shards       int
 	sourceKey    string
 	keys         int
@@ -119,6 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.nodes, "nodes", 1, "1: one node in this process; 3: three cepnode processes (adds the failover measurement)")
 	fs.IntVar(&o.events, "events", 5_000_000, "events of the reference and throughput phases")
+	fs.IntVar(&o.join, "join", 0, "after the throughput phase, start this many nodes in process that join the (in-process) node, and time until they hold replicas and the cluster has split its shards to one per node")
 	fs.StringVar(&o.mode, "mode", "backlog", "throughput phase: backlog (publish everything, then deploy the pattern from the start of the stream and time the processing) or live (deploy, then time from the first publish)")
 	fs.IntVar(&o.keys, "keys", 1000, "distinct keys (uniform)")
 	fs.StringVar(&o.sourceKey, "source-key", "e.k", "the source's partition key; another one (or \"\") makes the pattern (keyed by e.k) read the source re-keyed by one shard")
@@ -155,6 +157,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case o.mode != "backlog" && o.mode != "live":
 		return nil, fmt.Errorf("--mode must be backlog or live")
+	case o.join < 0 || o.join > 0 && o.nodes != 1:
+		return nil, fmt.Errorf("--join N starts N nodes joining the in-process node: it needs --nodes 1")
 	case o.nodes != 1 && o.nodes != 3:
 		return nil, fmt.Errorf("--nodes must be 1 or 3")
 	case o.events < 1000:
@@ -269,8 +273,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	// the cluster
 	var c *benchCluster
+	var nodeLog *slog.Logger
 	if o.nodes == 1 {
-		nodeLog, closeLog, err := nodeLogger(dir, o.nodeLogLevel)
+		var closeLog func()
+		nodeLog, closeLog, err = nodeLogger(dir, o.nodeLogLevel)
 		if err != nil {
 			return err
 		}
@@ -327,6 +333,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	evs = nil // the rest of the run does not need them
 	applied := o.events
+
+	// nodes join
+	if o.join > 0 {
+		jr, err := measureJoin(ctx, c, o.join, natsURL, dir, nodeLog, log)
+		rep.Join = jr
+		if err != nil {
+			return fmt.Errorf("join: %w", err)
+		}
+		return nil // the latency phases assume the cluster they started with
+	}
 
 	// 3. latency
 	rate := o.rate

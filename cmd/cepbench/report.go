@@ -27,6 +27,7 @@ type Report struct {
 	Thru     *throughput `json:"throughput,omitempty"`
 	Latency  *latency    `json:"latency,omitempty"`
 	Fail     *failoverR  `json:"failover,omitempty"`
+	Join     *joinResult `json:"join,omitempty"`
 	Skipped  string      `json:"skipped,omitempty"` // phases not run, and why
 	Error    string      `json:"error,omitempty"`
 }
@@ -246,6 +247,13 @@ func (r *Report) writeText(w io.Writer) {
 	}
 	if t := r.Thru; t != nil && r.Ref != nil {
 		p("  ratio      %12.3f           target >= %.2f: %s", t.RatioToReference, t.Target, mark(t.TargetMet))
+	}
+	if j := r.Join; j != nil {
+		p("")
+		p("nodes joining (--join): %d node(s) joined the cluster of %s partial matches and %s buffered events, %d shard(s)",
+			j.Nodes, group(float64(j.PartialMatches)), group(float64(j.BufferedEvents)), j.ShardsBefore)
+		p("  members after %.2f s; first voting replica on a joined node after %.2f s; every shard with its voting replicas, %d shard(s), after %.2f s (%d layouts seen, polled every %.0f ms)",
+			j.Members, j.FirstReplica, j.ShardsAfter, j.Placed, j.Configurations, j.StatusEvery)
 	}
 	if l := r.Latency; l != nil {
 		p("")
