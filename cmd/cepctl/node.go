@@ -39,8 +39,8 @@ func newNodeRemoveCmd(d *deps, runF func(*nodeRemoveOptions) error) *cobra.Comma
 		Long: `Remove a node from the cluster: its shard replicas move to the other nodes
 (each new replica is caught up before the node's is removed, so no shard has
 fewer replicas meanwhile), then the node leaves the cluster for good: stop
-its process afterwards. A node removed joins again only under a new id with
-an empty data directory. A node that is down can be removed too; one that
+its process afterwards. A process under its id joins again only started
+with an empty data directory. A node that is down can be removed too; one that
 stays down longer than cepnode --dead-after has its replicas moved anyway.
 When the other nodes cannot hold as many replicas of each shard (three
 nodes, three replicas each), the removal is refused unless

@@ -55,9 +55,10 @@ type ClusterServiceClient interface {
 	ListShards(context.Context, *connect.Request[v1.ListShardsRequest]) (*connect.Response[v1.ListShardsResponse], error)
 	// RemoveNode removes a node from the cluster (decommissions it): its
 	// replicas move to other nodes, each added and caught up before the
-	// node's is removed, and once it holds none the node leaves the
-	// cluster for good (a node joins again only under a new id). It returns
-	// at once; GetStatus shows the node as removing until it is gone.
+	// node's is removed, and once it holds none the node leaves the cluster
+	// for good (a process under its id joins again only started with an
+	// empty data directory). It returns at once; GetStatus shows the node as
+	// removing until it is gone.
 	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one,
 	// or when the others cannot hold the replicas (see allow_fewer_replicas).
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
@@ -149,9 +150,10 @@ type ClusterServiceHandler interface {
 	ListShards(context.Context, *connect.Request[v1.ListShardsRequest]) (*connect.Response[v1.ListShardsResponse], error)
 	// RemoveNode removes a node from the cluster (decommissions it): its
 	// replicas move to other nodes, each added and caught up before the
-	// node's is removed, and once it holds none the node leaves the
-	// cluster for good (a node joins again only under a new id). It returns
-	// at once; GetStatus shows the node as removing until it is gone.
+	// node's is removed, and once it holds none the node leaves the cluster
+	// for good (a process under its id joins again only started with an
+	// empty data directory). It returns at once; GetStatus shows the node as
+	// removing until it is gone.
 	// NOT_FOUND for an unknown node, FAILED_PRECONDITION for the last one,
 	// or when the others cannot hold the replicas (see allow_fewer_replicas).
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
