@@ -80,6 +80,19 @@ type ShardInfo struct {
 	// split is not done (its replicas start from the parent's state).
 	Parent    uint64 `json:"parent,omitempty"`
 	Splitting bool   `json:"splitting,omitempty"`
+	// LogRange is the key-group range the shard's log began with: a
+	// replica that starts empty and replays the log from its start must
+	// start from that range (a split shrinks it at a point of the log).
+	// Nil in metadata written before shards split: First and Last.
+	LogRange *[2]int `json:"logRange,omitempty"`
+}
+
+// StartRange is the key-group range the shard's log began with.
+func (s *ShardInfo) StartRange() (first, last int) {
+	if s.LogRange != nil {
+		return s.LogRange[0], s.LogRange[1]
+	}
+	return s.First, s.Last
 }
 
 // Settled reports whether the shard is not splitting (as either part).
@@ -480,7 +493,11 @@ func (m *Meta) splitShard(id uint64, at int) (any, error) {
 	}
 	next++
 	m.Shards[i].SplitAt, m.Shards[i].SplitInto = at, next
-	m.Shards = append(m.Shards, ShardInfo{ID: next, First: at, Last: s.Last, Replicas: slices.Clone(s.Replicas), Parent: id, Splitting: true})
+	if s.LogRange == nil {
+		m.Shards[i].LogRange = &[2]int{s.First, s.Last}
+	}
+	m.Shards = append(m.Shards, ShardInfo{ID: next, First: at, Last: s.Last, Replicas: slices.Clone(s.Replicas), Parent: id, Splitting: true,
+		LogRange: &[2]int{at, s.Last}})
 	cp := m.Shards[i]
 	return &cp, nil
 }

@@ -272,6 +272,14 @@ func TestMetaSplitShard(t *testing.T) {
 	if s := m.Shards[2]; s.ID != 3 || s.First != 192 || s.Last != 255 || !s.Splitting || s.Parent != 2 || strings.Join(s.Replicas, ",") != "n2,n1" {
 		t.Fatalf("new shard %+v", s)
 	}
+	// the range each log began with: a replica replaying one from its
+	// start starts there
+	if f, l := m.Shards[1].StartRange(); f != 128 || l != 255 {
+		t.Fatalf("shard 2's log began with %d-%d", f, l)
+	}
+	if f, l := m.Shards[2].StartRange(); f != 192 || l != 255 {
+		t.Fatalf("shard 3's log began with %d-%d", f, l)
+	}
 	if _, err := m.Apply(4, &Command{Kind: CmdSplitShard, ShardID: 1}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("a second split at once: %v", err)
 	}
@@ -288,6 +296,9 @@ func TestMetaSplitShard(t *testing.T) {
 	}
 	if s := m.Shards[1]; s.Last != 191 || !s.Settled() || !m.Shards[2].Settled() || m.Shards[2].Parent != 2 {
 		t.Fatalf("after the split: %+v %+v", s, m.Shards[2])
+	}
+	if f, l := m.Shards[1].StartRange(); f != 128 || l != 255 {
+		t.Fatalf("after the split shard 2's log still began with 128-255, not %d-%d", f, l)
 	}
 	// a shard of one block (8 key groups) cannot split
 	m.Apply(8, &Command{Kind: CmdSplitShard, ShardID: 3, At: 248})

@@ -229,7 +229,12 @@ func (n *Node) placeReplicas(m *Meta) {
 		if !ok && info.Splitting {
 			continue
 		}
-		if err := n.openReplica(info, m.KeyGroups, members, initial); err != nil {
+		// a replica that starts empty may be sent the log from its start
+		// (not a snapshot): it starts from the range the log began with,
+		// and applies the splits since as the others did
+		start := info
+		start.First, start.Last = info.StartRange()
+		if err := n.openReplica(start, m.KeyGroups, members, initial); err != nil {
 			n.log.Error("opening a replica", "shard", info.ID, "err", err)
 			continue
 		}

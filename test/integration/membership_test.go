@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/snapshot"
 )
 
 // shardVoters returns, for each shard, its replicas as the node serving the
@@ -180,6 +183,9 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 		t.Fatalf("output across joins and a removal: %s", d)
 	}
 	t.Logf("%d records, as offline", len(got))
+	// n4's replicas came by snapshot or by the log from its start (the
+	// shards split meanwhile): they hold what the others hold
+	checkReplicasIdentical(t, []*cluster.Node{n2, n3, n4})
 }
 
 // Of four nodes (each shard on three), one stops for good: after
@@ -264,6 +270,7 @@ func TestDeadNodesReplicasMove(t *testing.T) {
 	waitMembers(t, ctx, c2, "n1,n2")
 	placed = waitPlaced(t, ctx, addrs[:2], 4, 2, func(id string) bool { return id == "n1" || id == "n2" }, 30*time.Second)
 	t.Logf("on the two nodes left: %v", placed)
+	checkReplicasIdentical(t, nodes)
 }
 
 // waitMembers waits until the cluster's members are ids (sorted, joined by
@@ -342,4 +349,51 @@ func TestDeadNodeComesBack(t *testing.T) {
 		t.Fatalf("output across a node's death and return: %s", d)
 	}
 	t.Logf("%d records, as offline", len(got))
+	checkReplicasIdentical(t, nodes)
+}
+
+// checkReplicasIdentical waits until the replicas of each shard on the
+// running nodes have applied the same log index and fails unless their
+// states then encode to the same bytes: replicas added later, by a
+// snapshot or by replaying the log, hold what the others hold.
+func checkReplicasIdentical(t *testing.T, nodes []*cluster.Node) {
+	t.Helper()
+	checkFor(t, 30*time.Second, func() error {
+		type replicaState struct {
+			node  string
+			index uint64
+			state []byte
+		}
+		byShard := map[uint64][]replicaState{}
+		for _, n := range nodes {
+			if n == nil {
+				continue
+			}
+			for _, sh := range n.Shards() {
+				var rs replicaState
+				rs.node = n.Config().NodeID
+				var err error
+				sh.FSM().View(func(s *shard.State, index uint64) {
+					var buf bytes.Buffer
+					err = s.WriteSnapshot(&buf, snapshot.Header{ID: "compare", Kind: snapshot.KindRaftSnapshot})
+					rs.index, rs.state = index, buf.Bytes()
+				})
+				if err != nil {
+					return err
+				}
+				byShard[sh.ID()] = append(byShard[sh.ID()], rs)
+			}
+		}
+		for id, rs := range byShard {
+			for _, r := range rs[1:] {
+				if r.index != rs[0].index {
+					return fmt.Errorf("shard %d: %s applied index %d, %s %d", id, rs[0].node, rs[0].index, r.node, r.index)
+				}
+				if !bytes.Equal(r.state, rs[0].state) {
+					t.Fatalf("shard %d at index %d: %s's state differs from %s's", id, r.index, r.node, rs[0].node)
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -120,4 +120,5 @@ func TestShardSplit(t *testing.T) {
 			t.Logf("%s: %d records, as offline", tc.name, len(got))
 		}
 	}
+	checkReplicasIdentical(t, nodes)
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -149,7 +150,7 @@ func killLeaders(t *testing.T, useTLS bool) {
 	joiner := &proc{id: "n4", dir: filepath.Join(base, "n4"), raft: ports[9], api: ports[10], gossip: ports[11]}
 	for _, p := range append(procs, joiner) {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
-			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn", "--token", "s3cret", "--dead-after", "10s"}
+			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"), "--token", "s3cret", "--dead-after", "10s"}
 		if ca != nil {
 			f, err := ca.Issue(p.id)
 			if err != nil {
