@@ -418,6 +418,9 @@ func removeNode(t *testing.T, ctx context.Context, procs []*proc, id string, new
 		if err != nil {
 			return err
 		}
+		if st.Msg.Summary.KeyGroups == 0 || len(st.Msg.Nodes) == 0 {
+			return fmt.Errorf("%s's copy of the metadata is catching up", other.id) // restarted a moment ago
+		}
 		for _, nd := range st.Msg.Nodes {
 			if nd.Id == id {
 				return fmt.Errorf("%s still a member, with %d replicas", id, nd.Replicas)
