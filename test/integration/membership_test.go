@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/shard"
@@ -194,17 +196,7 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 // after both failures are processed. Without the move, two shards would
 // have lost two of their three replicas.
 func TestDeadNodesReplicasMove(t *testing.T) {
-	ctx, ns, _, cfgs := inProcessPeers(t, 4, 3*time.Minute)
-	for i := range cfgs {
-		cfgs[i].DeadAfter = 2 * time.Second
-	}
-	nodes := startAll(t, ctx, cfgs)
-	c := newClients(nodes[0].APIAddr())
-	createBank(t, ctx, c)
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
-	lines := bankEvents(12, 2000)
-	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[:1000])
+	ctx, ns, _, nodes, _, lines, keyOf := fourNodesDeadAfter2s(t, 12, 2000)
 
 	both := 0
 	for _, info := range nodes[0].Meta().Shards {
@@ -293,10 +285,11 @@ func waitMembers(t *testing.T, ctx context.Context, c clients, ids string) {
 	})
 }
 
-// A node declared dead comes back with its data: its old replicas, which
-// the shards replaced meanwhile, are deleted, placement gives it replicas
-// again, and the records stay exactly the offline engine's.
-func TestDeadNodeComesBack(t *testing.T) {
+// fourNodesDeadAfter2s starts four nodes that move an unreachable node's
+// replicas after 2 s, deploys lflSpec through the first and publishes the
+// first 1,000 of n bank events drawn with seed.
+func fourNodesDeadAfter2s(t *testing.T, seed uint64, n int) (context.Context, *server.Server, []cluster.Config, []*cluster.Node, clients, []string, func(map[string]any) string) {
+	t.Helper()
 	ctx, ns, _, cfgs := inProcessPeers(t, 4, 3*time.Minute)
 	for i := range cfgs {
 		cfgs[i].DeadAfter = 2 * time.Second
@@ -305,9 +298,17 @@ func TestDeadNodeComesBack(t *testing.T) {
 	c := newClients(nodes[0].APIAddr())
 	createBank(t, ctx, c)
 	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
-	lines := bankEvents(14, 3000)
+	lines := bankEvents(seed, n)
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	publish(t, ns.ClientURL(), "bank", keyOf, lines[:1000])
+	return ctx, ns, cfgs, nodes, c, lines, keyOf
+}
+
+// A node declared dead comes back with its data: its old replicas, which
+// the shards replaced meanwhile, are deleted, placement gives it replicas
+// again, and the records stay exactly the offline engine's.
+func TestDeadNodeComesBack(t *testing.T) {
+	ctx, ns, cfgs, nodes, c, lines, keyOf := fourNodesDeadAfter2s(t, 14, 3000)
 
 	nodes[3].Close()
 	nodes[3] = nil
