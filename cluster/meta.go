@@ -39,6 +39,11 @@ type Meta struct {
 	Index   uint64     `json:"index"` // last applied log index
 }
 
+// peer is the member's addresses.
+func (nd *NodeM) peer() Peer {
+	return Peer{ID: nd.ID, RaftAddr: nd.RaftAddr, APIAddr: nd.APIAddr, GossipAddr: nd.GossipAddr}
+}
+
 // RemovedM is a node removed from the cluster, at Time (Unix ms, as
 // logged by the proposer).
 type RemovedM struct {

@@ -84,6 +84,14 @@ func (f *metaFSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// Read runs fn with the metadata under a read lock, without copying it (a
+// lookup); fn must not keep references into it.
+func (f *metaFSM) Read(fn func(m *Meta)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.meta)
+}
+
 // View returns a copy of the metadata and a channel closed at the next change.
 func (f *metaFSM) View() (*Meta, <-chan struct{}) {
 	f.mu.RLock()

@@ -306,9 +306,15 @@ func hasServer(c raft.Configuration, id string) bool {
 // the configuration the cluster was created with, else from the gossip.
 func (n *Node) peer(id string) (Peer, bool) {
 	if n.meta != nil {
-		m, _ := n.meta.fsm.View()
-		if nd := m.Node(id); nd != nil {
-			return Peer{ID: nd.ID, RaftAddr: nd.RaftAddr, APIAddr: nd.APIAddr, GossipAddr: nd.GossipAddr}, true
+		var p Peer
+		found := false
+		n.meta.fsm.Read(func(m *Meta) {
+			if nd := m.Node(id); nd != nil {
+				p, found = nd.peer(), true
+			}
+		})
+		if found {
+			return p, true
 		}
 	}
 	for _, p := range n.cfg.Peers {
@@ -327,13 +333,14 @@ func (n *Node) peer(id string) (Peer, bool) {
 // peers lists the cluster's members: the metadata's, or before the cluster
 // is initialised the configured ones.
 func (n *Node) peers() []Peer {
-	m, _ := n.meta.fsm.View()
-	if len(m.Nodes) == 0 {
+	var out []Peer
+	n.meta.fsm.Read(func(m *Meta) {
+		for _, nd := range m.Nodes {
+			out = append(out, nd.peer())
+		}
+	})
+	if len(out) == 0 {
 		return n.cfg.Peers
-	}
-	out := make([]Peer, len(m.Nodes))
-	for i, nd := range m.Nodes {
-		out[i] = Peer{ID: nd.ID, RaftAddr: nd.RaftAddr, APIAddr: nd.APIAddr, GossipAddr: nd.GossipAddr}
 	}
 	return out
 }
@@ -342,13 +349,12 @@ func (n *Node) peers() []Peer {
 // node that joined may have been started with another --key-groups),
 // else the configured one.
 func (n *Node) keyGroups() int {
+	k := 0
 	if n.meta != nil {
-		n.meta.fsm.mu.RLock()
-		k := n.meta.fsm.meta.KeyGroups
-		n.meta.fsm.mu.RUnlock()
-		if k != 0 {
-			return k
-		}
+		n.meta.fsm.Read(func(m *Meta) { k = m.KeyGroups })
+	}
+	if k != 0 {
+		return k
 	}
 	return n.cfg.KeyGroups
 }
