@@ -150,7 +150,16 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 	if ks == nil {
 		ks = newKeyState(m.p, key)
 	}
-	b = appendBytes(b, []byte(key))
+	if ks.seq != nil {
+		// encoded as the general step holds it: the same bytes
+		ks = m.seqGeneral(ks)
+	}
+	return m.appendKeyState(b, ks)
+}
+
+// appendKeyState appends a key's state held by the general step.
+func (m *Matcher) appendKeyState(b []byte, ks *keyState) []byte {
+	b = appendBytes(b, []byte(ks.key))
 	b = binary.AppendUvarint(b, ks.nextSeq)
 	b = binary.AppendUvarint(b, uint64(ks.preDrain))
 	evs := ks.bufferedEvents()
@@ -546,6 +555,9 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 	if live := len(ks.liveNodes()); live != ks.nNodes {
 		d.fail("%d of %d nodes are not reachable from a partial match", ks.nNodes-live, ks.nNodes)
 		return
+	}
+	if m.seqOn() {
+		m.seqFromGeneral(ks)
 	}
 	m.keys[key] = ks
 	m.recomputeDeadline(ks)

@@ -7,7 +7,7 @@ import "unsafe"
 // partial match (edges whose version the walk is compatible with).
 func UnreachableEvents(m *Matcher) int {
 	n := 0
-	for _, ks := range m.keys {
+	for _, ks := range generalKeys(m) {
 		reach := map[uint64]bool{}
 		type st struct {
 			n   *node
@@ -106,7 +106,7 @@ func BumpedInPlace(m *Matcher) int { return m.bumped }
 // count must stay 0.
 func SharedVersions(m *Matcher) int {
 	n := 0
-	for _, ks := range m.keys {
+	for _, ks := range generalKeys(m) {
 		owner := map[*int32]*compState{}
 		for _, q := range []*csQueue{&ks.partial, &ks.completed} {
 			for _, e := range q.a {
@@ -129,7 +129,7 @@ func SharedVersions(m *Matcher) int {
 // earlier partial match ends (skip strategies).
 func CompletedWaiting(m *Matcher) int {
 	n := 0
-	for _, ks := range m.keys {
+	for _, ks := range generalKeys(m) {
 		n += len(ks.completed.a)
 	}
 	return n
@@ -147,7 +147,7 @@ func OwnPaths(p *Pattern) bool { return p.ownPaths }
 // keeps in its queue of partial matches (completed ones waiting for a skip
 // strategy are not counted): what Matcher.MaxPartialMatches bounds.
 func StartedPartial(m *Matcher, key string) int {
-	ks := m.keys[key]
+	ks := generalKeys(m)[key]
 	if ks == nil {
 		return 0
 	}
@@ -158,4 +158,35 @@ func StartedPartial(m *Matcher, key string) int {
 		}
 	}
 	return n
+}
+
+// DisableSeq makes m run every key with the general step, also for a
+// pattern of followedByAny stages (SeqPattern).
+func DisableSeq(m *Matcher) { m.noSeq = true }
+
+// SeqPattern reports whether p's keys run per start event (Pattern.seq).
+func SeqPattern(p *Pattern) bool { return p.seq != nil }
+
+// SeqKeys counts m's keys that run per start event.
+func SeqKeys(m *Matcher) int {
+	n := 0
+	for _, ks := range m.keys {
+		if ks.seq != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// generalKeys returns m's keys as the general step holds them (a key
+// under Pattern.seq converted, the matcher left as it is).
+func generalKeys(m *Matcher) map[string]*keyState {
+	out := make(map[string]*keyState, len(m.keys))
+	for k, ks := range m.keys {
+		if ks.seq != nil {
+			ks = m.seqGeneral(ks)
+		}
+		out[k] = ks
+	}
+	return out
 }

@@ -139,7 +139,9 @@ type Matcher struct {
 	curEvHeap     *event // its stored copy, once a partial match took it
 	freeKeys      []*keyState
 	group         []queued
-	mayStart      bool // the event being processed may start partial matches
+	mayStart      bool    // the event being processed may start partial matches
+	noSeq         bool    // tests: the general step for every key, also under Pattern.seq
+	spareSeq      *seqKey // a key's sequence state it no longer uses
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -412,6 +414,9 @@ func (m *Matcher) StopStarting() {
 }
 
 func (m *Matcher) dropStarts(ks *keyState) {
+	if ks.seq != nil {
+		ks.seq.start = false
+	}
 	ks.partial.removeIf(func(c *compState) bool { return m.p.states[c.state].start })
 	m.reschedule(ks)
 }
@@ -451,9 +456,26 @@ func (m *Matcher) keyState(key string) *keyState {
 		if m.noStarts {
 			ks.partial.a = ks.partial.a[:0]
 		}
+		if m.seqOn() {
+			if ks.seq == nil {
+				ks.seq, m.spareSeq = m.spareSeq, nil
+				if ks.seq == nil {
+					ks.seq = &seqKey{}
+				}
+			}
+			ks.seq.reset(len(m.p.seq.take))
+			ks.seq.start = !m.noStarts
+			ks.partial.a = ks.partial.a[:0]
+		}
 		m.keys[key] = ks
 	}
 	return ks
+}
+
+// seqOn reports whether keys are run under Pattern.seq (not with the
+// tests' switches for the general step).
+func (m *Matcher) seqOn() bool {
+	return m.p.seq != nil && !m.noSeq && !m.shareNodes && !m.noPassBy && !m.noBump
 }
 
 func (m *Matcher) advance(wm int64) {
@@ -546,6 +568,10 @@ func (m *Matcher) deadlineOf(e *qent) int64 {
 // partial matches (recomputing only after a skip strategy pruned some), and
 // so does timeAdvance after timeouts.
 func (m *Matcher) recomputeDeadline(ks *keyState) {
+	if ks.seq != nil {
+		ks.deadline = m.seqDeadline(ks)
+		return
+	}
 	due := int64(maxInt64)
 	if m.p.hasWindows {
 		for i := range ks.partial.a {
@@ -568,6 +594,17 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	}
 	from := len(m.out)
 	defer m.numberDuplicates(from)
+	if ks.seq != nil {
+		if !m.reportsTimeouts() {
+			for _, p := range m.seqAdvanceTime(ks, now) {
+				m.emitMatch(ks, p)
+			}
+			ks.deadline = m.seqDeadline(ks)
+			return
+		}
+		// records of timed-out partial matches come from the general step
+		m.seqToGeneral(ks)
+	}
 	m.expire(ks, now)
 	if ks.deadline <= now && !ks.partial.unsorted {
 		// Cannot happen while the queue's sorted flag is right. Were it

@@ -76,6 +76,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		return nil, err
 	}
 	p.sql = true
+	p.seq = nil
 	if pr := q.Projection; pr != nil {
 		p.project = func(e expr.Event) (expr.Event, bool, error) {
 			env := &sqlEnv{rows: []sqlRow{{data: e}}, procCol: procCol}

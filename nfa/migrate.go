@@ -54,6 +54,9 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 	dropped := 0
 	for _, key := range old.SortedKeys() {
 		oks := old.keys[key]
+		if oks.seq != nil {
+			oks = old.seqGeneral(oks)
+		}
 		ks := &keyState{key: key, nextSeq: oks.nextSeq, preDrain: oks.preDrain, hidx: -1}
 		// a node is usable when its stage and all its predecessors' are
 		usable := map[*node]bool{}

@@ -118,7 +118,9 @@ type Pattern struct {
 	// (see ownPaths), so the events a step takes get a node per partial
 	// match instead of one per stage shared through versioned edges.
 	ownPaths bool
-	keyExpr  string
+	// seq: a sequence of followedByAny stages, run per start event (seq.go)
+	seq     *seqPlan
+	keyExpr string
 }
 
 type emitField struct {
@@ -342,6 +344,7 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		}
 		p.emit = append(p.emit, emitField{name: k, v: v})
 	}
+	p.seq = seqPlanOf(p)
 	return p, nil
 }
 

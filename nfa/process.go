@@ -475,17 +475,10 @@ func (m *Matcher) heapEvent(ev *event) *event {
 // processEvent feeds one event to the key's automaton and returns the
 // completed matches (Flink's NFA.process).
 func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
-	m.gen32++
-	if m.gen32 == 0 { // wrapped: clear the cache
-		clear(m.cacheGen)
-		clear(m.guardGen)
-		clear(m.fieldGen)
-		for i := range m.graphs {
-			m.graphs[i].gen = 0
-		}
-		m.passGen = 0
-		m.gen32 = 1
+	if ks.seq != nil {
+		return m.seqEvent(ks, ev)
 	}
+	m.nextGen()
 	if len(ks.partial.a) >= m.passFrom && m.passesBy(ev) {
 		return nil
 	}
@@ -556,6 +549,22 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		ks.deadline = deadline
 	}
 	return out
+}
+
+// nextGen starts a new event generation: what was cached for the last
+// event is stale.
+func (m *Matcher) nextGen() {
+	m.gen32++
+	if m.gen32 == 0 { // wrapped: clear the cache
+		clear(m.cacheGen)
+		clear(m.guardGen)
+		clear(m.fieldGen)
+		for i := range m.graphs {
+			m.graphs[i].gen = 0
+		}
+		m.passGen = 0
+		m.gen32 = 1
+	}
 }
 
 // keeps reports whether the event leaves the partial match of queue entry e

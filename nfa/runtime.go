@@ -194,7 +194,10 @@ func (n *node) compact() {
 
 // compState is a partial match (Flink's ComputationState).
 type compState struct {
-	state   int32
+	state int32
+	// sn: a completed match of a key under Pattern.seq is its tree's node
+	// sn (the tree is its start event's); prev and ver are then unset
+	sn      int32
 	prev    *node
 	ver     dewey
 	startTs int64
@@ -218,6 +221,7 @@ type keyState struct {
 	key       string
 	partial   csQueue
 	completed csQueue
+	seq       *seqKey // the partial matches under Pattern.seq (partial is then empty); nil: the general step
 	nEvents   int     // events held by the buffer's nodes
 	nNodes    int     // live nodes: every one is reachable from a partial match (liveNodes)
 	curEv     *event  // the event put last made nodes for ...
@@ -264,6 +268,9 @@ func (ks *keyState) idle() bool {
 	if ks.queue.Len() > 0 || ks.completed.len() > 0 || ks.nNodes > 0 {
 		return false
 	}
+	if ks.seq != nil {
+		return ks.seq.idle()
+	}
 	for _, e := range ks.partial.a {
 		if e.started() || e.cs.prev != nil {
 			return false
@@ -274,6 +281,9 @@ func (ks *keyState) idle() bool {
 
 // partialCount is the number of partial matches that have accepted events.
 func (ks *keyState) partialCount() int {
+	if ks.seq != nil {
+		return ks.seq.alive + ks.completed.len()
+	}
 	n := 0
 	for i := range ks.partial.a {
 		if ks.partial.a[i].started() {

@@ -1,0 +1,144 @@
+package nfa_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/cepcluster/cep/nfa"
+)
+
+// genFollowedByAnySpec draws a sequence of two to five single-event stages
+// connected by followedByAny with conditions on the event alone (what
+// Pattern.seq covers): conditions that overlap (an event can move partial
+// matches at several stages at once) or fail on some events (counted as
+// errors), with or without a window, any skip strategy.
+func genFollowedByAnySpec(t *rapid.T) *nfa.Spec {
+	n := rapid.IntRange(2, 5).Draw(t, "stages")
+	s := &nfa.Spec{Name: "p", Key: "e.k", Time: "e.ts",
+		Skip: rapid.SampledFrom([]string{"noSkip", "skipToNext", "skipPastLastEvent",
+			"skipToFirst:s0", "skipToLast:s0", "skipToFirst:s1", "skipToLast:s1"}).Draw(t, "skip")}
+	for i := 0; i < n; i++ {
+		st := nfa.Stage{Name: fmt.Sprintf("s%d", i)}
+		typ := rapid.SampledFrom([]string{"A", "B", "C"}).Draw(t, "type")
+		switch rapid.IntRange(0, 7).Draw(t, "cond") {
+		case 0:
+			other := rapid.SampledFrom([]string{"A", "B", "C", "D"}).Draw(t, "other")
+			st.Where = fmt.Sprintf("e.t == %q || e.t == %q", typ, other)
+		case 1:
+			st.Where = `e.t != "D"`
+		case 2:
+			// fails on the events without a field n
+			st.Where = fmt.Sprintf("e.t == %q && e.n > 0", typ)
+		default:
+			st.Where = fmt.Sprintf("e.t == %q", typ)
+		}
+		if i > 0 {
+			st.Contiguity = "followedByAny"
+		}
+		s.Stages = append(s.Stages, st)
+	}
+	drawWithin(t, s)
+	if ooo := rapid.IntRange(0, 3).Draw(t, "outOfOrderness"); ooo > 0 {
+		// events wait for the watermark: after StopStarting, one that
+		// came later can be processed before one that came earlier
+		s.OutOfOrderness = &nfa.Duration{Millis: int64(ooo)}
+	}
+	return s
+}
+
+// genManyKeysInput is genInput over three keys, more disorder (events
+// that arrive after StopStarting can come before earlier arrivals), some
+// events with a field n, and longer.
+func genManyKeysInput(t *rapid.T) [][]byte {
+	n := rapid.IntRange(0, 80).Draw(t, "events")
+	ts := int64(0)
+	var lines [][]byte
+	for i := 0; i < n; i++ {
+		if rapid.IntRange(0, 15).Draw(t, "wmLine") == 0 {
+			lines = append(lines, fmt.Appendf(nil, `{"$watermark":%d}`, ts-2))
+		}
+		ts += int64(rapid.IntRange(0, 3).Draw(t, "gap"))
+		evTs := ts - int64(rapid.IntRange(0, 3).Draw(t, "disorder"))
+		typ := rapid.SampledFrom([]string{"A", "B", "C", "D"}).Draw(t, "t")
+		key := rapid.SampledFrom([]string{"x", "y", "z"}).Draw(t, "k")
+		extra := ""
+		if rapid.Bool().Draw(t, "hasN") {
+			extra = fmt.Sprintf(`,"n":%d`, rapid.IntRange(-1, 2).Draw(t, "n"))
+		}
+		lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","k":%q,"t":%q,"ts":%d%s}`, i, key, typ, evTs, extra))
+	}
+	return lines
+}
+
+// A sequence of followedByAny stages runs per start event (Pattern.seq)
+// instead of visiting every partial match on every event. Checked against
+// the general step: after every line the same records in the same order,
+// statistics and encoded state (the same bytes: a key's state converts to
+// the general one exactly), whether timeouts are reported (a key then
+// turns general at its first timeout) or not, under a bound on partial
+// matches that may be reached (likewise), with the matcher restored in
+// mid-stream from either's encoded state and draining (StopStarting)
+// from some line on.
+func TestSeqEqualsGeneral(t *testing.T) {
+	seqSteps, matches, restored := 0, 0, 0
+	checkCovering(t, func() bool { return seqSteps > 0 && matches > 0 && restored > 0 }, func(t *rapid.T) {
+		p := compileOrSkip(t, genFollowedByAnySpec(t))
+		if !nfa.SeqPattern(p) {
+			t.Fatalf("a sequence of followedByAny stages does not run per start event:\n%s", p.Describe())
+		}
+		m, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
+		nfa.DisableSeq(ref)
+		report := rapid.Bool().Draw(t, "reportTimeouts")
+		bound := rapid.SampledFrom([]int{0, 3, 10, nfa.DefaultMaxPartialMatches}).Draw(t, "maxPartialMatches")
+		for _, x := range []*nfa.Matcher{m, ref} {
+			x.ReportTimeouts = report
+			x.MaxPartialMatches = bound
+		}
+		lines := genManyKeysInput(t)
+		drainAt := rapid.IntRange(-1, len(lines)).Draw(t, "drainAt")
+		restoreAt := rapid.IntRange(-1, len(lines)).Draw(t, "restoreAt")
+		fromGeneral := rapid.Bool().Draw(t, "fromGeneral")
+		var base nfa.Stats
+		for i := range lines {
+			if i == drainAt {
+				m.StopStarting()
+				ref.StopStarting()
+			}
+			if i == restoreAt {
+				from := m
+				if fromGeneral {
+					from = ref
+				}
+				m = restoreMatcher(t, p, from)
+				m.ReportTimeouts, m.MaxPartialMatches = report, bound
+				base = ref.Stats()
+				restored++
+			}
+			seqSteps += nfa.SeqKeys(m)
+			stepEqual(t, m, ref, lines[i], i, base, nil)
+		}
+		if got, want := recordsJSON(t, m.Finish(true)), recordsJSON(t, ref.Finish(true)); !slices.Equal(got, want) {
+			t.Fatalf("finish: records\n%v\nwant\n%v", got, want)
+		}
+		matches += int(ref.Stats().Matches)
+	})
+	if seqSteps == 0 || matches == 0 {
+		t.Fatalf("%d keys ran per start event, %d matches: the test checks nothing", seqSteps, matches)
+	}
+	t.Logf("%d key steps per start event, %d matches, %d restores", seqSteps, matches, restored)
+}
+
+func restoreMatcher(t *rapid.T, p *nfa.Pattern, from *nfa.Matcher) *nfa.Matcher {
+	data, err := from.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := nfa.UnmarshalMatcher(p, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
