@@ -139,9 +139,10 @@ type Matcher struct {
 	curEvHeap     *event // its stored copy, once a partial match took it
 	freeKeys      []*keyState
 	group         []queued
-	mayStart      bool    // the event being processed may start partial matches
-	noSeq         bool    // tests: the general step for every key, also under Pattern.seq
-	spareSeq      *seqKey // a key's sequence state it no longer uses
+	mayStart      bool         // the event being processed may start partial matches
+	noSeq         bool         // tests: the general step for every key, also under Pattern.seq
+	spareSeq      *seqKey      // a key's sequence state it no longer uses
+	seqFree       []*compState // completed matches of keys under Pattern.seq, for reuse
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -276,13 +277,13 @@ func (m *Matcher) KeyState(key string) (partialMatches, bufferedEvents int) {
 	if ks == nil {
 		return 0, 0
 	}
-	return ks.partialCount(), ks.nEvents + ks.queue.Len()
+	return ks.partialCount(), ks.bufferedCount() + ks.queue.Len()
 }
 
 // Totals sums KeyState over all keys.
 func (m *Matcher) Totals() (partialMatches, bufferedEvents int) {
 	for _, ks := range m.keys {
-		p, b := ks.partialCount(), ks.nEvents+ks.queue.Len()
+		p, b := ks.partialCount(), ks.bufferedCount()+ks.queue.Len()
 		partialMatches += p
 		bufferedEvents += b
 	}

@@ -293,6 +293,10 @@ func (ks *keyState) partialCount() int {
 	return n + ks.completed.len()
 }
 
+// bufferedCount is the number of events the key's partial and completed
+// matches hold.
+func (ks *keyState) bufferedCount() int { return ks.nEvents }
+
 // lockNode is Flink's SharedBufferAccessor.lockNode: a new reference to n
 // under version ver (a partial match there, or an edge into it) locks n
 // and each of its edges that ver is compatible with.

@@ -14,18 +14,22 @@ import "slices"
 // change is which of them take the event.
 //
 // Here a key holds, per start event, the tree of its partial matches (a
-// node per event taken, pointing at the partial match that took it), with
-// the partial matches waiting for each stage listed. An event is looked
-// at once per stage; only the partial matches waiting for a stage whose
-// condition it meets are touched, each adding one node; a window times out
-// or a skip strategy prunes a start event's tree at once.
+// node per event taken, pointing at the partial match that took it), all
+// trees' nodes in one array in the order they were made, and the partial
+// matches waiting for each stage listed in the order they were made. An
+// event is looked at once per stage; only the partial matches waiting for
+// a stage whose condition it meets are touched, each appending one node
+// and one entry (a take reads and writes the ends of arrays only); a
+// window times out or a skip strategy prunes whole trees, which are the
+// first ones by start event.
 //
 // Nothing observable differs from the general step: the versions a
 // partial match would hold follow from the tree (a partial match's last
 // number counts the events it took, Flink's calculateIncreasingSelfState
-// when the only ignore leads back to the state), the queue's order is the trees' post-order (a take's result comes before
-// the partial match that took it), and completed matches go through the
-// key's completed queue as they do there. So a key's state converts to
+// when the only ignore leads back to the state), the queue's order is the
+// trees' post-order (a take's result comes before the partial match that
+// took it), and completed matches go through the key's completed queue
+// as they do there. So a key's state converts to
 // the general one exactly (seqGeneral): that is how it is encoded, and
 // what a key turns into when the general step is needed (the partial-match
 // bound is reached, or timeouts are reported). TestSeqEqualsGeneral checks
@@ -109,13 +113,11 @@ func leavesWithin(c, in *cond) bool {
 }
 
 // seqNode is an event taken by a partial match of a start event's tree.
-// It refers to nothing but its parent, so that a take reads and writes
-// only the ends of arrays (the parent's count of takes is in its wait
-// entry): a node is kept, holding its event, while a partial match waits
-// there, a completed match ends there or a kept node follows it, which in
-// a tree with partial matches waiting is every node but the completed
-// matches left; a tree whose partial matches ended works it out
-// (seqGroup.rekeep).
+// A node is kept while a partial match waits there (its tree has not
+// ended), a completed match ending there is in the completed queue, or a
+// kept node follows it; kept nodes hold their events (the key's buffered
+// events). Which nodes are kept is worked out once trees end
+// (seqKey.refsOf, seqCompact), not on each take.
 type seqNode struct {
 	ev     *event
 	parent int32 // index of the node before it in the tree; -1 for the start event
@@ -123,50 +125,51 @@ type seqNode struct {
 	// took the event (the start state's for the start event): the node's
 	// edge is the pv of the nodes from the start event to here.
 	pv    int32
+	tree  int32 // the tree's number (seqGroup.id)
 	depth int16 // events from the start event to here
 	flags uint8
 }
 
 const (
-	snAlive   = 1 << iota // a partial match waits here for the next stage
-	snPending             // a completed match ending here is in the completed queue
-	snKept                // the node holds its event
+	snChain   = 1 << iota // a partial match waits here while the tree lives (else a completed match ends here)
+	snPending             // the completed match ending here is in the completed queue
+	snGone                // no longer kept, its event let go (a completed match done in a tree that lives)
 )
 
-// seqWait is a partial match waiting in a tree: its node and the events it
-// took (the last number of its version).
+// seqWait is a partial match waiting: its node, the events it took (the
+// last number of its version) and its tree.
 type seqWait struct {
 	n     int32
 	takes int32
+	tree  int32
 }
 
 // seqGroup is the tree of the partial matches started by one event.
 type seqGroup struct {
-	start *event
-	nodes []seqNode
-	// wait[d]: the partial matches that took d events, in the order they
-	// were made
-	wait    [][]seqWait
-	alive   int // partial matches waiting
-	live    int // nodes kept
-	pending int // completed matches in the key's completed queue
-	refs    []int32
+	start   *event
+	id      int32 // trees are numbered in start order
+	ended   bool  // its partial matches timed out or were pruned
+	pending int   // completed matches in the key's completed queue
 }
 
-// seqKey is a key's state under Pattern.seq: its trees by start event.
+// seqKey is a key's state under Pattern.seq.
 type seqKey struct {
-	groups []*seqGroup
-	count  []int // partial matches waiting for each stage, over the groups
-	alive  int   // their sum
-	starts int32 // events the start state took (its version is 1+starts)
-	start  bool  // the start state is there (not after StopStarting)
-	free   []*seqGroup
-	cand   []seqCand // completions of the current step
-}
-
-type seqCand struct {
-	g *seqGroup
-	n int32
+	nodes []seqNode // every tree's nodes, in the order they were made
+	// wait[d]: the partial matches that took d events, over the trees,
+	// in the order they were made
+	wait    [][]seqWait
+	groups  []*seqGroup // the trees, by start event; ended ones only while a completed match refers to them
+	nextID  int32
+	alive   int   // partial matches waiting
+	pending int   // completed matches
+	starts  int32 // events the start state took (its version is 1+starts)
+	start   bool  // the start state is there (not after StopStarting)
+	free    []*seqGroup
+	compact bool      // trees ended or completed matches went since the last seqCompact
+	cand    []seqWait // completions of the current step: node and tree
+	refs    []int32   // refsOf's
+	lives   []bool    // refsOf's
+	remap   []int32   // seqCompact's
 }
 
 func (sk *seqKey) reset(stages int) {
@@ -175,26 +178,25 @@ func (sk *seqKey) reset(stages int) {
 	}
 	clear(sk.groups)
 	sk.groups = sk.groups[:0]
-	if len(sk.count) != stages {
-		sk.count = make([]int, stages)
+	clear(sk.nodes)
+	sk.nodes = sk.nodes[:0]
+	if len(sk.wait) != stages {
+		sk.wait = make([][]seqWait, stages)
 	}
-	clear(sk.count)
-	sk.alive, sk.starts, sk.start = 0, 0, true
+	for d := range sk.wait {
+		sk.wait[d] = sk.wait[d][:0]
+	}
+	sk.nextID, sk.alive, sk.pending, sk.starts, sk.start = 0, 0, 0, 0, true
 }
 
 func (sk *seqKey) recycle(g *seqGroup) {
-	clear(g.nodes)
-	g.nodes = g.nodes[:0]
-	for d := range g.wait {
-		g.wait[d] = g.wait[d][:0]
-	}
-	g.start, g.alive, g.live, g.pending = nil, 0, 0, 0
-	if len(sk.free) < 64 {
+	*g = seqGroup{}
+	if len(sk.free) < 16 {
 		sk.free = append(sk.free, g)
 	}
 }
 
-func (sk *seqKey) newGroup(stages int, start *event) *seqGroup {
+func (sk *seqKey) newGroup(start *event) *seqGroup {
 	var g *seqGroup
 	if n := len(sk.free); n > 0 {
 		g = sk.free[n-1]
@@ -202,15 +204,22 @@ func (sk *seqKey) newGroup(stages int, start *event) *seqGroup {
 	} else {
 		g = &seqGroup{}
 	}
-	if len(g.wait) != stages {
-		g.wait = make([][]seqWait, stages)
-	}
-	g.start = start
+	g.start, g.id = start, sk.nextID
+	sk.nextID++
 	return g
 }
 
 // idle reports whether the key holds no partial or completed match.
 func (sk *seqKey) idle() bool { return len(sk.groups) == 0 }
+
+// group returns tree id.
+func (sk *seqKey) group(id int32) *seqGroup {
+	i, ok := slices.BinarySearchFunc(sk.groups, id, func(g *seqGroup, id int32) int { return int(g.id - id) })
+	if !ok {
+		panic("nfa: a tree that is gone")
+	}
+	return sk.groups[i]
+}
 
 func holdEvent(ks *keyState, ev *event, n int32) {
 	if ev.refs == 0 {
@@ -226,81 +235,161 @@ func dropEvent(ks *keyState, ev *event) {
 }
 
 // refsOf counts each node's references: a partial match waiting there, a
-// completed match ending there and each kept node after it.
-func (g *seqGroup) refsOf() []int32 {
-	refs := g.refs[:0]
-	for i := range g.nodes {
-		r := int32(0)
-		if g.nodes[i].flags&(snAlive|snPending) != 0 {
-			r = 1
+// completed match ending there and each kept node after it. A node is
+// kept while its count is not 0.
+func (sk *seqKey) refsOf() []int32 {
+	refs := sk.refs[:0]
+	// whether each tree still lives, by number from the first one's
+	var lives []bool
+	if len(sk.groups) > 0 {
+		base := sk.groups[0].id
+		lives = sk.lives[:0]
+		for range sk.nextID - base {
+			lives = append(lives, false)
 		}
-		refs = append(refs, r)
+		for _, g := range sk.groups {
+			lives[g.id-base] = !g.ended
+		}
+		sk.lives = lives
+		for i := range sk.nodes {
+			n := &sk.nodes[i]
+			r := int32(0)
+			if n.flags&snPending != 0 || (n.flags&snChain != 0 && n.tree >= base && lives[n.tree-base]) {
+				r = 1
+			}
+			refs = append(refs, r)
+		}
+	} else {
+		for range sk.nodes {
+			refs = append(refs, 0)
+		}
 	}
-	for i := len(g.nodes) - 1; i >= 0; i-- {
-		if p := g.nodes[i].parent; refs[i] > 0 && p >= 0 {
+	for i := len(sk.nodes) - 1; i >= 0; i-- {
+		if p := sk.nodes[i].parent; refs[i] > 0 && p >= 0 {
 			refs[p]++
 		}
 	}
-	g.refs = refs
+	sk.refs = refs
 	return refs
 }
 
-// rekeep lets go of the nodes nothing refers to any more.
-func (g *seqGroup) rekeep(ks *keyState) {
-	refs := g.refsOf()
-	for i := range g.nodes {
-		if n := &g.nodes[i]; n.flags&snKept != 0 && refs[i] == 0 {
-			n.flags &^= snKept
-			g.live--
-			dropEvent(ks, n.ev)
-		}
-	}
-}
-
-// seqDone removes completed match n of g from the tree.
-func (ks *keyState) seqDone(g *seqGroup, n int32) {
-	g.pending--
-	g.nodes[n].flags &^= snPending
-	if g.alive > 0 {
-		// the nodes before it have partial matches waiting
-		g.nodes[n].flags &^= snKept
-		g.live--
-		dropEvent(ks, g.nodes[n].ev)
-		return
-	}
-	g.rekeep(ks)
-}
-
-// seqEnd ends every partial match of g (a timeout or a skip strategy's
-// pruning); the tree goes once no completed match refers to it.
-func (ks *keyState) seqEnd(g *seqGroup) {
+// seqCompact drops the nodes no longer kept (those of trees that ended,
+// completed matches gone), with the references to their events, and
+// renumbers the others.
+func (ks *keyState) seqCompact() {
 	sk := ks.seq
-	for d := range g.wait {
-		sk.count[d] -= len(g.wait[d])
-		for _, w := range g.wait[d] {
-			g.nodes[w.n].flags &^= snAlive
+	if len(sk.groups) == 0 {
+		for i := range sk.nodes {
+			if sk.nodes[i].flags&snGone == 0 {
+				dropEvent(ks, sk.nodes[i].ev)
+			}
 		}
-		g.wait[d] = g.wait[d][:0]
-	}
-	sk.alive -= g.alive
-	g.alive = 0
-	if g.pending > 0 {
-		g.rekeep(ks)
+		clear(sk.nodes)
+		sk.nodes = sk.nodes[:0]
 		return
 	}
-	for i := range g.nodes {
-		if g.nodes[i].flags&snKept != 0 {
-			dropEvent(ks, g.nodes[i].ev)
+	refs := sk.refsOf()
+	remap := sk.remap[:0]
+	w := int32(0)
+	for i := range sk.nodes {
+		n := sk.nodes[i]
+		if refs[i] == 0 {
+			if n.flags&snGone == 0 {
+				dropEvent(ks, n.ev)
+			}
+			remap = append(remap, -1)
+			continue
+		}
+		if n.parent >= 0 {
+			n.parent = remap[n.parent]
+		}
+		sk.nodes[w] = n
+		remap = append(remap, w)
+		w++
+	}
+	clear(sk.nodes[w:])
+	sk.nodes = sk.nodes[:w]
+	for d := range sk.wait {
+		for x := range sk.wait[d] {
+			sk.wait[d][x].n = remap[sk.wait[d][x].n]
 		}
 	}
-	g.live = 0
+	for _, e := range ks.completed.a {
+		e.cs.sn = remap[e.cs.sn]
+	}
+	sk.remap = remap
 }
 
-// seqSweep removes the trees nothing refers to any more.
-func (sk *seqKey) sweep() {
+// before reports whether node x comes before node y, both at one depth of
+// one tree, in the tree's post-order (children in the order they were
+// made).
+func (sk *seqKey) before(x, y int32) bool {
+	for {
+		px, py := sk.nodes[x].parent, sk.nodes[y].parent
+		if px == py {
+			return x < y
+		}
+		x, y = px, py
+	}
+}
+
+// seqDone removes a completed match from its tree.
+func (m *Matcher) seqDone(ks *keyState, c *compState) {
+	sk := ks.seq
+	n := &sk.nodes[c.sn]
+	g := sk.group(n.tree)
+	g.pending--
+	sk.pending--
+	n.flags &^= snPending
+	if !g.ended {
+		// the nodes before it are kept for their partial matches
+		n.flags |= snGone
+		dropEvent(ks, n.ev)
+	} else {
+		sk.compact = true
+	}
+	*c = compState{}
+	m.seqFree = append(m.seqFree, c)
+}
+
+// end ends the partial matches of every tree up to tree id (a timeout or
+// a skip strategy's pruning) and returns how many there were.
+func (sk *seqKey) end(id int32) int {
+	n := 0
+	for d := range sk.wait {
+		w := sk.wait[d]
+		kept := w[:0]
+		for _, x := range w {
+			if x.tree > id {
+				kept = append(kept, x)
+			}
+		}
+		n += len(w) - len(kept)
+		clear(w[len(kept):])
+		sk.wait[d] = kept
+	}
+	sk.alive -= n
+	for _, g := range sk.groups {
+		if g.id > id {
+			break
+		}
+		g.ended = true
+	}
+	sk.compact = true
+	return n
+}
+
+// seqSweep removes the trees nothing refers to any more and, after trees
+// ended, the nodes no longer kept.
+func (ks *keyState) seqSweep() {
+	sk := ks.seq
+	if !sk.compact {
+		return
+	}
+	sk.compact = false
 	kept := sk.groups[:0]
 	for _, g := range sk.groups {
-		if g.live == 0 {
+		if g.ended && g.pending == 0 {
 			sk.recycle(g)
 			continue
 		}
@@ -308,30 +397,16 @@ func (sk *seqKey) sweep() {
 	}
 	clear(sk.groups[len(kept):])
 	sk.groups = kept
+	ks.seqCompact()
 }
 
-// group returns the tree of the partial match started at (ts, seq).
-func (sk *seqKey) group(ts int64, seq uint64) *seqGroup {
-	i, ok := slices.BinarySearchFunc(sk.groups, qent{ts: ts, seq: seq}, func(g *seqGroup, k qent) int {
-		e := qent{ts: g.start.ts, seq: g.start.seq}
-		return cmpEnt(&e, &k)
-	})
-	if !ok {
-		panic("nfa: completed match of a tree that is gone")
-	}
-	return sk.groups[i]
-}
-
-// before reports whether node x comes before node y, both at one depth,
-// in the tree's post-order (children in the order they were made).
-func (g *seqGroup) before(x, y int32) bool {
-	for {
-		px, py := g.nodes[x].parent, g.nodes[y].parent
-		if px == py {
-			return x < y
+func (sk *seqKey) firstAlive() *seqGroup {
+	for _, g := range sk.groups {
+		if !g.ended {
+			return g
 		}
-		x, y = px, py
 	}
+	return nil
 }
 
 // seqEvent is processEvent for a key under Pattern.seq.
@@ -344,80 +419,46 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 	// a stage's partial matches take before the previous stage's make new
 	// ones there, which must not take the same event
 	for k := last; k >= 1; k-- {
-		if sk.count[k] == 0 || !m.check(pl.take[k], ctx) {
+		w := sk.wait[k]
+		if len(w) == 0 || !m.check(pl.take[k], ctx) {
 			continue
 		}
 		hev := m.heapEvent(ev)
-		made := 0
-		for _, g := range sk.groups {
-			w := g.wait[k]
-			if len(w) == 0 {
-				continue
-			}
-			made += len(w)
-			if k == last {
-				for x := range w {
-					g.nodes = append(g.nodes, seqNode{ev: hev, parent: w[x].n, pv: w[x].takes, depth: int16(k + 1), flags: snPending | snKept})
-					w[x].takes++
-					sk.cand = append(sk.cand, seqCand{g: g, n: int32(len(g.nodes) - 1)})
-				}
-				g.pending += len(w)
-				g.live += len(w)
-				continue
-			}
-			next := g.wait[k+1]
+		nodes := sk.nodes
+		if k == last {
+			cand := sk.cand
 			for x := range w {
-				next = append(next, seqWait{n: int32(len(g.nodes))})
-				g.nodes = append(g.nodes, seqNode{ev: hev, parent: w[x].n, pv: w[x].takes, depth: int16(k + 1), flags: snAlive | snKept})
+				cand = append(cand, seqWait{n: int32(len(nodes)), tree: w[x].tree})
+				nodes = append(nodes, seqNode{ev: hev, parent: w[x].n, pv: w[x].takes, tree: w[x].tree, depth: int16(k + 1), flags: snPending})
 				w[x].takes++
 			}
-			g.wait[k+1] = next
-			g.alive += len(w)
-			g.live += len(w)
+			sk.cand = cand
+		} else {
+			next := sk.wait[k+1]
+			for x := range w {
+				next = append(next, seqWait{n: int32(len(nodes)), tree: w[x].tree})
+				nodes = append(nodes, seqNode{ev: hev, parent: w[x].n, pv: w[x].takes, tree: w[x].tree, depth: int16(k + 1), flags: snChain})
+				w[x].takes++
+			}
+			sk.wait[k+1] = next
+			sk.alive += len(w)
 		}
-		holdEvent(ks, hev, int32(made))
-		if k < last {
-			sk.count[k+1] += made
-			sk.alive += made
-		}
+		sk.nodes = nodes
+		holdEvent(ks, hev, int32(len(w)))
 	}
 	if sk.start && m.mayStart && m.check(pl.take[0], ctx) {
 		hev := m.heapEvent(ev)
-		g := sk.newGroup(len(pl.take), hev)
-		g.nodes = append(g.nodes, seqNode{ev: hev, parent: -1, pv: 1 + sk.starts, depth: 1, flags: snAlive | snKept})
-		g.wait[1] = append(g.wait[1], seqWait{n: 0})
-		g.alive, g.live = 1, 1
+		g := sk.newGroup(hev)
+		sk.wait[1] = append(sk.wait[1], seqWait{n: int32(len(sk.nodes)), tree: g.id})
+		sk.nodes = append(sk.nodes, seqNode{ev: hev, parent: -1, pv: 1 + sk.starts, tree: g.id, depth: 1, flags: snChain})
 		holdEvent(ks, hev, 1)
-		sk.count[1]++
 		sk.alive++
 		sk.starts++
 		sk.groups = append(sk.groups, g)
 	}
 	var out []path
 	if len(sk.cand) > 0 {
-		// completed in queue order: by tree (as made), then post-order
-		cand := sk.cand
-		for i := 0; i < len(cand); {
-			j := i + 1
-			for j < len(cand) && cand[j].g == cand[i].g {
-				j++
-			}
-			g := cand[i].g
-			slices.SortFunc(cand[i:j], func(a, b seqCand) int {
-				if g.before(g.nodes[a.n].parent, g.nodes[b.n].parent) {
-					return -1
-				}
-				return 1
-			})
-			i = j
-		}
-		for _, c := range cand {
-			ks.completed.offer(&compState{state: pl.final, sn: c.n, startTs: c.g.start.ts, startSeq: c.g.start.seq,
-				prevTs: ev.ts, started: true})
-		}
-		clear(cand)
-		sk.cand = cand[:0]
-		out = m.seqEmit(ks)
+		out = m.seqComplete(ks, ev)
 	}
 	m.prunedPartial = false
 	if limit := m.MaxPartialMatches; limit > 0 && sk.alive > limit {
@@ -428,6 +469,43 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 	}
 	ks.deadline = m.seqDeadline(ks)
 	return out
+}
+
+// seqComplete puts the step's completed matches in the completed queue,
+// in the order the general step does (by tree, then the trees'
+// post-order), and emits those that may go.
+func (m *Matcher) seqComplete(ks *keyState, ev *event) []path {
+	sk := ks.seq
+	cand := sk.cand
+	slices.SortFunc(cand, func(a, b seqWait) int {
+		if a.tree != b.tree {
+			return int(a.tree - b.tree)
+		}
+		if sk.before(sk.nodes[a.n].parent, sk.nodes[b.n].parent) {
+			return -1
+		}
+		return 1
+	})
+	var g *seqGroup
+	for _, c := range cand {
+		if g == nil || g.id != c.tree {
+			g = sk.group(c.tree)
+		}
+		g.pending++
+		sk.pending++
+		var cs *compState
+		if n := len(m.seqFree); n > 0 {
+			cs = m.seqFree[n-1]
+			m.seqFree = m.seqFree[:n-1]
+		} else {
+			cs = new(compState)
+		}
+		*cs = compState{state: m.p.seq.final, sn: c.n, startTs: g.start.ts, startSeq: g.start.seq, prevTs: ev.ts, started: true}
+		ks.completed.offer(cs)
+	}
+	clear(cand)
+	sk.cand = cand[:0]
+	return m.seqEmit(ks)
 }
 
 // seqEmit is emitCompleted for a key under Pattern.seq.
@@ -445,63 +523,51 @@ func (m *Matcher) seqEmit(ks *keyState) []path {
 			}
 		}
 		ks.completed.poll()
-		g := sk.group(earliest.startTs, earliest.startSeq)
-		p := m.seqPath(g, earliest.sn)
-		// (the general step releases the match after pruning: the state
-		// after both is the same, and the trees pruned have no completed
-		// match left then)
-		ks.seqDone(g, earliest.sn)
+		p := m.seqPath(sk, earliest.sn)
+		m.seqDone(ks, earliest)
 		if pid := m.p.skip.pruningID(m.p, []path{p}); pid != nil {
 			m.seqPrune(ks, pid)
 		}
 		out = append(out, p)
-		sk.sweep()
 	}
+	ks.seqSweep()
 	return out
-}
-
-func (sk *seqKey) firstAlive() *seqGroup {
-	for _, g := range sk.groups {
-		if g.alive > 0 {
-			return g
-		}
-	}
-	return nil
 }
 
 // seqPrune is prune on both queues for a key under Pattern.seq.
 func (m *Matcher) seqPrune(ks *keyState, pid *event) {
 	sk := ks.seq
 	inclusive := m.p.skip.kind == skipToNext || m.p.skip.kind == skipPastLast
-	drop := func(start *event) bool {
-		d := cmpEvent(start, pid)
+	drop := func(startTs int64, startSeq uint64) bool {
+		d := cmpEvent(&event{ts: startTs, seq: startSeq}, pid)
 		return d < 0 || (inclusive && d == 0)
 	}
 	ks.completed.removeIf(func(c *compState) bool {
-		if !drop(&event{ts: c.startTs, seq: c.startSeq}) {
+		if !drop(c.startTs, c.startSeq) {
 			return false
 		}
-		ks.seqDone(sk.group(c.startTs, c.startSeq), c.sn)
+		m.seqDone(ks, c)
 		return true
 	})
+	upTo := int32(-1)
 	for _, g := range sk.groups {
-		if !drop(g.start) {
+		if !drop(g.start.ts, g.start.seq) {
 			break
 		}
-		if g.alive > 0 {
-			ks.seqEnd(g)
-			m.prunedPartial = true
-		}
+		upTo = g.id
+	}
+	if upTo >= 0 && sk.end(upTo) > 0 {
+		m.prunedPartial = true
 	}
 }
 
-// seqPath is the match ending at node n of g, as the records read it.
-func (m *Matcher) seqPath(g *seqGroup, n int32) path {
-	d := int(g.nodes[n].depth)
+// seqPath is the match ending at node n, as the records read it.
+func (m *Matcher) seqPath(sk *seqKey, n int32) path {
+	d := int(sk.nodes[n].depth)
 	nodes := make([]node, d)
 	p := make(path, d)
 	for i := d - 1; i >= 0; i-- {
-		sn := &g.nodes[n]
+		sn := &sk.nodes[n]
 		nodes[i] = node{key: nodeKey{seq: sn.ev.seq, stage: m.p.seq.stage[i]}, ev: sn.ev}
 		p[i] = &nodes[i]
 		n = sn.parent
@@ -525,92 +591,99 @@ func (m *Matcher) seqDeadline(ks *keyState) int64 {
 // partial matches timed out.
 func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) []path {
 	sk := ks.seq
-	changed := false
+	upTo := int32(-1)
 	for _, g := range sk.groups {
-		if g.alive == 0 {
+		if g.ended {
 			continue
 		}
 		if !timedOut(now, g.start.ts, m.p.windowTime) {
 			break
 		}
-		m.stats.Timeouts += uint64(g.alive)
-		ks.seqEnd(g)
-		changed = true
+		upTo = g.id
 	}
-	if !changed {
+	if upTo < 0 {
 		return nil
 	}
-	sk.sweep()
+	m.stats.Timeouts += uint64(sk.end(upTo))
 	return m.seqEmit(ks)
 }
 
 // seqGeneral returns the key's state as the general step holds it: the
 // same partial matches, nodes, versions and queues, in the same order.
-// The key is left as it is; the events are shared.
+// The key is left as it is; the events are shared (their reference
+// counts are set only by seqToGeneral).
 func (m *Matcher) seqGeneral(ks *keyState) *keyState {
+	g, _ := m.seqGeneralCounting(ks)
+	return g
+}
+
+// seqGeneralCounting is seqGeneral, also returning how many of its nodes
+// hold each event.
+func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32) {
 	sk, pl := ks.seq, m.p.seq
 	out := &keyState{key: ks.key, nextSeq: ks.nextSeq, preDrain: ks.preDrain, due: ks.due, hidx: ks.hidx,
-		gen: ks.gen, deadline: ks.deadline, nEvents: ks.nEvents, queue: ks.queue}
-	nodes := make(map[*seqGroup][]*node, len(sk.groups))
-	edgeVer := func(g *seqGroup, i int32) dewey {
-		n := &g.nodes[i]
-		v := make(dewey, n.depth)
-		for j := int(n.depth) - 1; j >= 0; j-- {
-			v[j] = g.nodes[i].pv
-			i = g.nodes[i].parent
+		gen: ks.gen, deadline: ks.deadline, queue: ks.queue}
+	refs := sk.refsOf()
+	evRefs := map[*event]int32{}
+	gn := make([]*node, len(sk.nodes))
+	edgeVer := func(i int32) dewey {
+		v := make(dewey, sk.nodes[i].depth)
+		for j := len(v) - 1; j >= 0; j-- {
+			v[j] = sk.nodes[i].pv
+			i = sk.nodes[i].parent
 		}
 		return v
 	}
 	verOf := func(v dewey, last int32) dewey { return append(slices.Clip(v), last) }
-	for _, g := range sk.groups {
-		refs := g.refsOf()
-		gn := make([]*node, len(g.nodes))
-		for i := range g.nodes {
-			sn := &g.nodes[i]
-			if refs[i] == 0 {
-				continue
-			}
-			n := &node{key: nodeKey{seq: sn.ev.seq, stage: pl.stage[sn.depth-1]}, ev: sn.ev, refs: refs[i]}
-			var target *node
-			if sn.parent >= 0 {
-				target = gn[sn.parent]
-			}
-			n.edges = n.inline[:0:1]
-			n.addEdge(edge{target: target, ver: edgeVer(g, int32(i)), refs: refs[i]})
-			gn[i] = n
-			out.nNodes++
-		}
-		nodes[g] = gn
-		if g.alive == 0 {
+	children := make([][]int32, len(sk.nodes))
+	var roots []int32
+	for i := range sk.nodes {
+		sn := &sk.nodes[i]
+		if refs[i] == 0 {
 			continue
 		}
-		// post-order, a node's children in the order they were made
-		children := make([][]int32, len(g.nodes))
-		for i := range g.nodes {
-			if p := g.nodes[i].parent; p >= 0 && refs[i] > 0 {
-				children[p] = append(children[p], int32(i))
-			}
+		n := &node{key: nodeKey{seq: sn.ev.seq, stage: pl.stage[sn.depth-1]}, ev: sn.ev, refs: refs[i]}
+		var target *node
+		if sn.parent >= 0 {
+			target = gn[sn.parent]
+			children[sn.parent] = append(children[sn.parent], int32(i))
+		} else {
+			roots = append(roots, int32(i))
 		}
-		takes := make(map[int32]int32, g.alive)
-		for _, w := range g.wait {
-			for _, x := range w {
-				takes[x.n] = x.takes
-			}
+		n.edges = n.inline[:0:1]
+		n.addEdge(edge{target: target, ver: edgeVer(int32(i)), refs: refs[i]})
+		gn[i] = n
+		out.nNodes++
+		if evRefs[sn.ev] == 0 {
+			out.nEvents++
 		}
-		var walk func(i int32)
-		walk = func(i int32) {
-			for _, c := range children[i] {
-				walk(c)
-			}
-			sn := &g.nodes[i]
-			if sn.flags&snAlive == 0 {
-				return
-			}
-			c := &compState{state: pl.state[sn.depth], prev: gn[i], ver: verOf(edgeVer(g, i), takes[i]),
-				startTs: g.start.ts, prevTs: sn.ev.ts, startSeq: g.start.seq, started: true}
-			out.partial.offer(c)
+		evRefs[sn.ev]++
+	}
+	takes := make(map[int32]int32, sk.alive)
+	for _, w := range sk.wait {
+		for _, x := range w {
+			takes[x.n] = x.takes
 		}
-		walk(0)
+	}
+	// the trees in start order (their roots were made in that order),
+	// each in post-order, a node's children in the order they were made
+	var walk func(i int32, g *seqGroup)
+	walk = func(i int32, g *seqGroup) {
+		for _, c := range children[i] {
+			walk(c, g)
+		}
+		sn := &sk.nodes[i]
+		if sn.flags&snChain == 0 {
+			return
+		}
+		c := &compState{state: pl.state[sn.depth], prev: gn[i], ver: verOf(edgeVer(i), takes[i]),
+			startTs: g.start.ts, prevTs: sn.ev.ts, startSeq: g.start.seq, started: true}
+		out.partial.offer(c)
+	}
+	for _, r := range roots {
+		if g := sk.group(sk.nodes[r].tree); !g.ended {
+			walk(r, g)
+		}
 	}
 	if sk.start {
 		start := m.p.freshStarts[0]
@@ -621,33 +694,36 @@ func (m *Matcher) seqGeneral(ks *keyState) *keyState {
 	}
 	for _, e := range ks.completed.a {
 		c := e.cs
-		g := sk.group(c.startTs, c.startSeq)
-		gc := &compState{state: c.state, prev: nodes[g][c.sn], ver: verOf(edgeVer(g, c.sn), 0),
+		gc := &compState{state: c.state, prev: gn[c.sn], ver: verOf(edgeVer(c.sn), 0),
 			startTs: c.startTs, prevTs: c.prevTs, startSeq: c.startSeq, started: true}
 		out.completed.a = append(out.completed.a, entOf(gc))
 	}
 	out.completed.unsorted = ks.completed.unsorted
-	return out
+	return out, evRefs
 }
 
 // seqToGeneral turns a key under Pattern.seq into a general one for good
 // (until it is recycled).
 func (m *Matcher) seqToGeneral(ks *keyState) {
-	g := m.seqGeneral(ks)
-	sk := ks.seq
-	for _, gr := range sk.groups {
-		sk.recycle(gr)
+	g, evRefs := m.seqGeneralCounting(ks)
+	for ev, n := range evRefs {
+		ev.refs = n
 	}
-	clear(sk.groups)
-	sk.groups = sk.groups[:0]
-	ks.partial, ks.completed, ks.nNodes = g.partial, g.completed, g.nNodes
+	for _, e := range ks.completed.a {
+		*e.cs = compState{}
+		m.seqFree = append(m.seqFree, e.cs)
+	}
+	ks.partial, ks.completed, ks.nNodes, ks.nEvents = g.partial, g.completed, g.nNodes, g.nEvents
+	sk := ks.seq
+	sk.reset(len(sk.wait))
 	ks.seq = nil
 	m.spareSeq = sk
 }
 
 // seqFromGeneral turns a general key of a Pattern.seq pattern into one
 // under Pattern.seq when its state is one the sequence step makes
-// (checked by encoding both), and reports whether it did.
+// (checked by converting it back and encoding both), and reports whether
+// it did.
 func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 	pl := m.p.seq
 	if pl == nil || m.noSeq {
@@ -660,145 +736,141 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 	for d, s := range pl.state {
 		depthOf[s] = d
 	}
-	type place struct {
-		g *seqGroup
-		i int32
+	type gnode struct {
+		n     *node
+		sn    seqNode
+		takes int32
 	}
-	at := map[*node]place{}
-	takes := map[place]int32{}
-	groups := map[uint64]*seqGroup{}
+	var all []*gnode
+	at := map[*node]*gnode{}
+	roots := map[*event]*gnode{}
 	// the nodes of a partial match, from its start event
-	var chain func(n *node) (place, bool)
-	chain = func(n *node) (place, bool) {
-		if p, ok := at[n]; ok {
-			return p, true
+	var chain func(n *node) *gnode
+	chain = func(n *node) *gnode {
+		if x, ok := at[n]; ok {
+			return x
 		}
-		if n.dead || len(n.edges)-int(n.removed) != 1 || len(n.edges) != 1 {
-			return place{}, false
+		if n.dead || n.removed != 0 || len(n.edges) != 1 {
+			return nil
 		}
 		e := &n.edges[0]
-		var g *seqGroup
-		parent := int32(-1)
-		if e.target == nil {
-			if len(e.ver) != 1 || groups[n.ev.seq] != nil {
-				return place{}, false
-			}
-			g = sk.newGroup(len(pl.take), n.ev)
-			groups[n.ev.seq] = g
-			sk.groups = append(sk.groups, g)
-		} else {
-			pp, ok := chain(e.target)
-			if !ok {
-				return place{}, false
-			}
-			g, parent = pp.g, pp.i
-		}
 		depth := len(e.ver)
-		if depth > len(pl.take) || n.key.stage != pl.stage[depth-1] {
-			return place{}, false
+		if depth < 1 || depth > len(pl.take) || n.key.stage != pl.stage[depth-1] {
+			return nil
 		}
-		g.nodes = append(g.nodes, seqNode{ev: n.ev, parent: parent, pv: e.ver[depth-1], depth: int16(depth)})
-		p := place{g: g, i: int32(len(g.nodes) - 1)}
-		at[n] = p
-		return p, true
+		x := &gnode{n: n, sn: seqNode{ev: n.ev, pv: e.ver[depth-1], depth: int16(depth)}}
+		if e.target == nil {
+			if depth != 1 || roots[n.ev] != nil {
+				return nil
+			}
+			roots[n.ev] = x
+		} else {
+			p := chain(e.target)
+			if p == nil || int(p.sn.depth) != depth-1 {
+				return nil
+			}
+		}
+		at[n] = x
+		all = append(all, x)
+		return x
 	}
 	for _, e := range ks.partial.a {
 		c := e.cs
 		if !c.started {
-			if c.state != pl.state[0] || c.prev != nil {
-				return false
-			}
-			if len(c.ver) != 1 || c.ver[0] < 1 {
+			if c.state != pl.state[0] || c.prev != nil || len(c.ver) != 1 || c.ver[0] < 1 || sk.start {
 				return false
 			}
 			sk.start, sk.starts = true, c.ver[0]-1
 			continue
 		}
 		d, ok := depthOf[c.state]
-		if !ok || d == 0 || c.prev == nil {
+		if !ok || d == 0 || c.prev == nil || len(c.ver) != d+1 {
 			return false
 		}
-		p, ok := chain(c.prev)
-		if !ok || int(p.g.nodes[p.i].depth) != d || p.g.nodes[p.i].flags != 0 || len(c.ver) != d+1 {
+		x := chain(c.prev)
+		if x == nil || int(x.sn.depth) != d || x.sn.flags != 0 {
 			return false
 		}
-		p.g.nodes[p.i].flags = snAlive
-		takes[p] = c.ver[d]
+		x.sn.flags, x.takes = snChain, c.ver[d]
 	}
-	var completed csQueue
 	for _, e := range ks.completed.a {
 		c := e.cs
 		if c.state != pl.final || c.prev == nil {
 			return false
 		}
-		p, ok := chain(c.prev)
-		if !ok || int(p.g.nodes[p.i].depth) != len(pl.take) || p.g.nodes[p.i].flags != 0 {
+		x := chain(c.prev)
+		if x == nil || int(x.sn.depth) != len(pl.take) || x.sn.flags != 0 {
 			return false
 		}
-		p.g.nodes[p.i].flags = snPending
-		p.g.pending++
-		completed.a = append(completed.a, entOf(&compState{state: c.state, sn: p.i, startTs: c.startTs, startSeq: c.startSeq,
-			prevTs: c.prevTs, started: true}))
+		x.sn.flags = snPending
 	}
-	completed.unsorted = ks.completed.unsorted
-	// trees by start event, nodes in the order they were made (by event;
-	// parents first), references counted from the structure
-	slices.SortFunc(sk.groups, func(a, b *seqGroup) int { return cmpEvent(a.start, b.start) })
-	for _, g := range sk.groups {
-		order := make([]int32, len(g.nodes))
-		for i := range order {
-			order[i] = int32(i)
+	// trees in start order, nodes in the order they were made (by event,
+	// then depth: a node's parent comes first)
+	var starts []*event
+	for ev := range roots {
+		starts = append(starts, ev)
+	}
+	slices.SortFunc(starts, cmpEvent)
+	treeOf := make(map[*event]*seqGroup, len(starts))
+	for _, ev := range starts {
+		g := sk.newGroup(ev)
+		g.ended = true // until a partial match waits in it
+		sk.groups = append(sk.groups, g)
+		treeOf[ev] = g
+	}
+	slices.SortStableFunc(all, func(a, b *gnode) int {
+		if c := cmpEvent(a.sn.ev, b.sn.ev); c != 0 {
+			return c
 		}
-		slices.SortStableFunc(order, func(a, b int32) int {
-			x, y := &g.nodes[a], &g.nodes[b]
-			if c := cmpEvent(x.ev, y.ev); c != 0 {
-				return c
-			}
-			return int(x.depth) - int(y.depth)
-		})
-		newIdx := make([]int32, len(order))
-		for ni, oi := range order {
-			newIdx[oi] = int32(ni)
+		return int(a.sn.depth) - int(b.sn.depth)
+	})
+	index := make(map[*node]int32, len(all))
+	tree := make([]*seqGroup, len(all))
+	for i, x := range all {
+		index[x.n] = int32(i)
+		sn := x.sn
+		sn.parent = -1
+		if t := x.n.edges[0].target; t != nil {
+			sn.parent = index[t]
+			tree[i] = tree[sn.parent]
+		} else {
+			tree[i] = treeOf[sn.ev]
 		}
-		nodes := make([]seqNode, len(order))
-		for ni, oi := range order {
-			nodes[ni] = g.nodes[oi]
-			if nodes[ni].parent >= 0 {
-				nodes[ni].parent = newIdx[nodes[ni].parent]
-			}
+		g := tree[i]
+		sn.tree = g.id
+		switch {
+		case sn.flags == snChain:
+			g.ended = false
+			sk.wait[sn.depth] = append(sk.wait[sn.depth], seqWait{n: int32(i), takes: x.takes, tree: g.id})
+			sk.alive++
+		case sn.flags == snPending:
+			g.pending++
+			sk.pending++
 		}
-		g.nodes = nodes
-		for i := range completed.a {
-			if c := completed.a[i].cs; c.startSeq == g.start.seq && c.startTs == g.start.ts {
-				c.sn = newIdx[c.sn]
-			}
-		}
-		for ni, oi := range order {
-			n := &g.nodes[ni]
-			n.flags |= snKept
-			if n.flags&snAlive != 0 {
-				g.wait[n.depth] = append(g.wait[n.depth], seqWait{n: int32(ni), takes: takes[place{g: g, i: oi}]})
-				g.alive++
-				sk.count[n.depth]++
-				sk.alive++
-			}
-		}
-		g.live = len(g.nodes)
-		if g.alive > 0 {
-			// seqDone counts on every node of a tree with partial
-			// matches waiting having one (not so after capPartial)
-			for i := range g.nodes {
-				if g.nodes[i].flags&(snAlive|snPending) == 0 {
-					return false
-				}
-			}
+		sk.nodes = append(sk.nodes, sn)
+	}
+	for i := range sk.nodes {
+		switch g := tree[i]; {
+		case sk.nodes[i].flags != 0:
+		case !g.ended:
+			// kept for the nodes after it only: not in a tree the
+			// sequence step keeps partial matches waiting in (only
+			// after capPartial)
+			return false
+		default:
+			sk.nodes[i].flags = snChain // of a tree that ended
 		}
 	}
-	// the conversion is taken only when it gives back the same state
-	saved := *ks
+	completed := csQueue{unsorted: ks.completed.unsorted}
+	for _, e := range ks.completed.a {
+		c := e.cs
+		completed.a = append(completed.a, entOf(&compState{state: c.state, sn: index[c.prev], startTs: c.startTs,
+			startSeq: c.startSeq, prevTs: c.prevTs, started: true}))
+	}
+	// taken only when it gives back the same state
 	conv := *ks
 	conv.seq, conv.completed = sk, completed
-	if string(m.appendKeyState(nil, m.seqGeneral(&conv))) != string(m.appendKeyState(nil, &saved)) {
+	if string(m.appendKeyState(nil, m.seqGeneral(&conv))) != string(m.appendKeyState(nil, ks)) {
 		return false
 	}
 	ks.seq, ks.completed, ks.partial, ks.nNodes = sk, completed, csQueue{}, 0
