@@ -143,6 +143,8 @@ type Matcher struct {
 	noSeq         bool         // tests: the general step for every key, also under Pattern.seq
 	spareSeq      *seqKey      // a key's sequence state it no longer uses
 	seqFree       []*compState // completed matches of keys under Pattern.seq, for reuse
+	seqNodes      []node       // the events of a step's matches under Pattern.seq (seqPath)
+	seqPaths      []*node
 }
 
 // NewMatcher returns a Matcher for p with no state.

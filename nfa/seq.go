@@ -412,6 +412,7 @@ func (sk *seqKey) firstAlive() *seqGroup {
 // seqEvent is processEvent for a key under Pattern.seq.
 func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 	m.nextGen()
+	m.seqStep()
 	sk, pl := ks.seq, m.p.seq
 	ctx := &m.ctx
 	*ctx = evalCtx{m: m, ev: ev}
@@ -477,6 +478,27 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 func (m *Matcher) seqComplete(ks *keyState, ev *event) []path {
 	sk := ks.seq
 	cand := sk.cand
+	if m.p.skip.kind == skipPastLast && ks.completed.len() == 0 {
+		// The first match in queue order goes at once when its tree is
+		// the first with partial matches waiting, and ends at this
+		// event: every tree and every other match, all started no
+		// later, is pruned. They need not be queued.
+		best := cand[0]
+		for _, c := range cand[1:] {
+			if c.tree < best.tree || (c.tree == best.tree && sk.before(sk.nodes[c.n].parent, sk.nodes[best.n].parent)) {
+				best = c
+			}
+		}
+		if g := sk.firstAlive(); g != nil && g.id == best.tree {
+			p := m.seqPath(sk, best.n)
+			sk.end(sk.nextID - 1)
+			m.prunedPartial = true
+			clear(cand)
+			sk.cand = cand[:0]
+			ks.seqSweep()
+			return []path{p}
+		}
+	}
 	slices.SortFunc(cand, func(a, b seqWait) int {
 		if a.tree != b.tree {
 			return int(a.tree - b.tree)
@@ -561,11 +583,26 @@ func (m *Matcher) seqPrune(ks *keyState, pid *event) {
 	}
 }
 
-// seqPath is the match ending at node n, as the records read it.
+// seqStep starts a step: the paths of the last one are no longer read.
+func (m *Matcher) seqStep() {
+	clear(m.seqNodes)
+	clear(m.seqPaths)
+	m.seqNodes, m.seqPaths = m.seqNodes[:0], m.seqPaths[:0]
+}
+
+// seqPath is the match ending at node n, as the records read it: valid
+// until the key's next step (the records are built before).
 func (m *Matcher) seqPath(sk *seqKey, n int32) path {
 	d := int(sk.nodes[n].depth)
-	nodes := make([]node, d)
-	p := make(path, d)
+	if cap(m.seqNodes)-len(m.seqNodes) < d {
+		m.seqNodes = make([]node, 0, max(64, 2*d))
+	}
+	if cap(m.seqPaths)-len(m.seqPaths) < d {
+		m.seqPaths = make([]*node, 0, max(64, 2*d))
+	}
+	nodes := m.seqNodes[len(m.seqNodes) : len(m.seqNodes)+d]
+	p := path(m.seqPaths[len(m.seqPaths) : len(m.seqPaths)+d])
+	m.seqNodes, m.seqPaths = m.seqNodes[:len(m.seqNodes)+d], m.seqPaths[:len(m.seqPaths)+d]
 	for i := d - 1; i >= 0; i-- {
 		sn := &sk.nodes[n]
 		nodes[i] = node{key: nodeKey{seq: sn.ev.seq, stage: m.p.seq.stage[i]}, ev: sn.ev}
@@ -590,6 +627,7 @@ func (m *Matcher) seqDeadline(ks *keyState) int64 {
 // are not reported: it returns the matches completed since and counts the
 // partial matches timed out.
 func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) []path {
+	m.seqStep()
 	sk := ks.seq
 	upTo := int32(-1)
 	for _, g := range sk.groups {
