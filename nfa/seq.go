@@ -228,10 +228,30 @@ func holdEvent(ks *keyState, ev *event, n int32) {
 	ev.refs += n
 }
 
-func dropEvent(ks *keyState, ev *event) {
-	if ev.refs--; ev.refs == 0 {
+func dropEvent(ks *keyState, ev *event) { dropEvents(ks, ev, 1) }
+
+func dropEvents(ks *keyState, ev *event, n int32) {
+	if ev.refs -= n; ev.refs == 0 {
 		ks.nEvents--
 	}
+}
+
+// livesFrom returns whether each tree still has partial matches waiting,
+// indexed by tree number minus base (the first tree's).
+func (sk *seqKey) livesFrom() (base int32, lives []bool) {
+	if len(sk.groups) == 0 {
+		return 0, nil
+	}
+	base = sk.groups[0].id
+	lives = sk.lives[:0]
+	for range sk.nextID - base {
+		lives = append(lives, false)
+	}
+	for _, g := range sk.groups {
+		lives[g.id-base] = !g.ended
+	}
+	sk.lives = lives
+	return base, lives
 }
 
 // refsOf counts each node's references: a partial match waiting there, a
@@ -239,30 +259,14 @@ func dropEvent(ks *keyState, ev *event) {
 // kept while its count is not 0.
 func (sk *seqKey) refsOf() []int32 {
 	refs := sk.refs[:0]
-	// whether each tree still lives, by number from the first one's
-	var lives []bool
-	if len(sk.groups) > 0 {
-		base := sk.groups[0].id
-		lives = sk.lives[:0]
-		for range sk.nextID - base {
-			lives = append(lives, false)
+	base, lives := sk.livesFrom()
+	for i := range sk.nodes {
+		n := &sk.nodes[i]
+		r := int32(0)
+		if n.flags&snPending != 0 || (n.flags&snChain != 0 && n.tree >= base && lives[n.tree-base]) {
+			r = 1
 		}
-		for _, g := range sk.groups {
-			lives[g.id-base] = !g.ended
-		}
-		sk.lives = lives
-		for i := range sk.nodes {
-			n := &sk.nodes[i]
-			r := int32(0)
-			if n.flags&snPending != 0 || (n.flags&snChain != 0 && n.tree >= base && lives[n.tree-base]) {
-				r = 1
-			}
-			refs = append(refs, r)
-		}
-	} else {
-		for range sk.nodes {
-			refs = append(refs, 0)
-		}
+		refs = append(refs, r)
 	}
 	for i := len(sk.nodes) - 1; i >= 0; i-- {
 		if p := sk.nodes[i].parent; refs[i] > 0 && p >= 0 {
@@ -278,24 +282,41 @@ func (sk *seqKey) refsOf() []int32 {
 // renumbers the others.
 func (ks *keyState) seqCompact() {
 	sk := ks.seq
-	if len(sk.groups) == 0 {
-		for i := range sk.nodes {
-			if sk.nodes[i].flags&snGone == 0 {
-				dropEvent(ks, sk.nodes[i].ev)
-			}
+	// a tree that ended keeps the nodes of its completed matches still
+	// queued (which a sequence of followedByAny stages does not leave:
+	// its first tree with partial matches has every match a later one
+	// has); otherwise a node is kept while its tree lives, unless it is a
+	// completed match gone
+	var refs []int32
+	for _, g := range sk.groups {
+		if g.ended && g.pending > 0 {
+			refs = sk.refsOf()
+			break
 		}
-		clear(sk.nodes)
-		sk.nodes = sk.nodes[:0]
-		return
 	}
-	refs := sk.refsOf()
+	base, lives := sk.livesFrom()
 	remap := sk.remap[:0]
 	w := int32(0)
+	// the events let go, counted by event (a step's nodes are together)
+	var dropped *event
+	var ndropped int32
 	for i := range sk.nodes {
 		n := sk.nodes[i]
-		if refs[i] == 0 {
+		var keep bool
+		if refs != nil {
+			keep = refs[i] > 0
+		} else {
+			keep = n.flags&snGone == 0 && n.tree >= base && len(lives) > 0 && lives[n.tree-base]
+		}
+		if !keep {
 			if n.flags&snGone == 0 {
-				dropEvent(ks, n.ev)
+				if n.ev != dropped {
+					if ndropped > 0 {
+						dropEvents(ks, dropped, ndropped)
+					}
+					dropped, ndropped = n.ev, 0
+				}
+				ndropped++
 			}
 			remap = append(remap, -1)
 			continue
@@ -307,8 +328,15 @@ func (ks *keyState) seqCompact() {
 		remap = append(remap, w)
 		w++
 	}
+	if ndropped > 0 {
+		dropEvents(ks, dropped, ndropped)
+	}
 	clear(sk.nodes[w:])
 	sk.nodes = sk.nodes[:w]
+	sk.remap = remap
+	if w == 0 {
+		return
+	}
 	for d := range sk.wait {
 		for x := range sk.wait[d] {
 			sk.wait[d][x].n = remap[sk.wait[d][x].n]
@@ -317,7 +345,6 @@ func (ks *keyState) seqCompact() {
 	for _, e := range ks.completed.a {
 		e.cs.sn = remap[e.cs.sn]
 	}
-	sk.remap = remap
 }
 
 // before reports whether node x comes before node y, both at one depth of
