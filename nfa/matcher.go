@@ -145,6 +145,8 @@ type Matcher struct {
 	seqFree       []*compState // completed matches of keys under Pattern.seq, for reuse
 	seqNodes      []node       // the events of a step's matches under Pattern.seq (seqPath)
 	seqPaths      []*node
+	seqLinks      [][2]int32 // seqTimedOut's: each node's first child and next sibling
+	seqLast       []int32    // seqTimedOut's: each node's last child
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -598,15 +600,10 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	from := len(m.out)
 	defer m.numberDuplicates(from)
 	if ks.seq != nil {
-		if !m.reportsTimeouts() {
-			for _, p := range m.seqAdvanceTime(ks, now) {
-				m.emitMatch(ks, p)
-			}
-			ks.deadline = m.seqDeadline(ks)
-			return
-		}
-		// records of timed-out partial matches come from the general step
-		m.seqToGeneral(ks)
+		matches, tos := m.seqAdvanceTime(ks, now)
+		ks.deadline = m.seqDeadline(ks)
+		m.emitExpired(ks, matches, tos)
+		return
 	}
 	m.expire(ks, now)
 	if ks.deadline <= now && !ks.partial.unsorted {
@@ -624,6 +621,12 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 func (m *Matcher) expire(ks *keyState, now int64) {
 	matches, tos := m.advanceTime(ks, now)
 	m.recomputeDeadline(ks)
+	m.emitExpired(ks, matches, tos)
+}
+
+// emitExpired emits what advancing time ended: the matches it let go and
+// then the partial matches timed out (their events in m.toNodes).
+func (m *Matcher) emitExpired(ks *keyState, matches []path, tos []timeout) {
 	for _, p := range matches {
 		m.emitMatch(ks, p)
 	}

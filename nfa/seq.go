@@ -621,11 +621,13 @@ func (m *Matcher) seqStep() {
 // until the key's next step (the records are built before).
 func (m *Matcher) seqPath(sk *seqKey, n int32) path {
 	d := int(sk.nodes[n].depth)
+	// (a full array is replaced by a larger one, the paths already cut
+	// keep theirs: soon one step's paths fit in one)
 	if cap(m.seqNodes)-len(m.seqNodes) < d {
-		m.seqNodes = make([]node, 0, max(64, 2*d))
+		m.seqNodes = make([]node, 0, max(64, 2*d, 2*cap(m.seqNodes)))
 	}
 	if cap(m.seqPaths)-len(m.seqPaths) < d {
-		m.seqPaths = make([]*node, 0, max(64, 2*d))
+		m.seqPaths = make([]*node, 0, max(64, 2*d, 2*cap(m.seqPaths)))
 	}
 	nodes := m.seqNodes[len(m.seqNodes) : len(m.seqNodes)+d]
 	p := path(m.seqPaths[len(m.seqPaths) : len(m.seqPaths)+d])
@@ -650,10 +652,9 @@ func (m *Matcher) seqDeadline(ks *keyState) int64 {
 	return maxInt64
 }
 
-// seqAdvanceTime is advanceTime for a key under Pattern.seq whose timeouts
-// are not reported: it returns the matches completed since and counts the
-// partial matches timed out.
-func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) []path {
+// seqAdvanceTime is advanceTime for a key under Pattern.seq: it returns
+// the matches completed since and the partial matches timed out.
+func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	m.seqStep()
 	sk := ks.seq
 	upTo := int32(-1)
@@ -667,10 +668,66 @@ func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) []path {
 		upTo = g.id
 	}
 	if upTo < 0 {
-		return nil
+		return nil, nil
 	}
-	m.stats.Timeouts += uint64(sk.end(upTo))
-	return m.seqEmit(ks)
+	tos := m.tosBuf[:0]
+	if m.reportsTimeouts() {
+		tos = m.seqTimedOut(sk, upTo, tos) // emitExpired counts them
+	}
+	if n := sk.end(upTo); !m.reportsTimeouts() {
+		m.stats.Timeouts += uint64(n)
+	}
+	m.tosBuf = tos[:0]
+	return m.seqEmit(ks), tos
+}
+
+// seqTimedOut appends the partial matches of the trees up to id that live,
+// in queue order (by tree, each in post-order), to tos, their events to
+// m.toNodes.
+func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, tos []timeout) []timeout {
+	// each node's first child and next sibling, among the partial matches
+	// of those trees
+	n := len(sk.nodes)
+	links := m.seqLinks[:0]
+	for range n {
+		links = append(links, [2]int32{-1, -1})
+	}
+	m.seqLinks = links
+	lastChild := m.seqLast[:0]
+	for range n {
+		lastChild = append(lastChild, -1)
+	}
+	m.seqLast = lastChild
+	base, lives := sk.livesFrom()
+	var roots []int32
+	for i := range sk.nodes {
+		nd := &sk.nodes[i]
+		if nd.tree > upTo || nd.flags&snChain == 0 || nd.tree < base || !lives[nd.tree-base] {
+			continue
+		}
+		if p := nd.parent; p < 0 {
+			roots = append(roots, int32(i))
+		} else if lastChild[p] < 0 {
+			links[p][0], lastChild[p] = int32(i), int32(i)
+		} else {
+			links[lastChild[p]][1], lastChild[p] = int32(i), int32(i)
+		}
+	}
+	for _, r := range roots {
+		at := sk.nodes[r].ev.ts + m.p.windowTime // as advanceTime has it
+		// post-order: children first, in the order they were made
+		var visit func(i int32)
+		visit = func(i int32) {
+			for c := links[i][0]; c >= 0; c = links[c][1] {
+				visit(c)
+			}
+			from := len(m.toNodes)
+			m.toNodes = append(m.toNodes, m.seqPath(sk, i)...)
+			tos = append(tos, timeout{from: from, to: len(m.toNodes), at: at})
+		}
+		visit(r)
+	}
+	return tos
 }
 
 // seqGeneral returns the key's state as the general step holds it: the
