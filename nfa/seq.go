@@ -887,8 +887,9 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 			}
 			roots[n.ev] = x
 		} else {
+			// (the nodes are ordered by event below: a parent's comes first)
 			p := chain(e.target)
-			if p == nil || int(p.sn.depth) != depth-1 {
+			if p == nil || int(p.sn.depth) != depth-1 || cmpEvent(p.sn.ev, n.ev) >= 0 {
 				return nil
 			}
 		}
