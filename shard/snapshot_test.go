@@ -14,6 +14,10 @@ import (
 
 const windowSpec = `{"name":"w","key":"e.k","time":"e.ts","within":30,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","oneOrMore":true,"where":"e.t == \"B\""},{"name":"c","where":"e.t == \"C\""}]}`
 
+// anySpec is a sequence of followedByAny stages, which the engine runs
+// per start event (its state encoded as the general step's).
+const anySpec = `{"name":"any","key":"e.k","time":"e.ts","within":40,"skip":"skipPastLastEvent","stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","contiguity":"followedByAny","where":"e.t == \"B\""},{"name":"c","contiguity":"followedByAny","where":"e.t == \"C\" || e.t == \"B\""}]}`
+
 // randomLog makes a log of batches: deployments, then batches of events
 // over 20 keys with mostly increasing times.
 func randomLog(seed uint64, batches int) []*Batch { return randomLogD(seed, batches, 2) }
@@ -21,7 +25,7 @@ func randomLog(seed uint64, batches int) []*Batch { return randomLogD(seed, batc
 // randomLogD is randomLog with events up to disorder-1 ms out of order.
 func randomLogD(seed uint64, batches, disorder int) []*Batch {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	log := []*Batch{{Ops: []Op{deployOp(abSpec, 1, PolicyReset), deployOp(windowSpec, 1, PolicyReset)}}}
+	log := []*Batch{{Ops: []Op{deployOp(abSpec, 1, PolicyReset), deployOp(windowSpec, 1, PolicyReset), deployOp(anySpec, 1, PolicyReset)}}}
 	pos := uint64(0)
 	ts := int64(0)
 	for i := 0; i < batches; i++ {
@@ -38,11 +42,30 @@ func randomLogD(seed uint64, batches, disorder int) []*Batch {
 			// version 1 too) and publishes no late records
 			up := deployOp(abSpec, 2, PolicyDrain)
 			up.Deploy.MaxPartialMatches, up.Deploy.Records = 2, RecordMatch|RecordTimeout
-			b.Ops = append(b.Ops, up)
+			// and the sequence's keys reach a bound: they go on with the
+			// general step
+			upAny := deployOp(anySpec, 2, PolicyDrain)
+			upAny.Deploy.MaxPartialMatches = 3
+			b.Ops = append(b.Ops, up, upAny)
 		}
 		log = append(log, b)
 	}
 	return log
+}
+
+// withoutPattern is log without the deployments of pattern name.
+func withoutPattern(log []*Batch, name string) []*Batch {
+	var out []*Batch
+	for _, b := range log {
+		nb := &Batch{}
+		for _, op := range b.Ops {
+			if op.Kind != OpDeploy || op.Deploy.Name != name {
+				nb.Ops = append(nb.Ops, op)
+			}
+		}
+		out = append(out, nb)
+	}
+	return out
 }
 
 func snap(t *testing.T, s *State, id string) []byte {
@@ -126,7 +149,7 @@ func TestSnapshotRestoreContinues(t *testing.T) {
 func TestRescaleSplit(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		log := randomLogD(seed, 80, 1)
-		log = append(log, &Batch{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "w", Time: 1 << 62}}})
+		log = append(log, &Batch{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "w", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "any", Time: 1 << 62}}})
 		cut := len(log) / 3
 		one := NewState(0, 15, 16)
 		for _, bt := range log[:cut] {
@@ -173,7 +196,7 @@ func TestRestoresOlderSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := randomLog(3, 80)
+	log := withoutPattern(randomLog(3, 80), "any") // the log the file was taken from
 	orig := NewState(0, 15, 16)
 	for _, bt := range log[:40] {
 		orig.Apply(bt)
@@ -222,7 +245,7 @@ func withoutID(payload []byte) []byte {
 func TestSplitOp(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		log := randomLogD(seed, 80, 1)
-		log = append(log, &Batch{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "w", Time: 1 << 62}}})
+		log = append(log, &Batch{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "w", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "any", Time: 1 << 62}}})
 		cut := len(log) / 3
 		one, left, replica := NewState(0, 15, 16), NewState(0, 15, 16), NewState(0, 15, 16)
 		for _, bt := range log[:cut] {
