@@ -214,6 +214,25 @@ stages:
 		}
 	}
 	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(userSpec)})
+	// a sequence of followedByAny stages: the engine keeps its keys as
+	// trees per start event, encoded as the general step's state
+	anySpec := []byte(`name: lfl-any
+source: bank
+key: e.account
+time: e.ts
+within: 1500
+skip: skipPastLastEvent
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    contiguity: followedByAny
+    where: e.type == "FAIL"
+  - name: logout
+    contiguity: followedByAny
+    where: e.type == "LOGOUT"
+`)
+	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(anySpec)})
 	// random patterns of other shapes (random_test.go) over the same
 	// events' kind and v, keyed by account or region, with windows: their
 	// state is snapshotted, restored and replayed through the kills too
@@ -342,7 +361,7 @@ stages:
 		name string
 		spec []byte
 	}
-	cases := []patternCase{{"lfl", spec}, {"lfl-user", userSpec}, {"lfl-mid", midSpec}}
+	cases := []patternCase{{"lfl", spec}, {"lfl-user", userSpec}, {"lfl-mid", midSpec}, {"lfl-any", anySpec}}
 	for i, s := range randomSpecs {
 		cases = append(cases, patternCase{fmt.Sprintf("rnd%d", i), s})
 	}
