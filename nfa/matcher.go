@@ -468,7 +468,7 @@ func (m *Matcher) keyState(key string) *keyState {
 					ks.seq = &seqKey{}
 				}
 			}
-			ks.seq.reset(len(m.p.seq.take))
+			ks.seq.reset(m.p.seq)
 			ks.seq.start = !m.noStarts
 			ks.partial.a = ks.partial.a[:0]
 		}

@@ -40,8 +40,19 @@ type seqPlan struct {
 	take  []*cond // the condition of each stage
 	state []int32 // the state waiting for each stage
 	stage []int32 // each stage's index in Pattern.stageNames
+	kind  []uint8 // how each stage after the first follows the one before
 	final int32   // the final state
+	// allAny: every stage after the first is followedByAny, so a partial
+	// match only ends with its tree
+	allAny bool
 }
+
+// How a stage follows the one before (seqPlan.kind).
+const (
+	seqAny     = iota // followedByAny: a partial match takes the event and stays
+	seqRelaxed        // followedBy: it moves on with the event, and ignores others
+	seqStrict         // next: it moves on with the next event, or ends
+)
 
 // seqPlanOf returns the plan of p when it is a sequence of followedByAny
 // stages with conditions on the event alone, nil otherwise.
@@ -69,9 +80,15 @@ func seqPlanOf(p *Pattern) *seqPlan {
 		if take == nil || take.cond == nil {
 			return nil
 		}
+		kind := uint8(seqAny)
 		if k > 0 {
-			// followedByAny: the partial match stays whether it takes or not
-			if ignore == nil || (ignore.cond != nil && ignore.cond.op != cTrue) {
+			switch {
+			case ignore == nil:
+				kind = seqStrict
+			case ignore.cond == nil || ignore.cond.op == cTrue:
+			case ignore.cond.op == cNot && sameCond(ignore.cond.x, take.cond):
+				kind = seqRelaxed
+			default:
 				return nil
 			}
 		} else if ignore != nil && !leavesWithin(ignore.cond, take.cond) {
@@ -80,6 +97,7 @@ func seqPlanOf(p *Pattern) *seqPlan {
 			return nil
 		}
 		pl.take = append(pl.take, take.cond)
+		pl.kind = append(pl.kind, kind)
 		pl.state = append(pl.state, int32(st.id))
 		pl.stage = append(pl.stage, p.stageOf[st.id])
 		if take.target.typ == stFinal {
@@ -94,7 +112,19 @@ func seqPlanOf(p *Pattern) *seqPlan {
 	if len(pl.take) < 2 {
 		return nil
 	}
+	pl.allAny = true
+	for _, k := range pl.kind[1:] {
+		pl.allAny = pl.allAny && k == seqAny
+	}
 	return pl
+}
+
+// sameCond reports whether a and b are the same condition.
+func sameCond(a, b *cond) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.op == b.op && a.leaf == b.leaf && sameCond(a.x, b.x) && sameCond(a.y, b.y)
 }
 
 // leavesWithin reports whether every condition c reads is one of those in.
@@ -131,7 +161,7 @@ type seqNode struct {
 }
 
 const (
-	snChain   = 1 << iota // a partial match waits here while the tree lives (else a completed match ends here)
+	snWaiting = 1 << iota // a partial match waits here (while the tree lives)
 	snPending             // the completed match ending here is in the completed queue
 	snGone                // no longer kept, its event let go (a completed match done in a tree that lives)
 )
@@ -162,17 +192,21 @@ type seqKey struct {
 	nextID  int32
 	alive   int   // partial matches waiting
 	pending int   // completed matches
+	allAny  bool  // seqPlan.allAny
 	starts  int32 // events the start state took (its version is 1+starts)
 	start   bool  // the start state is there (not after StopStarting)
 	free    []*seqGroup
 	compact bool      // trees ended or completed matches went since the last seqCompact
+	recount bool      // partial matches left their trees since (leave)
 	cand    []seqWait // completions of the current step: node and tree
 	refs    []int32   // refsOf's
 	lives   []bool    // refsOf's
 	remap   []int32   // seqCompact's
 }
 
-func (sk *seqKey) reset(stages int) {
+func (sk *seqKey) reset(pl *seqPlan) {
+	stages := len(pl.take)
+	sk.allAny = pl.allAny
 	for _, g := range sk.groups {
 		sk.recycle(g)
 	}
@@ -263,7 +297,7 @@ func (sk *seqKey) refsOf() []int32 {
 	for i := range sk.nodes {
 		n := &sk.nodes[i]
 		r := int32(0)
-		if n.flags&snPending != 0 || (n.flags&snChain != 0 && n.tree >= base && lives[n.tree-base]) {
+		if n.flags&snPending != 0 || (n.flags&snWaiting != 0 && n.tree >= base && int(n.tree-base) < len(lives) && lives[n.tree-base]) {
 			r = 1
 		}
 		refs = append(refs, r)
@@ -288,8 +322,11 @@ func (ks *keyState) seqCompact() {
 	// has); otherwise a node is kept while its tree lives, unless it is a
 	// completed match gone
 	var refs []int32
+	if !sk.allAny {
+		refs = sk.refsOf()
+	}
 	for _, g := range sk.groups {
-		if g.ended && g.pending > 0 {
+		if refs == nil && g.ended && g.pending > 0 {
 			refs = sk.refsOf()
 			break
 		}
@@ -368,7 +405,7 @@ func (m *Matcher) seqDone(ks *keyState, c *compState) {
 	g.pending--
 	sk.pending--
 	n.flags &^= snPending
-	if !g.ended {
+	if !g.ended && m.p.seq.allAny {
 		// the nodes before it are kept for their partial matches
 		n.flags |= snGone
 		dropEvent(ks, n.ev)
@@ -406,6 +443,47 @@ func (sk *seqKey) end(id int32) int {
 	return n
 }
 
+// leave takes the partial matches waiting for stage k out of their trees
+// (they moved on, or ended): their nodes stay while a node after them or
+// a completed match needs them.
+func (sk *seqKey) leave(k int) {
+	w := sk.wait[k]
+	for x := range w {
+		sk.nodes[w[x].n].flags &^= snWaiting
+	}
+	sk.alive -= len(w)
+	clear(w)
+	sk.wait[k] = w[:0]
+	sk.compact = true
+	sk.recount = true
+}
+
+// recountTrees marks the trees that partial matches left (leave) as ended
+// when none is left waiting.
+func (sk *seqKey) recountTrees() {
+	if !sk.recount {
+		return
+	}
+	sk.recount = false
+	if len(sk.groups) == 0 {
+		return
+	}
+	base := sk.groups[0].id
+	waiting := sk.refs[:0]
+	for range sk.nextID - base {
+		waiting = append(waiting, 0)
+	}
+	for _, w := range sk.wait {
+		for _, x := range w {
+			waiting[x.tree-base]++
+		}
+	}
+	for _, g := range sk.groups {
+		g.ended = g.ended || waiting[g.id-base] == 0
+	}
+	sk.refs = waiting
+}
+
 // seqSweep removes the trees nothing refers to any more and, after trees
 // ended, the nodes no longer kept.
 func (ks *keyState) seqSweep() {
@@ -414,6 +492,7 @@ func (ks *keyState) seqSweep() {
 		return
 	}
 	sk.compact = false
+	sk.recountTrees()
 	kept := sk.groups[:0]
 	for _, g := range sk.groups {
 		if g.ended && g.pending == 0 {
@@ -448,7 +527,14 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 	// ones there, which must not take the same event
 	for k := last; k >= 1; k-- {
 		w := sk.wait[k]
-		if len(w) == 0 || !m.check(pl.take[k], ctx) {
+		if len(w) == 0 {
+			continue
+		}
+		if !m.check(pl.take[k], ctx) {
+			if pl.kind[k] == seqStrict {
+				// next: the partial matches end (Flink drops them)
+				sk.leave(k)
+			}
 			continue
 		}
 		hev := m.heapEvent(ev)
@@ -465,7 +551,7 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 			next := sk.wait[k+1]
 			for x := range w {
 				next = append(next, seqWait{n: int32(len(nodes)), tree: w[x].tree})
-				nodes = append(nodes, seqNode{ev: hev, parent: w[x].n, pv: w[x].takes, tree: w[x].tree, depth: int16(k + 1), flags: snChain})
+				nodes = append(nodes, seqNode{ev: hev, parent: w[x].n, pv: w[x].takes, tree: w[x].tree, depth: int16(k + 1), flags: snWaiting})
 				w[x].takes++
 			}
 			sk.wait[k+1] = next
@@ -473,20 +559,27 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 		}
 		sk.nodes = nodes
 		holdEvent(ks, hev, int32(len(w)))
+		if pl.kind[k] != seqAny {
+			// followedBy, next: they moved on
+			sk.leave(k)
+		}
 	}
 	if sk.start && m.mayStart && m.check(pl.take[0], ctx) {
 		hev := m.heapEvent(ev)
 		g := sk.newGroup(hev)
 		sk.wait[1] = append(sk.wait[1], seqWait{n: int32(len(sk.nodes)), tree: g.id})
-		sk.nodes = append(sk.nodes, seqNode{ev: hev, parent: -1, pv: 1 + sk.starts, tree: g.id, depth: 1, flags: snChain})
+		sk.nodes = append(sk.nodes, seqNode{ev: hev, parent: -1, pv: 1 + sk.starts, tree: g.id, depth: 1, flags: snWaiting})
 		holdEvent(ks, hev, 1)
 		sk.alive++
 		sk.starts++
 		sk.groups = append(sk.groups, g)
 	}
+	sk.recountTrees() // (before completed matches look for the first partial match)
 	var out []path
 	if len(sk.cand) > 0 {
 		out = m.seqComplete(ks, ev)
+	} else {
+		ks.seqSweep()
 	}
 	m.prunedPartial = false
 	if limit := m.MaxPartialMatches; limit > 0 && sk.alive > limit {
@@ -505,7 +598,7 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 func (m *Matcher) seqComplete(ks *keyState, ev *event) []path {
 	sk := ks.seq
 	cand := sk.cand
-	if m.p.skip.kind == skipPastLast && ks.completed.len() == 0 {
+	if m.p.skip.kind == skipPastLast && ks.completed.len() == 0 && m.p.seq.allAny {
 		// The first match in queue order goes at once when its tree is
 		// the first with partial matches waiting, and ends at this
 		// event: every tree and every other match, all started no
@@ -702,8 +795,8 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, tos []timeout) []timeout {
 	var roots []int32
 	for i := range sk.nodes {
 		nd := &sk.nodes[i]
-		if nd.tree > upTo || nd.flags&snChain == 0 || nd.tree < base || !lives[nd.tree-base] {
-			continue
+		if nd.tree > upTo || nd.flags&(snPending|snGone) != 0 || nd.tree < base || !lives[nd.tree-base] {
+			continue // (completed matches are not partial ones)
 		}
 		if p := nd.parent; p < 0 {
 			roots = append(roots, int32(i))
@@ -720,6 +813,9 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, tos []timeout) []timeout {
 		visit = func(i int32) {
 			for c := links[i][0]; c >= 0; c = links[c][1] {
 				visit(c)
+			}
+			if sk.nodes[i].flags&snWaiting == 0 {
+				return // it moved on
 			}
 			from := len(m.toNodes)
 			m.toNodes = append(m.toNodes, m.seqPath(sk, i)...)
@@ -795,7 +891,7 @@ func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32)
 			walk(c, g)
 		}
 		sn := &sk.nodes[i]
-		if sn.flags&snChain == 0 {
+		if sn.flags&snWaiting == 0 {
 			return
 		}
 		c := &compState{state: pl.state[sn.depth], prev: gn[i], ver: verOf(edgeVer(i), takes[i]),
@@ -837,7 +933,7 @@ func (m *Matcher) seqToGeneral(ks *keyState) {
 	}
 	ks.partial, ks.completed, ks.nNodes, ks.nEvents = g.partial, g.completed, g.nNodes, g.nEvents
 	sk := ks.seq
-	sk.reset(len(sk.wait))
+	sk.reset(m.p.seq)
 	ks.seq = nil
 	m.spareSeq = sk
 }
@@ -852,7 +948,7 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 		return false
 	}
 	sk := &seqKey{}
-	sk.reset(len(pl.take))
+	sk.reset(pl)
 	sk.start = false
 	depthOf := make(map[int32]int, len(pl.state)) // waiting state -> depth
 	for d, s := range pl.state {
@@ -914,7 +1010,7 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 		if x == nil || int(x.sn.depth) != d || x.sn.flags != 0 {
 			return false
 		}
-		x.sn.flags, x.takes = snChain, c.ver[d]
+		x.sn.flags, x.takes = snWaiting, c.ver[d]
 	}
 	for _, e := range ks.completed.a {
 		c := e.cs
@@ -962,7 +1058,7 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 		g := tree[i]
 		sn.tree = g.id
 		switch {
-		case sn.flags == snChain:
+		case sn.flags == snWaiting:
 			g.ended = false
 			sk.wait[sn.depth] = append(sk.wait[sn.depth], seqWait{n: int32(i), takes: x.takes, tree: g.id})
 			sk.alive++
@@ -975,13 +1071,11 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 	for i := range sk.nodes {
 		switch g := tree[i]; {
 		case sk.nodes[i].flags != 0:
-		case !g.ended:
-			// kept for the nodes after it only: not in a tree the
-			// sequence step keeps partial matches waiting in (only
+		case !g.ended && sk.allAny:
+			// kept for the nodes after it only: not in a tree of
+			// followedByAny stages with partial matches waiting (only
 			// after capPartial)
 			return false
-		default:
-			sk.nodes[i].flags = snChain // of a tree that ended
 		}
 	}
 	completed := csQueue{unsorted: ks.completed.unsorted}
