@@ -60,14 +60,17 @@ func FuzzInputLine(f *testing.F) {
 }
 
 // FuzzUnmarshalMatcher: damaged state is refused, never a panic; state that
-// decodes keeps working. Every input is decoded for two patterns: one with
-// a loop (nodes shared by event and stage) and a plain followedByAny
-// sequence (a node per partial match), seeded with a state of each.
+// decodes keeps working. Every input is decoded for three patterns: one
+// with a loop (nodes shared by event and stage), a plain followedByAny
+// sequence (a node per partial match) and a sequence of followedBy and
+// next stages (the last two run per start event), seeded with a state of
+// each.
 func FuzzUnmarshalMatcher(f *testing.F) {
 	var ps []*nfa.Pattern
 	for _, doc := range []string{
 		`{"name":"p","key":"e.k","time":"e.ts","within":50,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","oneOrMore":true,"where":"e.t == \"B\""},{"name":"c","where":"e.t == \"C\""}]}`,
 		`{"name":"q","key":"e.k","time":"e.ts","within":50,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","contiguity":"followedByAny","where":"e.t == \"B\""},{"name":"c","contiguity":"followedByAny","where":"e.t == \"C\""}]}`,
+		`{"name":"r","key":"e.k","time":"e.ts","within":50,"skip":"skipToNext","stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","contiguity":"followedBy","where":"e.t == \"B\""},{"name":"c","contiguity":"next","where":"e.t == \"B\" || e.t == \"C\""}]}`,
 	} {
 		p, err := nfa.CompileBytes([]byte(doc))
 		if err != nil {
