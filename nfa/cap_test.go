@@ -157,14 +157,7 @@ func TestMaxPartialMatchesProperties(t *testing.T) {
 		}
 		at := rapid.IntRange(0, len(lines)).Draw(t, "restoreAt")
 		runInStepRestoring(t, bounded(), ref, lines, at, func(old *nfa.Matcher) *nfa.Matcher {
-			b, err := old.MarshalBinary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			nm, err := nfa.UnmarshalMatcher(p, b)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nm := restoreMatcher(t, p, old)
 			nm.MaxPartialMatches = bound
 			return nm
 		})
