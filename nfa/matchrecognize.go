@@ -76,7 +76,6 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		return nil, err
 	}
 	p.sql = true
-	p.seq = nil
 	if pr := q.Projection; pr != nil {
 		p.project = func(e expr.Event) (expr.Event, bool, error) {
 			env := &sqlEnv{rows: []sqlRow{{data: e}}, procCol: procCol}
@@ -197,6 +196,9 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		}
 		return out
 	}
+	// (MEASURES read a match's events by stage, as a sequence's paths
+	// have them)
+	p.seq = seqPlanOf(p)
 	return p, nil
 }
 

@@ -2,38 +2,37 @@ package nfa
 
 import "slices"
 
-// A sequence of followedByAny stages (Pattern.seq).
+// A sequence of single-event stages (Pattern.seq).
 //
-// In a pattern whose stages are single events, each after the first
-// connected by followedByAny, with conditions on the event alone, a
-// partial match never leaves its state but to time out or be pruned: each
-// event its next stage accepts adds a partial match that took it and keeps
-// the one that did not. A key's partial matches multiply (CORE length 9:
-// 237 per key) and the general step visits every one of them on every
-// event, bumps its version and rebuilds the queue, although all that can
-// change is which of them take the event.
+// In a pattern of single-event stages with conditions on the event alone,
+// every partial match waiting for a stage decides alike on an event: under
+// followedByAny each takes it and stays (the partial matches multiply:
+// CORE length 9 holds 237 per key), under followedBy each moves on with it
+// or all wait, under next all move on or all end. The general step still
+// visits every partial match on every event, bumps its version and
+// rebuilds the queue.
 //
 // Here a key holds, per start event, the tree of its partial matches (a
-// node per event taken, pointing at the partial match that took it), all
-// trees' nodes in one array in the order they were made, and the partial
-// matches waiting for each stage listed in the order they were made. An
-// event is looked at once per stage; only the partial matches waiting for
-// a stage whose condition it meets are touched, each appending one node
-// and one entry (a take reads and writes the ends of arrays only); a
-// window times out or a skip strategy prunes whole trees, which are the
-// first ones by start event.
+// node per event taken, pointing at the node of the partial match that
+// took it), all trees' nodes in one array in the order they were made, and
+// the partial matches waiting for each stage in one list per stage, in the
+// order they were made. An event is tested once per stage; only the lists
+// of the stages it meets are walked, each entry appending one node and one
+// entry (a take reads and writes the ends of arrays only), and a
+// followedBy or next stage's list empties at once. A window times out or
+// a skip strategy prunes whole trees, always the first ones by start.
 //
 // Nothing observable differs from the general step: the versions a
 // partial match would hold follow from the tree (a partial match's last
-// number counts the events it took, Flink's calculateIncreasingSelfState
-// when the only ignore leads back to the state), the queue's order is the
-// trees' post-order (a take's result comes before the partial match that
-// took it), and completed matches go through the key's completed queue
-// as they do there. So a key's state converts to
-// the general one exactly (seqGeneral): that is how it is encoded, and
-// what a key turns into when the general step is needed (the partial-match
-// bound is reached, or timeouts are reported). TestSeqEqualsGeneral checks
-// records, statistics and the encoded state after every input line.
+// number counts the events it took and stayed after, Flink's
+// calculateIncreasingSelfState when the only ignore leads back to the
+// state), the queue's order is the trees' post-order (a take's result
+// comes before the partial match that took it), and completed matches go
+// through the key's completed queue as they do there. So a key's state
+// converts to the general one exactly (seqGeneral): that is how it is
+// encoded, and what a key turns into when the general step is needed (the
+// partial-match bound is reached). TestSeqEqualsGeneral checks records,
+// statistics, counts and the encoded state after every input line.
 
 // seqPlan is the automaton of a sequence pattern, by stage.
 type seqPlan struct {
@@ -54,10 +53,10 @@ const (
 	seqStrict         // next: it moves on with the next event, or ends
 )
 
-// seqPlanOf returns the plan of p when it is a sequence of followedByAny
+// seqPlanOf returns the plan of p when it is a sequence of single-event
 // stages with conditions on the event alone, nil otherwise.
 func seqPlanOf(p *Pattern) *seqPlan {
-	if !p.ownPaths || p.sql || p.tieLess != nil || p.rowFn != nil || p.stageWindows || len(p.startStates) != 1 {
+	if !p.ownPaths || p.stageWindows || len(p.startStates) != 1 {
 		return nil
 	}
 	pl := &seqPlan{}

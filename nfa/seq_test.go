@@ -3,6 +3,7 @@ package nfa_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -130,4 +131,72 @@ func TestSeqEqualsGeneral(t *testing.T) {
 		t.Fatalf("%d keys ran per start event, %d matches: the test checks nothing", seqSteps, matches)
 	}
 	t.Logf("%d key steps per start event, %d matches, %d restores", seqSteps, matches, restored)
+}
+
+// genSeqQuery draws a MATCH_RECOGNIZE query whose pattern is a sequence
+// of two to four variables in a row (strict contiguity) with DEFINE
+// conditions on the row alone (an undefined variable matches every row),
+// MEASURES over the match, any AFTER MATCH SKIP, with or without WITHIN.
+func genSeqQuery(t *rapid.T) string {
+	n := rapid.IntRange(2, 4).Draw(t, "variables")
+	var vars, defines []string
+	for i := range n {
+		v := fmt.Sprintf("V%d", i)
+		vars = append(vars, v)
+		typ := rapid.SampledFrom([]string{"A", "B", "C"}).Draw(t, "type")
+		switch rapid.IntRange(0, 4).Draw(t, "define") {
+		case 0: // undefined: every row
+		case 1:
+			defines = append(defines, fmt.Sprintf("%s AS t = '%s' OR t = 'D'", v, typ))
+		default:
+			defines = append(defines, fmt.Sprintf("%s AS t = '%s'", v, typ))
+		}
+	}
+	if len(defines) == 0 {
+		defines = append(defines, "V0 AS t = 'A'")
+	}
+	skip := rapid.SampledFrom([]string{"SKIP TO NEXT ROW", "SKIP PAST LAST ROW", "SKIP TO FIRST V1", "SKIP TO LAST V1"}).Draw(t, "skip")
+	within := ""
+	if rapid.Bool().Draw(t, "within") {
+		within = fmt.Sprintf("WITHIN INTERVAL '%d' MILLISECOND ", rapid.IntRange(3, 30).Draw(t, "windowMs"))
+	}
+	return fmt.Sprintf(`SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+  MEASURES FIRST(V0.id) AS first_id, LAST(V%d.id) AS last_id
+  AFTER MATCH %s PATTERN (%s) %sDEFINE %s)`, n-1, skip, strings.Join(vars, " "), within, strings.Join(defines, ", "))
+}
+
+// The same for MATCH_RECOGNIZE queries, whose records carry MEASURES and
+// never report timeouts.
+func TestSeqEqualsGeneralQuery(t *testing.T) {
+	seqSteps, matches := 0, 0
+	checkCovering(t, func() bool { return seqSteps > 0 && matches > 0 }, func(t *rapid.T) {
+		q := genSeqQuery(t)
+		p, err := nfa.CompileSQL(q, "s")
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if !nfa.SeqPattern(p) {
+			t.Fatalf("a query of variables in a row does not run per start event:\n%s\n%s", q, p.Describe())
+		}
+		m, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
+		nfa.DisableSeq(ref)
+		lines := genManyKeysInput(t)
+		restoreAt := rapid.IntRange(-1, len(lines)).Draw(t, "restoreAt")
+		var base nfa.Stats
+		for i := range lines {
+			if i == restoreAt {
+				m, base = restoreMatcher(t, p, m), ref.Stats()
+			}
+			seqSteps += nfa.SeqKeys(m)
+			stepEqual(t, m, ref, lines[i], i, base, nil, true)
+		}
+		if got, want := recordsJSON(t, m.Finish(true)), recordsJSON(t, ref.Finish(true)); !slices.Equal(got, want) {
+			t.Fatalf("finish: records\n%v\nwant\n%v", got, want)
+		}
+		matches += int(ref.Stats().Matches)
+	})
+	if seqSteps == 0 || matches == 0 {
+		t.Fatalf("%d keys ran per start event, %d matches: the test checks nothing", seqSteps, matches)
+	}
+	t.Logf("%d key steps per start event, %d matches", seqSteps, matches)
 }
