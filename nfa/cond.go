@@ -50,6 +50,9 @@ type leafInfo struct {
 	// string (expr.Condition.FieldKey), shared by the conditions on it
 	cel   *expr.Condition
 	field int
+	// column, for a MATCH_RECOGNIZE DEFINE comparing a column with a
+	// string, is that predicate: field is then the column's slot
+	column *definePredicate
 	// guard, for a condition calling events(), is its part that depends on
 	// the event alone (expr.Condition.Guard): evaluated once per event, and
 	// when it is false the condition is false for every partial match.
@@ -68,7 +71,13 @@ type condCompiler struct {
 // custom adds a predicate that is not CEL (MATCH_RECOGNIZE).
 func (cc *condCompiler) custom(name string, p predicate) *cond {
 	i := len(cc.leaves)
-	cc.leaves = append(cc.leaves, leafInfo{src: name, prog: p, usesEvents: p.UsesContext(), field: -1, guardField: -1})
+	l := leafInfo{src: name, prog: p, usesEvents: p.UsesContext(), field: -1, guardField: -1}
+	if d, ok := p.(*definePredicate); ok && d.eq {
+		// DEFINE A AS col = 'lit': the column is read once per event for
+		// every such condition on it, as a pattern document's fields are
+		l.column, l.field = d, cc.slot("sql column\x00"+d.eqCol)
+	}
+	cc.leaves = append(cc.leaves, l)
 	return &cond{op: cLeaf, leaf: i}
 }
 
@@ -102,6 +111,11 @@ func (cc *condCompiler) fieldSlot(c *expr.Condition) int {
 	if !ok {
 		return -1
 	}
+	return cc.slot(key)
+}
+
+// slot returns the field slot for key, shared by every condition on it.
+func (cc *condCompiler) slot(key string) int {
 	if cc.fields == nil {
 		cc.fields = map[string]int{}
 	}

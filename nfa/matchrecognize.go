@@ -315,12 +315,18 @@ func newDefinePredicate(v string, e sql.Expr, procCol string) *definePredicate {
 
 func (d *definePredicate) UsesContext() bool { return d.usesCtx }
 
+// testColumn decides col = 'lit' from the column's value x when it is a
+// string, as the evaluator would; decided is false otherwise (a missing
+// column included: the general path says what then).
+func (d *definePredicate) testColumn(x any) (v, decided bool) {
+	s, ok := x.(string)
+	return ok && s == d.eqLit, ok
+}
+
 func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	if d.eq {
-		// what the evaluator gives for a string column (anything else,
-		// a missing column included, takes the general path)
-		if s, ok := e[d.eqCol].(string); ok {
-			return s == d.eqLit, nil
+		if v, decided := d.testColumn(e[d.eqCol]); decided {
+			return v, nil
 		}
 	}
 	// the rows live in the matcher's scratch buffer: nothing keeps them

@@ -164,9 +164,13 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	var ok, decided bool
 	var err error
 	if l.field >= 0 && !m.noFieldCache {
-		// e.PATH == "lit": the field is read once per event for every
-		// such condition on it
-		ok, decided, err = l.cel.TestField(m.readField(l.field, l.cel, ctx.ev.data))
+		// e.PATH == "lit" (or a DEFINE's col = 'lit'): the field is read
+		// once per event for every such condition on it
+		if l.column != nil {
+			ok, decided = l.column.testColumn(m.readColumn(l.field, l.column.eqCol, ctx.ev.data))
+		} else {
+			ok, decided, err = l.cel.TestField(m.readField(l.field, l.cel, ctx.ev.data))
+		}
 	}
 	if !decided {
 		ok, err = l.prog.Eval(ctx.ev.data, ctx)
@@ -202,6 +206,16 @@ func (m *Matcher) readField(f int, c *expr.Condition, e expr.Event) (any, error)
 		m.fieldGen[f] = m.gen32
 	}
 	return m.fieldVal[f], m.fieldErr[f]
+}
+
+// readColumn reads column col of the current event into field slot f
+// (a DEFINE's col = 'lit'), once per event.
+func (m *Matcher) readColumn(f int, col string, e expr.Event) any {
+	if m.fieldGen[f] != m.gen32 {
+		m.fieldVal[f], m.fieldErr[f] = e[col], nil
+		m.fieldGen[f] = m.gen32
+	}
+	return m.fieldVal[f]
 }
 
 // graphMemo is a state's decision graph for the event of generation gen.
