@@ -494,6 +494,11 @@ func (c *Condition) FastPath() bool { return c.fast != nil }
 type Value struct {
 	p    *program
 	path []string // non-nil when the expression is a plain e.a.b field path
+	// evPath is non-nil when the expression is events("S")[N].a.b (an
+	// emit field reading a matched event): stage evStage, index evIndex
+	evPath  []string
+	evStage string
+	evIndex int
 }
 
 // Value compiles src, which may have any type.
@@ -504,9 +509,11 @@ func (c *Compiler) Value(src string) (*Value, error) {
 	}
 	v := &Value{p: p}
 	if !c.noFastPath {
-		if path, ok := fieldPath(checked.NativeRep().Expr()); ok {
+		x := checked.NativeRep().Expr()
+		if path, ok := fieldPath(x); ok {
 			v.path = path
 		}
+		v.evStage, v.evIndex, v.evPath = eventsFieldPath(x)
 	}
 	return v, nil
 }
@@ -520,6 +527,13 @@ func (v *Value) Eval(e Event, ctx Ctx) (any, error) {
 	if v.path != nil {
 		if x, ok := lookupScalar(e, v.path); ok {
 			return x, nil
+		}
+	}
+	if v.evPath != nil && ctx != nil {
+		if evs := ctx.EventsFor(v.evStage); v.evIndex < len(evs) {
+			if x, ok := lookupScalar(evs[v.evIndex], v.evPath); ok {
+				return x, nil
+			}
 		}
 	}
 	out, err := v.p.eval(e, ctx)

@@ -237,6 +237,59 @@ func (p *path) get(e Event) (any, error) {
 // fieldPath recognises e.a.b / e["a"]["b"] and returns its segments.
 func fieldPath(x celast.Expr) ([]string, bool) { return fieldPathOf(x, "e") }
 
+// eventsFieldPath recognises events("S")[N].a.b, a field of the N-th event
+// a stage accepted, with N a literal; path is nil otherwise. (Anything
+// else the value or the index turns out to be is left to CEL.)
+func eventsFieldPath(x celast.Expr) (stage string, index int, path []string) {
+	// the path: .f or ["f"], down to the event's index
+	var rev []string
+	var n types.Int
+	var list celast.Expr
+	for list == nil {
+		switch x.Kind() {
+		case celast.SelectKind:
+			sel := x.AsSelect()
+			if sel.IsTestOnly() {
+				return "", 0, nil
+			}
+			rev = append(rev, sel.FieldName())
+			x = sel.Operand()
+		case celast.CallKind:
+			idx := x.AsCall()
+			if idx.FunctionName() != operators.Index || idx.IsMemberFunction() || len(idx.Args()) != 2 || idx.Args()[1].Kind() != celast.LiteralKind {
+				return "", 0, nil
+			}
+			switch lit := idx.Args()[1].AsLiteral().(type) {
+			case types.String:
+				rev = append(rev, string(lit))
+				x = idx.Args()[0]
+			case types.Int:
+				n, list = lit, idx.Args()[0]
+			default:
+				return "", 0, nil
+			}
+		default:
+			return "", 0, nil
+		}
+	}
+	if len(rev) == 0 || n < 0 || n > 1<<20 || list.Kind() != celast.CallKind {
+		return "", 0, nil
+	}
+	call := list.AsCall()
+	if call.FunctionName() != "events" || call.IsMemberFunction() || len(call.Args()) != 1 || call.Args()[0].Kind() != celast.LiteralKind {
+		return "", 0, nil
+	}
+	s, isStr := call.Args()[0].AsLiteral().(types.String)
+	if !isStr {
+		return "", 0, nil
+	}
+	path = make([]string, len(rev))
+	for i := range rev {
+		path[i] = rev[len(rev)-1-i]
+	}
+	return string(s), int(n), path
+}
+
 // fieldPathOf recognises a field path rooted at the variable root.
 func fieldPathOf(x celast.Expr, root string) ([]string, bool) {
 	var rev []string

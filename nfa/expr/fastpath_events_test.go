@@ -1,7 +1,9 @@
 package expr
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -131,4 +133,41 @@ func TestFastPathAggregatesMatchCEL(t *testing.T) {
 		t.Fatal("the fast path never decided a case")
 	}
 	t.Logf("the fast path decided %d evaluations by itself", fastRuns)
+}
+
+// A value events("S")[N].a.b read by the fast path (an emit field) is what
+// CEL gives, whether the stage has that many events or not.
+func TestEventsFieldPathMatchesCEL(t *testing.T) {
+	fast, slow := compilerPair(t)
+	decided := 0
+	rapid.Check(t, func(t *rapid.T) {
+		src := fmt.Sprintf(`events(%q)[%d]%s`, rapid.SampledFrom([]string{"s1", "s2"}).Draw(t, "stage"),
+			rapid.IntRange(0, 3).Draw(t, "index"), strings.TrimPrefix(pathGen().Draw(t, "path"), "e"))
+		fv, err := fast.Value(src)
+		if err != nil {
+			t.Fatalf("compile %q: %v", src, err)
+		}
+		if fv.evPath == nil {
+			t.Fatalf("%q is not a fast events() field path", src)
+		}
+		sv, err := slow.Value(src)
+		if err != nil {
+			t.Fatalf("compile %q: %v", src, err)
+		}
+		ctx := fakeCtx{
+			"s1": rapid.SliceOfN(mapGen(2), 0, 3).Draw(t, "s1"),
+			"s2": rapid.SliceOfN(mapGen(2), 0, 1).Draw(t, "s2"),
+		}
+		fx, ferr := fv.Eval(nil, ctx)
+		sx, serr := sv.Eval(nil, ctx)
+		if (ferr != nil) != (serr != nil) || !sameValue(fx, sx) {
+			t.Fatalf("%s on %#v:\nfast path: %#v, %v\nCEL:       %#v, %v", src, ctx, fx, ferr, sx, serr)
+		}
+		if ferr == nil {
+			decided++
+		}
+	})
+	if decided == 0 {
+		t.Fatal("no value was read")
+	}
 }
