@@ -190,3 +190,11 @@ func generalKeys(m *Matcher) map[string]*keyState {
 	}
 	return out
 }
+
+// SetMaxTreeID makes keys under Pattern.seq number their trees again from
+// 0 once they reach n, until the returned function restores the limit.
+func SetMaxTreeID(n int32) (restore func()) {
+	old := maxTreeID
+	maxTreeID = n
+	return func() { maxTreeID = old }
+}

@@ -220,6 +220,7 @@ func (sk *seqKey) reset(pl *seqPlan) {
 		sk.wait[d] = sk.wait[d][:0]
 	}
 	sk.nextID, sk.alive, sk.pending, sk.starts, sk.start = 0, 0, 0, 0, true
+	sk.compact, sk.recount = false, false
 }
 
 func (sk *seqKey) recycle(g *seqGroup) {
@@ -230,6 +231,9 @@ func (sk *seqKey) recycle(g *seqGroup) {
 }
 
 func (sk *seqKey) newGroup(start *event) *seqGroup {
+	if sk.nextID >= maxTreeID {
+		sk.renumber()
+	}
 	var g *seqGroup
 	if n := len(sk.free); n > 0 {
 		g = sk.free[n-1]
@@ -240,6 +244,42 @@ func (sk *seqKey) newGroup(start *event) *seqGroup {
 	g.start, g.id = start, sk.nextID
 	sk.nextID++
 	return g
+}
+
+// maxTreeID is the number trees count up to before they are numbered
+// again from 0 (a key that is never idle, e.g. one whose every event
+// starts a tree of next stages, would otherwise run out of numbers). A
+// variable for the tests only.
+var maxTreeID int32 = 1<<31 - 1
+
+// renumber numbers the trees from 0, in order.
+func (sk *seqKey) renumber() {
+	if len(sk.groups) == 0 {
+		sk.nextID = 0
+		return
+	}
+	to := make(map[int32]int32, len(sk.groups))
+	for i, g := range sk.groups {
+		to[g.id] = int32(i)
+		g.id = int32(i)
+	}
+	for i := range sk.nodes {
+		n := &sk.nodes[i]
+		if id, ok := to[n.tree]; ok {
+			n.tree = id
+		} else {
+			n.tree = -1 // of a tree gone: the next compaction drops it
+		}
+	}
+	for _, w := range sk.wait {
+		for x := range w {
+			w[x].tree = to[w[x].tree]
+		}
+	}
+	for x := range sk.cand {
+		sk.cand[x].tree = to[sk.cand[x].tree]
+	}
+	sk.nextID = int32(len(sk.groups))
 }
 
 // idle reports whether the key holds no partial or completed match.

@@ -84,7 +84,16 @@ func genManyKeysInput(t *rapid.T) [][]byte {
 // matches that may be reached (likewise), with the matcher restored in
 // mid-stream from either's encoded state and draining (StopStarting)
 // from some line on.
-func TestSeqEqualsGeneral(t *testing.T) {
+func TestSeqEqualsGeneral(t *testing.T) { testSeqEqualsGeneral(t) }
+
+// The same with trees numbered again from 0 after every few: a key that
+// is never idle counts up to the limit in the end.
+func TestSeqTreeNumbersWrap(t *testing.T) {
+	defer nfa.SetMaxTreeID(3)()
+	testSeqEqualsGeneral(t)
+}
+
+func testSeqEqualsGeneral(t *testing.T) {
 	seqSteps, matches, restored := 0, 0, 0
 	checkCovering(t, func() bool { return seqSteps > 0 && matches > 0 && restored > 0 }, func(t *rapid.T) {
 		p := compileOrSkip(t, genSeqSpec(t))
