@@ -27,20 +27,27 @@ func knownDifferences(t *testing.T) map[string]string {
 	return m
 }
 
-// runCase runs a spec case through the engine in process, exactly as
-// `cepctl run` does, and returns its output records as JSON.
-func runCase(c *conformance.Case) ([]conformance.Record, error) {
-	var p *nfa.Pattern
-	var err error
+// compileCase compiles a case's pattern or query.
+func compileCase(c *conformance.Case) (*nfa.Pattern, error) {
 	if c.IsSQL() {
-		p, err = nfa.CompileSQL(*c.SQL, "t")
-	} else {
-		p, err = nfa.CompileBytes(c.Pattern)
+		return nfa.CompileSQL(*c.SQL, "t")
 	}
+	return nfa.CompileBytes(c.Pattern)
+}
+
+// runCase runs a spec case through the engine in process, exactly as
+// `cepctl run` does, and returns its output records as JSON. With general
+// set, a sequence pattern (nfa.SeqPattern) runs with the general step, so
+// that Flink's cases check both.
+func runCase(c *conformance.Case, general bool) ([]conformance.Record, error) {
+	p, err := compileCase(c)
 	if err != nil {
 		return nil, err
 	}
 	r := nfa.NewRunner(p)
+	if general {
+		nfa.DisableSeqRunner(r)
+	}
 	var out []conformance.Record
 	add := func(recs []nfa.Record) error {
 		for i := range recs {
@@ -77,7 +84,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := knownDifferences(t)
-	var pass, fail, skip, knownFail, sql int
+	var pass, fail, skip, knownFail, sql, both int
 	for _, c := range cases {
 		if c.IsSQL() {
 			sql++
@@ -87,7 +94,14 @@ func TestConformance(t *testing.T) {
 			continue
 		}
 		t.Run(c.File, func(t *testing.T) {
-			ok, why := judge(c)
+			ok, why := judge(c, false)
+			if p, err := compileCase(c); err == nil && nfa.SeqPattern(p) {
+				// the sequence step and the general one alike
+				both++
+				if gok, gwhy := judge(c, true); gok != ok || (!ok && gwhy != why) {
+					t.Errorf("the general step judges otherwise: %v, %s", gok, gwhy)
+				}
+			}
 			reason, isKnown := known[c.File]
 			switch {
 			case ok && isKnown:
@@ -104,11 +118,11 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("conformance: %d passed, %d failed, %d known differences, %d skipped by the case (%d of all cases are MATCH_RECOGNIZE)", pass, fail, knownFail, skip, sql)
+	t.Logf("conformance: %d passed, %d failed, %d known differences, %d skipped by the case (%d of all cases are MATCH_RECOGNIZE; %d ran with the sequence step and the general one)", pass, fail, knownFail, skip, sql, both)
 }
 
-func judge(c *conformance.Case) (bool, string) {
-	recs, err := runCase(c)
+func judge(c *conformance.Case, general bool) (bool, string) {
+	recs, err := runCase(c, general)
 	if err != nil {
 		if _, isPattern := err.(*nfa.PatternError); isPattern || c.Expect.Error != nil {
 			return c.CheckError(err.Error())

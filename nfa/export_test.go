@@ -198,3 +198,11 @@ func SetMaxTreeID(n int32) (restore func()) {
 	maxTreeID = n
 	return func() { maxTreeID = old }
 }
+
+// DisableSeqRunner makes every matcher of r run the general step (see
+// DisableSeq).
+func DisableSeqRunner(r *Runner) {
+	for _, m := range r.matchers {
+		m.noSeq = true
+	}
+}
