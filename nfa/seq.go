@@ -355,20 +355,14 @@ func (sk *seqKey) refsOf() []int32 {
 // renumbers the others.
 func (ks *keyState) seqCompact() {
 	sk := ks.seq
-	// a tree that ended keeps the nodes of its completed matches still
-	// queued (which a sequence of followedByAny stages does not leave:
-	// its first tree with partial matches has every match a later one
-	// has); otherwise a node is kept while its tree lives, unless it is a
-	// completed match gone
+	// With followedByAny stages only, a node is kept while its tree
+	// lives, unless it is a completed match gone — unless a tree that
+	// ended still has completed matches queued (which such a sequence
+	// does not leave: its first tree with partial matches has every
+	// match a later one has). Otherwise the references say.
 	var refs []int32
-	if !sk.allAny {
+	if !sk.allAny || slices.ContainsFunc(sk.groups, func(g *seqGroup) bool { return g.ended && g.pending > 0 }) {
 		refs = sk.refsOf()
-	}
-	for _, g := range sk.groups {
-		if refs == nil && g.ended && g.pending > 0 {
-			refs = sk.refsOf()
-			break
-		}
 	}
 	base, lives := sk.livesFrom()
 	remap := sk.remap[:0]
