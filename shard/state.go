@@ -318,12 +318,12 @@ func (s *State) Apply(b *Batch) {
 			s.applyForward(op.Source, op.Target, op.Events)
 		case OpWatermark:
 			if _, p := s.find(op.Pattern); p != nil {
-				s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Watermark(op.Time) })
+				s.engineFailed(p, s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Watermark(op.Time) }))
 			}
 		case OpTick:
 			for _, p := range s.patterns {
 				if !p.pattern.EventTime() || p.m.MultiSource() {
-					s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Tick(op.Time) })
+					s.engineFailed(p, s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Tick(op.Time) }))
 				}
 			}
 		case OpDeploy:
@@ -661,14 +661,36 @@ func (s *State) applyEvents(source string, events []Event) {
 				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue
 			}
-			s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.EventFrom(logical, key, ts, in) })
+			failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record {
+				if injectFault != nil && injectFault(p.deploy.Name, key) {
+					panic("injected fault")
+				}
+				return m.EventFrom(logical, key, ts, in)
+			})
+			if failure != "" {
+				s.deadLetter(source, p.deploy.Name, e, bf, failure)
+			}
 		}
 	}
 }
 
 // emitAll runs f on the pattern's matcher and on its draining versions, and
-// moves what they produce into the outbox.
-func (s *State) emitAll(p *patternRT, f func(*nfa.Matcher) []nfa.Record) {
+// moves what they produce into the outbox. Should the engine fail (a
+// panic: a defect, never an input's fault), every replica fails alike on
+// the same entry, and would again on each replay: the pattern's state is
+// dropped instead, on every replica alike (a fresh matcher at the same
+// watermark, no draining versions), and failure says why for the caller
+// to dead-letter; the shard and its other patterns go on.
+func (s *State) emitAll(p *patternRT, f func(*nfa.Matcher) []nfa.Record) (failure string) {
+	defer func() {
+		if r := recover(); r != nil {
+			wm := p.m.CurrentWatermark()
+			p.m = p.deploy.configure(nfa.NewMatcher(p.pattern))
+			p.m.Watermark(wm)
+			p.draining = nil
+			failure = fmt.Sprintf("pattern %s failed on this entry and its state was dropped: %v", p.deploy.Name, r)
+		}
+	}()
 	s.emit(p, p.deploy.Version, f(p.m))
 	kept := p.draining[:0]
 	for _, d := range p.draining {
@@ -678,7 +700,27 @@ func (s *State) emitAll(p *patternRT, f func(*nfa.Matcher) []nfa.Record) {
 		}
 	}
 	p.draining = kept
+	return ""
 }
+
+// engineFailed dead-letters a pattern's failure (emitAll) on an entry
+// that carried no event of it: a watermark or a tick.
+func (s *State) engineFailed(p *patternRT, failure string) {
+	if failure == "" || len(p.deploy.Sources) == 0 {
+		return
+	}
+	s.counters.DeadLetters++
+	payload, _ := json.Marshal(struct {
+		Source  string `json:"source"`
+		Pattern string `json:"pattern"`
+		Reason  string `json:"reason"`
+	}{p.deploy.Sources[0], p.deploy.Name, failure})
+	s.push("fail-"+p.deploy.Name+"-"+strconv.FormatUint(s.nextSeq, 10), DeadLetterSubject(p.deploy.Sources[0]), payload, s.first)
+}
+
+// injectFault, set by tests only, makes the engine fail on the event of
+// pattern and key it reports true for.
+var injectFault func(pattern, key string) bool
 
 func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
 	for i := range recs {
