@@ -311,21 +311,16 @@ func timePaired(b *testing.B, er **engineRun, rr **refRun, setupE func() *engine
 func alternate(n int, x, y func(from, to int)) (tx, ty time.Duration) {
 	for done, i := 0, 0; done < n; i++ {
 		to := min(done+pairChunk, n)
-		if i%2 == 0 {
-			t0 := time.Now()
-			x(done, to)
-			t1 := time.Now()
-			y(done, to)
-			tx += t1.Sub(t0)
-			ty += time.Since(t1)
-		} else {
-			t0 := time.Now()
-			y(done, to)
-			t1 := time.Now()
-			x(done, to)
-			ty += t1.Sub(t0)
-			tx += time.Since(t1)
+		first, second, tFirst, tSecond := x, y, &tx, &ty
+		if i%2 == 1 {
+			first, second, tFirst, tSecond = y, x, &ty, &tx
 		}
+		t0 := time.Now()
+		first(done, to)
+		t1 := time.Now()
+		second(done, to)
+		*tFirst += t1.Sub(t0)
+		*tSecond += time.Since(t1)
 		done = to
 	}
 	return tx, ty
