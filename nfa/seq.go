@@ -19,8 +19,9 @@ import "slices"
 // order they were made. An event is tested once per stage; only the lists
 // of the stages it meets are walked, each entry appending one node and one
 // entry (a take reads and writes the ends of arrays only), and a
-// followedBy or next stage's list empties at once. A window times out or
-// a skip strategy prunes whole trees, always the first ones by start.
+// followedBy or next stage's list empties at once. The whole-match window
+// or a skip strategy ends whole trees, always the first ones by start; a
+// stage's previous-and-current window the first entries of its list.
 //
 // Nothing observable differs from the general step: the versions a
 // partial match would hold follow from the tree (a partial match's last
@@ -40,10 +41,16 @@ type seqPlan struct {
 	state []int32 // the state waiting for each stage
 	stage []int32 // each stage's index in Pattern.stageNames
 	kind  []uint8 // how each stage after the first follows the one before
-	final int32   // the final state
-	// allAny: every stage after the first is followedByAny, so a partial
-	// match only ends with its tree
+	// window: each stage's previous-and-current window (0: none): a
+	// partial match waiting for it times out that long after its last
+	// event
+	window []int64
+	final  int32 // the final state
+	// allAny: every stage after the first is followedByAny, without a
+	// window of its own, so a partial match only ends with its tree
 	allAny bool
+	// stageWindows: some stage has a window
+	stageWindows bool
 }
 
 // How a stage follows the one before (seqPlan.kind).
@@ -56,13 +63,13 @@ const (
 // seqPlanOf returns the plan of p when it is a sequence of single-event
 // stages with conditions on the event alone, nil otherwise.
 func seqPlanOf(p *Pattern) *seqPlan {
-	if !p.ownPaths || p.stageWindows || len(p.startStates) != 1 {
+	if !p.ownPaths || len(p.startStates) != 1 {
 		return nil
 	}
 	pl := &seqPlan{}
 	st := p.states[p.startStates[0]]
 	for k := 0; ; k++ {
-		if st.typ != stNormal || st.hasWindow || !st.eventOnly || (k > 0) == st.start {
+		if st.typ != stNormal || !st.eventOnly || (k > 0) == st.start {
 			return nil
 		}
 		var take, ignore *transition
@@ -97,6 +104,12 @@ func seqPlanOf(p *Pattern) *seqPlan {
 		}
 		pl.take = append(pl.take, take.cond)
 		pl.kind = append(pl.kind, kind)
+		window := int64(0)
+		if st.hasWindow && st.window > 0 {
+			window = st.window
+			pl.stageWindows = true
+		}
+		pl.window = append(pl.window, window)
 		pl.state = append(pl.state, int32(st.id))
 		pl.stage = append(pl.stage, p.stageOf[st.id])
 		if take.target.typ == stFinal {
@@ -111,7 +124,7 @@ func seqPlanOf(p *Pattern) *seqPlan {
 	if len(pl.take) < 2 {
 		return nil
 	}
-	pl.allAny = true
+	pl.allAny = !pl.stageWindows
 	for _, k := range pl.kind[1:] {
 		pl.allAny = pl.allAny && k == seqAny
 	}
@@ -479,16 +492,22 @@ func (sk *seqKey) end(id int32) int {
 // leave takes the partial matches waiting for stage k out of their trees
 // (they moved on, or ended): their nodes stay while a node after them or
 // a completed match needs them.
-func (sk *seqKey) leave(k int) {
+func (sk *seqKey) leave(k int) { sk.drop(k, len(sk.wait[k])) }
+
+// drop takes the first n partial matches waiting for stage k out of their
+// trees, as leave does, and returns n.
+func (sk *seqKey) drop(k, n int) int {
 	w := sk.wait[k]
-	for x := range w {
+	for x := range w[:n] {
 		sk.nodes[w[x].n].flags &^= snWaiting
 	}
-	sk.alive -= len(w)
-	clear(w)
-	sk.wait[k] = w[:0]
+	sk.alive -= n
+	rest := copy(w, w[n:])
+	clear(w[rest:])
+	sk.wait[k] = w[:rest]
 	sk.compact = true
 	sk.recount = true
+	return n
 }
 
 // recountTrees marks the trees that partial matches left (leave) as ended
@@ -769,20 +788,30 @@ func (m *Matcher) seqPath(sk *seqKey, n int32) path {
 
 // seqDeadline is when the key's earliest partial match times out.
 func (m *Matcher) seqDeadline(ks *keyState) int64 {
-	if m.p.windowTime <= 0 {
-		return maxInt64
+	sk, pl := ks.seq, m.p.seq
+	due := int64(maxInt64)
+	if m.p.windowTime > 0 {
+		if g := sk.firstAlive(); g != nil {
+			due = satAdd(g.start.ts, m.p.windowTime)
+		}
 	}
-	if g := ks.seq.firstAlive(); g != nil {
-		return satAdd(g.start.ts, m.p.windowTime)
+	if pl.stageWindows {
+		// a stage's list is in the order its partial matches took their
+		// last event: its first one times out first
+		for d, w := range sk.wait {
+			if len(w) > 0 && pl.window[d] > 0 {
+				due = min(due, satAdd(sk.nodes[w[0].n].ev.ts, pl.window[d]))
+			}
+		}
 	}
-	return maxInt64
+	return due
 }
 
 // seqAdvanceTime is advanceTime for a key under Pattern.seq: it returns
 // the matches completed since and the partial matches timed out.
 func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	m.seqStep()
-	sk := ks.seq
+	sk, pl := ks.seq, m.p.seq
 	upTo := int32(-1)
 	for _, g := range sk.groups {
 		if g.ended {
@@ -793,24 +822,72 @@ func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		}
 		upTo = g.id
 	}
-	if upTo < 0 {
+	stale := false // a partial match outlived its stage's window
+	if pl.stageWindows {
+		for d, w := range sk.wait {
+			if len(w) > 0 && m.seqStale(sk, d, &w[0], now) {
+				stale = true
+			}
+		}
+	}
+	if upTo < 0 && !stale {
 		return nil, nil
 	}
 	tos := m.tosBuf[:0]
 	if m.reportsTimeouts() {
-		tos = m.seqTimedOut(sk, upTo, tos) // emitExpired counts them
+		tos = m.seqTimedOut(sk, upTo, now, tos) // emitExpired counts them
 	}
-	if n := sk.end(upTo); !m.reportsTimeouts() {
+	n := 0
+	if upTo >= 0 {
+		n = sk.end(upTo)
+	}
+	if stale {
+		for d, w := range sk.wait {
+			// (what is left of each list is still in the order of the
+			// last events: its stale partial matches come first)
+			cut := 0
+			for cut < len(w) && m.seqStale(sk, d, &w[cut], now) {
+				cut++
+			}
+			if cut > 0 {
+				n += sk.drop(d, cut)
+			}
+		}
+	}
+	if !m.reportsTimeouts() {
 		m.stats.Timeouts += uint64(n)
 	}
 	m.tosBuf = tos[:0]
+	sk.recountTrees() // (before completed matches look for the first partial match)
 	return m.seqEmit(ks), tos
+}
+
+// seqStale reports whether partial match w, waiting for stage d, has
+// outlived the stage's window at time now.
+func (m *Matcher) seqStale(sk *seqKey, d int, w *seqWait, now int64) bool {
+	return timedOut(now, sk.nodes[w.n].ev.ts, m.p.seq.window[d])
 }
 
 // seqTimedOut appends the partial matches of the trees up to id that live,
 // in queue order (by tree, each in post-order), to tos, their events to
 // m.toNodes.
-func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, tos []timeout) []timeout {
+func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, now int64, tos []timeout) []timeout {
+	pl := m.p.seq
+	// the partial matches that outlived their stage's window, by node,
+	// with the time they timed out at
+	var stale map[int32]int64
+	if pl.stageWindows {
+		for d, w := range sk.wait {
+			for x := range w {
+				if m.seqStale(sk, d, &w[x], now) {
+					if stale == nil {
+						stale = map[int32]int64{}
+					}
+					stale[w[x].n] = sk.nodes[w[x].n].ev.ts + pl.window[d] // as advanceTime has it
+				}
+			}
+		}
+	}
 	// each node's first child and next sibling, among the partial matches
 	// of those trees
 	n := len(sk.nodes)
@@ -828,7 +905,7 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, tos []timeout) []timeout {
 	var roots []int32
 	for i := range sk.nodes {
 		nd := &sk.nodes[i]
-		if nd.tree > upTo || nd.flags&(snPending|snGone) != 0 || nd.tree < base || !lives[nd.tree-base] {
+		if (nd.tree > upTo && stale == nil) || nd.flags&(snPending|snGone) != 0 || nd.tree < base || !lives[nd.tree-base] {
 			continue // (completed matches are not partial ones)
 		}
 		if p := nd.parent; p < 0 {
@@ -840,7 +917,7 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, tos []timeout) []timeout {
 		}
 	}
 	for _, r := range roots {
-		at := sk.nodes[r].ev.ts + m.p.windowTime // as advanceTime has it
+		whole := sk.nodes[r].tree <= upTo
 		// post-order: children first, in the order they were made
 		var visit func(i int32)
 		visit = func(i int32) {
@@ -849,6 +926,15 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, tos []timeout) []timeout {
 			}
 			if sk.nodes[i].flags&snWaiting == 0 {
 				return // it moved on
+			}
+			// (when both windows passed, the stage's is the one
+			// reported, as advanceTime has it)
+			at, isStale := stale[i]
+			if !isStale {
+				if !whole {
+					return
+				}
+				at = sk.nodes[r].ev.ts + m.p.windowTime
 			}
 			from := len(m.toNodes)
 			m.toNodes = append(m.toNodes, m.seqPath(sk, i)...)

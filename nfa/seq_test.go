@@ -12,7 +12,8 @@ import (
 
 // genSeqSpec draws a sequence of two to five single-event stages with
 // conditions on the event alone (what Pattern.seq covers), each joined to
-// the one before by followedByAny (mostly), followedBy or next: conditions
+// the one before by followedByAny (mostly), followedBy or next, some with
+// a previous-and-current window: conditions
 // that overlap (an event can move partial matches at several stages at
 // once) or fail on some events (counted as errors), with or without a
 // window, any skip strategy.
@@ -38,6 +39,7 @@ func genSeqSpec(t *rapid.T) *nfa.Spec {
 		}
 		if i > 0 {
 			st.Contiguity = rapid.SampledFrom([]string{"followedByAny", "followedByAny", "followedBy", "next"}).Draw(t, "contiguity")
+			drawStageWithin(t, &st)
 		}
 		s.Stages = append(s.Stages, st)
 	}
