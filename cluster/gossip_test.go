@@ -6,11 +6,59 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 )
+
+// checkFor calls f every every until it returns nil, failing the test with
+// f's last error once total has passed.
+func checkFor(t testing.TB, total, every time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", total, err)
+		}
+		time.Sleep(every)
+	}
+}
+
+// testLogger returns a logger writing to t.Log at level. Lines logged after
+// the test and its cleanups have finished are dropped (t.Log would panic).
+func testLogger(t testing.TB, level slog.Level) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.stop) // registered first, so it runs last
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
 
 // newTestGossip starts a Fast gossip for id on a free loopback port, with
 // Raft and API addresses derived from id and gen, closed at the test's end.
