@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cepcluster/cep/api"
+	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
@@ -215,7 +216,7 @@ type Node struct {
 	mux    *transport.Mux
 	muxErr chan error
 	meta   *metaGroup
-	gossip *gossip
+	gossip *gossip.Gossip
 	// replicas are this node's shard replicas by shard id, each with its
 	// runner; they change as the cluster places replicas
 	replicasMu   sync.RWMutex
