@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -31,10 +32,10 @@ import (
 // configured seeds, the initial members, then every member the metadata
 // knows that the gossip does not see.
 func (n *Node) joinGossip() error {
-	g, err := startGossip(gossipConfig{
+	g, err := gossip.Start(gossip.Config{
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
 		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
-		Logger: n.log.With("component", "gossip"), Fast: n.cfg.FastGossip, SecretKey: n.cfg.GossipKey, Fresh: n.meta.fresh,
+		Logger: n.log.With("component", "gossip"), Fast: n.cfg.FastGossip, SecretKey: n.cfg.GossipKey, Fresh: n.meta.fresh, Proto: protoSplit,
 	})
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
@@ -60,7 +61,7 @@ func (n *Node) keepJoined() {
 			if addr == "" || id == n.cfg.NodeID || addr == n.gossip.Addr() || slices.Contains(seeds, addr) {
 				return
 			}
-			if mb, ok := n.gossip.Member(id); ok && mb.State == memberAlive {
+			if mb, ok := n.gossip.Member(id); ok && mb.State == gossip.Alive {
 				return
 			}
 			seeds = append(seeds, addr)
@@ -91,7 +92,7 @@ func (n *Node) keepJoined() {
 func (n *Node) aliveMembers() int {
 	c := 0
 	for _, mb := range n.gossip.Members() {
-		if mb.State == memberAlive {
+		if mb.State == gossip.Alive {
 			c++
 		}
 	}
@@ -167,7 +168,7 @@ func (n *Node) steer(m *Meta) (busy bool, err error) {
 // answers there (with TLS, a node with a certificate of the cluster's CA).
 func (n *Node) registerMembers(ctx context.Context, m *Meta) (bool, error) {
 	for _, mb := range n.gossip.Members() {
-		if mb.State != memberAlive || mb.RaftAddr == "" || mb.APIAddr == "" {
+		if mb.State != gossip.Alive || mb.RaftAddr == "" || mb.APIAddr == "" {
 			continue
 		}
 		if !m.mayRejoin(mb.ID, mb.Fresh, mb.Started) {
@@ -226,7 +227,7 @@ func (n *Node) checkReachable(m *Meta) {
 			continue
 		}
 		mb, seen := n.gossip.Member(nd.ID)
-		if seen && mb.State != memberDead {
+		if seen && mb.State != gossip.Dead {
 			delete(n.unreachable, nd.ID)
 			continue
 		}
@@ -267,7 +268,7 @@ func (n *Node) steerMetaGroup(ctx context.Context, m *Meta) (bool, error) {
 	}
 	for _, nd := range m.Nodes {
 		if !hasServer(f.Configuration(), nd.ID) && !n.down(nd.ID) {
-			if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == memberAlive {
+			if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == gossip.Alive {
 				return change("non-voter added", nd.ID, rf.AddNonvoter(raft.ServerID(nd.ID), raft.ServerAddress(nd.RaftAddr), 0, 0))
 			}
 		}
@@ -470,7 +471,7 @@ func (n *Node) shardConfigs(ctx context.Context, m *Meta) map[uint64]map[string]
 		if nd.ID == n.cfg.NodeID {
 			continue
 		}
-		if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == memberDead {
+		if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == gossip.Dead {
 			continue
 		}
 		shards, err := n.shardsAt(ctx, nd.APIAddr)

@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cepcluster/cep/api"
+	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -87,8 +89,8 @@ type Config struct {
 	FastGossip bool
 	APIToken   string // bearer token the API requires; empty: none
 	// TLS, when set, secures the Raft mux (mutual TLS) and the API (HTTPS);
-	// see TLS. The embedded NATS server stays plain, on its loopback host.
-	TLS    *TLS
+	// see transport.TLS. The embedded NATS server stays plain, on its loopback host.
+	TLS    *transport.TLS
 	Pprof  bool // serve net/http/pprof under /debug/pprof/ on the API address
 	Logger *slog.Logger
 	Raft   *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
@@ -211,10 +213,10 @@ type Node struct {
 	ns     *server.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	mux    *Mux
+	mux    *transport.Mux
 	muxErr chan error
 	meta   *metaGroup
-	gossip *gossip
+	gossip *gossip.Gossip
 	// replicas are this node's shard replicas by shard id, each with its
 	// runner; they change as the cluster places replicas
 	replicasMu   sync.RWMutex
@@ -286,7 +288,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
 		n.peerTLS = http.DefaultTransport.(*http.Transport).Clone()
-		n.peerTLS.TLSClientConfig = cfg.TLS.client()
+		n.peerTLS.TLSClientConfig = cfg.TLS.Client()
 		n.peerTLS.ForceAttemptHTTP2 = true
 		n.peerHTTP = &http.Client{Transport: n.peerTLS}
 	}
@@ -322,7 +324,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.APIAddr = n.apiLn.Addr().String()
 	n.cfg.APIAddr = cfg.APIAddr
 	if cfg.TLS != nil {
-		n.apiLn = tls.NewListener(n.apiLn, cfg.TLS.apiServer())
+		n.apiLn = tls.NewListener(n.apiLn, cfg.TLS.APIServer())
 	}
 	if len(cfg.Peers) == 1 && cfg.Peers[0].ID == cfg.NodeID {
 		// alone: the configured address may have been ":0"
@@ -348,9 +350,9 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 			n.advertised = p
 		}
 	}
-	n.mux = NewMux(ln, advertise, n.log.With("component", "mux"))
+	n.mux = transport.NewMux(ln, advertise, n.log.With("component", "mux"))
 	if cfg.TLS != nil {
-		n.mux.UseTLS(cfg.TLS.peerServer(), cfg.TLS.client())
+		n.mux.UseTLS(cfg.TLS.PeerServer(), cfg.TLS.Client())
 	}
 	n.muxErr = make(chan error, 1)
 	n.wg.Add(1)
@@ -366,7 +368,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return n, err
 	}
-	n.meta, err = openMetaGroup(filepath.Join(cfg.DataDir, "meta"), cfg.NodeID, NewTransport(layer, n.log), voters, cfg.Raft, n.log)
+	n.meta, err = openMetaGroup(filepath.Join(cfg.DataDir, "meta"), cfg.NodeID, transport.NewTransport(layer, n.log), voters, cfg.Raft, n.log)
 	if err != nil {
 		return n, fmt.Errorf("metadata group: %w", err)
 	}

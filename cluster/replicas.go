@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -139,7 +140,7 @@ func (n *Node) openReplica(info ShardInfo, groups int, bootstrap []raft.Server, 
 	if err != nil {
 		return err
 	}
-	trans := NewTransport(layer, n.log)
+	trans := transport.NewTransport(layer, n.log)
 	sh, err := shard.Open(shard.Config{
 		ID: info.ID, First: info.First, Last: info.Last, Groups: groups, ClusterID: "cep",
 		Dir: dir, LocalID: n.cfg.NodeID, Transport: trans, Bootstrap: bootstrap, Logger: n.log, Raft: n.cfg.Raft,

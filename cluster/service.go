@@ -20,6 +20,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/expr"
 	"github.com/cepcluster/cep/nfa/sql"
@@ -623,9 +624,9 @@ func (n *Node) gossipState(id string) (cepv1.NodeState, bool) {
 		return 0, false
 	}
 	switch mb.State {
-	case memberAlive:
+	case gossip.Alive:
 		return cepv1.NodeState_NODE_STATE_ALIVE, true
-	case memberSuspect:
+	case gossip.Suspect:
 		return cepv1.NodeState_NODE_STATE_SUSPECT, true
 	}
 	return cepv1.NodeState_NODE_STATE_DEAD, true

@@ -19,6 +19,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -245,6 +246,12 @@ func (n *Node) waitSplit(ctx context.Context, id uint64) bool {
 	}
 }
 
+// protoSplit is the protocol of a release whose shards apply OpSplit: a
+// shard splits only while every member has it (an older replica could not
+// decode the entry and would keep the whole range). The gossip carries it
+// (gossip.Config.Proto).
+const protoSplit = 2
+
 // canSplit reports why the shards cannot split now, if they cannot: a
 // member the gossip does not see alive with a release that applies
 // OpSplit (during a rolling upgrade, say).
@@ -255,10 +262,10 @@ func (n *Node) canSplit(m *Meta) error {
 		}
 		mb, ok := n.gossip.Member(nd.ID)
 		if nd.ID == n.cfg.NodeID {
-			mb, ok = member{State: memberAlive, Proto: protoSplit}, true
+			mb, ok = gossip.Member{State: gossip.Alive, Proto: protoSplit}, true
 		}
 		switch {
-		case !ok || mb.State != memberAlive:
+		case !ok || mb.State != gossip.Alive:
 			return fmt.Errorf("%w: node %s is not reachable; shards split only while every node is", api.ErrFailedPrecondition, nd.ID)
 		case mb.Proto < protoSplit:
 			return fmt.Errorf("%w: node %s runs a release that cannot split shards; upgrade every node first", api.ErrFailedPrecondition, nd.ID)

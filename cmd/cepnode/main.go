@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/transport"
 )
 
 func main() {
@@ -149,7 +150,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	switch set := btoi(*tlsCert != "") + btoi(*tlsKey != "") + btoi(*tlsCA != ""); set {
 	case 3:
-		t, err := cluster.LoadTLS(*tlsCert, *tlsKey, *tlsCA, logger)
+		t, err := transport.LoadTLS(*tlsCert, *tlsKey, *tlsCA, logger)
 		if err != nil {
 			return err
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/internal/testcerts"
 )
 
@@ -134,7 +134,7 @@ func killLeaders(t *testing.T, useTLS bool) {
 		if ca, err = testcerts.NewAuthority(base, "cep"); err != nil {
 			t.Fatal(err)
 		}
-		pool, err := cluster.LoadCAs(ca.CA)
+		pool, err := transport.LoadCAs(ca.CA)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/internal/testcerts"
 )
 
@@ -35,13 +36,13 @@ func TestThreeNodesOverTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfgs[i].TLS, err = cluster.LoadTLS(f.Cert, f.Key, f.CA, nil); err != nil {
+		if cfgs[i].TLS, err = transport.LoadTLS(f.Cert, f.Key, f.CA, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	nodes := startAll(t, ctx, cfgs)
 
-	pool, err := cluster.LoadCAs(ca.CA)
+	pool, err := transport.LoadCAs(ca.CA)
 	if err != nil {
 		t.Fatal(err)
 	}

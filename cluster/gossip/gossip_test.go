@@ -1,4 +1,4 @@
-package cluster
+package gossip
 
 import (
 	"errors"
@@ -6,22 +6,74 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 )
 
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// checkFor calls f every every until it returns nil, failing the test with
+// f's last error once total has passed.
+func checkFor(t testing.TB, total, every time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", total, err)
+		}
+		time.Sleep(every)
+	}
+}
+
+// testLogger returns a logger writing to t.Log at level. Lines logged after
+// the test and its cleanups have finished are dropped (t.Log would panic).
+func testLogger(t testing.TB, level slog.Level) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.stop) // registered first, so it runs last
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
 // newTestGossip starts a Fast gossip for id on a free loopback port, with
 // Raft and API addresses derived from id and gen, closed at the test's end.
-func newTestGossip(t *testing.T, id string, gen int, key []byte) *gossip {
+func newTestGossip(t *testing.T, id string, gen int, key []byte) *Gossip {
 	t.Helper()
 	return newTestGossipAt(t, "127.0.0.1:0", id, gen, key)
 }
 
-func newTestGossipAt(t *testing.T, bind, id string, gen int, key []byte) *gossip {
+func newTestGossipAt(t *testing.T, bind, id string, gen int, key []byte) *Gossip {
 	t.Helper()
-	g, err := startGossip(gossipConfig{
+	g, err := Start(Config{
 		NodeID:    id,
 		BindAddr:  bind,
 		RaftAddr:  fmt.Sprintf("%s-raft:%d", id, gen),
@@ -37,7 +89,7 @@ func newTestGossipAt(t *testing.T, bind, id string, gen int, key []byte) *gossip
 	return g
 }
 
-func joinTo(t *testing.T, g *gossip, seeds ...*gossip) {
+func joinTo(t *testing.T, g *Gossip, seeds ...*Gossip) {
 	t.Helper()
 	var addrs []string
 	for _, s := range seeds {
@@ -50,9 +102,9 @@ func joinTo(t *testing.T, g *gossip, seeds ...*gossip) {
 
 // waitMember waits until g sees id in state with the addresses of
 // generation gen (gen < 0: any).
-func waitMember(t *testing.T, g *gossip, id string, state memberState, gen int, within time.Duration) member {
+func waitMember(t *testing.T, g *Gossip, id string, state State, gen int, within time.Duration) Member {
 	t.Helper()
-	var m member
+	var m Member
 	checkFor(t, within, 20*time.Millisecond, func() error {
 		var ok bool
 		if m, ok = g.Member(id); !ok {
@@ -82,10 +134,10 @@ func TestGossipMembership(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Changed not closed after a join")
 	}
-	gs := map[string]*gossip{"a": a, "b": b, "c": c}
+	gs := map[string]*Gossip{"a": a, "b": b, "c": c}
 	for _, g := range gs {
 		for id, o := range gs {
-			m := waitMember(t, g, id, memberAlive, 0, 5*time.Second)
+			m := waitMember(t, g, id, Alive, 0, 5*time.Second)
 			if m.GossipAddr != o.Addr() || m.Since.IsZero() {
 				t.Errorf("%s sees %+v, want gossip address %s and a time", g.Addr(), m, o.Addr())
 			}
@@ -104,7 +156,7 @@ func TestGossipMembership(t *testing.T) {
 // taking IPs only, and that Advertise's port 0 stands for the bound port.
 func TestGossipHostNames(t *testing.T) {
 	a := newTestGossip(t, "a", 0, nil)
-	b, err := startGossip(gossipConfig{NodeID: "b", BindAddr: "localhost:0", Advertise: "localhost:0", Fast: true})
+	b, err := Start(Config{NodeID: "b", BindAddr: "localhost:0", Advertise: "localhost:0", Fast: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,33 +168,33 @@ func TestGossipHostNames(t *testing.T) {
 	if _, err := b.Join([]string{net.JoinHostPort("localhost", port)}); err != nil {
 		t.Fatal(err)
 	}
-	waitMember(t, a, "b", memberAlive, -1, 5*time.Second)
+	waitMember(t, a, "b", Alive, -1, 5*time.Second)
 }
 
 func TestGossipCrashLeaveForget(t *testing.T) {
 	a, b, c := newTestGossip(t, "a", 0, nil), newTestGossip(t, "b", 0, nil), newTestGossip(t, "c", 0, nil)
 	joinTo(t, b, a)
 	joinTo(t, c, a)
-	for _, g := range []*gossip{a, b} {
-		waitMember(t, g, "c", memberAlive, 0, 5*time.Second)
+	for _, g := range []*Gossip{a, b} {
+		waitMember(t, g, "c", Alive, 0, 5*time.Second)
 	}
 
 	crashed := time.Now()
 	c.Close()
-	for _, g := range []*gossip{a, b} {
-		m := waitMember(t, g, "c", memberDead, 0, 5*time.Second)
+	for _, g := range []*Gossip{a, b} {
+		m := waitMember(t, g, "c", Dead, 0, 5*time.Second)
 		if m.Since.Before(crashed) {
 			t.Errorf("dead since %v, before the crash at %v", m.Since, crashed)
 		}
 	}
 	t.Logf("crash detected after %v", time.Since(crashed))
 
-	waitMember(t, b, "a", memberAlive, 0, 5*time.Second)
+	waitMember(t, b, "a", Alive, 0, 5*time.Second)
 	left := time.Now()
 	if err := b.Leave(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitMember(t, a, "b", memberDead, 0, time.Second)
+	waitMember(t, a, "b", Dead, 0, time.Second)
 	t.Logf("leave seen after %v", time.Since(left))
 	b.Close()
 
@@ -173,7 +225,7 @@ func TestGossipRestart(t *testing.T) {
 func testGossipRestart(t *testing.T, how string, samePort bool) {
 	a, b := newTestGossip(t, "a", 0, nil), newTestGossip(t, "b", 0, nil)
 	joinTo(t, b, a)
-	waitMember(t, a, "b", memberAlive, 0, 5*time.Second)
+	waitMember(t, a, "b", Alive, 0, 5*time.Second)
 	switch how {
 	case "leave":
 		if err := b.Leave(time.Second); err != nil {
@@ -182,7 +234,7 @@ func testGossipRestart(t *testing.T, how string, samePort bool) {
 		b.Close()
 	case "crash-detected":
 		b.Close()
-		waitMember(t, a, "b", memberDead, 0, 5*time.Second)
+		waitMember(t, a, "b", Dead, 0, 5*time.Second)
 	case "crash-undetected":
 		b.Close()
 	}
@@ -195,18 +247,18 @@ func testGossipRestart(t *testing.T, how string, samePort bool) {
 		t.Fatalf("restarted at %s, was at %s", b2.Addr(), b.Addr())
 	}
 	joinTo(t, b2, a)
-	m := waitMember(t, a, "b", memberAlive, 1, 8*time.Second)
+	m := waitMember(t, a, "b", Alive, 1, 8*time.Second)
 	if m.GossipAddr != b2.Addr() {
 		t.Errorf("a sees b at %s, want %s", m.GossipAddr, b2.Addr())
 	}
-	waitMember(t, b2, "a", memberAlive, 0, 5*time.Second)
+	waitMember(t, b2, "a", Alive, 0, 5*time.Second)
 }
 
 func TestGossipSecretKey(t *testing.T) {
 	key := []byte("0123456789abcdef")
 	a, b := newTestGossip(t, "a", 0, key), newTestGossip(t, "b", 0, key)
 	joinTo(t, b, a)
-	waitMember(t, a, "b", memberAlive, 0, 5*time.Second)
+	waitMember(t, a, "b", Alive, 0, 5*time.Second)
 
 	stranger := newTestGossip(t, "x", 0, []byte("fedcba9876543210"))
 	if _, err := stranger.Join([]string{a.Addr()}); err == nil {
@@ -219,22 +271,22 @@ func TestGossipSecretKey(t *testing.T) {
 
 func TestGossipCloseNoLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	a, err := startGossip(gossipConfig{NodeID: "a", BindAddr: "127.0.0.1:0", Fast: true})
+	a, err := Start(Config{NodeID: "a", BindAddr: "127.0.0.1:0", Fast: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := startGossip(gossipConfig{NodeID: "b", BindAddr: "127.0.0.1:0", Fast: true})
+	b, err := Start(Config{NodeID: "b", BindAddr: "127.0.0.1:0", Fast: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Join([]string{a.Addr()}); err != nil {
 		t.Fatal(err)
 	}
-	waitMember(t, a, "b", memberAlive, -1, 5*time.Second)
+	waitMember(t, a, "b", Alive, -1, 5*time.Second)
 	if err := b.Leave(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range []*gossip{a, b, a, b} {
+	for _, g := range []*Gossip{a, b, a, b} {
 		if err := g.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +300,7 @@ func TestGossipCloseNoLeak(t *testing.T) {
 }
 
 func TestGossipBadConfig(t *testing.T) {
-	for _, cfg := range []gossipConfig{
+	for _, cfg := range []Config{
 		{BindAddr: "127.0.0.1:0"},
 		{NodeID: "a", BindAddr: "127.0.0.1"},
 		{NodeID: "a", BindAddr: "127.0.0.1:0", Advertise: "no-such-host.invalid:1"},
@@ -256,9 +308,9 @@ func TestGossipBadConfig(t *testing.T) {
 		{NodeID: "a", BindAddr: "127.0.0.1:0", SecretKey: []byte("short")},
 		{NodeID: "a", BindAddr: "127.0.0.1:0", RaftAddr: string(make([]byte, 600))},
 	} {
-		if g, err := startGossip(cfg); err == nil {
+		if g, err := Start(cfg); err == nil {
 			g.Close()
-			t.Errorf("startGossip(%+v) succeeded", cfg)
+			t.Errorf("Start(%+v) succeeded", cfg)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package transport
 
 import (
 	"context"
@@ -50,10 +50,10 @@ const (
 // ErrMuxClosed and ErrLayerClosed also match net.ErrClosed, which is what
 // raft's accept loop and most network code expect.
 var (
-	ErrMuxClosed       = fmt.Errorf("cluster: mux closed: %w", net.ErrClosed)
-	ErrLayerClosed     = fmt.Errorf("cluster: raft layer closed: %w", net.ErrClosed)
-	ErrGroupRegistered = errors.New("cluster: raft group already registered")
-	ErrMuxServing      = errors.New("cluster: mux already serving")
+	ErrMuxClosed       = fmt.Errorf("transport: mux closed: %w", net.ErrClosed)
+	ErrLayerClosed     = fmt.Errorf("transport: raft layer closed: %w", net.ErrClosed)
+	ErrGroupRegistered = errors.New("transport: raft group already registered")
+	ErrMuxServing      = errors.New("transport: mux already serving")
 )
 
 // Mux accepts TCP connections on one listener and routes each to the Raft
@@ -151,7 +151,7 @@ func (m *Mux) Serve() error {
 				return nil
 			}
 			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("cluster: raft mux listener: %w", err)
+				return fmt.Errorf("transport: raft mux listener: %w", err)
 			}
 			// Transient (EMFILE, ECONNABORTED...): back off like net/http.
 			delay = min(max(2*delay, baseDelay), maxDelay)
@@ -424,7 +424,7 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		if l.ctx.Err() != nil {
 			return nil, ErrLayerClosed
 		}
-		return nil, fmt.Errorf("cluster: raft group %d: open stream to %s: %w", l.group, address, err)
+		return nil, fmt.Errorf("transport: raft group %d: open stream to %s: %w", l.group, address, err)
 	}
 	return lc, nil
 }

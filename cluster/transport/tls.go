@@ -1,4 +1,4 @@
-package cluster
+package transport
 
 import (
 	"crypto/tls"
@@ -130,18 +130,21 @@ func (t *TLS) server(auth tls.ClientAuthType) *tls.Config {
 	return &tls.Config{GetCertificate: t.getCertificate, ClientCAs: t.CAs, ClientAuth: auth, MinVersion: tls.VersionTLS12}
 }
 
-// peerServer is the Raft mux's side of mutual TLS.
-func (t *TLS) peerServer() *tls.Config { return t.server(tls.RequireAndVerifyClientCert) }
+// PeerServer is the Raft mux's side of mutual TLS; exported for the node,
+// which hands it to Mux.UseTLS.
+func (t *TLS) PeerServer() *tls.Config { return t.server(tls.RequireAndVerifyClientCert) }
 
-// apiServer serves the API: HTTP/2 (gRPC needs it) and HTTP/1.1.
-func (t *TLS) apiServer() *tls.Config {
+// APIServer serves the API: HTTP/2 (gRPC needs it) and HTTP/1.1. The node
+// serves its API itself, so it takes the config from here.
+func (t *TLS) APIServer() *tls.Config {
 	c := t.server(tls.VerifyClientCertIfGiven)
 	c.NextProtos = []string{"h2", "http/1.1"}
 	return c
 }
 
-// client is the node's side when it dials a peer's mux or API.
-func (t *TLS) client() *tls.Config {
+// Client is the node's side when it dials a peer's mux or API; exported
+// for Mux.UseTLS and for the node's HTTP client of its peers' APIs.
+func (t *TLS) Client() *tls.Config {
 	return &tls.Config{
 		GetClientCertificate: t.getClientCertificate,
 		RootCAs:              t.CAs,
@@ -149,7 +152,7 @@ func (t *TLS) client() *tls.Config {
 	}
 }
 
-// clientFor is client() with the server name set to address's host, for a
+// clientFor is Client() with the server name set to address's host, for a
 // connection dialled without crypto/tls's own dialer.
 func clientFor(cfg *tls.Config, address string) *tls.Config {
 	c := cfg.Clone()

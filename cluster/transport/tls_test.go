@@ -1,4 +1,4 @@
-package cluster
+package transport
 
 import (
 	"crypto/tls"
@@ -15,7 +15,7 @@ import (
 // the test ends.
 func newTLSMux(tb testing.TB, cfg *TLS) *Mux {
 	tb.Helper()
-	return newTestMux(tb, testLogger(tb, -4), 2*time.Second, func(m *Mux) { m.UseTLS(cfg.peerServer(), cfg.client()) })
+	return newTestMux(tb, testLogger(tb, -4), 2*time.Second, func(m *Mux) { m.UseTLS(cfg.PeerServer(), cfg.Client()) })
 }
 
 // testTLS makes a CA in a temporary directory and returns a node
@@ -107,7 +107,7 @@ func TestTLSReloadsRenewedCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.reloadEvery = 0
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg.peerServer())
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg.PeerServer())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestTLSReloadsRenewedCertificate(t *testing.T) {
 	// own client side (which presents cfg's certificate too)
 	served := func() string {
 		t.Helper()
-		c, err := tls.Dial("tcp", ln.Addr().String(), clientFor(cfg.client(), ln.Addr().String()))
+		c, err := tls.Dial("tcp", ln.Addr().String(), clientFor(cfg.Client(), ln.Addr().String()))
 		if err != nil {
 			t.Fatal(err)
 		}

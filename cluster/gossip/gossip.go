@@ -1,4 +1,7 @@
-package cluster
+// Package gossip tells a node which nodes of the cluster exist, where
+// their Raft and API listeners are, and whether they are alive, over
+// memberlist's SWIM gossip.
+package gossip
 
 import (
 	"context"
@@ -18,12 +21,12 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// errGossipClosed is returned by the methods of a closed gossip that would
-// need its network; it matches net.ErrClosed.
-var errGossipClosed = fmt.Errorf("cluster: gossip closed: %w", net.ErrClosed)
+// errClosed is returned by the methods of a closed Gossip that would need
+// its network; it matches net.ErrClosed.
+var errClosed = fmt.Errorf("gossip: gossip closed: %w", net.ErrClosed)
 
-// gossipConfig configures a node's membership gossip.
-type gossipConfig struct {
+// Config configures a node's membership gossip.
+type Config struct {
 	NodeID string
 	// BindAddr is the host:port listened on, UDP and TCP both; port 0 takes
 	// any free port and an empty host every interface.
@@ -43,64 +46,65 @@ type gossipConfig struct {
 	SecretKey []byte
 	// Fresh: the node started without state (gossiped with its start time)
 	Fresh bool
+	// Proto is what the node's release can apply, carried in its metadata;
+	// the node defines the numbers (the gossip only carries them).
+	Proto int
 }
 
-// memberState is a node's liveness as seen by this node.
-type memberState int
+// State is a node's liveness as seen by this node.
+type State int
 
+// The States of a Member.
 const (
-	memberAlive memberState = iota
-	// memberSuspect is never reported with memberlist v0.6.0, which neither
+	Alive State = iota
+	// Suspect is never reported with memberlist v0.6.0, which neither
 	// sends an event on suspicion nor fills Node.State (it stays alive,
 	// hashicorp/memberlist#266): a suspected node reads alive until it is
 	// declared dead.
-	memberSuspect
-	memberDead // failed, or left gracefully
+	Suspect
+	Dead // failed, or left gracefully
 )
 
-var memberStateNames = [...]string{"alive", "suspect", "dead"}
+var stateNames = [...]string{"alive", "suspect", "dead"}
 
-func (s memberState) String() string { return memberStateNames[s] }
+func (s State) String() string { return stateNames[s] }
 
-// member is a node as seen by this node's gossip.
-type member struct {
+// Member is a node as seen by this node's gossip.
+type Member struct {
 	ID, RaftAddr, APIAddr, GossipAddr string
-	State                             memberState
+	State                             State
 	Since                             time.Time // when this node saw it enter State
 	Fresh                             bool      // it started without state,
 	Started                           int64     // at this time (Unix ms, its clock)
-	Proto                             int       // what its release can apply (protoSplit)
+	Proto                             int       // what its release can apply (Config.Proto)
 }
 
-// gossipMeta is the node metadata gossiped with every alive message.
-type gossipMeta struct {
+// Meta is the node metadata gossiped with every alive message. Exported
+// because its JSON is a contract between releases: nodes of different
+// releases read each other's.
+type Meta struct {
 	// Fresh: the node started with no state (a new data directory), at
 	// Started (Unix ms): what lets a node take back an id removed before.
 	Fresh   bool   `json:"fresh,omitempty"`
 	Started int64  `json:"started,omitempty"`
 	Raft    string `json:"raft"`
 	API     string `json:"api"`
-	// Proto is what the node's release can apply (protoSplit: OpSplit)
+	// Proto is what the node's release can apply (Config.Proto)
 	Proto int `json:"proto,omitempty"`
 }
 
-// protoSplit is the protocol of a release whose shards apply OpSplit: a
-// shard splits only while every member has it (an older replica could not
-// decode the entry and would keep the whole range).
-const protoSplit = 2
-
-// gossip is a node's view of the cluster's membership, kept by a memberlist
+// Gossip is a node's view of the cluster's membership, kept by a memberlist
 // (SWIM gossip): which nodes exist, where their Raft and API listeners are,
 // and whether they are alive. A dead node stays listed until Forget, so that
 // the cluster can tell a member it has to replace from one it never knew.
-type gossip struct {
+type Gossip struct {
 	ml   *memberlist.Memberlist
 	addr string
 	meta []byte
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	members map[string]member
+	members map[string]Member
 	changed chan struct{} // closed and replaced on every change of members
 
 	// life serialises Leave and Close: memberlist panics on a Leave after
@@ -109,19 +113,19 @@ type gossip struct {
 	closed bool
 }
 
-// startGossip binds the gossip listeners and announces the node; it meets
+// Start binds the gossip listeners and announces the node; it meets
 // other nodes once Join reaches one of them, or one of them joins it.
-func startGossip(cfg gossipConfig) (*gossip, error) {
+func Start(cfg Config) (*Gossip, error) {
 	if cfg.NodeID == "" {
-		return nil, errors.New("cluster: gossip needs a node id")
+		return nil, errors.New("gossip: gossip needs a node id")
 	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	meta, _ := json.Marshal(gossipMeta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: protoSplit}) // cannot fail
+	meta, _ := json.Marshal(Meta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: cfg.Proto}) // cannot fail
 	if len(meta) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("cluster: gossip metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
+		return nil, fmt.Errorf("gossip: gossip metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
 	}
 
 	conf := memberlist.DefaultLANConfig()
@@ -135,7 +139,7 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	}
 	conf.Name = cfg.NodeID
 	var err error
-	if conf.BindAddr, conf.BindPort, err = splitGossipAddr(cfg.BindAddr); err != nil {
+	if conf.BindAddr, conf.BindPort, err = splitAddr(cfg.BindAddr); err != nil {
 		return nil, err
 	}
 	if conf.BindAddr == "" {
@@ -143,7 +147,7 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	}
 	conf.AdvertisePort = 0
 	if cfg.Advertise != "" {
-		if conf.AdvertiseAddr, conf.AdvertisePort, err = splitGossipAddr(cfg.Advertise); err != nil {
+		if conf.AdvertiseAddr, conf.AdvertisePort, err = splitAddr(cfg.Advertise); err != nil {
 			return nil, err
 		}
 	}
@@ -165,7 +169,7 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: start gossip on %s: %w", cfg.BindAddr, err)
+		return nil, fmt.Errorf("gossip: start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	if conf.BindPort == 0 {
 		conf.BindPort = nt.GetAutoBindPort()
@@ -175,34 +179,46 @@ func startGossip(cfg gossipConfig) (*gossip, error) {
 	}
 	conf.Transport = nt
 
-	g := &gossip{meta: meta, log: logger, members: make(map[string]member), changed: make(chan struct{})}
-	conf.Delegate = (*gossipHooks)(g)
-	conf.Events = (*gossipHooks)(g)
+	g := &Gossip{meta: meta, log: logger, members: make(map[string]Member), changed: make(chan struct{})}
+	conf.Delegate = (*hooks)(g)
+	conf.Events = (*hooks)(g)
 	ml, err := memberlist.Create(conf)
 	if err != nil {
 		nt.Shutdown()
-		return nil, fmt.Errorf("cluster: start gossip on %s: %w", cfg.BindAddr, err)
+		return nil, fmt.Errorf("gossip: start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	g.ml = ml
 	g.addr = ml.LocalNode().Address()
 	return g, nil
 }
 
-// splitGossipAddr splits host:port for memberlist, resolving a host name to
+// Static returns a Gossip that lists members and nothing else: no network,
+// no changes. It lets tests of code that reads a membership (package
+// cluster's) set one, as they cannot reach a Gossip's table. Join and Leave
+// fail as on a closed Gossip; Close does nothing.
+func Static(members ...Member) *Gossip {
+	g := &Gossip{log: slog.New(slog.DiscardHandler), members: make(map[string]Member), changed: make(chan struct{}), closed: true}
+	for _, m := range members {
+		g.members[m.ID] = m
+	}
+	return g
+}
+
+// splitAddr splits host:port for memberlist, resolving a host name to
 // one of its IPs (an IPv4 one if any).
-func splitGossipAddr(hostport string) (string, int, error) {
+func splitAddr(hostport string) (string, int, error) {
 	host, p, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", 0, fmt.Errorf("cluster: gossip address: %w", err)
+		return "", 0, fmt.Errorf("gossip: gossip address: %w", err)
 	}
 	port, err := strconv.ParseUint(p, 10, 16)
 	if err != nil {
-		return "", 0, fmt.Errorf("cluster: gossip address %q: bad port", hostport)
+		return "", 0, fmt.Errorf("gossip: gossip address %q: bad port", hostport)
 	}
 	if host != "" && net.ParseIP(host) == nil {
 		ips, err := net.LookupIP(host)
 		if err != nil {
-			return "", 0, fmt.Errorf("cluster: gossip address %q: %w", hostport, err)
+			return "", 0, fmt.Errorf("gossip: gossip address %q: %w", hostport, err)
 		}
 		host = ips[0].String()
 		if i := slices.IndexFunc(ips, func(ip net.IP) bool { return ip.To4() != nil }); i >= 0 {
@@ -213,33 +229,33 @@ func splitGossipAddr(hostport string) (string, int, error) {
 }
 
 // Addr returns the advertised host:port, with the port actually bound.
-func (g *gossip) Addr() string { return g.addr }
+func (g *Gossip) Addr() string { return g.addr }
 
 // Join contacts seeds (gossip addresses; this node's own is harmless) and
 // exchanges full state with each reached. It returns the number reached and
 // an error only when none was.
-func (g *gossip) Join(seeds []string) (int, error) {
+func (g *Gossip) Join(seeds []string) (int, error) {
 	g.life.Lock()
 	closed := g.closed
 	g.life.Unlock()
 	if closed {
-		return 0, errGossipClosed
+		return 0, errClosed
 	}
 	return g.ml.Join(seeds)
 }
 
 // Members returns every node seen, this one included, sorted by ID. A dead
 // node stays, with the time it died, until Forget.
-func (g *gossip) Members() []member {
+func (g *Gossip) Members() []Member {
 	g.mu.Lock()
 	ms := slices.Collect(maps.Values(g.members))
 	g.mu.Unlock()
-	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return ms
 }
 
 // Member returns the node id as Members lists it.
-func (g *gossip) Member(id string) (member, bool) {
+func (g *Gossip) Member(id string) (Member, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[id]
@@ -247,7 +263,7 @@ func (g *gossip) Member(id string) (member, bool) {
 }
 
 // Changed returns a channel closed at the next change of Members.
-func (g *gossip) Changed() <-chan struct{} {
+func (g *Gossip) Changed() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.changed
@@ -256,10 +272,10 @@ func (g *gossip) Changed() <-chan struct{} {
 // Forget drops id from Members if it is dead, once the cluster has removed
 // it; an alive member stays, as memberlist would not report it again. A
 // forgotten node that comes back is listed again.
-func (g *gossip) Forget(id string) {
+func (g *Gossip) Forget(id string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if m, ok := g.members[id]; ok && m.State == memberDead {
+	if m, ok := g.members[id]; ok && m.State == Dead {
 		delete(g.members, id)
 		g.notifyLocked()
 	}
@@ -269,18 +285,18 @@ func (g *gossip) Forget(id string) {
 // at once instead of after failure detection, and waits up to timeout (0:
 // without bound) for the broadcast to go out. The node keeps gossiping
 // until Close.
-func (g *gossip) Leave(timeout time.Duration) error {
+func (g *Gossip) Leave(timeout time.Duration) error {
 	g.life.Lock()
 	defer g.life.Unlock()
 	if g.closed {
-		return errGossipClosed
+		return errClosed
 	}
 	return g.ml.Leave(timeout)
 }
 
 // Close stops the gossip without a leave broadcast, as a crash would; it is
 // idempotent. Memberlist's goroutines end shortly after it returns.
-func (g *gossip) Close() error {
+func (g *Gossip) Close() error {
 	g.life.Lock()
 	defer g.life.Unlock()
 	if g.closed {
@@ -290,23 +306,23 @@ func (g *gossip) Close() error {
 	return g.ml.Shutdown()
 }
 
-func (g *gossip) notifyLocked() {
+func (g *Gossip) notifyLocked() {
 	close(g.changed)
 	g.changed = make(chan struct{})
 }
 
 // observe records what an event says of n. Memberlist calls the events with
 // its node table locked, so it only updates the map.
-func (g *gossip) observe(n *memberlist.Node, state memberState) {
-	var md gossipMeta
-	if err := json.Unmarshal(n.Meta, &md); err != nil && state == memberAlive {
+func (g *Gossip) observe(n *memberlist.Node, state State) {
+	var md Meta
+	if err := json.Unmarshal(n.Meta, &md); err != nil && state == Alive {
 		g.log.Warn("gossip: bad node metadata", "node", n.Name, "err", err)
 	}
 	g.mu.Lock()
 	old, known := g.members[n.Name]
 	m := old
 	m.ID = n.Name
-	if state == memberAlive || !known { // a death repeats the last addresses
+	if state == Alive || !known { // a death repeats the last addresses
 		m.GossipAddr, m.RaftAddr, m.APIAddr = n.Address(), md.Raft, md.API
 		m.Fresh, m.Started, m.Proto = md.Fresh, md.Started, md.Proto
 	}
@@ -326,18 +342,18 @@ func (g *gossip) observe(n *memberlist.Node, state memberState) {
 	}
 }
 
-// gossipHooks is the memberlist.Delegate and EventDelegate of a gossip,
-// kept off gossip's own method set.
-type gossipHooks gossip
+// hooks is the memberlist.Delegate and EventDelegate of a Gossip, kept off
+// Gossip's own method set.
+type hooks Gossip
 
-func (h *gossipHooks) NodeMeta(int) []byte             { return h.meta } // size checked by startGossip
-func (h *gossipHooks) NotifyMsg([]byte)                {}
-func (h *gossipHooks) GetBroadcasts(int, int) [][]byte { return nil }
-func (h *gossipHooks) LocalState(bool) []byte          { return nil }
-func (h *gossipHooks) MergeRemoteState([]byte, bool)   {}
-func (h *gossipHooks) NotifyJoin(n *memberlist.Node)   { (*gossip)(h).observe(n, memberAlive) }
-func (h *gossipHooks) NotifyUpdate(n *memberlist.Node) { (*gossip)(h).observe(n, memberAlive) }
-func (h *gossipHooks) NotifyLeave(n *memberlist.Node)  { (*gossip)(h).observe(n, memberDead) }
+func (h *hooks) NodeMeta(int) []byte             { return h.meta } // size checked by Start
+func (h *hooks) NotifyMsg([]byte)                {}
+func (h *hooks) GetBroadcasts(int, int) [][]byte { return nil }
+func (h *hooks) LocalState(bool) []byte          { return nil }
+func (h *hooks) MergeRemoteState([]byte, bool)   {}
+func (h *hooks) NotifyJoin(n *memberlist.Node)   { (*Gossip)(h).observe(n, Alive) }
+func (h *hooks) NotifyUpdate(n *memberlist.Node) { (*Gossip)(h).observe(n, Alive) }
+func (h *hooks) NotifyLeave(n *memberlist.Node)  { (*Gossip)(h).observe(n, Dead) }
 
 // memberlistLog turns memberlist's log lines, "[LEVEL] memberlist: text",
 // into slog records. INFO goes to debug, as the gossip logs the membership
