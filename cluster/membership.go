@@ -38,7 +38,7 @@ func (n *Node) joinGossip() error {
 		Logger: n.log.With("component", "gossip"), Fast: n.cfg.FastGossip, SecretKey: n.cfg.GossipKey, Fresh: n.meta.fresh, Proto: protoSplit,
 	})
 	if err != nil {
-		return fmt.Errorf("gossip: %w", err)
+		return err // says "gossip: ..." itself
 	}
 	if n.cfg.TLS != nil && len(n.cfg.GossipKey) == 0 {
 		n.log.Warn("the membership gossip is not encrypted while the cluster uses TLS: give every node the same --gossip-key", "gossip", g.Addr())

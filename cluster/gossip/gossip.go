@@ -23,7 +23,7 @@ import (
 
 // errClosed is returned by the methods of a closed Gossip that would need
 // its network; it matches net.ErrClosed.
-var errClosed = fmt.Errorf("gossip: gossip closed: %w", net.ErrClosed)
+var errClosed = fmt.Errorf("gossip: closed: %w", net.ErrClosed)
 
 // Config configures a node's membership gossip.
 type Config struct {
@@ -117,7 +117,7 @@ type Gossip struct {
 // other nodes once Join reaches one of them, or one of them joins it.
 func Start(cfg Config) (*Gossip, error) {
 	if cfg.NodeID == "" {
-		return nil, errors.New("gossip: gossip needs a node id")
+		return nil, errors.New("gossip: needs a node id")
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -125,7 +125,7 @@ func Start(cfg Config) (*Gossip, error) {
 	}
 	meta, _ := json.Marshal(Meta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: cfg.Proto}) // cannot fail
 	if len(meta) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("gossip: gossip metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
+		return nil, fmt.Errorf("gossip: node metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
 	}
 
 	conf := memberlist.DefaultLANConfig()
@@ -169,7 +169,7 @@ func Start(cfg Config) (*Gossip, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("gossip: start gossip on %s: %w", cfg.BindAddr, err)
+		return nil, fmt.Errorf("gossip: start on %s: %w", cfg.BindAddr, err)
 	}
 	if conf.BindPort == 0 {
 		conf.BindPort = nt.GetAutoBindPort()
@@ -185,7 +185,7 @@ func Start(cfg Config) (*Gossip, error) {
 	ml, err := memberlist.Create(conf)
 	if err != nil {
 		nt.Shutdown()
-		return nil, fmt.Errorf("gossip: start gossip on %s: %w", cfg.BindAddr, err)
+		return nil, fmt.Errorf("gossip: start on %s: %w", cfg.BindAddr, err)
 	}
 	g.ml = ml
 	g.addr = ml.LocalNode().Address()
@@ -209,16 +209,16 @@ func Static(members ...Member) *Gossip {
 func splitAddr(hostport string) (string, int, error) {
 	host, p, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", 0, fmt.Errorf("gossip: gossip address: %w", err)
+		return "", 0, fmt.Errorf("gossip: address: %w", err)
 	}
 	port, err := strconv.ParseUint(p, 10, 16)
 	if err != nil {
-		return "", 0, fmt.Errorf("gossip: gossip address %q: bad port", hostport)
+		return "", 0, fmt.Errorf("gossip: address %q: bad port", hostport)
 	}
 	if host != "" && net.ParseIP(host) == nil {
 		ips, err := net.LookupIP(host)
 		if err != nil {
-			return "", 0, fmt.Errorf("gossip: gossip address %q: %w", hostport, err)
+			return "", 0, fmt.Errorf("gossip: address %q: %w", hostport, err)
 		}
 		host = ips[0].String()
 		if i := slices.IndexFunc(ips, func(ip net.IP) bool { return ip.To4() != nil }); i >= 0 {
