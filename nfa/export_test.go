@@ -33,7 +33,7 @@ func UnreachableEvents(m *Matcher) int {
 				continue
 			}
 			seen[cur.n][k] = true
-			reach[cur.n.ev.seq] = true
+			reach[cur.n.ev.order] = true
 			for _, e := range cur.n.edges {
 				if !e.removed && e.target != nil && cur.ver.compatible(e.ver) {
 					stack = append(stack, st{e.target, e.ver})
@@ -41,7 +41,7 @@ func UnreachableEvents(m *Matcher) int {
 			}
 		}
 		for _, ev := range ks.bufferedEvents() {
-			if !reach[ev.seq] {
+			if !reach[ev.order] {
 				n++
 			}
 		}

@@ -538,9 +538,9 @@ func (m *Matcher) processQueued(ks *keyState, ts int64, q queued) {
 
 func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 	m.mayStart = mayStart
-	m.curEv = event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
+	m.curEv = event{order: ks.nextOrder, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
 	m.curEvHeap = nil
-	ks.nextSeq++
+	ks.nextOrder++
 	from := len(m.out)
 	for _, p := range m.processEvent(ks, &m.curEv) {
 		m.emitMatch(ks, p)

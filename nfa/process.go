@@ -67,7 +67,7 @@ func (c *evalCtx) stageEvents() [][]expr.Event {
 		return cs.evs.byStage
 	}
 	lists := m.walkStageEvents(cs)
-	stable := cs.prev != nil && cs.prev.key.seq != c.ev.seq && !m.noEvCache
+	stable := cs.prev != nil && cs.prev.key.order != c.ev.order && !m.noEvCache
 	if stable && cs.walked {
 		cs.evs = &evCache{byStage: ownedCopy(lists)}
 		return cs.evs.byStage
@@ -379,9 +379,9 @@ func incSelf(ignore, take int) int {
 }
 
 // addCS adds a partial match, locking its node under its version.
-func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startSeq uint64, started bool) []*compState {
+func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startOrder uint64, started bool) []*compState {
 	ks.lockNode(prev, ver)
-	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startSeq: startSeq, started: started})
+	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startOrder: startOrder, started: started})
 }
 
 func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compState {
@@ -432,15 +432,15 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 				ver = cs.ver.increaseAddStage(takeToSkip + ignoreToVisit)
 				ignoreToVisit--
 			}
-			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startSeq, cs.started)
+			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startOrder, cs.started)
 		case aTake:
 			ev = m.heapEvent(ev)
-			startTs, startSeq := cs.startTs, cs.startSeq
+			startTs, startOrder := cs.startTs, cs.startOrder
 			if cur.start {
-				startTs, startSeq = ev.ts, ev.seq
+				startTs, startOrder = ev.ts, ev.order
 			}
 			if m.p.ownPaths && !m.shareNodes {
-				res = ks.takeOwn(res, e.target, m.p.stageOf[e.src.id], ev, cs, takeToVisit, startTs, startSeq)
+				res = ks.takeOwn(res, e.target, m.p.stageOf[e.src.id], ev, cs, takeToVisit, startTs, startOrder)
 				takeToVisit--
 				continue
 			}
@@ -448,10 +448,10 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
 			takeToVisit--
 			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
-			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startSeq, true)
+			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startOrder, true)
 			if f := m.finalAfterProceed(ctx, e.target); f != nil {
 				// a version of its own: the other one may change in place
-				res = ks.addCS(res, f, entry, slices.Clone(nextVer), startTs, ev.ts, startSeq, true)
+				res = ks.addCS(res, f, entry, slices.Clone(nextVer), startTs, ev.ts, startOrder, true)
 			}
 		}
 	}
@@ -770,7 +770,7 @@ func (m *Matcher) capPartial(ks *keyState) {
 	keys := m.capKeys[:0]
 	for _, e := range ks.partial.a {
 		if e.started() {
-			keys = append(keys, qent{ts: e.ts, seq: e.seq})
+			keys = append(keys, qent{ts: e.ts, order: e.order})
 		}
 	}
 	m.capKeys = keys[:0]
@@ -815,7 +815,7 @@ func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
 		if !c.started {
 			return false
 		}
-		d := cmpEvent(&event{ts: c.startTs, seq: c.startSeq}, pid)
+		d := cmpEvent(&event{ts: c.startTs, order: c.startOrder}, pid)
 		return d < 0 || (inclusive && d == 0)
 	}
 	for _, e := range q.a {
@@ -835,9 +835,9 @@ func cmpEvent(a, b *event) int {
 		return -1
 	case a.ts > b.ts:
 		return 1
-	case a.seq < b.seq:
+	case a.order < b.order:
 		return -1
-	case a.seq > b.seq:
+	case a.order > b.order:
 		return 1
 	}
 	return 0

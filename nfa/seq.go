@@ -694,7 +694,7 @@ func (m *Matcher) seqComplete(ks *keyState, ev *event) []path {
 		} else {
 			cs = new(compState)
 		}
-		*cs = compState{state: m.p.seq.final, sn: c.n, startTs: g.start.ts, startSeq: g.start.seq, prevTs: ev.ts, started: true}
+		*cs = compState{state: m.p.seq.final, sn: c.n, startTs: g.start.ts, startOrder: g.start.order, prevTs: ev.ts, started: true}
 		ks.completed.offer(cs)
 	}
 	clear(cand)
@@ -712,7 +712,7 @@ func (m *Matcher) seqEmit(ks *keyState) []path {
 			break
 		}
 		if m.p.skip.kind != skipNone {
-			if g := sk.firstAlive(); g != nil && cmpEvent(&event{ts: earliest.startTs, seq: earliest.startSeq}, g.start) > 0 {
+			if g := sk.firstAlive(); g != nil && cmpEvent(&event{ts: earliest.startTs, order: earliest.startOrder}, g.start) > 0 {
 				break
 			}
 		}
@@ -732,12 +732,12 @@ func (m *Matcher) seqEmit(ks *keyState) []path {
 func (m *Matcher) seqPrune(ks *keyState, pid *event) {
 	sk := ks.seq
 	inclusive := m.p.skip.kind == skipToNext || m.p.skip.kind == skipPastLast
-	drop := func(startTs int64, startSeq uint64) bool {
-		d := cmpEvent(&event{ts: startTs, seq: startSeq}, pid)
+	drop := func(startTs int64, startOrder uint64) bool {
+		d := cmpEvent(&event{ts: startTs, order: startOrder}, pid)
 		return d < 0 || (inclusive && d == 0)
 	}
 	ks.completed.removeIf(func(c *compState) bool {
-		if !drop(c.startTs, c.startSeq) {
+		if !drop(c.startTs, c.startOrder) {
 			return false
 		}
 		m.seqDone(ks, c)
@@ -745,7 +745,7 @@ func (m *Matcher) seqPrune(ks *keyState, pid *event) {
 	})
 	upTo := int32(-1)
 	for _, g := range sk.groups {
-		if !drop(g.start.ts, g.start.seq) {
+		if !drop(g.start.ts, g.start.order) {
 			break
 		}
 		upTo = g.id
@@ -779,7 +779,7 @@ func (m *Matcher) seqPath(sk *seqKey, n int32) path {
 	m.seqNodes, m.seqPaths = m.seqNodes[:len(m.seqNodes)+d], m.seqPaths[:len(m.seqPaths)+d]
 	for i := d - 1; i >= 0; i-- {
 		sn := &sk.nodes[n]
-		nodes[i] = node{key: nodeKey{seq: sn.ev.seq, stage: m.p.seq.stage[i]}, ev: sn.ev}
+		nodes[i] = node{key: nodeKey{order: sn.ev.order, stage: m.p.seq.stage[i]}, ev: sn.ev}
 		p[i] = &nodes[i]
 		n = sn.parent
 	}
@@ -958,7 +958,7 @@ func (m *Matcher) seqGeneral(ks *keyState) *keyState {
 // hold each event.
 func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32) {
 	sk, pl := ks.seq, m.p.seq
-	out := &keyState{key: ks.key, nextSeq: ks.nextSeq, preDrain: ks.preDrain, due: ks.due, hidx: ks.hidx,
+	out := &keyState{key: ks.key, nextOrder: ks.nextOrder, preDrain: ks.preDrain, due: ks.due, hidx: ks.hidx,
 		gen: ks.gen, deadline: ks.deadline, queue: ks.queue}
 	refs := sk.refsOf()
 	evRefs := map[*event]int32{}
@@ -979,7 +979,7 @@ func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32)
 		if refs[i] == 0 {
 			continue
 		}
-		n := &node{key: nodeKey{seq: sn.ev.seq, stage: pl.stage[sn.depth-1]}, ev: sn.ev, refs: refs[i]}
+		n := &node{key: nodeKey{order: sn.ev.order, stage: pl.stage[sn.depth-1]}, ev: sn.ev, refs: refs[i]}
 		var target *node
 		if sn.parent >= 0 {
 			target = gn[sn.parent]
@@ -1014,7 +1014,7 @@ func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32)
 			return
 		}
 		c := &compState{state: pl.state[sn.depth], prev: gn[i], ver: verOf(edgeVer(i), takes[i]),
-			startTs: g.start.ts, prevTs: sn.ev.ts, startSeq: g.start.seq, started: true}
+			startTs: g.start.ts, prevTs: sn.ev.ts, startOrder: g.start.order, started: true}
 		out.partial.offer(c)
 	}
 	for _, r := range roots {
@@ -1032,7 +1032,7 @@ func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32)
 	for _, e := range ks.completed.a {
 		c := e.cs
 		gc := &compState{state: c.state, prev: gn[c.sn], ver: verOf(edgeVer(c.sn), 0),
-			startTs: c.startTs, prevTs: c.prevTs, startSeq: c.startSeq, started: true}
+			startTs: c.startTs, prevTs: c.prevTs, startOrder: c.startOrder, started: true}
 		out.completed.a = append(out.completed.a, entOf(gc))
 	}
 	out.completed.unsorted = ks.completed.unsorted
@@ -1201,7 +1201,7 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 	for _, e := range ks.completed.a {
 		c := e.cs
 		completed.a = append(completed.a, entOf(&compState{state: c.state, sn: index[c.prev], startTs: c.startTs,
-			startSeq: c.startSeq, prevTs: c.prevTs, started: true}))
+			startOrder: c.startOrder, prevTs: c.prevTs, started: true}))
 	}
 	// taken only when it gives back the same state
 	conv := *ks
