@@ -89,7 +89,7 @@ func TestWrongSortedFlagDoesNotHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMatcher(p)
-	m.noSeq = true // the general step's queue is what this is about
+	m.test.noSeq = true // the general step's queue is what this is about
 	m.AutoWatermark = false
 	for _, line := range []string{`{"k":"k","t":"A","ts":1}`, `{"k":"k","t":"A","ts":5}`} {
 		in, _, _, err := ParseLine([]byte(line))

@@ -63,11 +63,11 @@ func (c *evalCtx) EventsFor(stage string) []expr.Event {
 func (c *evalCtx) stageEvents() [][]expr.Event {
 	m, cs := c.m, c.cs
 	if cs.evs != nil {
-		m.evCacheHits++
+		m.test.evCacheHits++
 		return cs.evs.byStage
 	}
 	lists := m.walkStageEvents(cs)
-	stable := cs.prev != nil && cs.prev.key.order != c.ev.order && !m.noEvCache
+	stable := cs.prev != nil && cs.prev.key.order != c.ev.order && !m.test.noEvCache
 	if stable && cs.walked {
 		cs.evs = &evCache{byStage: ownedCopy(lists)}
 		return cs.evs.byStage
@@ -139,7 +139,7 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 			// evaluated then, and counts it if it errors too
 			var v, decided bool
 			var err error
-			if f := l.guardField; f >= 0 && !m.noFieldCache {
+			if f := l.guardField; f >= 0 && !m.test.noFieldCache {
 				// e.PATH == "lit": the field read is shared with the
 				// other conditions on it
 				v, decided, err = l.guard.TestField(m.readField(f, l.guard, ctx.ev.data))
@@ -163,7 +163,7 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	}
 	var ok, decided bool
 	var err error
-	if l.field >= 0 && !m.noFieldCache {
+	if l.field >= 0 && !m.test.noFieldCache {
 		// e.PATH == "lit" (or a DEFINE's col = 'lit'): the field is read
 		// once per event for every such condition on it
 		if l.column != nil {
@@ -326,7 +326,7 @@ func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 		}
 		g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
 		g.idle = idleGraph(cur, &g.og)
-		g.keep = g.idle && !cur.start && !m.noPassBy
+		g.keep = g.idle && !cur.start && !m.test.noPassBy
 		g.gen = m.gen32
 	}
 	return g.og
@@ -344,7 +344,7 @@ func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 // Probing costs a decision graph per state, so it is tried only for a key
 // with at least passByFrom partial matches (start states included).
 func (m *Matcher) passesBy(ev *event) bool {
-	if m.p.holdStates == nil || m.noPassBy {
+	if m.p.holdStates == nil || m.test.noPassBy {
 		return false
 	}
 	if m.passGen == m.gen32 {
@@ -364,7 +364,7 @@ func (m *Matcher) passesBy(ev *event) bool {
 	m.probing, m.probeErr = false, false
 	m.passGen, m.passVal = m.gen32, pass
 	if pass {
-		m.passedBy++
+		m.test.passedBy++
 	}
 	return pass
 }
@@ -420,7 +420,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 					reused = true
 					continue
 				}
-				if bump == 0 && !m.noBump && bumpsInPlace(cs.prev, cs.ver) {
+				if bump == 0 && !m.test.noBump && bumpsInPlace(cs.prev, cs.ver) {
 					// the partial match stays, under a version that
 					// locks what its old one did
 					res = append(res, cs)
@@ -439,7 +439,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			if cur.start {
 				startTs, startOrder = ev.ts, ev.order
 			}
-			if m.p.ownPaths && !m.shareNodes {
+			if m.p.ownPaths && !m.test.shareNodes {
 				res = ks.takeOwn(res, e.target, m.p.stageOf[e.src.id], ev, cs, takeToVisit, startTs, startOrder)
 				takeToVisit--
 				continue
@@ -467,7 +467,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	}
 	if bump != 0 {
 		cs.ver[len(cs.ver)-1] += int32(bump)
-		m.bumped++
+		m.test.bumped++
 	}
 	m.resBuf = res
 	return res
@@ -493,12 +493,12 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		return m.seqEvent(ks, ev)
 	}
 	m.nextGen()
-	if len(ks.partial.a) >= m.passFrom && m.passesBy(ev) {
+	if len(ks.partial.a) >= m.test.passFrom && m.passesBy(ev) {
 		return nil
 	}
 	newPartial, potential := m.scratchQueues()
 	deadline := int64(maxInt64)
-	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.noPassBy
+	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.test.noPassBy
 	for i := 0; i < len(a); {
 		if m.keeps(&a[i], ev) {
 			// a run of partial matches the event leaves as they are: offered
@@ -593,7 +593,7 @@ func (m *Matcher) keeps(e *qent, ev *event) bool {
 	if !m.mayStart && st.start {
 		return true // draining: this event starts nothing
 	}
-	if !st.eventOnly || m.noPassBy || (st.start && e.started()) {
+	if !st.eventOnly || m.test.noPassBy || (st.start && e.started()) {
 		return false
 	}
 	if g := &m.graphs[st.id]; g.gen == m.gen32 {
@@ -672,7 +672,7 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	tos := m.tosBuf[:0]
 	defer func() { m.tosBuf = tos[:0] }()
 	changed := false
-	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.noPassBy
+	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.test.noPassBy
 	// sorted by start with only the whole-match window, the partial matches
 	// that time out are a prefix (start states sort last)
 	prefix := sorted && !m.p.stageWindows

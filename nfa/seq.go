@@ -1063,7 +1063,7 @@ func (m *Matcher) seqToGeneral(ks *keyState) {
 // it did.
 func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 	pl := m.p.seq
-	if pl == nil || m.noSeq {
+	if pl == nil || m.test.noSeq {
 		return false
 	}
 	sk := &seqKey{}
