@@ -130,13 +130,8 @@ type Matcher struct {
 	curEvHeap     *event // its stored copy, once a partial match took it
 	freeKeys      []*keyState
 	group         []queued
-	mayStart      bool         // the event being processed may start partial matches
-	spareSeq      *seqKey      // a key's sequence state it no longer uses
-	seqFree       []*compState // completed matches of keys under Pattern.seq, for reuse
-	seqNodes      []node       // the events of a step's matches under Pattern.seq (seqPath)
-	seqPaths      []*node
-	seqLinks      [][2]int32 // seqTimedOut's: each node's first child and next sibling
-	seqLast       []int32    // seqTimedOut's: each node's last child
+	mayStart      bool       // the event being processed may start partial matches
+	seq           seqScratch // the buffers of the keys under Pattern.seq
 
 	test testKnobs
 }
@@ -474,7 +469,7 @@ func (m *Matcher) keyState(key string) *keyState {
 		}
 		if m.seqOn() {
 			if ks.seq == nil {
-				ks.seq, m.spareSeq = m.spareSeq, nil
+				ks.seq, m.seq.spare = m.seq.spare, nil
 				if ks.seq == nil {
 					ks.seq = &seqKey{}
 				}
