@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/nfa/sqleval"
 	"github.com/cepcluster/cep/watermark"
 )
 
@@ -122,9 +123,9 @@ type Matcher struct {
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
-	entBuf        [2][]qent // processEvent's new and completed queues
-	stageSlot     []int32   // stageEvents scratch
-	sqlRows       []sqlRow  // definePredicate scratch
+	entBuf        [2][]qent     // processEvent's new and completed queues
+	stageSlot     []int32       // stageEvents scratch
+	sqlRows       []sqleval.Row // definePredicate scratch
 	stageCount    []int
 	curEv         event  // the event being processed
 	curEvHeap     *event // its stored copy, once a partial match took it
