@@ -92,54 +92,21 @@ func refVar(e sql.Expr) string {
 	return v
 }
 
+// Eval evaluates e over env's rows; nil is SQL NULL. Each kind of
+// expression has a function of its own.
 func (env *Env) Eval(e sql.Expr) (any, error) {
 	switch e := e.(type) {
 	case *sql.Literal:
-		switch e.Kind {
-		case sql.LitNull:
-			return nil, nil
-		case sql.LitBool:
-			return e.Bool, nil
-		case sql.LitInt:
-			return e.Int, nil
-		case sql.LitDecimal, sql.LitFloat:
-			return e.Float, nil
-		default:
-			return e.Str, nil
-		}
+		return literal(e), nil
 	case *sql.Interval:
-		if e.Months != 0 {
-			return nil, fmt.Errorf("line %s: year-month intervals are not supported", e.At)
-		}
-		return e.Millis, nil
+		return interval(e)
 	case *sql.ColumnRef:
 		if env.bound != nil {
 			return env.column(env.bound, e), nil
 		}
 		return env.column(env.rowFor(e.Var), e), nil
 	case *sql.Unary:
-		x, err := env.Eval(e.X)
-		if err != nil || x == nil {
-			return nil, err
-		}
-		switch e.Op {
-		case "NOT":
-			b, ok := x.(bool)
-			if !ok {
-				return nil, errType
-			}
-			return !b, nil
-		case "-":
-			switch n := x.(type) {
-			case int64:
-				return -n, nil
-			case float64:
-				return -n, nil
-			}
-			return nil, errType
-		default: // +, FINAL, RUNNING
-			return x, nil
-		}
+		return env.unary(e)
 	case *sql.Binary:
 		return env.binary(e)
 	case *sql.IsNull:
@@ -149,180 +116,211 @@ func (env *Env) Eval(e sql.Expr) (any, error) {
 		}
 		return (x == nil) != e.Not, nil
 	case *sql.IsBool:
-		x, err := env.Eval(e.X)
-		if err != nil {
-			return nil, err
-		}
-		b, ok := x.(bool)
-		res := ok && b == e.Value
-		return res != e.Not, nil
+		return env.isBool(e)
 	case *sql.Between:
-		x, err := env.Eval(e.X)
-		if err != nil {
-			return nil, err
-		}
-		lo, err := env.Eval(e.Lo)
-		if err != nil {
-			return nil, err
-		}
-		hi, err := env.Eval(e.Hi)
-		if err != nil {
-			return nil, err
-		}
-		if x == nil || lo == nil || hi == nil {
-			return nil, nil
-		}
-		if e.Symmetric {
-			if c, ok := Compare(lo, hi); ok && c > 0 {
-				lo, hi = hi, lo
-			}
-		}
-		c1, ok1 := Compare(x, lo)
-		c2, ok2 := Compare(x, hi)
-		if !ok1 || !ok2 {
-			return nil, errType
-		}
-		return (c1 >= 0 && c2 <= 0) != e.Not, nil
+		return env.between(e)
 	case *sql.In:
-		x, err := env.Eval(e.X)
-		if err != nil || x == nil {
-			return nil, err
-		}
-		sawNull := false
-		for _, it := range e.List {
-			y, err := env.Eval(it)
-			if err != nil {
-				return nil, err
-			}
-			if y == nil {
-				sawNull = true
-				continue
-			}
-			if c, ok := Compare(x, y); ok && c == 0 {
-				return !e.Not, nil
-			}
-		}
-		if sawNull {
-			return nil, nil
-		}
-		return e.Not, nil
+		return env.in(e)
 	case *sql.Like:
-		x, err := env.Eval(e.X)
-		if err != nil {
-			return nil, err
-		}
-		p, err := env.Eval(e.Pattern)
-		if err != nil {
-			return nil, err
-		}
-		if x == nil || p == nil {
-			return nil, nil
-		}
-		esc := rune(-1)
-		if e.Escape != nil {
-			ev, err := env.Eval(e.Escape)
-			if err != nil {
-				return nil, err
-			}
-			if s, ok := ev.(string); ok && utf8.RuneCountInString(s) == 1 {
-				esc, _ = utf8.DecodeRuneInString(s)
-			}
-		}
-		xs, ok1 := x.(string)
-		ps, ok2 := p.(string)
-		if !ok1 || !ok2 {
-			return nil, errType
-		}
-		return like(xs, ps, esc) != e.Not, nil
+		return env.like(e)
 	case *sql.Case:
-		var op any
-		if e.Operand != nil {
-			var err error
-			if op, err = env.Eval(e.Operand); err != nil {
-				return nil, err
-			}
-		}
-		for _, w := range e.Whens {
-			c, err := env.Eval(w.Cond)
-			if err != nil {
-				return nil, err
-			}
-			hit := false
-			if e.Operand != nil {
-				if op != nil && c != nil {
-					cmp, ok := Compare(op, c)
-					hit = ok && cmp == 0
-				}
-			} else {
-				b, ok := c.(bool)
-				hit = ok && b
-			}
-			if hit {
-				return env.Eval(w.Then)
-			}
-		}
-		if e.Else != nil {
-			return env.Eval(e.Else)
-		}
-		return nil, nil
+		return env.caseOf(e)
 	case *sql.Cast:
-		x, err := env.Eval(e.X)
-		if err != nil {
-			return nil, err
-		}
-		v, err := cast(x, e.Type.Name)
-		if err != nil && e.Try {
-			return nil, nil
-		}
-		return v, err
+		return env.cast(e)
 	case *sql.Call:
 		return env.call(e)
 	}
 	return nil, fmt.Errorf("line %s: unsupported expression %s", e.Pos(), e)
 }
 
+func literal(e *sql.Literal) any {
+	switch e.Kind {
+	case sql.LitNull:
+		return nil
+	case sql.LitBool:
+		return e.Bool
+	case sql.LitInt:
+		return e.Int
+	case sql.LitDecimal, sql.LitFloat:
+		return e.Float
+	}
+	return e.Str
+}
+
+func interval(e *sql.Interval) (any, error) {
+	if e.Months != 0 {
+		return nil, fmt.Errorf("line %s: year-month intervals are not supported", e.At)
+	}
+	return e.Millis, nil
+}
+
+func (env *Env) unary(e *sql.Unary) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil || x == nil {
+		return nil, err
+	}
+	switch e.Op {
+	case "NOT":
+		b, ok := x.(bool)
+		if !ok {
+			return nil, errType
+		}
+		return !b, nil
+	case "-":
+		switch n := x.(type) {
+		case int64:
+			return -n, nil
+		case float64:
+			return -n, nil
+		}
+		return nil, errType
+	}
+	return x, nil // +, FINAL, RUNNING
+}
+
+func (env *Env) isBool(e *sql.IsBool) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil {
+		return nil, err
+	}
+	b, ok := x.(bool)
+	res := ok && b == e.Value
+	return res != e.Not, nil
+}
+
+func (env *Env) between(e *sql.Between) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil {
+		return nil, err
+	}
+	lo, err := env.Eval(e.Lo)
+	if err != nil {
+		return nil, err
+	}
+	hi, err := env.Eval(e.Hi)
+	if err != nil {
+		return nil, err
+	}
+	if x == nil || lo == nil || hi == nil {
+		return nil, nil
+	}
+	if e.Symmetric {
+		if c, ok := Compare(lo, hi); ok && c > 0 {
+			lo, hi = hi, lo
+		}
+	}
+	c1, ok1 := Compare(x, lo)
+	c2, ok2 := Compare(x, hi)
+	if !ok1 || !ok2 {
+		return nil, errType
+	}
+	return (c1 >= 0 && c2 <= 0) != e.Not, nil
+}
+
+func (env *Env) in(e *sql.In) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil || x == nil {
+		return nil, err
+	}
+	sawNull := false
+	for _, it := range e.List {
+		y, err := env.Eval(it)
+		if err != nil {
+			return nil, err
+		}
+		if y == nil {
+			sawNull = true
+			continue
+		}
+		if c, ok := Compare(x, y); ok && c == 0 {
+			return !e.Not, nil
+		}
+	}
+	if sawNull {
+		return nil, nil
+	}
+	return e.Not, nil
+}
+
+func (env *Env) like(e *sql.Like) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil {
+		return nil, err
+	}
+	p, err := env.Eval(e.Pattern)
+	if err != nil {
+		return nil, err
+	}
+	if x == nil || p == nil {
+		return nil, nil
+	}
+	esc := rune(-1)
+	if e.Escape != nil {
+		ev, err := env.Eval(e.Escape)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := ev.(string); ok && utf8.RuneCountInString(s) == 1 {
+			esc, _ = utf8.DecodeRuneInString(s)
+		}
+	}
+	xs, ok1 := x.(string)
+	ps, ok2 := p.(string)
+	if !ok1 || !ok2 {
+		return nil, errType
+	}
+	return matchLike(xs, ps, esc) != e.Not, nil
+}
+
+func (env *Env) caseOf(e *sql.Case) (any, error) {
+	var op any
+	if e.Operand != nil {
+		var err error
+		if op, err = env.Eval(e.Operand); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range e.Whens {
+		c, err := env.Eval(w.Cond)
+		if err != nil {
+			return nil, err
+		}
+		hit := false
+		if e.Operand != nil {
+			if op != nil && c != nil {
+				cmp, ok := Compare(op, c)
+				hit = ok && cmp == 0
+			}
+		} else {
+			b, ok := c.(bool)
+			hit = ok && b
+		}
+		if hit {
+			return env.Eval(w.Then)
+		}
+	}
+	if e.Else != nil {
+		return env.Eval(e.Else)
+	}
+	return nil, nil
+}
+
+func (env *Env) cast(e *sql.Cast) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil {
+		return nil, err
+	}
+	v, err := castTo(x, e.Type.Name)
+	if err != nil && e.Try {
+		return nil, nil
+	}
+	return v, err
+}
+
 func (env *Env) binary(e *sql.Binary) (any, error) {
 	switch e.Op {
 	case "AND", "OR":
-		l, err := env.Eval(e.L)
-		if err != nil {
-			return nil, err
-		}
-		lb, lok := l.(bool)
-		if l != nil && !lok {
-			return nil, errType
-		}
-		// short-circuit where the result is already known
-		if lok && e.Op == "AND" && !lb {
-			return false, nil
-		}
-		if lok && e.Op == "OR" && lb {
-			return true, nil
-		}
-		r, err := env.Eval(e.R)
-		if err != nil {
-			return nil, err
-		}
-		rb, rok := r.(bool)
-		if r != nil && !rok {
-			return nil, errType
-		}
-		if e.Op == "AND" {
-			switch {
-			case rok && !rb:
-				return false, nil
-			case l == nil || r == nil:
-				return nil, nil
-			}
-			return true, nil
-		}
-		switch {
-		case rok && rb:
-			return true, nil
-		case l == nil || r == nil:
-			return nil, nil
-		}
-		return false, nil
+		return env.andOr(e)
 	}
 	l, err := env.Eval(e.L)
 	if err != nil {
@@ -346,27 +344,76 @@ func (env *Env) binary(e *sql.Binary) (any, error) {
 	}
 	switch e.Op {
 	case "=", "<>", "<", "<=", ">", ">=":
-		c, ok := Compare(l, r)
-		if !ok {
-			return nil, fmt.Errorf("line %s: cannot compare %s with %s", e.OpAt, typeName(l), typeName(r))
-		}
-		switch e.Op {
-		case "=":
-			return c == 0, nil
-		case "<>":
-			return c != 0, nil
-		case "<":
-			return c < 0, nil
-		case "<=":
-			return c <= 0, nil
-		case ">":
-			return c > 0, nil
-		}
-		return c >= 0, nil
+		return compareOp(e, l, r)
 	case "||":
 		return toString(l) + toString(r), nil
 	}
 	return arith(e.Op, l, r)
+}
+
+// andOr is AND and OR in three-valued logic; the right side is not
+// evaluated where the left decides.
+func (env *Env) andOr(e *sql.Binary) (any, error) {
+	l, err := env.Eval(e.L)
+	if err != nil {
+		return nil, err
+	}
+	lb, lok := l.(bool)
+	if l != nil && !lok {
+		return nil, errType
+	}
+	// short-circuit where the result is already known
+	if lok && e.Op == "AND" && !lb {
+		return false, nil
+	}
+	if lok && e.Op == "OR" && lb {
+		return true, nil
+	}
+	r, err := env.Eval(e.R)
+	if err != nil {
+		return nil, err
+	}
+	rb, rok := r.(bool)
+	if r != nil && !rok {
+		return nil, errType
+	}
+	if e.Op == "AND" {
+		switch {
+		case rok && !rb:
+			return false, nil
+		case l == nil || r == nil:
+			return nil, nil
+		}
+		return true, nil
+	}
+	switch {
+	case rok && rb:
+		return true, nil
+	case l == nil || r == nil:
+		return nil, nil
+	}
+	return false, nil
+}
+
+// compareOp is = <> < <= > >= on two non-null values.
+func compareOp(e *sql.Binary, l, r any) (any, error) {
+	c, ok := Compare(l, r)
+	if !ok {
+		return nil, fmt.Errorf("line %s: cannot compare %s with %s", e.OpAt, typeName(l), typeName(r))
+	}
+	switch e.Op {
+	case "=":
+		return c == 0, nil
+	case "<>":
+		return c != 0, nil
+	case "<":
+		return c < 0, nil
+	case "<=":
+		return c <= 0, nil
+	case ">":
+		return c > 0, nil
+	}
+	return c >= 0, nil
 }
 
 func (env *Env) call(c *sql.Call) (any, error) {
@@ -750,7 +797,7 @@ func typeName(v any) string {
 	return "a value"
 }
 
-func cast(v any, typ string) (any, error) {
+func castTo(v any, typ string) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -813,7 +860,7 @@ func cast(v any, typ string) (any, error) {
 }
 
 // like matches s against a LIKE pattern (% any run, _ one character).
-func like(s, p string, esc rune) bool {
+func matchLike(s, p string, esc rune) bool {
 	sr, pr := []rune(s), []rune(p)
 	var match func(i, j int) bool
 	memo := map[[2]int]bool{}
