@@ -46,8 +46,10 @@ type Counters struct {
 // applied, and the outbox of produced records.
 //
 // Apply is a deterministic function of the state and the batch: it reads no
-// clock, starts no goroutines, and iterates patterns and keys in sorted
-// order, so every replica that applies the same log holds the same state.
+// clock and iterates patterns and keys in sorted order, so every replica
+// that applies the same log holds the same state. (Its only goroutine
+// decodes half of a large batch's events and is waited for before any is
+// applied: decodeAll.)
 // State is not safe for concurrent use; under Raft, Apply, Snapshot and
 // Restore are called from one goroutine.
 type State struct {
