@@ -16,7 +16,7 @@ import (
 // State encoding.
 //
 // A Matcher's state encodes to bytes that depend only on the state (keys in
-// sorted order, events and nodes by sequence number, queues in their array
+// sorted order, events and nodes by event order, queues in their array
 // order), so two matchers that saw the same input encode identically, and a
 // decoded matcher continues exactly as the original would. The layout is:
 //
@@ -26,9 +26,9 @@ import (
 //
 // and each key is:
 //
-//	key(string) nextSeq(uvarint) preDrain(uvarint) events nodes partial completed queue
+//	key(string) nextOrder(uvarint) preDrain(uvarint) events nodes partial completed queue
 //
-// where an event is seq, time, source position and its JSON bytes.
+// where an event is order, time, source position and its JSON bytes.
 //
 // Reference counts are not stored: they are recomputed from the structure.
 
@@ -140,7 +140,7 @@ func appendCS(b []byte, c *compState, index map[*node]int) []byte {
 		return append(b, 0)
 	}
 	b = append(b, 1)
-	return binary.AppendUvarint(b, c.startSeq)
+	return binary.AppendUvarint(b, c.startOrder)
 }
 
 // AppendKey appends one key's state (nothing is appended for a key without
@@ -160,12 +160,12 @@ func (m *Matcher) AppendKey(b []byte, key string) []byte {
 // appendKeyState appends a key's state held by the general step.
 func (m *Matcher) appendKeyState(b []byte, ks *keyState) []byte {
 	b = appendBytes(b, []byte(ks.key))
-	b = binary.AppendUvarint(b, ks.nextSeq)
+	b = binary.AppendUvarint(b, ks.nextOrder)
 	b = binary.AppendUvarint(b, uint64(ks.preDrain))
 	evs := ks.bufferedEvents()
 	b = binary.AppendUvarint(b, uint64(len(evs)))
 	for _, ev := range evs {
-		b = binary.AppendUvarint(b, ev.seq)
+		b = binary.AppendUvarint(b, ev.order)
 		b = binary.AppendVarint(b, ev.ts)
 		b = binary.AppendUvarint(b, ev.pos)
 		b = appendBytes(b, rawOf(ev))
@@ -175,7 +175,7 @@ func (m *Matcher) appendKeyState(b []byte, ks *keyState) []byte {
 	b = binary.AppendUvarint(b, uint64(len(nodes)))
 	for i, n := range nodes {
 		index[n] = i
-		b = binary.AppendUvarint(b, n.key.seq)
+		b = binary.AppendUvarint(b, n.key.order)
 		b = binary.AppendUvarint(b, uint64(n.key.stage))
 		b = binary.AppendUvarint(b, uint64(len(n.edges)-int(n.removed)))
 		for _, e := range n.edges {
@@ -410,11 +410,11 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 	byKey := map[nodeKey]*node{} // shared: the nodes by event and stage
 	var nodes []*node            // otherwise in order
 	events := map[uint64]*event{}
-	ks.nextSeq = d.uvarint()
+	ks.nextOrder = d.uvarint()
 	ks.preDrain = int(d.uvarint())
 	nev := d.count(len(d.b))
 	for i := 0; i < nev && d.err == nil; i++ {
-		seq := d.uvarint()
+		order := d.uvarint()
 		ts := d.varint()
 		pos := d.uvarint()
 		raw := d.bytes()
@@ -423,10 +423,10 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 		}
 		data, err := expr.DecodeEvent(raw)
 		if err != nil {
-			d.fail("event %d: %v", seq, err)
+			d.fail("event %d: %v", order, err)
 			return
 		}
-		events[seq] = &event{seq: seq, ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos}
+		events[order] = &event{order: order, ts: ts, data: data, raw: append([]byte(nil), raw...), pos: pos}
 	}
 	ref := func() *node {
 		if !shared {
@@ -448,7 +448,7 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 			d.fail("bad node reference")
 			return nil
 		}
-		k := nodeKey{seq: d.uvarint(), stage: int32(d.uvarint())}
+		k := nodeKey{order: d.uvarint(), stage: int32(d.uvarint())}
 		if d.err != nil {
 			return nil
 		}
@@ -459,10 +459,10 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 		return n
 	}
 	nn := d.count(len(d.b))
-	// nodes are written in sequence order and edges point to earlier events,
+	// nodes are written in event order and edges point to earlier events,
 	// so a single pass resolves every reference
 	for i := 0; i < nn && d.err == nil; i++ {
-		k := nodeKey{seq: d.uvarint(), stage: int32(d.uvarint())}
+		k := nodeKey{order: d.uvarint(), stage: int32(d.uvarint())}
 		if d.err != nil {
 			return
 		}
@@ -470,13 +470,13 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 			d.fail("bad stage index")
 			return
 		}
-		ev := events[k.seq]
+		ev := events[k.order]
 		if ev == nil {
-			d.fail("node for unknown event %d", k.seq)
+			d.fail("node for unknown event %d", k.order)
 			return
 		}
 		if shared && byKey[k] != nil {
-			d.fail("node %d/%d written twice", k.seq, k.stage)
+			d.fail("node %d/%d written twice", k.order, k.stage)
 			return
 		}
 		n := ks.newNode(k, ev)
@@ -519,7 +519,7 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 			switch d.byte() {
 			case 0:
 			case 1:
-				c.startSeq, c.started = d.uvarint(), true
+				c.startOrder, c.started = d.uvarint(), true
 			default:
 				d.fail("bad start event")
 			}
@@ -548,7 +548,7 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 	}
 	for _, e := range events {
 		if e.refs == 0 {
-			d.fail("event %d is not referenced", e.seq)
+			d.fail("event %d is not referenced", e.order)
 			return
 		}
 	}

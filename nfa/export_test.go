@@ -33,7 +33,7 @@ func UnreachableEvents(m *Matcher) int {
 				continue
 			}
 			seen[cur.n][k] = true
-			reach[cur.n.ev.seq] = true
+			reach[cur.n.ev.order] = true
 			for _, e := range cur.n.edges {
 				if !e.removed && e.target != nil && cur.ver.compatible(e.ver) {
 					stack = append(stack, st{e.target, e.ver})
@@ -41,7 +41,7 @@ func UnreachableEvents(m *Matcher) int {
 			}
 		}
 		for _, ev := range ks.bufferedEvents() {
-			if !reach[ev.seq] {
+			if !reach[ev.order] {
 				n++
 			}
 		}
@@ -64,25 +64,25 @@ func fmtDewey(d dewey) string {
 // each to the next queue by itself and look at each for a timeout (the
 // reference for the pass-by fast path, copied runs and the timed-out
 // prefix).
-func DisablePassBy(m *Matcher) { m.noPassBy = true }
+func DisablePassBy(m *Matcher) { m.test.noPassBy = true }
 
 // DisableFieldCache makes m evaluate every condition by itself (the
 // reference for conditions sharing a field read).
-func DisableFieldCache(m *Matcher) { m.noFieldCache = true }
+func DisableFieldCache(m *Matcher) { m.test.noFieldCache = true }
 
 // SetPassByFrom sets the number of partial matches from which m tries the
 // pass-by fast path.
-func SetPassByFrom(m *Matcher, n int) { m.passFrom = n }
+func SetPassByFrom(m *Matcher, n int) { m.test.passFrom = n }
 
 // PassedBy counts the events m's pass-by fast path let by.
-func PassedBy(m *Matcher) int { return m.passedBy }
+func PassedBy(m *Matcher) int { return m.test.passedBy }
 
 // DisableEventsCache makes m walk a partial match's path whenever a
 // condition calls events() (the reference for the per-partial-match cache).
-func DisableEventsCache(m *Matcher) { m.noEvCache = true }
+func DisableEventsCache(m *Matcher) { m.test.noEvCache = true }
 
 // EventsCacheHits counts the events() calls m answered from a cache.
-func EventsCacheHits(m *Matcher) int { return m.evCacheHits }
+func EventsCacheHits(m *Matcher) int { return m.test.evCacheHits }
 
 // NumberDuplicates runs the matcher's numbering of identical records of one
 // step over recs.
@@ -94,11 +94,11 @@ func NumberDuplicates(recs []Record) {
 // DisableBumpInPlace makes m lock a partial match's node under each new
 // version and release it under the old one (the reference for
 // bumpsInPlace).
-func DisableBumpInPlace(m *Matcher) { m.noBump = true }
+func DisableBumpInPlace(m *Matcher) { m.test.noBump = true }
 
 // BumpedInPlace counts the versions m increased in place, without locking
 // and releasing.
-func BumpedInPlace(m *Matcher) int { return m.bumped }
+func BumpedInPlace(m *Matcher) int { return m.test.bumped }
 
 // SharedVersions counts the partial and completed matches whose version
 // array is also another one's. A version may be increased in place
@@ -138,7 +138,7 @@ func CompletedWaiting(m *Matcher) int {
 // ShareNodes makes m store an event a step takes at a stage in one node
 // shared by the partial matches that take it, as Flink does, even for a
 // pattern whose nodes are otherwise made per partial match (OwnPaths).
-func ShareNodes(m *Matcher) { m.shareNodes = true }
+func ShareNodes(m *Matcher) { m.test.shareNodes = true }
 
 // OwnPaths reports whether p's nodes are made per partial match.
 func OwnPaths(p *Pattern) bool { return p.ownPaths }
@@ -162,7 +162,7 @@ func StartedPartial(m *Matcher, key string) int {
 
 // DisableSeq makes m run every key with the general step, also for a
 // pattern of followedByAny stages (SeqPattern).
-func DisableSeq(m *Matcher) { m.noSeq = true }
+func DisableSeq(m *Matcher) { m.test.noSeq = true }
 
 // SeqPattern reports whether p's keys run per start event (Pattern.seq).
 func SeqPattern(p *Pattern) bool { return p.seq != nil }
@@ -203,6 +203,6 @@ func SetMaxTreeID(n int32) (restore func()) {
 // DisableSeq).
 func DisableSeqRunner(r *Runner) {
 	for _, m := range r.matchers {
-		m.noSeq = true
+		m.test.noSeq = true
 	}
 }

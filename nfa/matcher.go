@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/nfa/sqleval"
 	"github.com/cepcluster/cep/watermark"
 )
 
@@ -104,8 +105,6 @@ type Matcher struct {
 	pathBuf       []*node
 	toNodes       []*node   // advanceTime: the events of the timed-out partial matches
 	tosBuf        []timeout // advanceTime's timeouts
-	noEvCache     bool      // tests: walk the path on every events() (the reference for evalCtx's cache)
-	evCacheHits   int       // tests: events() answered from a partial match's cache
 	gen32         uint32
 	stateStack    []*cstate
 	graphBuf      []*transition // decisionGraph's edges
@@ -114,39 +113,47 @@ type Matcher struct {
 	probeErr      bool
 	passGen       uint32 // passesBy's answer is for the event of this generation (gen32)
 	passVal       bool
-	noPassBy      bool       // tests: always visit the partial matches, offer them one by one, look at each for timeouts
-	noBump        bool       // tests: lock and release for every new version (no bumpsInPlace)
 	room          recordRoom // the lists inside the records of a call
 	dupKeys       []uint64   // numberDuplicates' scratch
 	capKeys       []qent     // capPartial's scratch
 	firstCondErr  string     // the first condition error (FirstErrors)
 	firstEmitErr  string     // the first emit error
-	shareNodes    bool       // tests: one node per event and stage, and records listed by stage, even when Pattern.ownPaths
 	stateVer      byte       // the encoding version of the header the matcher was restored from (readHeader; 0: none)
-	bumped        int        // tests: versions increased in place (bumpsInPlace)
-	noFieldCache  bool       // tests: evaluate every condition by itself
-	passFrom      int        // partial matches from which passesBy is tried (passByFrom; tests change it)
-	passedBy      int        // tests: events passesBy let by
 	prunedPartial bool       // a skip strategy dropped partial matches during processEvent
 	out           []Record
 	ctx           evalCtx
 	resBuf        []*compState
-	entBuf        [2][]qent // processEvent's new and completed queues
-	stageSlot     []int32   // stageEvents scratch
-	sqlRows       []sqlRow  // definePredicate scratch
+	entBuf        [2][]qent     // processEvent's new and completed queues
+	stageSlot     []int32       // stageEvents scratch
+	sqlRows       []sqleval.Row // definePredicate scratch
 	stageCount    []int
 	curEv         event  // the event being processed
 	curEvHeap     *event // its stored copy, once a partial match took it
 	freeKeys      []*keyState
 	group         []queued
-	mayStart      bool         // the event being processed may start partial matches
-	noSeq         bool         // tests: the general step for every key, also under Pattern.seq
-	spareSeq      *seqKey      // a key's sequence state it no longer uses
-	seqFree       []*compState // completed matches of keys under Pattern.seq, for reuse
-	seqNodes      []node       // the events of a step's matches under Pattern.seq (seqPath)
-	seqPaths      []*node
-	seqLinks      [][2]int32 // seqTimedOut's: each node's first child and next sibling
-	seqLast       []int32    // seqTimedOut's: each node's last child
+	mayStart      bool       // the event being processed may start partial matches
+	seq           seqScratch // the buffers of the keys under Pattern.seq
+
+	test testKnobs
+}
+
+// testKnobs are what tests set to switch a fast path off, or to try it
+// sooner, so that its result can be checked against the reference, and
+// what they read to see that a fast path ran. The engine only reads the
+// knobs and bumps the counts; only tests (export_test.go) set them, which
+// internal/lint checks.
+type testKnobs struct {
+	noPassBy     bool // always visit the partial matches, offer them one by one, look at each for timeouts
+	noBump       bool // lock and release for every new version (no bumpsInPlace)
+	noEvCache    bool // walk the path on every events() (the reference for evalCtx's cache)
+	noFieldCache bool // evaluate every condition by itself
+	shareNodes   bool // one node per event and stage, and records listed by stage, even when Pattern.ownPaths
+	noSeq        bool // the general step for every key, also under Pattern.seq
+	passFrom     int  // partial matches from which passesBy is tried (passByFrom unless a test lowers it)
+
+	evCacheHits int // events() answered from a partial match's cache
+	bumped      int // versions increased in place (bumpsInPlace)
+	passedBy    int // events passesBy let by
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -159,7 +166,7 @@ func NewMatcher(p *Pattern) *Matcher {
 		AutoWatermark:     true,
 		MaxPartialMatches: DefaultMaxPartialMatches,
 		ReportTimeouts:    true,
-		passFrom:          passByFrom,
+		test:              testKnobs{passFrom: passByFrom},
 		graphs:            make([]graphMemo, len(p.states)),
 		cacheGen:          make([]uint32, len(p.leaves)),
 		cacheVal:          make([]bool, len(p.leaves)),
@@ -463,7 +470,7 @@ func (m *Matcher) keyState(key string) *keyState {
 		}
 		if m.seqOn() {
 			if ks.seq == nil {
-				ks.seq, m.spareSeq = m.spareSeq, nil
+				ks.seq, m.seq.spare = m.seq.spare, nil
 				if ks.seq == nil {
 					ks.seq = &seqKey{}
 				}
@@ -480,7 +487,7 @@ func (m *Matcher) keyState(key string) *keyState {
 // seqOn reports whether keys are run under Pattern.seq (not with the
 // tests' switches for the general step).
 func (m *Matcher) seqOn() bool {
-	return m.p.seq != nil && !m.noSeq && !m.shareNodes && !m.noPassBy && !m.noBump
+	return m.p.seq != nil && !m.test.noSeq && !m.test.shareNodes && !m.test.noPassBy && !m.test.noBump
 }
 
 func (m *Matcher) advance(wm int64) {
@@ -538,9 +545,9 @@ func (m *Matcher) processQueued(ks *keyState, ts int64, q queued) {
 
 func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 	m.mayStart = mayStart
-	m.curEv = event{seq: ks.nextSeq, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
+	m.curEv = event{order: ks.nextOrder, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
 	m.curEvHeap = nil
-	ks.nextSeq++
+	ks.nextOrder++
 	from := len(m.out)
 	for _, p := range m.processEvent(ks, &m.curEv) {
 		m.emitMatch(ks, p)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cepcluster/cep/nfa/expr"
 	"github.com/cepcluster/cep/nfa/sql"
+	"github.com/cepcluster/cep/nfa/sqleval"
 )
 
 // CompileSQL compiles a Flink SQL MATCH_RECOGNIZE query into the same engine
@@ -33,7 +34,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	if err := q.Check(columns); err != nil {
 		return nil, err
 	}
-	if err := checkSupported(q); err != nil {
+	if err := sqleval.Supported(q); err != nil {
 		return nil, err
 	}
 	if name == "" {
@@ -78,9 +79,9 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	p.sql = true
 	if pr := q.Projection; pr != nil {
 		p.project = func(e expr.Event) (expr.Event, bool, error) {
-			env := &sqlEnv{rows: []sqlRow{{data: e}}, procCol: procCol}
+			env := &sqleval.Env{Rows: []sqleval.Row{{Data: e}}, ProcCol: procCol}
 			if pr.Where != nil {
-				v, err := env.eval(pr.Where)
+				v, err := env.Eval(pr.Where)
 				if err != nil {
 					return nil, false, err
 				}
@@ -93,7 +94,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 			}
 			out := make(expr.Event, len(pr.Items))
 			for i, it := range pr.Items {
-				v, err := env.eval(it.Expr)
+				v, err := env.Eval(it.Expr)
 				if err != nil {
 					return nil, false, fmt.Errorf("%s: %v", it.OutputName(i), err)
 				}
@@ -130,7 +131,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 				case y == nil:
 					c = 1
 				default:
-					c, _ = sqlCompare(x, y)
+					c, _ = sqleval.Compare(x, y)
 				}
 				if o.Desc {
 					c = -c
@@ -162,19 +163,19 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		}
 	}
 	p.rowFn = func(m *Matcher, pa path) []Field {
-		env := &sqlEnv{now: m.wm, procCol: procCol}
+		env := &sqleval.Env{Now: m.wm, ProcCol: procCol}
 		for _, n := range pa {
-			env.rows = append(env.rows, sqlRow{v: m.p.stageNames[n.key.stage], ts: n.ev.ts, data: n.ev.data})
+			env.Rows = append(env.Rows, sqleval.Row{Var: m.p.stageNames[n.key.stage], Time: n.ev.ts, Data: n.ev.data})
 		}
-		env.cur = len(env.rows) - 1
+		env.Cur = len(env.Rows) - 1
 		var cols []Field
-		if len(env.rows) > 0 {
+		if len(env.Rows) > 0 {
 			for _, c := range partition {
-				cols = append(cols, Field{Name: c, Value: env.rows[0].data[c]})
+				cols = append(cols, Field{Name: c, Value: env.Rows[0].Data[c]})
 			}
 		}
 		for _, ms := range measures {
-			v, err := env.eval(ms.Expr)
+			v, err := env.Eval(ms.Expr)
 			if err != nil {
 				m.emitFailed(ms.Alias, err)
 				v = nil
@@ -219,50 +220,6 @@ func applySQLQuantifier(st *Stage, q sql.Quantifier) {
 	default:
 		st.Times, st.Consecutive, st.Greedy = &Times{From: q.Min, To: q.Max}, true, greedy
 	}
-}
-
-// checkSupported rejects what the evaluator cannot do, with a position.
-func checkSupported(q *sql.Query) error {
-	var err error
-	visit := func(e sql.Expr) bool {
-		if err != nil {
-			return false
-		}
-		c, ok := e.(*sql.Call)
-		if !ok {
-			return true
-		}
-		switch {
-		case c.IsNavigation():
-			if c.Name == "NEXT" {
-				err = &sql.Error{Pos: c.At, Msg: "NEXT is not supported (it reads a row after the current one)"}
-			}
-		case c.IsAggregate():
-			if !sqlAggregates[c.Name] {
-				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN or MAX)", c.Name)}
-			}
-		default:
-			if _, ok := sqlFunctions[c.Name]; !ok {
-				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("function %s is not supported", c.Spelling)}
-			}
-		}
-		return err == nil
-	}
-	for _, d := range q.Defines {
-		sql.Walk(d.Expr, visit)
-	}
-	for _, m := range q.Measures {
-		sql.Walk(m.Expr, visit)
-	}
-	if q.Projection != nil {
-		for _, it := range q.Projection.Items {
-			sql.Walk(it.Expr, visit)
-		}
-		if q.Projection.Where != nil {
-			sql.Walk(q.Projection.Where, visit)
-		}
-	}
-	return err
 }
 
 // usesMatch reports whether a DEFINE expression for variable v depends on
@@ -331,19 +288,19 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	}
 	// the rows live in the matcher's scratch buffer: nothing keeps them
 	// beyond this evaluation
-	env := &sqlEnv{now: ctx.m.wm, procCol: d.procCol, rows: ctx.m.sqlRows[:0]}
+	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Rows: ctx.m.sqlRows[:0]}
 	defer func() {
-		clear(env.rows)
-		ctx.m.sqlRows = env.rows[:0]
+		clear(env.Rows)
+		ctx.m.sqlRows = env.Rows[:0]
 	}()
 	if d.usesCtx {
 		for _, r := range ctx.rows() {
-			env.rows = append(env.rows, sqlRow{v: r.stage, ts: r.ts, data: r.data})
+			env.Rows = append(env.Rows, sqleval.Row{Var: r.stage, Time: r.ts, Data: r.data})
 		}
 	}
-	env.rows = append(env.rows, sqlRow{v: d.v, ts: ctx.ev.ts, data: e})
-	env.cur = len(env.rows) - 1
-	v, err := env.eval(d.e)
+	env.Rows = append(env.Rows, sqleval.Row{Var: d.v, Time: ctx.ev.ts, Data: e})
+	env.Cur = len(env.Rows) - 1
+	v, err := env.Eval(d.e)
 	if err != nil {
 		return false, err
 	}

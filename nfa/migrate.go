@@ -57,7 +57,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 		if oks.seq != nil {
 			oks = old.seqGeneral(oks)
 		}
-		ks := &keyState{key: key, nextSeq: oks.nextSeq, preDrain: oks.preDrain, hidx: -1}
+		ks := &keyState{key: key, nextOrder: oks.nextOrder, preDrain: oks.preDrain, hidx: -1}
 		// a node is usable when its stage and all its predecessors' are
 		usable := map[*node]bool{}
 		var ok func(n *node) bool
@@ -86,14 +86,14 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 			if c := clones[n]; c != nil {
 				return c
 			}
-			ev := events[n.ev.seq]
+			ev := events[n.ev.order]
 			if ev == nil {
 				e := *n.ev
 				e.refs = 0
 				ev = &e
-				events[ev.seq] = ev
+				events[ev.order] = ev
 			}
-			c := ks.newNode(nodeKey{seq: n.key.seq, stage: stageMap[n.key.stage]}, ev)
+			c := ks.newNode(nodeKey{order: n.key.order, stage: stageMap[n.key.stage]}, ev)
 			clones[n] = c
 			for _, e := range n.edges {
 				if e.removed {

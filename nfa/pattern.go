@@ -118,7 +118,7 @@ type Pattern struct {
 	// (see ownPaths), so the events a step takes get a node per partial
 	// match instead of one per stage shared through versioned edges.
 	ownPaths bool
-	// seq: a sequence of followedByAny stages, run per start event (seq.go)
+	// seq: a sequence of single-event stages, run per start event (seq.go)
 	seq     *seqPlan
 	keyExpr string
 }

@@ -25,18 +25,18 @@ type csQueue struct {
 // (at hundreds of partial matches per key, each load was a cache miss).
 type qent struct {
 	ts    int64  // start event's time; maxInt64 for a partial match without events
-	seq   uint64 // start event's sequence; max for one without events
+	order uint64 // start event's order (event.order); max for one without events
 	state int32
 	cs    *compState
 }
 
 func entOf(c *compState) qent {
-	ts, seq := startKey(c)
-	return qent{ts: ts, seq: seq, state: c.state, cs: c}
+	ts, order := startKey(c)
+	return qent{ts: ts, order: order, state: c.state, cs: c}
 }
 
 // started reports whether the partial match holds events.
-func (e *qent) started() bool { return e.seq != ^uint64(0) || e.ts != maxInt64 }
+func (e *qent) started() bool { return e.order != ^uint64(0) || e.ts != maxInt64 }
 
 func cmpEnt(x, y *qent) int {
 	switch {
@@ -44,9 +44,9 @@ func cmpEnt(x, y *qent) int {
 		return -1
 	case x.ts > y.ts:
 		return 1
-	case x.seq < y.seq:
+	case x.order < y.order:
 		return -1
-	case x.seq > y.seq:
+	case x.order > y.order:
 		return 1
 	}
 	return 0
@@ -65,7 +65,7 @@ func startKey(c *compState) (int64, uint64) {
 	if !c.started {
 		return maxInt64, ^uint64(0)
 	}
-	return c.startTs, c.startSeq
+	return c.startTs, c.startOrder
 }
 
 func (q *csQueue) len() int { return len(q.a) }

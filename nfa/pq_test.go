@@ -19,7 +19,7 @@ func TestAppendRunEqualsOffering(t *testing.T) {
 		// few distinct start times: equal keys are where layouts differ
 		ent := func(label string) qent {
 			ts := int64(rapid.IntRange(0, 6).Draw(t, label+"ts"))
-			return qent{ts: ts, seq: uint64(rapid.IntRange(0, 2).Draw(t, label+"seq")), cs: &compState{startTs: ts}}
+			return qent{ts: ts, order: uint64(rapid.IntRange(0, 2).Draw(t, label+"order")), cs: &compState{startTs: ts}}
 		}
 		var q csQueue
 		for step := range rapid.IntRange(5, 60).Draw(t, "steps") {
@@ -73,7 +73,7 @@ func TestAppendRunEqualsOffering(t *testing.T) {
 func keysOf(a []qent) [][2]int64 {
 	out := make([][2]int64, len(a))
 	for i, e := range a {
-		out[i] = [2]int64{e.ts, int64(e.seq)}
+		out[i] = [2]int64{e.ts, int64(e.order)}
 	}
 	return out
 }
@@ -89,7 +89,7 @@ func TestWrongSortedFlagDoesNotHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMatcher(p)
-	m.noSeq = true // the general step's queue is what this is about
+	m.test.noSeq = true // the general step's queue is what this is about
 	m.AutoWatermark = false
 	for _, line := range []string{`{"k":"k","t":"A","ts":1}`, `{"k":"k","t":"A","ts":5}`} {
 		in, _, _, err := ParseLine([]byte(line))

@@ -63,11 +63,11 @@ func (c *evalCtx) EventsFor(stage string) []expr.Event {
 func (c *evalCtx) stageEvents() [][]expr.Event {
 	m, cs := c.m, c.cs
 	if cs.evs != nil {
-		m.evCacheHits++
+		m.test.evCacheHits++
 		return cs.evs.byStage
 	}
 	lists := m.walkStageEvents(cs)
-	stable := cs.prev != nil && cs.prev.key.seq != c.ev.seq && !m.noEvCache
+	stable := cs.prev != nil && cs.prev.key.order != c.ev.order && !m.test.noEvCache
 	if stable && cs.walked {
 		cs.evs = &evCache{byStage: ownedCopy(lists)}
 		return cs.evs.byStage
@@ -139,7 +139,7 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 			// evaluated then, and counts it if it errors too
 			var v, decided bool
 			var err error
-			if f := l.guardField; f >= 0 && !m.noFieldCache {
+			if f := l.guardField; f >= 0 && !m.test.noFieldCache {
 				// e.PATH == "lit": the field read is shared with the
 				// other conditions on it
 				v, decided, err = l.guard.TestField(m.readField(f, l.guard, ctx.ev.data))
@@ -163,7 +163,7 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	}
 	var ok, decided bool
 	var err error
-	if l.field >= 0 && !m.noFieldCache {
+	if l.field >= 0 && !m.test.noFieldCache {
 		// e.PATH == "lit" (or a DEFINE's col = 'lit'): the field is read
 		// once per event for every such condition on it
 		if l.column != nil {
@@ -326,7 +326,7 @@ func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 		}
 		g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
 		g.idle = idleGraph(cur, &g.og)
-		g.keep = g.idle && !cur.start && !m.noPassBy
+		g.keep = g.idle && !cur.start && !m.test.noPassBy
 		g.gen = m.gen32
 	}
 	return g.og
@@ -344,7 +344,7 @@ func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 // Probing costs a decision graph per state, so it is tried only for a key
 // with at least passByFrom partial matches (start states included).
 func (m *Matcher) passesBy(ev *event) bool {
-	if m.p.holdStates == nil || m.noPassBy {
+	if m.p.holdStates == nil || m.test.noPassBy {
 		return false
 	}
 	if m.passGen == m.gen32 {
@@ -364,7 +364,7 @@ func (m *Matcher) passesBy(ev *event) bool {
 	m.probing, m.probeErr = false, false
 	m.passGen, m.passVal = m.gen32, pass
 	if pass {
-		m.passedBy++
+		m.test.passedBy++
 	}
 	return pass
 }
@@ -379,9 +379,9 @@ func incSelf(ignore, take int) int {
 }
 
 // addCS adds a partial match, locking its node under its version.
-func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startSeq uint64, started bool) []*compState {
+func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, startTs, prevTs int64, startOrder uint64, started bool) []*compState {
 	ks.lockNode(prev, ver)
-	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startSeq: startSeq, started: started})
+	return append(out, &compState{state: int32(s.id), prev: prev, ver: ver, startTs: startTs, prevTs: prevTs, startOrder: startOrder, started: started})
 }
 
 func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compState {
@@ -420,7 +420,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 					reused = true
 					continue
 				}
-				if bump == 0 && !m.noBump && bumpsInPlace(cs.prev, cs.ver) {
+				if bump == 0 && !m.test.noBump && bumpsInPlace(cs.prev, cs.ver) {
 					// the partial match stays, under a version that
 					// locks what its old one did
 					res = append(res, cs)
@@ -432,15 +432,15 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 				ver = cs.ver.increaseAddStage(takeToSkip + ignoreToVisit)
 				ignoreToVisit--
 			}
-			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startSeq, cs.started)
+			res = ks.addCS(res, e.target, cs.prev, ver, cs.startTs, cs.prevTs, cs.startOrder, cs.started)
 		case aTake:
 			ev = m.heapEvent(ev)
-			startTs, startSeq := cs.startTs, cs.startSeq
+			startTs, startOrder := cs.startTs, cs.startOrder
 			if cur.start {
-				startTs, startSeq = ev.ts, ev.seq
+				startTs, startOrder = ev.ts, ev.order
 			}
-			if m.p.ownPaths && !m.shareNodes {
-				res = ks.takeOwn(res, e.target, m.p.stageOf[e.src.id], ev, cs, takeToVisit, startTs, startSeq)
+			if m.p.ownPaths && !m.test.shareNodes {
+				res = ks.takeOwn(res, e.target, m.p.stageOf[e.src.id], ev, cs, takeToVisit, startTs, startOrder)
 				takeToVisit--
 				continue
 			}
@@ -448,10 +448,10 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
 			takeToVisit--
 			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
-			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startSeq, true)
+			res = ks.addCS(res, e.target, entry, nextVer, startTs, ev.ts, startOrder, true)
 			if f := m.finalAfterProceed(ctx, e.target); f != nil {
 				// a version of its own: the other one may change in place
-				res = ks.addCS(res, f, entry, slices.Clone(nextVer), startTs, ev.ts, startSeq, true)
+				res = ks.addCS(res, f, entry, slices.Clone(nextVer), startTs, ev.ts, startOrder, true)
 			}
 		}
 	}
@@ -467,7 +467,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	}
 	if bump != 0 {
 		cs.ver[len(cs.ver)-1] += int32(bump)
-		m.bumped++
+		m.test.bumped++
 	}
 	m.resBuf = res
 	return res
@@ -493,12 +493,12 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		return m.seqEvent(ks, ev)
 	}
 	m.nextGen()
-	if len(ks.partial.a) >= m.passFrom && m.passesBy(ev) {
+	if len(ks.partial.a) >= m.test.passFrom && m.passesBy(ev) {
 		return nil
 	}
 	newPartial, potential := m.scratchQueues()
 	deadline := int64(maxInt64)
-	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.noPassBy
+	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.test.noPassBy
 	for i := 0; i < len(a); {
 		if m.keeps(&a[i], ev) {
 			// a run of partial matches the event leaves as they are: offered
@@ -593,7 +593,7 @@ func (m *Matcher) keeps(e *qent, ev *event) bool {
 	if !m.mayStart && st.start {
 		return true // draining: this event starts nothing
 	}
-	if !st.eventOnly || m.noPassBy || (st.start && e.started()) {
+	if !st.eventOnly || m.test.noPassBy || (st.start && e.started()) {
 		return false
 	}
 	if g := &m.graphs[st.id]; g.gen == m.gen32 {
@@ -672,7 +672,7 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	tos := m.tosBuf[:0]
 	defer func() { m.tosBuf = tos[:0] }()
 	changed := false
-	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.noPassBy
+	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.test.noPassBy
 	// sorted by start with only the whole-match window, the partial matches
 	// that time out are a prefix (start states sort last)
 	prefix := sorted && !m.p.stageWindows
@@ -770,7 +770,7 @@ func (m *Matcher) capPartial(ks *keyState) {
 	keys := m.capKeys[:0]
 	for _, e := range ks.partial.a {
 		if e.started() {
-			keys = append(keys, qent{ts: e.ts, seq: e.seq})
+			keys = append(keys, qent{ts: e.ts, order: e.order})
 		}
 	}
 	m.capKeys = keys[:0]
@@ -815,7 +815,7 @@ func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
 		if !c.started {
 			return false
 		}
-		d := cmpEvent(&event{ts: c.startTs, seq: c.startSeq}, pid)
+		d := cmpEvent(&event{ts: c.startTs, order: c.startOrder}, pid)
 		return d < 0 || (inclusive && d == 0)
 	}
 	for _, e := range q.a {
@@ -835,9 +835,9 @@ func cmpEvent(a, b *event) int {
 		return -1
 	case a.ts > b.ts:
 		return 1
-	case a.seq < b.seq:
+	case a.order < b.order:
 		return -1
-	case a.seq > b.seq:
+	case a.order > b.order:
 		return 1
 	}
 	return 0

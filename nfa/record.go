@@ -292,7 +292,7 @@ func positionsIn(p path, out []uint64) []uint64 {
 // stage of the path) and from all (room for len(p)); neither can be
 // appended into the other's part.
 func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []StageEvents {
-	if m.p.ownPaths && !m.shareNodes {
+	if m.p.ownPaths && !m.test.shareNodes {
 		// a plain sequence: one event per stage, in stage order
 		if cap(out) < len(p) {
 			out = make([]StageEvents, len(p))

@@ -17,16 +17,18 @@ import (
 // as soon as no partial match can reach them.
 
 type event struct {
-	seq  uint64 // arrival order within the key
-	ts   int64
-	data expr.Event
-	raw  []byte
-	pos  uint64 // source position (Input.Pos)
-	refs int32
+	// order numbers the key's events 0, 1, 2, ... in the order its
+	// automaton processes them (not Matcher.arrivals)
+	order uint64
+	ts    int64
+	data  expr.Event
+	raw   []byte
+	pos   uint64 // source position (Input.Pos)
+	refs  int32
 }
 
 type nodeKey struct {
-	seq   uint64
+	order uint64
 	stage int32
 }
 
@@ -202,10 +204,10 @@ type compState struct {
 	ver     dewey
 	startTs int64
 	prevTs  int64
-	// the start event's sequence; started is false for a partial match that
+	// the start event's order (event.order); started is false for a partial match that
 	// has accepted nothing (a start state). The start event's time is startTs.
-	startSeq uint64
-	started  bool
+	startOrder uint64
+	started    bool
 	// walked: conditions over events() have asked for this partial match's
 	// events on an earlier event; evs: they asked again, and its events by
 	// stage are kept (see evalCtx.stageEvents). Neither is encoded.
@@ -221,12 +223,12 @@ type keyState struct {
 	key       string
 	partial   csQueue
 	completed csQueue
-	seq       *seqKey // the partial matches under Pattern.seq (partial is then empty); nil: the general step
-	nEvents   int     // events held by the buffer's nodes
-	nNodes    int     // live nodes: every one is reachable from a partial match (liveNodes)
-	curEv     *event  // the event put last made nodes for ...
-	curNodes  []*node // ... and those nodes: only the current event gets new nodes
-	nextSeq   uint64
+	seq       *seqKey                 // the partial matches under Pattern.seq (partial is then empty); nil: the general step
+	nEvents   int                     // events held by the buffer's nodes
+	nNodes    int                     // live nodes: every one is reachable from a partial match (liveNodes)
+	curEv     *event                  // the event put last made nodes for ...
+	curNodes  []*node                 // ... and those nodes: only the current event gets new nodes
+	nextOrder uint64                  // the next event's order (event.order)
 	queue     watermark.Queue[queued] // events waiting for the watermark
 	due       int64                   // when the matcher must next look at this key
 	hidx      int                     // index in the matcher's timer heap, -1 when not scheduled
@@ -253,7 +255,7 @@ func newKeyState(p *Pattern, key string) *keyState {
 func (ks *keyState) init(p *Pattern) {
 	ks.partial.a, ks.partial.unsorted = ks.partial.a[:0], false
 	ks.completed.a, ks.completed.unsorted = ks.completed.a[:0], false
-	ks.nextSeq = 0
+	ks.nextOrder = 0
 	ks.due, ks.hidx = 0, -1
 	ks.preDrain = 0
 	ks.deadline = maxInt64 // start states never time out
@@ -409,7 +411,7 @@ func (ks *keyState) put(stage int32, ev *event, prev *node, ver dewey) *node {
 		}
 	}
 	if n == nil {
-		n = ks.newNode(nodeKey{seq: ev.seq, stage: stage}, ev)
+		n = ks.newNode(nodeKey{order: ev.order, stage: stage}, ev)
 		ks.curNodes = append(ks.curNodes, n)
 	}
 	n.addEdge(edge{target: prev, ver: ver})
@@ -469,7 +471,7 @@ type ownTake struct {
 // version is first increased by inc, in a plain sequence: the node the
 // event gets and the partial match in state target it leads to, appended
 // to out (nextStates' TAKE with put and addCS in one allocation).
-func (ks *keyState) takeOwn(out []*compState, target *cstate, stage int32, ev *event, from *compState, inc int, startTs int64, startSeq uint64) []*compState {
+func (ks *keyState) takeOwn(out []*compState, target *cstate, stage int32, ev *event, from *compState, inc int, startTs int64, startOrder uint64) []*compState {
 	t := new(ownTake)
 	l := len(from.ver)
 	var next dewey
@@ -482,14 +484,14 @@ func (ks *keyState) takeOwn(out []*compState, target *cstate, stage int32, ev *e
 	next[l-1] += int32(inc)
 	cur := next[:l:l]
 	ks.lockNode(from.prev, cur)
-	ks.initNode(&t.n, nodeKey{seq: ev.seq, stage: stage}, ev)
+	ks.initNode(&t.n, nodeKey{order: ev.order, stage: stage}, ev)
 	t.n.addEdge(edge{target: from.prev, ver: cur})
 	ks.lockNode(&t.n, next)
-	t.cs = compState{state: int32(target.id), prev: &t.n, ver: next, startTs: startTs, prevTs: ev.ts, startSeq: startSeq, started: true}
+	t.cs = compState{state: int32(target.id), prev: &t.n, ver: next, startTs: startTs, prevTs: ev.ts, startOrder: startOrder, started: true}
 	return append(out, &t.cs)
 }
 
-// liveNodes returns the key's nodes ordered by event sequence and stage:
+// liveNodes returns the key's nodes ordered by event order and stage:
 // those reachable from a partial match along edges not removed, which are
 // all the live ones (a node is freed once no partial match and no edge
 // refers to it).
@@ -522,7 +524,7 @@ func (ks *keyState) liveNodes() []*node {
 	// stable: nodes of one event and stage (Pattern.ownPaths) stay in the
 	// order the walk from the queues found them, which the structure decides
 	slices.SortStableFunc(out, func(a, b *node) int {
-		if c := cmp.Compare(a.key.seq, b.key.seq); c != 0 {
+		if c := cmp.Compare(a.key.order, b.key.order); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.key.stage, b.key.stage)
@@ -662,7 +664,7 @@ func firstPath(n *node, ver dewey, buf *[]*node) bool {
 	return false
 }
 
-// bufferedEvents returns the events the key's nodes hold, by sequence.
+// bufferedEvents returns the events the key's nodes hold, by order.
 func (ks *keyState) bufferedEvents() []*event {
 	out := make([]*event, 0, ks.nEvents)
 	for _, n := range ks.liveNodes() {

@@ -194,6 +194,17 @@ type seqGroup struct {
 	pending int   // completed matches in the key's completed queue
 }
 
+// seqScratch is what a Matcher keeps for its keys under Pattern.seq
+// from one step to the next, so that a step allocates nothing.
+type seqScratch struct {
+	spare *seqKey      // a key's sequence state it no longer uses
+	free  []*compState // completed matches, for reuse
+	nodes []node       // the events of a step's matches (seqPath)
+	paths []*node
+	links [][2]int32 // seqTimedOut's: each node's first child and next sibling
+	last  []int32    // seqTimedOut's: each node's last child
+}
+
 // seqKey is a key's state under Pattern.seq.
 type seqKey struct {
 	nodes []seqNode // every tree's nodes, in the order they were made
@@ -459,7 +470,7 @@ func (m *Matcher) seqDone(ks *keyState, c *compState) {
 		sk.compact = true
 	}
 	*c = compState{}
-	m.seqFree = append(m.seqFree, c)
+	m.seq.free = append(m.seq.free, c)
 }
 
 // end ends the partial matches of every tree up to tree id (a timeout or
@@ -688,13 +699,13 @@ func (m *Matcher) seqComplete(ks *keyState, ev *event) []path {
 		g.pending++
 		sk.pending++
 		var cs *compState
-		if n := len(m.seqFree); n > 0 {
-			cs = m.seqFree[n-1]
-			m.seqFree = m.seqFree[:n-1]
+		if n := len(m.seq.free); n > 0 {
+			cs = m.seq.free[n-1]
+			m.seq.free = m.seq.free[:n-1]
 		} else {
 			cs = new(compState)
 		}
-		*cs = compState{state: m.p.seq.final, sn: c.n, startTs: g.start.ts, startSeq: g.start.seq, prevTs: ev.ts, started: true}
+		*cs = compState{state: m.p.seq.final, sn: c.n, startTs: g.start.ts, startOrder: g.start.order, prevTs: ev.ts, started: true}
 		ks.completed.offer(cs)
 	}
 	clear(cand)
@@ -712,7 +723,7 @@ func (m *Matcher) seqEmit(ks *keyState) []path {
 			break
 		}
 		if m.p.skip.kind != skipNone {
-			if g := sk.firstAlive(); g != nil && cmpEvent(&event{ts: earliest.startTs, seq: earliest.startSeq}, g.start) > 0 {
+			if g := sk.firstAlive(); g != nil && cmpEvent(&event{ts: earliest.startTs, order: earliest.startOrder}, g.start) > 0 {
 				break
 			}
 		}
@@ -732,12 +743,12 @@ func (m *Matcher) seqEmit(ks *keyState) []path {
 func (m *Matcher) seqPrune(ks *keyState, pid *event) {
 	sk := ks.seq
 	inclusive := m.p.skip.kind == skipToNext || m.p.skip.kind == skipPastLast
-	drop := func(startTs int64, startSeq uint64) bool {
-		d := cmpEvent(&event{ts: startTs, seq: startSeq}, pid)
+	drop := func(startTs int64, startOrder uint64) bool {
+		d := cmpEvent(&event{ts: startTs, order: startOrder}, pid)
 		return d < 0 || (inclusive && d == 0)
 	}
 	ks.completed.removeIf(func(c *compState) bool {
-		if !drop(c.startTs, c.startSeq) {
+		if !drop(c.startTs, c.startOrder) {
 			return false
 		}
 		m.seqDone(ks, c)
@@ -745,7 +756,7 @@ func (m *Matcher) seqPrune(ks *keyState, pid *event) {
 	})
 	upTo := int32(-1)
 	for _, g := range sk.groups {
-		if !drop(g.start.ts, g.start.seq) {
+		if !drop(g.start.ts, g.start.order) {
 			break
 		}
 		upTo = g.id
@@ -757,9 +768,9 @@ func (m *Matcher) seqPrune(ks *keyState, pid *event) {
 
 // seqStep starts a step: the paths of the last one are no longer read.
 func (m *Matcher) seqStep() {
-	clear(m.seqNodes)
-	clear(m.seqPaths)
-	m.seqNodes, m.seqPaths = m.seqNodes[:0], m.seqPaths[:0]
+	clear(m.seq.nodes)
+	clear(m.seq.paths)
+	m.seq.nodes, m.seq.paths = m.seq.nodes[:0], m.seq.paths[:0]
 }
 
 // seqPath is the match ending at node n, as the records read it: valid
@@ -768,18 +779,18 @@ func (m *Matcher) seqPath(sk *seqKey, n int32) path {
 	d := int(sk.nodes[n].depth)
 	// (a full array is replaced by a larger one, the paths already cut
 	// keep theirs: soon one step's paths fit in one)
-	if cap(m.seqNodes)-len(m.seqNodes) < d {
-		m.seqNodes = make([]node, 0, max(64, 2*d, 2*cap(m.seqNodes)))
+	if cap(m.seq.nodes)-len(m.seq.nodes) < d {
+		m.seq.nodes = make([]node, 0, max(64, 2*d, 2*cap(m.seq.nodes)))
 	}
-	if cap(m.seqPaths)-len(m.seqPaths) < d {
-		m.seqPaths = make([]*node, 0, max(64, 2*d, 2*cap(m.seqPaths)))
+	if cap(m.seq.paths)-len(m.seq.paths) < d {
+		m.seq.paths = make([]*node, 0, max(64, 2*d, 2*cap(m.seq.paths)))
 	}
-	nodes := m.seqNodes[len(m.seqNodes) : len(m.seqNodes)+d]
-	p := path(m.seqPaths[len(m.seqPaths) : len(m.seqPaths)+d])
-	m.seqNodes, m.seqPaths = m.seqNodes[:len(m.seqNodes)+d], m.seqPaths[:len(m.seqPaths)+d]
+	nodes := m.seq.nodes[len(m.seq.nodes) : len(m.seq.nodes)+d]
+	p := path(m.seq.paths[len(m.seq.paths) : len(m.seq.paths)+d])
+	m.seq.nodes, m.seq.paths = m.seq.nodes[:len(m.seq.nodes)+d], m.seq.paths[:len(m.seq.paths)+d]
 	for i := d - 1; i >= 0; i-- {
 		sn := &sk.nodes[n]
-		nodes[i] = node{key: nodeKey{seq: sn.ev.seq, stage: m.p.seq.stage[i]}, ev: sn.ev}
+		nodes[i] = node{key: nodeKey{order: sn.ev.order, stage: m.p.seq.stage[i]}, ev: sn.ev}
 		p[i] = &nodes[i]
 		n = sn.parent
 	}
@@ -891,16 +902,16 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, now int64, tos []timeout) 
 	// each node's first child and next sibling, among the partial matches
 	// of those trees
 	n := len(sk.nodes)
-	links := m.seqLinks[:0]
+	links := m.seq.links[:0]
 	for range n {
 		links = append(links, [2]int32{-1, -1})
 	}
-	m.seqLinks = links
-	lastChild := m.seqLast[:0]
+	m.seq.links = links
+	lastChild := m.seq.last[:0]
 	for range n {
 		lastChild = append(lastChild, -1)
 	}
-	m.seqLast = lastChild
+	m.seq.last = lastChild
 	base, lives := sk.livesFrom()
 	var roots []int32
 	for i := range sk.nodes {
@@ -958,7 +969,7 @@ func (m *Matcher) seqGeneral(ks *keyState) *keyState {
 // hold each event.
 func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32) {
 	sk, pl := ks.seq, m.p.seq
-	out := &keyState{key: ks.key, nextSeq: ks.nextSeq, preDrain: ks.preDrain, due: ks.due, hidx: ks.hidx,
+	out := &keyState{key: ks.key, nextOrder: ks.nextOrder, preDrain: ks.preDrain, due: ks.due, hidx: ks.hidx,
 		gen: ks.gen, deadline: ks.deadline, queue: ks.queue}
 	refs := sk.refsOf()
 	evRefs := map[*event]int32{}
@@ -979,7 +990,7 @@ func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32)
 		if refs[i] == 0 {
 			continue
 		}
-		n := &node{key: nodeKey{seq: sn.ev.seq, stage: pl.stage[sn.depth-1]}, ev: sn.ev, refs: refs[i]}
+		n := &node{key: nodeKey{order: sn.ev.order, stage: pl.stage[sn.depth-1]}, ev: sn.ev, refs: refs[i]}
 		var target *node
 		if sn.parent >= 0 {
 			target = gn[sn.parent]
@@ -1014,7 +1025,7 @@ func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32)
 			return
 		}
 		c := &compState{state: pl.state[sn.depth], prev: gn[i], ver: verOf(edgeVer(i), takes[i]),
-			startTs: g.start.ts, prevTs: sn.ev.ts, startSeq: g.start.seq, started: true}
+			startTs: g.start.ts, prevTs: sn.ev.ts, startOrder: g.start.order, started: true}
 		out.partial.offer(c)
 	}
 	for _, r := range roots {
@@ -1032,7 +1043,7 @@ func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32)
 	for _, e := range ks.completed.a {
 		c := e.cs
 		gc := &compState{state: c.state, prev: gn[c.sn], ver: verOf(edgeVer(c.sn), 0),
-			startTs: c.startTs, prevTs: c.prevTs, startSeq: c.startSeq, started: true}
+			startTs: c.startTs, prevTs: c.prevTs, startOrder: c.startOrder, started: true}
 		out.completed.a = append(out.completed.a, entOf(gc))
 	}
 	out.completed.unsorted = ks.completed.unsorted
@@ -1048,13 +1059,13 @@ func (m *Matcher) seqToGeneral(ks *keyState) {
 	}
 	for _, e := range ks.completed.a {
 		*e.cs = compState{}
-		m.seqFree = append(m.seqFree, e.cs)
+		m.seq.free = append(m.seq.free, e.cs)
 	}
 	ks.partial, ks.completed, ks.nNodes, ks.nEvents = g.partial, g.completed, g.nNodes, g.nEvents
 	sk := ks.seq
 	sk.reset(m.p.seq)
 	ks.seq = nil
-	m.spareSeq = sk
+	m.seq.spare = sk
 }
 
 // seqFromGeneral turns a general key of a Pattern.seq pattern into one
@@ -1063,7 +1074,7 @@ func (m *Matcher) seqToGeneral(ks *keyState) {
 // it did.
 func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 	pl := m.p.seq
-	if pl == nil || m.noSeq {
+	if pl == nil || m.test.noSeq {
 		return false
 	}
 	sk := &seqKey{}
@@ -1201,7 +1212,7 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 	for _, e := range ks.completed.a {
 		c := e.cs
 		completed.a = append(completed.a, entOf(&compState{state: c.state, sn: index[c.prev], startTs: c.startTs,
-			startSeq: c.startSeq, prevTs: c.prevTs, started: true}))
+			startOrder: c.startOrder, prevTs: c.prevTs, started: true}))
 	}
 	// taken only when it gives back the same state
 	conv := *ks

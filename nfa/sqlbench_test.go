@@ -112,3 +112,64 @@ func BenchmarkQueryVsSpec(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSQLEvaluator runs a query whose DEFINE and MEASURES go through
+// the SQL evaluator (BenchmarkQueryVsSpec's t = 'A' is decided without
+// it): comparisons, arithmetic, AND/OR/NOT, BETWEEN, IN, LIKE, CASE,
+// navigation and aggregates, 1,000 keys, event time.
+func BenchmarkSQLEvaluator(b *testing.B) {
+	const query = `SELECT * FROM s MATCH_RECOGNIZE (
+  PARTITION BY k ORDER BY ts
+  MEASURES FIRST(A.id) AS aid, LAST(C.id) AS cid, AVG(B.price) AS avgp, COUNT(*) AS n
+  AFTER MATCH SKIP PAST LAST ROW
+  PATTERN (A B C)
+  DEFINE A AS price BETWEEN 10 AND 90 AND t IN ('x', 'y'),
+         B AS B.price > A.price * 1.05 OR (CASE WHEN t LIKE 'z%' THEN 1 ELSE 0 END) = 1,
+         C AS C.price < PREV(C.price) - 2 AND NOT (C.t IS NULL))`
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 200_000
+	type ev struct {
+		key string
+		ts  int64
+		in  nfa.Input
+	}
+	evs := make([]ev, n)
+	types := []string{"x", "y", "z"}
+	for i := range evs {
+		k := fmt.Sprintf("k%d", rng.IntN(1000))
+		data := map[string]any{"k": k, "t": types[rng.IntN(len(types))], "ts": int64(i), "id": int64(i), "price": float64(rng.IntN(10000)) / 100}
+		raw, err := json.Marshal(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		evs[i] = ev{key: k, ts: int64(i), in: nfa.Input{Data: data, Raw: raw}}
+	}
+	p, err := nfa.CompileSQL(query, "s")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := nfa.NewMatcher(p)
+	matches := 0
+	for i := 0; i < 20_000; i++ {
+		for _, r := range m.EventAt(evs[i].key, evs[i].ts, evs[i].in) {
+			if r.Type == "match" {
+				matches++
+			}
+		}
+	}
+	if matches == 0 {
+		b.Fatal("no matches")
+	}
+	m = nfa.NewMatcher(p)
+	b.ReportAllocs()
+	b.ResetTimer()
+	base := int64(0)
+	for i := 0; i < b.N; i++ {
+		e := &evs[i%n]
+		if i%n == 0 && i > 0 {
+			base += n
+		}
+		m.EventAt(e.key, base+e.ts, e.in)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

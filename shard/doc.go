@@ -10,8 +10,11 @@
 // event read twice (after a failover, or replayed) is skipped. Records the
 // matchers produce go to an outbox with deterministic ids (RecordID); the
 // leader publishes them with the id as the JetStream message id and logs an
-// acknowledgement that truncates the outbox. Apply is deterministic: no
-// clock, no goroutines, sorted iteration.
+// acknowledgement that truncates the outbox. Apply is deterministic: it
+// reads no clock and iterates in sorted order. The one goroutine it
+// starts decodes half of a large batch's events (decodeAll), a pure
+// function of their bytes that it waits for before applying any, so
+// timing cannot change what it does.
 //
 //	s := shard.NewState(first, last, groups)
 //	s.Apply(batch)            // what every replica does with each log entry

@@ -17,15 +17,14 @@ func TestEngineFailureDropsThePatternState(t *testing.T) {
 	log := randomLog(11, 60)
 	apply := func(faultAt int) *State {
 		calls := 0
-		injectFault = func(pattern, key string) bool {
+		s := NewState(0, 15, 16)
+		s.injectFault = func(pattern, key string) bool {
 			if pattern != "any" || key != "k3" {
 				return false
 			}
 			calls++
 			return calls == faultAt
 		}
-		defer func() { injectFault = nil }()
-		s := NewState(0, 15, 16)
 		for _, b := range log {
 			s.Apply(b)
 		}

@@ -46,8 +46,10 @@ type Counters struct {
 // applied, and the outbox of produced records.
 //
 // Apply is a deterministic function of the state and the batch: it reads no
-// clock, starts no goroutines, and iterates patterns and keys in sorted
-// order, so every replica that applies the same log holds the same state.
+// clock and iterates patterns and keys in sorted order, so every replica
+// that applies the same log holds the same state. (Its only goroutine
+// decodes half of a large batch's events and is waited for before any is
+// applied: decodeAll.)
 // State is not safe for concurrent use; under Raft, Apply, Snapshot and
 // Restore are called from one goroutine.
 type State struct {
@@ -69,6 +71,9 @@ type State struct {
 	// splitOff holds the states split off by the batch being applied, for
 	// the FSM to hand over (not part of the state)
 	splitOff []SplitOff
+	// injectFault, set by tests only, makes the engine fail on the event
+	// of pattern and key it reports true for (not part of the state)
+	injectFault func(pattern, key string) bool
 }
 
 // SplitOff is the first state of a shard split off this one (OpSplit).
@@ -662,7 +667,7 @@ func (s *State) applyEvents(source string, events []Event) {
 				continue
 			}
 			failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record {
-				if injectFault != nil && injectFault(p.deploy.Name, key) {
+				if s.injectFault != nil && s.injectFault(p.deploy.Name, key) {
 					panic("injected fault")
 				}
 				return m.EventFrom(logical, key, ts, in)
@@ -717,10 +722,6 @@ func (s *State) engineFailed(p *patternRT, failure string) {
 	}{p.deploy.Sources[0], p.deploy.Name, failure})
 	s.push("fail-"+p.deploy.Name+"-"+strconv.FormatUint(s.nextSeq, 10), DeadLetterSubject(p.deploy.Sources[0]), payload, s.first)
 }
-
-// injectFault, set by tests only, makes the engine fail on the event of
-// pattern and key it reports true for.
-var injectFault func(pattern, key string) bool
 
 func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
 	for i := range recs {

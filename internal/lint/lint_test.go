@@ -1,5 +1,6 @@
 // Package lint holds tests that enforce the architecture: the engine
-// packages stay pure (no IO, no clock, no goroutines, no randomness).
+// packages stay pure (no IO, no clock, no goroutines, no randomness), and
+// the matcher's test knobs are set by tests only.
 package lint
 
 import (
@@ -23,7 +24,7 @@ var forbiddenImports = []string{
 // The time package is allowed for durations and timestamp values, not for
 // reading the clock.
 func TestEnginePackagesArePure(t *testing.T) {
-	for _, dir := range []string{"../../nfa", "../../nfa/expr", "../../watermark"} {
+	for _, dir := range []string{"../../nfa", "../../nfa/expr", "../../nfa/sql", "../../nfa/sqleval", "../../watermark"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		if len(files) == 0 {
 			t.Fatalf("no Go files in %s", dir)
@@ -93,5 +94,48 @@ func TestTestutilOnlyInTests(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The Matcher's test knobs (nfa's testKnobs: fast paths switched off to
+// check them against the reference) are set only by tests: an engine file
+// that set one would run the reference in production, slower and with no
+// test failing. The engine may bump the counts (x.test.n++) and
+// NewMatcher gives passFrom its default.
+func TestNFATestKnobsAreSetOnlyByTests(t *testing.T) {
+	files, _ := filepath.Glob("../../nfa/*.go")
+	if len(files) == 0 {
+		t.Fatal("no Go files in ../../nfa")
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.AssignStmt:
+				for _, l := range x.Lhs {
+					if sel, ok := l.(*ast.SelectorExpr); ok {
+						if in, ok := sel.X.(*ast.SelectorExpr); ok && in.Sel.Name == "test" {
+							t.Errorf("%s: sets the test knob %s", fset.Position(l.Pos()), sel.Sel.Name)
+						}
+					}
+				}
+			case *ast.CompositeLit:
+				if id, ok := x.Type.(*ast.Ident); ok && id.Name == "testKnobs" {
+					for _, e := range x.Elts {
+						if kv, ok := e.(*ast.KeyValueExpr); !ok || kv.Key.(*ast.Ident).Name != "passFrom" {
+							t.Errorf("%s: sets a test knob", fset.Position(e.Pos()))
+						}
+					}
+				}
+			}
+			return true
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package nfa
+package sqleval
 
 import (
 	"errors"
@@ -12,38 +12,32 @@ import (
 	"github.com/cepcluster/cep/nfa/sql"
 )
 
-// This file evaluates MATCH_RECOGNIZE expressions (DEFINE and MEASURES)
-// over the rows of a match, with SQL semantics: NULL and three-valued logic,
-// integer and floating-point arithmetic, and Flink's running (DEFINE) and
-// final (MEASURES) semantics for pattern variables, navigation (FIRST, LAST,
-// PREV) and aggregates.
-
-// sqlRow is one row of a match with the variable it is mapped to.
-type sqlRow struct {
-	v    string
-	ts   int64
-	data expr.Event
+// Row is one row of a match with the variable it is mapped to.
+type Row struct {
+	Var  string
+	Time int64
+	Data expr.Event
 }
 
-// sqlEnv is what an expression sees.
-type sqlEnv struct {
-	rows    []sqlRow
-	cur     int     // the current row (DEFINE) or the last row (MEASURES)
-	bound   *sqlRow // inside navigation/aggregates: every reference reads this row
-	now     int64   // CURRENT_TIMESTAMP / MATCH_PROCTIME
-	procCol string  // the processing-time column (ORDER BY proctime), "" for none
+// Env is what an expression sees.
+type Env struct {
+	Rows    []Row
+	Cur     int    // the current row (DEFINE) or the last row (MEASURES)
+	Now     int64  // CURRENT_TIMESTAMP / MATCH_PROCTIME
+	ProcCol string // the processing-time column (ORDER BY proctime), "" for none
+	bound   *Row   // inside navigation/aggregates: every reference reads this row
 }
 
-var errSQLType = errors.New("type mismatch")
+var errType = errors.New("type mismatch")
 
-func (env *sqlEnv) column(r *sqlRow, c *sql.ColumnRef) any {
+func (env *Env) column(r *Row, c *sql.ColumnRef) any {
 	if r == nil {
 		return nil
 	}
-	v, ok := r.data[c.Name]
+	v, ok := r.Data[c.Name]
 	if !ok {
-		if env.procCol != "" && strings.EqualFold(c.Name, env.procCol) {
-			return r.ts
+		if env.ProcCol != "" && strings.EqualFold(c.Name, env.ProcCol) {
+			return r.Time
 		}
 		return nil
 	}
@@ -59,27 +53,27 @@ func (env *sqlEnv) column(r *sqlRow, c *sql.ColumnRef) any {
 
 // rowFor resolves a (non-bound) reference to variable v: the last row mapped
 // to it so far, or the current row for an unqualified reference.
-func (env *sqlEnv) rowFor(v string) *sqlRow {
+func (env *Env) rowFor(v string) *Row {
 	if v == "" {
-		if env.cur >= 0 && env.cur < len(env.rows) {
-			return &env.rows[env.cur]
+		if env.Cur >= 0 && env.Cur < len(env.Rows) {
+			return &env.Rows[env.Cur]
 		}
 		return nil
 	}
-	for i := len(env.rows) - 1; i >= 0; i-- {
-		if env.rows[i].v == v {
-			return &env.rows[i]
+	for i := len(env.Rows) - 1; i >= 0; i-- {
+		if env.Rows[i].Var == v {
+			return &env.Rows[i]
 		}
 	}
 	return nil
 }
 
 // rowsOf returns the rows mapped to v (all rows for "").
-func (env *sqlEnv) rowsOf(v string) []*sqlRow {
-	var out []*sqlRow
-	for i := range env.rows {
-		if v == "" || env.rows[i].v == v {
-			out = append(out, &env.rows[i])
+func (env *Env) rowsOf(v string) []*Row {
+	var out []*Row
+	for i := range env.Rows {
+		if v == "" || env.Rows[i].Var == v {
+			out = append(out, &env.Rows[i])
 		}
 	}
 	return out
@@ -98,243 +92,241 @@ func refVar(e sql.Expr) string {
 	return v
 }
 
-func (env *sqlEnv) eval(e sql.Expr) (any, error) {
+// Eval evaluates e over env's rows; nil is SQL NULL. Each kind of
+// expression has a function of its own.
+func (env *Env) Eval(e sql.Expr) (any, error) {
 	switch e := e.(type) {
 	case *sql.Literal:
-		switch e.Kind {
-		case sql.LitNull:
-			return nil, nil
-		case sql.LitBool:
-			return e.Bool, nil
-		case sql.LitInt:
-			return e.Int, nil
-		case sql.LitDecimal, sql.LitFloat:
-			return e.Float, nil
-		default:
-			return e.Str, nil
-		}
+		return literal(e), nil
 	case *sql.Interval:
-		if e.Months != 0 {
-			return nil, fmt.Errorf("line %s: year-month intervals are not supported", e.At)
-		}
-		return e.Millis, nil
+		return interval(e)
 	case *sql.ColumnRef:
 		if env.bound != nil {
 			return env.column(env.bound, e), nil
 		}
 		return env.column(env.rowFor(e.Var), e), nil
 	case *sql.Unary:
-		x, err := env.eval(e.X)
-		if err != nil || x == nil {
-			return nil, err
-		}
-		switch e.Op {
-		case "NOT":
-			b, ok := x.(bool)
-			if !ok {
-				return nil, errSQLType
-			}
-			return !b, nil
-		case "-":
-			switch n := x.(type) {
-			case int64:
-				return -n, nil
-			case float64:
-				return -n, nil
-			}
-			return nil, errSQLType
-		default: // +, FINAL, RUNNING
-			return x, nil
-		}
+		return env.unary(e)
 	case *sql.Binary:
 		return env.binary(e)
 	case *sql.IsNull:
-		x, err := env.eval(e.X)
+		x, err := env.Eval(e.X)
 		if err != nil {
 			return nil, err
 		}
 		return (x == nil) != e.Not, nil
 	case *sql.IsBool:
-		x, err := env.eval(e.X)
-		if err != nil {
-			return nil, err
-		}
-		b, ok := x.(bool)
-		res := ok && b == e.Value
-		return res != e.Not, nil
+		return env.isBool(e)
 	case *sql.Between:
-		x, err := env.eval(e.X)
-		if err != nil {
-			return nil, err
-		}
-		lo, err := env.eval(e.Lo)
-		if err != nil {
-			return nil, err
-		}
-		hi, err := env.eval(e.Hi)
-		if err != nil {
-			return nil, err
-		}
-		if x == nil || lo == nil || hi == nil {
-			return nil, nil
-		}
-		if e.Symmetric {
-			if c, ok := sqlCompare(lo, hi); ok && c > 0 {
-				lo, hi = hi, lo
-			}
-		}
-		c1, ok1 := sqlCompare(x, lo)
-		c2, ok2 := sqlCompare(x, hi)
-		if !ok1 || !ok2 {
-			return nil, errSQLType
-		}
-		return (c1 >= 0 && c2 <= 0) != e.Not, nil
+		return env.between(e)
 	case *sql.In:
-		x, err := env.eval(e.X)
-		if err != nil || x == nil {
-			return nil, err
-		}
-		sawNull := false
-		for _, it := range e.List {
-			y, err := env.eval(it)
-			if err != nil {
-				return nil, err
-			}
-			if y == nil {
-				sawNull = true
-				continue
-			}
-			if c, ok := sqlCompare(x, y); ok && c == 0 {
-				return !e.Not, nil
-			}
-		}
-		if sawNull {
-			return nil, nil
-		}
-		return e.Not, nil
+		return env.in(e)
 	case *sql.Like:
-		x, err := env.eval(e.X)
-		if err != nil {
-			return nil, err
-		}
-		p, err := env.eval(e.Pattern)
-		if err != nil {
-			return nil, err
-		}
-		if x == nil || p == nil {
-			return nil, nil
-		}
-		esc := rune(-1)
-		if e.Escape != nil {
-			ev, err := env.eval(e.Escape)
-			if err != nil {
-				return nil, err
-			}
-			if s, ok := ev.(string); ok && utf8.RuneCountInString(s) == 1 {
-				esc, _ = utf8.DecodeRuneInString(s)
-			}
-		}
-		xs, ok1 := x.(string)
-		ps, ok2 := p.(string)
-		if !ok1 || !ok2 {
-			return nil, errSQLType
-		}
-		return sqlLike(xs, ps, esc) != e.Not, nil
+		return env.like(e)
 	case *sql.Case:
-		var op any
-		if e.Operand != nil {
-			var err error
-			if op, err = env.eval(e.Operand); err != nil {
-				return nil, err
-			}
-		}
-		for _, w := range e.Whens {
-			c, err := env.eval(w.Cond)
-			if err != nil {
-				return nil, err
-			}
-			hit := false
-			if e.Operand != nil {
-				if op != nil && c != nil {
-					cmp, ok := sqlCompare(op, c)
-					hit = ok && cmp == 0
-				}
-			} else {
-				b, ok := c.(bool)
-				hit = ok && b
-			}
-			if hit {
-				return env.eval(w.Then)
-			}
-		}
-		if e.Else != nil {
-			return env.eval(e.Else)
-		}
-		return nil, nil
+		return env.caseOf(e)
 	case *sql.Cast:
-		x, err := env.eval(e.X)
-		if err != nil {
-			return nil, err
-		}
-		v, err := sqlCast(x, e.Type.Name)
-		if err != nil && e.Try {
-			return nil, nil
-		}
-		return v, err
+		return env.cast(e)
 	case *sql.Call:
 		return env.call(e)
 	}
 	return nil, fmt.Errorf("line %s: unsupported expression %s", e.Pos(), e)
 }
 
-func (env *sqlEnv) binary(e *sql.Binary) (any, error) {
-	switch e.Op {
-	case "AND", "OR":
-		l, err := env.eval(e.L)
-		if err != nil {
-			return nil, err
-		}
-		lb, lok := l.(bool)
-		if l != nil && !lok {
-			return nil, errSQLType
-		}
-		// short-circuit where the result is already known
-		if lok && e.Op == "AND" && !lb {
-			return false, nil
-		}
-		if lok && e.Op == "OR" && lb {
-			return true, nil
-		}
-		r, err := env.eval(e.R)
-		if err != nil {
-			return nil, err
-		}
-		rb, rok := r.(bool)
-		if r != nil && !rok {
-			return nil, errSQLType
-		}
-		if e.Op == "AND" {
-			switch {
-			case rok && !rb:
-				return false, nil
-			case l == nil || r == nil:
-				return nil, nil
-			}
-			return true, nil
-		}
-		switch {
-		case rok && rb:
-			return true, nil
-		case l == nil || r == nil:
-			return nil, nil
-		}
-		return false, nil
+func literal(e *sql.Literal) any {
+	switch e.Kind {
+	case sql.LitNull:
+		return nil
+	case sql.LitBool:
+		return e.Bool
+	case sql.LitInt:
+		return e.Int
+	case sql.LitDecimal, sql.LitFloat:
+		return e.Float
 	}
-	l, err := env.eval(e.L)
+	return e.Str
+}
+
+func interval(e *sql.Interval) (any, error) {
+	if e.Months != 0 {
+		return nil, fmt.Errorf("line %s: year-month intervals are not supported", e.At)
+	}
+	return e.Millis, nil
+}
+
+func (env *Env) unary(e *sql.Unary) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil || x == nil {
+		return nil, err
+	}
+	switch e.Op {
+	case "NOT":
+		b, ok := x.(bool)
+		if !ok {
+			return nil, errType
+		}
+		return !b, nil
+	case "-":
+		switch n := x.(type) {
+		case int64:
+			return -n, nil
+		case float64:
+			return -n, nil
+		}
+		return nil, errType
+	}
+	return x, nil // +, FINAL, RUNNING
+}
+
+func (env *Env) isBool(e *sql.IsBool) (any, error) {
+	x, err := env.Eval(e.X)
 	if err != nil {
 		return nil, err
 	}
-	r, err := env.eval(e.R)
+	b, ok := x.(bool)
+	res := ok && b == e.Value
+	return res != e.Not, nil
+}
+
+func (env *Env) between(e *sql.Between) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil {
+		return nil, err
+	}
+	lo, err := env.Eval(e.Lo)
+	if err != nil {
+		return nil, err
+	}
+	hi, err := env.Eval(e.Hi)
+	if err != nil {
+		return nil, err
+	}
+	if x == nil || lo == nil || hi == nil {
+		return nil, nil
+	}
+	if e.Symmetric {
+		if c, ok := Compare(lo, hi); ok && c > 0 {
+			lo, hi = hi, lo
+		}
+	}
+	c1, ok1 := Compare(x, lo)
+	c2, ok2 := Compare(x, hi)
+	if !ok1 || !ok2 {
+		return nil, errType
+	}
+	return (c1 >= 0 && c2 <= 0) != e.Not, nil
+}
+
+func (env *Env) in(e *sql.In) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil || x == nil {
+		return nil, err
+	}
+	sawNull := false
+	for _, it := range e.List {
+		y, err := env.Eval(it)
+		if err != nil {
+			return nil, err
+		}
+		if y == nil {
+			sawNull = true
+			continue
+		}
+		if c, ok := Compare(x, y); ok && c == 0 {
+			return !e.Not, nil
+		}
+	}
+	if sawNull {
+		return nil, nil
+	}
+	return e.Not, nil
+}
+
+func (env *Env) like(e *sql.Like) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil {
+		return nil, err
+	}
+	p, err := env.Eval(e.Pattern)
+	if err != nil {
+		return nil, err
+	}
+	if x == nil || p == nil {
+		return nil, nil
+	}
+	esc := rune(-1)
+	if e.Escape != nil {
+		ev, err := env.Eval(e.Escape)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := ev.(string); ok && utf8.RuneCountInString(s) == 1 {
+			esc, _ = utf8.DecodeRuneInString(s)
+		}
+	}
+	xs, ok1 := x.(string)
+	ps, ok2 := p.(string)
+	if !ok1 || !ok2 {
+		return nil, errType
+	}
+	return matchLike(xs, ps, esc) != e.Not, nil
+}
+
+func (env *Env) caseOf(e *sql.Case) (any, error) {
+	var op any
+	if e.Operand != nil {
+		var err error
+		if op, err = env.Eval(e.Operand); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range e.Whens {
+		c, err := env.Eval(w.Cond)
+		if err != nil {
+			return nil, err
+		}
+		hit := false
+		if e.Operand != nil {
+			if op != nil && c != nil {
+				cmp, ok := Compare(op, c)
+				hit = ok && cmp == 0
+			}
+		} else {
+			b, ok := c.(bool)
+			hit = ok && b
+		}
+		if hit {
+			return env.Eval(w.Then)
+		}
+	}
+	if e.Else != nil {
+		return env.Eval(e.Else)
+	}
+	return nil, nil
+}
+
+func (env *Env) cast(e *sql.Cast) (any, error) {
+	x, err := env.Eval(e.X)
+	if err != nil {
+		return nil, err
+	}
+	v, err := castTo(x, e.Type.Name)
+	if err != nil && e.Try {
+		return nil, nil
+	}
+	return v, err
+}
+
+func (env *Env) binary(e *sql.Binary) (any, error) {
+	switch e.Op {
+	case "AND", "OR":
+		return env.andOr(e)
+	}
+	l, err := env.Eval(e.L)
+	if err != nil {
+		return nil, err
+	}
+	r, err := env.Eval(e.R)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +334,7 @@ func (env *sqlEnv) binary(e *sql.Binary) (any, error) {
 	case "IS DISTINCT FROM", "IS NOT DISTINCT FROM":
 		same := l == nil && r == nil
 		if l != nil && r != nil {
-			c, ok := sqlCompare(l, r)
+			c, ok := Compare(l, r)
 			same = ok && c == 0
 		}
 		return same == (e.Op == "IS NOT DISTINCT FROM"), nil
@@ -352,30 +344,79 @@ func (env *sqlEnv) binary(e *sql.Binary) (any, error) {
 	}
 	switch e.Op {
 	case "=", "<>", "<", "<=", ">", ">=":
-		c, ok := sqlCompare(l, r)
-		if !ok {
-			return nil, fmt.Errorf("line %s: cannot compare %s with %s", e.OpAt, sqlTypeName(l), sqlTypeName(r))
-		}
-		switch e.Op {
-		case "=":
-			return c == 0, nil
-		case "<>":
-			return c != 0, nil
-		case "<":
-			return c < 0, nil
-		case "<=":
-			return c <= 0, nil
-		case ">":
-			return c > 0, nil
-		}
-		return c >= 0, nil
+		return compareOp(e, l, r)
 	case "||":
-		return sqlString(l) + sqlString(r), nil
+		return toString(l) + toString(r), nil
 	}
-	return sqlArith(e.Op, l, r)
+	return arith(e.Op, l, r)
 }
 
-func (env *sqlEnv) call(c *sql.Call) (any, error) {
+// andOr is AND and OR in three-valued logic; the right side is not
+// evaluated where the left decides.
+func (env *Env) andOr(e *sql.Binary) (any, error) {
+	l, err := env.Eval(e.L)
+	if err != nil {
+		return nil, err
+	}
+	lb, lok := l.(bool)
+	if l != nil && !lok {
+		return nil, errType
+	}
+	// short-circuit where the result is already known
+	if lok && e.Op == "AND" && !lb {
+		return false, nil
+	}
+	if lok && e.Op == "OR" && lb {
+		return true, nil
+	}
+	r, err := env.Eval(e.R)
+	if err != nil {
+		return nil, err
+	}
+	rb, rok := r.(bool)
+	if r != nil && !rok {
+		return nil, errType
+	}
+	if e.Op == "AND" {
+		switch {
+		case rok && !rb:
+			return false, nil
+		case l == nil || r == nil:
+			return nil, nil
+		}
+		return true, nil
+	}
+	switch {
+	case rok && rb:
+		return true, nil
+	case l == nil || r == nil:
+		return nil, nil
+	}
+	return false, nil
+}
+
+// compareOp is = <> < <= > >= on two non-null values.
+func compareOp(e *sql.Binary, l, r any) (any, error) {
+	c, ok := Compare(l, r)
+	if !ok {
+		return nil, fmt.Errorf("line %s: cannot compare %s with %s", e.OpAt, typeName(l), typeName(r))
+	}
+	switch e.Op {
+	case "=":
+		return c == 0, nil
+	case "<>":
+		return c != 0, nil
+	case "<":
+		return c < 0, nil
+	case "<=":
+		return c <= 0, nil
+	case ">":
+		return c > 0, nil
+	}
+	return c >= 0, nil
+}
+
+func (env *Env) call(c *sql.Call) (any, error) {
 	if c.IsNavigation() {
 		return env.navigate(c)
 	}
@@ -387,7 +428,7 @@ func (env *sqlEnv) call(c *sql.Call) (any, error) {
 		if _, ok := a.(*sql.UnitArg); ok {
 			continue
 		}
-		v, err := env.eval(a)
+		v, err := env.Eval(a)
 		if err != nil {
 			return nil, err
 		}
@@ -395,15 +436,15 @@ func (env *sqlEnv) call(c *sql.Call) (any, error) {
 	}
 	switch c.Name {
 	case "CURRENT_TIMESTAMP", "LOCALTIMESTAMP", "NOW", "MATCH_PROCTIME", "PROCTIME":
-		return env.now, nil
+		return env.Now, nil
 	case "MATCH_ROWTIME":
-		if len(env.rows) == 0 {
+		if len(env.Rows) == 0 {
 			return nil, nil
 		}
-		return env.rows[len(env.rows)-1].ts, nil
+		return env.Rows[len(env.Rows)-1].Time, nil
 	case "CLASSIFIER":
 		if r := env.rowFor(""); r != nil {
-			return r.v, nil
+			return r.Var, nil
 		}
 		return nil, nil
 	case "ABS":
@@ -418,14 +459,14 @@ func (env *sqlEnv) call(c *sql.Call) (any, error) {
 		case nil:
 			return nil, nil
 		}
-		return nil, errSQLType
+		return nil, errType
 	case "UPPER", "LOWER", "CHAR_LENGTH", "CHARACTER_LENGTH", "TRIM":
 		if args[0] == nil {
 			return nil, nil
 		}
 		s, ok := args[0].(string)
 		if !ok {
-			return nil, errSQLType
+			return nil, errType
 		}
 		switch c.Name {
 		case "UPPER":
@@ -444,34 +485,79 @@ func (env *sqlEnv) call(c *sql.Call) (any, error) {
 		}
 		return nil, nil
 	case "MOD":
-		return sqlArith("%", args[0], args[1])
+		return arith("%", args[0], args[1])
 	case "POWER":
-		a, ok1 := sqlFloat(args[0])
-		b, ok2 := sqlFloat(args[1])
+		a, ok1 := toFloat(args[0])
+		b, ok2 := toFloat(args[1])
 		if args[0] == nil || args[1] == nil {
 			return nil, nil
 		}
 		if !ok1 || !ok2 {
-			return nil, errSQLType
+			return nil, errType
 		}
 		return math.Pow(a, b), nil
 	}
 	return nil, fmt.Errorf("line %s: function %s is not supported", c.At, c.Name)
 }
 
-// sqlFunctions are the functions besides navigation and aggregates.
-var sqlFunctions = map[string]int{ // name → arity (-1: any)
+// functions are the functions besides navigation and aggregates.
+var functions = map[string]int{ // name → arity (-1: any)
 	"CURRENT_TIMESTAMP": 0, "LOCALTIMESTAMP": 0, "NOW": 0, "MATCH_PROCTIME": 0, "PROCTIME": 0,
 	"MATCH_ROWTIME": -1, "CLASSIFIER": 0, "ABS": 1, "UPPER": 1, "LOWER": 1, "CHAR_LENGTH": 1,
 	"CHARACTER_LENGTH": 1, "TRIM": 1, "COALESCE": -1, "MOD": 2, "POWER": 2,
 }
 
-var sqlAggregates = map[string]bool{"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true}
+var aggregates = map[string]bool{"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true}
 
-func (env *sqlEnv) navigate(c *sql.Call) (any, error) {
+// Supported rejects what the evaluator cannot do, with a position: NEXT,
+// aggregates and functions it does not know. Run it after q.Check.
+func Supported(q *sql.Query) error {
+	var err error
+	visit := func(e sql.Expr) bool {
+		if err != nil {
+			return false
+		}
+		c, ok := e.(*sql.Call)
+		if !ok {
+			return true
+		}
+		switch {
+		case c.IsNavigation():
+			if c.Name == "NEXT" {
+				err = &sql.Error{Pos: c.At, Msg: "NEXT is not supported (it reads a row after the current one)"}
+			}
+		case c.IsAggregate():
+			if !aggregates[c.Name] {
+				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN or MAX)", c.Name)}
+			}
+		default:
+			if _, ok := functions[c.Name]; !ok {
+				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("function %s is not supported", c.Spelling)}
+			}
+		}
+		return err == nil
+	}
+	for _, d := range q.Defines {
+		sql.Walk(d.Expr, visit)
+	}
+	for _, m := range q.Measures {
+		sql.Walk(m.Expr, visit)
+	}
+	if q.Projection != nil {
+		for _, it := range q.Projection.Items {
+			sql.Walk(it.Expr, visit)
+		}
+		if q.Projection.Where != nil {
+			sql.Walk(q.Projection.Where, visit)
+		}
+	}
+	return err
+}
+
+func (env *Env) navigate(c *sql.Call) (any, error) {
 	n, _ := c.Offset()
 	arg := c.Args[0]
-	var row *sqlRow
+	var row *Row
 	switch c.Name {
 	case "FIRST", "LAST":
 		rows := env.rowsOf(refVar(arg))
@@ -484,23 +570,23 @@ func (env *sqlEnv) navigate(c *sql.Call) (any, error) {
 		}
 		row = rows[i]
 	case "PREV":
-		i := env.cur - int(n)
-		if i < 0 || i >= len(env.rows) {
+		i := env.Cur - int(n)
+		if i < 0 || i >= len(env.Rows) {
 			return nil, nil
 		}
-		row = &env.rows[i]
+		row = &env.Rows[i]
 	default:
 		return nil, fmt.Errorf("line %s: %s is not supported", c.At, c.Name)
 	}
 	saved := env.bound
 	env.bound = row
-	v, err := env.eval(arg)
+	v, err := env.Eval(arg)
 	env.bound = saved
 	return v, err
 }
 
-func (env *sqlEnv) aggregate(c *sql.Call) (any, error) {
-	var rows []*sqlRow
+func (env *Env) aggregate(c *sql.Call) (any, error) {
+	var rows []*Row
 	if c.Star {
 		rows = env.rowsOf("")
 	} else {
@@ -516,7 +602,7 @@ func (env *sqlEnv) aggregate(c *sql.Call) (any, error) {
 			continue
 		}
 		env.bound = r
-		v, err := env.eval(c.Args[0])
+		v, err := env.Eval(c.Args[0])
 		if err != nil {
 			return nil, err
 		}
@@ -571,9 +657,9 @@ func (env *sqlEnv) aggregate(c *sql.Call) (any, error) {
 				best = v
 				continue
 			}
-			cmp, ok := sqlCompare(v, best)
+			cmp, ok := Compare(v, best)
 			if !ok {
-				return nil, errSQLType
+				return nil, errType
 			}
 			if (c.Name == "MIN" && cmp < 0) || (c.Name == "MAX" && cmp > 0) {
 				best = v
@@ -584,7 +670,7 @@ func (env *sqlEnv) aggregate(c *sql.Call) (any, error) {
 	return nil, fmt.Errorf("line %s: aggregate %s is not supported", c.At, c.Name)
 }
 
-func sqlFloat(v any) (float64, bool) {
+func toFloat(v any) (float64, bool) {
 	switch x := v.(type) {
 	case int64:
 		return float64(x), true
@@ -594,8 +680,8 @@ func sqlFloat(v any) (float64, bool) {
 	return 0, false
 }
 
-// sqlCompare orders two non-null values of compatible types.
-func sqlCompare(a, b any) (int, bool) {
+// Compare orders two non-null values of compatible types.
+func Compare(a, b any) (int, bool) {
 	switch x := a.(type) {
 	case int64:
 		switch y := b.(type) {
@@ -605,7 +691,7 @@ func sqlCompare(a, b any) (int, bool) {
 			return cmp3(float64(x) < y, float64(x) > y), true
 		}
 	case float64:
-		if y, ok := sqlFloat(b); ok {
+		if y, ok := toFloat(b); ok {
 			return cmp3(x < y, x > y), true
 		}
 	case string:
@@ -630,7 +716,7 @@ func cmp3(less, greater bool) int {
 	return 0
 }
 
-func sqlArith(op string, l, r any) (any, error) {
+func arith(op string, l, r any) (any, error) {
 	if l == nil || r == nil {
 		return nil, nil
 	}
@@ -654,10 +740,10 @@ func sqlArith(op string, l, r any) (any, error) {
 			return li % ri, nil
 		}
 	}
-	lf, ok1 := sqlFloat(l)
-	rf, ok2 := sqlFloat(r)
+	lf, ok1 := toFloat(l)
+	rf, ok2 := toFloat(r)
 	if !ok1 || !ok2 {
-		return nil, errSQLType
+		return nil, errType
 	}
 	switch op {
 	case "+":
@@ -680,7 +766,7 @@ func sqlArith(op string, l, r any) (any, error) {
 	return nil, fmt.Errorf("operator %s is not supported", op)
 }
 
-func sqlString(v any) string {
+func toString(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
@@ -697,7 +783,7 @@ func sqlString(v any) string {
 	return fmt.Sprint(v)
 }
 
-func sqlTypeName(v any) string {
+func typeName(v any) string {
 	switch v.(type) {
 	case int64:
 		return "INTEGER"
@@ -711,7 +797,7 @@ func sqlTypeName(v any) string {
 	return "a value"
 }
 
-func sqlCast(v any, typ string) (any, error) {
+func castTo(v any, typ string) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -748,7 +834,7 @@ func sqlCast(v any, typ string) (any, error) {
 			return f, nil
 		}
 	case "VARCHAR", "STRING", "CHAR":
-		return sqlString(v), nil
+		return toString(v), nil
 	case "BOOLEAN":
 		switch x := v.(type) {
 		case bool:
@@ -770,11 +856,11 @@ func sqlCast(v any, typ string) (any, error) {
 		}
 		return nil, fmt.Errorf("cast to %s is not supported", typ)
 	}
-	return nil, fmt.Errorf("cannot cast %s to %s", sqlTypeName(v), typ)
+	return nil, fmt.Errorf("cannot cast %s to %s", typeName(v), typ)
 }
 
-// sqlLike matches s against a LIKE pattern (% any run, _ one character).
-func sqlLike(s, p string, esc rune) bool {
+// like matches s against a LIKE pattern (% any run, _ one character).
+func matchLike(s, p string, esc rune) bool {
 	sr, pr := []rune(s), []rune(p)
 	var match func(i, j int) bool
 	memo := map[[2]int]bool{}
