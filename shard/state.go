@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cepcluster/cep/internal/keytoken"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/expr"
 	"github.com/cepcluster/cep/snapshot"
@@ -479,7 +479,7 @@ func (s *State) applyForward(source, derived string, events []Event) {
 			s.deadLetter(source, by.deploy.Name, e, s.first, err.Error())
 			continue
 		}
-		s.push(ForwardID(derived, e.Pos), derived+"."+keytoken.KeyToken(key), e.Data, s.first)
+		s.push(ForwardID(derived, e.Pos), derived+"."+keygroup.KeyToken(key), e.Data, s.first)
 	}
 }
 
@@ -635,7 +635,7 @@ func (s *State) applyEvents(source string, events []Event) {
 					// the shard owning the key never reads this block
 					s.counters.Misrouted++
 					s.deadLetter(source, p.deploy.Name, e, bf, fmt.Sprintf(
-						"key %q was published on another key's subject: publish it on %s.%s", key, source, keytoken.KeyToken(key)))
+						"key %q was published on another key's subject: publish it on %s.%s", key, source, keygroup.KeyToken(key)))
 				}
 				// else: a block shared with a neighbour shard, its event
 				continue

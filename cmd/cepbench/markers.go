@@ -12,7 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/internal/keytoken"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -111,7 +111,7 @@ func sendMarkers(ctx context.Context, c *benchCluster, pub *publisher, l *latenc
 	first := gen.reserve(4 * len(ids))
 	for i, id := range ids {
 		k := keys[id]
-		subject := sourceName + "." + keytoken.KeyToken(k)
+		subject := sourceName + "." + keygroup.KeyToken(k)
 		for j, ev := range []struct {
 			typ string
 			v   int

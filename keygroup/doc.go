@@ -1,5 +1,6 @@
-// Package keytoken is the cluster's encoding of partition keys as NATS
-// subject tokens.
+// Package keygroup is how the cluster partitions events by key.
+//
+// # Key tokens
 //
 // Events of a source named S are published to the subject "S.<token>", where
 // <token> is the event's partition key (the string the source's key
@@ -25,4 +26,4 @@
 // canonical, so two publishers always agree on a key's token.
 //
 // The package is pure and safe for concurrent use.
-package keytoken
+package keygroup
