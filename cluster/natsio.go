@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cepcluster/cep/snapshot"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 // OutputStream is the JetStream stream that holds every pattern's output
@@ -86,9 +86,9 @@ func DerivedSourceName(source, keyExpr, projectedBy string) string {
 // "<source>.<key token>", and the stream's subject transform stores each
 // message under "<source>.<block>", the block of key groups NATS's
 // partition() (FNV-1a of the token) assigns — the same hash the cluster
-// uses (snapshot.KeyGroup numbers key groups so that a block is a run of
+// uses (keygroup.OfToken numbers key groups so that a block is a run of
 // consecutive key groups) — so a shard leader reads exactly its blocks,
-// with one literal filter subject each (snapshot.BlockFilters). The stored
+// with one literal filter subject each (keygroup.BlockFilters). The stored
 // subject names the block, not the key: the server's cost of serving a
 // consumer with several filters grows with the distinct subjects stored.
 func SourceConfig(source string, keyGroups int) jetstream.StreamConfig {
@@ -99,7 +99,7 @@ func SourceConfig(source string, keyGroups int) jetstream.StreamConfig {
 		Retention: jetstream.LimitsPolicy,
 		SubjectTransform: &jetstream.SubjectTransformConfig{
 			Source:      source + ".*",
-			Destination: snapshot.PartitionDestination(source, keyGroups),
+			Destination: keygroup.PartitionDestination(source, keyGroups),
 		},
 	}
 }

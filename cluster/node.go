@@ -24,8 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cepcluster/cep/api"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
-	"github.com/cepcluster/cep/snapshot"
 )
 
 // Peer is one member of the cluster: one the cluster is created with
@@ -374,7 +374,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	// metadata group records it when the cluster is first initialised
 	replication := min(cfg.Replicas, len(cfg.Peers))
 	for i := 0; i < cfg.Shards && len(cfg.Peers) > 0; i++ {
-		first, last := snapshot.BlockRange(i, cfg.Shards, cfg.KeyGroups)
+		first, last := keygroup.BlockRange(i, cfg.Shards, cfg.KeyGroups)
 		info := ShardInfo{ID: uint64(i + 1), First: first, Last: last}
 		for r := 0; r < replication; r++ {
 			info.Replicas = append(info.Replicas, cfg.Peers[(i+r)%len(cfg.Peers)].ID)

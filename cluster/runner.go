@@ -21,6 +21,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -490,7 +491,7 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 		derived = src.Name
 	}
 	return r.read(ctx, readSpec{
-		stream: src.Stream, filters: snapshot.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
+		stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
 		op: func(events []shard.Event) shard.Op {
 			return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
 		},
@@ -654,7 +655,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 			if err != nil {
 				continue
 			}
-			block, ok := snapshot.BlockOfSubject(m.Subject(), r.n.keyGroups())
+			block, ok := keygroup.BlockOfSubject(m.Subject(), r.n.keyGroups())
 			if !ok {
 				block = -1 // not partitioned as expected: counted as misrouted
 			}

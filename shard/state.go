@@ -513,10 +513,10 @@ func (s *State) Forwarded() map[string]uint64 {
 // blockRange returns the key groups of block b that the shard owns, or
 // ok = false when it owns none.
 func (s *State) blockRange(b int) (first, last int, ok bool) {
-	if b < 0 || b >= snapshot.Blocks(s.groups) {
+	if b < 0 || b >= keygroup.Blocks(s.groups) {
 		return 0, 0, false
 	}
-	first, last = snapshot.BlockKeyGroups(b, s.groups)
+	first, last = keygroup.BlockKeyGroups(b, s.groups)
 	first, last = max(first, s.first), min(last, s.last)
 	return first, last, first <= last
 }
@@ -581,10 +581,10 @@ func (s *State) applyEvents(source string, events []Event) {
 	// against its own key group's once its key is known. Positions of the
 	// source move only after the batch, so each block's minimum is looked
 	// up once per batch.
-	var blockSeen [snapshot.MaxBlocks]uint64
+	var blockSeen [keygroup.MaxBlocks]uint64
 	var blockDone uint64 // bit b: blockSeen[b] is known
 	for i, e := range events {
-		bf, bl, ok := s.blockRange(e.Block) // ok: 0 <= e.Block < snapshot.MaxBlocks
+		bf, bl, ok := s.blockRange(e.Block) // ok: 0 <= e.Block < keygroup.MaxBlocks
 		if !ok {
 			s.counters.Misrouted++
 			continue
@@ -631,7 +631,7 @@ func (s *State) applyEvents(source string, events []Event) {
 			}
 			kg := KeyGroup(key, s.groups)
 			if kg < s.first || kg > s.last {
-				if snapshot.BlockOf(kg, s.groups) != e.Block {
+				if keygroup.BlockOf(kg, s.groups) != e.Block {
 					// the shard owning the key never reads this block
 					s.counters.Misrouted++
 					s.deadLetter(source, p.deploy.Name, e, bf, fmt.Sprintf(
