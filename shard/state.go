@@ -629,7 +629,7 @@ func (s *State) applyEvents(source string, events []Event) {
 				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue
 			}
-			kg := KeyGroup(key, s.groups)
+			kg := keygroup.OfKey(key, s.groups)
 			if kg < s.first || kg > s.last {
 				if keygroup.BlockOf(kg, s.groups) != e.Block {
 					// the shard owning the key never reads this block
@@ -738,7 +738,7 @@ func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
 		}
 		r.ID = RecordID(p.deploy.Name, version, r)
 		payload, _ := r.AppendJSON(nil)
-		s.push(r.ID, p.deploy.Subject, payload, KeyGroup(r.Key, s.groups))
+		s.push(r.ID, p.deploy.Subject, payload, keygroup.OfKey(r.Key, s.groups))
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/keygroup"
-	"github.com/cepcluster/cep/shard"
 )
 
 // Markers prove, end to end, that every shard has applied everything
@@ -95,7 +94,7 @@ func sendMarkers(ctx context.Context, c *benchCluster, pub *publisher, l *latenc
 	for id, r := range ranges {
 		for j := 0; ; j++ {
 			k := markerPrefix + strconv.Itoa(round) + "-" + strconv.Itoa(int(id)) + "-" + strconv.Itoa(j)
-			if kg := shard.KeyGroup(k, keyGroups); kg >= r[0] && kg <= r[1] {
+			if kg := keygroup.OfKey(k, keyGroups); kg >= r[0] && kg <= r[1] {
 				keys[id] = k
 				w.pending[k] = id
 				break

@@ -16,7 +16,6 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/keygroup"
-	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
 
@@ -91,7 +90,7 @@ func TestEventOnAnotherKeysSubjectIsDeadLettered(t *testing.T) {
 	}
 	// a key whose key group another shard owns than "acc-0"'s
 	shardOf := func(key string) int {
-		kg := shard.KeyGroup(key, snapshot.DefaultKeyGroups)
+		kg := keygroup.OfKey(key, snapshot.DefaultKeyGroups)
 		for s := 0; s < 3; s++ {
 			if first, last := keygroup.BlockRange(s, 3, snapshot.DefaultKeyGroups); kg >= first && kg <= last {
 				return s
