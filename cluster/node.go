@@ -675,7 +675,7 @@ func sourcesOf(m *Meta) []string {
 }
 
 // outputSubject is where a pattern's records go by default.
-func outputSubject(pattern string) string { return OutputSubjectRoot + pattern }
+func outputSubject(pattern string) string { return keygroup.OutputSubjectRoot + pattern }
 
 // validSourceName checks a source name is usable as a subject token.
 func validSourceName(s string) error {

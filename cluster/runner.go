@@ -821,11 +821,11 @@ func (r *runner) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 const headerRoom = 1024
 
 // oversized is what is published instead of a record larger than the NATS
-// server's max payload: on DeadLetterRoot + "output.<rest of the record's
-// subject>", the record's subject, id, type, pattern, key and times, its
-// events counted by stage, and the reason. Forwarded events and dead
-// letters of input events are never larger than the input they carry, so
-// in practice this is a match or timeout with many events.
+// server's max payload: on keygroup.DeadLetterRoot + "output.<rest of the
+// record's subject>", the record's subject, id, type, pattern, key and
+// times, its events counted by stage, and the reason. Forwarded events
+// and dead letters of input events are never larger than the input they
+// carry, so in practice this is a match or timeout with many events.
 func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
 	type about struct {
 		Type      string `json:"type,omitempty"`
@@ -852,8 +852,8 @@ func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
 		out.Events[stage] = len(evs)
 	}
 	data, _ = json.Marshal(out)
-	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, OutputSubjectRoot), DeadLetterRoot)
-	return DeadLetterRoot + "output." + rest, data
+	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, keygroup.OutputSubjectRoot), keygroup.DeadLetterRoot)
+	return keygroup.DeadLetterRoot + "output." + rest, data
 }
 
 // publishRetrying runs publish until the session ends, starting it again

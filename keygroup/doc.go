@@ -34,8 +34,9 @@
 // [Partition](token, K) is FNV-1a 32-bit of the token's bytes modulo K: the
 // partition number a NATS subject transform {{partition(K,1)}} assigns.
 // [OfToken] renumbers partitions so that a block of consecutive key groups
-// shares one stored subject ([Blocks], [BlockOf], [BlockKeyGroups]). Which
-// one to call depends on what is at hand:
+// shares one stored subject ([Blocks], [BlockOf], [BlockKeyGroups]). The
+// key group of an event comes from one of two functions, by what is at
+// hand:
 //
 //   - [OfKey] takes a key as the source's key expression gives it (the
 //     shard's view: the key in the payload) and encodes it first;
@@ -47,10 +48,14 @@
 //
 // # Subjects
 //
-// A source's stream stores "<source>.<token>" as "<source>.<block>" by the
-// subject transform [PartitionDestination]; a shard reads the blocks it
-// owns with [BlockFilters], and [BlockOfSubject] reads the block back from
-// a stored subject.
+// Publishers send a source's events to [SourceWildcard], "<source>.<token>".
+// The stream the cluster creates for the source ([SourceStreamName]) stores
+// them as "<source>.<block>" by the subject transform
+// [PartitionDestination]; a shard reads the blocks it owns with
+// [BlockFilters], and [BlockOfSubject] reads the block back from a stored
+// subject. A source re-keyed by a pattern's key is a source of its own,
+// named by [DerivedSourceName]. Records and dead letters go to subjects
+// under [OutputSubjectRoot] and [DeadLetterRoot].
 //
 // The package is pure and safe for concurrent use.
 package keygroup

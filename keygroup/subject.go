@@ -1,9 +1,34 @@
 package keygroup
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
+
+// SourceStreamName is the stream the cluster creates for a source.
+func SourceStreamName(source string) string {
+	if origin, key, derived := strings.Cut(source, "."); derived {
+		// a derived source "<origin>.k<hash>" (source names have no dots)
+		return "CEP_RK_" + strings.ToUpper(strings.ReplaceAll(origin, "-", "_")) + "_" + strings.ToUpper(key)
+	}
+	return "CEP_SRC_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(source))
+}
+
+// DerivedSourceName names the source that re-keys source by a pattern's key
+// expression; a pattern whose input is projected (a MATCH_RECOGNIZE
+// subquery) gets its own, since its key is computed after the projection.
+func DerivedSourceName(source, keyExpr, projectedBy string) string {
+	h := sha256.Sum256([]byte(keyExpr + "\x00" + projectedBy))
+	return source + ".k" + hex.EncodeToString(h[:4])
+}
+
+// SourceWildcard is the subjects a source's events are published on,
+// "<source>.*": one key token after the source's name. It is both the
+// subjects of the stream the cluster creates for the source and the source
+// of that stream's subject transform.
+func SourceWildcard(source string) string { return source + ".*" }
 
 // PartitionDestination is the destination of the subject transform of a
 // source stream with subjects "<prefix>.*": "<prefix>.<block>".
@@ -41,3 +66,16 @@ func BlockFilters(prefix string, first, last, k int) []string {
 	}
 	return out
 }
+
+// The subjects of the output stream, shared by the cluster that publishes
+// on them and the tools that read them.
+const (
+	// OutputSubjectRoot prefixes every output subject: a pattern's records
+	// go to OutputSubjectRoot + pattern unless it names another subject
+	// under it.
+	OutputSubjectRoot = "cep.out."
+	// DeadLetterRoot prefixes the dead letters: a source's bad events go to
+	// DeadLetterRoot + source, a record too large to publish to
+	// DeadLetterRoot + "output." + the rest of its subject.
+	DeadLetterRoot = "cep.deadletter."
+)

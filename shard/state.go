@@ -748,7 +748,7 @@ func (s *State) push(id, subject string, payload []byte, kg int) {
 }
 
 // DeadLetterSubject is where bad events of a source are published.
-func DeadLetterSubject(source string) string { return "cep.deadletter." + source }
+func DeadLetterSubject(source string) string { return keygroup.DeadLetterRoot + source }
 
 func (s *State) deadLetter(source, pattern string, e Event, kg int, reason string) {
 	s.counters.DeadLetters++
