@@ -63,7 +63,20 @@ func TestKeyGroupGolden(t *testing.T) {
 	}
 }
 
-// KeyGroupOfPartition is a bijection on [0, k), and a key group's block is
+// OfKey hashes a key's token: a key that is its own token lands where
+// OfToken puts it, any other where its encoding does.
+func TestOfKeyHashesTheToken(t *testing.T) {
+	if got := keygroup.OfKey("user-42", 256); got != 93 {
+		t.Errorf("OfKey(%q, 256) = %d, want 93", "user-42", got)
+	}
+	for _, key := range []string{"", "a.b", "café", "*", "100%", "user-42"} {
+		if got, want := keygroup.OfKey(key, 256), keygroup.OfToken(keygroup.KeyToken(key), 256); got != want {
+			t.Errorf("OfKey(%q, 256) = %d, OfToken of its token %d", key, got, want)
+		}
+	}
+}
+
+// OfPartition is a bijection on [0, k), and a key group's block is
 // its partition modulo Blocks.
 func TestKeyGroupNumbering(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
