@@ -12,8 +12,8 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
-	"github.com/cepcluster/cep/snapshot"
 )
 
 // Membership. The gossip (memberlist) says which nodes exist and which are
@@ -413,7 +413,7 @@ func (n *Node) splitForNodes(ctx context.Context, m *Meta) (bool, error) {
 		n.log.Debug("not splitting a shard for the nodes added", "err", err)
 		return false, nil
 	}
-	per := m.KeyGroups / snapshot.Blocks(m.KeyGroups)
+	per := m.KeyGroups / keygroup.Blocks(m.KeyGroups)
 	var pick *ShardInfo
 	for i := range m.Shards {
 		s := &m.Shards[i]

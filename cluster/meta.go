@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cepcluster/cep/snapshot"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 // Meta is the replicated metadata of the cluster: patterns, sources, the
@@ -482,7 +482,7 @@ func (m *Meta) splitShard(id uint64, at int) (any, error) {
 		}
 	}
 	s := m.Shards[i]
-	per := m.KeyGroups / snapshot.Blocks(m.KeyGroups)
+	per := m.KeyGroups / keygroup.Blocks(m.KeyGroups)
 	if at == 0 {
 		at = (s.First + (s.Last-s.First+1)/2 + per/2) / per * per
 	}

@@ -2,20 +2,17 @@ package cluster
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cepcluster/cep/snapshot"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 // OutputStream is the JetStream stream that holds every pattern's output
@@ -24,8 +21,6 @@ import (
 // message id).
 const (
 	OutputStream       = "CEP_OUT"
-	OutputSubjectRoot  = "cep.out."
-	DeadLetterRoot     = "cep.deadletter."
 	OutputDuplicateWin = 30 * time.Minute
 )
 
@@ -65,41 +60,24 @@ func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(for
 func (n natsLogger) Debugf(format string, v ...any)  {}
 func (n natsLogger) Tracef(format string, v ...any)  {}
 
-// SourceStreamName is the stream the cluster creates for a source.
-func SourceStreamName(source string) string {
-	if origin, key, derived := strings.Cut(source, "."); derived {
-		// a derived source "<origin>.k<hash>" (source names have no dots)
-		return "CEP_RK_" + strings.ToUpper(strings.ReplaceAll(origin, "-", "_")) + "_" + strings.ToUpper(key)
-	}
-	return "CEP_SRC_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(source))
-}
-
-// DerivedSourceName names the source that re-keys source by a pattern's key
-// expression; a pattern whose input is projected (a MATCH_RECOGNIZE
-// subquery) gets its own, since its key is computed after the projection.
-func DerivedSourceName(source, keyExpr, projectedBy string) string {
-	h := sha256.Sum256([]byte(keyExpr + "\x00" + projectedBy))
-	return source + ".k" + hex.EncodeToString(h[:4])
-}
-
 // SourceConfig is the stream of a source: publishers send to
 // "<source>.<key token>", and the stream's subject transform stores each
 // message under "<source>.<block>", the block of key groups NATS's
 // partition() (FNV-1a of the token) assigns — the same hash the cluster
-// uses (snapshot.KeyGroup numbers key groups so that a block is a run of
+// uses (keygroup.OfToken numbers key groups so that a block is a run of
 // consecutive key groups) — so a shard leader reads exactly its blocks,
-// with one literal filter subject each (snapshot.BlockFilters). The stored
+// with one literal filter subject each (keygroup.BlockFilters). The stored
 // subject names the block, not the key: the server's cost of serving a
 // consumer with several filters grows with the distinct subjects stored.
 func SourceConfig(source string, keyGroups int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:      SourceStreamName(source),
-		Subjects:  []string{source + ".*"},
+		Name:      keygroup.SourceStreamName(source),
+		Subjects:  []string{keygroup.SourceWildcard(source)},
 		Storage:   jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy,
 		SubjectTransform: &jetstream.SubjectTransformConfig{
-			Source:      source + ".*",
-			Destination: snapshot.PartitionDestination(source, keyGroups),
+			Source:      keygroup.SourceWildcard(source),
+			Destination: keygroup.PartitionDestination(source, keyGroups),
 		},
 	}
 }
@@ -144,7 +122,7 @@ func EnsureOutputStream(ctx context.Context, js jetstream.JetStream, limits Outp
 	}
 	cfg := jetstream.StreamConfig{
 		Name:       OutputStream,
-		Subjects:   []string{OutputSubjectRoot + ">", DeadLetterRoot + ">"},
+		Subjects:   []string{keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">"},
 		Storage:    jetstream.FileStorage,
 		Duplicates: OutputDuplicateWin,
 		MaxAge:     limits.MaxAge,

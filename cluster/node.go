@@ -26,8 +26,8 @@ import (
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/transport"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
-	"github.com/cepcluster/cep/snapshot"
 )
 
 // Peer is one member of the cluster: one the cluster is created with
@@ -376,7 +376,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	// metadata group records it when the cluster is first initialised
 	replication := min(cfg.Replicas, len(cfg.Peers))
 	for i := 0; i < cfg.Shards && len(cfg.Peers) > 0; i++ {
-		first, last := snapshot.BlockRange(i, cfg.Shards, cfg.KeyGroups)
+		first, last := keygroup.BlockRange(i, cfg.Shards, cfg.KeyGroups)
 		info := ShardInfo{ID: uint64(i + 1), First: first, Last: last}
 		for r := 0; r < replication; r++ {
 			info.Replicas = append(info.Replicas, cfg.Peers[(i+r)%len(cfg.Peers)].ID)
@@ -677,7 +677,7 @@ func sourcesOf(m *Meta) []string {
 }
 
 // outputSubject is where a pattern's records go by default.
-func outputSubject(pattern string) string { return OutputSubjectRoot + pattern }
+func outputSubject(pattern string) string { return keygroup.OutputSubjectRoot + pattern }
 
 // validSourceName checks a source name is usable as a subject token.
 func validSourceName(s string) error {

@@ -21,6 +21,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -490,7 +491,7 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 		derived = src.Name
 	}
 	return r.read(ctx, readSpec{
-		stream: src.Stream, filters: snapshot.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
+		stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
 		op: func(events []shard.Event) shard.Op {
 			return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
 		},
@@ -654,7 +655,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 			if err != nil {
 				continue
 			}
-			block, ok := snapshot.BlockOfSubject(m.Subject(), r.n.keyGroups())
+			block, ok := keygroup.BlockOfSubject(m.Subject(), r.n.keyGroups())
 			if !ok {
 				block = -1 // not partitioned as expected: counted as misrouted
 			}
@@ -820,11 +821,11 @@ func (r *runner) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 const headerRoom = 1024
 
 // oversized is what is published instead of a record larger than the NATS
-// server's max payload: on DeadLetterRoot + "output.<rest of the record's
-// subject>", the record's subject, id, type, pattern, key and times, its
-// events counted by stage, and the reason. Forwarded events and dead
-// letters of input events are never larger than the input they carry, so
-// in practice this is a match or timeout with many events.
+// server's max payload: on keygroup.DeadLetterRoot + "output.<rest of the
+// record's subject>", the record's subject, id, type, pattern, key and
+// times, its events counted by stage, and the reason. Forwarded events
+// and dead letters of input events are never larger than the input they
+// carry, so in practice this is a match or timeout with many events.
 func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
 	type about struct {
 		Type      string `json:"type,omitempty"`
@@ -851,8 +852,8 @@ func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
 		out.Events[stage] = len(evs)
 	}
 	data, _ = json.Marshal(out)
-	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, OutputSubjectRoot), DeadLetterRoot)
-	return DeadLetterRoot + "output." + rest, data
+	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, keygroup.OutputSubjectRoot), keygroup.DeadLetterRoot)
+	return keygroup.DeadLetterRoot + "output." + rest, data
 }
 
 // publishRetrying runs publish until the session ends, starting it again

@@ -21,6 +21,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/expr"
 	"github.com/cepcluster/cep/nfa/sql"
@@ -266,7 +267,7 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 		if p.Projected() {
 			projected = p.Name()
 		}
-		d := DerivedSourceName(src, p.KeyExpr(), projected)
+		d := keygroup.DerivedSourceName(src, p.KeyExpr(), projected)
 		reads[i] = d
 		if meta.Sources[d] != nil {
 			continue
@@ -276,7 +277,7 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 			return nil, fmt.Errorf("%w: create the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
 		_, err = b.s.n.Propose(ctx, &Command{Kind: CmdPutSource, Source: &SourceM{
-			Name: d, Stream: stream, Subjects: []string{d + ".*"}, Key: p.KeyExpr(), Origin: src, Managed: true}})
+			Name: d, Stream: stream, Subjects: []string{keygroup.SourceWildcard(d)}, Key: p.KeyExpr(), Origin: src, Managed: true}})
 		if err != nil && !errors.Is(err, ErrExists) {
 			return nil, mapErr(err)
 		}
@@ -312,8 +313,8 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	if subject == "" {
 		subject = outputSubject(p.Name())
 	}
-	if !strings.HasPrefix(subject, OutputSubjectRoot) {
-		return nil, nil, fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, OutputSubjectRoot)
+	if !strings.HasPrefix(subject, keygroup.OutputSubjectRoot) {
+		return nil, nil, fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, keygroup.OutputSubjectRoot)
 	}
 	// every event is read by the shard that owns its source key's group; a
 	// pattern keyed otherwise (or on a source without a declared key) reads
@@ -456,7 +457,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	case len(r.Subjects) > 0:
 		// the publishers' own subjects: a stream the cluster creates for
 		// them, not stored by block
-		name := SourceStreamName(r.Name)
+		name := keygroup.SourceStreamName(r.Name)
 		_, err := b.s.n.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: r.Subjects, Storage: jetstream.FileStorage})
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, fmt.Errorf("%w: create stream %s for %s: %v", api.ErrFailedPrecondition, name, strings.Join(r.Subjects, " "), err)
@@ -467,7 +468,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		if err != nil {
 			return nil, fmt.Errorf("%w: create stream: %v", api.ErrUnavailable, err)
 		}
-		sm = &SourceM{Name: r.Name, Stream: stream, Subjects: []string{r.Name + ".*"}, Key: r.Key, Managed: true}
+		sm = &SourceM{Name: r.Name, Stream: stream, Subjects: []string{keygroup.SourceWildcard(r.Name)}, Key: r.Key, Managed: true}
 	}
 	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdPutSource, Source: sm})
 	if err != nil {

@@ -67,7 +67,7 @@ type Op struct {
 // Event is one message read from a source stream.
 type Event struct {
 	Pos   uint64 // stream sequence
-	Block int    // the block of key groups the stream stored it under (snapshot.BlockOfSubject), -1 if none
+	Block int    // the block of key groups the stream stored it under (keygroup.BlockOfSubject), -1 if none
 	Data  []byte // JSON payload
 	// OriginPos, for an event of a derived (re-keyed) source, is its
 	// position in the source it was forwarded from; 0 otherwise.

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/cepcluster/cep/internal/fbom"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/expr"
-	"github.com/cepcluster/cep/snapshot"
 )
 
 // The apply benchmark is what one replica does per event of the cluster
@@ -58,7 +58,7 @@ func applyWorkload() *applyInput {
 		b = strconv.AppendInt(b, int64(r.IntN(100)), 10)
 		b = append(b, '}')
 		in.raw, in.keys, in.ts = append(in.raw, b), append(in.keys, k), append(in.ts, int64(i+1))
-		evs = append(evs, Event{Pos: uint64(i + 1), Block: snapshot.BlockOf(KeyGroup(k, applyGroups), applyGroups), Data: b})
+		evs = append(evs, Event{Pos: uint64(i + 1), Block: keygroup.BlockOf(keygroup.OfKey(k, applyGroups), applyGroups), Data: b})
 		if len(evs) == applyBatch {
 			in.entries = append(in.entries, (&Batch{Ops: []Op{{Kind: OpEvents, Source: "src", Events: evs}}}).Encode(nil))
 			evs = nil

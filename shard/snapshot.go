@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -62,7 +63,7 @@ func (s *State) WriteSnapshot(w io.Writer, h snapshot.Header) error {
 		for i, m := range p.all() {
 			byKG := map[int][]string{}
 			for _, k := range m.SortedKeys() {
-				kg := KeyGroup(k, s.groups)
+				kg := keygroup.OfKey(k, s.groups)
 				byKG[kg] = append(byKG[kg], k)
 			}
 			v := p.deploy.Version

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/snapshot"
 )
 
@@ -168,7 +169,7 @@ func TestRescaleSplit(t *testing.T) {
 					}
 					o := Op{Kind: OpEvents, Source: op.Source}
 					for _, e := range op.Events {
-						if bf, bl := snapshot.BlockKeyGroups(e.Block, 16); bf <= sh.last && bl >= sh.first {
+						if bf, bl := keygroup.BlockKeyGroups(e.Block, 16); bf <= sh.last && bl >= sh.first {
 							o.Events = append(o.Events, e)
 						}
 					}

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cepcluster/cep/internal/keytoken"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/expr"
 	"github.com/cepcluster/cep/snapshot"
@@ -484,7 +484,7 @@ func (s *State) applyForward(source, derived string, events []Event) {
 			s.deadLetter(source, by.deploy.Name, e, s.first, err.Error())
 			continue
 		}
-		s.push(ForwardID(derived, e.Pos), derived+"."+keytoken.KeyToken(key), e.Data, s.first)
+		s.push(ForwardID(derived, e.Pos), derived+"."+keygroup.KeyToken(key), e.Data, s.first)
 	}
 }
 
@@ -518,10 +518,10 @@ func (s *State) Forwarded() map[string]uint64 {
 // blockRange returns the key groups of block b that the shard owns, or
 // ok = false when it owns none.
 func (s *State) blockRange(b int) (first, last int, ok bool) {
-	if b < 0 || b >= snapshot.Blocks(s.groups) {
+	if b < 0 || b >= keygroup.Blocks(s.groups) {
 		return 0, 0, false
 	}
-	first, last = snapshot.BlockKeyGroups(b, s.groups)
+	first, last = keygroup.BlockKeyGroups(b, s.groups)
 	first, last = max(first, s.first), min(last, s.last)
 	return first, last, first <= last
 }
@@ -586,10 +586,10 @@ func (s *State) applyEvents(source string, events []Event) {
 	// against its own key group's once its key is known. Positions of the
 	// source move only after the batch, so each block's minimum is looked
 	// up once per batch.
-	var blockSeen [snapshot.MaxBlocks]uint64
+	var blockSeen [keygroup.MaxBlocks]uint64
 	var blockDone uint64 // bit b: blockSeen[b] is known
 	for i, e := range events {
-		bf, bl, ok := s.blockRange(e.Block) // ok: 0 <= e.Block < snapshot.MaxBlocks
+		bf, bl, ok := s.blockRange(e.Block) // ok: 0 <= e.Block < keygroup.MaxBlocks
 		if !ok {
 			s.counters.Misrouted++
 			continue
@@ -634,13 +634,13 @@ func (s *State) applyEvents(source string, events []Event) {
 				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue
 			}
-			kg := KeyGroup(key, s.groups)
+			kg := keygroup.OfKey(key, s.groups)
 			if kg < s.first || kg > s.last {
-				if snapshot.BlockOf(kg, s.groups) != e.Block {
+				if keygroup.BlockOf(kg, s.groups) != e.Block {
 					// the shard owning the key never reads this block
 					s.counters.Misrouted++
 					s.deadLetter(source, p.deploy.Name, e, bf, fmt.Sprintf(
-						"key %q was published on another key's subject: publish it on %s.%s", key, source, keytoken.KeyToken(key)))
+						"key %q was published on another key's subject: publish it on %s.%s", key, source, keygroup.KeyToken(key)))
 				}
 				// else: a block shared with a neighbour shard, its event
 				continue
@@ -739,7 +739,7 @@ func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
 		}
 		r.ID = RecordID(p.deploy.Name, version, r)
 		payload, _ := r.AppendJSON(nil)
-		s.push(r.ID, p.deploy.Subject, payload, KeyGroup(r.Key, s.groups))
+		s.push(r.ID, p.deploy.Subject, payload, keygroup.OfKey(r.Key, s.groups))
 	}
 }
 
@@ -749,7 +749,7 @@ func (s *State) push(id, subject string, payload []byte, kg int) {
 }
 
 // DeadLetterSubject is where bad events of a source are published.
-func DeadLetterSubject(source string) string { return "cep.deadletter." + source }
+func DeadLetterSubject(source string) string { return keygroup.DeadLetterRoot + source }
 
 func (s *State) deadLetter(source, pattern string, e Event, kg int, reason string) {
 	s.counters.DeadLetters++

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
-	"github.com/cepcluster/cep/snapshot"
 )
 
 const abSpec = `{"name":"ab","key":"e.k","time":"e.ts","within":100,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","where":"e.t == \"B\""}]}`
@@ -24,7 +24,7 @@ func deployOp(spec string, version uint64, policy UpdatePolicy) Op {
 }
 
 func ev(pos uint64, k, t string, ts int64) Event {
-	return Event{Pos: pos, Block: snapshot.BlockOf(KeyGroup(k, 16), 16), Data: []byte(fmt.Sprintf(`{"k":%q,"t":%q,"ts":%d}`, k, t, ts))}
+	return Event{Pos: pos, Block: keygroup.BlockOf(keygroup.OfKey(k, 16), 16), Data: []byte(fmt.Sprintf(`{"k":%q,"t":%q,"ts":%d}`, k, t, ts))}
 }
 
 func eventsOp(es ...Event) Op { return Op{Kind: OpEvents, Source: "src", Events: es} }
@@ -66,7 +66,7 @@ func TestApplyDeadLetters(t *testing.T) {
 	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}})
 	s.Apply(&Batch{Ops: []Op{eventsOp(
 		Event{Pos: 1, Block: 3, Data: []byte(`not json`)},
-		Event{Pos: 2, Block: snapshot.BlockOf(KeyGroup("x", 16), 16), Data: []byte(`{"k":"x","t":"A"}`)}, // no ts
+		Event{Pos: 2, Block: keygroup.BlockOf(keygroup.OfKey("x", 16), 16), Data: []byte(`{"k":"x","t":"A"}`)}, // no ts
 		ev(3, "x", "A", 10),
 	)}})
 	out := payloads(s)
@@ -280,7 +280,7 @@ func TestTwoSourcesAligned(t *testing.T) {
 func keyIn(t *testing.T, k int, ok func(kg int) bool) string {
 	for i := 0; i < 100000; i++ {
 		key := fmt.Sprintf("key-%d", i)
-		if ok(KeyGroup(key, k)) {
+		if ok(keygroup.OfKey(key, k)) {
 			return key
 		}
 	}
@@ -357,8 +357,8 @@ func TestForwardAndDerivedEvents(t *testing.T) {
 	}
 	// the derived stream delivers them (the second copy of 7 after a
 	// re-keying shard lost its place), plus a final event for the watermark
-	kg := KeyGroup("u1", 16)
-	blk := snapshot.BlockOf(kg, 16)
+	kg := keygroup.OfKey("u1", 16)
+	blk := keygroup.BlockOf(kg, 16)
 	derivedEvents := []Event{
 		{Pos: 1, Block: blk, Data: evs[0].Data, OriginPos: 7},
 		{Pos: 2, Block: blk, Data: evs[0].Data, OriginPos: 7},

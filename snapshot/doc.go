@@ -1,6 +1,7 @@
 // Package snapshot is the file format shared by a shard's Raft snapshots and
-// by cluster savepoints, the key-group hash that sections it, and the stores
-// that keep such files in a directory or in a NATS JetStream object store.
+// by cluster savepoints, sectioned by key group (package keygroup numbers
+// them), and the stores that keep such files in a directory or in a NATS
+// JetStream object store.
 //
 // A file ("CEPS", version 1) is a header, one section per non-empty key
 // group in ascending order, any number of named shard-level sections, an
@@ -40,17 +41,6 @@
 // ErrCorrupt, ErrTruncated, ErrNotFound, ...), tested with errors.Is; damage
 // comes as a *CorruptError naming the section ("header", "index", "footer",
 // "key group 7", `named section "watermarks"`, or "file").
-//
-// # Key groups
-//
-// Partition(key, K) is FNV-1a 32-bit of the key's bytes modulo K: the
-// partition number a NATS subject transform {{partition(K,1)}} assigns when
-// the key is the subject token. KeyGroup renumbers partitions so that a
-// block of consecutive key groups shares one subject token, and a
-// JetStream stream partitioned by PartitionDestination stores each event
-// under its block and partition; FilterSubjects selects a key-group range
-// with few filters. Range and ShardOf split [0, K) into contiguous shard
-// ranges the way Flink's KeyGroupRangeAssignment does.
 //
 // # Stores
 //

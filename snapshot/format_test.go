@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/snapshot"
 )
 
@@ -351,7 +352,7 @@ func TestRescale(t *testing.T) {
 	}
 	var readers []*snapshot.Reader
 	for shard := range 3 {
-		first, last := snapshot.Range(shard, 3, k)
+		first, last := keygroup.Range(shard, 3, k)
 		h := testHeader()
 		h.KeyGroups, h.FirstKeyGroup, h.LastKeyGroup, h.Shards = k, first, last, 3
 		h.ID = fmt.Sprintf("sp-1-shard-%d", shard)
@@ -366,7 +367,7 @@ func TestRescale(t *testing.T) {
 	for _, shards := range []int{1, 2, 5, 32} {
 		got := map[int]string{}
 		for shard := range shards {
-			first, last := snapshot.Range(shard, shards, k)
+			first, last := keygroup.Range(shard, shards, k)
 			prev := -1
 			err := snapshot.ForEachKeyGroup(readers, first, last, func(kg int, p []byte) error {
 				if kg < first || kg > last || kg <= prev {

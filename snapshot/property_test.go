@@ -121,31 +121,3 @@ func TestPropertyRoundTrip(t *testing.T) {
 		}
 	})
 }
-
-// Range splits [0,k) into contiguous ranges that agree with ShardOf and with
-// a naive assignment.
-func TestPropertyRange(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		k := rapid.IntRange(1, 2000).Draw(t, "k")
-		shards := rapid.IntRange(1, k).Draw(t, "shards")
-		next := 0
-		for s := range shards {
-			first, last := snapshot.Range(s, shards, k)
-			if first != next || last < first {
-				t.Fatalf("shard %d: [%d, %d], expected to start at %d", s, first, last, next)
-			}
-			if size := last - first + 1; size < k/shards || size > k/shards+1 {
-				t.Fatalf("shard %d has %d key groups (k=%d, shards=%d)", s, size, k, shards)
-			}
-			for kg := first; kg <= last; kg++ {
-				if got := snapshot.ShardOf(kg, shards, k); got != s {
-					t.Fatalf("ShardOf(%d) = %d, Range says %d", kg, got, s)
-				}
-			}
-			next = last + 1
-		}
-		if next != k {
-			t.Fatalf("ranges end at %d, k = %d", next, k)
-		}
-	})
-}

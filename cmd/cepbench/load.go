@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/internal/fbom"
-	"github.com/cepcluster/cep/internal/keytoken"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 // The workload is benchmark 3 of nfa/bench_test.go (FollowedByOneOrMore):
@@ -38,7 +38,7 @@ func keyName(i int) string { return fmt.Sprintf("k%05d", i) }
 func subjects(prefix string, nkeys int) []string {
 	out := make([]string, nkeys)
 	for i := range out {
-		out[i] = prefix + "." + keytoken.KeyToken(keyName(i))
+		out[i] = prefix + "." + keygroup.KeyToken(keyName(i))
 	}
 	return out
 }

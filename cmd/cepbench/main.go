@@ -63,6 +63,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -661,7 +662,7 @@ func (f *failoverWatch) observe(r *outRecord, idx int, at time.Time) {
 	if k < 0 || idx < int(k) || !f.pc.contains(idx) {
 		return
 	}
-	if kg := shard.KeyGroup(r.Key, keyGroups); kg >= f.first && kg <= f.last {
+	if kg := keygroup.OfKey(r.Key, keyGroups); kg >= f.first && kg <= f.last {
 		f.once.Do(func() { f.got <- at })
 	}
 }

@@ -12,8 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/internal/keytoken"
-	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 // Markers prove, end to end, that every shard has applied everything
@@ -95,7 +94,7 @@ func sendMarkers(ctx context.Context, c *benchCluster, pub *publisher, l *latenc
 	for id, r := range ranges {
 		for j := 0; ; j++ {
 			k := markerPrefix + strconv.Itoa(round) + "-" + strconv.Itoa(int(id)) + "-" + strconv.Itoa(j)
-			if kg := shard.KeyGroup(k, keyGroups); kg >= r[0] && kg <= r[1] {
+			if kg := keygroup.OfKey(k, keyGroups); kg >= r[0] && kg <= r[1] {
 				keys[id] = k
 				w.pending[k] = id
 				break
@@ -111,7 +110,7 @@ func sendMarkers(ctx context.Context, c *benchCluster, pub *publisher, l *latenc
 	first := gen.reserve(4 * len(ids))
 	for i, id := range ids {
 		k := keys[id]
-		subject := sourceName + "." + keytoken.KeyToken(k)
+		subject := sourceName + "." + keygroup.KeyToken(k)
 		for j, ev := range []struct {
 			typ string
 			v   int

@@ -18,6 +18,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 var apiHTTP = &http.Client{Timeout: 5 * time.Second}
@@ -312,7 +313,7 @@ type outRecord struct {
 // stop ends it and waits for the callback goroutine.
 func watchOutputs(ctx context.Context, js jetstream.JetStream, pattern string, fn func(r *outRecord, at time.Time)) (stop func(), err error) {
 	cons, err := js.OrderedConsumer(ctx, cluster.OutputStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{cluster.OutputSubjectRoot + pattern},
+		FilterSubjects: []string{keygroup.OutputSubjectRoot + pattern},
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 	})
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/internal/keytoken"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa/expr"
 )
 
@@ -567,7 +567,7 @@ func (p *publisher) subject(b, line []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %v", p.key.Source(), err)
 	}
-	return keytoken.AppendKeyToken(append(b, p.prefix...), k), nil
+	return keygroup.AppendKeyToken(append(b, p.prefix...), k), nil
 }
 
 func (p *publisher) publishSync(ctx context.Context, msg *nats.Msg) error {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/internal/keytoken"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 // startJetStream runs an embedded NATS server with JetStream on a random
@@ -203,10 +203,10 @@ func TestPublish(t *testing.T) {
 			t.Errorf("event %d (user %v) on %q, want %q", i, publishKeys[i%len(publishKeys)].value, m.Subject(), want)
 		}
 	}
-	// The tokens above are the encoding keytoken documents.
+	// The tokens above are the encoding package keygroup documents.
 	for _, k := range publishKeys {
-		if s, ok := k.value.(string); ok && keytoken.KeyToken(s) != k.token {
-			t.Errorf("KeyToken(%q) = %q, want %q", s, keytoken.KeyToken(s), k.token)
+		if s, ok := k.value.(string); ok && keygroup.KeyToken(s) != k.token {
+			t.Errorf("KeyToken(%q) = %q, want %q", s, keygroup.KeyToken(s), k.token)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/snapshot"
 )
 
@@ -90,9 +90,9 @@ func TestEventOnAnotherKeysSubjectIsDeadLettered(t *testing.T) {
 	}
 	// a key whose key group another shard owns than "acc-0"'s
 	shardOf := func(key string) int {
-		kg := shard.KeyGroup(key, snapshot.DefaultKeyGroups)
+		kg := keygroup.OfKey(key, snapshot.DefaultKeyGroups)
 		for s := 0; s < 3; s++ {
-			if first, last := snapshot.BlockRange(s, 3, snapshot.DefaultKeyGroups); kg >= first && kg <= last {
+			if first, last := keygroup.BlockRange(s, 3, snapshot.DefaultKeyGroups); kg >= first && kg <= last {
 				return s
 			}
 		}

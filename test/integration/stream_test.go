@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 // A source stream deleted behind the cluster's back is reported by the
@@ -78,7 +79,7 @@ func TestOutputStreamLimits(t *testing.T) {
 
 	n = startConfigured(t, cluster.Config{DataDir: dir})
 	cfg = config(n)
-	if cfg.MaxAge != 2*time.Hour || cfg.MaxBytes != 1<<30 || !slices.Equal(cfg.Subjects, []string{cluster.OutputSubjectRoot + ">", cluster.DeadLetterRoot + ">"}) {
+	if cfg.MaxAge != 2*time.Hour || cfg.MaxBytes != 1<<30 || !slices.Equal(cfg.Subjects, []string{keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">"}) {
 		t.Fatalf("after a restart: max age %v, max bytes %d, subjects %v", cfg.MaxAge, cfg.MaxBytes, cfg.Subjects)
 	}
 	n.Close()

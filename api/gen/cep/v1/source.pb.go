@@ -41,7 +41,7 @@ type Source struct {
 	// CEL expression over the event (variable e) that gives its partition
 	// key, e.g. "e.user.id". Publishers evaluate it and publish each event to
 	// the subject "<source name>.<key token>", where the token is the key in
-	// the cluster's token encoding (internal/keytoken: bytes [A-Za-z0-9_-] as
+	// the cluster's token encoding (package keygroup: bytes [A-Za-z0-9_-] as
 	// they are, every other byte as %XX, the empty key as "%"); the stream
 	// partitions by that token. Empty when the publisher chooses the subject's
 	// last token itself, which is then the key.

@@ -1,4 +1,4 @@
-package keytoken
+package keygroup
 
 import (
 	"errors"

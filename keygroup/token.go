@@ -1,4 +1,4 @@
-package keytoken
+package keygroup
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 const EmptyKey = "%"
 
 // ErrBadToken is wrapped by the errors of ParseToken.
-var ErrBadToken = errors.New("keytoken: bad token")
+var ErrBadToken = errors.New("keygroup: bad token")
 
 const upperHex = "0123456789ABCDEF"
 

@@ -1,4 +1,4 @@
-package snapshot_test
+package keygroup_test
 
 import (
 	"fmt"
@@ -10,8 +10,12 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/cepcluster/cep/snapshot"
+	"github.com/cepcluster/cep/keygroup"
 )
+
+// maxKeyGroups is snapshot.MaxKeyGroups, the largest K a savepoint header
+// may declare.
+const maxKeyGroups = 1 << 16
 
 // The partition and key-group functions are part of the format: these
 // values must never change (savepoints and partitioned streams depend on
@@ -33,7 +37,7 @@ func TestPartitionGolden(t *testing.T) {
 		{"acc-1", 1, 0},
 		{"acc-1", 65536, 2883940012 % 65536},
 	} {
-		if got := snapshot.Partition(c.key, c.k); got != c.want {
+		if got := keygroup.Partition(c.key, c.k); got != c.want {
 			t.Errorf("Partition(%q, %d) = %d, want %d", c.key, c.k, got, c.want)
 		}
 	}
@@ -53,24 +57,37 @@ func TestKeyGroupGolden(t *testing.T) {
 		{"acc-1", 1, 0},
 		{"acc-1", 1000, (2883940012%1000%8)*125 + 2883940012%1000/8}, // Blocks(1000) = 8
 	} {
-		if got := snapshot.KeyGroup(c.key, c.k); got != c.want {
-			t.Errorf("KeyGroup(%q, %d) = %d, want %d", c.key, c.k, got, c.want)
+		if got := keygroup.OfToken(c.key, c.k); got != c.want {
+			t.Errorf("OfToken(%q, %d) = %d, want %d", c.key, c.k, got, c.want)
 		}
 	}
 }
 
-// KeyGroupOfPartition is a bijection on [0, k), and a key group's block is
+// OfKey hashes a key's token: a key that is its own token lands where
+// OfToken puts it, any other where its encoding does.
+func TestOfKeyHashesTheToken(t *testing.T) {
+	if got := keygroup.OfKey("user-42", 256); got != 93 {
+		t.Errorf("OfKey(%q, 256) = %d, want 93", "user-42", got)
+	}
+	for _, key := range []string{"", "a.b", "café", "*", "100%", "user-42"} {
+		if got, want := keygroup.OfKey(key, 256), keygroup.OfToken(keygroup.KeyToken(key), 256); got != want {
+			t.Errorf("OfKey(%q, 256) = %d, OfToken of its token %d", key, got, want)
+		}
+	}
+}
+
+// OfPartition is a bijection on [0, k), and a key group's block is
 // its partition modulo Blocks.
 func TestKeyGroupNumbering(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		k := rapid.IntRange(1, 4096).Draw(t, "k")
-		b := snapshot.Blocks(k)
+		b := keygroup.Blocks(k)
 		if k%b != 0 || b < 1 || b > 32 {
 			t.Fatalf("Blocks(%d) = %d", k, b)
 		}
 		seen := make([]bool, k)
 		for p := 0; p < k; p++ {
-			kg := snapshot.KeyGroupOfPartition(p, k)
+			kg := keygroup.OfPartition(p, k)
 			if kg < 0 || kg >= k || seen[kg] {
 				t.Fatalf("k=%d: partition %d → key group %d (out of range or taken twice)", k, p, kg)
 			}
@@ -89,23 +106,23 @@ func TestBlockRangeAndFilters(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		k := rapid.SampledFrom([]int{1, 7, 16, 64, 256, 1000}).Draw(t, "k")
 		shards := rapid.IntRange(1, min(k, 40)).Draw(t, "shards")
-		b := snapshot.Blocks(k)
+		b := keygroup.Blocks(k)
 		next := 0
 		for shard := 0; shard < shards; shard++ {
-			first, last := snapshot.BlockRange(shard, shards, k)
+			first, last := keygroup.BlockRange(shard, shards, k)
 			if first != next || last < first {
 				t.Fatalf("k=%d shards=%d: shard %d has [%d, %d] after %d", k, shards, shard, first, last, next-1)
 			}
 			next = last + 1
 			if shards <= b {
-				if bf, _ := snapshot.BlockKeyGroups(snapshot.BlockOf(first, k), k); bf != first {
+				if bf, _ := keygroup.BlockKeyGroups(keygroup.BlockOf(first, k), k); bf != first {
 					t.Fatalf("k=%d shards=%d: shard %d starts at %d, inside a block", k, shards, shard, first)
 				}
-				if _, bl := snapshot.BlockKeyGroups(snapshot.BlockOf(last, k), k); bl != last {
+				if _, bl := keygroup.BlockKeyGroups(keygroup.BlockOf(last, k), k); bl != last {
 					t.Fatalf("k=%d shards=%d: shard %d ends at %d, inside a block", k, shards, shard, last)
 				}
 			}
-			fs := snapshot.BlockFilters("src", first, last, k)
+			fs := keygroup.BlockFilters("src", first, last, k)
 			if shards == 1 {
 				if fs != nil {
 					t.Fatalf("the whole range has filters %v", fs)
@@ -114,10 +131,10 @@ func TestBlockRangeAndFilters(t *testing.T) {
 			}
 			for blk := 0; blk < b; blk++ {
 				subj := fmt.Sprintf("src.%d", blk)
-				if got, ok := snapshot.BlockOfSubject(subj, k); !ok || got != blk {
+				if got, ok := keygroup.BlockOfSubject(subj, k); !ok || got != blk {
 					t.Fatalf("BlockOfSubject(%q) = %d, %v", subj, got, ok)
 				}
-				bf, bl := snapshot.BlockKeyGroups(blk, k)
+				bf, bl := keygroup.BlockKeyGroups(blk, k)
 				owns := bf <= last && bl >= first
 				matched := false
 				for _, f := range fs {
@@ -155,10 +172,10 @@ func subjectMatches(filter, subject string) bool {
 func TestPartitionMatchesHashFNV(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		key := rapid.String().Draw(t, "key")
-		k := rapid.IntRange(1, snapshot.MaxKeyGroups).Draw(t, "k")
+		k := rapid.IntRange(1, maxKeyGroups).Draw(t, "k")
 		h := fnv.New32a()
 		h.Write([]byte(key))
-		if got, want := snapshot.Partition(key, k), int(h.Sum32()%uint32(k)); got != want {
+		if got, want := keygroup.Partition(key, k), int(h.Sum32()%uint32(k)); got != want {
 			t.Fatalf("Partition(%q, %d) = %d, want %d", key, k, got, want)
 		}
 	})
@@ -181,7 +198,7 @@ func TestKeyGroupDistribution(t *testing.T) {
 			const n = 200_000
 			counts := make([]int, k)
 			for i := range n {
-				counts[snapshot.KeyGroup(gen(i), k)]++
+				counts[keygroup.OfToken(gen(i), k)]++
 			}
 			mean := float64(n) / float64(k)
 			chi2 := 0.0
@@ -208,7 +225,7 @@ func TestKeyGroupPanicsOnBadK(t *testing.T) {
 			t.Error("no panic for k = 0")
 		}
 	}()
-	snapshot.KeyGroup("x", 0)
+	keygroup.OfToken("x", 0)
 }
 
 func TestRangeExamples(t *testing.T) {
@@ -221,9 +238,37 @@ func TestRangeExamples(t *testing.T) {
 		{2, 3, 256, 171, 255},
 		{4, 5, 16, 13, 15},
 	} {
-		f, l := snapshot.Range(c.shard, c.shards, c.k)
+		f, l := keygroup.Range(c.shard, c.shards, c.k)
 		if f != c.first || l != c.last {
 			t.Errorf("Range(%d, %d, %d) = [%d, %d], want [%d, %d]", c.shard, c.shards, c.k, f, l, c.first, c.last)
 		}
 	}
+}
+
+// Range splits [0,k) into contiguous ranges that agree with ShardOf and with
+// a naive assignment.
+func TestPropertyRange(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.IntRange(1, 2000).Draw(t, "k")
+		shards := rapid.IntRange(1, k).Draw(t, "shards")
+		next := 0
+		for s := range shards {
+			first, last := keygroup.Range(s, shards, k)
+			if first != next || last < first {
+				t.Fatalf("shard %d: [%d, %d], expected to start at %d", s, first, last, next)
+			}
+			if size := last - first + 1; size < k/shards || size > k/shards+1 {
+				t.Fatalf("shard %d has %d key groups (k=%d, shards=%d)", s, size, k, shards)
+			}
+			for kg := first; kg <= last; kg++ {
+				if got := keygroup.ShardOf(kg, shards, k); got != s {
+					t.Fatalf("ShardOf(%d) = %d, Range says %d", kg, got, s)
+				}
+			}
+			next = last + 1
+		}
+		if next != k {
+			t.Fatalf("ranges end at %d, k = %d", next, k)
+		}
+	})
 }
