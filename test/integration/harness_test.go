@@ -477,21 +477,6 @@ func bankEvents(seed uint64, n int) []string {
 	return lines
 }
 
-// nodeWithSource starts a node with shards shards and creates the source
-// tx keyed by e.account.
-func nodeWithSource(t *testing.T, shards int, timeout time.Duration) (*cluster.Node, clients, context.Context) {
-	t.Helper()
-	n := startNode(t, t.TempDir(), "", shards)
-	t.Cleanup(func() { n.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	c := newClients(n.APIAddr())
-	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "tx", Key: "e.account"})); err != nil {
-		t.Fatal(err)
-	}
-	return n, c, ctx
-}
-
 // embeddedNATS starts a NATS server with JetStream storing under base/nats,
 // shut down when the test ends.
 func embeddedNATS(t *testing.T, base string) *server.Server {

@@ -96,6 +96,18 @@ func newSingle(t *testing.T, timeout time.Duration, cfg cluster.Config) *testClu
 	return tc
 }
 
+// nodeWithSource is newSingle with shards shards and the source tx keyed
+// by e.account.
+func nodeWithSource(t *testing.T, shards int, timeout time.Duration) (*testCluster, clients) {
+	t.Helper()
+	tc := newSingle(t, timeout, cluster.Config{Shards: shards})
+	c := tc.client(0)
+	if _, err := c.sources.CreateSource(tc.ctx, req(&cepv1.CreateSourceRequest{Name: "tx", Key: "e.account"})); err != nil {
+		t.Fatal(err)
+	}
+	return tc, c
+}
+
 func (tc *testCluster) context(timeout time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	tc.t.Cleanup(cancel)
