@@ -2,10 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,47 +9,6 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 )
-
-// metric reads the first sample of the node's /metrics named name whose
-// labels contain each of labels (such as `reason="outbox"`).
-func metric(t *testing.T, n *cluster.Node, name string, labels ...string) float64 {
-	t.Helper()
-	v, ok := metricValue(t, n, name, labels...)
-	if !ok {
-		t.Fatalf("no %s%v in /metrics", name, labels)
-	}
-	return v
-}
-
-// metricValue is metric, reporting whether there is such a sample.
-func metricValue(t *testing.T, n *cluster.Node, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	res, err := http.Get("http://" + n.APIAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	var m []string
-	for _, s := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(string(b), -1) {
-		all := true
-		for _, l := range labels {
-			all = all && strings.Contains(s[1], l)
-		}
-		if all {
-			m = s
-			break
-		}
-	}
-	if m == nil {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(m[2], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v, true
-}
 
 // While JetStream does not take the output (here: the output stream is
 // gone), a shard's leader stops reading once its outbox holds the limit of

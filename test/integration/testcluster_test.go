@@ -55,7 +55,8 @@ type testCluster struct {
 
 // newCluster starts a NATS server for the nodes the test adds: the
 // cluster's own embedded one (cluster.StartEmbeddedNATS, so its options
-// are those a node runs with), storing under base/nats.
+// are those a node runs with), storing under base/nats; ctx ends after
+// timeout.
 func newCluster(t *testing.T, timeout time.Duration) *testCluster {
 	t.Helper()
 	base := t.TempDir()
@@ -66,7 +67,7 @@ func newCluster(t *testing.T, timeout time.Duration) *testCluster {
 	t.Cleanup(ns.Shutdown)
 	tc := &testCluster{t: t, base: base, nats: ns, hc: http.DefaultClient, scheme: "http"}
 	tc.ctx = tc.context(timeout)
-	t.Cleanup(tc.closeAll) // before the server shuts down
+	t.Cleanup(tc.closeAll) // registered last, so the nodes close before the server
 	return tc
 }
 
