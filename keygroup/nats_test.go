@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/keygroup"
 )
 
@@ -21,47 +20,6 @@ import (
 // when they end.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// runJetStream starts an embedded NATS server with JetStream on a random
-// loopback port and a temporary store directory, the way nats-server's
-// test/test.go RunServer does (go s.Start(), then ReadyForConnections), and
-// connects to it. Cleanup closes the connection and shuts the server down,
-// waiting for it, so that goleak sees no leftover goroutine.
-func runJetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	opts := &server.Options{
-		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
-		NoLog:     true,
-		NoSigs:    true,
-	}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("embedded NATS server did not start")
-	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		s.Shutdown()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		nc.Close()
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 // partitionKeys are subject tokens of many shapes: ASCII, digits only,
@@ -88,7 +46,7 @@ func partitionKeys() []string {
 // as "src.<block>", the block of OfToken(key, K), and BlockOfSubject reads
 // it back.
 func TestKeyGroupAgreesWithNATSPartition(t *testing.T) {
-	js := runJetStream(t)
+	_, js := testutil.JetStream(t, testutil.StartNATS(t, testutil.NATSOptions{}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	keys := partitionKeys()
@@ -141,7 +99,7 @@ func TestKeyGroupAgreesWithNATSPartition(t *testing.T) {
 // With several wildcards, partition(K,1,2) hashes the selected tokens
 // concatenated in argument order with no separator; DESIGN.md records it.
 func TestNATSPartitionOfSeveralTokens(t *testing.T) {
-	js := runJetStream(t)
+	_, js := testutil.JetStream(t, testutil.StartNATS(t, testutil.NATSOptions{}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const k = 64

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 func testRaftConfig() *raft.Config {
@@ -20,21 +22,6 @@ func testRaftConfig() *raft.Config {
 	c.LeaderLeaseTimeout = 50 * time.Millisecond
 	c.CommitTimeout = 2 * time.Millisecond
 	return c
-}
-
-func checkFor(t *testing.T, total time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 type replicaSet struct {
@@ -88,7 +75,7 @@ func (rs *replicaSet) open(i int, servers []raft.Server) {
 
 func (rs *replicaSet) leader() *Shard {
 	var l *Shard
-	checkFor(rs.t, 5*time.Second, func() error {
+	testutil.Eventually(rs.t, 5*time.Second, func() error {
 		for _, s := range rs.shards {
 			if s != nil && s.IsLeader() {
 				l = s
@@ -114,7 +101,7 @@ func TestBarrierBringsAppliedIndexToTheLogEnd(t *testing.T) {
 	if last < 3 {
 		t.Fatalf("last index %d: want the configuration, the no-op and the barrier", last)
 	}
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		for i, s := range rs.shards {
 			if got := s.FSM().Index(); got != last {
 				return fmt.Errorf("replica n%d applied up to %d, the log ends at %d", i, got, last)
@@ -141,7 +128,7 @@ func TestRaftReplicasAndRestart(t *testing.T) {
 		return out
 	}
 	var want []byte
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		want = snapOf(l)
 		for i, s := range rs.shards {
 			if got := snapOf(s); !bytes.Equal(got, want) {
@@ -169,7 +156,7 @@ func TestRaftReplicasAndRestart(t *testing.T) {
 	rs.shards[f].Close()
 	rs.shards[f] = nil
 	rs.open(f, nil)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if got := snapOf(rs.shards[f]); !bytes.Equal(got, want) {
 			return fmt.Errorf("restarted replica has not recovered")
 		}
@@ -213,7 +200,7 @@ func TestOpenRemovesUnfinishedSnapshots(t *testing.T) {
 	if len(ents) == 0 {
 		t.Fatal("the finished snapshot was removed too")
 	}
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if !rs.shards[0].IsLeader() {
 			return fmt.Errorf("no leader after reopening")
 		}

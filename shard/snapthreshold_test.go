@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 func TestSnapshotThreshold(t *testing.T) {
@@ -45,7 +47,7 @@ func TestSlowSnapshotsRaiseTheThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if !s.IsLeader() {
 			return fmt.Errorf("not leader yet")
 		}

@@ -6,62 +6,16 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// checkFor calls f every every until it returns nil, failing the test with
-// f's last error once total has passed.
-func checkFor(t testing.TB, total, every time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", total, err)
-		}
-		time.Sleep(every)
-	}
-}
-
-// testLogger returns a logger writing to t.Log at level. Lines logged after
-// the test and its cleanups have finished are dropped (t.Log would panic).
-func testLogger(t testing.TB, level slog.Level) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(w.stop) // registered first, so it runs last
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
-type testWriter struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
 }
 
 // newTestGossip starts a Fast gossip for id on a free loopback port, with
@@ -78,7 +32,7 @@ func newTestGossipAt(t *testing.T, bind, id string, gen int, key []byte) *Gossip
 		BindAddr:  bind,
 		RaftAddr:  fmt.Sprintf("%s-raft:%d", id, gen),
 		APIAddr:   fmt.Sprintf("%s-api:%d", id, gen),
-		Logger:    testLogger(t, slog.LevelDebug),
+		Logger:    testutil.Logger(t, slog.LevelDebug),
 		Fast:      true,
 		SecretKey: key,
 	})
@@ -105,7 +59,7 @@ func joinTo(t *testing.T, g *Gossip, seeds ...*Gossip) {
 func waitMember(t *testing.T, g *Gossip, id string, state State, gen int, within time.Duration) Member {
 	t.Helper()
 	var m Member
-	checkFor(t, within, 20*time.Millisecond, func() error {
+	testutil.EventuallyEvery(t, within, 20*time.Millisecond, func() error {
 		var ok bool
 		if m, ok = g.Member(id); !ok {
 			return fmt.Errorf("%s: %s not listed", g.Addr(), id)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,56 +16,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cepcluster/cep/internal/hclogslog"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// checkFor calls f every every until it returns nil, failing the test with
-// f's last error once total has passed.
-func checkFor(t testing.TB, total, every time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", total, err)
-		}
-		time.Sleep(every)
-	}
-}
-
-// testLogger returns a logger writing to t.Log at level. Lines logged after
-// the test and its cleanups have finished are dropped (t.Log would panic).
-func testLogger(t testing.TB, level slog.Level) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(w.stop) // registered first, so it runs last
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
-type testWriter struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
 }
 
 // newTestMux serves a Mux on a loopback port until the test ends, and checks
@@ -183,7 +137,7 @@ func roundTrip(t testing.TB, client, server net.Conn, msg string) {
 }
 
 func TestMuxRouting(t *testing.T) {
-	log := testLogger(t, slog.LevelDebug)
+	log := testutil.Logger(t, slog.LevelDebug)
 	a := newTestMux(t, log.With("mux", "a"), time.Minute)
 	b := newTestMux(t, log.With("mux", "b"), time.Minute)
 	groups := []uint64{1, 2, 1 << 40} // a multi-byte uvarint too
@@ -262,7 +216,7 @@ func TestMuxRouting(t *testing.T) {
 }
 
 func TestLayerLifecycle(t *testing.T) {
-	log := testLogger(t, slog.LevelDebug)
+	log := testutil.Logger(t, slog.LevelDebug)
 	a := newTestMux(t, log.With("mux", "a"), time.Minute)
 	b := newTestMux(t, log.With("mux", "b"), time.Minute)
 	bAddr := raft.ServerAddress(b.Addr().String())
@@ -274,7 +228,7 @@ func TestLayerLifecycle(t *testing.T) {
 	if got := la.Addr().String(); got != a.Addr().String() {
 		t.Fatalf("Layer.Addr = %s, want %s", got, a.Addr())
 	}
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	testutil.EventuallyEvery(t, 5*time.Second, time.Millisecond, func() error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if !b.serving {
@@ -358,7 +312,7 @@ func TestLayerLifecycle(t *testing.T) {
 }
 
 func TestMuxClose(t *testing.T) {
-	log := testLogger(t, slog.LevelDebug)
+	log := testutil.Logger(t, slog.LevelDebug)
 	peer := newTestMux(t, log.With("mux", "peer"), time.Minute)
 	peerLayer := mustLayer(t, peer, 1)
 
@@ -382,7 +336,7 @@ func TestMuxClose(t *testing.T) {
 	// A conn handshaken but never accepted, waiting in group 4's backlog.
 	l4 := mustLayer(t, m, 4)
 	queued := rawDial(t, m, appendHeader(nil, 4))
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	testutil.EventuallyEvery(t, 5*time.Second, time.Millisecond, func() error {
 		if n := len(l4.connCh); n != 1 {
 			return fmt.Errorf("group 4 backlog: %d", n)
 		}
@@ -399,7 +353,7 @@ func TestMuxClose(t *testing.T) {
 	for range 10 {
 		silent = append(silent, rawDial(t, m, []byte("CEP")))
 	}
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	testutil.EventuallyEvery(t, 5*time.Second, time.Millisecond, func() error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if n := len(m.pending); n != len(silent) {
@@ -521,7 +475,7 @@ type raftNode struct {
 }
 
 func TestRaftOverMux(t *testing.T) {
-	log := testLogger(t, slog.LevelInfo)
+	log := testutil.Logger(t, slog.LevelInfo)
 	groups := []uint64{1, 2}
 
 	nodes := make([]*raftNode, 3)
@@ -577,7 +531,7 @@ func TestRaftOverMux(t *testing.T) {
 	leader := func(g uint64) *raftNode {
 		t.Helper()
 		var l *raftNode
-		checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		testutil.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, func() error {
 			l = nil
 			for _, n := range nodes {
 				if !n.down && n.rafts[g].State() == raft.Leader {
@@ -614,7 +568,7 @@ func TestRaftOverMux(t *testing.T) {
 				t.Fatalf("group %d: apply on %s: %v", g, l.id, err)
 			}
 		}
-		checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		testutil.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, func() error {
 			for _, n := range nodes {
 				if n.down {
 					continue

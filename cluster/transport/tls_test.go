@@ -9,13 +9,14 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/cepcluster/cep/internal/testcerts"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // newTLSMux serves a Mux with cfg's certificate on a loopback port until
 // the test ends.
 func newTLSMux(tb testing.TB, cfg *TLS) *Mux {
 	tb.Helper()
-	return newTestMux(tb, testLogger(tb, -4), 2*time.Second, func(m *Mux) { m.UseTLS(cfg.PeerServer(), cfg.Client()) })
+	return newTestMux(tb, testutil.Logger(tb, -4), 2*time.Second, func(m *Mux) { m.UseTLS(cfg.PeerServer(), cfg.Client()) })
 }
 
 // testTLS makes a CA in a temporary directory and returns a node
@@ -102,7 +103,7 @@ func TestTLSReloadsRenewedCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadTLS(first.Cert, first.Key, first.CA, testLogger(t, -4))
+	cfg, err := LoadTLS(first.Cert, first.Key, first.CA, testutil.Logger(t, -4))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,52 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/keygroup"
 )
-
-// startJetStream runs an embedded NATS server with JetStream on a random
-// loopback port, its store in a temporary directory, and returns it with a
-// JetStream client; cleanup closes both and waits for the server.
-func startJetStream(t testing.TB) (*server.Server, jetstream.JetStream) {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
-		NoLog:     true,
-		NoSigs:    true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("embedded NATS server did not start")
-	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		s.Shutdown()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		nc.Close()
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, js
-}
 
 func createStream(t testing.TB, js jetstream.JetStream, name string, subjects ...string) jetstream.Stream {
 	t.Helper()
@@ -135,7 +96,8 @@ var publishKeys = []struct {
 }
 
 func TestPublish(t *testing.T) {
-	ns, js := startJetStream(t)
+	ns := testutil.StartNATS(t, testutil.NATSOptions{})
+	_, js := testutil.JetStream(t, ns)
 	stream := createStream(t, js, "LOGINS", "logins.>")
 	url := publishAPI(t, "logins", "e.user", ns.ClientURL())
 
@@ -212,7 +174,8 @@ func TestPublish(t *testing.T) {
 }
 
 func TestPublishStdinKeyOverrideAndJSONSummary(t *testing.T) {
-	ns, js := startJetStream(t)
+	ns := testutil.StartNATS(t, testutil.NATSOptions{})
+	_, js := testutil.JetStream(t, ns)
 	createStream(t, js, "ORDERS", "orders.>")
 	// The cluster reports no NATS URL, and the source has no key: both
 	// come from flags.
@@ -243,7 +206,7 @@ func TestPublishStdinKeyOverrideAndJSONSummary(t *testing.T) {
 }
 
 func TestPublishFailsFast(t *testing.T) {
-	ns, _ := startJetStream(t)
+	ns := testutil.StartNATS(t, testutil.NATSOptions{})
 	events := writeTemp(t, "ev.jsonl", `{"user":"a"}`+"\n"+`{"user":"b"}`+"\n")
 
 	t.Run("no stream for the subjects", func(t *testing.T) {
@@ -274,7 +237,8 @@ func TestPublishFailsFast(t *testing.T) {
 
 // Events the stream refuses are counted and reported, and the command fails.
 func TestPublishReportsRejectedEvents(t *testing.T) {
-	ns, js := startJetStream(t)
+	ns := testutil.StartNATS(t, testutil.NATSOptions{})
+	_, js := testutil.JetStream(t, ns)
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: "LOGINS", Subjects: []string{"logins.>"}, Storage: jetstream.MemoryStorage,
 		MaxMsgs: 10, Discard: jetstream.DiscardNew,
@@ -296,7 +260,8 @@ func TestPublishReportsRejectedEvents(t *testing.T) {
 // Ctrl-C while waiting for more input stops the publish, closing stdin and
 // every goroutine (goleak checks the latter at the end).
 func TestPublishInterrupted(t *testing.T) {
-	ns, js := startJetStream(t)
+	ns := testutil.StartNATS(t, testutil.NATSOptions{})
+	_, js := testutil.JetStream(t, ns)
 	stream := createStream(t, js, "LOGINS", "logins.>")
 	url := publishAPI(t, "logins", "e.user", ns.ClientURL())
 	pr, pw := io.Pipe()
@@ -327,7 +292,8 @@ func TestPublishInterrupted(t *testing.T) {
 }
 
 func TestPublishLongLines(t *testing.T) {
-	ns, js := startJetStream(t)
+	ns := testutil.StartNATS(t, testutil.NATSOptions{})
+	_, js := testutil.JetStream(t, ns)
 	stream := createStream(t, js, "LOGINS", "logins.>")
 	url := publishAPI(t, "logins", "e.user", ns.ClientURL())
 	event := func(size int) string {
@@ -404,7 +370,8 @@ func TestProgress(t *testing.T) {
 // events/s, end to end: API calls, connect, read, decode, key, publish and
 // the final acks.
 func BenchmarkPublish(b *testing.B) {
-	ns, js := startJetStream(b)
+	ns := testutil.StartNATS(b, testutil.NATSOptions{})
+	_, js := testutil.JetStream(b, ns)
 	stream := createStream(b, js, "LOGINS", "logins.>")
 	url := publishAPI(b, "logins", "e.user", ns.ClientURL())
 	const n = 100_000

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // A pattern aligns two sources (maxDrift): the one whose event time runs
@@ -16,13 +16,10 @@ import (
 // the other holds the watermark back, so the state does not buffer it;
 // once the other catches up, reading resumes and every event is applied.
 func TestAlignmentPausesTheSourceAhead(t *testing.T) {
-	n := startConfigured(t, cluster.Config{IngestBatch: 10})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := newClients(n.APIAddr())
+	tc := newSingle(t, 60*time.Second, cluster.Config{IngestBatch: 10})
+	c, ctx := tc.client(0), tc.ctx
 	for _, s := range []string{"fast", "slow"} {
-		checkFor(t, 30*time.Second, func() error {
+		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 			_, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: s, Key: "e.k"}))
 			if err != nil && strings.Contains(err.Error(), "already") {
 				return nil
@@ -44,17 +41,17 @@ func TestAlignmentPausesTheSourceAhead(t *testing.T) {
 		return out
 	}
 	slow, fast := events(1, 100, 10), events(1, 100_000, 50)
-	publish(t, n.NATSURL(), "slow", keyOf, slow)
-	publish(t, n.NATSURL(), "fast", keyOf, fast)
+	tc.publish("slow", keyOf, slow)
+	tc.publish("fast", keyOf, fast)
 
-	checkFor(t, 20*time.Second, func() error {
-		if p := metric(t, n, "cep_read_paused", `reason="alignment"`, `stream="CEP_SRC_FAST"`); p != 1 {
+	testutil.EventuallyEvery(t, 20*time.Second, poll, func() error {
+		if p := tc.metric(0, "cep_read_paused", `reason="alignment"`, `stream="CEP_SRC_FAST"`); p != 1 {
 			return fmt.Errorf("fast not paused (%v)", p)
 		}
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond)
-	applied := metric(t, n, "cep_events_total")
+	applied := tc.metric(0, "cep_events_total")
 	// the slow source's watermark is 90 and maxDrift 1 s: fast stops near
 	// ts 1,100 (22 events, in batches of 10), plus what the leader proposed
 	// before the applied state it checks showed the drift: up to five
@@ -66,13 +63,13 @@ func TestAlignmentPausesTheSourceAhead(t *testing.T) {
 	}
 
 	// the slow source catches up: everything is read
-	publish(t, n.NATSURL(), "slow", keyOf, events(101, 100_000, 1000))
+	tc.publish("slow", keyOf, events(101, 100_000, 1000))
 	total := float64(len(slow) + len(fast) + len(events(101, 100_000, 1000)))
-	checkFor(t, 30*time.Second, func() error {
-		if got := metric(t, n, "cep_events_total"); got != total {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		if got := tc.metric(0, "cep_events_total"); got != total {
 			return fmt.Errorf("%v of %v events applied", got, total)
 		}
-		if p := metric(t, n, "cep_read_paused", `reason="alignment"`, `stream="CEP_SRC_FAST"`); p != 0 {
+		if p := tc.metric(0, "cep_read_paused", `reason="alignment"`, `stream="CEP_SRC_FAST"`); p != 0 {
 			return fmt.Errorf("fast still paused")
 		}
 		return nil

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +13,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // TestDeployReturnsOnceShardsRunIt: a pattern deployed while its source is
@@ -26,22 +26,19 @@ func TestDeployReturnsOnceShardsRunIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	n := startConfigured(t, cluster.Config{Shards: 4, ReconcileDelay: 700 * time.Millisecond})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := newClients(n.APIAddr())
-	createBank(t, ctx, c)
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 4, ReconcileDelay: 700 * time.Millisecond})
+	c, ctx := tc.client(0), tc.ctx
+	tc.createBank(c)
 	// a first pattern keeps the shards reading the source
 	first := []byte("name: first\nsource: bank\nkey: e.account\nstages:\n  - name: a\n    where: e.type == \"OK\"\n")
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(first)})
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(first)})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
 	first1 := bankEvents(11, 1500)
-	publishAndCompare(t, n.NATSURL(), lflSpec, "cep.out.lfl", first1, time.Minute)
+	tc.publishAndCompare(lflSpec, "cep.out.lfl", first1, time.Minute)
 
 	// a deletion returns once no shard runs the pattern: events published
 	// next (late ones, which it would report) make no record of it
-	lfl := outputCount(t, n.NATSURL(), "cep.out.lfl")
+	lfl := tc.outputCount("cep.out.lfl")
 	res, err := c.patterns.DeletePattern(ctx, req(&cepv1.DeletePatternRequest{Name: "lfl"}))
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +47,11 @@ func TestDeployReturnsOnceShardsRunIt(t *testing.T) {
 		t.Fatalf("delete returned with shards %v still running the pattern", p)
 	}
 	second := bankEvents(12, 500)
-	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, second)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, second)
 	// the pattern kept running shows the shards have logged them all
 	oks := len(offline(t, first, first1)) + len(offline(t, first, second))
-	waitOutputs(t, n.NATSURL(), "cep.out.first", oks, time.Minute)
-	if got := outputCount(t, n.NATSURL(), "cep.out.lfl"); got != lfl {
+	tc.waitOutputs("cep.out.first", oks, time.Minute)
+	if got := tc.outputCount("cep.out.lfl"); got != lfl {
 		t.Fatalf("the deleted pattern made %d records after DeletePattern returned", got-lfl)
 	}
 }
@@ -66,12 +63,9 @@ func TestDeployNamesShardsNotRunningIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	n := startConfigured(t, cluster.Config{Shards: 3, ReconcileDelay: 2 * time.Second, DeployWait: 200 * time.Millisecond})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := newClients(n.APIAddr())
-	createBank(t, ctx, c)
+	tc := newSingle(t, time.Minute, cluster.Config{Shards: 3, ReconcileDelay: 2 * time.Second, DeployWait: 200 * time.Millisecond})
+	c, ctx := tc.client(0), tc.ctx
+	tc.createBank(c)
 	res, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)}))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +78,7 @@ func TestDeployNamesShardsNotRunningIt(t *testing.T) {
 	if err != nil || !slices.Equal(got.Msg.PendingShards, []uint32{1, 2, 3}) {
 		t.Fatalf("GetPattern right after the deploy: pending %v, %v", got.Msg.GetPendingShards(), err)
 	}
-	waitApplied(t, n.APIAddr(), 3, "lfl")
+	tc.waitApplied(0, 3, "lfl")
 	if got, err = c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || len(got.Msg.PendingShards) > 0 {
 		t.Fatalf("GetPattern once every shard runs it: pending %v, %v", got.Msg.GetPendingShards(), err)
 	}
@@ -99,24 +93,20 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	n := startConfigured(t, cluster.Config{Shards: 2})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := newClients(n.APIAddr())
-	createBank(t, ctx, c)
-	url := n.NATSURL()
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 2})
+	c, ctx := tc.client(0), tc.ctx
+	tc.createBank(c)
 	byAccount := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 
-	publish(t, url, "bank", byAccount, bankEvents(21, 400))
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
-	publishAndCompare(t, url, lflSpec, "cep.out.lfl", bankEvents(22, 600), time.Minute)
+	tc.publish("bank", byAccount, bankEvents(21, 400))
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	tc.publishAndCompare(lflSpec, "cep.out.lfl", bankEvents(22, 600), time.Minute)
 
 	// keyed by region: read through a derived source created now, whose
 	// origin holds both batches above
 	regionSpec := []byte(strings.NewReplacer("name: lfl", "name: lfl-region", "key: e.account", "key: e.region").Replace(string(lflSpec)))
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(regionSpec)})
-	publishAndCompare(t, url, regionSpec, "cep.out.lfl-region", bankEvents(23, 600), time.Minute)
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(regionSpec)})
+	tc.publishAndCompare(regionSpec, "cep.out.lfl-region", bankEvents(23, 600), time.Minute)
 
 	// nothing reads the source for a while, then lfl is deployed again
 	for _, name := range []string{"lfl", "lfl-region"} {
@@ -124,12 +114,12 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	publish(t, url, "bank", byAccount, bankEvents(24, 400))
-	before := outputCount(t, url, "cep.out.lfl")
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	tc.publish("bank", byAccount, bankEvents(24, 400))
+	before := tc.outputCount("cep.out.lfl")
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
 	last := bankEvents(25, 600)
-	publish(t, url, "bank", byAccount, last)
-	if d := newRecordsDiffer(t, url, "cep.out.lfl", before, lflSpec, last); d != "" {
+	tc.publish("bank", byAccount, last)
+	if d := tc.newRecordsDiffer("cep.out.lfl", before, lflSpec, last); d != "" {
 		t.Fatalf("the pattern deployed again differs from the offline engine over the events published after it: %s", d)
 	}
 
@@ -144,7 +134,7 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	history := bankEvents(28, 400)
-	publish(t, url, "bank3", byAccount, history[:300])
+	tc.publish("bank3", byAccount, history[:300])
 	// (and through a derived source created for it, re-keyed by region)
 	all := []byte(strings.NewReplacer("name: lfl", "name: lfl-all", "source: bank", "source: bank3").Replace(string(lflSpec)))
 	allRegion := []byte(strings.NewReplacer("name: lfl-region", "name: lfl-all-region", "source: bank", "source: bank3").Replace(string(regionSpec)))
@@ -154,9 +144,9 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 			t.Fatalf("deploy from the start: %v, %+v", err, res.Msg.GetPattern())
 		}
 	}
-	publish(t, url, "bank3", byAccount, history[300:])
+	tc.publish("bank3", byAccount, history[300:])
 	for name, s := range map[string][]byte{"lfl-all": all, "lfl-all-region": allRegion} {
-		if d := newRecordsDiffer(t, url, "cep.out."+name, 0, s, history); d != "" {
+		if d := tc.newRecordsDiffer("cep.out."+name, 0, s, history); d != "" {
 			t.Fatalf("%s, deployed from the start of its source: %s", name, d)
 		}
 	}
@@ -165,16 +155,16 @@ func TestNewPatternStartsAtItsDeployment(t *testing.T) {
 	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank2", Key: "e.account"})); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, url, "bank2", byAccount, bankEvents(26, 400))
+	tc.publish("bank2", byAccount, bankEvents(26, 400))
 	v2 := []byte(strings.Replace(string(lflSpec), "source: bank", "source: bank2", 1))
 	up, err := c.patterns.UpdatePattern(ctx, req(&cepv1.UpdatePatternRequest{Spec: string(v2), Policy: cepv1.UpdatePolicy_UPDATE_POLICY_RESET}))
 	if err != nil || len(up.Msg.PendingShards) > 0 {
 		t.Fatalf("update: %v, pending %v", err, up.Msg.GetPendingShards())
 	}
-	before = outputCount(t, url, "cep.out.lfl")
+	before = tc.outputCount("cep.out.lfl")
 	last = bankEvents(27, 600)
-	publish(t, url, "bank2", byAccount, last)
-	if d := newRecordsDiffer(t, url, "cep.out.lfl", before, v2, last); d != "" {
+	tc.publish("bank2", byAccount, last)
+	if d := tc.newRecordsDiffer("cep.out.lfl", before, v2, last); d != "" {
 		t.Fatalf("the update reading another source differs from the offline engine over the events published after it: %s", d)
 	}
 }
@@ -187,27 +177,23 @@ func TestSourceDeletedAndCreatedAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	n := startConfigured(t, cluster.Config{Shards: 2})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := newClients(n.APIAddr())
-	url := n.NATSURL()
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 2})
+	c, ctx := tc.client(0), tc.ctx
 	regionSpec := []byte(strings.NewReplacer("name: lfl", "name: lfl-region", "key: e.account", "key: e.region").Replace(string(lflSpec)))
 	run := func(seed uint64) {
 		t.Helper()
-		createBank(t, ctx, c)
+		tc.createBank(c)
 		for _, s := range [][]byte{lflSpec, regionSpec} {
-			deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(s)})
+			tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(s)})
 		}
 		before := map[string]int{}
 		for _, name := range []string{"lfl", "lfl-region"} {
-			before[name] = outputCount(t, url, "cep.out."+name)
+			before[name] = tc.outputCount("cep.out." + name)
 		}
 		lines := bankEvents(seed, 800)
-		publish(t, url, "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+		tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 		for name, s := range map[string][]byte{"lfl": lflSpec, "lfl-region": regionSpec} {
-			if d := newRecordsDiffer(t, url, "cep.out."+name, before[name], s, lines); d != "" {
+			if d := tc.newRecordsDiffer("cep.out."+name, before[name], s, lines); d != "" {
 				t.Fatalf("seed %d: %s", seed, d)
 			}
 		}
@@ -229,20 +215,10 @@ func TestSourceDeletedAndCreatedAgain(t *testing.T) {
 	if len(res.Msg.Sources) != 2 || len(res.Msg.DeletedStreams) != 2 {
 		t.Fatalf("deleted %v, streams %v; want bank and its derived source, both streams", res.Msg.Sources, res.Msg.DeletedStreams)
 	}
-	if _, err := jetStream(t, url).Stream(ctx, "CEP_SRC_BANK"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := tc.jetStream().Stream(ctx, "CEP_SRC_BANK"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("the source's stream after the delete: %v", err)
 	}
 	run(52)
-}
-
-// newRecordsDiffer waits until subject holds, after the before records it
-// had, as many as the offline engine makes of spec over lines, and reports
-// how those differ from the offline engine's (differsFromOffline).
-func newRecordsDiffer(t *testing.T, url, subject string, before int, spec []byte, lines []string) string {
-	t.Helper()
-	want := withoutIDs(offline(t, spec, lines))
-	got := withoutIDs(waitOutputs(t, url, subject, before+len(want), time.Minute)[before:])
-	return differsFromOffline(got, want, string(spec))
 }
 
 // A pattern deployed from the start right after the last pattern reading
@@ -252,25 +228,21 @@ func TestFromStartRightAfterDelete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	n := startConfigured(t, cluster.Config{Shards: 2, ReconcileDelay: 500 * time.Millisecond, DeployWait: time.Millisecond})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := newClients(n.APIAddr())
-	createBank(t, ctx, c)
-	url := n.NATSURL()
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 2, ReconcileDelay: 500 * time.Millisecond, DeployWait: time.Millisecond})
+	c, ctx := tc.client(0), tc.ctx
+	tc.createBank(c)
 	byAccount := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)})); err != nil {
 		t.Fatal(err)
 	}
-	waitApplied(t, n.APIAddr(), 2, "lfl")
+	tc.waitApplied(0, 2, "lfl")
 	lines := bankEvents(61, 600)
-	publish(t, url, "bank", byAccount, lines[:300])
+	tc.publish("bank", byAccount, lines[:300])
 	// both shards have applied those events
-	checkFor(t, 10*time.Second, func() error {
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
 		var applied float64
 		for _, shard := range []string{"1", "2"} {
-			v, _ := metricValue(t, n, "cep_events_total", `shard="`+shard+`"`)
+			v, _ := tc.metricValue(0, "cep_events_total", `shard="`+shard+`"`)
 			applied += v
 		}
 		if applied < 300 {
@@ -287,15 +259,15 @@ func TestFromStartRightAfterDelete(t *testing.T) {
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(all), FromStart: true})); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 		g, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl-all"}))
 		if err != nil || len(g.Msg.PendingShards) > 0 {
 			return fmt.Errorf("lfl-all not running yet: %v %v", err, g.Msg.GetPendingShards())
 		}
 		return nil
 	})
-	publish(t, url, "bank", byAccount, lines[300:])
-	if d := newRecordsDiffer(t, url, "cep.out.lfl-all", 0, all, lines); d != "" {
+	tc.publish("bank", byAccount, lines[300:])
+	if d := tc.newRecordsDiffer("cep.out.lfl-all", 0, all, lines); d != "" {
 		t.Fatalf("lfl-all from the start: %s", d)
 	}
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -26,25 +26,22 @@ import (
 // engine's, and cep_partial_matches_dropped_total names the pattern.
 func TestExplodingPatternIsBounded(t *testing.T) {
 	var logs lockedBuffer
-	n := startConfigured(t, cluster.Config{StreamCheckEvery: 100 * time.Millisecond,
+	tc := newSingle(t, 90*time.Second, cluster.Config{StreamCheckEvery: 100 * time.Millisecond,
 		Logger: logs.warnings()})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	spec, lines := doubling()
-	deployOnBank(t, ctx, n, spec)
+	tc.deployOnBank(0, spec)
 
 	dropped := offlineStats(t, spec, lines).Dropped
 	if dropped == 0 {
 		t.Fatal("the offline engine dropped nothing; the test would prove nothing")
 	}
-	publishAndCompare(t, n.NATSURL(), spec, "cep.out.doubling", lines, 60*time.Second)
-	if got := metric(t, n, "cep_partial_matches_dropped_total", `pattern="doubling"`); got != float64(dropped) {
+	tc.publishAndCompare(spec, "cep.out.doubling", lines, 60*time.Second)
+	if got := tc.metric(0, "cep_partial_matches_dropped_total", `pattern="doubling"`); got != float64(dropped) {
 		t.Fatalf("cep_partial_matches_dropped_total %v, want the offline engine's %d", got, dropped)
 	}
 	// the shard leader says so, once
 	want := fmt.Sprintf("pattern=doubling version=1 bound=%d dropped=%d", nfa.DefaultMaxPartialMatches, dropped)
-	checkFor(t, 10*time.Second, func() error {
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
 		if !strings.Contains(logs.String(), want) {
 			return fmt.Errorf("no warning with %q in the log:\n%s", want, logs.String())
 		}
@@ -89,20 +86,17 @@ func doubling() (spec []byte, lines []string) {
 // update that leaves them out keeps them. The records on NATS equal the
 // offline engine's with the same bound, of the chosen types.
 func TestDeployOutputOptions(t *testing.T) {
-	n := startNode(t, t.TempDir(), "", 1)
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	c := newClients(n.APIAddr())
-	createBank(t, ctx, c)
+	tc := newSingle(t, 90*time.Second, cluster.Config{Shards: 1})
+	c, ctx := tc.client(0), tc.ctx
+	tc.createBank(c)
 	matches := []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH}
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec), Records: matches})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(lflSpec), Records: matches})
 	spec, lines := doubling()
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(spec), MaxPartialMatches: new(uint64(50))})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(spec), MaxPartialMatches: new(uint64(50))})
 	// the doubling events come first: the bank events after them are late
 	// for both patterns at first, then not
 	lines = append(lines, bankEvents(41, 600)...)
-	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 
 	var want []string
 	for _, r := range offline(t, lflSpec, lines) {
@@ -115,7 +109,7 @@ func TestDeployOutputOptions(t *testing.T) {
 	}
 	// (in what order a shard reports records of different keys depends on
 	// how often its watermark moves: compared as multisets)
-	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.lfl", len(want), time.Minute))
+	got := withoutIDs(tc.waitOutputs("cep.out.lfl", len(want), time.Minute))
 	slices.Sort(got)
 	slices.Sort(want)
 	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
@@ -131,13 +125,13 @@ func TestDeployOutputOptions(t *testing.T) {
 	if dropped == 0 || len(want) == 0 {
 		t.Fatalf("the offline engine with a bound of 50 dropped %d partial matches and made %d records; the test would prove nothing", dropped, len(want))
 	}
-	got = withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.doubling", len(want), time.Minute))
+	got = withoutIDs(tc.waitOutputs("cep.out.doubling", len(want), time.Minute))
 	slices.Sort(got)
 	slices.Sort(want)
 	if d := differsFromOffline(got, want, string(spec)); d != "" {
 		t.Fatalf("doubling with a bound of 50: %s", d)
 	}
-	if m := metric(t, n, "cep_partial_matches_dropped_total", `pattern="doubling"`); m != float64(dropped) {
+	if m := tc.metric(0, "cep_partial_matches_dropped_total", `pattern="doubling"`); m != float64(dropped) {
 		t.Fatalf("cep_partial_matches_dropped_total %v, want the offline engine's %d", m, dropped)
 	}
 
@@ -158,7 +152,7 @@ func TestDeployOutputOptions(t *testing.T) {
 	}
 	// so does its output subject (the name comes from the spec)
 	custom := []byte(strings.Replace(string(lflSpec), "name: lfl", "name: custom", 1))
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(custom), OutputSubject: "cep.out.alerts"})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(custom), OutputSubject: "cep.out.alerts"})
 	up, err = c.patterns.UpdatePattern(ctx, req(&cepv1.UpdatePatternRequest{Spec: string(custom)}))
 	if err != nil || up.Msg.Pattern.OutputSubject != "cep.out.alerts" {
 		t.Fatalf("update of a pattern with its own output subject: %v, subject %q", err, up.Msg.GetPattern().GetOutputSubject())
@@ -215,13 +209,10 @@ func (l *lockedBuffer) String() string {
 // the offline engine does, and the shard leader logs the first of each, once.
 func TestFailedExpressionsAreCountedAndLogged(t *testing.T) {
 	var logs lockedBuffer
-	n := startConfigured(t, cluster.Config{StreamCheckEvery: 100 * time.Millisecond,
+	tc := newSingle(t, 60*time.Second, cluster.Config{StreamCheckEvery: 100 * time.Millisecond,
 		Logger: logs.warnings()})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	spec := []byte("name: big\nsource: bank\nkey: e.account\ntime: e.ts\nemit:\n  cur: e.currency\nstages:\n  - name: a\n    where: e.amount > 100\n")
-	deployOnBank(t, ctx, n, spec)
+	tc.deployOnBank(0, spec)
 	var lines []string
 	for i := range 10 {
 		if i%2 == 0 {
@@ -234,10 +225,10 @@ func TestFailedExpressionsAreCountedAndLogged(t *testing.T) {
 	if st.ConditionErrors == 0 || st.EmitErrors == 0 {
 		t.Fatalf("offline: %+v; the test would prove nothing", st)
 	}
-	publishAndCompare(t, n.NATSURL(), spec, "cep.out.big", lines, 30*time.Second)
-	checkFor(t, 10*time.Second, func() error {
-		c := metric(t, n, "cep_condition_errors_total", `pattern="big"`)
-		e := metric(t, n, "cep_emit_errors_total", `pattern="big"`)
+	tc.publishAndCompare(spec, "cep.out.big", lines, 30*time.Second)
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		c := tc.metric(0, "cep_condition_errors_total", `pattern="big"`)
+		e := tc.metric(0, "cep_emit_errors_total", `pattern="big"`)
 		if c != float64(st.ConditionErrors) || e != float64(st.EmitErrors) {
 			return fmt.Errorf("cep_condition_errors_total %v, cep_emit_errors_total %v; the offline engine counts %d and %d", c, e, st.ConditionErrors, st.EmitErrors)
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // On four nodes no node holds a replica of every shard (each shard has
@@ -17,9 +19,10 @@ import (
 // processing continues: the records of both clusters together equal the
 // offline engine's.
 func TestSavepointOfFourNodes(t *testing.T) {
-	ctx, ns, base, cfgs := inProcessPeers(t, 4, 2*time.Minute)
-	nodes := startAll(t, ctx, cfgs)
-	if held := len(nodes[0].Shards()); held == 4 {
+	tc := newPeers(t, 4, 2*time.Minute)
+	ctx, base := tc.ctx, tc.base
+	tc.startAll()
+	if held := len(tc.nodes[0].Shards()); held == 4 {
 		t.Fatalf("node n1 holds every shard (%d); the test needs one that does not", held)
 	}
 
@@ -28,20 +31,20 @@ func TestSavepointOfFourNodes(t *testing.T) {
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	half := 1000
 
-	c := newClients(nodes[0].APIAddr())
-	createBank(t, ctx, c)
+	c := tc.client(0)
+	tc.createBank(c)
 	// the node that handles the deploy holds three of the four shards and
 	// asks another node about the fourth; so does n1 for GetPattern
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(spec)})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(spec)})
 	if got, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || len(got.Msg.PendingShards) > 0 {
 		t.Fatalf("GetPattern through n1: pending %v, %v", got.Msg.GetPendingShards(), err)
 	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[:half])
+	tc.publish("bank", keyOf, lines[:half])
 	// every shard has applied its part of the first half
-	checkFor(t, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 		applied := map[uint32]bool{}
-		for _, n := range nodes {
-			res, err := newClients(n.APIAddr()).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+		for i := range tc.nodes {
+			res, err := tc.client(i).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
 			if err != nil {
 				return err
 			}
@@ -75,23 +78,21 @@ func TestSavepointOfFourNodes(t *testing.T) {
 	if res, err := c.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}})); err != nil || len(res.Msg.PendingShards) > 0 {
 		t.Fatalf("restore into the four nodes: %v, shards %v not restored", err, res.Msg.GetPendingShards())
 	}
-	for i, n := range nodes {
-		n.Close()
-		nodes[i] = nil
+	for i := range tc.nodes {
+		tc.stop(i)
 	}
 
-	b := startNode(t, filepath.Join(base, "b"), ns.ClientURL(), 1)
-	defer b.Close()
-	cb := newClients(b.APIAddr())
+	b := tc.addOne(cluster.Config{DataDir: filepath.Join(base, "b"), Shards: 1})
+	cb := tc.client(b)
 	if res, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}})); err != nil || len(res.Msg.PendingShards) > 0 {
 		t.Fatalf("restore: %v, shards %v not restored", err, res.Msg.GetPendingShards())
 	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[half:])
+	tc.publish("bank", keyOf, lines[half:])
 	want := withoutIDs(offline(t, spec, lines))
 	if len(want) < 20 {
 		t.Fatalf("the offline run produced only %d records", len(want))
 	}
-	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
+	got := withoutIDs(tc.waitOutputs("cep.out.lfl", len(want), 60*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("output across the restore (%d records) differs from the offline engine (%d)", len(got), len(want))
 	}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,11 +8,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -26,14 +25,13 @@ import (
 // the output must stay the offline engine's.
 func TestHandOverWaitsForCatchUp(t *testing.T) {
 	lr := startLflRun(t, 7)
-	nodes := lr.nodes
 
 	// the shard n1 is preferred for: once leadership has settled (the same
 	// shards led by the same nodes a second apart), each node leads the
 	// one it is preferred for
 	led := func() string {
 		var b strings.Builder
-		for _, n := range nodes {
+		for _, n := range lr.nodes {
 			for _, sh := range n.Shards() {
 				if sh.Raft().State() == raft.Leader {
 					fmt.Fprintf(&b, "%s:%d ", n.Config().NodeID, sh.ID())
@@ -43,7 +41,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 		return b.String()
 	}
 	var id uint64
-	checkFor(t, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 		before := led()
 		time.Sleep(time.Second)
 		after := led()
@@ -53,7 +51,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 		if !strings.HasPrefix(after, "n1:") || strings.Count(after, "n1:") != 1 {
 			return fmt.Errorf("n1 does not lead exactly one shard: %q", after)
 		}
-		for _, sh := range nodes[0].Shards() {
+		for _, sh := range lr.nodes[0].Shards() {
 			if sh.Raft().State() == raft.Leader {
 				id = sh.ID()
 			}
@@ -62,7 +60,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 	})
 
 	// n1 comes back, applying each entry 20 ms late
-	n1 := lr.restartBehind(t, 20*time.Millisecond)
+	n1 := lr.restartBehind(20 * time.Millisecond)
 	var sh *shard.Shard
 	for _, s := range n1.Shards() {
 		if s.ID() == id {
@@ -95,7 +93,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 	if commit > applied+16 {
 		t.Fatalf("n1 became leader of shard %d with %d entries still to apply", id, commit-applied)
 	}
-	lr.checkOutput(t)
+	lr.checkOutput()
 
 	// A node closed while it leads a shard it is still catching up on
 	// closes. n1 restarts once more, slower, and is made leader by hand at
@@ -107,20 +105,15 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 	// — its state machine goroutine may take the barrier's batch before it
 	// sees the shutdown — so this catches a regression only some of the
 	// time; shard's TestWaitEndsWithItsContext checks the mechanism.)
-	nodes[0].Close()
-	nodes[0] = nil
-	n1, err := cluster.Start(context.Background(), lr.slow(50*time.Millisecond))
-	if err != nil {
-		t.Fatalf("restart n1: %v", err)
-	}
-	nodes[0] = n1
+	lr.stop(0)
+	n1 = lr.startSlow(50 * time.Millisecond)
 	for _, s := range n1.Shards() {
 		if s.ID() == id {
 			sh = s
 		}
 	}
-	checkFor(t, 30*time.Second, func() error {
-		for _, n := range nodes[1:] {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		for _, n := range lr.nodes[1:] {
 			for _, s := range n.Shards() {
 				if s.ID() == id && s.Raft().State() == raft.Leader {
 					addr := raft.ServerAddress(lr.cfgs[0].RaftAddr)
@@ -142,7 +135,7 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 	go func() { closed <- n1.Close() }()
 	select {
 	case err := <-closed:
-		nodes[0] = nil
+		lr.nodes[0] = nil
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,17 +151,17 @@ func TestHandOverWaitsForCatchUp(t *testing.T) {
 // election cannot pass for a transfer), but a transfer has a new leader in
 // place by the time Close returns.
 func TestCloseHandsLeadershipOver(t *testing.T) {
-	ctx, _, _, cfgs := inProcessPeers(t, 3, 2*time.Minute)
-	for i := range cfgs {
-		cfgs[i].Raft = shard.DefaultRaftConfig()
-		cfgs[i].Raft.HeartbeatTimeout = time.Second
-		cfgs[i].Raft.LeaderLeaseTimeout = time.Second
+	tc := newPeers(t, 3, 2*time.Minute)
+	for i := range tc.cfgs {
+		tc.cfgs[i].Raft = shard.DefaultRaftConfig()
+		tc.cfgs[i].Raft.HeartbeatTimeout = time.Second
+		tc.cfgs[i].Raft.LeaderLeaseTimeout = time.Second
 	}
-	nodes := startAll(t, ctx, cfgs)
+	tc.startAll()
 	var led []uint64 // shards n2 leads
-	checkFor(t, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 		led = led[:0]
-		for _, sh := range nodes[1].Shards() {
+		for _, sh := range tc.nodes[1].Shards() {
 			if sh.Raft().State() == raft.Leader {
 				led = append(led, sh.ID())
 			}
@@ -178,15 +171,14 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 		}
 		return nil
 	})
-	if err := nodes[1].Close(); err != nil {
+	if err := tc.stop(1); err != nil {
 		t.Fatal(err)
 	}
-	nodes[1] = nil
 	closed := time.Now()
 	for _, id := range led {
 		for {
 			leader := ""
-			for _, n := range []*cluster.Node{nodes[0], nodes[2]} {
+			for _, n := range []*cluster.Node{tc.nodes[0], tc.nodes[2]} {
 				for _, sh := range n.Shards() {
 					if sh.ID() == id && sh.Raft().State() == raft.Leader {
 						leader = n.Config().NodeID
@@ -212,8 +204,7 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 // still far behind, and the output must stay the offline engine's.
 func TestLaggingLeaderHandsOff(t *testing.T) {
 	lr := startLflRun(t, 11)
-	n1 := lr.restartBehind(t, 50*time.Millisecond)
-	nodes := lr.nodes
+	n1 := lr.restartBehind(50 * time.Millisecond)
 
 	// n1's replica of shard 1 is made leader by hand, as soon as it holds
 	// the log (a transfer needs that), while it is far from applying it
@@ -233,7 +224,7 @@ func TestLaggingLeaderHandsOff(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("n1 never led shard 1 (%d entries behind)", behind())
 		}
-		for _, n := range nodes[1:] {
+		for _, n := range lr.nodes[1:] {
 			for _, s := range n.Shards() {
 				if s.ID() == 1 && s.Raft().State() == raft.Leader {
 					_ = s.Raft().LeadershipTransferToServer("n1", raft.ServerAddress(lr.cfgs[0].RaftAddr)).Error()
@@ -255,7 +246,7 @@ func TestLaggingLeaderHandsOff(t *testing.T) {
 	}
 	// it hands leadership on within a few seconds, long before it could
 	// have applied its backlog (50 ms an entry)
-	checkFor(t, 10*time.Second, func() error {
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
 		if sh.Raft().State() == raft.Leader {
 			return fmt.Errorf("n1 still leads shard 1, %d entries behind", behind())
 		}
@@ -264,72 +255,65 @@ func TestLaggingLeaderHandsOff(t *testing.T) {
 	if left := behind(); left < 32 {
 		t.Fatalf("n1 gave up shard 1 only %d entries behind: not because it lagged", left)
 	}
-	lr.checkOutput(t)
+	lr.checkOutput()
 }
 
 // lflRun is three nodes in process running lflSpec over the bank source,
 // with log entries of ten events at most (so that a replica can be made
 // to lag by hundreds of them), and the 3,000 events they are fed.
 type lflRun struct {
-	ns    *server.Server
-	cfgs  []cluster.Config
-	nodes []*cluster.Node
+	*testCluster
 	lines []string
 }
 
 // startLflRun starts the nodes, deploys the pattern and publishes the
 // first 100 events.
 func startLflRun(t *testing.T, seed uint64) *lflRun {
-	ctx, ns, _, cfgs := inProcessPeers(t, 3, 3*time.Minute)
-	for i := range cfgs {
-		cfgs[i].IngestBatch, cfgs[i].HandOverAfter, cfgs[i].APIToken = 10, 200*time.Millisecond, "s3cret"
+	tc := newPeers(t, 3, 3*time.Minute)
+	for i := range tc.cfgs {
+		tc.cfgs[i].IngestBatch, tc.cfgs[i].HandOverAfter, tc.cfgs[i].APIToken = 10, 200*time.Millisecond, "s3cret"
 	}
-	lr := &lflRun{ns: ns, cfgs: cfgs, nodes: startAll(t, ctx, cfgs), lines: bankEvents(seed, 3000)}
-	c := newClients(lr.nodes[1].APIAddr(), api.WithClientToken("s3cret"))
-	createBank(t, ctx, c)
-	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)})); err != nil {
+	tc.startAll()
+	lr := &lflRun{testCluster: tc, lines: bankEvents(seed, 3000)}
+	c := lr.client(1, api.WithClientToken("s3cret"))
+	lr.createBank(c)
+	if _, err := c.patterns.DeployPattern(lr.ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)})); err != nil {
 		t.Fatal(err)
 	}
-	lr.publish(t, lr.lines[:100])
+	lr.publishBank(lr.lines[:100])
 	return lr
 }
 
-func (lr *lflRun) publish(t *testing.T, lines []string) {
-	publish(t, lr.ns.ClientURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+func (lr *lflRun) publishBank(lines []string) {
+	lr.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 }
 
-// slow is n1's configuration with every log entry applied d late.
-func (lr *lflRun) slow(d time.Duration) cluster.Config {
-	c := lr.cfgs[0]
-	c.ApplyDelay = d
-	return c
+// startSlow starts n1 again with every log entry applied d late.
+func (lr *lflRun) startSlow(d time.Duration) *cluster.Node {
+	lr.cfgs[0].ApplyDelay = d
+	return lr.start(0)
 }
 
 // restartBehind stops n1 while the others work through most of the
 // events, starts it again applying every entry d late (hundreds of entries
 // to go), and publishes the rest of the events.
-func (lr *lflRun) restartBehind(t *testing.T, d time.Duration) *cluster.Node {
-	lr.nodes[0].Close()
-	lr.nodes[0] = nil
-	lr.publish(t, lr.lines[100:2500])
+func (lr *lflRun) restartBehind(d time.Duration) *cluster.Node {
+	lr.stop(0)
+	lr.publishBank(lr.lines[100:2500])
 	// (the last records of a prefix wait for a watermark the prefix does
 	// not reach)
-	waitOutputs(t, lr.ns.ClientURL(), "cep.out.lfl", len(offline(t, lflSpec, lr.lines[:2500]))*9/10, 60*time.Second)
-	n1, err := cluster.Start(context.Background(), lr.slow(d))
-	if err != nil {
-		t.Fatalf("restart n1: %v", err)
-	}
-	lr.nodes[0] = n1
-	lr.publish(t, lr.lines[2500:])
+	lr.waitOutputs("cep.out.lfl", len(offline(lr.t, lflSpec, lr.lines[:2500]))*9/10, 60*time.Second)
+	n1 := lr.startSlow(d)
+	lr.publishBank(lr.lines[2500:])
 	return n1
 }
 
 // checkOutput waits for the whole output and compares it with the offline
 // engine's.
-func (lr *lflRun) checkOutput(t *testing.T) {
-	want := withoutIDs(offline(t, lflSpec, lr.lines))
-	got := withoutIDs(waitOutputs(t, lr.ns.ClientURL(), "cep.out.lfl", len(want), 90*time.Second))
+func (lr *lflRun) checkOutput() {
+	want := withoutIDs(offline(lr.t, lflSpec, lr.lines))
+	got := withoutIDs(lr.waitOutputs("cep.out.lfl", len(want), 90*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("output (%d records) differs from the offline engine (%d)", len(got), len(want))
+		lr.t.Fatalf("output (%d records) differs from the offline engine (%d)", len(got), len(want))
 	}
 }

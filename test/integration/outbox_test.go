@@ -1,12 +1,7 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,47 +10,6 @@ import (
 	"github.com/cepcluster/cep/cluster"
 )
 
-// metric reads the first sample of the node's /metrics named name whose
-// labels contain each of labels (such as `reason="outbox"`).
-func metric(t *testing.T, n *cluster.Node, name string, labels ...string) float64 {
-	t.Helper()
-	v, ok := metricValue(t, n, name, labels...)
-	if !ok {
-		t.Fatalf("no %s%v in /metrics", name, labels)
-	}
-	return v
-}
-
-// metricValue is metric, reporting whether there is such a sample.
-func metricValue(t *testing.T, n *cluster.Node, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	res, err := http.Get("http://" + n.APIAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	var m []string
-	for _, s := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(string(b), -1) {
-		all := true
-		for _, l := range labels {
-			all = all && strings.Contains(s[1], l)
-		}
-		if all {
-			m = s
-			break
-		}
-	}
-	if m == nil {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(m[2], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v, true
-}
-
 // While JetStream does not take the output (here: the output stream is
 // gone), a shard's leader stops reading once its outbox holds the limit of
 // unpublished records, instead of growing the replicated state with all
@@ -63,14 +17,12 @@ func metricValue(t *testing.T, n *cluster.Node, name string, labels ...string) (
 // output equals the offline engine's, nothing lost or duplicated.
 func TestOutboxLimitPausesReading(t *testing.T) {
 	const limit = 20
-	n := startConfigured(t, cluster.Config{IngestBatch: 5, OutboxLimit: limit})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	tc := newSingle(t, 90*time.Second, cluster.Config{IngestBatch: 5, OutboxLimit: limit})
+	ctx := tc.ctx
 	// every login is a match
 	spec := []byte("name: logins\nsource: bank\nkey: e.account\ntime: e.ts\nstages:\n  - name: login\n    where: e.type == \"LOGIN\"\n")
-	c := deployOnBank(t, ctx, n, spec)
-	js := jetStream(t, n.NATSURL())
+	c := tc.deployOnBank(0, spec)
+	js := tc.jetStream()
 	if err := js.DeleteStream(ctx, cluster.OutputStream); err != nil {
 		t.Fatal(err)
 	}
@@ -78,25 +30,25 @@ func TestOutboxLimitPausesReading(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":"LOGIN","ts":%d}`, i%7, 1000+i))
 	}
-	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 
 	// reading stops near the limit: what is in flight may pass it, nothing
 	// more. The leader checks the applied outbox before each entry of 5
 	// events (each a record) and can have six entries unapplied: four
 	// queued, one waited for, and one proposed while it waits for room
 	time.Sleep(2 * time.Second)
-	outbox, events := metric(t, n, "cep_outbox_records"), metric(t, n, "cep_events_total")
+	outbox, events := tc.metric(0, "cep_outbox_records"), tc.metric(0, "cep_events_total")
 	if outbox < limit || outbox > limit-1+6*5 {
 		t.Fatalf("outbox %v records with a limit of %d", outbox, limit)
 	}
 	if events >= float64(len(lines)) {
 		t.Fatalf("%v of %d events applied: reading did not pause", events, len(lines))
 	}
-	if p := metric(t, n, "cep_read_paused", `reason="outbox"`); p != 1 {
+	if p := tc.metric(0, "cep_read_paused", `reason="outbox"`); p != 1 {
 		t.Fatalf("cep_read_paused{reason=\"outbox\"} %v while paused", p)
 	}
 	time.Sleep(time.Second)
-	if again := metric(t, n, "cep_outbox_records"); again > outbox {
+	if again := tc.metric(0, "cep_outbox_records"); again > outbox {
 		t.Fatalf("the outbox grew from %v to %v while paused", outbox, again)
 	}
 	// the status shows it
@@ -113,15 +65,15 @@ func TestOutboxLimitPausesReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := withoutIDs(offline(t, spec, lines))
-	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.logins", len(want), 30*time.Second))
+	got := withoutIDs(tc.waitOutputs("cep.out.logins", len(want), 30*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("%d records, want %d; the output differs from the offline engine", len(got), len(want))
 	}
 	time.Sleep(500 * time.Millisecond)
-	if extra := outputCount(t, n.NATSURL(), "cep.out.logins"); extra != len(want) {
+	if extra := tc.outputCount("cep.out.logins"); extra != len(want) {
 		t.Fatalf("%d records published, want %d", extra, len(want))
 	}
-	if p := metric(t, n, "cep_read_paused", `reason="outbox"`); p != 0 {
+	if p := tc.metric(0, "cep_read_paused", `reason="outbox"`); p != 0 {
 		t.Fatalf("cep_read_paused{reason=\"outbox\"} %v after reading resumed", p)
 	}
 }

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // A match larger than the NATS server's max payload would be refused at
@@ -22,24 +20,14 @@ import (
 // published as usual.
 func TestOversizedRecordIsDeadLettered(t *testing.T) {
 	base := t.TempDir()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(base, "nats"), NoSigs: true, MaxPayload: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	n := startConfigured(t, cluster.Config{DataDir: filepath.Join(base, "n1"), NATSURL: ns.ClientURL()})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	// a NATS server of the test's own, to set its max payload
+	ns := testutil.StartNATS(t, testutil.NATSOptions{StoreDir: filepath.Join(base, "nats"), MaxPayload: 64 << 10})
+	tc := newSingle(t, 60*time.Second, cluster.Config{DataDir: filepath.Join(base, "n1"), NATSURL: ns.ClientURL()})
 	spec, err := os.ReadFile("../../examples/login-fail-logout.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deployOnBank(t, ctx, n, spec)
+	tc.deployOnBank(0, spec)
 	pad := strings.Repeat("x", 600)
 	var lines []string
 	ts := 1000
@@ -57,13 +45,13 @@ func TestOversizedRecordIsDeadLettered(t *testing.T) {
 	ev("acc-2", "LOGOUT")
 	ts += 10_000 // the watermark passes them
 	ev("acc-3", "OK")
-	publish(t, ns.ClientURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 
-	out := waitOutputs(t, ns.ClientURL(), "cep.out.login-fail-logout", 1, 20*time.Second)
+	out := tc.waitOutputs("cep.out.login-fail-logout", 1, 20*time.Second)
 	if len(out) != 1 || !strings.Contains(out[0], `"key":"acc-2"`) {
 		t.Fatalf("output: %d records, want acc-2's match: %.200s", len(out), out)
 	}
-	dl := waitOutputs(t, ns.ClientURL(), "cep.deadletter.output.login-fail-logout", 1, 20*time.Second)
+	dl := tc.waitOutputs("cep.deadletter.output.login-fail-logout", 1, 20*time.Second)
 	var got struct {
 		Subject, ID, Reason, Type, Key string
 		Events                         map[string]int
@@ -76,8 +64,8 @@ func TestOversizedRecordIsDeadLettered(t *testing.T) {
 		t.Fatalf("dead letter: %s", dl[0])
 	}
 	// nothing is left behind in the outbox
-	checkFor(t, 10*time.Second, func() error {
-		if v := metric(t, n, "cep_outbox_records"); v != 0 {
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		if v := tc.metric(0, "cep_outbox_records"); v != 0 {
 			return fmt.Errorf("outbox %v", v)
 		}
 		return nil

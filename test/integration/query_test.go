@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -46,18 +46,15 @@ func TestQueriesEqualOffline(t *testing.T) {
 			i, r.IntN(4), string(rune('A'+r.IntN(3))), 10+r.IntN(20), evTs))
 	}
 
-	n := startNode(t, t.TempDir(), "", 1)
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := newClients(n.APIAddr())
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 1})
+	c, ctx := tc.client(0), tc.ctx
 	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "ticker", Key: "e.symbol"})); err != nil {
 		t.Fatal(err)
 	}
 	for name, q := range queries {
-		deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: q, Name: name, Format: cepv1.SpecFormat_SPEC_FORMAT_SQL})
+		tc.deploy(c, &cepv1.DeployPatternRequest{Spec: q, Name: name, Format: cepv1.SpecFormat_SPEC_FORMAT_SQL})
 	}
-	publish(t, n.NATSURL(), "ticker", func(e map[string]any) string { return fmt.Sprint(e["symbol"]) }, lines)
+	tc.publish("ticker", func(e map[string]any) string { return fmt.Sprint(e["symbol"]) }, lines)
 
 	producing := 0
 	for name, q := range queries {
@@ -71,7 +68,7 @@ func TestQueriesEqualOffline(t *testing.T) {
 			producing++
 		}
 		subject := "cep.out." + name
-		got := withoutIDs(outputsOnceThere(t, n.NATSURL(), subject, len(want), 30*time.Second))
+		got := withoutIDs(tc.outputsOnceThere(subject, len(want), 30*time.Second))
 		if d := differsFromOffline(got, want, q); d != "" {
 			t.Errorf("query %s: %s", name, d)
 		}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -46,17 +46,14 @@ func TestRandomPatternsEqualOffline(t *testing.T) {
 	specs := randomSpecs(r, "r", count, specShape{typeField: "type", window: [2]int{5, 45}})
 	lines := randomEvents(r, 400)
 
-	n := startNode(t, t.TempDir(), "", 1)
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := deployOnBank(t, ctx, n, specs[0])
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 1})
+	c := tc.deployOnBank(0, specs[0])
 	for _, spec := range specs[1:] {
-		deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(spec)})
+		tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(spec)})
 	}
-	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 
-	producing := compareEachWithOffline(t, n.NATSURL(), "r", specs, lines, fmt.Sprintf("(seed %d)", seed))
+	producing := tc.compareEachWithOffline("r", specs, lines, fmt.Sprintf("(seed %d)", seed))
 	if producing < count/2 {
 		t.Fatalf("only %d of %d patterns produce records; the test would prove little", producing, count)
 	}

@@ -1,20 +1,17 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -25,7 +22,8 @@ import (
 // engine's on the same events, as does that of a pattern keyed like the
 // source, which reads the source directly.
 func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
-	n, c, ctx := nodeWithSource(t, 3, 60*time.Second)
+	tc, c := nodeWithSource(t, 3, 60*time.Second)
+	ctx := tc.ctx
 	byUser := []byte("name: by-user\nsource: tx\nkey: e.user\ntime: e.ts\nwithin: 50\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n    contiguity: followedBy\n")
 	byAccount := []byte("name: by-account\nsource: tx\nkey: e.account\ntime: e.ts\nwithin: 50\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n    contiguity: followedBy\n")
 	for _, spec := range [][]byte{byUser, byAccount} {
@@ -48,17 +46,15 @@ func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
 		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","user":"filler-%d","type":"NOISE","ts":%d}`, i, i, 100000+i))
 	}
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	publish(t, n.NATSURL(), "tx", keyOf, lines)
-	sameAsOffline(t, n.NATSURL(), "by-user", byUser, lines)
-	sameAsOffline(t, n.NATSURL(), "by-account", byAccount, lines)
+	tc.publish("tx", keyOf, lines)
+	tc.sameAsOffline("by-user", byUser, lines)
+	tc.sameAsOffline("by-account", byAccount, lines)
 	// the forwarding shard reports how far it is behind the origin
-	checkFor(t, 10*time.Second, func() error {
-		res, err := http.Get("http://" + n.APIAddr() + "/metrics")
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		body, err := tc.metrics(0)
 		if err != nil {
 			return err
 		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
 		if !regexp.MustCompile(`cep_forward_lag_messages\{shard="\d",source="tx\.k[0-9a-f]{8}"\} 0\n`).Match(body) {
 			return fmt.Errorf("no forward lag of 0 in /metrics")
 		}
@@ -83,7 +79,8 @@ func TestDifferentlyKeyedPatternIsRekeyed(t *testing.T) {
 // that reads it dead-letters it with the subject to use, and the correctly
 // published events around it still match.
 func TestEventOnAnotherKeysSubjectIsDeadLettered(t *testing.T) {
-	n, c, ctx := nodeWithSource(t, 3, 30*time.Second)
+	tc, c := nodeWithSource(t, 3, 30*time.Second)
+	ctx := tc.ctx
 	spec := []byte("name: pair\nsource: tx\nkey: e.account\ntime: e.ts\nstages:\n  - name: a\n    where: e.type == \"A\"\n  - name: b\n    where: e.type == \"B\"\n")
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)})); err != nil {
 		t.Fatal(err)
@@ -105,15 +102,15 @@ func TestEventOnAnotherKeysSubjectIsDeadLettered(t *testing.T) {
 		}
 	}
 	good := []string{`{"account":"acc-0","type":"A","ts":1000}`, `{"account":"acc-0","type":"B","ts":2000}`, `{"account":"acc-0","type":"C","ts":3000}`}
-	publishRaw(t, n.NATSURL(), "tx.acc-0", good[:1]...)
-	publishRaw(t, n.NATSURL(), "tx.acc-0", `{"account":"`+other+`","type":"A","ts":1500}`)
-	publishRaw(t, n.NATSURL(), "tx.acc-0", good[1:]...)
-	dl := waitOutputs(t, n.NATSURL(), "cep.deadletter.tx", 1, 20*time.Second)
+	tc.publishRaw("tx.acc-0", good[:1]...)
+	tc.publishRaw("tx.acc-0", `{"account":"`+other+`","type":"A","ts":1500}`)
+	tc.publishRaw("tx.acc-0", good[1:]...)
+	dl := tc.waitOutputs("cep.deadletter.tx", 1, 20*time.Second)
 	if !strings.Contains(dl[0], "published on another key") || !strings.Contains(dl[0], "publish it on tx."+other) {
 		t.Fatalf("dead letter: %s", dl[0])
 	}
 	want := withoutIDs(offline(t, spec, good))
-	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.pair", len(want), 20*time.Second))
+	got := withoutIDs(tc.waitOutputs("cep.out.pair", len(want), 20*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("matches:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 	}
@@ -124,17 +121,9 @@ func TestEventOnAnotherKeysSubjectIsDeadLettered(t *testing.T) {
 // block, so patterns read them re-keyed. Their output equals the offline
 // engine's on the events of the subjects the source names.
 func TestSourcesOnExistingStreamsAndCustomSubjects(t *testing.T) {
-	n := startNode(t, t.TempDir(), "", 3)
-	defer n.Close()
-	c := newClients(n.APIAddr())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	nc, err := nats.Connect(n.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	tc := newSingle(t, 60*time.Second, cluster.Config{Shards: 3})
+	c, ctx := tc.client(0), tc.ctx
+	js := tc.jetStream()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"shop.orders.>"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -183,22 +172,6 @@ func TestSourcesOnExistingStreamsAndCustomSubjects(t *testing.T) {
 		js.Publish(ctx, "web.clicks.end", []byte(end))
 		eu, clicks = append(eu, end), append(clicks, end)
 	}
-	sameAsOffline(t, n.NATSURL(), "orders", orderSpec, eu)
-	sameAsOffline(t, n.NATSURL(), "clicks", clickSpec, clicks)
-}
-
-// sameAsOffline waits for the pattern's records on NATS and compares them,
-// as a set, with the offline engine's on lines.
-func sameAsOffline(t *testing.T, natsURL, pattern string, spec []byte, lines []string) {
-	t.Helper()
-	want := withoutIDs(offline(t, spec, lines))
-	if len(want) == 0 {
-		t.Fatalf("%s: the offline engine finds nothing", pattern)
-	}
-	got := withoutIDs(waitOutputs(t, natsURL, "cep.out."+pattern, len(want), 30*time.Second))
-	sort.Strings(got)
-	sort.Strings(want)
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("%s:\n got %d records %s\nwant %d records %s", pattern, len(got), strings.Join(got, "\n     "), len(want), strings.Join(want, "\n     "))
-	}
+	tc.sameAsOffline("orders", orderSpec, eu)
+	tc.sameAsOffline("clicks", clickSpec, clicks)
 }

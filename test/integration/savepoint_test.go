@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"connectrpc.com/connect"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // A savepoint of a one-shard cluster restores into a fresh cluster with
@@ -25,32 +26,30 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if s := os.Getenv("CEP_RESTORE_SHARDS"); s != "" {
 		fmt.Sscan(s, &restoreShards)
 	}
-	base := t.TempDir()
-	ns := embeddedNATS(t, base)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	tc := newCluster(t, 2*time.Minute)
+	ctx, base := tc.ctx, tc.base
 
 	spec := lflSpec
 	lines := bankEvents(7, 3000)
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	half := 1500
 
-	a := startNode(t, filepath.Join(base, "a"), ns.ClientURL(), 1)
-	ca := newClients(a.APIAddr())
+	a := tc.addOne(cluster.Config{DataDir: filepath.Join(base, "a"), Shards: 1})
+	ca := tc.client(a)
 	if _, err := ca.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 		t.Fatal(err)
 	}
 	// (a bound of its own, which the savepoint carries)
-	deploy(t, ctx, ca, &cepv1.DeployPatternRequest{Spec: string(spec), MaxPartialMatches: new(uint64(5000))})
+	tc.deploy(ca, &cepv1.DeployPatternRequest{Spec: string(spec), MaxPartialMatches: new(uint64(5000))})
 	// random patterns of other shapes (random_test.go) over the events'
 	// kind and v: their state goes through the savepoint too
 	randomSpecs := randomSpecs(rand.New(rand.NewPCG(7, 7)), "rnd", 4, specShape{typeField: "kind", window: [2]int{100, 1000}, always: true, cadenceFree: true})
 	for _, s := range randomSpecs {
-		deploy(t, ctx, ca, &cepv1.DeployPatternRequest{Spec: string(s)})
+		tc.deploy(ca, &cepv1.DeployPatternRequest{Spec: string(s)})
 	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[:half])
+	tc.publish("bank", keyOf, lines[:half])
 	// wait until the first half is applied
-	checkFor(t, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 		res, err := ca.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
 		if err != nil {
 			return err
@@ -70,11 +69,10 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if sp.Msg.Savepoint.ShardCount != 1 || len(sp.Msg.Savepoint.SourcePositions) == 0 || sp.Msg.Savepoint.SourcePositions[0].Source != "bank" || sp.Msg.Savepoint.SourcePositions[0].Sequence == 0 {
 		t.Fatalf("savepoint: %+v", sp.Msg.Savepoint)
 	}
-	a.Close()
+	tc.stop(a)
 
-	b := startNode(t, filepath.Join(base, "b"), ns.ClientURL(), restoreShards)
-	defer b.Close()
-	cb := newClients(b.APIAddr())
+	b := tc.addOne(cluster.Config{DataDir: filepath.Join(base, "b"), Shards: restoreShards})
+	cb := tc.client(b)
 	res, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}}))
 	if err != nil {
 		t.Fatal(err)
@@ -85,17 +83,17 @@ func TestSavepointRestoreIntoMoreShards(t *testing.T) {
 	if got, err := cb.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil || got.Msg.Pattern.Version != 1 || got.Msg.Pattern.MaxPartialMatches != 5000 {
 		t.Fatalf("pattern after restore: %v %v", got, err)
 	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[half:])
+	tc.publish("bank", keyOf, lines[half:])
 
 	want := withoutIDs(offline(t, spec, lines))
 	if len(want) < 20 {
 		t.Fatalf("the offline run produced only %d records", len(want))
 	}
-	got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out.lfl", len(want), 60*time.Second))
+	got := withoutIDs(tc.waitOutputs("cep.out.lfl", len(want), 60*time.Second))
 	if d := differsFromOffline(got, want, string(spec)); d != "" {
 		t.Fatalf("output across the restore differs from the offline engine: %s", d)
 	}
-	producing := compareEachWithOffline(t, ns.ClientURL(), "rnd", randomSpecs, lines, "across the restore")
+	producing := tc.compareEachWithOffline("rnd", randomSpecs, lines, "across the restore")
 	if producing < len(randomSpecs)/2 {
 		t.Fatalf("only %d of %d random patterns produce records; they would prove little", producing, len(randomSpecs))
 	}

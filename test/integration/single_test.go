@@ -12,6 +12,7 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -20,12 +21,8 @@ import (
 // the offline engine produces; then restart the node from its data
 // directory and check nothing is published twice and processing goes on.
 func TestSingleNodeEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	n := startSingle(t, dir)
-	defer func() { n.Close() }()
-	c := newClients(n.APIAddr())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	tc := newSingle(t, 60*time.Second, cluster.Config{})
+	c, ctx := tc.client(0), tc.ctx
 
 	if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 		t.Fatal(err)
@@ -89,7 +86,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	lines = append(lines,
 		`{"account":"acc-9","type":"LOGIN","ts":400000}`,
 		`{"account":"acc-9","type":"PAYMENT_OK","ts":410000}`)
-	publishAndCompare(t, n.NATSURL(), spec, "cep.out.login-fail-logout", lines, 20*time.Second)
+	tc.publishAndCompare(spec, "cep.out.login-fail-logout", lines, 20*time.Second)
 	select {
 	case r := <-tailed:
 		if r.Type != "match" || r.Pattern != "login-fail-logout" || r.Id == "" || !strings.Contains(string(r.Json), `"key":"acc-1"`) {
@@ -104,7 +101,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	for path, want := range map[string]string{
 		"/metrics": `cep_events_total{shard="1"}`, "/healthz": "ok", "/readyz": "ready",
 	} {
-		res, err := http.Get("http://" + n.APIAddr() + path)
+		res, err := http.Get("http://" + tc.nodes[0].APIAddr() + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,20 +121,19 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	}
 
 	// bad events go to the dead-letter subject with a reason; the node goes on
-	publishRaw(t, n.NATSURL(), "bank.acc-5", "not json", `{"account":"acc-5","type":"LOGIN"}`)
-	dl := waitOutputs(t, n.NATSURL(), "cep.deadletter.bank", 2, 20*time.Second)
+	tc.publishRaw("bank.acc-5", "not json", `{"account":"acc-5","type":"LOGIN"}`)
+	dl := tc.waitOutputs("cep.deadletter.bank", 2, 20*time.Second)
 	if !strings.Contains(dl[0], `"text":"not json"`) || !strings.Contains(dl[0], `"reason"`) || !strings.Contains(dl[1], `time e.ts`) {
 		t.Fatalf("dead letters: %v", dl)
 	}
 
 	// restart from disk: state survives, nothing is re-published
-	n.Close()
-	n = startSingle(t, dir)
+	tc.restart(0)
 	more := []string{`{"account":"acc-9","type":"LOGOUT","ts":420000}`, `{"account":"acc-8","type":"LOGIN","ts":430000}`}
 	// NATS restarted with the node (embedded): its data dir persisted too
-	publish(t, n.NATSURL(), "bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, more)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, more)
 	want2 := withoutIDs(offline(t, spec, append(lines, more...)))
-	got := withoutIDs(waitOutputs(t, n.NATSURL(), "cep.out.login-fail-logout", len(want2), 20*time.Second))
+	got := withoutIDs(tc.waitOutputs("cep.out.login-fail-logout", len(want2), 20*time.Second))
 	if strings.Join(got, "\n") != strings.Join(want2, "\n") {
 		t.Fatalf("after restart:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want2, "\n     "))
 	}

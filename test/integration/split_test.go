@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +10,7 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // A shard of a three-node cluster splits in two while events flow: the new
@@ -21,20 +20,21 @@ import (
 // re-keyed by region (read through a derived source one shard forwards)
 // equal the offline engine's.
 func TestShardSplit(t *testing.T) {
-	ctx, ns, _, cfgs := inProcessPeers(t, 3, 3*time.Minute)
-	for i := range cfgs {
-		cfgs[i].Shards = 2
-		cfgs[i].NoAutoSplit = true // this test splits by hand
+	tc := newPeers(t, 3, 3*time.Minute)
+	ctx := tc.ctx
+	for i := range tc.cfgs {
+		tc.cfgs[i].Shards = 2
+		tc.cfgs[i].NoAutoSplit = true // this test splits by hand
 	}
-	nodes := startAll(t, ctx, cfgs)
-	c := newClients(nodes[0].APIAddr())
-	createBank(t, ctx, c)
+	tc.startAll()
+	c := tc.client(0)
+	tc.createBank(c)
 	regional := []byte(strings.NewReplacer("name: lfl", "name: lfl-region", "key: e.account", "key: e.region").Replace(string(lflSpec)))
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(regional)})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(regional)})
 	lines := bankEvents(13, 3000)
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[:1000])
+	tc.publish("bank", keyOf, lines[:1000])
 
 	if _, err := c.cluster.SplitShard(ctx, req(&cepv1.SplitShardRequest{ShardId: 1, AtKeyGroup: 3})); err == nil || !strings.Contains(err.Error(), "invalid_argument") {
 		t.Fatalf("a split point inside a block: %v", err)
@@ -49,7 +49,7 @@ func TestShardSplit(t *testing.T) {
 		}
 		done <- res.Msg
 	}()
-	publishSlowly(t, ns.ClientURL(), keyOf, lines[1000:2000], time.Second)
+	tc.publishSlowly(keyOf, lines[1000:2000], time.Second)
 	res := <-done
 	if res == nil {
 		t.FailNow()
@@ -60,7 +60,7 @@ func TestShardSplit(t *testing.T) {
 	t.Logf("shard 1 keeps %d-%d, shard %d takes %d-%d", res.KeyGroups.First, res.KeyGroups.Last, res.NewShardId, res.NewKeyGroups.First, res.NewKeyGroups.Last)
 	// every key group is in exactly one shard, each with a leader and
 	// three replicas
-	all, err := newClients(nodes[2].APIAddr()).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+	all, err := tc.client(2).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +81,8 @@ func TestShardSplit(t *testing.T) {
 
 	// the state a split stored for the new shard goes once its Raft
 	// snapshots hold it
-	checkFor(t, 30*time.Second, func() error {
-		for _, cfg := range cfgs {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		for _, cfg := range tc.cfgs {
 			if _, err := os.Stat(filepath.Join(cfg.DataDir, "shards", fmt.Sprint(res.NewShardId), "split.snap")); err == nil {
 				return fmt.Errorf("%s still has the split's state file", cfg.NodeID)
 			}
@@ -91,34 +91,28 @@ func TestShardSplit(t *testing.T) {
 	})
 
 	// a node stops: every shard keeps a quorum
-	nodes[0].Close()
-	nodes[0] = nil
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[2000:2500])
+	tc.stop(0)
+	tc.publish("bank", keyOf, lines[2000:2500])
 	// and starts again: its replicas of both parts of the split shard
 	// open from its disk (the old shard's recorded range is the one
 	// before the split) and catch up
-	n0, err := cluster.Start(context.Background(), cfgs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes[0] = n0
-	addrs := []string{nodes[0].APIAddr(), nodes[1].APIAddr(), nodes[2].APIAddr()}
-	waitPlaced(t, ctx, addrs, 3, 3, func(string) bool { return true }, time.Minute)
+	n0 := tc.start(0)
+	tc.waitPlaced([]int{0, 1, 2}, 3, 3, func(string) bool { return true }, time.Minute)
 	if held := len(n0.Shards()); held != 3 {
 		t.Fatalf("the restarted node holds %d replicas, want 3", held)
 	}
-	publish(t, ns.ClientURL(), "bank", keyOf, lines[2500:])
-	for _, tc := range []struct {
+	tc.publish("bank", keyOf, lines[2500:])
+	for _, tt := range []struct {
 		name string
 		spec []byte
 	}{{"lfl", lflSpec}, {"lfl-region", regional}} {
-		want := withoutIDs(offline(t, tc.spec, lines))
-		got := withoutIDs(outputsOnceThere(t, ns.ClientURL(), "cep.out."+tc.name, len(want), time.Minute))
-		if d := differsFromOffline(got, want, string(tc.spec)); d != "" {
-			t.Errorf("%s across the split: %s", tc.name, d)
+		want := withoutIDs(offline(t, tt.spec, lines))
+		got := withoutIDs(tc.outputsOnceThere("cep.out."+tt.name, len(want), time.Minute))
+		if d := differsFromOffline(got, want, string(tt.spec)); d != "" {
+			t.Errorf("%s across the split: %s", tt.name, d)
 		} else {
-			t.Logf("%s: %d records, as offline", tc.name, len(got))
+			t.Logf("%s: %d records, as offline", tt.name, len(got))
 		}
 	}
-	checkReplicasIdentical(t, nodes)
+	tc.checkReplicasIdentical()
 }

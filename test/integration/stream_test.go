@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/keygroup"
 )
 
@@ -19,19 +19,17 @@ import (
 // shard leaders reading it (cep_source_stream_missing 1, and a warning),
 // until a stream of that name is back.
 func TestMissingSourceStreamIsReported(t *testing.T) {
-	n := startConfigured(t, cluster.Config{StreamCheckEvery: 100 * time.Millisecond})
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	deployOnBank(t, ctx, n, lflSpec)
-	js := jetStream(t, n.NATSURL())
+	tc := newSingle(t, 60*time.Second, cluster.Config{StreamCheckEvery: 100 * time.Millisecond})
+	ctx := tc.ctx
+	tc.deployOnBank(0, lflSpec)
+	js := tc.jetStream()
 	st, err := js.Stream(ctx, "CEP_SRC_BANK")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := st.CachedInfo().Config
 	missing := func(want float64) error {
-		if v, _ := metricValue(t, n, "cep_source_stream_missing", `stream="CEP_SRC_BANK"`); v != want {
+		if v, _ := tc.metricValue(0, "cep_source_stream_missing", `stream="CEP_SRC_BANK"`); v != want {
 			return fmt.Errorf("cep_source_stream_missing %v, want %v", v, want)
 		}
 		return nil
@@ -39,11 +37,11 @@ func TestMissingSourceStreamIsReported(t *testing.T) {
 	if err := js.DeleteStream(ctx, "CEP_SRC_BANK"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error { return missing(1) })
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error { return missing(1) })
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error { return missing(0) })
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error { return missing(0) })
 }
 
 // The output stream keeps the retention limits an operator gives it (`nats
@@ -54,39 +52,35 @@ func TestOutputStreamLimits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node three times")
 	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	config := func(n *cluster.Node) jetstream.StreamConfig {
+	tc := newSingle(t, 60*time.Second, cluster.Config{})
+	ctx := tc.ctx
+	config := func() jetstream.StreamConfig {
 		t.Helper()
-		st, err := jetStream(t, n.NATSURL()).Stream(ctx, cluster.OutputStream)
+		st, err := tc.jetStream().Stream(ctx, cluster.OutputStream)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st.CachedInfo().Config
 	}
-	n := startConfigured(t, cluster.Config{DataDir: dir})
-	cfg := config(n)
+	cfg := config()
 	if cfg.MaxAge != 0 || cfg.MaxBytes != -1 || cfg.Duplicates != cluster.OutputDuplicateWin {
 		t.Fatalf("a new output stream: max age %v, max bytes %d, duplicate window %v", cfg.MaxAge, cfg.MaxBytes, cfg.Duplicates)
 	}
 	// an operator sets limits and (by mistake) drops a subject
 	cfg.MaxAge, cfg.MaxBytes, cfg.Subjects = 2*time.Hour, 1<<30, cfg.Subjects[:1]
-	if _, err := jetStream(t, n.NATSURL()).UpdateStream(ctx, cfg); err != nil {
+	if _, err := tc.jetStream().UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	n.Close()
 
-	n = startConfigured(t, cluster.Config{DataDir: dir})
-	cfg = config(n)
+	tc.restart(0)
+	cfg = config()
 	if cfg.MaxAge != 2*time.Hour || cfg.MaxBytes != 1<<30 || !slices.Equal(cfg.Subjects, []string{keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">"}) {
 		t.Fatalf("after a restart: max age %v, max bytes %d, subjects %v", cfg.MaxAge, cfg.MaxBytes, cfg.Subjects)
 	}
-	n.Close()
 
-	n = startConfigured(t, cluster.Config{DataDir: dir, OutputLimits: cluster.OutputLimits{MaxAge: 3 * time.Hour}})
-	defer n.Close()
-	if cfg = config(n); cfg.MaxAge != 3*time.Hour || cfg.MaxBytes != 1<<30 || cfg.Duplicates != cluster.OutputDuplicateWin {
+	tc.cfgs[0].OutputLimits = cluster.OutputLimits{MaxAge: 3 * time.Hour}
+	tc.restart(0)
+	if cfg = config(); cfg.MaxAge != 3*time.Hour || cfg.MaxBytes != 1<<30 || cfg.Duplicates != cluster.OutputDuplicateWin {
 		t.Fatalf("started with a max age: max age %v, max bytes %d, duplicate window %v", cfg.MaxAge, cfg.MaxBytes, cfg.Duplicates)
 	}
 }
@@ -98,37 +92,32 @@ func TestRemovedEventsAreReported(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node twice")
 	}
-	base := t.TempDir()
-	ns := embeddedNATS(t, base)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	tc := newCluster(t, 60*time.Second)
+	ctx := tc.ctx
 	var logs lockedBuffer
-	cfg := cluster.Config{DataDir: filepath.Join(base, "n1"), NATSURL: ns.ClientURL(),
-		Logger: logs.warnings()}
-	n := startConfigured(t, cfg)
-	deployOnBank(t, ctx, n, lflSpec)
+	tc.addOne(cluster.Config{DataDir: filepath.Join(tc.base, "n1"), Logger: logs.warnings()})
+	tc.deployOnBank(0, lflSpec)
 	lines := bankEvents(31, 30)
 	byAccount := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
-	publish(t, ns.ClientURL(), "bank", byAccount, lines[:10])
-	waitApplied(t, n.APIAddr(), 1, "lfl")
-	checkFor(t, 10*time.Second, func() error {
-		if v, _ := metricValue(t, n, "cep_ingest_lag_messages"); v != 0 {
+	tc.publish("bank", byAccount, lines[:10])
+	tc.waitApplied(0, 1, "lfl")
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		if v, _ := tc.metricValue(0, "cep_ingest_lag_messages"); v != 0 {
 			return fmt.Errorf("ingest lag %v", v)
 		}
 		return nil
 	})
-	n.Close()
-	publish(t, ns.ClientURL(), "bank", byAccount, lines[10:])
-	st, err := jetStream(t, ns.ClientURL()).Stream(ctx, "CEP_SRC_BANK")
+	tc.stop(0)
+	tc.publish("bank", byAccount, lines[10:])
+	st, err := tc.jetStream().Stream(ctx, "CEP_SRC_BANK")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSequence(16)); err != nil {
 		t.Fatal(err)
 	}
-	n = startConfigured(t, cfg)
-	defer n.Close()
-	checkFor(t, 10*time.Second, func() error {
+	tc.startReady(0)
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
 		if !strings.Contains(logs.String(), `msg="events were removed from the stream before this shard read them`) ||
 			!strings.Contains(logs.String(), "stream=CEP_SRC_BANK from=11 to=15") {
 			return fmt.Errorf("no warning in the log:\n%s", logs.String())

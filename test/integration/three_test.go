@@ -2,13 +2,10 @@ package integration
 
 import (
 	"cmp"
-	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +18,8 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/internal/testcerts"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 var cepnodeBin string
@@ -117,40 +114,29 @@ func killLeaders(t *testing.T, useTLS bool) {
 		}
 		total = max(total, 2000*kills)
 	}
-	base := t.TempDir()
-	ns := embeddedNATS(t, base)
+	tc := newCluster(t, 3*time.Minute+time.Duration(kills)*20*time.Second)
+	ctx, base := tc.ctx, tc.base
 	ports := freePorts(t, 12)
 	var peers []string
-	procs := make([]*proc, 3)
-	for i := range procs {
+	for i := range 3 {
 		p := &proc{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), raft: ports[3*i], api: ports[3*i+1], gossip: ports[3*i+2]}
-		procs[i] = p
+		tc.procs = append(tc.procs, p)
 		peers = append(peers, p.id+"="+p.raft+"="+p.api+"="+p.gossip)
 	}
-	newClients := newClients
 	var ca *testcerts.Authority
 	if useTLS {
 		var err error
 		if ca, err = testcerts.NewAuthority(base, "cep"); err != nil {
 			t.Fatal(err)
 		}
-		pool, err := transport.LoadCAs(ca.CA)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
-		defer tr.CloseIdleConnections()
-		hc := &http.Client{Transport: tr}
-		newClients = func(addr string, opts ...connect.ClientOption) clients {
-			return clientsAt(hc, "https://"+addr, opts...)
-		}
+		tc.useHTTPS(ca.CA)
 	}
 	// a fourth node joins mid-stream (it is not in --peers: it joins
 	// through the gossip addresses there), and n1 is removed later
 	joiner := &proc{id: "n4", dir: filepath.Join(base, "n4"), raft: ports[9], api: ports[10], gossip: ports[11]}
-	for _, p := range append(procs, joiner) {
+	for _, p := range append(tc.procs, joiner) {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
-			"--nats", ns.ClientURL(), "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"), "--token", "s3cret", "--dead-after", "10s"}
+			"--nats", tc.natsURL(), "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"), "--token", "s3cret", "--dead-after", "10s"}
 		if ca != nil {
 			f, err := ca.Issue(p.id)
 			if err != nil {
@@ -164,23 +150,21 @@ func killLeaders(t *testing.T, useTLS bool) {
 		}
 	}
 	defer func() {
-		for _, p := range procs {
+		for _, p := range tc.procs {
 			p.kill()
 		}
 		if t.Failed() {
-			for _, p := range procs {
+			for _, p := range tc.procs {
 				b, _ := os.ReadFile(p.dir + ".log")
 				t.Logf("log of %s:\n%s", p.id, lastLines(string(b), 30))
 			}
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+time.Duration(kills)*20*time.Second)
-	defer cancel()
 	// with a token, every node answers, forwarding changes to the metadata
 	// leader with the token; without it, a node refuses
-	c := newClients(procs[0].api, api.WithClientToken("s3cret"))
+	c := tc.clients(tc.procs[0].api, api.WithClientToken("s3cret"))
 	// the API may need a moment while the metadata group elects a leader
-	createBank(t, ctx, c)
+	tc.createBank(c)
 	spec := []byte(`name: lfl
 source: bank
 key: e.account
@@ -201,11 +185,11 @@ stages:
 	// the same pattern keyed by user reads the source re-keyed by e.user:
 	// one shard forwards every event, through the kills below
 	userSpec := []byte(strings.Replace(strings.Replace(string(spec), "name: lfl", "name: lfl-user", 1), "key: e.account", "key: e.user", 1))
-	if _, err := newClients(procs[1].api).patterns.ListPatterns(ctx, req(&cepv1.ListPatternsRequest{})); err == nil || !strings.Contains(err.Error(), "unauthenticated") {
+	if _, err := tc.clients(tc.procs[1].api).patterns.ListPatterns(ctx, req(&cepv1.ListPatternsRequest{})); err == nil || !strings.Contains(err.Error(), "unauthenticated") {
 		t.Fatalf("request without the token: %v", err)
 	}
-	for _, p := range procs { // at least one of them forwards to the leader
-		res, err := newClients(p.api, api.WithClientToken("s3cret")).patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)}))
+	for _, p := range tc.procs { // at least one of them forwards to the leader
+		res, err := tc.clients(p.api, api.WithClientToken("s3cret")).patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)}))
 		if err != nil && !strings.Contains(err.Error(), "already") {
 			t.Fatalf("deploy through %s: %v", p.id, err)
 		}
@@ -213,7 +197,7 @@ stages:
 			t.Fatalf("deploy through %s returned with shards %v not running it", p.id, res.Msg.PendingShards)
 		}
 	}
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(userSpec)})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(userSpec)})
 	// a sequence of followedByAny stages: the engine keeps its keys as
 	// trees per start event, encoded as the general step's state
 	anySpec := []byte(`name: lfl-any
@@ -232,14 +216,14 @@ stages:
     contiguity: followedByAny
     where: e.type == "LOGOUT"
 `)
-	deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(anySpec)})
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(anySpec)})
 	// random patterns of other shapes (random_test.go) over the same
 	// events' kind and v, keyed by account or region, with windows: their
 	// state is snapshotted, restored and replayed through the kills too
 	rng := rand.New(rand.NewPCG(42, 1))
 	randomSpecs := randomSpecs(rng, "rnd", 6, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true, cadenceFree: true})
 	for _, s := range randomSpecs {
-		deploy(t, ctx, c, &cepv1.DeployPatternRequest{Spec: string(s)})
+		tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(s)})
 	}
 	// events in time order: many accounts, each cycling through sessions
 	var lines []string
@@ -275,7 +259,7 @@ stages:
 		// a client retries (a deploy that went through answers "already
 		// exists" to the retry)
 		var pending []uint32
-		checkFor(t, 30*time.Second, func() error {
+		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 			res, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(midSpec)}))
 			switch {
 			case connect.CodeOf(err) == connect.CodeAlreadyExists:
@@ -289,7 +273,7 @@ stages:
 		})
 		// a shard still electing its leader runs it once it has one: the
 		// API says when
-		checkFor(t, 30*time.Second, func() error {
+		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 			if len(pending) == 0 {
 				return nil
 			}
@@ -315,10 +299,10 @@ stages:
 		case 1:
 			t.Logf("before chunk %d: %s joins", k, joiner.id)
 			joiner.start(t)
-			procs = append(procs, joiner)
+			tc.procs = append(tc.procs, joiner)
 		case kills/2 + 2:
-			removeNode(t, ctx, procs, "n1", newClients)
-			procs = slices.DeleteFunc(procs, func(p *proc) bool {
+			tc.removeNode("n1")
+			tc.procs = slices.DeleteFunc(tc.procs, func(p *proc) bool {
 				if p.id == "n1" {
 					p.kill()
 					return true
@@ -326,19 +310,19 @@ stages:
 				return false
 			})
 		}
-		publish(t, ns.ClientURL(), "bank", keyOf, lines[k*per:end])
+		tc.publish("bank", keyOf, lines[k*per:end])
 		if k < kills {
-			victim := shardLeader(t, ctx, procs, newClients)
+			victim := tc.shardLeader()
 			t.Logf("after chunk %d: SIGKILL %s, the leader of shard 1", k, victim.id)
 			victim.kill()
 			if k == 0 { // a live node reports the killed one dead
 				var other *proc
-				for _, p := range procs {
+				for _, p := range tc.procs {
 					if p != victim {
 						other = p
 					}
 				}
-				st, err := newClients(other.api, api.WithClientToken("s3cret")).cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
+				st, err := tc.clients(other.api, api.WithClientToken("s3cret")).cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -365,93 +349,17 @@ stages:
 	for i, s := range randomSpecs {
 		cases = append(cases, patternCase{fmt.Sprintf("rnd%d", i), s})
 	}
-	for _, tc := range cases {
-		want := withoutIDs(offline(t, tc.spec, lines))
-		if len(want) < 20 && !strings.HasPrefix(tc.name, "rnd") {
-			t.Fatalf("%s: the offline run produced only %d records", tc.name, len(want))
+	for _, tt := range cases {
+		want := withoutIDs(offline(t, tt.spec, lines))
+		if len(want) < 20 && !strings.HasPrefix(tt.name, "rnd") {
+			t.Fatalf("%s: the offline run produced only %d records", tt.name, len(want))
 		}
-		got := withoutIDs(waitOutputs(t, ns.ClientURL(), "cep.out."+tc.name, len(want), 60*time.Second))
-		t.Logf("%s: %d events, %d records on NATS, %d from the offline engine", tc.name, len(lines), len(got), len(want))
-		if d := differsFromOffline(got, want, string(tc.spec)); d != "" {
-			t.Fatalf("%s: the cluster's output differs from the offline engine's: %s", tc.name, d)
-		}
-	}
-}
-
-// shardLeader finds the node leading shard 1: one that reports itself as
-// the leader, with every running node holding a replica agreeing.
-func shardLeader(t *testing.T, ctx context.Context, procs []*proc, newClients func(string, ...connect.ClientOption) clients) *proc {
-	t.Helper()
-	var leader *proc
-	checkFor(t, 30*time.Second, func() error {
-		views := map[string]int{}
-		running := 0 // running nodes holding a replica of shard 1
-		for _, p := range procs {
-			if p.cmd == nil {
-				continue
-			}
-			res, err := newClients(p.api, api.WithClientToken("s3cret")).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
-			if err != nil {
-				return err
-			}
-			for _, s := range res.Msg.Shards {
-				if s.Id == 1 {
-					views[s.LeaderNodeId]++
-					running++
-				}
-			}
-		}
-		for id, n := range views {
-			if id == "" || n != running {
-				continue
-			}
-			for _, q := range procs {
-				if q.id == id && q.cmd != nil {
-					leader = q
-					return nil
-				}
-			}
-		}
-		return fmt.Errorf("no agreed leader for shard 1: %v", views)
-	})
-	return leader
-}
-
-// removeNode removes node id from the cluster through another node and
-// waits until it is gone from the members and no shard has it.
-func removeNode(t *testing.T, ctx context.Context, procs []*proc, id string, newClients func(string, ...connect.ClientOption) clients) {
-	t.Helper()
-	var other *proc
-	for _, p := range procs {
-		if p.id != id && p.cmd != nil {
-			other = p
+		got := withoutIDs(tc.waitOutputs("cep.out."+tt.name, len(want), 60*time.Second))
+		t.Logf("%s: %d events, %d records on NATS, %d from the offline engine", tt.name, len(lines), len(got), len(want))
+		if d := differsFromOffline(got, want, string(tt.spec)); d != "" {
+			t.Fatalf("%s: the cluster's output differs from the offline engine's: %s", tt.name, d)
 		}
 	}
-	c := newClients(other.api, api.WithClientToken("s3cret"))
-	checkFor(t, 30*time.Second, func() error {
-		_, err := c.cluster.RemoveNode(ctx, req(&cepv1.RemoveNodeRequest{NodeId: id}))
-		return err
-	})
-	checkFor(t, 90*time.Second, func() error {
-		st, err := c.cluster.GetStatus(ctx, req(&cepv1.GetStatusRequest{}))
-		if err != nil {
-			return err
-		}
-		if st.Msg.Summary.KeyGroups == 0 || len(st.Msg.Nodes) == 0 {
-			return fmt.Errorf("%s's copy of the metadata is catching up", other.id) // restarted a moment ago
-		}
-		for _, nd := range st.Msg.Nodes {
-			if nd.Id == id {
-				return fmt.Errorf("%s still a member, with %d replicas", id, nd.Replicas)
-			}
-		}
-		return nil
-	})
-	all, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s removed from the cluster; %d shards", id, len(all.Msg.Shards))
 }
 
 func lastLines(s string, n int) string {

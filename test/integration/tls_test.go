@@ -18,6 +18,7 @@ import (
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/internal/testcerts"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // Three nodes with certificates of one CA form a cluster over mutual TLS
@@ -26,7 +27,8 @@ import (
 // forwarded, and the output equals the offline engine's. The API refuses
 // plain HTTP, and a client that does not trust the CA.
 func TestThreeNodesOverTLS(t *testing.T) {
-	ctx, ns, _, cfgs := inProcessPeers(t, 3, 90*time.Second)
+	tc := newPeers(t, 3, 90*time.Second)
+	ctx, cfgs := tc.ctx, tc.cfgs
 	ca, err := testcerts.NewAuthority(t.TempDir(), "cep")
 	if err != nil {
 		t.Fatal(err)
@@ -40,40 +42,29 @@ func TestThreeNodesOverTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodes := startAll(t, ctx, cfgs)
-
-	pool, err := transport.LoadCAs(ca.CA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
-	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: tr}
+	tc.startAll()
+	tc.useHTTPS(ca.CA)
 	var follower *cluster.Node
-	checkFor(t, 30*time.Second, func() error {
-		for _, n := range nodes {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		for _, n := range tc.nodes {
 			if n.IsMetaLeader() {
 				return nil
 			}
 		}
 		return errors.New("no metadata leader")
 	})
-	for _, n := range nodes {
+	for _, n := range tc.nodes {
 		if !n.IsMetaLeader() {
 			follower = n
 		}
 	}
 	base2 := "https://" + follower.APIAddr()
-	c := clients{
-		patterns: cepv1connect.NewPatternServiceClient(hc, base2),
-		sources:  cepv1connect.NewSourceServiceClient(hc, base2),
-		cluster:  cepv1connect.NewClusterServiceClient(hc, base2),
-	}
-	createBank(t, ctx, c)
+	c := tc.clients(follower.APIAddr())
+	tc.createBank(c)
 	if _, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)})); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
 		res, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
 		if err != nil {
 			return err
@@ -86,7 +77,7 @@ func TestThreeNodesOverTLS(t *testing.T) {
 		return nil
 	})
 
-	publishAndCompare(t, ns.ClientURL(), lflSpec, "cep.out.lfl", bankEvents(7, 400), 30*time.Second)
+	tc.publishAndCompare(lflSpec, "cep.out.lfl", bankEvents(7, 400), 30*time.Second)
 
 	// plain TCP to the Raft port, with a valid stream header for the
 	// metadata group: dropped (a plain mux would hand it to Raft)

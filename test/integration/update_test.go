@@ -1,13 +1,14 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // A pattern update states what happens to partial matches in flight: with
@@ -16,7 +17,7 @@ import (
 func TestUpdatePolicies(t *testing.T) {
 	const v1 = "name: ab\nsource: s\nkey: e.k\ntime: e.ts\nstages:\n  - name: a\n    where: e.t == \"A\"\n  - name: b\n    where: e.t == \"B\"\n"
 	v2 := strings.Replace(v1, `e.t == "B"`, `e.t == "B" || e.t == "C"`, 1)
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		policy cepv1.UpdatePolicy
 		want   int
 	}{
@@ -24,12 +25,9 @@ func TestUpdatePolicies(t *testing.T) {
 		{cepv1.UpdatePolicy_UPDATE_POLICY_MIGRATE, 1},
 		{cepv1.UpdatePolicy_UPDATE_POLICY_RESET, 0},
 	} {
-		t.Run(tc.policy.String(), func(t *testing.T) {
-			n := startSingle(t, t.TempDir())
-			defer n.Close()
-			c := newClients(n.APIAddr())
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			tc := newSingle(t, 30*time.Second, cluster.Config{})
+			c, ctx := tc.client(0), tc.ctx
 			if _, err := c.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "s", Key: "e.k"})); err != nil {
 				t.Fatal(err)
 			}
@@ -38,8 +36,8 @@ func TestUpdatePolicies(t *testing.T) {
 			}
 			keyOf := func(e map[string]any) string { return fmt.Sprint(e["k"]) }
 			// x starts a partial match; y's later event moves the watermark past it
-			publish(t, n.NATSURL(), "s", keyOf, []string{`{"k":"x","t":"A","ts":10}`, `{"k":"y","t":"N","ts":20}`})
-			checkFor(t, 10*time.Second, func() error {
+			tc.publish("s", keyOf, []string{`{"k":"x","t":"A","ts":10}`, `{"k":"y","t":"N","ts":20}`})
+			testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
 				res, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
 				if err != nil {
 					return err
@@ -49,13 +47,13 @@ func TestUpdatePolicies(t *testing.T) {
 				}
 				return nil
 			})
-			up, err := c.patterns.UpdatePattern(ctx, req(&cepv1.UpdatePatternRequest{Name: "ab", Spec: v2, Policy: tc.policy}))
+			up, err := c.patterns.UpdatePattern(ctx, req(&cepv1.UpdatePatternRequest{Name: "ab", Spec: v2, Policy: tt.policy}))
 			if err != nil || up.Msg.Pattern.Version != 2 {
 				t.Fatalf("update: %v %v", up, err)
 			}
 			// wait until the shard runs version 2, then complete x's match
-			checkFor(t, 10*time.Second, func() error {
-				for _, sh := range n.Shards() {
+			testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+				for _, sh := range tc.nodes[0].Shards() {
 					for _, p := range sh.FSM().PatternsSnapshot() {
 						if p.Name == "ab" && p.Version == 2 {
 							return nil
@@ -64,16 +62,16 @@ func TestUpdatePolicies(t *testing.T) {
 				}
 				return fmt.Errorf("version 2 not applied yet")
 			})
-			publish(t, n.NATSURL(), "s", keyOf, []string{`{"k":"x","t":"B","ts":30}`, `{"k":"y","t":"N","ts":40}`})
-			if tc.want > 0 {
-				got := waitOutputs(t, n.NATSURL(), "cep.out.ab", tc.want, 10*time.Second)
-				if len(got) != tc.want || !strings.Contains(got[0], `"a":[{"k":"x","t":"A","ts":10}]`) {
+			tc.publish("s", keyOf, []string{`{"k":"x","t":"B","ts":30}`, `{"k":"y","t":"N","ts":40}`})
+			if tt.want > 0 {
+				got := tc.waitOutputs("cep.out.ab", tt.want, 10*time.Second)
+				if len(got) != tt.want || !strings.Contains(got[0], `"a":[{"k":"x","t":"A","ts":10}]`) {
 					t.Fatalf("records: %v", got)
 				}
 				return
 			}
 			time.Sleep(time.Second)
-			if got := outputCount(t, n.NATSURL(), "cep.out.ab"); got != 0 {
+			if got := tc.outputCount("cep.out.ab"); got != 0 {
 				t.Fatalf("%d records after a reset, want none", got)
 			}
 		})
