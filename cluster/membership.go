@@ -35,7 +35,7 @@ func (n *Node) joinGossip() error {
 	g, err := gossip.Start(gossip.Config{
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
 		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
-		Logger: n.log.With("component", "gossip"), Fast: n.cfg.FastGossip, SecretKey: n.cfg.GossipKey, Fresh: n.meta.fresh, Proto: protoSplit,
+		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: n.cfg.GossipKey, Fresh: n.meta.fresh, Proto: protoSplit,
 	})
 	if err != nil {
 		return err // says "gossip: ..." itself

@@ -141,11 +141,15 @@ func (n *Node) openReplica(info ShardInfo, groups int, bootstrap []raft.Server, 
 		return err
 	}
 	trans := transport.NewTransport(layer, n.log)
-	sh, err := shard.Open(shard.Config{
+	scfg := shard.Config{
 		ID: info.ID, First: info.First, Last: info.Last, Groups: groups, ClusterID: "cep",
 		Dir: dir, LocalID: n.cfg.NodeID, Transport: trans, Bootstrap: bootstrap, Logger: n.log, Raft: n.cfg.Raft,
-		ApplyDelay: n.cfg.ApplyDelay, Initial: initial, OnSplit: n.storeSplit,
-	})
+		Initial: initial, OnSplit: n.storeSplit,
+	}
+	if d := n.cfg.knobs().ApplyDelay; d > 0 {
+		scfg.Testing = &shard.Testing{ApplyDelay: d}
+	}
+	sh, err := shard.Open(scfg)
 	if err != nil {
 		trans.Close()
 		return err

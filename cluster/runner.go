@@ -379,7 +379,7 @@ func (r *runner) handOffIfBehind(ctx context.Context) bool {
 // read. For a derived source, the shard that forwards it skips the
 // origin's history too.
 func (r *runner) reconcile(ctx context.Context, m *Meta) error {
-	if d := r.n.cfg.ReconcileDelay; d > 0 {
+	if d := r.n.cfg.knobs().ReconcileDelay; d > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

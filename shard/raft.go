@@ -36,7 +36,7 @@ type FSM struct {
 	index   uint64
 	cluster string
 	applied chan struct{} // signalled (non-blocking) after every apply
-	delay   time.Duration // Config.ApplyDelay
+	delay   time.Duration // Testing.ApplyDelay
 
 	// the time spent applying and the entries applied since the last
 	// snapshot, and what is told of each snapshot (Shard sets it: the
@@ -44,7 +44,7 @@ type FSM struct {
 	// it touches the state.
 	busy       time.Duration
 	entries    uint64
-	snapDelay  time.Duration // Config.SnapshotDelay
+	snapDelay  time.Duration // Testing.SnapshotDelay
 	onSnapshot func(encode, busy time.Duration, entries uint64)
 	onSplit    func(sp Split, state []byte) // Config.OnSplit
 	lastEncode atomic.Int64                 // nanoseconds the last snapshot's encoding took (metrics)
@@ -257,6 +257,16 @@ func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s fsmSnapshot) Release() {}
 
+// Testing holds the faults tests inject into a shard.
+type Testing struct {
+	// ApplyDelay: the state machine sleeps this long before applying each
+	// log entry (a replica too slow to keep up).
+	ApplyDelay time.Duration
+	// SnapshotDelay: encoding a snapshot takes this much longer (a large
+	// state).
+	SnapshotDelay time.Duration
+}
+
 // Config configures a Shard.
 type Config struct {
 	ID           uint64 // shard id, also its Raft group id
@@ -270,12 +280,9 @@ type Config struct {
 	Logger       *slog.Logger
 	Raft         *raft.Config // optional overrides (timeouts); LocalID is set here
 	SnapshotKeep int
-	// ApplyDelay injects a fault for tests: the state machine sleeps this
-	// long before applying each log entry (a replica too slow to keep up).
-	ApplyDelay time.Duration
-	// SnapshotDelay, for tests: encoding a snapshot takes this much longer
-	// (a large state).
-	SnapshotDelay time.Duration
+	// Testing is for tests only (nil in production; internal/lint keeps
+	// other code from naming it).
+	Testing *Testing
 	// Initial, when set, is the state (a snapshot file) the shard starts
 	// from before its log: a shard split off another (OnSplit's state).
 	// Its Raft snapshots replace it once taken.
@@ -366,7 +373,9 @@ func Open(cfg Config) (*Shard, error) {
 		return nil, err
 	}
 	fsm := NewFSM(cfg.First, cfg.Last, cfg.Groups, cfg.ClusterID)
-	fsm.delay = cfg.ApplyDelay
+	if cfg.Testing != nil {
+		fsm.delay, fsm.snapDelay = cfg.Testing.ApplyDelay, cfg.Testing.SnapshotDelay
+	}
 	fsm.onSplit = cfg.OnSplit
 	if cfg.Initial != nil {
 		// before raft restores its latest snapshot (which replaces it)
@@ -393,7 +402,6 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	sh := &Shard{cfg: cfg, fsm: fsm, raft: r, store: store}
 	fsm.mu.Lock()
-	fsm.snapDelay = cfg.SnapshotDelay
 	fsm.onSnapshot = func(encode, busy time.Duration, entries uint64) {
 		sh.adaptSnapshots(encode, busy, entries, c.SnapshotThreshold, logger.With("shard", cfg.ID))
 	}

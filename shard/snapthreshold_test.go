@@ -39,7 +39,7 @@ func TestSlowSnapshotsRaiseTheThreshold(t *testing.T) {
 	addr, tr := raft.NewInmemTransport("n0")
 	cfg := Config{ID: 1, First: 0, Last: 15, Groups: 16, ClusterID: "c", Dir: t.TempDir(), LocalID: "n0",
 		Transport: tr, Bootstrap: []raft.Server{{ID: "n0", Address: addr}}, Raft: testRaftConfig(),
-		ApplyDelay: 2 * time.Millisecond, SnapshotDelay: 200 * time.Millisecond}
+		Testing: &Testing{ApplyDelay: 2 * time.Millisecond, SnapshotDelay: 200 * time.Millisecond}}
 	cfg.Raft.SnapshotThreshold = 16
 	cfg.Raft.SnapshotInterval = time.Hour // only the snapshots the test takes
 	s, err := Open(cfg)

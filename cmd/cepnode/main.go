@@ -52,29 +52,30 @@ func env(name, def string) string {
 // Run parses flags and runs a node until ctx ends.
 func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cepnode", flag.ContinueOnError)
+	d := cluster.DefaultConfig()
 	fs.SetOutput(stderr)
-	id := fs.String("id", env("id", "node1"), "node id, unique in the cluster (env CEPNODE_ID)")
-	data := fs.String("data", env("data", "./data"), "data directory: Raft logs, snapshots, embedded NATS store (env CEPNODE_DATA)")
-	raftAddr := fs.String("raft-addr", env("raft-addr", "127.0.0.1:7000"), "listen address for Raft traffic of all groups (env CEPNODE_RAFT_ADDR)")
-	apiAddr := fs.String("api-addr", env("api-addr", "127.0.0.1:7070"), "listen address of the Connect/gRPC API, /metrics, /healthz, /readyz (env CEPNODE_API_ADDR)")
+	id := fs.String("id", env("id", d.NodeID), "node id, unique in the cluster (env CEPNODE_ID)")
+	data := fs.String("data", env("data", d.DataDir), "data directory: Raft logs, snapshots, embedded NATS store (env CEPNODE_DATA)")
+	raftAddr := fs.String("raft-addr", env("raft-addr", d.RaftAddr), "listen address for Raft traffic of all groups (env CEPNODE_RAFT_ADDR)")
+	apiAddr := fs.String("api-addr", env("api-addr", d.APIAddr), "listen address of the Connect/gRPC API, /metrics, /healthz, /readyz (env CEPNODE_API_ADDR)")
 	natsURL := fs.String("nats", env("nats", ""), "URL of an external NATS server with JetStream; empty starts an embedded one (env CEPNODE_NATS)")
 	natsCreds := fs.String("nats-creds", env("nats-creds", ""), "credentials file for the external NATS (env CEPNODE_NATS_CREDS)")
 	natsCA := fs.String("nats-ca", env("nats-ca", ""), "PEM file of the CA that signed the external NATS server's certificate, if not a system-trusted one (env CEPNODE_NATS_CA)")
-	natsPort := fs.Int("nats-port", 4222, "client port of the embedded NATS server")
+	natsPort := fs.Int("nats-port", d.NATSPort, "client port of the embedded NATS server")
 	peers := fs.String("peers", env("peers", ""), "the members a new cluster starts with, as id=raftaddr=apiaddr[=gossipaddr],... including this node; empty: a single-node cluster, or with --join a node joining one (env CEPNODE_PEERS)")
 	gossipAddr := fs.String("gossip-addr", env("gossip-addr", ""), "listen address (UDP and TCP) of the membership gossip; default: the host of --raft-addr, port 7946 (env CEPNODE_GOSSIP_ADDR)")
 	join := fs.String("join", env("join", ""), "gossip addresses (host:port, comma-separated) of members of a running cluster: without --peers, this node joins that cluster and is given replicas (needs --nats) (env CEPNODE_JOIN)")
 	gossipKey := fs.String("gossip-key", env("gossip-key", ""), "base64 of a 16, 24 or 32-byte key that encrypts the membership gossip, the same on every node; use it where others can reach the gossip port, with TLS (env CEPNODE_GOSSIP_KEY)")
 	advertiseHost := fs.String("advertise-host", env("advertise-host", ""), "host (name or IP) other nodes reach this one at, for a node not listed in --peers whose addresses are wildcards like 0.0.0.0 (env CEPNODE_ADVERTISE_HOST)")
-	deadAfter := fs.Duration("dead-after", 5*time.Minute, "how long a member may be unreachable before its replicas are moved to other nodes")
+	deadAfter := fs.Duration("dead-after", d.DeadAfter, "how long a member may be unreachable before its replicas are moved to other nodes")
 	autoSplit := fs.Bool("auto-split", true, "split shards while the cluster has more nodes than shards, so that each node leads one (at most 32 shards with the default key groups; cepctl shard split splits by hand)")
-	replicas := fs.Int("replicas", 3, "replicas per shard, recorded at cluster creation (a shard has fewer while the cluster has fewer nodes)")
+	replicas := fs.Int("replicas", d.Replicas, "replicas per shard, recorded at cluster creation (a shard has fewer while the cluster has fewer nodes)")
 	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
-	keyGroups := fs.Int("key-groups", 256, "number of key groups K, fixed at cluster creation")
-	outboxLimit := fs.Int("outbox-limit", 50_000, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
+	keyGroups := fs.Int("key-groups", d.KeyGroups, "number of key groups K, fixed at cluster creation")
+	outboxLimit := fs.Int("outbox-limit", d.OutboxLimit, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
 	outputMaxAge := fs.Duration("output-max-age", 0, "remove output records (matches, timeouts, late events, dead letters) older than this from the output stream, at least 30m; 0 keeps the stream's limit (none when the cluster creates it)")
 	outputMaxBytes := fs.String("output-max-bytes", "", "remove the oldest output records once the output stream holds more than this many bytes (suffixes K, M, G, T: powers of 1024); empty keeps the stream's limit")
-	deployWait := fs.Duration("deploy-wait", 10*time.Second, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
+	deployWait := fs.Duration("deploy-wait", d.DeployWait, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
 	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
 	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert (env CEPNODE_TLS_KEY)")
@@ -96,12 +97,11 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	cfg := cluster.Config{
-		NodeID: *id, DataDir: *data, RaftAddr: *raftAddr, APIAddr: *apiAddr,
-		NATSURL: *natsURL, NATSCreds: *natsCreds, NATSCA: *natsCA, NATSPort: *natsPort,
-		Shards: *shards, KeyGroups: *keyGroups, APIToken: *token, Logger: logger, Pprof: *pprofOn,
-		OutboxLimit: *outboxLimit, DeployWait: *deployWait, DeadAfter: *deadAfter, Replicas: *replicas, NoAutoSplit: !*autoSplit,
-	}
+	cfg := d // what no flag sets keeps its default
+	cfg.NodeID, cfg.DataDir, cfg.RaftAddr, cfg.APIAddr = *id, *data, *raftAddr, *apiAddr
+	cfg.NATSURL, cfg.NATSCreds, cfg.NATSCA, cfg.NATSPort = *natsURL, *natsCreds, *natsCA, *natsPort
+	cfg.Shards, cfg.KeyGroups, cfg.APIToken, cfg.Logger, cfg.Pprof = *shards, *keyGroups, *token, logger, *pprofOn
+	cfg.OutboxLimit, cfg.DeployWait, cfg.DeadAfter, cfg.Replicas, cfg.NoAutoSplit = *outboxLimit, *deployWait, *deadAfter, *replicas, !*autoSplit
 	cfg.GossipAddr, cfg.AdvertiseHost = *gossipAddr, *advertiseHost
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)
@@ -119,23 +119,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	for _, j := range strings.Split(*join, ",") {
 		if j = strings.TrimSpace(j); j != "" {
-			if _, _, err := net.SplitHostPort(j); err != nil {
-				return fmt.Errorf("--join: %q is not host:port", j)
-			}
 			cfg.Join = append(cfg.Join, j)
 		}
-	}
-	if *deadAfter < 10*time.Second {
-		return errors.New("--dead-after must be at least 10s (a node restarting or briefly partitioned would have its replicas moved)")
-	}
-	if *replicas < 1 {
-		return errors.New("--replicas must be at least 1")
-	}
-	if *outboxLimit < 1 {
-		return errors.New("--outbox-limit must be at least 1")
-	}
-	if *outputMaxAge < 0 || *outputMaxAge > 0 && *outputMaxAge < cluster.OutputDuplicateWin {
-		return fmt.Errorf("--output-max-age %v: at least %v, the window in which records published again after a failover are de-duplicated", *outputMaxAge, cluster.OutputDuplicateWin)
 	}
 	cfg.OutputLimits.MaxAge = *outputMaxAge
 	if *outputMaxBytes != "" {
@@ -144,9 +129,6 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("--output-max-bytes: %v", err)
 		}
 		cfg.OutputLimits.MaxBytes = n
-	}
-	if *deployWait <= 0 {
-		return errors.New("--deploy-wait must be positive (a deploy that does not wait can miss the events published right after it)")
 	}
 	switch set := btoi(*tlsCert != "") + btoi(*tlsKey != "") + btoi(*tlsCA != ""); set {
 	case 3:
@@ -157,9 +139,6 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg.TLS = t
 	case 1, 2:
 		return errors.New("--tls-cert, --tls-key and --tls-ca go together: give all three or none")
-	}
-	if *natsCA != "" && *natsURL == "" {
-		return errors.New("--nats-ca is for an external NATS server (--nats)")
 	}
 	if *peers != "" {
 		ps, err := parsePeers(*peers)
@@ -185,8 +164,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("--peers does not list this node (%s); to join a running cluster give --join (or gossip addresses in --peers)", *id)
 		}
 	}
-	if len(cfg.Join) > 0 && len(cfg.Peers) == 0 && *natsURL == "" {
-		return errors.New("--join needs --nats: a joining node reads and publishes through the cluster's NATS, not an embedded server of its own")
+	if err := cfg.Validate(); err != nil {
+		return flagError(err)
 	}
 	n, err := cluster.Start(ctx, cfg)
 	if err != nil {
@@ -203,6 +182,33 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	case <-time.After(30 * time.Second):
 		return errors.New("shutdown took longer than 30s")
 	}
+}
+
+// flags are the cepnode flags of the Config fields Validate may refuse.
+var flags = map[string]string{
+	"DeadAfter": "--dead-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
+	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "OutputLimits.MaxAge": "--output-max-age",
+	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
+}
+
+// flagError names the flag of a refused Config field.
+func flagError(err error) error {
+	var ce *cluster.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	name, ok := flags[ce.Field]
+	if !ok {
+		return err
+	}
+	msg := ce.Msg
+	switch ce.Field {
+	case "NATSCA":
+		msg = " is for an external NATS server (--nats)"
+	case "Join":
+		msg = strings.Replace(msg, " needs an external NATS:", " needs --nats:", 1)
+	}
+	return errors.New(name + msg)
 }
 
 func btoi(b bool) int {

@@ -139,3 +139,45 @@ func TestNFATestKnobsAreSetOnlyByTests(t *testing.T) {
 		})
 	}
 }
+
+// A node's and a shard's test knobs (cluster.Testing, shard.Testing:
+// faults and shortened timings) are set by tests only: no command or
+// package outside the two names them (cluster hands its own knobs on to
+// its shards).
+func TestConfigKnobsOnlyInTests(t *testing.T) {
+	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "../.." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Testing" {
+				return true
+			}
+			id, ok := sel.X.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			if id.Name == "cluster" || id.Name == "shard" && dir != "../../cluster" {
+				t.Errorf("%s: %s.Testing outside tests", fset.Position(sel.Pos()), id.Name)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -26,7 +26,7 @@ func TestDeployReturnsOnceShardsRunIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 4, ReconcileDelay: 700 * time.Millisecond})
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 4, Testing: &cluster.Testing{ReconcileDelay: 700 * time.Millisecond}})
 	c, ctx := tc.client(0), tc.ctx
 	tc.createBank(c)
 	// a first pattern keeps the shards reading the source
@@ -63,7 +63,7 @@ func TestDeployNamesShardsNotRunningIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	tc := newSingle(t, time.Minute, cluster.Config{Shards: 3, ReconcileDelay: 2 * time.Second, DeployWait: 200 * time.Millisecond})
+	tc := newSingle(t, time.Minute, cluster.Config{Shards: 3, Testing: &cluster.Testing{ReconcileDelay: 2 * time.Second}, DeployWait: 200 * time.Millisecond})
 	c, ctx := tc.client(0), tc.ctx
 	tc.createBank(c)
 	res, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(lflSpec)}))
@@ -228,7 +228,7 @@ func TestFromStartRightAfterDelete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 2, ReconcileDelay: 500 * time.Millisecond, DeployWait: time.Millisecond})
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 2, Testing: &cluster.Testing{ReconcileDelay: 500 * time.Millisecond}, DeployWait: time.Millisecond})
 	c, ctx := tc.client(0), tc.ctx
 	tc.createBank(c)
 	byAccount := func(e map[string]any) string { return fmt.Sprint(e["account"]) }

@@ -290,7 +290,9 @@ func (lr *lflRun) publishBank(lines []string) {
 
 // startSlow starts n1 again with every log entry applied d late.
 func (lr *lflRun) startSlow(d time.Duration) *cluster.Node {
-	lr.cfgs[0].ApplyDelay = d
+	knobs := *lr.cfgs[0].Testing // the other nodes' knobs stay as they are
+	knobs.ApplyDelay = d
+	lr.cfgs[0].Testing = &knobs
 	return lr.start(0)
 }
 

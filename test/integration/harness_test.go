@@ -193,7 +193,7 @@ func peerConfigs(t *testing.T, base, natsURL string, n int) []cluster.Config {
 	for i, p := range peers {
 		out[i] = cluster.Config{
 			NodeID: p.ID, DataDir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr,
-			NATSURL: natsURL, Peers: peers, Raft: testRaft(), Logger: testutil.EnvLogger(), FastGossip: true,
+			NATSURL: natsURL, Peers: peers, Raft: testRaft(), Logger: testutil.EnvLogger(), Testing: &cluster.Testing{FastGossip: true},
 		}
 	}
 	return out

@@ -28,7 +28,7 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 	// nodes that join through the gossip, as configured by hand
 	start := func(id string, join []string) *cluster.Node {
 		return tc.nodes[tc.add(cluster.Config{NodeID: id, DataDir: filepath.Join(tc.base, id), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
-			NATSURL: tc.natsURL(), Shards: 1, Join: join, FastGossip: true, Raft: testRaft(), Logger: testutil.EnvLogger(),
+			NATSURL: tc.natsURL(), Shards: 1, Join: join, Testing: &cluster.Testing{FastGossip: true}, Raft: testRaft(), Logger: testutil.EnvLogger(),
 			GossipKey: []byte("0123456789abcdef")})]
 	}
 	n1 := start("n1", nil)

@@ -1,0 +1,255 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/cluster/transport"
+	"github.com/cepcluster/cep/shard"
+)
+
+// Peer is one member of the cluster: one the cluster is created with
+// (Config.Peers), or one that joined later (Meta.Nodes).
+type Peer struct {
+	ID         string
+	RaftAddr   string // host:port of its Raft mux
+	APIAddr    string // host:port of its API
+	GossipAddr string // host:port of its membership gossip; may be empty
+}
+
+// Config configures a node. The zero value of every field has a working
+// default, so that an empty Config is a single-node cluster with an
+// embedded NATS server and its data under ./data.
+type Config struct {
+	NodeID    string // default "node1"
+	DataDir   string // default "./data"
+	RaftAddr  string // listen address of the Raft mux, default 127.0.0.1:7000
+	APIAddr   string // listen address of the API, default 127.0.0.1:7070
+	NATSURL   string // external NATS; empty starts an embedded server
+	NATSCreds string // credentials file for an external NATS
+	NATSCA    string // PEM CA file for an external NATS's TLS certificate
+	NATSHost  string // embedded NATS listen host, default 127.0.0.1
+	NATSPort  int    // embedded NATS port, default 4222 (-1: any free port)
+	Peers     []Peer // the members a new cluster starts with, including this node; empty: alone (or joining)
+	Shards    int    // shard count; default: the number of peers (at least 1)
+	KeyGroups int    // K, fixed at cluster creation; default 256
+	// Replicas is how many replicas each shard should have (default 3),
+	// recorded when the cluster is created; a shard has fewer while the
+	// cluster has fewer nodes.
+	Replicas int
+	// GossipAddr is where the membership gossip (memberlist, UDP and TCP)
+	// listens; default 127.0.0.1:0, any free port. Others reach it at this
+	// node's GossipAddr in Peers when listed there, else at the address
+	// bound.
+	GossipAddr string
+	// Join lists gossip addresses (host:port) of members of a running
+	// cluster. A node started with Join and without Peers joins that
+	// cluster: it bootstraps nothing and waits to be given replicas.
+	Join []string
+	// DeadAfter is how long a member may be unreachable before the cluster
+	// moves its replicas to other nodes (default 5m).
+	DeadAfter time.Duration
+	// AdvertiseHost is the host (name or IP) others reach this node at, for
+	// a node not listed in Peers whose listeners are bound to a wildcard
+	// address (0.0.0.0 in a container): its Raft, API and gossip addresses
+	// are advertised with this host and their bound ports.
+	AdvertiseHost string
+	// GossipKey, when set (16, 24 or 32 bytes), encrypts and authenticates
+	// the gossip; every node needs the same key. Without it anyone reaching
+	// the gossip port can announce members (the cluster still takes one
+	// only once its API answers, over TLS when the cluster uses it).
+	GossipKey []byte
+	// NoAutoSplit: the cluster does not split shards when it has more
+	// active nodes than shards (it does by default, so that each node leads
+	// a shard; only cepctl shard split splits then).
+	NoAutoSplit bool
+	APIToken    string // bearer token the API requires; empty: none
+	// TLS, when set, secures the Raft mux (mutual TLS) and the API (HTTPS);
+	// see transport.TLS. The embedded NATS server stays plain, on its loopback host.
+	TLS    *transport.TLS
+	Pprof  bool // serve net/http/pprof under /debug/pprof/ on the API address
+	Logger *slog.Logger
+	Raft   *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
+
+	// IngestBatch bounds the events of one log entry; IngestLinger is how
+	// long the leader waits to fill a batch.
+	IngestBatch  int
+	IngestLinger time.Duration
+	// OutboxLimit is how many produced records a shard holds unpublished
+	// before its leader stops reading (default 50,000): while JetStream
+	// does not take the output, the replicated state does not grow
+	// without bound, and reading resumes once publishing catches up.
+	OutboxLimit int
+	// OutputLimits are set on the output stream at start; the stream
+	// keeps its own limits where they are zero.
+	OutputLimits OutputLimits
+	// TickEvery is the processing-time tick period (default 1s).
+	TickEvery time.Duration
+	// StreamCheckEvery is how often a shard leader checks that the streams
+	// it reads still exist (default 10s).
+	StreamCheckEvery time.Duration
+	// HandOverAfter is how long a replica that is not its shard's preferred
+	// leader leads before handing leadership over (default 2s).
+	HandOverAfter time.Duration
+	// DeployWait bounds how long DeployPattern, UpdatePattern and
+	// DeletePattern wait for every shard to apply the change before they
+	// return the shards that have not (default 10s; the request's
+	// deadline if sooner).
+	DeployWait time.Duration
+	// Now is the clock used for processing-time ticks and logged times;
+	// default time.Now. It is read by the proposer only: the FSMs see the
+	// logged value.
+	Now func() time.Time
+
+	// Testing is for tests only (fault injection, shortened timings):
+	// nil in production, and only test code may name it (internal/lint).
+	Testing *Testing
+}
+
+// Testing holds what tests change in a node and nothing else may.
+type Testing struct {
+	// FastGossip shortens the gossip's probe and suspicion timings, and
+	// lets DeadAfter go below MinDeadAfter.
+	FastGossip bool
+	// ReconcileDelay: a shard leader of this node waits this long after
+	// its metadata replica changes before it looks at the metadata and
+	// proposes the deployments and deletions that follow into its shard's
+	// log (changes made meanwhile come together).
+	ReconcileDelay time.Duration
+	// ApplyDelay: every shard state machine of this node sleeps this long
+	// before applying each log entry.
+	ApplyDelay time.Duration
+}
+
+// DefaultConfig returns a Config with every default filled in: the values
+// Start gives the zero fields, and those cepnode's flags show.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:           "node1",
+		DataDir:          "./data",
+		RaftAddr:         "127.0.0.1:7000",
+		APIAddr:          "127.0.0.1:7070",
+		NATSHost:         "127.0.0.1",
+		NATSPort:         4222,
+		KeyGroups:        256,
+		Replicas:         3,
+		GossipAddr:       "127.0.0.1:0",
+		DeadAfter:        5 * time.Minute,
+		Logger:           slog.New(slog.DiscardHandler),
+		Raft:             shard.DefaultRaftConfig(),
+		IngestBatch:      2000,
+		IngestLinger:     5 * time.Millisecond,
+		OutboxLimit:      50_000,
+		TickEvery:        time.Second,
+		StreamCheckEvery: 10 * time.Second,
+		HandOverAfter:    2 * time.Second,
+		DeployWait:       10 * time.Second,
+		Now:              time.Now,
+	}
+}
+
+// setDefaults gives every zero field its DefaultConfig value; the peers
+// and the shard count follow from the node's own addresses.
+func (c *Config) setDefaults() {
+	d := DefaultConfig()
+	orDefault(&c.NodeID, d.NodeID)
+	orDefault(&c.DataDir, d.DataDir)
+	orDefault(&c.RaftAddr, d.RaftAddr)
+	orDefault(&c.APIAddr, d.APIAddr)
+	orDefault(&c.NATSHost, d.NATSHost)
+	orDefault(&c.NATSPort, d.NATSPort)
+	if len(c.Peers) == 0 && len(c.Join) == 0 {
+		c.Peers = []Peer{{ID: c.NodeID, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr}}
+	}
+	orDefault(&c.Shards, max(1, len(c.Peers)))
+	orDefault(&c.KeyGroups, d.KeyGroups)
+	orDefault(&c.Replicas, d.Replicas)
+	orDefault(&c.GossipAddr, d.GossipAddr)
+	orDefault(&c.DeadAfter, d.DeadAfter)
+	orDefault(&c.Logger, d.Logger)
+	orDefault(&c.Raft, d.Raft)
+	orDefault(&c.IngestBatch, d.IngestBatch)
+	orDefault(&c.IngestLinger, d.IngestLinger)
+	orDefault(&c.OutboxLimit, d.OutboxLimit)
+	orDefault(&c.TickEvery, d.TickEvery)
+	orDefault(&c.StreamCheckEvery, d.StreamCheckEvery)
+	orDefault(&c.HandOverAfter, d.HandOverAfter)
+	orDefault(&c.DeployWait, d.DeployWait)
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+}
+
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// MinDeadAfter is the shortest DeadAfter outside tests: a node restarting
+// or briefly partitioned would otherwise have its replicas moved.
+const MinDeadAfter = 10 * time.Second
+
+// ConfigError is a Config field whose value is refused. Field is the
+// Config field's name; cepnode names its flag instead.
+type ConfigError struct {
+	Field string
+	// Msg follows the name: " must be at least 1", ": not host:port".
+	Msg string
+}
+
+func (e *ConfigError) Error() string { return "cluster: Config." + e.Field + e.Msg }
+
+// Validate checks the values as they are (Start fills the zero fields
+// with DefaultConfig's first): the first refused one is returned as a
+// *ConfigError.
+func (c *Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return &ConfigError{Field: field, Msg: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case c.DeadAfter < MinDeadAfter && (c.Testing == nil || !c.Testing.FastGossip):
+		return bad("DeadAfter", " must be at least %v (a node restarting or briefly partitioned would have its replicas moved)", MinDeadAfter)
+	case c.Replicas < 1:
+		return bad("Replicas", " must be at least 1")
+	case c.KeyGroups < 1:
+		return bad("KeyGroups", " must be at least 1")
+	case c.Shards < 0:
+		return bad("Shards", " must not be negative")
+	case c.IngestBatch < 1:
+		return bad("IngestBatch", " must be at least 1")
+	case c.OutboxLimit < 1:
+		return bad("OutboxLimit", " must be at least 1")
+	case c.DeployWait <= 0:
+		return bad("DeployWait", " must be positive (a deploy that does not wait can miss the events published right after it)")
+	case c.OutputLimits.MaxAge < 0 || c.OutputLimits.MaxAge > 0 && c.OutputLimits.MaxAge < OutputDuplicateWin:
+		return bad("OutputLimits.MaxAge", " %v: at least %v, the window in which records published again after a failover are de-duplicated", c.OutputLimits.MaxAge, OutputDuplicateWin)
+	case c.OutputLimits.MaxBytes < 0:
+		return bad("OutputLimits.MaxBytes", " must not be negative")
+	case len(c.GossipKey) != 0 && len(c.GossipKey) != 16 && len(c.GossipKey) != 24 && len(c.GossipKey) != 32:
+		return bad("GossipKey", ": not a 16, 24 or 32-byte key")
+	case c.NATSCA != "" && c.NATSURL == "":
+		return bad("NATSCA", " is for an external NATS server (NATSURL)")
+	case len(c.Join) > 0 && len(c.Peers) == 0 && c.NATSURL == "":
+		return bad("Join", " needs an external NATS: a joining node reads and publishes through the cluster's NATS, not an embedded server of its own")
+	}
+	for _, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			return bad("Join", ": %q is not host:port", j)
+		}
+	}
+	return nil
+}
+
+// knobs returns the test knobs, zero outside tests.
+func (c *Config) knobs() Testing {
+	if c.Testing == nil {
+		return Testing{}
+	}
+	return *c.Testing
+}
