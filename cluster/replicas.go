@@ -21,7 +21,7 @@ import (
 // replica is one of this node's shard replicas with its runner.
 type replica struct {
 	sh     *shard.Shard
-	trans  *raft.NetworkTransport
+	trans  *transport.Transport
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the runner has returned
 }

@@ -526,18 +526,38 @@ func (c *layerConn) Close() error {
 	return err
 }
 
-// NewTransport returns a raft.NetworkTransport over l with a pool of
-// transportMaxPool connections per peer and a transportTimeout I/O timeout,
-// logging to logger (nil discards). The transport owns l: its Close (called
-// by raft's Shutdown) closes the Layer.
-func NewTransport(l *Layer, logger *slog.Logger) *raft.NetworkTransport {
+// NewTransport returns a raft transport over l: a raft.NetworkTransport
+// with a pool of transportMaxPool connections per peer and a
+// transportTimeout I/O timeout, logging to logger (nil discards), that
+// replicates without pipelining (see Transport). The transport owns l: its
+// Close (called by raft's Shutdown) closes the Layer.
+func NewTransport(l *Layer, logger *slog.Logger) *Transport {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return &Transport{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  l,
 		MaxPool: transportMaxPool,
 		Timeout: transportTimeout,
 		Logger:  hclogslog.New(logger.With("group", l.group)).Named("raft-net"),
-	})
+	})}
+}
+
+// Transport is a raft.NetworkTransport without pipelined replication.
+// hashicorp/raft's pipeline can deadlock: when a follower answers
+// Success=false the decoder goroutine ends, a send already under way parks
+// on the full in-flight channel while the response reader parks on the
+// done channel nobody reads, and the pipeline is closed only by the sender
+// that is stuck. The follower then gets heartbeats but no entry for ever,
+// and the leader's Shutdown waits for that sender without end (seen when a
+// node removed from a shard closed its replica). Without a pipeline raft
+// sends one AppendEntries at a time per follower, each carrying up to
+// MaxAppendEntries batches.
+type Transport struct {
+	*raft.NetworkTransport
+}
+
+// AppendEntriesPipeline tells raft to replicate without a pipeline.
+func (t *Transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
 }
