@@ -301,9 +301,18 @@ func (d *decoder) dewey() dewey {
 // UnmarshalMatcher restores a matcher for p from MarshalBinary's bytes.
 func UnmarshalMatcher(p *Pattern, data []byte) (*Matcher, error) {
 	m := NewMatcher(p)
+	if err := m.unmarshal(data); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// unmarshal decodes data into m, a new matcher (apart from the tests'
+// knobs, which the keys it decodes take up).
+func (m *Matcher) unmarshal(data []byte) error {
 	d := &decoder{b: data}
 	if err := m.readHeader(d); err != nil {
-		return nil, err
+		return err
 	}
 	n := d.count(len(d.b))
 	for i := 0; i < n && d.err == nil; i++ {
@@ -312,10 +321,7 @@ func UnmarshalMatcher(p *Pattern, data []byte) (*Matcher, error) {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	return m, nil
+	return d.err
 }
 
 func (m *Matcher) readHeader(d *decoder) error {

@@ -191,12 +191,22 @@ func generalKeys(m *Matcher) map[string]*keyState {
 	return out
 }
 
-// SetMaxTreeID makes keys under Pattern.seq number their trees again from
-// 0 once they reach n, until the returned function restores the limit.
-func SetMaxTreeID(n int32) (restore func()) {
-	old := maxTreeID
-	maxTreeID = n
-	return func() { maxTreeID = old }
+// SetMaxTreeID makes the keys of m under Pattern.seq number their trees
+// again from 0 once they reach n (0: the engine's limit). Keys m holds
+// already keep their limit: see UnmarshalMatcherWith.
+func SetMaxTreeID(m *Matcher, n int32) { m.test.maxTreeID = n }
+
+// UnmarshalMatcherWith is UnmarshalMatcher with knobs set on the matcher
+// before it decodes data, so that the keys it decodes take them up.
+func UnmarshalMatcherWith(p *Pattern, data []byte, knobs ...func(*Matcher)) (*Matcher, error) {
+	m := NewMatcher(p)
+	for _, k := range knobs {
+		k(m)
+	}
+	if err := m.unmarshal(data); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // DisableSeqRunner makes every matcher of r run the general step (see

@@ -143,13 +143,14 @@ type Matcher struct {
 // knobs and bumps the counts; only tests (export_test.go) set them, which
 // internal/lint checks.
 type testKnobs struct {
-	noPassBy     bool // always visit the partial matches, offer them one by one, look at each for timeouts
-	noBump       bool // lock and release for every new version (no bumpsInPlace)
-	noEvCache    bool // walk the path on every events() (the reference for evalCtx's cache)
-	noFieldCache bool // evaluate every condition by itself
-	shareNodes   bool // one node per event and stage, and records listed by stage, even when Pattern.ownPaths
-	noSeq        bool // the general step for every key, also under Pattern.seq
-	passFrom     int  // partial matches from which passesBy is tried (passByFrom unless a test lowers it)
+	noPassBy     bool  // always visit the partial matches, offer them one by one, look at each for timeouts
+	noBump       bool  // lock and release for every new version (no bumpsInPlace)
+	noEvCache    bool  // walk the path on every events() (the reference for evalCtx's cache)
+	noFieldCache bool  // evaluate every condition by itself
+	shareNodes   bool  // one node per event and stage, and records listed by stage, even when Pattern.ownPaths
+	noSeq        bool  // the general step for every key, also under Pattern.seq
+	passFrom     int   // partial matches from which passesBy is tried (passByFrom unless a test lowers it)
+	maxTreeID    int32 // where keys under Pattern.seq number their trees from 0 again (0: the constant maxTreeID)
 
 	evCacheHits int // events() answered from a partial match's cache
 	bumped      int // versions increased in place (bumpsInPlace)
@@ -475,7 +476,7 @@ func (m *Matcher) keyState(key string) *keyState {
 					ks.seq = &seqKey{}
 				}
 			}
-			ks.seq.reset(m.p.seq)
+			ks.seq.reset(m.p.seq, m.treeLimit())
 			ks.seq.start = !m.noStarts
 			ks.partial.a = ks.partial.a[:0]
 		}

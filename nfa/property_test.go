@@ -502,13 +502,18 @@ func finishEqual(t *rapid.T, m, ref *nfa.Matcher, keep func(*rapid.T, []string) 
 }
 
 // restoreMatcher returns a matcher for p restored from from's encoded
-// state.
-func restoreMatcher(t *rapid.T, p *nfa.Pattern, from *nfa.Matcher) *nfa.Matcher {
+// state, with knobs set before it decodes (see UnmarshalMatcherWith).
+func restoreMatcher(t *rapid.T, p *nfa.Pattern, from *nfa.Matcher, knobs ...func(*nfa.Matcher)) *nfa.Matcher {
 	data, err := from.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := nfa.UnmarshalMatcher(p, data)
+	var m *nfa.Matcher
+	if len(knobs) == 0 {
+		m, err = nfa.UnmarshalMatcher(p, data)
+	} else {
+		m, err = nfa.UnmarshalMatcherWith(p, data, knobs...)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,6 +213,7 @@ type seqKey struct {
 	wait    [][]seqWait
 	groups  []*seqGroup // the trees, by start event; ended ones only while a completed match refers to them
 	nextID  int32
+	maxID   int32 // Matcher.treeLimit: where nextID starts again from 0
 	alive   int   // partial matches waiting
 	pending int   // completed matches
 	allAny  bool  // seqPlan.allAny
@@ -227,9 +228,9 @@ type seqKey struct {
 	remap   []int32   // seqCompact's
 }
 
-func (sk *seqKey) reset(pl *seqPlan) {
+func (sk *seqKey) reset(pl *seqPlan, maxID int32) {
 	stages := len(pl.take)
-	sk.allAny = pl.allAny
+	sk.allAny, sk.maxID = pl.allAny, maxID
 	for _, g := range sk.groups {
 		sk.recycle(g)
 	}
@@ -255,7 +256,7 @@ func (sk *seqKey) recycle(g *seqGroup) {
 }
 
 func (sk *seqKey) newGroup(start *event) *seqGroup {
-	if sk.nextID >= maxTreeID {
+	if sk.nextID >= sk.maxID {
 		sk.renumber()
 	}
 	var g *seqGroup
@@ -272,9 +273,17 @@ func (sk *seqKey) newGroup(start *event) *seqGroup {
 
 // maxTreeID is the number trees count up to before they are numbered
 // again from 0 (a key that is never idle, e.g. one whose every event
-// starts a tree of next stages, would otherwise run out of numbers). A
-// variable for the tests only.
-var maxTreeID int32 = 1<<31 - 1
+// starts a tree of next stages, would otherwise run out of numbers).
+const maxTreeID int32 = 1<<31 - 1
+
+// treeLimit is maxTreeID, or the lower one a test set so that keys reach
+// it.
+func (m *Matcher) treeLimit() int32 {
+	if m.test.maxTreeID > 0 {
+		return m.test.maxTreeID
+	}
+	return maxTreeID
+}
 
 // renumber numbers the trees from 0, in order.
 func (sk *seqKey) renumber() {
@@ -1063,7 +1072,7 @@ func (m *Matcher) seqToGeneral(ks *keyState) {
 	}
 	ks.partial, ks.completed, ks.nNodes, ks.nEvents = g.partial, g.completed, g.nNodes, g.nEvents
 	sk := ks.seq
-	sk.reset(m.p.seq)
+	sk.reset(m.p.seq, m.treeLimit())
 	ks.seq = nil
 	m.seq.spare = sk
 }
@@ -1078,7 +1087,7 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 		return false
 	}
 	sk := &seqKey{}
-	sk.reset(pl)
+	sk.reset(pl, m.treeLimit())
 	sk.start = false
 	depthOf := make(map[int32]int, len(pl.state)) // waiting state -> depth
 	for d, s := range pl.state {

@@ -85,16 +85,16 @@ func genManyKeysInput(t *rapid.T) [][]byte {
 // matches that may be reached (likewise), with the matcher restored in
 // mid-stream from either's encoded state and draining (StopStarting)
 // from some line on.
-func TestSeqEqualsGeneral(t *testing.T) { testSeqEqualsGeneral(t) }
+func TestSeqEqualsGeneral(t *testing.T) { testSeqEqualsGeneral(t, 0) }
 
-// The same with trees numbered again from 0 after every few: a key that
-// is never idle counts up to the limit in the end.
-func TestSeqTreeNumbersWrap(t *testing.T) {
-	defer nfa.SetMaxTreeID(3)()
-	testSeqEqualsGeneral(t)
-}
+// The same with trees numbered again from 0 after every few, in every
+// matcher (restored ones too): a key that is never idle counts up to the
+// limit in the end.
+func TestSeqTreeNumbersWrap(t *testing.T) { testSeqEqualsGeneral(t, 3) }
 
-func testSeqEqualsGeneral(t *testing.T) {
+// testSeqEqualsGeneral runs its matchers with SetMaxTreeID(maxTreeID).
+func testSeqEqualsGeneral(t *testing.T, maxTreeID int32) {
+	limit := func(m *nfa.Matcher) { nfa.SetMaxTreeID(m, maxTreeID) }
 	seqSteps, matches, restored := 0, 0, 0
 	checkCovering(t, func() bool { return seqSteps > 0 && matches > 0 && restored > 0 }, func(t *rapid.T) {
 		p := compileOrSkip(t, genSeqSpec(t))
@@ -106,6 +106,7 @@ func testSeqEqualsGeneral(t *testing.T) {
 		report := rapid.Bool().Draw(t, "reportTimeouts")
 		bound := rapid.SampledFrom([]int{0, 3, 10, nfa.DefaultMaxPartialMatches}).Draw(t, "maxPartialMatches")
 		for _, x := range []*nfa.Matcher{m, ref} {
+			limit(x)
 			x.ReportTimeouts = report
 			x.MaxPartialMatches = bound
 		}
@@ -124,7 +125,7 @@ func testSeqEqualsGeneral(t *testing.T) {
 				if fromGeneral {
 					from = ref
 				}
-				m = restoreMatcher(t, p, from)
+				m = restoreMatcher(t, p, from, limit)
 				m.ReportTimeouts, m.MaxPartialMatches = report, bound
 				base = ref.Stats()
 				restored++
