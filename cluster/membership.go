@@ -12,6 +12,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 )
@@ -26,7 +27,7 @@ import (
 // then removes the replicas the map dropped; each node opens the replicas
 // the map gives it and deletes those the shard's configuration no longer
 // has. Nothing of this is in a state machine: the logs only record the
-// decisions (CmdPutNode, CmdSetReplicas, configuration changes).
+// decisions (meta.PutNode, meta.SetReplicas, configuration changes).
 
 // joinGossip starts this node's gossip and joins the cluster's: the
 // configured seeds, the initial members, then every member the metadata
@@ -138,13 +139,13 @@ const busyPoll = 100 * time.Millisecond
 // steer makes one change towards the membership the metadata and the
 // gossip call for (the next round sees its effect); busy reports that it
 // made one or that one is under way.
-func (n *Node) steer(m *Meta) (busy bool, err error) {
+func (n *Node) steer(m *meta.Meta) (busy bool, err error) {
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
 	if len(m.Nodes) == 0 {
 		// metadata written before members were recorded: the configured ones
 		for _, p := range n.cfg.Peers {
-			if _, err := n.meta.propose(ctx, &Command{Kind: CmdPutNode, Node: &NodeM{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr}}); err != nil {
+			if _, err := n.meta.propose(ctx, meta.PutNode{Node: &meta.Node{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr}}); err != nil {
 				return false, err
 			}
 		}
@@ -166,12 +167,12 @@ func (n *Node) steer(m *Meta) (busy bool, err error) {
 // registerMembers records the nodes the gossip sees alive that the
 // metadata does not have, or has at other addresses, once their API
 // answers there (with TLS, a node with a certificate of the cluster's CA).
-func (n *Node) registerMembers(ctx context.Context, m *Meta) (bool, error) {
+func (n *Node) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) {
 	for _, mb := range n.gossip.Members() {
 		if mb.State != gossip.Alive || mb.RaftAddr == "" || mb.APIAddr == "" {
 			continue
 		}
-		if !m.mayRejoin(mb.ID, mb.Fresh, mb.Started) {
+		if !m.MayRejoin(mb.ID, mb.Fresh, mb.Started) {
 			continue // a process removed from the cluster, still running
 		}
 		nd := m.Node(mb.ID)
@@ -182,9 +183,9 @@ func (n *Node) registerMembers(ctx context.Context, m *Meta) (bool, error) {
 			n.log.Debug("a member of the gossip does not answer on its API yet", "member", mb.ID, "api", mb.APIAddr)
 			continue
 		}
-		_, err := n.meta.propose(ctx, &Command{Kind: CmdPutNode, Node: &NodeM{ID: mb.ID, RaftAddr: mb.RaftAddr, APIAddr: mb.APIAddr, GossipAddr: mb.GossipAddr},
+		_, err := n.meta.propose(ctx, meta.PutNode{Node: &meta.Node{ID: mb.ID, RaftAddr: mb.RaftAddr, APIAddr: mb.APIAddr, GossipAddr: mb.GossipAddr},
 			Fresh: mb.Fresh, Started: mb.Started})
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, meta.ErrConflict) {
 			n.log.Debug("not taking back a removed node", "member", mb.ID, "err", err)
 			continue
 		}
@@ -213,7 +214,7 @@ func (n *Node) down(id string) bool {
 // (its gossip address is not known; since this node first found it so),
 // and not answering on its API either. Only the metadata leader's loop
 // calls it.
-func (n *Node) checkReachable(m *Meta) {
+func (n *Node) checkReachable(m *meta.Meta) {
 	if n.unreachable == nil {
 		n.unreachable = map[string]time.Time{}
 	}
@@ -252,7 +253,7 @@ const metaVoters = 3
 // server of it (non-voter first), up to metaVoters voters among the
 // reachable ones (a voter down for DeadAfter replaced by a reachable
 // non-voter), members the metadata forgot removed.
-func (n *Node) steerMetaGroup(ctx context.Context, m *Meta) (bool, error) {
+func (n *Node) steerMetaGroup(ctx context.Context, m *meta.Meta) (bool, error) {
 	rf := n.meta.raft
 	f := rf.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -319,7 +320,7 @@ const maxMoving = 2
 // steerReplicas changes the shard map where placement calls for it, for
 // shards whose configuration matches their map entry (a shard still
 // changing finishes first), and forgets removed nodes that hold nothing.
-func (n *Node) steerReplicas(ctx context.Context, m *Meta) (busy bool, err error) {
+func (n *Node) steerReplicas(ctx context.Context, m *meta.Meta) (busy bool, err error) {
 	// a node being removed is not present: its replicas go even where
 	// no node can take them (RemoveNode refuses that unless told to)
 	var active, present []string
@@ -332,7 +333,7 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) (busy bool, err error
 			active = append(active, nd.ID)
 		}
 	}
-	targets := place(m.Shards, active, present, m.replication())
+	targets := place(m.Shards, active, present, m.EffectiveReplication())
 	var removing []string
 	for _, nd := range m.Nodes {
 		if nd.Removing {
@@ -365,12 +366,12 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) (busy bool, err error
 		if moving >= maxMoving {
 			break
 		}
-		i := m.shardIndex(id)
+		i := m.ShardIndex(id)
 		if i < 0 || !converged(m.Shards[i].Replicas, configs[id]) {
 			continue
 		}
 		from := m.Shards[i].Replicas
-		if _, err := n.meta.propose(ctx, &Command{Kind: CmdSetReplicas, ShardID: id, Replicas: targets[id], ExpectReplicas: from}); err != nil {
+		if _, err := n.meta.propose(ctx, meta.SetReplicas{ShardID: id, Replicas: targets[id], ExpectReplicas: from}); err != nil {
 			return false, fmt.Errorf("shard %d: %w", id, err)
 		}
 		n.log.Info("shard's replicas change", "shard", id, "from", from, "to", targets[id])
@@ -392,7 +393,7 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) (busy bool, err error
 			busy = true
 			continue
 		}
-		if _, err := n.meta.propose(ctx, &Command{Kind: CmdForgetNode, Name: id, Time: time.Now().UnixMilli()}); err != nil {
+		if _, err := n.meta.propose(ctx, meta.ForgetNode{Name: id, Time: time.Now().UnixMilli()}); err != nil {
 			return false, fmt.Errorf("removing node %s: %w", id, err)
 		}
 		n.log.Info("node removed from the cluster", "removed", id)
@@ -408,13 +409,13 @@ func (n *Node) steerReplicas(ctx context.Context, m *Meta) (busy bool, err error
 // them) when the cluster has more active nodes than shards and every shard
 // is placed: a shard is processed by one leader, so a node leads one only
 // once there are as many. Shards of one block do not split.
-func (n *Node) splitForNodes(ctx context.Context, m *Meta) (bool, error) {
+func (n *Node) splitForNodes(ctx context.Context, m *meta.Meta) (bool, error) {
 	if err := n.canSplit(m); err != nil {
 		n.log.Debug("not splitting a shard for the nodes added", "err", err)
 		return false, nil
 	}
 	per := m.KeyGroups / keygroup.Blocks(m.KeyGroups)
-	var pick *ShardInfo
+	var pick *meta.ShardInfo
 	for i := range m.Shards {
 		s := &m.Shards[i]
 		if !s.Settled() {
@@ -427,11 +428,11 @@ func (n *Node) splitForNodes(ctx context.Context, m *Meta) (bool, error) {
 	if pick == nil {
 		return false, nil
 	}
-	res, err := n.meta.propose(ctx, &Command{Kind: CmdSplitShard, ShardID: pick.ID})
+	res, err := n.meta.propose(ctx, meta.SplitShard{ShardID: pick.ID})
 	if err != nil {
 		return false, fmt.Errorf("splitting shard %d for the nodes added: %w", pick.ID, err)
 	}
-	s := res.(*ShardInfo)
+	s := res.(*meta.ShardInfo)
 	n.log.Info("shard splits: more nodes than shards", "shard", s.ID, "at", s.SplitAt, "into", s.SplitInto, "shards", len(m.Shards)+1)
 	return true, nil
 }
@@ -454,7 +455,7 @@ func converged(replicas []string, servers map[string]raft.ServerSuffrage) bool {
 // it: this node's replica when it leads, else the node whose ListShards
 // names itself the shard's leader. A shard whose leader does not answer
 // is missing.
-func (n *Node) shardConfigs(ctx context.Context, m *Meta) map[uint64]map[string]raft.ServerSuffrage {
+func (n *Node) shardConfigs(ctx context.Context, m *meta.Meta) map[uint64]map[string]raft.ServerSuffrage {
 	out := map[uint64]map[string]raft.ServerSuffrage{}
 	for _, sh := range n.Shards() {
 		if !sh.IsLeader() {
@@ -553,8 +554,8 @@ func (r *runner) manageMembers(ctx context.Context) {
 // non-voter; promote one that has caught up; once every replica of the
 // map votes, remove one the map does not have (this one: hand leadership
 // to a replica that stays, which removes it).
-func (r *runner) reconcileMembers(ctx context.Context, m *Meta) (busy bool, err error) {
-	i := m.shardIndex(r.sh.ID())
+func (r *runner) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool, err error) {
+	i := m.ShardIndex(r.sh.ID())
 	if i < 0 || len(m.Shards[i].Replicas) == 0 {
 		return false, nil
 	}

@@ -2,118 +2,30 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/shard"
 
 	"github.com/cepcluster/cep/internal/hclogslog"
 )
 
-// metaFSM is the raft.FSM of the metadata group. Apply, Snapshot and
-// Restore are called from raft's FSM goroutine; View and the change channel
-// serve other goroutines.
-type metaFSM struct {
-	mu      sync.RWMutex
-	meta    *Meta
-	changed chan struct{} // closed and replaced on every change
+// peerOf is a member's addresses.
+func peerOf(nd *meta.Node) Peer {
+	return Peer{ID: nd.ID, RaftAddr: nd.RaftAddr, APIAddr: nd.APIAddr, GossipAddr: nd.GossipAddr}
 }
-
-func newMetaFSM() *metaFSM {
-	return &metaFSM{meta: NewMeta(), changed: make(chan struct{})}
-}
-
-type metaResult struct {
-	obj any
-	err error
-}
-
-func (f *metaFSM) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
-	}
-	var c Command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		return metaResult{err: fmt.Errorf("cluster: bad metadata entry: %w", err)}
-	}
-	f.mu.Lock()
-	obj, err := f.meta.Apply(l.Index, &c)
-	ch := f.changed
-	f.changed = make(chan struct{})
-	f.mu.Unlock()
-	close(ch)
-	return metaResult{obj: obj, err: err}
-}
-
-func (f *metaFSM) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, err := f.meta.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	return metaSnapshot(b), nil
-}
-
-func (f *metaFSM) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		return err
-	}
-	m, err := UnmarshalMeta(b)
-	if err != nil {
-		return err
-	}
-	f.mu.Lock()
-	f.meta = m
-	ch := f.changed
-	f.changed = make(chan struct{})
-	f.mu.Unlock()
-	close(ch)
-	return nil
-}
-
-// Read runs fn with the metadata under a read lock, without copying it (a
-// lookup); fn must not keep references into it.
-func (f *metaFSM) Read(fn func(m *Meta)) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	fn(f.meta)
-}
-
-// View returns a copy of the metadata and a channel closed at the next change.
-func (f *metaFSM) View() (*Meta, <-chan struct{}) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.meta.Clone(), f.changed
-}
-
-type metaSnapshot []byte
-
-func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (s metaSnapshot) Release() {}
 
 // metaGroup is this node's replica of the metadata Raft group.
 type metaGroup struct {
-	fsm   *metaFSM
+	fsm   *meta.FSM
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	fresh bool // it had no state when opened: this node is new
@@ -147,7 +59,7 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 			return nil, err
 		}
 	}
-	fsm := newMetaFSM()
+	fsm := meta.NewFSM()
 	r, err := raft.NewRaft(&c, fsm, store, store, snaps, trans)
 	if err != nil {
 		store.Close()
@@ -160,11 +72,11 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 // lead the metadata group.
 var errNotMetaLeader = errors.New("cluster: not the metadata leader")
 
-func (g *metaGroup) propose(ctx context.Context, c *Command) (any, error) {
+func (g *metaGroup) propose(ctx context.Context, c meta.Command) (any, error) {
 	if g.raft.State() != raft.Leader {
 		return nil, errNotMetaLeader
 	}
-	b, err := json.Marshal(c)
+	b, err := meta.Encode(c)
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +91,8 @@ func (g *metaGroup) propose(ctx context.Context, c *Command) (any, error) {
 		}
 		return nil, err
 	}
-	res, _ := f.Response().(metaResult)
-	return res.obj, res.err
+	res, _ := f.Response().(meta.Result)
+	return res.Obj, res.Err
 }
 
 func (g *metaGroup) close() error {

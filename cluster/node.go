@@ -25,6 +25,7 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
@@ -50,7 +51,7 @@ type Node struct {
 	replicas     map[uint64]*replica
 	replicasKick chan struct{} // wakes manageReplicas (a split stored)
 	// infos is the shard layout a new cluster starts with (Config.Peers)
-	infos []ShardInfo
+	infos []meta.ShardInfo
 	// advertised are the addresses others reach this node at (its entry
 	// in Peers, else built from AdvertiseHost, else the listeners'); the
 	// Raft address is the mux's
@@ -207,7 +208,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	replication := min(cfg.Replicas, len(cfg.Peers))
 	for i := 0; i < cfg.Shards && len(cfg.Peers) > 0; i++ {
 		first, last := keygroup.BlockRange(i, cfg.Shards, cfg.KeyGroups)
-		info := ShardInfo{ID: uint64(i + 1), First: first, Last: last}
+		info := meta.ShardInfo{ID: uint64(i + 1), First: first, Last: last}
 		for r := 0; r < replication; r++ {
 			info.Replicas = append(info.Replicas, cfg.Peers[(i+r)%len(cfg.Peers)].ID)
 		}
@@ -290,11 +291,11 @@ func (n *Node) initLoop() {
 			return
 		}
 		if n.meta.raft.State() == raft.Leader {
-			var nodes []NodeM
+			var nodes []meta.Node
 			for _, p := range n.cfg.Peers {
-				nodes = append(nodes, NodeM{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr})
+				nodes = append(nodes, meta.Node{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr})
 			}
-			_, err := n.meta.propose(n.ctx, &Command{Kind: CmdInit, ClusterID: "cep", KeyGroups: n.cfg.KeyGroups, Shards: n.infos,
+			_, err := n.meta.propose(n.ctx, meta.Init{ClusterID: "cep", KeyGroups: n.cfg.KeyGroups, Shards: n.infos,
 				Nodes: nodes, Replication: n.cfg.Replicas})
 			if err == nil {
 				return
@@ -434,7 +435,7 @@ func (n *Node) NATSURL() string {
 func (n *Node) JetStream() jetstream.JetStream { return n.js }
 
 // Meta returns a copy of the current metadata.
-func (n *Node) Meta() *Meta {
+func (n *Node) Meta() *meta.Meta {
 	m, _ := n.meta.fsm.View()
 	return m
 }
@@ -464,7 +465,7 @@ func (n *Node) Shards() []*shard.Shard {
 func (n *Node) Config() Config { return n.cfg }
 
 // Propose applies a metadata change through the metadata leader.
-func (n *Node) Propose(ctx context.Context, c *Command) (any, error) {
+func (n *Node) Propose(ctx context.Context, c meta.Command) (any, error) {
 	return n.meta.propose(ctx, c)
 }
 
@@ -491,7 +492,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 
 // sourcesOf lists the sources read by the live patterns (derived sources
 // for re-keyed ones), sorted.
-func sourcesOf(m *Meta) []string {
+func sourcesOf(m *meta.Meta) []string {
 	set := map[string]bool{}
 	for _, name := range m.PatternNames() {
 		for _, s := range m.Patterns[name].ReadsOf() {

@@ -3,6 +3,8 @@ package cluster
 import (
 	"cmp"
 	"slices"
+
+	"github.com/cepcluster/cep/cluster/meta"
 )
 
 // place returns the replica lists the shards should have, given the nodes
@@ -41,7 +43,7 @@ import (
 //     spreadLeaders). Replicas[0] is always an active node.
 //
 // A list never holds a node twice, nor a node missing from present.
-func place(shards []ShardInfo, active, present []string, r int) map[uint64][]string {
+func place(shards []meta.ShardInfo, active, present []string, r int) map[uint64][]string {
 	inPresent := make(map[string]bool, len(present))
 	for _, id := range present {
 		inPresent[id] = true
@@ -59,7 +61,7 @@ func place(shards []ShardInfo, active, present []string, r int) map[uint64][]str
 	want := min(r, len(nodes))
 
 	order := slices.Clone(shards) // the Replicas slices are only read
-	slices.SortStableFunc(order, func(a, b ShardInfo) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(order, func(a, b meta.ShardInfo) int { return cmp.Compare(a.ID, b.ID) })
 	lists := make([][]string, len(order))
 	load := make(map[string]int, len(nodes))  // replicas per active node
 	leads := make(map[string]int, len(nodes)) // preferred leaderships per active node

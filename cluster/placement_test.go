@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/cepcluster/cep/cluster/meta"
 )
 
 // placeCase is an input of place.
 type placeCase struct {
-	shards          []ShardInfo
+	shards          []meta.ShardInfo
 	active, present []string
 	r               int
 }
@@ -39,14 +41,14 @@ func drawPlaceCase(t *rapid.T) placeCase {
 	for _, id := range rapid.Permutation(ids).Draw(t, "ids") {
 		replicas := rapid.Permutation(nodes).Draw(t, "order")
 		replicas = replicas[:rapid.IntRange(0, len(replicas)).Draw(t, "replicas")]
-		c.shards = append(c.shards, ShardInfo{ID: id, First: int(id), Last: int(id), Replicas: replicas})
+		c.shards = append(c.shards, meta.ShardInfo{ID: id, First: int(id), Last: int(id), Replicas: replicas})
 	}
 	c.r = rapid.IntRange(1, 5).Draw(t, "r")
 	return c
 }
 
 // applyPlaced returns the shards with the lists of changed replaced.
-func applyPlaced(shards []ShardInfo, changed map[uint64][]string) []ShardInfo {
+func applyPlaced(shards []meta.ShardInfo, changed map[uint64][]string) []meta.ShardInfo {
 	out := slices.Clone(shards)
 	for i := range out {
 		if l, ok := changed[out[i].ID]; ok {
@@ -58,13 +60,13 @@ func applyPlaced(shards []ShardInfo, changed map[uint64][]string) []ShardInfo {
 	return out
 }
 
-func clonePlaceShards(shards []ShardInfo) []ShardInfo { return applyPlaced(shards, nil) }
+func clonePlaceShards(shards []meta.ShardInfo) []meta.ShardInfo { return applyPlaced(shards, nil) }
 
 func placeDistinct(ids []string) int { return len(slices.Compact(slices.Sorted(slices.Values(ids)))) }
 
 // placeCounts returns the replicas and the preferred leaderships of each active
 // node.
-func placeCounts(shards []ShardInfo, active []string) (load, leads map[string]int) {
+func placeCounts(shards []meta.ShardInfo, active []string) (load, leads map[string]int) {
 	load, leads = make(map[string]int), make(map[string]int)
 	for _, id := range active {
 		load[id], leads[id] = 0, 0
@@ -94,7 +96,7 @@ func placeSpread(m map[string]int) int {
 }
 
 // checkPlaced checks the shards after applying place's result to before.
-func checkPlaced(t *rapid.T, c placeCase, before, after []ShardInfo) {
+func checkPlaced(t *rapid.T, c placeCase, before, after []meta.ShardInfo) {
 	for i, s := range after {
 		old := before[i].Replicas
 		if placeDistinct(s.Replicas) != len(s.Replicas) {
@@ -256,17 +258,17 @@ func TestPlaceAddNode(t *testing.T) {
 }
 
 func TestPlaceCases(t *testing.T) {
-	shards := func(lists ...[]string) []ShardInfo {
-		out := make([]ShardInfo, len(lists))
+	shards := func(lists ...[]string) []meta.ShardInfo {
+		out := make([]meta.ShardInfo, len(lists))
 		for i, l := range lists {
-			out[i] = ShardInfo{ID: uint64(i + 1), Replicas: l}
+			out[i] = meta.ShardInfo{ID: uint64(i + 1), Replicas: l}
 		}
 		return out
 	}
 	l := func(ids ...string) []string { return ids }
 	for _, tc := range []struct {
 		name            string
-		shards          []ShardInfo
+		shards          []meta.ShardInfo
 		active, present []string
 		r               int
 		want            map[uint64][]string

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
 )
@@ -48,7 +49,7 @@ func (n *Node) shardDir(id uint64) string {
 // of the initial layout, bootstrapped with their initial members. Replicas
 // added later are opened by manageReplicas.
 func (n *Node) openLocalReplicas() error {
-	initial := map[uint64]ShardInfo{}
+	initial := map[uint64]meta.ShardInfo{}
 	for _, info := range n.infos {
 		initial[info.ID] = info
 	}
@@ -73,7 +74,7 @@ func (n *Node) openLocalReplicas() error {
 			continue
 		}
 		initial, _, _ := n.readSplit(id) // split off before its first snapshot
-		if err := n.openReplica(ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil, initial); err != nil {
+		if err := n.openReplica(meta.ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil, initial); err != nil {
 			return err
 		}
 	}
@@ -124,7 +125,7 @@ func (n *Node) replica(id uint64) *replica {
 // a split-off shard's first state; a replica added later starts empty and
 // is caught up by the shard's leader once it is in the shard's
 // configuration.
-func (n *Node) openReplica(info ShardInfo, groups int, bootstrap []raft.Server, initial []byte) error {
+func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Server, initial []byte) error {
 	if n.replica(info.ID) != nil {
 		return nil
 	}
@@ -218,7 +219,7 @@ func (n *Node) manageReplicas() {
 	}
 }
 
-func (n *Node) placeReplicas(m *Meta) {
+func (n *Node) placeReplicas(m *meta.Meta) {
 	for _, info := range m.Shards {
 		if !slices.Contains(info.Replicas, n.cfg.NodeID) {
 			continue
@@ -250,7 +251,7 @@ func (n *Node) placeReplicas(m *Meta) {
 		// a shard this copy of the metadata does not list yet (one split
 		// off, on a node whose metadata is catching up after a restart)
 		// stays: only its leader's word removes a replica
-		i := m.shardIndex(sh.ID())
+		i := m.ShardIndex(sh.ID())
 		if i < 0 || slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) || !n.removedFrom(m.Shards[i], sh) {
 			continue
 		}
@@ -265,7 +266,7 @@ func (n *Node) placeReplicas(m *Meta) {
 // removedFrom reports whether the shard's configuration no longer has this
 // node: as this replica last saw it while it knew a leader, or as the
 // shard's leader (a replica of the shard map) reports it.
-func (n *Node) removedFrom(info ShardInfo, sh *shard.Shard) bool {
+func (n *Node) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
 	if f := sh.Raft().GetConfiguration(); f.Error() == nil {
 		if _, id := sh.Raft().LeaderWithID(); id != "" && !hasServer(f.Configuration(), n.cfg.NodeID) {
 			return true
@@ -313,9 +314,9 @@ func (n *Node) peer(id string) (Peer, bool) {
 	if n.meta != nil {
 		var p Peer
 		found := false
-		n.meta.fsm.Read(func(m *Meta) {
+		n.meta.fsm.Read(func(m *meta.Meta) {
 			if nd := m.Node(id); nd != nil {
-				p, found = nd.peer(), true
+				p, found = peerOf(nd), true
 			}
 		})
 		if found {
@@ -339,9 +340,9 @@ func (n *Node) peer(id string) (Peer, bool) {
 // is initialised the configured ones.
 func (n *Node) peers() []Peer {
 	var out []Peer
-	n.meta.fsm.Read(func(m *Meta) {
+	n.meta.fsm.Read(func(m *meta.Meta) {
 		for _, nd := range m.Nodes {
-			out = append(out, nd.peer())
+			out = append(out, peerOf(&nd))
 		}
 	})
 	if len(out) == 0 {
@@ -356,7 +357,7 @@ func (n *Node) peers() []Peer {
 func (n *Node) keyGroups() int {
 	k := 0
 	if n.meta != nil {
-		n.meta.fsm.Read(func(m *Meta) { k = m.KeyGroups })
+		n.meta.fsm.Read(func(m *meta.Meta) { k = m.KeyGroups })
 	}
 	if k != 0 {
 		return k

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -28,7 +29,7 @@ type shardCheck struct {
 	remote func(*cepv1.Shard) bool
 	// moved reports that the metadata moved past the change meanwhile:
 	// there is nothing to wait for any more
-	moved func(*Meta) bool
+	moved func(*meta.Meta) bool
 }
 
 // waitShards waits until every shard has applied the change check looks
@@ -93,7 +94,7 @@ func (n *Node) patternApplied(name string, version uint64) shardCheck {
 			}
 			return applied(0, false)
 		},
-		moved: func(m *Meta) bool {
+		moved: func(m *meta.Meta) bool {
 			p := m.Patterns[name]
 			return p == nil || p.Version != version
 		},
@@ -106,14 +107,14 @@ func restored(id string) shardCheck {
 	return shardCheck{
 		local:  func(st *shard.State) bool { return st.RestoreID() == id },
 		remote: func(sh *cepv1.Shard) bool { return sh.RestoreId == id },
-		moved:  func(m *Meta) bool { return m.Restore == nil || m.Restore.ID != id },
+		moved:  func(m *meta.Meta) bool { return m.Restore == nil || m.Restore.ID != id },
 	}
 }
 
 // notAppliedHere returns the pending shards that this node's replicas have
 // not applied the change to (or that it holds no replica of).
-func (n *Node) notAppliedHere(pending []ShardInfo, check shardCheck) []ShardInfo {
-	return slices.DeleteFunc(pending, func(info ShardInfo) bool {
+func (n *Node) notAppliedHere(pending []meta.ShardInfo, check shardCheck) []meta.ShardInfo {
+	return slices.DeleteFunc(pending, func(info meta.ShardInfo) bool {
 		done := false
 		for _, sh := range n.Shards() {
 			if sh.ID() == info.ID {
@@ -125,7 +126,7 @@ func (n *Node) notAppliedHere(pending []ShardInfo, check shardCheck) []ShardInfo
 }
 
 // shardIDs lists the shards' ids, sorted; nil for none.
-func shardIDs(shards []ShardInfo) []uint32 {
+func shardIDs(shards []meta.ShardInfo) []uint32 {
 	var out []uint32
 	for _, info := range shards {
 		out = append(out, uint32(info.ID))
@@ -137,7 +138,7 @@ func shardIDs(shards []ShardInfo) []uint32 {
 // notAppliedElsewhere asks the other nodes that hold replicas of the
 // pending shards (ListShards, in parallel, a second each) and returns the
 // shards none of them reports as applied.
-func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, check shardCheck) []ShardInfo {
+func (n *Node) notAppliedElsewhere(ctx context.Context, pending []meta.ShardInfo, check shardCheck) []meta.ShardInfo {
 	ask := map[string]bool{}
 	for _, info := range pending {
 		for _, id := range info.Replicas {
@@ -168,5 +169,5 @@ func (n *Node) notAppliedElsewhere(ctx context.Context, pending []ShardInfo, che
 		}()
 	}
 	wg.Wait()
-	return slices.DeleteFunc(pending, func(info ShardInfo) bool { return done[info.ID] })
+	return slices.DeleteFunc(pending, func(info meta.ShardInfo) bool { return done[info.ID] })
 }

@@ -21,6 +21,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
@@ -226,7 +227,7 @@ func (r *runner) session(ctx context.Context) {
 }
 
 // restore replaces the shard's state with its part of a savepoint.
-func (r *runner) restore(ctx context.Context, rm *RestoreM) error {
+func (r *runner) restore(ctx context.Context, rm *meta.Restore) error {
 	store, err := snapshot.OpenStore(ctx, rm.Location, r.n.js)
 	if err != nil {
 		return err
@@ -378,7 +379,7 @@ func (r *runner) handOffIfBehind(ctx context.Context) bool {
 // — the stream's history, or what came while nothing read it — are not
 // read. For a derived source, the shard that forwards it skips the
 // origin's history too.
-func (r *runner) reconcile(ctx context.Context, m *Meta) error {
+func (r *runner) reconcile(ctx context.Context, m *meta.Meta) error {
 	if d := r.n.cfg.knobs().ReconcileDelay; d > 0 {
 		select {
 		case <-ctx.Done():
@@ -434,7 +435,7 @@ func (r *runner) reconcile(ctx context.Context, m *Meta) error {
 // so far — or, fromStart, read them all from the start of the stream;
 // none for a stream it cannot look up (the pattern then reads from where
 // the source's reading last stopped, and a warning says so).
-func (r *runner) skipHistory(ctx context.Context, m *Meta, src string, fromStart bool) []shard.Op {
+func (r *runner) skipHistory(ctx context.Context, m *meta.Meta, src string, fromStart bool) []shard.Op {
 	sm := m.Sources[src]
 	if sm == nil {
 		return nil
@@ -482,7 +483,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // proposes them as batches, several in flight. It resumes after the lowest
 // position the shard's key groups applied; anything re-read is skipped by
 // the state machine.
-func (r *runner) ingest(ctx context.Context, src *SourceM) error {
+func (r *runner) ingest(ctx context.Context, src *meta.Source) error {
 	var pos uint64
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
 	first, last := r.sh.Range()
@@ -503,7 +504,7 @@ func (r *runner) ingest(ctx context.Context, src *SourceM) error {
 // whole origin stream in order (it alone, so the derived stream receives the
 // events in the origin's order and its readers' watermarks follow it as a
 // direct read's would) and forwards each event through its outbox.
-func (r *runner) forward(ctx context.Context, origin *SourceM, derived string) error {
+func (r *runner) forward(ctx context.Context, origin *meta.Source, derived string) error {
 	var pos uint64
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
 	return r.read(ctx, readSpec{
@@ -1014,7 +1015,7 @@ const forwardHeader = "Cep-Forward-Id"
 
 // forwarderOf is the shard that re-keys a derived source: spread over the
 // shards by the source's name.
-func forwarderOf(m *Meta, derived string) uint64 {
+func forwarderOf(m *meta.Meta, derived string) uint64 {
 	h := fnv.New32a()
 	h.Write([]byte(derived))
 	// among the shards the cluster was created with (a split leaves the

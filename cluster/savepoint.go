@@ -20,6 +20,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -104,11 +105,11 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	m := n.Meta()
 	now := n.cfg.Now()
 	id := fmt.Sprintf("sp-%d", now.UnixMilli())
-	var pats []PatternM
+	var pats []meta.Pattern
 	for _, name := range m.PatternNames() {
 		pats = append(pats, *m.Patterns[name])
 	}
-	var srcs []SourceM
+	var srcs []meta.Source
 	for _, name := range m.SourceNames() {
 		srcs = append(srcs, *m.Sources[name])
 	}
@@ -135,11 +136,11 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 			seen[src] = true
 		}
 	}
-	res, err := n.Propose(ctx, &Command{Kind: CmdAddSavepoint, Savepoint: &SavepointM{ID: id, Location: r.Target, CreatedTime: now.UnixMilli(), Shards: len(m.Shards)}})
+	res, err := n.Propose(ctx, meta.AddSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: r.Target, CreatedTime: now.UnixMilli(), Shards: len(m.Shards)}})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	sp := toSavepoint(res.(*SavepointM), m)
+	sp := toSavepoint(res.(*meta.Savepoint), m)
 	for _, src := range sortedKeys(positions) {
 		stream := ""
 		if s := m.Sources[src]; s != nil {
@@ -150,7 +151,7 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	return &cepv1.CreateSavepointResponse{Savepoint: sp}, nil
 }
 
-func toSavepoint(s *SavepointM, m *Meta) *cepv1.Savepoint {
+func toSavepoint(s *meta.Savepoint, m *meta.Meta) *cepv1.Savepoint {
 	sp := &cepv1.Savepoint{Id: s.ID, Location: s.Location + "#" + s.ID, CreatedIndex: s.CreatedIndex,
 		CreatedTime: timestamppb.New(time.UnixMilli(s.CreatedTime)), ShardCount: uint32(s.Shards), KeyGroups: uint32(m.KeyGroups)}
 	for _, name := range m.PatternNames() {
@@ -168,11 +169,11 @@ func (b savepointBackend) Delete(ctx context.Context, r *cepv1.DeleteSavepointRe
 	n := b.s.n
 	m := n.Meta()
 	// forgotten first: the list never names a savepoint with files missing
-	res, err := n.Propose(ctx, &Command{Kind: CmdDelSavepoint, Name: r.Id})
+	res, err := n.Propose(ctx, meta.DeleteSavepoint{Name: r.Id})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	sp := res.(*SavepointM)
+	sp := res.(*meta.Savepoint)
 	out := &cepv1.DeleteSavepointResponse{Savepoint: toSavepoint(sp, m)}
 	if r.KeepFiles {
 		return out, nil
@@ -259,8 +260,8 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	}
 	h := readers[0].Header()
 	closeAll()
-	var pats []PatternM
-	var srcs []SourceM
+	var pats []meta.Pattern
+	var srcs []meta.Source
 	if err := json.Unmarshal([]byte(h.Metadata[metaPatterns]), &pats); err != nil {
 		return nil, fmt.Errorf("%w: savepoint %q: bad pattern list: %v", api.ErrInvalidArgument, id, err)
 	}
@@ -287,11 +288,11 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 			return nil, fmt.Errorf("%w: source %s (stream %s): %v", api.ErrUnavailable, s.Name, s.Stream, err)
 		}
 	}
-	res, err := n.Propose(ctx, &Command{Kind: CmdRestore, Savepoint: &SavepointM{ID: id, Location: loc}, Patterns: pats, Sources: srcs})
+	res, err := n.Propose(ctx, meta.RestoreSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: loc}, Patterns: pats, Sources: srcs})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	rm := res.(*RestoreM)
+	rm := res.(*meta.Restore)
 	// every shard reads its part of the files (up to a minute each)
 	pending := n.waitShards(ctx, max(n.cfg.DeployWait, restoreWait), restored(rm.ID))
 	sp := &cepv1.Savepoint{Id: id, Location: loc + "#" + id, CreatedIndex: h.CreatedIndex, ShardCount: uint32(h.Shards), KeyGroups: uint32(h.KeyGroups),
@@ -370,7 +371,7 @@ func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, par
 // shard's part. A "dir:" target is a directory on that
 // node's machine: a cluster spanning machines takes savepoints into a NATS
 // object store.
-func (n *Node) remoteSavepointPart(ctx context.Context, info ShardInfo, part savepointPart) (map[string]uint64, error) {
+func (n *Node) remoteSavepointPart(ctx context.Context, info meta.ShardInfo, part savepointPart) (map[string]uint64, error) {
 	// the first replica is the shard's preferred leader (leadership is
 	// handed to it), whose state is the most recent
 	body, _ := json.Marshal(part)

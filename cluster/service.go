@@ -21,6 +21,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/expr"
@@ -64,14 +65,14 @@ func mapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrExists):
-		return fmt.Errorf("%w: %s", api.ErrAlreadyExists, strings.TrimPrefix(err.Error(), ErrExists.Error()+": "))
-	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("%w: %s", api.ErrNotFound, strings.TrimPrefix(err.Error(), ErrNotFound.Error()+": "))
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, meta.ErrExists):
+		return fmt.Errorf("%w: %s", api.ErrAlreadyExists, strings.TrimPrefix(err.Error(), meta.ErrExists.Error()+": "))
+	case errors.Is(err, meta.ErrNotFound):
+		return fmt.Errorf("%w: %s", api.ErrNotFound, strings.TrimPrefix(err.Error(), meta.ErrNotFound.Error()+": "))
+	case errors.Is(err, meta.ErrConflict):
 		return fmt.Errorf("%w: %s", api.ErrFailedPrecondition, err.Error())
-	case errors.Is(err, ErrInvalid):
-		return fmt.Errorf("%w: %s", api.ErrInvalidArgument, strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
+	case errors.Is(err, meta.ErrInvalid):
+		return fmt.Errorf("%w: %s", api.ErrInvalidArgument, strings.TrimPrefix(err.Error(), meta.ErrInvalid.Error()+": "))
 	case errors.Is(err, errNotMetaLeader):
 		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one); retry", api.ErrUnavailable)
 	}
@@ -165,7 +166,7 @@ var recordNames = map[cepv1.RecordType]string{
 	cepv1.RecordType_RECORD_TYPE_LATE:    "late",
 }
 
-// meta returns the options as PatternM holds them.
+// meta returns the options as meta.Pattern holds them.
 func (o outputOptions) meta() (maxPM int64, records []string, err error) {
 	switch b := o.maxPartialMatches; {
 	case b == nil:
@@ -192,9 +193,9 @@ func (o outputOptions) meta() (maxPM int64, records []string, err error) {
 	return maxPM, records, nil
 }
 
-// bound is the pattern's bound on partial matches per key as the API gives
+// patternBound is the pattern's bound on partial matches per key as the API gives
 // it: nil for the default, 0 for none.
-func (p *PatternM) bound() *uint64 {
+func patternBound(p *meta.Pattern) *uint64 {
 	var b uint64
 	switch {
 	case p.MaxPartialMatches == 0:
@@ -205,8 +206,8 @@ func (p *PatternM) bound() *uint64 {
 	return &b
 }
 
-// recordTypes lists the record types the pattern publishes.
-func (p *PatternM) recordTypes() []cepv1.RecordType {
+// patternRecordTypes lists the record types the pattern publishes.
+func patternRecordTypes(p *meta.Pattern) []cepv1.RecordType {
 	var out []cepv1.RecordType
 	for _, rt := range []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH, cepv1.RecordType_RECORD_TYPE_TIMEOUT, cepv1.RecordType_RECORD_TYPE_LATE} {
 		if len(p.Records) == 0 || slices.Contains(p.Records, recordNames[rt]) {
@@ -216,7 +217,7 @@ func (p *PatternM) recordTypes() []cepv1.RecordType {
 	return out
 }
 
-func toPattern(p *PatternM) *cepv1.Pattern {
+func toPattern(p *meta.Pattern) *cepv1.Pattern {
 	f := cepv1.SpecFormat_SPEC_FORMAT_SPEC
 	if p.Format == "sql" {
 		f = cepv1.SpecFormat_SPEC_FORMAT_SQL
@@ -226,12 +227,12 @@ func toPattern(p *PatternM) *cepv1.Pattern {
 		st = cepv1.PatternState_PATTERN_STATE_DELETING
 	}
 	bound := uint64(nfa.DefaultMaxPartialMatches)
-	if b := p.bound(); b != nil {
+	if b := patternBound(p); b != nil {
 		bound = *b
 	}
 	return &cepv1.Pattern{Name: p.Name, Version: p.Version, Spec: p.Spec, Format: f, Sources: p.Sources,
 		OutputSubject: p.OutputSubject, CreatedIndex: p.CreatedIndex, UpdatedIndex: p.UpdatedIndex, State: st,
-		Reads: p.ReadsOf(), MaxPartialMatches: bound, Records: p.recordTypes(), FromStart: p.FromStart}
+		Reads: p.ReadsOf(), MaxPartialMatches: bound, Records: patternRecordTypes(p), FromStart: p.FromStart}
 }
 
 type patternBackend struct{ s *Service }
@@ -253,10 +254,10 @@ func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRe
 // derived source re-keying it (created here when missing) — or nil when it
 // reads them all directly.
 func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]string, error) {
-	meta := b.s.n.Meta()
+	md := b.s.n.Meta()
 	var reads []string
 	for i, src := range p.Sources() {
-		sm := meta.Sources[src]
+		sm := md.Sources[src]
 		if sm == nil || sm.Origin != "" || (!sm.Unpartitioned && sm.Key != "" && sm.Key == p.KeyExpr()) {
 			continue // unknown (refused by the metadata), derived, or keyed alike
 		}
@@ -269,16 +270,16 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 		}
 		d := keygroup.DerivedSourceName(src, p.KeyExpr(), projected)
 		reads[i] = d
-		if meta.Sources[d] != nil {
+		if md.Sources[d] != nil {
 			continue
 		}
 		stream, err := EnsureSourceStream(ctx, b.s.n.js, d, b.s.n.keyGroups())
 		if err != nil {
 			return nil, fmt.Errorf("%w: create the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
-		_, err = b.s.n.Propose(ctx, &Command{Kind: CmdPutSource, Source: &SourceM{
+		_, err = b.s.n.Propose(ctx, meta.PutSource{Source: &meta.Source{
 			Name: d, Stream: stream, Subjects: []string{keygroup.SourceWildcard(d)}, Key: p.KeyExpr(), Origin: src, Managed: true}})
-		if err != nil && !errors.Is(err, ErrExists) {
+		if err != nil && !errors.Is(err, meta.ErrExists) {
 			return nil, mapErr(err)
 		}
 	}
@@ -299,10 +300,10 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 			subject = old.OutputSubject
 		}
 		if opts.maxPartialMatches == nil {
-			opts.maxPartialMatches = old.bound()
+			opts.maxPartialMatches = patternBound(old)
 		}
 		if len(opts.records) == 0 {
-			opts.records = old.recordTypes()
+			opts.records = patternRecordTypes(old)
 		}
 		fromStart = old.FromStart
 	}
@@ -323,7 +324,7 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	if err != nil {
 		return nil, nil, err
 	}
-	pm := &PatternM{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), Reads: reads, OutputSubject: subject,
+	pm := &meta.Pattern{Name: p.Name(), Spec: spec, Format: "spec", Sources: p.Sources(), Reads: reads, OutputSubject: subject,
 		MaxPartialMatches: maxPM, Records: records, FromStart: fromStart}
 	if f == cepv1.SpecFormat_SPEC_FORMAT_SQL {
 		pm.Format = "sql"
@@ -336,11 +337,11 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	default:
 		pm.Policy = uint8(shard.PolicyDrain)
 	}
-	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdPutPattern, Create: create, Pattern: pm})
+	res, err := b.s.n.Propose(ctx, meta.PutPattern{Create: create, Pattern: pm})
 	if err != nil {
 		return nil, nil, mapErr(err)
 	}
-	return toPattern(res.(*PatternM)), p.Warnings(), nil
+	return toPattern(res.(*meta.Pattern)), p.Warnings(), nil
 }
 
 func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error) {
@@ -375,11 +376,11 @@ func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternReques
 	}); done {
 		return res, err
 	}
-	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdDeletePattern, Name: r.Name})
+	res, err := b.s.n.Propose(ctx, meta.DeletePattern{Name: r.Name})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	p := res.(*PatternM)
+	p := res.(*meta.Pattern)
 	return &cepv1.DeletePatternResponse{Pattern: toPattern(p), PendingShards: b.s.n.waitShards(ctx, b.s.n.cfg.DeployWait, b.s.n.patternApplied(p.Name, p.Version))}, nil
 }
 
@@ -402,7 +403,7 @@ func (b patternBackend) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*c
 
 type sourceBackend struct{ s *Service }
 
-func toSource(m *SourceM, k int) *cepv1.Source {
+func toSource(m *meta.Source, k int) *cepv1.Source {
 	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin}
 }
 
@@ -433,7 +434,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
 		return nil, fmt.Errorf("%w: source %q", api.ErrAlreadyExists, r.Name)
 	}
-	var sm *SourceM
+	var sm *meta.Source
 	switch {
 	case r.Stream != "":
 		// an existing stream, read whole or through the given subjects
@@ -445,7 +446,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 			return nil, fmt.Errorf("%w: stream %q: %v", api.ErrUnavailable, r.Stream, err)
 		}
 		have := st.CachedInfo().Config.Subjects
-		sm = &SourceM{Name: r.Name, Stream: r.Stream, Subjects: have, Key: r.Key, Unpartitioned: true}
+		sm = &meta.Source{Name: r.Name, Stream: r.Stream, Subjects: have, Key: r.Key, Unpartitioned: true}
 		if len(r.Subjects) > 0 {
 			for _, subj := range r.Subjects {
 				if !coveredBy(subj, have) {
@@ -462,19 +463,19 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, fmt.Errorf("%w: create stream %s for %s: %v", api.ErrFailedPrecondition, name, strings.Join(r.Subjects, " "), err)
 		}
-		sm = &SourceM{Name: r.Name, Stream: name, Subjects: r.Subjects, Key: r.Key, Managed: true, Unpartitioned: true}
+		sm = &meta.Source{Name: r.Name, Stream: name, Subjects: r.Subjects, Key: r.Key, Managed: true, Unpartitioned: true}
 	default:
 		stream, err := EnsureSourceStream(ctx, b.s.n.js, r.Name, k)
 		if err != nil {
 			return nil, fmt.Errorf("%w: create stream: %v", api.ErrUnavailable, err)
 		}
-		sm = &SourceM{Name: r.Name, Stream: stream, Subjects: []string{keygroup.SourceWildcard(r.Name)}, Key: r.Key, Managed: true}
+		sm = &meta.Source{Name: r.Name, Stream: stream, Subjects: []string{keygroup.SourceWildcard(r.Name)}, Key: r.Key, Managed: true}
 	}
-	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdPutSource, Source: sm})
+	res, err := b.s.n.Propose(ctx, meta.PutSource{Source: sm})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	return &cepv1.CreateSourceResponse{Source: toSource(res.(*SourceM), k)}, nil
+	return &cepv1.CreateSourceResponse{Source: toSource(res.(*meta.Source), k)}, nil
 }
 
 func (b sourceBackend) List(ctx context.Context, r *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error) {
@@ -501,12 +502,12 @@ func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest)
 	}); done {
 		return res, err
 	}
-	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdDeleteSource, Name: r.Name})
+	res, err := b.s.n.Propose(ctx, meta.DeleteSource{Name: r.Name})
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	out := &cepv1.DeleteSourceResponse{}
-	for _, s := range res.([]SourceM) {
+	for _, s := range res.([]meta.Source) {
 		out.Sources = append(out.Sources, toSource(&s, b.s.n.keyGroups()))
 		if !r.DeleteStream || !s.Managed {
 			continue // an existing stream stays
@@ -642,11 +643,11 @@ func (b clusterBackend) RemoveNode(ctx context.Context, r *cepv1.RemoveNodeReque
 	if r.NodeId == "" {
 		return nil, fmt.Errorf("%w: node_id is required", api.ErrInvalidArgument)
 	}
-	res, err := b.s.n.Propose(ctx, &Command{Kind: CmdRemoveNode, Name: r.NodeId, Force: r.AllowFewerReplicas})
+	res, err := b.s.n.Propose(ctx, meta.RemoveNode{Name: r.NodeId, Force: r.AllowFewerReplicas})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	nd := res.(*NodeM)
+	nd := res.(*meta.Node)
 	st, _ := b.s.n.gossipState(nd.ID)
 	var held uint32
 	for _, info := range b.s.n.Meta().Shards {

@@ -20,10 +20,11 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/shard"
 )
 
-// Splitting a shard. The metadata records the split (CmdSplitShard: the
+// Splitting a shard. The metadata records the split (meta.SplitShard: the
 // key groups from SplitAt on go to a new shard with the same replicas);
 // the shard's leader proposes OpSplit into its log; every replica, applying
 // it, keeps the lower part and hands the upper part's state to its node
@@ -35,7 +36,7 @@ import (
 // split gave it; the old one drops the events of those key groups it had
 // read past the split. Once the old shard's leader reports its new range
 // and the new shard has a leader, the metadata leader records the split
-// done (CmdSplitDone); placement may then move the new shard's replicas.
+// done (meta.SplitDone); placement may then move the new shard's replicas.
 
 // splitFile and splitMembersFile hold, in a new shard's directory, its
 // first state and members until its first Raft snapshot.
@@ -47,8 +48,8 @@ const (
 // splitIfAsked proposes the split the metadata asks of this shard, once;
 // it reports whether it did (the session then starts again, to read the
 // shard's new range).
-func (r *runner) splitIfAsked(ctx context.Context, m *Meta) (bool, error) {
-	i := m.shardIndex(r.sh.ID())
+func (r *runner) splitIfAsked(ctx context.Context, m *meta.Meta) (bool, error) {
+	i := m.ShardIndex(r.sh.ID())
 	if i < 0 || m.Shards[i].SplitAt == 0 {
 		return false, nil
 	}
@@ -188,8 +189,8 @@ func (n *Node) forgetSplit(id uint64) {
 
 // steerSplits records as done the splits whose old shard's leader reports
 // its new range and whose new shard has a leader.
-func (n *Node) steerSplits(ctx context.Context, m *Meta) (bool, error) {
-	var splitting []ShardInfo
+func (n *Node) steerSplits(ctx context.Context, m *meta.Meta) (bool, error) {
+	var splitting []meta.ShardInfo
 	for _, s := range m.Shards {
 		if s.SplitAt != 0 {
 			splitting = append(splitting, s)
@@ -220,7 +221,7 @@ func (n *Node) steerSplits(ctx context.Context, m *Meta) (bool, error) {
 		if !ok1 || !ok2 || old.last != s.SplitAt-1 || split.snapshot == 0 {
 			continue
 		}
-		if _, err := n.meta.propose(ctx, &Command{Kind: CmdSplitDone, ShardID: s.ID}); err != nil {
+		if _, err := n.meta.propose(ctx, meta.SplitDone{ShardID: s.ID}); err != nil {
 			return true, fmt.Errorf("recording shard %d's split: %w", s.ID, err)
 		}
 		n.log.Info("shard split done", "shard", s.ID, "keeps", fmt.Sprintf("%d-%d", s.First, s.SplitAt-1), "new_shard", s.SplitInto)
@@ -233,7 +234,7 @@ func (n *Node) steerSplits(ctx context.Context, m *Meta) (bool, error) {
 func (n *Node) waitSplit(ctx context.Context, id uint64) bool {
 	for {
 		m, changed := n.meta.fsm.View()
-		i := m.shardIndex(id)
+		i := m.ShardIndex(id)
 		if i < 0 || m.Shards[i].SplitAt == 0 {
 			return true
 		}
@@ -255,7 +256,7 @@ const protoSplit = 2
 // canSplit reports why the shards cannot split now, if they cannot: a
 // member the gossip does not see alive with a release that applies
 // OpSplit (during a rolling upgrade, say).
-func (n *Node) canSplit(m *Meta) error {
+func (n *Node) canSplit(m *meta.Meta) error {
 	for _, nd := range m.Nodes {
 		if nd.Removing {
 			continue
@@ -276,7 +277,7 @@ func (n *Node) canSplit(m *Meta) error {
 
 // splitting refuses what needs a settled shard map (savepoints, restores)
 // while a shard splits.
-func splitting(m *Meta) error {
+func splitting(m *meta.Meta) error {
 	for _, s := range m.Shards {
 		if s.SplitAt != 0 {
 			return fmt.Errorf("%w: shard %d is splitting (into shard %d); retry once it is done", api.ErrFailedPrecondition, s.ID, s.SplitInto)
@@ -295,11 +296,11 @@ func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardReque
 	if err := n.canSplit(n.Meta()); err != nil {
 		return nil, err
 	}
-	res, err := n.Propose(ctx, &Command{Kind: CmdSplitShard, ShardID: uint64(r.ShardId), At: int(r.AtKeyGroup)})
+	res, err := n.Propose(ctx, meta.SplitShard{ShardID: uint64(r.ShardId), At: int(r.AtKeyGroup)})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	s := res.(*ShardInfo)
+	s := res.(*meta.ShardInfo)
 	out := &cepv1.SplitShardResponse{ShardId: uint32(s.ID), KeyGroups: &cepv1.KeyGroupRange{First: uint32(s.First), Last: uint32(s.SplitAt - 1)},
 		NewShardId: uint32(s.SplitInto), NewKeyGroups: &cepv1.KeyGroupRange{First: uint32(s.SplitAt), Last: uint32(s.Last)}}
 	wctx, cancel := context.WithTimeout(ctx, 3*n.cfg.DeployWait)
@@ -311,7 +312,7 @@ func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardReque
 // dropStraySplits removes the state a split stored here for a shard whose
 // split is done and that the map does not give this node (this replica of
 // the old shard was being replaced when it split).
-func (n *Node) dropStraySplits(m *Meta) {
+func (n *Node) dropStraySplits(m *meta.Meta) {
 	for _, info := range m.Shards {
 		if info.Splitting || slices.Contains(info.Replicas, n.cfg.NodeID) {
 			continue

@@ -1,0 +1,283 @@
+// Package meta is the replicated metadata of the cluster (patterns,
+// sources, the shard map, members, savepoints) and the state machine of the
+// metadata Raft group: each command of its log is a type applied by one
+// method, looked up by the command's kind. Applying depends only on the
+// log; opening the group and proposing to it is the cluster package's.
+package meta
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Meta is the replicated metadata of the cluster: patterns, sources, the
+// shard map and savepoints. It is the state machine of the metadata Raft
+// group. Apply depends only on the command and the log index; Meta is not
+// safe for concurrent use (the Raft FSM serialises it and hands out copies).
+type Meta struct {
+	ClusterID  string              `json:"clusterId"`
+	KeyGroups  int                 `json:"keyGroups"`
+	Shards     []ShardInfo         `json:"shards"`
+	Patterns   map[string]*Pattern `json:"patterns"`
+	Sources    map[string]*Source  `json:"sources"`
+	Savepoints []Savepoint         `json:"savepoints"`
+	// Restore, when set, is the savepoint every shard must restore (each
+	// shard leader does it once, recording the restore id in its state).
+	Restore *Restore `json:"restore,omitempty"`
+	// Nodes are the cluster's members, sorted by id: those it was created
+	// with and those that joined since, until they are removed.
+	Nodes []Node `json:"nodes,omitempty"`
+	// Replication is how many replicas each shard should have (fewer
+	// while the cluster has fewer nodes); 0 in metadata written before
+	// nodes could join: the replica count the shards were created with.
+	Replication int `json:"replication,omitempty"`
+	// Removed are the nodes removed from the cluster, sorted by id: a
+	// process still running under one of their ids is not taken back; a
+	// node started afresh (empty data directory) after the removal is.
+	Removed []Removed `json:"removed,omitempty"`
+	Index   uint64    `json:"index"` // last applied log index
+}
+
+// Removed is a node removed from the cluster, at Time (Unix ms, as
+// logged by the proposer).
+type Removed struct {
+	ID   string `json:"id"`
+	Time int64  `json:"time"`
+}
+
+// Node is a member of the cluster.
+type Node struct {
+	ID         string `json:"id"`
+	RaftAddr   string `json:"raftAddr"`
+	APIAddr    string `json:"apiAddr"`
+	GossipAddr string `json:"gossipAddr,omitempty"`
+	// Removing: an operator asked to remove the node; its replicas move to
+	// other nodes, and once it holds none it leaves the cluster.
+	Removing   bool   `json:"removing,omitempty"`
+	AddedIndex uint64 `json:"addedIndex"`
+}
+
+// Restore asks every shard to restore a savepoint.
+type Restore struct {
+	ID        string `json:"id"` // unique per restore request: savepoint id @ log index
+	Savepoint string `json:"savepoint"`
+	Location  string `json:"location"` // store location, without the id
+}
+
+// ShardInfo is one entry of the shard map.
+type ShardInfo struct {
+	ID       uint64   `json:"id"`
+	First    int      `json:"first"`
+	Last     int      `json:"last"`
+	Replicas []string `json:"replicas"` // node ids; the first is the preferred leader
+	// SplitAt and SplitInto, while the shard splits: its key groups from
+	// SplitAt on go to shard SplitInto (they are still its own until the
+	// split is done).
+	SplitAt   int    `json:"splitAt,omitempty"`
+	SplitInto uint64 `json:"splitInto,omitempty"`
+	// Parent is the shard this one was split off; Splitting while the
+	// split is not done (its replicas start from the parent's state).
+	Parent    uint64 `json:"parent,omitempty"`
+	Splitting bool   `json:"splitting,omitempty"`
+	// LogRange is the key-group range the shard's log began with: a
+	// replica that starts empty and replays the log from its start must
+	// start from that range (a split shrinks it at a point of the log).
+	// Nil in metadata written before shards split: First and Last.
+	LogRange *[2]int `json:"logRange,omitempty"`
+}
+
+// StartRange is the key-group range the shard's log began with.
+func (s *ShardInfo) StartRange() (first, last int) {
+	if s.LogRange != nil {
+		return s.LogRange[0], s.LogRange[1]
+	}
+	return s.First, s.Last
+}
+
+// Settled reports whether the shard is not splitting (as either part).
+func (s *ShardInfo) Settled() bool { return s.SplitAt == 0 && !s.Splitting }
+
+// Pattern is a deployed pattern version.
+type Pattern struct {
+	Name    string   `json:"name"`
+	Version uint64   `json:"version"`
+	Spec    string   `json:"spec"`
+	Format  string   `json:"format"` // "spec" or "sql"
+	Sources []string `json:"sources"`
+	// Reads parallels Sources with the sources read instead: the derived
+	// source re-keying a source partitioned by another key (empty: Sources)
+	Reads         []string `json:"reads,omitempty"`
+	OutputSubject string   `json:"outputSubject"`
+	Policy        uint8    `json:"policy"` // shard.UpdatePolicy of the last update
+	// MaxPartialMatches bounds the partial matches per key: 0 for the
+	// engine's default, -1 for none (shard.Deploy.MaxPartialMatches)
+	MaxPartialMatches int64 `json:"maxPartialMatches,omitempty"`
+	// Records are the record types published ("match", "timeout",
+	// "late"); empty: all of them
+	Records []string `json:"records,omitempty"`
+	// FromStart: deployed to read its sources from the start of their
+	// streams, not from the deployment
+	FromStart    bool   `json:"fromStart,omitempty"`
+	CreatedIndex uint64 `json:"createdIndex"`
+	UpdatedIndex uint64 `json:"updatedIndex"`
+	Deleted      bool   `json:"deleted"`
+}
+
+// Source is an event source: a JetStream stream partitioned by key group.
+type Source struct {
+	Name     string   `json:"name"`
+	Stream   string   `json:"stream"`
+	Subjects []string `json:"subjects"`
+	Key      string   `json:"key"`
+	Managed  bool     `json:"managed"` // created by the cluster
+	// Origin, for a derived source, is the source it re-keys by Key
+	Origin string `json:"origin,omitempty"`
+	// Unpartitioned: the stream is not stored by key-group block (an
+	// existing stream, or custom subjects); every pattern reads it re-keyed,
+	// its forwarder filtering by Filter when set.
+	Unpartitioned bool     `json:"unpartitioned,omitempty"`
+	Filter        []string `json:"filter,omitempty"`
+	CreatedIndex  uint64   `json:"createdIndex"`
+}
+
+// Savepoint records a completed savepoint.
+type Savepoint struct {
+	ID           string `json:"id"`
+	Location     string `json:"location"`
+	CreatedIndex uint64 `json:"createdIndex"`
+	CreatedTime  int64  `json:"createdTime"` // ms, as logged by the proposer
+	Shards       int    `json:"shards"`
+}
+
+// Errors returned by Apply, which the proposer reports to the caller. The
+// messages keep the prefix they had in package cluster: callers strip it.
+var (
+	ErrExists   = errors.New("cluster: already exists")
+	ErrNotFound = errors.New("cluster: not found")
+	ErrConflict = errors.New("cluster: changed concurrently; retry")
+	ErrInvalid  = errors.New("cluster: invalid request")
+)
+
+// New returns empty metadata.
+func New() *Meta {
+	return &Meta{Patterns: map[string]*Pattern{}, Sources: map[string]*Source{}}
+}
+
+// putNode adds nd or replaces the node of its id, keeping Nodes sorted.
+func (m *Meta) putNode(nd Node) {
+	i, found := slices.BinarySearchFunc(m.Nodes, nd.ID, func(x Node, id string) int { return strings.Compare(x.ID, id) })
+	if found {
+		m.Nodes[i] = nd
+		return
+	}
+	m.Nodes = slices.Insert(m.Nodes, i, nd)
+}
+
+// EffectiveReplication is how many replicas each shard should have:
+// Replication, or in metadata written before it was recorded the first
+// shard's count.
+func (m *Meta) EffectiveReplication() int {
+	if m.Replication == 0 && len(m.Shards) > 0 {
+		return len(m.Shards[0].Replicas)
+	}
+	return m.Replication
+}
+
+// ShardIndex is the index of shard id in Shards, or -1.
+func (m *Meta) ShardIndex(id uint64) int {
+	return slices.IndexFunc(m.Shards, func(s ShardInfo) bool { return s.ID == id })
+}
+
+// removedAt finds id in Removed (or where it would be inserted).
+func (m *Meta) removedAt(id string) (int, bool) {
+	return slices.BinarySearchFunc(m.Removed, id, func(r Removed, id string) int { return strings.Compare(r.ID, id) })
+}
+
+// IsRemoved reports whether node id was removed from the cluster.
+func (m *Meta) IsRemoved(id string) bool {
+	_, found := m.removedAt(id)
+	return found
+}
+
+// MayRejoin reports whether a process under id may be a member: id was
+// not removed, or the process started afresh (an empty data directory)
+// after it was.
+func (m *Meta) MayRejoin(id string, fresh bool, started int64) bool {
+	i, removed := m.removedAt(id)
+	return !removed || fresh && started > m.Removed[i].Time
+}
+
+// Node returns the member of that id, or nil.
+func (m *Meta) Node(id string) *Node {
+	i, found := slices.BinarySearchFunc(m.Nodes, id, func(x Node, id string) int { return strings.Compare(x.ID, id) })
+	if !found {
+		return nil
+	}
+	return &m.Nodes[i]
+}
+
+// ActiveNodes lists the ids of the members not being removed, sorted.
+func (m *Meta) ActiveNodes() []string {
+	var out []string
+	for _, nd := range m.Nodes {
+		if !nd.Removing {
+			out = append(out, nd.ID)
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy, for readers outside the FSM goroutine.
+func (m *Meta) Clone() *Meta {
+	b, _ := json.Marshal(m)
+	out := New()
+	_ = json.Unmarshal(b, out)
+	return out
+}
+
+// Marshal encodes the metadata deterministically (JSON object keys are
+// sorted by encoding/json).
+func (m *Meta) Marshal() ([]byte, error) { return json.Marshal(m) }
+
+// Unmarshal decodes Marshal's output.
+func Unmarshal(b []byte) (*Meta, error) {
+	m := New()
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("cluster: bad metadata snapshot: %w", err)
+	}
+	return m, nil
+}
+
+// PatternNames lists live patterns, sorted.
+func (m *Meta) PatternNames() []string {
+	var out []string
+	for n, p := range m.Patterns {
+		if !p.Deleted {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SourceNames lists sources, sorted.
+func (m *Meta) SourceNames() []string {
+	out := make([]string, 0, len(m.Sources))
+	for n := range m.Sources {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ReadsOf returns the sources a pattern reads: its Reads, or its Sources.
+func (p *Pattern) ReadsOf() []string {
+	if len(p.Reads) == len(p.Sources) {
+		return p.Reads
+	}
+	return p.Sources
+}
