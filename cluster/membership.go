@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -13,7 +12,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/meta"
-	"github.com/cepcluster/cep/keygroup"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -246,191 +245,105 @@ func (n *Node) checkReachable(m *meta.Meta) {
 	}
 }
 
-// metaVoters is how many voters the metadata group keeps when it can.
-const metaVoters = 3
+// members are the metadata's nodes as the planners take them: down for
+// DeadAfter (checkReachable), alive in the gossip now.
+func (n *Node) members(m *meta.Meta) []plan.Member {
+	out := make([]plan.Member, 0, len(m.Nodes))
+	for _, nd := range m.Nodes {
+		mb, seen := n.gossip.Member(nd.ID)
+		out = append(out, plan.Member{ID: nd.ID, RaftAddr: nd.RaftAddr, Removing: nd.Removing,
+			Down: n.down(nd.ID), Alive: seen && mb.State == gossip.Alive})
+	}
+	return out
+}
 
-// steerMetaGroup keeps the metadata group's configuration: every member a
-// server of it (non-voter first), up to metaVoters voters among the
-// reachable ones (a voter down for DeadAfter replaced by a reachable
-// non-voter), members the metadata forgot removed.
+// steerMetaGroup makes the change plan.MetaGroupChange decides for the
+// metadata group's configuration: every member a server (non-voter
+// first), up to plan.MetaVoters voters among the reachable ones, members
+// the metadata forgot removed.
 func (n *Node) steerMetaGroup(ctx context.Context, m *meta.Meta) (bool, error) {
 	rf := n.meta.raft
 	f := rf.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return true, err
 	}
-	servers := f.Configuration().Servers
-	change := func(what string, id string, fut raft.Future) (bool, error) {
-		if err := shard.Wait(ctx, fut); err != nil {
-			return true, fmt.Errorf("metadata group: %s %s: %w", what, id, err)
-		}
-		n.log.Info("metadata group changed", "change", what, "member", id)
-		return true, nil
+	var servers []plan.Server
+	for _, s := range f.Configuration().Servers {
+		servers = append(servers, plan.Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
-	for _, nd := range m.Nodes {
-		if !hasServer(f.Configuration(), nd.ID) && !n.down(nd.ID) {
-			if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == gossip.Alive {
-				return change("non-voter added", nd.ID, rf.AddNonvoter(raft.ServerID(nd.ID), raft.ServerAddress(nd.RaftAddr), 0, 0))
-			}
-		}
-	}
-	liveVoters, voters := 0, 0
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			voters++
-			if !n.down(string(s.ID)) {
-				liveVoters++
-			}
-		}
-	}
-	candidates := 0
-	for _, nd := range m.Nodes {
-		if !nd.Removing && !n.down(nd.ID) {
-			candidates++
-		}
-	}
-	want := min(metaVoters, candidates)
-	if liveVoters < want {
-		for _, s := range servers {
-			nd := m.Node(string(s.ID))
-			if s.Suffrage == raft.Nonvoter && nd != nil && !nd.Removing && !n.down(nd.ID) {
-				return change("promoted to voter", nd.ID, rf.AddVoter(s.ID, s.Address, 0, 0))
-			}
-		}
-	}
-	for _, s := range servers {
-		id := string(s.ID)
-		gone := m.Node(id) == nil
-		deadVoter := s.Suffrage == raft.Voter && n.down(id) && liveVoters >= want && voters > want
-		if !gone && !deadVoter {
-			continue
-		}
-		if id == n.cfg.NodeID {
-			return change("leadership handed over by", id, rf.LeadershipTransfer())
-		}
-		return change("removed", id, rf.RemoveServer(s.ID, 0, 0))
-	}
-	return false, nil
-}
-
-// maxMoving is how many shards may be changing replicas at once: each new
-// replica is sent a snapshot of its shard.
-const maxMoving = 2
-
-// steerReplicas changes the shard map where placement calls for it, for
-// shards whose configuration matches their map entry (a shard still
-// changing finishes first), and forgets removed nodes that hold nothing.
-func (n *Node) steerReplicas(ctx context.Context, m *meta.Meta) (busy bool, err error) {
-	// a node being removed is not present: its replicas go even where
-	// no node can take them (RemoveNode refuses that unless told to)
-	var active, present []string
-	for _, nd := range m.Nodes {
-		if nd.Removing {
-			continue
-		}
-		present = append(present, nd.ID)
-		if !n.down(nd.ID) {
-			active = append(active, nd.ID)
-		}
-	}
-	targets := place(m.Shards, active, present, m.EffectiveReplication())
-	var removing []string
-	for _, nd := range m.Nodes {
-		if nd.Removing {
-			removing = append(removing, nd.ID)
-		}
-	}
-	autoSplit := !n.cfg.NoAutoSplit && len(active) > len(m.Shards)
-	if len(targets) == 0 && len(removing) == 0 && !autoSplit {
+	c := plan.MetaGroupChange(n.cfg.NodeID, n.members(m), servers, plan.MetaVoters)
+	var fut raft.Future
+	id := c.ID
+	switch c.Kind {
+	case plan.None:
 		return false, nil
+	case plan.AddNonvoter:
+		fut = rf.AddNonvoter(raft.ServerID(c.ID), raft.ServerAddress(c.Addr), 0, 0)
+	case plan.Promote:
+		fut = rf.AddVoter(raft.ServerID(c.ID), raft.ServerAddress(c.Addr), 0, 0)
+	case plan.Remove:
+		fut = rf.RemoveServer(raft.ServerID(c.ID), 0, 0)
+	case plan.Transfer:
+		fut, id = rf.LeadershipTransfer(), n.cfg.NodeID
 	}
-	configs := n.shardConfigs(ctx, m)
-	moving := 0
-	for _, info := range m.Shards {
-		if !converged(info.Replicas, configs[info.ID]) {
-			moving++
-		}
+	if err := shard.Wait(ctx, fut); err != nil {
+		return true, fmt.Errorf("metadata group: %s %s: %w", c.Kind, id, err)
 	}
-	busy = moving > 0
-	for _, info := range m.Shards {
-		if !info.Settled() {
-			delete(targets, info.ID) // the split finishes first
-		}
-	}
-	ids := make([]uint64, 0, len(targets))
-	for id := range targets {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		if moving >= maxMoving {
-			break
-		}
-		i := m.ShardIndex(id)
-		if i < 0 || !converged(m.Shards[i].Replicas, configs[id]) {
-			continue
-		}
-		from := m.Shards[i].Replicas
-		if _, err := n.meta.propose(ctx, meta.SetReplicas{ShardID: id, Replicas: targets[id], ExpectReplicas: from}); err != nil {
-			return false, fmt.Errorf("shard %d: %w", id, err)
-		}
-		n.log.Info("shard's replicas change", "shard", id, "from", from, "to", targets[id])
-		moving++
-		busy = true
-	}
-	if len(targets) > 0 {
-		return busy, nil
-	}
-	if autoSplit && len(removing) == 0 && moving == 0 {
-		return n.splitForNodes(ctx, m)
-	}
-	for _, id := range removing {
-		held := false
-		for _, info := range m.Shards {
-			held = held || slices.Contains(info.Replicas, id) || !converged(info.Replicas, configs[info.ID])
-		}
-		if held {
-			busy = true
-			continue
-		}
-		if _, err := n.meta.propose(ctx, meta.ForgetNode{Name: id, Time: time.Now().UnixMilli()}); err != nil {
-			return false, fmt.Errorf("removing node %s: %w", id, err)
-		}
-		n.log.Info("node removed from the cluster", "removed", id)
-		if n.gossip != nil {
-			n.gossip.Forget(id)
-		}
-		return true, nil
-	}
-	return busy, nil
+	n.log.Info("metadata group changed", "change", c.Kind.String(), "member", id)
+	return true, nil
 }
 
-// splitForNodes splits the shard with the most key groups (the first of
-// them) when the cluster has more active nodes than shards and every shard
-// is placed: a shard is processed by one leader, so a node leads one only
-// once there are as many. Shards of one block do not split.
+// steerReplicas carries out what plan.ReplicaChanges decides for the shard
+// map: the moves placement calls for, a split for the nodes, or a removed
+// node forgotten once it holds nothing.
+func (n *Node) steerReplicas(ctx context.Context, m *meta.Meta) (busy bool, err error) {
+	in := plan.Replicas{Shards: m.Shards, Members: n.members(m), Replication: m.EffectiveReplication(), AutoSplit: !n.cfg.NoAutoSplit}
+	p := plan.ReplicaChanges(in)
+	if p.NeedConverged {
+		configs := n.shardConfigs(ctx, m)
+		in.Converged = make(map[uint64]bool, len(m.Shards))
+		for _, info := range m.Shards {
+			in.Converged[info.ID] = converged(info.Replicas, configs[info.ID])
+		}
+		p = plan.ReplicaChanges(in)
+	}
+	for _, mv := range p.Moves {
+		if _, err := n.meta.propose(ctx, meta.SetReplicas{ShardID: mv.ShardID, Replicas: mv.To, ExpectReplicas: mv.From}); err != nil {
+			return false, fmt.Errorf("shard %d: %w", mv.ShardID, err)
+		}
+		n.log.Info("shard's replicas change", "shard", mv.ShardID, "from", mv.From, "to", mv.To)
+	}
+	switch {
+	case p.SplitForNodes:
+		return n.splitForNodes(ctx, m)
+	case p.Forget != "":
+		if _, err := n.meta.propose(ctx, meta.ForgetNode{Name: p.Forget, Time: n.cfg.Now().UnixMilli()}); err != nil {
+			return false, fmt.Errorf("removing node %s: %w", p.Forget, err)
+		}
+		n.log.Info("node removed from the cluster", "removed", p.Forget)
+		if n.gossip != nil {
+			n.gossip.Forget(p.Forget)
+		}
+	}
+	return p.Busy, nil
+}
+
+// splitForNodes splits the shard plan.SplitForNodes picks when the cluster
+// has more active nodes than shards and every shard is placed: a shard is
+// processed by one leader, so a node leads one only once there are as
+// many.
 func (n *Node) splitForNodes(ctx context.Context, m *meta.Meta) (bool, error) {
 	if err := n.canSplit(m); err != nil {
 		n.log.Debug("not splitting a shard for the nodes added", "err", err)
 		return false, nil
 	}
-	per := m.KeyGroups / keygroup.Blocks(m.KeyGroups)
-	var pick *meta.ShardInfo
-	for i := range m.Shards {
-		s := &m.Shards[i]
-		if !s.Settled() {
-			return true, nil
-		}
-		if size := s.Last - s.First + 1; size >= 2*per && (pick == nil || size > pick.Last-pick.First+1) {
-			pick = s
-		}
+	id, wait := plan.SplitForNodes(m.Shards, m.KeyGroups)
+	if wait || id == 0 {
+		return wait, nil
 	}
-	if pick == nil {
-		return false, nil
-	}
-	res, err := n.meta.propose(ctx, meta.SplitShard{ShardID: pick.ID})
+	res, err := n.meta.propose(ctx, meta.SplitShard{ShardID: id})
 	if err != nil {
-		return false, fmt.Errorf("splitting shard %d for the nodes added: %w", pick.ID, err)
+		return false, fmt.Errorf("splitting shard %d for the nodes added: %w", id, err)
 	}
 	s := res.(*meta.ShardInfo)
 	n.log.Info("shard splits: more nodes than shards", "shard", s.ID, "at", s.SplitAt, "into", s.SplitInto, "shards", len(m.Shards)+1)

@@ -1,4 +1,4 @@
-package cluster
+package plan
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"github.com/cepcluster/cep/cluster/meta"
 )
 
-// placeCase is an input of place.
+// placeCase is an input of Place.
 type placeCase struct {
 	shards          []meta.ShardInfo
 	active, present []string
@@ -95,7 +95,7 @@ func placeSpread(m map[string]int) int {
 	return hi - lo
 }
 
-// checkPlaced checks the shards after applying place's result to before.
+// checkPlaced checks the shards after applying Place's result to before.
 func checkPlaced(t *rapid.T, c placeCase, before, after []meta.ShardInfo) {
 	for i, s := range after {
 		old := before[i].Replicas
@@ -162,13 +162,13 @@ func checkPlaced(t *rapid.T, c placeCase, before, after []meta.ShardInfo) {
 	}
 }
 
-// place's result, applied, satisfies the placement rules and is a fixed
-// point; place modifies nothing.
+// Place's result, applied, satisfies the placement rules and is a fixed
+// point; Place modifies nothing.
 func TestPlaceProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawPlaceCase(t)
 		before := clonePlaceShards(c.shards)
-		got := place(c.shards, c.active, c.present, c.r)
+		got := Place(c.shards, c.active, c.present, c.r)
 		if !reflect.DeepEqual(c.shards, before) {
 			t.Fatalf("place modified the shards: %v, was %v", c.shards, before)
 		}
@@ -188,23 +188,23 @@ func TestPlaceProperties(t *testing.T) {
 		}
 		after := applyPlaced(c.shards, got)
 		checkPlaced(t, c, before, after)
-		if again := place(after, c.active, c.present, c.r); len(again) != 0 {
+		if again := Place(after, c.active, c.present, c.r); len(again) != 0 {
 			t.Fatalf("placing %v again changes %v", after, again)
 		}
 	})
 }
 
-// place depends on active and present as sets and on the shards by id, not
+// Place depends on active and present as sets and on the shards by id, not
 // on the order or repetitions they come in.
 func TestPlaceDeterministic(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawPlaceCase(t)
-		want := place(c.shards, c.active, c.present, c.r)
+		want := Place(c.shards, c.active, c.present, c.r)
 		repeated := c.active[:rapid.IntRange(0, len(c.active)).Draw(t, "repeated")]
 		active := rapid.Permutation(append(slices.Clone(c.active), repeated...)).Draw(t, "active")
 		present := rapid.Permutation(c.present).Draw(t, "present")
 		shards := rapid.Permutation(clonePlaceShards(c.shards)).Draw(t, "shard order")
-		if got := place(shards, active, present, c.r); !reflect.DeepEqual(got, want) {
+		if got := Place(shards, active, present, c.r); !reflect.DeepEqual(got, want) {
 			t.Fatalf("active %v present %v: %v; active %v present %v: %v", c.active, c.present, want, active, present, got)
 		}
 	})
@@ -225,10 +225,10 @@ func TestPlaceAddNode(t *testing.T) {
 			c.active, c.present = []string{"n0"}, []string{"n0"}
 		}
 		c.r = rapid.IntRange(1, len(c.active)).Draw(t, "r")
-		placed := applyPlaced(c.shards, place(c.shards, c.active, c.present, c.r))
+		placed := applyPlaced(c.shards, Place(c.shards, c.active, c.present, c.r))
 		node := rapid.SampledFrom([]string{"a", "n3x", "z"}).Draw(t, "new node")
 		active := append(slices.Clone(c.active), node)
-		got := place(placed, active, append(slices.Clone(c.present), node), c.r)
+		got := Place(placed, active, append(slices.Clone(c.present), node), c.r)
 		total, moved := c.r*len(placed), 0
 		for _, s := range placed {
 			l, ok := got[s.ID]
@@ -344,7 +344,7 @@ func TestPlaceCases(t *testing.T) {
 		want: map[uint64][]string{1: l("c", "b")},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := place(tc.shards, tc.active, tc.present, tc.r)
+			got := Place(tc.shards, tc.active, tc.present, tc.r)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}

@@ -1,4 +1,4 @@
-package cluster
+package plan
 
 import (
 	"cmp"
@@ -7,7 +7,7 @@ import (
 	"github.com/cepcluster/cep/cluster/meta"
 )
 
-// place returns the replica lists the shards should have, given the nodes
+// Place returns the replica lists the shards should have, given the nodes
 // that may receive replicas (active: alive and not being removed), every
 // node still in the cluster (present, a superset of active; an active node
 // missing from present is ignored) and the replication factor r (below 1
@@ -43,7 +43,7 @@ import (
 //     spreadLeaders). Replicas[0] is always an active node.
 //
 // A list never holds a node twice, nor a node missing from present.
-func place(shards []meta.ShardInfo, active, present []string, r int) map[uint64][]string {
+func Place(shards []meta.ShardInfo, active, present []string, r int) map[uint64][]string {
 	inPresent := make(map[string]bool, len(present))
 	for _, id := range present {
 		inPresent[id] = true
