@@ -1,6 +1,54 @@
-// Package cluster runs a node of the CEP cluster.
+// Package cluster runs a node of the CEP cluster: it wires the parts
+// below together and runs the loops that carry out what they decide.
 //
-// Its Raft groups reach their peers through
-// [github.com/cepcluster/cep/cluster/transport], which also holds the TLS
-// material.
+// # Where things are decided, and where they are done
+//
+// Decisions are pure packages, property-tested on their own; effects are
+// the loops here, each with an owner and a stop path.
+//
+//	decided in                   done in (this package)
+//	cluster/meta  what the       metagroup.go: the metadata Raft group (log,
+//	  metadata is: patterns,     snapshots, proposing); every change goes
+//	  sources, shard map,        through it as a meta.Command
+//	  members, savepoints
+//	cluster/plan  the next       membership.go: the metadata leader's loop
+//	  membership change: the     (registers members, tracks who is down,
+//	  metadata group's voters,   carries out plan.MetaGroupChange and
+//	  a shard's configuration,   plan.ReplicaChanges); leader_members.go: a
+//	  the shard map (placement)  shard leader carries out plan.ShardChange
+//	shard  what a shard's        replicas.go: opens and closes this node's
+//	  state becomes from its     replicas as the shard map says; leader*.go:
+//	  log (shard.State.Apply)    a shard leader reads its sources, proposes
+//	                             batches and ticks, publishes the outbox,
+//	                             hands over leadership
+//	keygroup  which key group    (every reader and writer of subjects)
+//	  and shard a key is in,
+//	  and the subject layout
+//
+// # Data flow
+//
+// Events arrive on JetStream source streams, stored by block of key
+// groups (keygroup). The leader of each shard reads its blocks
+// (leader_ingest.go) and proposes them as batches to the shard's Raft
+// group; every replica applies them to its shard.State, whose matchers
+// (nfa) produce records into a replicated outbox; the leader publishes the
+// outbox to the output stream under deterministic ids and logs what was
+// published (leader_publish.go), so a new leader re-publishes only what
+// is unconfirmed and JetStream de-duplicates it.
+//
+// # Control flow
+//
+// An API call (service*.go, one file per Connect service) reads this
+// node's replicas, or proposes a meta.Command through the metadata leader
+// (forwarded there by the peer client, peer.go). Each shard leader watches
+// the metadata and logs the deployments, deletions, restores and splits
+// into its shard's log (leader_reconcile.go, split.go), so that every
+// replica applies them at the same point. Membership comes from the gossip
+// (cluster/gossip) and the metadata; the Raft groups talk over one port
+// (cluster/transport: the mux, mutual TLS). Node-to-node API calls go
+// through the peer client only.
+//
+// The node's configuration is Config (config.go): DefaultConfig holds the
+// defaults, Validate the checks cepnode's flags rely on, and Testing the
+// knobs only tests set.
 package cluster
