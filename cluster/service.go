@@ -60,20 +60,24 @@ func (s *Service) Backends() api.Backends {
 	}
 }
 
-// mapErr turns cluster errors into the api sentinels.
+// mapErr turns cluster errors into the api sentinels. A refused metadata
+// command is mapped by its kind and shown by its message, which names what
+// was refused; a conflict keeps its kind's text too, which tells the
+// client to retry.
 func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, meta.ErrExists):
-		return fmt.Errorf("%w: %s", api.ErrAlreadyExists, strings.TrimPrefix(err.Error(), meta.ErrExists.Error()+": "))
-	case errors.Is(err, meta.ErrNotFound):
-		return fmt.Errorf("%w: %s", api.ErrNotFound, strings.TrimPrefix(err.Error(), meta.ErrNotFound.Error()+": "))
-	case errors.Is(err, meta.ErrConflict):
-		return fmt.Errorf("%w: %s", api.ErrFailedPrecondition, err.Error())
-	case errors.Is(err, meta.ErrInvalid):
-		return fmt.Errorf("%w: %s", api.ErrInvalidArgument, strings.TrimPrefix(err.Error(), meta.ErrInvalid.Error()+": "))
-	case errors.Is(err, errNotMetaLeader):
+	if me := (*meta.Error)(nil); errors.As(err, &me) {
+		switch me.Kind {
+		case meta.ErrExists:
+			return fmt.Errorf("%w: %s", api.ErrAlreadyExists, me.Msg)
+		case meta.ErrNotFound:
+			return fmt.Errorf("%w: %s", api.ErrNotFound, me.Msg)
+		case meta.ErrConflict:
+			return fmt.Errorf("%w: %s", api.ErrFailedPrecondition, me.Error())
+		case meta.ErrInvalid:
+			return fmt.Errorf("%w: %s", api.ErrInvalidArgument, me.Msg)
+		}
+	}
+	if errors.Is(err, errNotMetaLeader) {
 		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one); retry", api.ErrUnavailable)
 	}
 	return err
