@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -148,22 +147,9 @@ func (n *Node) remoteSavepointPart(ctx context.Context, info meta.ShardInfo, par
 		if addr == "" {
 			continue
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.apiURL(addr)+savepointPartPath, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		if n.cfg.APIToken != "" {
-			req.Header.Set("Authorization", "Bearer "+n.cfg.APIToken)
-		}
-		res, err := n.peerHTTP.Do(req)
+		b, err := n.peerAt(addr).SavepointPart(ctx, body)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", id, err))
-			continue
-		}
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			errs = append(errs, fmt.Sprintf("%s: %s", id, strings.TrimSpace(string(b))))
 			continue
 		}
 		var positions map[string]uint64

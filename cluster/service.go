@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/meta"
 )
 
@@ -16,21 +17,23 @@ import (
 // this node's replicas; changes go through the metadata leader, and a node
 // that does not lead forwards them to the one that does.
 type Service struct {
-	n      *Node
+	n *Node
+	// client is n.peerHTTP, for the callers that build their own clients
+	// (shardsAt) until they use the peer client
 	client *http.Client
-}
-
-// clientOpts are the options of the clients that forward changes to the
-// metadata leader: they present this cluster's token.
-func (s *Service) clientOpts() []connect.ClientOption {
-	if s.n.cfg.APIToken == "" {
-		return nil
-	}
-	return []connect.ClientOption{api.WithClientToken(s.n.cfg.APIToken)}
 }
 
 // NewService returns the API backends of a node.
 func NewService(n *Node) *Service { return &Service{n: n, client: n.peerHTTP} }
+
+// clientOpts are the peer client's options (its credential), for the
+// callers that build their own clients (shardsAt) until they use it.
+func (s *Service) clientOpts() []connect.ClientOption { return s.n.peerAt("").opts }
+
+// probe is peerClient.Probe, for the callers not yet moved to it.
+func (s *Service) probe(ctx context.Context, addr string) cepv1.NodeState {
+	return s.n.peerAt(addr).Probe(ctx)
+}
 
 // Backends returns the service as api.Backends.
 func (s *Service) Backends() api.Backends {
@@ -64,33 +67,4 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one); retry", api.ErrUnavailable)
 	}
 	return err
-}
-
-// leaderClient returns an HTTP base URL of the metadata leader's API, or ""
-// when this node leads.
-func (s *Service) leaderURL() (string, error) {
-	if s.n.IsMetaLeader() {
-		return "", nil
-	}
-	if p, ok := s.n.peer(s.n.MetaLeader()); ok && p.APIAddr != "" {
-		return s.n.apiURL(p.APIAddr), nil
-	}
-	return "", fmt.Errorf("%w: no metadata leader yet; retry", api.ErrUnavailable)
-}
-
-// forwarded sends a change to the metadata leader when this node does not
-// lead; done reports whether it was forwarded (or failed to be).
-func forwarded[Req, Res any](s *Service, ctx context.Context, r *Req, method func(base string) func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (res *Res, done bool, err error) {
-	u, err := s.leaderURL()
-	if err != nil {
-		return nil, true, err
-	}
-	if u == "" {
-		return nil, false, nil
-	}
-	out, err := method(u)(ctx, connect.NewRequest(r))
-	if err != nil {
-		return nil, true, err
-	}
-	return out.Msg, true, nil
 }

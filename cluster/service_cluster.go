@@ -3,14 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
-	"time"
 
-	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 
 	"github.com/cepcluster/cep/api"
@@ -22,25 +19,6 @@ import (
 )
 
 type clusterBackend struct{ s *Service }
-
-// probe asks a peer's /healthz whether it serves.
-func (s *Service) probe(ctx context.Context, addr string) cepv1.NodeState {
-	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.n.apiURL(addr)+"/healthz", nil)
-	if err != nil {
-		return cepv1.NodeState_NODE_STATE_DEAD
-	}
-	res, err := s.client.Do(req)
-	if err != nil {
-		return cepv1.NodeState_NODE_STATE_DEAD
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return cepv1.NodeState_NODE_STATE_SUSPECT
-	}
-	return cepv1.NodeState_NODE_STATE_ALIVE
-}
 
 func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
 	n := b.s.n
@@ -64,7 +42,7 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			states[i] = b.s.probe(ctx, p.APIAddr)
+			states[i] = n.peerAt(p.APIAddr).Probe(ctx)
 			if seen && states[i] != st {
 				states[i] = cepv1.NodeState_NODE_STATE_SUSPECT
 			}
@@ -131,9 +109,7 @@ func (n *Node) gossipState(id string) (cepv1.NodeState, bool) {
 }
 
 func (b clusterBackend) RemoveNode(ctx context.Context, r *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.RemoveNodeRequest]) (*connect.Response[cepv1.RemoveNodeResponse], error) {
-		return cepv1connect.NewClusterServiceClient(b.s.client, u, b.s.clientOpts()...).RemoveNode
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.cluster, cepv1connect.ClusterServiceClient.RemoveNode); done {
 		return res, err
 	}
 	if r.NodeId == "" {
@@ -159,8 +135,13 @@ func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) 
 	if r.ClusterWide {
 		return b.s.n.clusterShards(ctx)
 	}
-	out := &cepv1.ListShardsResponse{}
-	for _, sh := range b.s.n.Shards() {
+	return &cepv1.ListShardsResponse{Shards: b.s.n.localShards()}, nil
+}
+
+// localShards reports this node's shard replicas as ListShards does.
+func (n *Node) localShards() []*cepv1.Shard {
+	var out []*cepv1.Shard
+	for _, sh := range n.Shards() {
 		first, last := sh.Range()
 		_, leader := sh.Raft().LeaderWithID()
 		stats := sh.Raft().Stats()
@@ -173,7 +154,7 @@ func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) 
 				if srv.Suffrage != raft.Voter {
 					rep.Suffrage = cepv1.Suffrage_SUFFRAGE_NONVOTER
 				}
-				if string(srv.ID) == b.s.n.cfg.NodeID {
+				if string(srv.ID) == n.cfg.NodeID {
 					rep.AppliedIndex = s.LastAppliedIndex
 				}
 				s.Replicas = append(s.Replicas, rep)
@@ -189,9 +170,9 @@ func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) 
 			s.OutboxRecords = uint64(len(st.Outbox()))
 			s.RestoreId = st.RestoreID()
 		})
-		out.Shards = append(out.Shards, s)
+		out = append(out, s)
 	}
-	return out, nil
+	return out
 }
 
 // clusterShards lists every shard of the cluster as its leader reports it,
@@ -207,11 +188,10 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 		go func() {
 			defer wg.Done()
 			if p.ID == n.cfg.NodeID {
-				res, _ := clusterBackend{NewService(n)}.Shards(ctx, &cepv1.ListShardsRequest{})
-				answers[i] = res.GetShards()
+				answers[i] = n.localShards()
 				return
 			}
-			answers[i], _ = n.shardsAt(ctx, p.APIAddr) // unreachable: nothing
+			answers[i], _ = n.peerAt(p.APIAddr).Shards(ctx) // unreachable: nothing
 		}()
 	}
 	wg.Wait()
@@ -241,9 +221,7 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 }
 
 func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.SplitShardRequest]) (*connect.Response[cepv1.SplitShardResponse], error) {
-		return cepv1connect.NewClusterServiceClient(b.s.client, u, b.s.clientOpts()...).SplitShard
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.cluster, cepv1connect.ClusterServiceClient.SplitShard); done {
 		return res, err
 	}
 	n := b.s.n

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"connectrpc.com/connect"
-
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
@@ -18,10 +16,6 @@ import (
 	"github.com/cepcluster/cep/nfa/sql"
 	"github.com/cepcluster/cep/shard"
 )
-
-func (s *Service) patternClient(base string) cepv1connect.PatternServiceClient {
-	return cepv1connect.NewPatternServiceClient(s.client, base, s.clientOpts()...)
-}
 
 // compiled validates a spec or query and returns the pattern.
 func compiled(spec string, format cepv1.SpecFormat, name string) (*nfa.Pattern, cepv1.SpecFormat, error) {
@@ -256,9 +250,7 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 }
 
 func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.DeployPatternRequest]) (*connect.Response[cepv1.DeployPatternResponse], error) {
-		return b.s.patternClient(u).DeployPattern
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.patterns, cepv1connect.PatternServiceClient.DeployPattern); done {
 		return res, err
 	}
 	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0, outputOptions{r.MaxPartialMatches, r.Records, r.FromStart})
@@ -269,9 +261,7 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 }
 
 func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.UpdatePatternRequest]) (*connect.Response[cepv1.UpdatePatternResponse], error) {
-		return b.s.patternClient(u).UpdatePattern
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.patterns, cepv1connect.PatternServiceClient.UpdatePattern); done {
 		return res, err
 	}
 	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, false, r.Policy, outputOptions{maxPartialMatches: r.MaxPartialMatches, records: r.Records})
@@ -282,9 +272,7 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 }
 
 func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.DeletePatternRequest]) (*connect.Response[cepv1.DeletePatternResponse], error) {
-		return b.s.patternClient(u).DeletePattern
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.patterns, cepv1connect.PatternServiceClient.DeletePattern); done {
 		return res, err
 	}
 	res, err := b.s.n.Propose(ctx, meta.DeletePattern{Name: r.Name})

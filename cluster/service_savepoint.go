@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -23,14 +22,8 @@ import (
 
 type savepointBackend struct{ s *Service }
 
-func (b savepointBackend) client(u string) cepv1connect.SavepointServiceClient {
-	return cepv1connect.NewSavepointServiceClient(b.s.client, u, b.s.clientOpts()...)
-}
-
 func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.CreateSavepointRequest]) (*connect.Response[cepv1.CreateSavepointResponse], error) {
-		return b.client(u).CreateSavepoint
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.CreateSavepoint); done {
 		return res, err
 	}
 	n := b.s.n
@@ -100,9 +93,7 @@ func toSavepoint(s *meta.Savepoint, m *meta.Meta) *cepv1.Savepoint {
 }
 
 func (b savepointBackend) Delete(ctx context.Context, r *cepv1.DeleteSavepointRequest) (*cepv1.DeleteSavepointResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.DeleteSavepointRequest]) (*connect.Response[cepv1.DeleteSavepointResponse], error) {
-		return b.client(u).DeleteSavepoint
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.DeleteSavepoint); done {
 		return res, err
 	}
 	n := b.s.n
@@ -148,9 +139,7 @@ func (b savepointBackend) List(ctx context.Context, r *cepv1.ListSavepointsReque
 }
 
 func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.RestoreSavepointRequest]) (*connect.Response[cepv1.RestoreSavepointResponse], error) {
-		return b.client(u).RestoreSavepoint
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.RestoreSavepoint); done {
 		return res, err
 	}
 	n := b.s.n

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/api"
@@ -25,9 +24,7 @@ func toSource(m *meta.Source, k int) *cepv1.Source {
 }
 
 func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.CreateSourceRequest]) (*connect.Response[cepv1.CreateSourceResponse], error) {
-		return cepv1connect.NewSourceServiceClient(b.s.client, u, b.s.clientOpts()...).CreateSource
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.sources, cepv1connect.SourceServiceClient.CreateSource); done {
 		return res, err
 	}
 	if err := validSourceName(r.Name); err != nil {
@@ -114,9 +111,7 @@ func (b sourceBackend) Get(ctx context.Context, r *cepv1.GetSourceRequest) (*cep
 }
 
 func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.DeleteSourceRequest]) (*connect.Response[cepv1.DeleteSourceResponse], error) {
-		return cepv1connect.NewSourceServiceClient(b.s.client, u, b.s.clientOpts()...).DeleteSource
-	}); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.sources, cepv1connect.SourceServiceClient.DeleteSource); done {
 		return res, err
 	}
 	res, err := b.s.n.Propose(ctx, meta.DeleteSource{Name: r.Name})
