@@ -279,7 +279,7 @@ func (n *Node) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
 		if !ok {
 			continue
 		}
-		shards, err := n.shardsAt(ctx, p.APIAddr)
+		shards, err := n.peerAt(p.APIAddr).Shards(ctx)
 		if err != nil {
 			continue
 		}

@@ -155,7 +155,7 @@ func (n *Node) notAppliedElsewhere(ctx context.Context, pending []meta.ShardInfo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			shards, err := n.shardsAt(ctx, p.APIAddr)
+			shards, err := n.peerAt(p.APIAddr).Shards(ctx)
 			if err != nil {
 				return // down or unreachable: its replicas count as not applied
 			}

@@ -1,6 +1,81 @@
 package cluster
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/cepcluster/cep/api"
+	"github.com/cepcluster/cep/api/apitest"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/meta"
+)
+
+// Each kind of refused metadata command reaches a client with its Connect
+// code and the message clients have always got, from the metadata leader
+// and through a node that forwards the change to it.
+func TestMapErrKinds(t *testing.T) {
+	m := meta.New()
+	apply := func(idx uint64, c meta.Command) error {
+		_, err := m.Apply(idx, c)
+		return err
+	}
+	if err := errors.Join(
+		apply(1, meta.Init{ClusterID: "c", KeyGroups: 256, Shards: []meta.ShardInfo{{ID: 1, First: 0, Last: 255, Replicas: []string{"n1"}}}}),
+		apply(2, meta.PutSource{Source: &meta.Source{Name: "bank", Stream: "BANK"}}),
+		apply(3, meta.PutPattern{Create: true, Pattern: &meta.Pattern{Name: "p", Sources: []string{"bank"}}}),
+	); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		code connect.Code
+		msg  string
+	}{
+		{"exists", apply(4, meta.PutSource{Source: &meta.Source{Name: "bank"}}), connect.CodeAlreadyExists,
+			`api: already exists: source "bank"`},
+		{"exists with detail", apply(5, meta.PutPattern{Create: true, Pattern: &meta.Pattern{Name: "p", Sources: []string{"bank"}}}), connect.CodeAlreadyExists,
+			`api: already exists: pattern "p" (version 1); use update to change it`},
+		{"not found", apply(6, meta.DeletePattern{Name: "nope"}), connect.CodeNotFound,
+			`api: not found: pattern "nope"`},
+		{"conflict", apply(7, meta.DeleteSource{Name: "bank"}), connect.CodeFailedPrecondition,
+			`api: failed precondition: cluster: changed concurrently; retry: source "bank" is read by pattern(s) p; delete them first`},
+		{"invalid", apply(8, meta.SplitShard{ShardID: 1, At: 4}), connect.CodeInvalidArgument,
+			`api: invalid argument: shard 1 (key groups 0-255) splits at a multiple of 8 after its first key group, not at 4`},
+		{"no leader", errNotMetaLeader, connect.CodeUnavailable,
+			`api: unavailable: no metadata leader yet (the cluster is electing one); retry`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leader := httptest.NewServer(api.NewHandler(api.Backends{Patterns: &apitest.Patterns{
+				DeleteFunc: func(context.Context, *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
+					return nil, mapErr(tc.err)
+				}}}))
+			defer leader.Close()
+			// a node that does not lead returns the leader's answer as is
+			follower := httptest.NewServer(api.NewHandler(api.Backends{Patterns: &apitest.Patterns{
+				DeleteFunc: func(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
+					res, err := cepv1connect.NewPatternServiceClient(leader.Client(), leader.URL).DeletePattern(ctx, connect.NewRequest(r))
+					if err != nil {
+						return nil, err
+					}
+					return res.Msg, nil
+				}}}))
+			defer follower.Close()
+			for _, srv := range []*httptest.Server{leader, follower} {
+				_, err := cepv1connect.NewPatternServiceClient(srv.Client(), srv.URL).DeletePattern(context.Background(), connect.NewRequest(&cepv1.DeletePatternRequest{}))
+				var ce *connect.Error
+				if !errors.As(err, &ce) || ce.Code() != tc.code || ce.Message() != tc.msg {
+					t.Errorf("%v:\n got %v\nwant %v: %s", tc.err, err, tc.code, tc.msg)
+				}
+			}
+		})
+	}
+}
 
 func TestSourceSubjects(t *testing.T) {
 	for _, tc := range []struct {

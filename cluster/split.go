@@ -13,12 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 
 	"github.com/cepcluster/cep/api"
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/shard"
@@ -284,29 +281,6 @@ func splitting(m *meta.Meta) error {
 		}
 	}
 	return nil
-}
-
-func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error) {
-	if res, done, err := forwarded(b.s, ctx, r, func(u string) func(context.Context, *connect.Request[cepv1.SplitShardRequest]) (*connect.Response[cepv1.SplitShardResponse], error) {
-		return cepv1connect.NewClusterServiceClient(b.s.client, u, b.s.clientOpts()...).SplitShard
-	}); done {
-		return res, err
-	}
-	n := b.s.n
-	if err := n.canSplit(n.Meta()); err != nil {
-		return nil, err
-	}
-	res, err := n.Propose(ctx, meta.SplitShard{ShardID: uint64(r.ShardId), At: int(r.AtKeyGroup)})
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	s := res.(*meta.ShardInfo)
-	out := &cepv1.SplitShardResponse{ShardId: uint32(s.ID), KeyGroups: &cepv1.KeyGroupRange{First: uint32(s.First), Last: uint32(s.SplitAt - 1)},
-		NewShardId: uint32(s.SplitInto), NewKeyGroups: &cepv1.KeyGroupRange{First: uint32(s.SplitAt), Last: uint32(s.Last)}}
-	wctx, cancel := context.WithTimeout(ctx, 3*n.cfg.DeployWait)
-	defer cancel()
-	out.Pending = !n.waitSplit(wctx, s.ID)
-	return out, nil
 }
 
 // dropStraySplits removes the state a split stored here for a shard whose

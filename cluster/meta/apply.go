@@ -58,7 +58,7 @@ func (m *Meta) applyPutNode(idx uint64, c PutNode) (any, error) {
 	nd := *c.Node
 	if i, removed := m.removedAt(nd.ID); removed {
 		if !m.MayRejoin(nd.ID, c.Fresh, c.Started) {
-			return nil, fmt.Errorf("%w: node %q was removed from the cluster; it joins again only started with an empty data directory", ErrConflict, nd.ID)
+			return nil, refused(ErrConflict, "node %q was removed from the cluster; it joins again only started with an empty data directory", nd.ID)
 		}
 		m.Removed = slices.Delete(m.Removed, i, i+1)
 	}
@@ -74,15 +74,15 @@ func (m *Meta) applyPutNode(idx uint64, c PutNode) (any, error) {
 func (m *Meta) applyRemoveNode(_ uint64, c RemoveNode) (any, error) {
 	nd := m.Node(c.Name)
 	if nd == nil {
-		return nil, fmt.Errorf("%w: node %q", ErrNotFound, c.Name)
+		return nil, refused(ErrNotFound, "node %q", c.Name)
 	}
 	active := len(m.ActiveNodes())
 	switch {
 	case nd.Removing:
 	case active == 1:
-		return nil, fmt.Errorf("%w: node %q is the cluster's last; its replicas have nowhere to go", ErrConflict, c.Name)
+		return nil, refused(ErrConflict, "node %q is the cluster's last; its replicas have nowhere to go", c.Name)
 	case active-1 < min(m.EffectiveReplication(), active) && !c.Force:
-		return nil, fmt.Errorf("%w: without node %q, %d nodes are left for %d replicas of each shard; add a node first, or allow the shards fewer replicas", ErrConflict, c.Name, active-1, min(m.EffectiveReplication(), active))
+		return nil, refused(ErrConflict, "without node %q, %d nodes are left for %d replicas of each shard; add a node first, or allow the shards fewer replicas", c.Name, active-1, min(m.EffectiveReplication(), active))
 	}
 	nd.Removing = true
 	cp := *nd
@@ -92,11 +92,11 @@ func (m *Meta) applyRemoveNode(_ uint64, c RemoveNode) (any, error) {
 func (m *Meta) applyForgetNode(_ uint64, c ForgetNode) (any, error) {
 	i := slices.IndexFunc(m.Nodes, func(nd Node) bool { return nd.ID == c.Name })
 	if i < 0 {
-		return nil, fmt.Errorf("%w: node %q", ErrNotFound, c.Name)
+		return nil, refused(ErrNotFound, "node %q", c.Name)
 	}
 	for _, sh := range m.Shards {
 		if slices.Contains(sh.Replicas, c.Name) {
-			return nil, fmt.Errorf("%w: node %q holds a replica of shard %d", ErrConflict, c.Name, sh.ID)
+			return nil, refused(ErrConflict, "node %q holds a replica of shard %d", c.Name, sh.ID)
 		}
 	}
 	nd := m.Nodes[i]
@@ -118,11 +118,11 @@ func (m *Meta) applySplitShard(_ uint64, c SplitShard) (any, error) {
 	id, at := c.ShardID, c.At
 	i := m.ShardIndex(id)
 	if i < 0 {
-		return nil, fmt.Errorf("%w: shard %d", ErrNotFound, id)
+		return nil, refused(ErrNotFound, "shard %d", id)
 	}
 	for _, sh := range m.Shards {
 		if !sh.Settled() {
-			return nil, fmt.Errorf("%w: shard %d is splitting; one split at a time", ErrConflict, sh.ID)
+			return nil, refused(ErrConflict, "shard %d is splitting; one split at a time", sh.ID)
 		}
 	}
 	s := m.Shards[i]
@@ -132,9 +132,9 @@ func (m *Meta) applySplitShard(_ uint64, c SplitShard) (any, error) {
 	}
 	switch {
 	case s.Last-s.First+1 < 2*per:
-		return nil, fmt.Errorf("%w: shard %d holds one block of key groups (%d-%d); it cannot split further", ErrConflict, id, s.First, s.Last)
+		return nil, refused(ErrConflict, "shard %d holds one block of key groups (%d-%d); it cannot split further", id, s.First, s.Last)
 	case at%per != 0 || at <= s.First || at > s.Last:
-		return nil, fmt.Errorf("%w: shard %d (key groups %d-%d) splits at a multiple of %d after its first key group, not at %d", ErrInvalid, id, s.First, s.Last, per, at)
+		return nil, refused(ErrInvalid, "shard %d (key groups %d-%d) splits at a multiple of %d after its first key group, not at %d", id, s.First, s.Last, per, at)
 	}
 	next := uint64(0)
 	for _, sh := range m.Shards {
@@ -154,7 +154,7 @@ func (m *Meta) applySplitShard(_ uint64, c SplitShard) (any, error) {
 func (m *Meta) applySplitDone(_ uint64, c SplitDone) (any, error) {
 	i := m.ShardIndex(c.ShardID)
 	if i < 0 || m.Shards[i].SplitAt == 0 {
-		return nil, fmt.Errorf("%w: shard %d is not splitting", ErrConflict, c.ShardID)
+		return nil, refused(ErrConflict, "shard %d is not splitting", c.ShardID)
 	}
 	s := &m.Shards[i]
 	j := m.ShardIndex(s.SplitInto)
@@ -169,20 +169,20 @@ func (m *Meta) applySplitDone(_ uint64, c SplitDone) (any, error) {
 func (m *Meta) applySetReplicas(_ uint64, c SetReplicas) (any, error) {
 	i := m.ShardIndex(c.ShardID)
 	if i < 0 {
-		return nil, fmt.Errorf("%w: shard %d", ErrNotFound, c.ShardID)
+		return nil, refused(ErrNotFound, "shard %d", c.ShardID)
 	}
 	if !m.Shards[i].Settled() {
-		return nil, fmt.Errorf("%w: shard %d is splitting", ErrConflict, c.ShardID)
+		return nil, refused(ErrConflict, "shard %d is splitting", c.ShardID)
 	}
 	if !slices.Equal(m.Shards[i].Replicas, c.ExpectReplicas) {
-		return nil, fmt.Errorf("%w: shard %d's replicas are %v", ErrConflict, c.ShardID, m.Shards[i].Replicas)
+		return nil, refused(ErrConflict, "shard %d's replicas are %v", c.ShardID, m.Shards[i].Replicas)
 	}
 	if len(c.Replicas) == 0 {
 		return nil, fmt.Errorf("cluster: shard %d without replicas", c.ShardID)
 	}
 	for j, id := range c.Replicas {
 		if m.Node(id) == nil || slices.Contains(c.Replicas[:j], id) {
-			return nil, fmt.Errorf("%w: shard %d: node %q is not a member, or listed twice", ErrConflict, c.ShardID, id)
+			return nil, refused(ErrConflict, "shard %d: node %q is not a member, or listed twice", c.ShardID, id)
 		}
 	}
 	m.Shards[i].Replicas = append([]string(nil), c.Replicas...)
@@ -198,15 +198,15 @@ func (m *Meta) applyPutPattern(idx uint64, c PutPattern) (any, error) {
 	}
 	switch {
 	case c.Create && old != nil:
-		return nil, fmt.Errorf("%w: pattern %q (version %d); use update to change it", ErrExists, p.Name, old.Version)
+		return nil, refused(ErrExists, "pattern %q (version %d); use update to change it", p.Name, old.Version)
 	case !c.Create && old == nil:
-		return nil, fmt.Errorf("%w: pattern %q", ErrNotFound, p.Name)
+		return nil, refused(ErrNotFound, "pattern %q", p.Name)
 	case old != nil && c.Expect != 0 && old.Version != c.Expect:
-		return nil, fmt.Errorf("%w: pattern %q is at version %d", ErrConflict, p.Name, old.Version)
+		return nil, refused(ErrConflict, "pattern %q is at version %d", p.Name, old.Version)
 	}
 	for _, s := range append(append([]string(nil), p.Sources...), p.Reads...) {
 		if m.Sources[s] == nil {
-			return nil, fmt.Errorf("%w: source %q (create it first)", ErrNotFound, s)
+			return nil, refused(ErrNotFound, "source %q (create it first)", s)
 		}
 	}
 	if p.FromStart && old == nil {
@@ -215,7 +215,7 @@ func (m *Meta) applyPutPattern(idx uint64, c PutPattern) (any, error) {
 		for _, name := range m.PatternNames() {
 			for _, s := range p.ReadsOf() {
 				if o := m.Patterns[name]; name != p.Name && slices.Contains(o.ReadsOf(), s) {
-					return nil, fmt.Errorf("%w: pattern %q reads %q already, so a pattern can start on it only at its deployment, not from its start", ErrConflict, name, s)
+					return nil, refused(ErrConflict, "pattern %q reads %q already, so a pattern can start on it only at its deployment, not from its start", name, s)
 				}
 			}
 		}
@@ -241,7 +241,7 @@ func (m *Meta) applyPutPattern(idx uint64, c PutPattern) (any, error) {
 func (m *Meta) applyDeletePattern(idx uint64, c DeletePattern) (any, error) {
 	p := m.Patterns[c.Name]
 	if p == nil || p.Deleted {
-		return nil, fmt.Errorf("%w: pattern %q", ErrNotFound, c.Name)
+		return nil, refused(ErrNotFound, "pattern %q", c.Name)
 	}
 	p.Deleted = true
 	p.Version++
@@ -253,11 +253,11 @@ func (m *Meta) applyDeletePattern(idx uint64, c DeletePattern) (any, error) {
 func (m *Meta) applyPutSource(idx uint64, c PutSource) (any, error) {
 	s := *c.Source
 	if m.Sources[s.Name] != nil {
-		return nil, fmt.Errorf("%w: source %q", ErrExists, s.Name)
+		return nil, refused(ErrExists, "source %q", s.Name)
 	}
 	if s.Origin != "" && m.Sources[s.Origin] == nil {
 		// the source it re-keys was deleted meanwhile
-		return nil, fmt.Errorf("%w: source %q", ErrNotFound, s.Origin)
+		return nil, refused(ErrNotFound, "source %q", s.Origin)
 	}
 	s.CreatedIndex = idx
 	m.Sources[s.Name] = &s
@@ -268,7 +268,7 @@ func (m *Meta) applyPutSource(idx uint64, c PutSource) (any, error) {
 func (m *Meta) applyDeleteSource(_ uint64, c DeleteSource) (any, error) {
 	s := m.Sources[c.Name]
 	if s == nil {
-		return nil, fmt.Errorf("%w: source %q", ErrNotFound, c.Name)
+		return nil, refused(ErrNotFound, "source %q", c.Name)
 	}
 	gone := []*Source{s}
 	for _, name := range m.SourceNames() {
@@ -287,7 +287,7 @@ func (m *Meta) applyDeleteSource(_ uint64, c DeleteSource) (any, error) {
 		}
 	}
 	if len(readers) > 0 {
-		return nil, fmt.Errorf("%w: source %q is read by pattern(s) %s; delete them first", ErrConflict, c.Name, strings.Join(readers, ", "))
+		return nil, refused(ErrConflict, "source %q is read by pattern(s) %s; delete them first", c.Name, strings.Join(readers, ", "))
 	}
 	out := make([]Source, len(gone))
 	for i, g := range gone {
@@ -319,7 +319,7 @@ func (m *Meta) applyRestoreSavepoint(idx uint64, c RestoreSavepoint) (any, error
 func (m *Meta) applyDeleteSavepoint(_ uint64, c DeleteSavepoint) (any, error) {
 	i := slices.IndexFunc(m.Savepoints, func(s Savepoint) bool { return s.ID == c.Name })
 	if i < 0 {
-		return nil, fmt.Errorf("%w: savepoint %q", ErrNotFound, c.Name)
+		return nil, refused(ErrNotFound, "savepoint %q", c.Name)
 	}
 	sp := m.Savepoints[i]
 	m.Savepoints = slices.Delete(m.Savepoints, i, i+1)

@@ -153,14 +153,34 @@ type Savepoint struct {
 	Shards       int    `json:"shards"`
 }
 
-// Errors returned by Apply, which the proposer reports to the caller. The
-// messages keep the prefix they had in package cluster: callers strip it.
+// The kinds of error Apply returns for a command it refuses, which the
+// proposer reports to the caller: each is an *Error of that Kind.
 var (
 	ErrExists   = errors.New("cluster: already exists")
 	ErrNotFound = errors.New("cluster: not found")
 	ErrConflict = errors.New("cluster: changed concurrently; retry")
 	ErrInvalid  = errors.New("cluster: invalid request")
 )
+
+// Error is a refused command: Kind is one of ErrExists, ErrNotFound,
+// ErrConflict and ErrInvalid, Msg what was refused, in the caller's terms
+// (pattern "p"). Callers pick their own code and wording by Kind and
+// show Msg; the text of Error stays the one older releases logged (the
+// Kind's, then Msg), as the golden results hold it.
+type Error struct {
+	Kind error
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Kind.Error() + ": " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrNotFound) and the like hold.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// refused returns an *Error of kind.
+func refused(kind error, format string, args ...any) error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
 
 // New returns empty metadata.
 func New() *Meta {

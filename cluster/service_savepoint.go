@@ -1,0 +1,236 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/snapshot"
+)
+
+type savepointBackend struct{ s *Service }
+
+func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error) {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.CreateSavepoint); done {
+		return res, err
+	}
+	n := b.s.n
+	if err := splitting(n.Meta()); err != nil {
+		return nil, err
+	}
+	store, err := snapshot.OpenStore(ctx, r.Target, n.js)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
+	}
+	m := n.Meta()
+	now := n.cfg.Now()
+	id := fmt.Sprintf("sp-%d", now.UnixMilli())
+	var pats []meta.Pattern
+	for _, name := range m.PatternNames() {
+		pats = append(pats, *m.Patterns[name])
+	}
+	var srcs []meta.Source
+	for _, name := range m.SourceNames() {
+		srcs = append(srcs, *m.Sources[name])
+	}
+	pj, _ := json.Marshal(pats)
+	sj, _ := json.Marshal(srcs)
+	positions := map[string]uint64{}
+	seen := map[string]bool{}
+	for _, info := range m.Shards {
+		part := savepointPart{Shard: info.ID, Target: r.Target, File: savepointFile(id, info.ID), Shards: len(m.Shards),
+			LoggedTimeMs: now.UnixMilli(), Patterns: string(pj), Sources: string(sj)}
+		var got map[string]uint64
+		if n.localShard(info.ID) != nil {
+			got, err = n.writeSavepointPart(ctx, store, part)
+		} else {
+			got, err = n.remoteSavepointPart(ctx, info, part)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for src, p := range got {
+			if !seen[src] || p < positions[src] {
+				positions[src] = p
+			}
+			seen[src] = true
+		}
+	}
+	res, err := n.Propose(ctx, meta.AddSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: r.Target, CreatedTime: now.UnixMilli(), Shards: len(m.Shards)}})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	sp := toSavepoint(res.(*meta.Savepoint), m)
+	for _, src := range sortedKeys(positions) {
+		stream := ""
+		if s := m.Sources[src]; s != nil {
+			stream = s.Stream
+		}
+		sp.SourcePositions = append(sp.SourcePositions, &cepv1.SourcePosition{Source: src, Stream: stream, Sequence: positions[src]})
+	}
+	return &cepv1.CreateSavepointResponse{Savepoint: sp}, nil
+}
+
+func toSavepoint(s *meta.Savepoint, m *meta.Meta) *cepv1.Savepoint {
+	sp := &cepv1.Savepoint{Id: s.ID, Location: s.Location + "#" + s.ID, CreatedIndex: s.CreatedIndex,
+		CreatedTime: timestamppb.New(time.UnixMilli(s.CreatedTime)), ShardCount: uint32(s.Shards), KeyGroups: uint32(m.KeyGroups)}
+	for _, name := range m.PatternNames() {
+		sp.PatternVersions = append(sp.PatternVersions, &cepv1.PatternVersion{Name: name, Version: m.Patterns[name].Version})
+	}
+	return sp
+}
+
+func (b savepointBackend) Delete(ctx context.Context, r *cepv1.DeleteSavepointRequest) (*cepv1.DeleteSavepointResponse, error) {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.DeleteSavepoint); done {
+		return res, err
+	}
+	n := b.s.n
+	m := n.Meta()
+	// forgotten first: the list never names a savepoint with files missing
+	res, err := n.Propose(ctx, meta.DeleteSavepoint{Name: r.Id})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	sp := res.(*meta.Savepoint)
+	out := &cepv1.DeleteSavepointResponse{Savepoint: toSavepoint(sp, m)}
+	if r.KeepFiles {
+		return out, nil
+	}
+	store, err := snapshot.OpenStore(ctx, sp.Location, n.js)
+	if err != nil {
+		return nil, fmt.Errorf("%w: savepoint %q is deleted, its files at %s are not: %v", api.ErrUnavailable, r.Id, sp.Location, err)
+	}
+	files, err := store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: savepoint %q is deleted, its files at %s are not: %v", api.ErrUnavailable, r.Id, sp.Location, err)
+	}
+	for _, f := range files {
+		if !strings.HasPrefix(f, sp.ID+"-shard-") {
+			continue
+		}
+		if err := store.Delete(ctx, f); err != nil {
+			return nil, fmt.Errorf("%w: savepoint %q is deleted, its file %s is not: %v", api.ErrUnavailable, r.Id, f, err)
+		}
+		out.DeletedFiles = append(out.DeletedFiles, f)
+	}
+	slices.Sort(out.DeletedFiles)
+	return out, nil
+}
+
+func (b savepointBackend) List(ctx context.Context, r *cepv1.ListSavepointsRequest) (*cepv1.ListSavepointsResponse, error) {
+	m := b.s.n.Meta()
+	out := &cepv1.ListSavepointsResponse{}
+	for i := len(m.Savepoints) - 1; i >= 0; i-- {
+		out.Savepoints = append(out.Savepoints, toSavepoint(&m.Savepoints[i], m))
+	}
+	return out, nil
+}
+
+func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error) {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.RestoreSavepoint); done {
+		return res, err
+	}
+	n := b.s.n
+	m := n.Meta()
+	if err := splitting(m); err != nil {
+		return nil, err
+	}
+	var loc, id string
+	switch x := r.Savepoint.(type) {
+	case *cepv1.RestoreSavepointRequest_Id:
+		for _, sp := range m.Savepoints {
+			if sp.ID == x.Id {
+				loc, id = sp.Location, sp.ID
+			}
+		}
+		if loc == "" {
+			return nil, fmt.Errorf("%w: savepoint %q (restore from a location, STORE#ID, if this cluster did not write it)", api.ErrNotFound, x.Id)
+		}
+	case *cepv1.RestoreSavepointRequest_Location:
+		loc, id = splitLocation(x.Location)
+	default:
+		return nil, fmt.Errorf("%w: name a savepoint by id or location", api.ErrInvalidArgument)
+	}
+	if r.ShardCount != 0 && int(r.ShardCount) != len(m.Shards) {
+		return nil, fmt.Errorf("%w: this cluster has %d shards; to restore into %d, start a cluster with --shards %d and restore there (a savepoint restores into any layout)", api.ErrFailedPrecondition, len(m.Shards), r.ShardCount, r.ShardCount)
+	}
+	store, err := snapshot.OpenStore(ctx, loc, n.js)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
+	}
+	if id == "" {
+		ids, err := store.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+		}
+		sort.Strings(ids)
+		for _, f := range ids {
+			if before, _, ok := strings.Cut(f, "-shard-"); ok && strings.HasPrefix(f, "sp-") {
+				id = before // the newest, as ids sort by time
+			}
+		}
+	}
+	readers, closeAll, err := openSavepoint(ctx, store, id)
+	if err != nil {
+		return nil, err
+	}
+	h := readers[0].Header()
+	closeAll()
+	var pats []meta.Pattern
+	var srcs []meta.Source
+	if err := json.Unmarshal([]byte(h.Metadata[metaPatterns]), &pats); err != nil {
+		return nil, fmt.Errorf("%w: savepoint %q: bad pattern list: %v", api.ErrInvalidArgument, id, err)
+	}
+	if err := json.Unmarshal([]byte(h.Metadata[metaSources]), &srcs); err != nil {
+		return nil, fmt.Errorf("%w: savepoint %q: bad source list: %v", api.ErrInvalidArgument, id, err)
+	}
+	if h.KeyGroups != m.KeyGroups {
+		return nil, fmt.Errorf("%w: savepoint has %d key groups, this cluster %d", api.ErrFailedPrecondition, h.KeyGroups, m.KeyGroups)
+	}
+	for _, s := range srcs {
+		var err error
+		switch {
+		case s.Unpartitioned && s.Managed:
+			_, err = n.js.CreateStream(ctx, jetstream.StreamConfig{Name: s.Stream, Subjects: s.Subjects, Storage: jetstream.FileStorage})
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				err = nil
+			}
+		case s.Unpartitioned:
+			_, err = n.js.Stream(ctx, s.Stream) // an existing stream: it must be there
+		default:
+			_, err = EnsureSourceStream(ctx, n.js, s.Name, m.KeyGroups)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: source %s (stream %s): %v", api.ErrUnavailable, s.Name, s.Stream, err)
+		}
+	}
+	res, err := n.Propose(ctx, meta.RestoreSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: loc}, Patterns: pats, Sources: srcs})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	rm := res.(*meta.Restore)
+	// every shard reads its part of the files (up to a minute each)
+	pending := n.waitShards(ctx, max(n.cfg.DeployWait, restoreWait), restored(rm.ID))
+	sp := &cepv1.Savepoint{Id: id, Location: loc + "#" + id, CreatedIndex: h.CreatedIndex, ShardCount: uint32(h.Shards), KeyGroups: uint32(h.KeyGroups),
+		CreatedTime: timestamppb.New(time.UnixMilli(h.LoggedTimeMs))}
+	for _, p := range pats {
+		sp.PatternVersions = append(sp.PatternVersions, &cepv1.PatternVersion{Name: p.Name, Version: p.Version})
+	}
+	return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: uint32(len(m.Shards)), PendingShards: pending}, nil
+}
+
+// restoreWait is the least RestoreSavepoint waits for the shards to have
+// restored their parts.
+const restoreWait = 30 * time.Second

@@ -1,0 +1,187 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/keygroup"
+	"github.com/cepcluster/cep/nfa/expr"
+)
+
+type sourceBackend struct{ s *Service }
+
+func toSource(m *meta.Source, k int) *cepv1.Source {
+	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin}
+}
+
+func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.sources, cepv1connect.SourceServiceClient.CreateSource); done {
+		return res, err
+	}
+	if err := validSourceName(r.Name); err != nil {
+		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
+	}
+	for _, subj := range r.Subjects {
+		if err := validSubject(subj); err != nil {
+			return nil, fmt.Errorf("%w: subject %q: %v", api.ErrInvalidArgument, subj, err)
+		}
+	}
+	if r.Key != "" {
+		c, err := expr.NewCompiler()
+		if err == nil {
+			_, err = c.Value(r.Key)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: key: %v", api.ErrInvalidArgument, err)
+		}
+	}
+	k := b.s.n.keyGroups()
+	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
+		return nil, fmt.Errorf("%w: source %q", api.ErrAlreadyExists, r.Name)
+	}
+	var sm *meta.Source
+	switch {
+	case r.Stream != "":
+		// an existing stream, read whole or through the given subjects
+		st, err := b.s.n.js.Stream(ctx, r.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("%w: stream %q (create it, or leave --stream out to let the cluster create one)", api.ErrNotFound, r.Stream)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: stream %q: %v", api.ErrUnavailable, r.Stream, err)
+		}
+		have := st.CachedInfo().Config.Subjects
+		sm = &meta.Source{Name: r.Name, Stream: r.Stream, Subjects: have, Key: r.Key, Unpartitioned: true}
+		if len(r.Subjects) > 0 {
+			for _, subj := range r.Subjects {
+				if !coveredBy(subj, have) {
+					return nil, fmt.Errorf("%w: stream %q (subjects %s) does not hold subject %q", api.ErrFailedPrecondition, r.Stream, strings.Join(have, " "), subj)
+				}
+			}
+			sm.Subjects, sm.Filter = r.Subjects, r.Subjects
+		}
+	case len(r.Subjects) > 0:
+		// the publishers' own subjects: a stream the cluster creates for
+		// them, not stored by block
+		name := keygroup.SourceStreamName(r.Name)
+		_, err := b.s.n.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: r.Subjects, Storage: jetstream.FileStorage})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, fmt.Errorf("%w: create stream %s for %s: %v", api.ErrFailedPrecondition, name, strings.Join(r.Subjects, " "), err)
+		}
+		sm = &meta.Source{Name: r.Name, Stream: name, Subjects: r.Subjects, Key: r.Key, Managed: true, Unpartitioned: true}
+	default:
+		stream, err := EnsureSourceStream(ctx, b.s.n.js, r.Name, k)
+		if err != nil {
+			return nil, fmt.Errorf("%w: create stream: %v", api.ErrUnavailable, err)
+		}
+		sm = &meta.Source{Name: r.Name, Stream: stream, Subjects: []string{keygroup.SourceWildcard(r.Name)}, Key: r.Key, Managed: true}
+	}
+	res, err := b.s.n.Propose(ctx, meta.PutSource{Source: sm})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &cepv1.CreateSourceResponse{Source: toSource(res.(*meta.Source), k)}, nil
+}
+
+func (b sourceBackend) List(ctx context.Context, r *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error) {
+	m := b.s.n.Meta()
+	out := &cepv1.ListSourcesResponse{}
+	for _, name := range m.SourceNames() {
+		out.Sources = append(out.Sources, toSource(m.Sources[name], m.KeyGroups))
+	}
+	return out, nil
+}
+
+func (b sourceBackend) Get(ctx context.Context, r *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error) {
+	m := b.s.n.Meta()
+	src := m.Sources[r.Name]
+	if src == nil {
+		return nil, fmt.Errorf("%w: source %q", api.ErrNotFound, r.Name)
+	}
+	return &cepv1.GetSourceResponse{Source: toSource(src, m.KeyGroups)}, nil
+}
+
+func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error) {
+	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.sources, cepv1connect.SourceServiceClient.DeleteSource); done {
+		return res, err
+	}
+	res, err := b.s.n.Propose(ctx, meta.DeleteSource{Name: r.Name})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := &cepv1.DeleteSourceResponse{}
+	for _, s := range res.([]meta.Source) {
+		out.Sources = append(out.Sources, toSource(&s, b.s.n.keyGroups()))
+		if !r.DeleteStream || !s.Managed {
+			continue // an existing stream stays
+		}
+		err := b.s.n.js.DeleteStream(ctx, s.Stream)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("%w: source %q is deleted, its stream %s is not: %v", api.ErrUnavailable, r.Name, s.Stream, err)
+		default:
+			out.DeletedStreams = append(out.DeletedStreams, s.Stream)
+		}
+	}
+	slices.Sort(out.DeletedStreams)
+	return out, nil
+}
+
+// validSubject checks a subject a source reads: NATS tokens, '*' and a
+// final '>'.
+func validSubject(s string) error {
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return errors.New("empty, or holds white space")
+	}
+	toks := strings.Split(s, ".")
+	for i, t := range toks {
+		switch {
+		case t == "":
+			return errors.New("empty token")
+		case t == ">" && i != len(toks)-1:
+			return errors.New("'>' must be the last token")
+		case t != "*" && t != ">" && strings.ContainsAny(t, "*>"):
+			return fmt.Errorf("token %q mixes a wildcard with text", t)
+		}
+	}
+	return nil
+}
+
+// coveredBy reports whether every subject matching subj matches one of the
+// stream subjects have.
+func coveredBy(subj string, have []string) bool {
+	for _, h := range have {
+		if subsetOf(strings.Split(subj, "."), strings.Split(h, ".")) {
+			return true
+		}
+	}
+	return false
+}
+
+func subsetOf(s, of []string) bool {
+	for i, t := range of {
+		if t == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) {
+			return false
+		}
+		if t != "*" && (s[i] == "*" || s[i] == ">" || s[i] != t) {
+			return false
+		}
+		if t == "*" && s[i] == ">" {
+			return false
+		}
+	}
+	return len(s) == len(of)
+}
