@@ -178,7 +178,7 @@ func (n *Node) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) 
 		if nd != nil && nd.RaftAddr == mb.RaftAddr && nd.APIAddr == mb.APIAddr && nd.GossipAddr == mb.GossipAddr {
 			continue
 		}
-		if NewService(n).probe(ctx, mb.APIAddr) != cepv1.NodeState_NODE_STATE_ALIVE {
+		if n.peerAt(mb.APIAddr).Probe(ctx) != cepv1.NodeState_NODE_STATE_ALIVE {
 			n.log.Debug("a member of the gossip does not answer on its API yet", "member", mb.ID, "api", mb.APIAddr)
 			continue
 		}
@@ -233,7 +233,7 @@ func (n *Node) checkReachable(m *meta.Meta) {
 		}
 		// dead in the gossip, or not seen by it: its API decides (a node
 		// whose gossip port alone is blocked still serves its replicas)
-		if NewService(n).probe(n.ctx, nd.APIAddr) == cepv1.NodeState_NODE_STATE_ALIVE {
+		if n.peerAt(nd.APIAddr).Probe(n.ctx) == cepv1.NodeState_NODE_STATE_ALIVE {
 			delete(n.unreachable, nd.ID)
 		} else if _, ok := n.unreachable[nd.ID]; !ok {
 			since := time.Now()
@@ -388,7 +388,7 @@ func (n *Node) shardConfigs(ctx context.Context, m *meta.Meta) map[uint64]map[st
 		if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == gossip.Dead {
 			continue
 		}
-		shards, err := n.shardsAt(ctx, nd.APIAddr)
+		shards, err := n.peerAt(nd.APIAddr).Shards(ctx)
 		if err != nil {
 			continue
 		}
