@@ -12,12 +12,14 @@ import (
 	"github.com/cepcluster/cep/snapshot"
 )
 
-// runner drives one shard replica: while this replica leads the shard it
-// runs a leader session — reconcile the deployed patterns with the
-// metadata, read the sources into logged batches, publish the outbox,
-// tick processing time. Everything it proposes goes through the log, so
-// followers apply the same thing; the session ends when leadership does.
-type runner struct {
+// leader is a shard's leader: the loop of one shard replica that, while
+// the replica leads its shard, runs a leader session — reconcile the
+// deployed patterns with the metadata, read the sources into logged
+// batches, publish the outbox, tick processing time, make the shard's
+// configuration follow the shard map. Everything it proposes goes
+// through the log, so followers apply the same thing; the session ends
+// when leadership does. (Not nfa.Runner, which matches the events.)
+type leader struct {
 	n   *Node
 	sh  *shard.Shard
 	ctx context.Context // ends when the node closes the replica
@@ -36,7 +38,7 @@ type loggedFailures struct {
 	dropped         bool
 }
 
-func (r *runner) run() {
+func (r *leader) run() {
 	r.log = r.n.log.With("shard", r.sh.ID())
 	r.missing = map[string]bool{}
 	r.logged = map[string]loggedFailures{}
@@ -75,9 +77,9 @@ func (r *runner) run() {
 		select {
 		case <-r.ctx.Done():
 			return
-		case leader := <-leaderCh:
+		case leads := <-leaderCh:
 			stop()
-			if leader {
+			if leads {
 				start()
 			} else {
 				r.forgetMissingStreams()
@@ -100,7 +102,7 @@ func (r *runner) run() {
 }
 
 // session is one leadership term's work.
-func (r *runner) session(ctx context.Context) {
+func (r *leader) session(ctx context.Context) {
 	began := time.Now()
 	if r.handOffIfBehind(ctx) {
 		return
@@ -212,7 +214,7 @@ func (r *runner) session(ctx context.Context) {
 }
 
 // restore replaces the shard's state with its part of a savepoint.
-func (r *runner) restore(ctx context.Context, rm *meta.Restore) error {
+func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
 	store, err := snapshot.OpenStore(ctx, rm.Location, r.n.js)
 	if err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 // While the preferred replica is down or behind, this one keeps leading and
 // asks again every HandOverAfter. Losing leadership ends the session
 // through the leadership channel.
-func (r *runner) handOver(ctx context.Context) bool {
+func (r *leader) handOver(ctx context.Context) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -91,7 +91,7 @@ const behindHandOff = 64
 // that one has nearly caught up (when every replica is replaying, after a
 // restart of the whole cluster, none qualifies and leadership stays, rather
 // than moving from one to the next). It reports whether leadership moved.
-func (r *runner) handOffIfBehind(ctx context.Context) bool {
+func (r *leader) handOffIfBehind(ctx context.Context) bool {
 	mine, last := r.sh.FSM().Index(), r.sh.Raft().LastIndex()
 	if last < mine+behindHandOff {
 		return false

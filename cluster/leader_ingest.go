@@ -18,7 +18,7 @@ import (
 // proposes them as batches, several in flight. It resumes after the lowest
 // position the shard's key groups applied; anything re-read is skipped by
 // the state machine.
-func (r *runner) ingest(ctx context.Context, src *meta.Source) error {
+func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
 	var pos uint64
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
 	first, last := r.sh.Range()
@@ -39,7 +39,7 @@ func (r *runner) ingest(ctx context.Context, src *meta.Source) error {
 // whole origin stream in order (it alone, so the derived stream receives the
 // events in the origin's order and its readers' watermarks follow it as a
 // direct read's would) and forwards each event through its outbox.
-func (r *runner) forward(ctx context.Context, origin *meta.Source, derived string) error {
+func (r *leader) forward(ctx context.Context, origin *meta.Source, derived string) error {
 	var pos uint64
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
 	return r.read(ctx, readSpec{
@@ -63,7 +63,7 @@ type readSpec struct {
 
 // read consumes a stream from JetStream and proposes it as batches, several
 // in flight.
-func (r *runner) read(ctx context.Context, rs readSpec) error {
+func (r *leader) read(ctx context.Context, rs readSpec) error {
 	pos := rs.from
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: rs.filters,
@@ -204,7 +204,7 @@ func (r *runner) read(ctx context.Context, rs readSpec) error {
 // unpublished records than the limit (JetStream does not take the output:
 // the replicated state must not grow with what is read meanwhile) and,
 // with aligned, the source is not paused by watermark alignment.
-func (r *runner) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
+func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	full, behind := false, false
 	gauge := func(reason string, on bool) {

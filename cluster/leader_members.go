@@ -13,7 +13,7 @@ import (
 )
 
 // preferred is the replica the shard map prefers as the shard's leader.
-func (r *runner) preferred() string {
+func (r *leader) preferred() string {
 	m, _ := r.n.meta.fsm.View()
 	for _, info := range m.Shards {
 		if info.ID == r.sh.ID() && len(info.Replicas) > 0 {
@@ -24,7 +24,7 @@ func (r *runner) preferred() string {
 }
 
 // isVoter reports whether node id is a voter of the shard's configuration.
-func (r *runner) isVoter(id string) bool {
+func (r *leader) isVoter(id string) bool {
 	f := r.sh.Raft().GetConfiguration()
 	if f.Error() != nil {
 		return false
@@ -39,7 +39,7 @@ const catchUpLag = 256
 
 // manageMembers runs while this replica leads its shard: it makes the
 // shard's configuration follow the shard map, one change at a time.
-func (r *runner) manageMembers(ctx context.Context) {
+func (r *leader) manageMembers(ctx context.Context) {
 	for {
 		m, changed := r.n.meta.fsm.View()
 		wait := time.Second
@@ -62,7 +62,7 @@ func (r *runner) manageMembers(ctx context.Context) {
 // non-voter; promote one that has caught up; once every replica of the
 // map votes, remove one the map does not have (this one: hand leadership
 // to a replica that stays, which removes it).
-func (r *runner) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool, err error) {
+func (r *leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool, err error) {
 	i := m.ShardIndex(r.sh.ID())
 	if i < 0 || len(m.Shards[i].Replicas) == 0 {
 		return false, nil

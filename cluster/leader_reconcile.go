@@ -21,7 +21,7 @@ import (
 // — the stream's history, or what came while nothing read it — are not
 // read. For a derived source, the shard that forwards it skips the
 // origin's history too.
-func (r *runner) reconcile(ctx context.Context, m *meta.Meta) error {
+func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 	if d := r.n.cfg.knobs().ReconcileDelay; d > 0 {
 		select {
 		case <-ctx.Done():
@@ -77,7 +77,7 @@ func (r *runner) reconcile(ctx context.Context, m *meta.Meta) error {
 // so far — or, fromStart, read them all from the start of the stream;
 // none for a stream it cannot look up (the pattern then reads from where
 // the source's reading last stopped, and a warning says so).
-func (r *runner) skipHistory(ctx context.Context, m *meta.Meta, src string, fromStart bool) []shard.Op {
+func (r *leader) skipHistory(ctx context.Context, m *meta.Meta, src string, fromStart bool) []shard.Op {
 	sm := m.Sources[src]
 	if sm == nil {
 		return nil
@@ -101,7 +101,7 @@ func (r *runner) skipHistory(ctx context.Context, m *meta.Meta, src string, from
 }
 
 // streamEnd returns the last sequence number of a source's stream.
-func (r *runner) streamEnd(ctx context.Context, stream, src string) (uint64, bool) {
+func (r *leader) streamEnd(ctx context.Context, stream, src string) (uint64, bool) {
 	st, err := r.n.js.Stream(ctx, stream)
 	if err != nil {
 		if ctx.Err() == nil {

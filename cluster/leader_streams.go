@@ -16,7 +16,7 @@ import (
 // purge) removed them before the shard read them — after a long outage, or
 // when restoring an old savepoint — and reading goes on from the first
 // event it still holds.
-func (r *runner) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
+func (r *leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
 	st, err := r.n.js.Stream(ctx, stream)
 	if err != nil {
 		return // reading reports it
@@ -35,7 +35,7 @@ func (r *runner) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
 // once, in the log and in cep_source_stream_missing until it is back.
 // What it found outlives the session (r.missing); run clears it when the
 // leadership goes.
-func (r *runner) watchStreams(ctx context.Context) {
+func (r *leader) watchStreams(ctx context.Context) {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	t := time.NewTicker(r.n.cfg.StreamCheckEvery)
 	defer t.Stop()
@@ -79,7 +79,7 @@ func (r *runner) watchStreams(ctx context.Context) {
 // that failed and the first emitted field that failed: the metrics count
 // them (cep_condition_errors_total, cep_emit_errors_total), this says why.
 // Called by the leader (watchStreams), so a shard logs it once.
-func (r *runner) logPatternErrors() {
+func (r *leader) logPatternErrors() {
 	var patterns []shard.PatternInfo
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { patterns = s.PatternFailures() })
 	for _, p := range patterns {
@@ -105,7 +105,7 @@ func (r *runner) logPatternErrors() {
 
 // forgetMissingStreams clears what watchStreams found (the leadership has
 // gone; the new leader checks for itself). No session runs.
-func (r *runner) forgetMissingStreams() {
+func (r *leader) forgetMissingStreams() {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	for stream := range r.missing {
 		r.n.streamMissing.WithLabelValues(id, stream).Set(0)

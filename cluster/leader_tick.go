@@ -8,7 +8,7 @@ import (
 )
 
 // tick logs processing time while some pattern runs on it.
-func (r *runner) tick(ctx context.Context) error {
+func (r *leader) tick(ctx context.Context) error {
 	t := time.NewTicker(r.n.cfg.TickEvery)
 	defer t.Stop()
 	for {
