@@ -3,12 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -58,22 +58,27 @@ func (r *leader) manageMembers(ctx context.Context) {
 	}
 }
 
-// reconcileMembers makes one change: add a replica of the map as a
-// non-voter; promote one that has caught up; once every replica of the
-// map votes, remove one the map does not have (this one: hand leadership
-// to a replica that stays, which removes it).
+// reconcileMembers makes the shard's configuration one change closer to
+// the shard map, as plan.ShardChange decides (add a replica of the map as
+// a non-voter; promote one that has caught up; once every replica of the
+// map votes, remove one the map does not have, or for this one hand
+// leadership to a replica that stays, which removes it). It gathers what
+// the planner needs and carries the change out.
 func (r *leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool, err error) {
 	i := m.ShardIndex(r.sh.ID())
 	if i < 0 || len(m.Shards[i].Replicas) == 0 {
 		return false, nil
 	}
-	target := m.Shards[i].Replicas
 	rf := r.sh.Raft()
 	f := rf.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return false, err
 	}
-	cfg := suffrages(f.Configuration())
+	caughtUp := func(p Peer) bool {
+		applied, err := r.n.appliedAt(ctx, p.APIAddr, r.sh.ID())
+		return err == nil && applied+catchUpLag >= r.sh.FSM().Index()
+	}
+	c, busy := plan.ShardChange(shardMembers(r.n.cfg.NodeID, m.Shards[i].Replicas, f.Configuration(), r.n.peer, caughtUp))
 	wait := func(what, id string, fut raft.Future) (bool, error) {
 		if err := shard.Wait(ctx, fut); err != nil {
 			return false, fmt.Errorf("%s %s: %w", what, id, err)
@@ -86,50 +91,41 @@ func (r *leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool,
 		}
 		return true, nil
 	}
+	id, addr := raft.ServerID(c.ID), raft.ServerAddress(c.Addr)
+	switch c.Kind {
+	case plan.AddNonvoter:
+		return wait("non-voter added", c.ID, rf.AddNonvoter(id, addr, 0, 10*time.Second))
+	case plan.Promote:
+		return wait("promoted to voter", c.ID, rf.AddVoter(id, addr, 0, 10*time.Second))
+	case plan.Remove:
+		return wait("removed", c.ID, rf.RemoveServer(id, 0, 10*time.Second))
+	case plan.Transfer:
+		return wait("leadership handed to "+c.ID+" by", r.n.cfg.NodeID, rf.LeadershipTransferToServer(id, addr))
+	}
+	return busy, nil
+}
+
+// shardMembers is what plan.ShardChange needs of a shard led by self:
+// the map's replicas (target), the configuration's servers in order, the
+// Raft addresses of the replicas of the map this node knows (peer), and
+// for each non-voter among them whether it has caught up (asked only of
+// those). A server in raft's deprecated Staging suffrage counts as neither
+// voter nor caught up, so it is never promoted and holds removals back.
+func shardMembers(self string, target []string, cfg raft.Configuration, peer func(string) (Peer, bool), caughtUp func(Peer) bool) plan.ShardMembers {
+	s := plan.ShardMembers{Self: self, Target: target, Addrs: map[string]string{}, CaughtUp: map[string]bool{}}
+	for _, sv := range cfg.Servers {
+		s.Servers = append(s.Servers, plan.Server{ID: string(sv.ID), Addr: string(sv.Address), Voter: sv.Suffrage == raft.Voter})
+	}
+	suffrage := suffrages(cfg)
 	for _, id := range target {
-		if _, ok := cfg[id]; ok {
-			continue
-		}
-		p, ok := r.n.peer(id)
+		p, ok := peer(id)
 		if !ok {
 			continue
 		}
-		return wait("non-voter added", id, rf.AddNonvoter(raft.ServerID(id), raft.ServerAddress(p.RaftAddr), 0, 10*time.Second))
-	}
-	for _, id := range target {
-		if cfg[id] != raft.Nonvoter {
-			continue
-		}
-		p, ok := r.n.peer(id)
-		if !ok {
-			continue
-		}
-		applied, err := r.n.appliedAt(ctx, p.APIAddr, r.sh.ID())
-		if err != nil || applied+catchUpLag < r.sh.FSM().Index() {
-			busy = true
-			continue // not caught up yet: asked again soon
-		}
-		return wait("promoted to voter", id, rf.AddVoter(raft.ServerID(id), raft.ServerAddress(p.RaftAddr), 0, 10*time.Second))
-	}
-	for _, id := range target {
-		if cfg[id] != raft.Voter {
-			return true, nil
+		s.Addrs[id] = p.RaftAddr
+		if suffrage[id] == raft.Nonvoter {
+			s.CaughtUp[id] = caughtUp(p)
 		}
 	}
-	for _, s := range f.Configuration().Servers {
-		id := string(s.ID)
-		if slices.Contains(target, id) {
-			continue
-		}
-		if id == r.n.cfg.NodeID {
-			to := target[0]
-			p, ok := r.n.peer(to)
-			if !ok {
-				return false, nil
-			}
-			return wait("leadership handed to "+to+" by", id, rf.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(p.RaftAddr)))
-		}
-		return wait("removed", id, rf.RemoveServer(s.ID, 0, 10*time.Second))
-	}
-	return false, nil
+	return s
 }
