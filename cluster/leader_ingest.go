@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/fnv"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -79,33 +80,15 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	if err != nil {
 		return err
 	}
-	msgs := make(chan jetstream.Msg, r.n.cfg.IngestBatch)
 	it, err := cons.Messages(jetstream.PullMaxMessages(r.n.cfg.IngestBatch))
 	if err != nil {
 		return err
 	}
 	r.log.Info("reading", "stream", rs.stream, "after", pos, "filters", len(rs.filters), "consumer_in", time.Since(began).Round(time.Millisecond))
-	go func() {
-		<-ctx.Done()
-		it.Stop()
-	}()
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		defer close(msgs)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	defer func() { <-readDone }()
+	// the reader stops as read returns, after the proposals in flight are
+	// checked (deferred before that check, it runs after it)
+	msgs, stopReading := readMessages(ctx, it, r.n.cfg.IngestBatch)
+	defer stopReading()
 
 	// proposals are pipelined: up to 4 batches in flight, checked in order
 	type proposal struct {
@@ -198,6 +181,45 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 			}
 		}
 	}
+}
+
+// messageIter is what readMessages uses of a jetstream.MessagesContext.
+type messageIter interface {
+	Next(...jetstream.NextOpt) (jetstream.Msg, error)
+	Stop()
+}
+
+// readMessages passes on the iterator's messages, buffering up to buf,
+// until Next fails (msgs is then closed), ctx ends or stop is called.
+// stop returns once its goroutines have, whatever ctx does: read returns
+// on errors of its own (not leader) while its caller goes on, and must
+// not wait for the caller to stop its reader.
+func readMessages(ctx context.Context, it messageIter, buf int) (msgs <-chan jetstream.Msg, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan jetstream.Msg, buf)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		it.Stop() // ends a Next that waits
+	}()
+	go func() {
+		defer wg.Done()
+		defer close(out)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return
+			}
+			select {
+			case out <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, func() { cancel(); wg.Wait() }
 }
 
 // waitToRead returns once the shard may read on: its outbox holds fewer
