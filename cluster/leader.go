@@ -12,6 +12,26 @@ import (
 	"github.com/cepcluster/cep/snapshot"
 )
 
+// The goroutines of a leader, each with what stops it and who waits for it
+// (every one is waited for, so a closed replica leaves nothing running):
+//
+//   - run: started by openReplica; stops when the replica's context
+//     (leader.ctx) ends, which closeReplica cancels and then waits on.
+//   - the session: started by run while the replica leads; run cancels
+//     it when leadership goes or leader.ctx ends, and waits for it; a
+//     session that ends by itself is waited for before the next starts.
+//   - manageMembers, watchStreams, publishRetrying, tick, handOver: one
+//     each per session, under the session's context; the session cancels
+//     it as it returns (or as one of them fails) and waits for them.
+//   - ingest and forward: one per source read (or derived source
+//     forwarded), under a child of the session's context; cancelled when
+//     the metadata no longer has it read, before a restore, and when the
+//     session returns, which waits for them.
+//   - in each read: the reader and what stops its iterator
+//     (readMessages), and the checker of the proposals in flight; read
+//     stops them as it returns and waits for them, whatever its caller's
+//     context does.
+
 // leader is a shard's leader: the loop of one shard replica that, while
 // the replica leads its shard, runs a leader session — reconcile the
 // deployed patterns with the metadata, read the sources into logged
