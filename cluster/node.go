@@ -46,7 +46,7 @@ type Node struct {
 	meta   *metaGroup
 	gossip *gossip.Gossip
 	// replicas are this node's shard replicas by shard id, each with its
-	// runner; they change as the cluster places replicas
+	// leader loop; they change as the cluster places replicas
 	replicasMu   sync.RWMutex
 	replicas     map[uint64]*replica
 	replicasKick chan struct{} // wakes manageReplicas (a split stored)

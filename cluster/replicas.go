@@ -19,12 +19,12 @@ import (
 	"github.com/cepcluster/cep/shard"
 )
 
-// replica is one of this node's shard replicas with its runner.
+// replica is one of this node's shard replicas with its leader loop.
 type replica struct {
 	sh     *shard.Shard
 	trans  *transport.Transport
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the runner has returned
+	done   chan struct{} // closed when the leader loop has returned
 }
 
 // rangeFile records a replica's key-group range beside its data, so that a
@@ -120,10 +120,10 @@ func (n *Node) replica(id uint64) *replica {
 }
 
 // openReplica opens this node's replica of a shard of a cluster of groups
-// key groups and starts its runner. bootstrap, for a new cluster's initial
-// layout or a shard split off, are the shard's first members, and initial
-// a split-off shard's first state; a replica added later starts empty and
-// is caught up by the shard's leader once it is in the shard's
+// key groups and starts its leader loop. bootstrap, for a new cluster's
+// initial layout or a shard split off, are the shard's first members, and
+// initial a split-off shard's first state; a replica added later starts
+// empty and is caught up by the shard's leader once it is in the shard's
 // configuration.
 func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Server, initial []byte) error {
 	if n.replica(info.ID) != nil {
@@ -160,7 +160,7 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	n.replicasMu.Lock()
 	n.replicas[info.ID] = rep
 	n.replicasMu.Unlock()
-	r := &runner{n: n, sh: sh, ctx: ctx}
+	r := &leader{n: n, sh: sh, ctx: ctx}
 	go func() {
 		defer close(rep.done)
 		r.run()
@@ -168,7 +168,7 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	return nil
 }
 
-// closeReplica stops the runner of this node's replica of shard id, shuts
+// closeReplica stops the leader loop of this node's replica of shard id, shuts
 // the replica down and, with remove, deletes its data.
 func (n *Node) closeReplica(id uint64, remove bool) error {
 	n.replicasMu.Lock()

@@ -1,0 +1,249 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/snapshot"
+)
+
+// The goroutines of a leader, each with what stops it and who waits for it
+// (every one is waited for, so a closed replica leaves nothing running):
+//
+//   - run: started by openReplica; stops when the replica's context
+//     (leader.ctx) ends, which closeReplica cancels and then waits on.
+//   - the session: started by run while the replica leads; run cancels
+//     it when leadership goes or leader.ctx ends, and waits for it; a
+//     session that ends by itself is waited for before the next starts.
+//   - manageMembers, watchStreams, publishRetrying, tick, handOver: one
+//     each per session, under the session's context; the session cancels
+//     it as it returns (or as one of them fails) and waits for them.
+//   - ingest and forward: one per source read (or derived source
+//     forwarded), under a child of the session's context; cancelled when
+//     the metadata no longer has it read, before a restore, and when the
+//     session returns, which waits for them.
+//   - in each read: the reader and what stops its iterator
+//     (readMessages), and the checker of the proposals in flight; read
+//     stops them as it returns and waits for them, whatever its caller's
+//     context does.
+
+// leader is a shard's leader: the loop of one shard replica that, while
+// the replica leads its shard, runs a leader session — reconcile the
+// deployed patterns with the metadata, read the sources into logged
+// batches, publish the outbox, tick processing time, make the shard's
+// configuration follow the shard map. Everything it proposes goes
+// through the log, so followers apply the same thing; the session ends
+// when leadership does. (Not nfa.Runner, which matches the events.)
+type leader struct {
+	n   *Node
+	sh  *shard.Shard
+	ctx context.Context // ends when the node closes the replica
+	log *slog.Logger
+	// missing are the streams this leader found gone (watchStreams)
+	missing map[string]bool
+	// logged is what logPatternErrors has logged of each pattern, by name
+	logged map[string]loggedFailures
+}
+
+// loggedFailures is what has been logged of a pattern's failures: its first
+// failed condition and emitted field, and whether it dropped partial
+// matches.
+type loggedFailures struct {
+	condition, emit string
+	dropped         bool
+}
+
+func (r *leader) run() {
+	r.log = r.n.log.With("shard", r.sh.ID())
+	r.missing = map[string]bool{}
+	r.logged = map[string]loggedFailures{}
+	leaderCh := r.sh.LeaderCh()
+	var cancel context.CancelFunc
+	var done chan struct{}
+	stop := func() {
+		if cancel != nil {
+			cancel()
+			<-done
+			cancel = nil
+		}
+	}
+	defer stop()
+	// a session that keeps ending by itself (its barrier fails on a full
+	// disk, say) is started again after a growing delay, so the node does
+	// not spin and log at the rate of the failure
+	var retry backoff
+	start := func() {
+		ctx, c := context.WithCancel(r.ctx)
+		cancel, done = c, make(chan struct{})
+		retry.started()
+		go func() {
+			defer close(done)
+			r.session(ctx)
+		}()
+	}
+	if r.sh.IsLeader() {
+		start()
+	}
+	for {
+		var ended <-chan struct{}
+		if cancel != nil {
+			ended = done
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case leads := <-leaderCh:
+			stop()
+			if leads {
+				start()
+			} else {
+				r.forgetMissingStreams()
+			}
+		case <-ended:
+			// the session ended by itself (after a restore, or an error):
+			// start another if this replica still leads
+			cancel()
+			cancel = nil
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-time.After(retry.next()):
+			}
+			if r.sh.IsLeader() {
+				start()
+			}
+		}
+	}
+}
+
+// session is one leadership term's work.
+func (r *leader) session(ctx context.Context) {
+	began := time.Now()
+	if r.handOffIfBehind(ctx) {
+		return
+	}
+	if err := r.sh.Barrier(ctx, 10*time.Second); err != nil {
+		r.log.Warn("barrier failed", "err", err)
+		return
+	}
+	if err := r.installSplitState(); err != nil {
+		r.log.Warn("installing the state of a shard split off", "err", err)
+		return
+	}
+	r.log.Info("leading shard", "caught_up_in", time.Since(began).Round(time.Millisecond))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fail := func(err error) {
+		if err != nil && ctx.Err() == nil {
+			if !errors.Is(err, shard.ErrNotLeader) {
+				r.log.Warn("leader session ends", "err", err)
+			}
+			cancel()
+		}
+	}
+	wg.Add(5)
+	go func() { defer wg.Done(); r.manageMembers(ctx) }()
+	go func() { defer wg.Done(); r.watchStreams(ctx) }()
+	go func() { defer wg.Done(); fail(r.publishRetrying(ctx)) }()
+	go func() { defer wg.Done(); fail(r.tick(ctx)) }()
+	// leadership moves to the preferred replica only after this session has
+	// started, so a failover is not slowed by it
+	go func() { defer wg.Done(); r.handOver(ctx) }()
+
+	ingests := map[string]context.CancelFunc{}
+	var iwg sync.WaitGroup // the ingest and forward loops
+	defer func() {
+		for _, c := range ingests {
+			c()
+		}
+		iwg.Wait()
+	}()
+	for {
+		m, changed := r.n.meta.fsm.View()
+		if m.Restore != nil {
+			var have string
+			r.sh.FSM().View(func(s *shard.State, _ uint64) { have = s.RestoreID() })
+			if have != m.Restore.ID {
+				// nothing more is read into the state the restore replaces
+				for _, c := range ingests {
+					c()
+				}
+				iwg.Wait()
+				if err := r.restore(ctx, m.Restore); err != nil {
+					r.log.Error("restore failed; retrying", "savepoint", m.Restore.Savepoint, "err", err)
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+				return // a new session reads the restored state
+			}
+		}
+		if split, err := r.splitIfAsked(ctx, m); err != nil || split {
+			fail(err)
+			return // a new session reads the shard's new range
+		}
+		if err := r.reconcile(ctx, m); err != nil {
+			fail(err)
+			return
+		}
+		want := map[string]bool{}
+		for _, s := range sourcesOf(m) {
+			want[s] = true
+			if _, ok := ingests[s]; !ok && m.Sources[s] != nil {
+				ictx, icancel := context.WithCancel(ctx)
+				ingests[s] = icancel
+				src := m.Sources[s]
+				iwg.Add(1)
+				go func() { defer iwg.Done(); fail(r.ingest(ictx, src)) }()
+			}
+			// one shard re-keys each derived source
+			d := m.Sources[s]
+			if d == nil || d.Origin == "" || m.Sources[d.Origin] == nil || forwarderOf(m, s) != r.sh.ID() {
+				continue
+			}
+			fk := "forward " + s
+			want[fk] = true
+			if _, ok := ingests[fk]; !ok {
+				ictx, icancel := context.WithCancel(ctx)
+				ingests[fk] = icancel
+				origin := m.Sources[d.Origin]
+				iwg.Add(1)
+				go func() { defer iwg.Done(); fail(r.forward(ictx, origin, s)) }()
+			}
+		}
+		for s, c := range ingests {
+			if !want[s] {
+				c()
+				delete(ingests, s)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// restore replaces the shard's state with its part of a savepoint.
+func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
+	store, err := snapshot.OpenStore(ctx, rm.Location, r.n.js)
+	if err != nil {
+		return err
+	}
+	readers, closeAll, err := openSavepoint(ctx, store, rm.Savepoint)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	r.log.Info("restoring savepoint", "savepoint", rm.Savepoint, "files", len(readers))
+	return r.sh.RestoreSavepoint(readers, rm.ID, time.Minute)
+}

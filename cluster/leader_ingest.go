@@ -1,0 +1,293 @@
+package cluster
+
+import (
+	"context"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/keygroup"
+	"github.com/cepcluster/cep/shard"
+)
+
+// ingest reads a source's key groups of this shard from JetStream and
+// proposes them as batches, several in flight. It resumes after the lowest
+// position the shard's key groups applied; anything re-read is skipped by
+// the state machine.
+func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
+	var pos uint64
+	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
+	first, last := r.sh.Range()
+	derived := ""
+	if src.Origin != "" {
+		derived = src.Name
+	}
+	return r.read(ctx, readSpec{
+		stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
+		op: func(events []shard.Event) shard.Op {
+			return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
+		},
+		paused: func(s *shard.State) bool { return s.Paused(src.Name) },
+	})
+}
+
+// forward re-keys a source into a derived source: this shard reads the
+// whole origin stream in order (it alone, so the derived stream receives the
+// events in the origin's order and its readers' watermarks follow it as a
+// direct read's would) and forwards each event through its outbox.
+func (r *leader) forward(ctx context.Context, origin *meta.Source, derived string) error {
+	var pos uint64
+	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
+	return r.read(ctx, readSpec{
+		stream: origin.Stream, filters: origin.Filter, from: pos,
+		op: func(events []shard.Event) shard.Op {
+			return shard.Op{Kind: shard.OpForward, Source: origin.Name, Target: derived, Events: events}
+		},
+		paused: func(*shard.State) bool { return false },
+	})
+}
+
+// readSpec is what read reads and how it logs it.
+type readSpec struct {
+	stream  string
+	filters []string
+	from    uint64 // the last position applied
+	derived string // the source's name when it is derived: events carry their origin position
+	op      func(events []shard.Event) shard.Op
+	paused  func(s *shard.State) bool
+}
+
+// read consumes a stream from JetStream and proposes it as batches, several
+// in flight.
+func (r *leader) read(ctx context.Context, rs readSpec) error {
+	pos := rs.from
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: rs.filters,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if pos > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = pos + 1
+	}
+	began := time.Now()
+	r.warnIfRemoved(ctx, rs.stream, pos)
+	cons, err := r.n.js.OrderedConsumer(ctx, rs.stream, cfg)
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(r.n.cfg.IngestBatch))
+	if err != nil {
+		return err
+	}
+	r.log.Info("reading", "stream", rs.stream, "after", pos, "filters", len(rs.filters), "consumer_in", time.Since(began).Round(time.Millisecond))
+	// the reader stops as read returns, after the proposals in flight are
+	// checked (deferred before that check, it runs after it)
+	msgs, stopReading := readMessages(ctx, it, r.n.cfg.IngestBatch)
+	defer stopReading()
+
+	// proposals are pipelined: up to 4 batches in flight, checked in order
+	type proposal struct {
+		f     raft.ApplyFuture
+		start time.Time
+	}
+	pending := make(chan proposal, 4)
+	checkDone := make(chan error, 1)
+	go func() {
+		var firstErr error
+		for p := range pending {
+			err := shard.Result(ctx, p.f)
+			r.n.applyLatency.Observe(time.Since(p.start).Seconds())
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		checkDone <- firstErr
+	}()
+	defer func() {
+		close(pending)
+		<-checkDone
+	}()
+
+	linger := r.n.cfg.IngestLinger
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var events []shard.Event
+	flush := func() error {
+		if len(events) == 0 {
+			return nil
+		}
+		// no entry while the outbox is over its limit (each new session
+		// would otherwise add one before its first check)
+		if err := r.waitToRead(ctx, rs, false); err != nil {
+			return err
+		}
+		b := &shard.Batch{Ops: []shard.Op{rs.op(events)}}
+		events = nil
+		if !r.sh.IsLeader() {
+			return shard.ErrNotLeader
+		}
+		select {
+		case pending <- proposal{r.sh.ProposeAsync(b), time.Now()}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		// watermark alignment: while this source runs too far ahead of the
+		// others a pattern aligns, stop reading it (the consumer's buffer
+		// fills and JetStream holds the rest)
+		return r.waitToRead(ctx, rs, true)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-msgs:
+			if !ok {
+				return flush()
+			}
+			if began != (time.Time{}) {
+				r.log.Info("first message read", "stream", rs.stream, "after", time.Since(began).Round(time.Millisecond))
+				began = time.Time{}
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			block, ok := keygroup.BlockOfSubject(m.Subject(), r.n.keyGroups())
+			if !ok {
+				block = -1 // not partitioned as expected: counted as misrouted
+			}
+			if len(events) == 0 {
+				timer.Reset(linger)
+			}
+			// the client gives every message its own payload slice: kept, not copied
+			ev := shard.Event{Pos: md.Sequence.Stream, Block: block, Data: m.Data()}
+			if rs.derived != "" {
+				ev.OriginPos, _ = shard.ForwardedPos(rs.derived, m.Headers().Get(forwardHeader))
+			}
+			events = append(events, ev)
+			if len(events) >= r.n.cfg.IngestBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		case <-timer.C:
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// messageIter is what readMessages uses of a jetstream.MessagesContext.
+type messageIter interface {
+	Next(...jetstream.NextOpt) (jetstream.Msg, error)
+	Stop()
+}
+
+// readMessages passes on the iterator's messages, buffering up to buf,
+// until Next fails (msgs is then closed), ctx ends or stop is called.
+// stop returns once its goroutines have, whatever ctx does: read returns
+// on errors of its own (not leader) while its caller goes on, and must
+// not wait for the caller to stop its reader.
+func readMessages(ctx context.Context, it messageIter, buf int) (msgs <-chan jetstream.Msg, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan jetstream.Msg, buf)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		it.Stop() // ends a Next that waits
+	}()
+	go func() {
+		defer wg.Done()
+		defer close(out)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return
+			}
+			select {
+			case out <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, func() { cancel(); wg.Wait() }
+}
+
+// waitToRead returns once the shard may read on: its outbox holds fewer
+// unpublished records than the limit (JetStream does not take the output:
+// the replicated state must not grow with what is read meanwhile) and,
+// with aligned, the source is not paused by watermark alignment.
+func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
+	id := strconv.FormatUint(r.sh.ID(), 10)
+	full, behind := false, false
+	gauge := func(reason string, on bool) {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		r.n.readPaused.WithLabelValues(id, rs.stream, reason).Set(v)
+	}
+	defer func() {
+		if full {
+			gauge("outbox", false)
+		}
+		if behind {
+			gauge("alignment", false)
+		}
+	}()
+	for {
+		paused, outbox := false, 0
+		r.sh.FSM().View(func(s *shard.State, _ uint64) {
+			paused, outbox = aligned && rs.paused(s), len(s.Outbox())
+		})
+		if outbox >= r.n.cfg.OutboxLimit && !full {
+			full = true
+			gauge("outbox", true)
+			r.log.Warn("reading paused: the outbox holds more unpublished records than its limit", "stream", rs.stream, "records", outbox, "limit", r.n.cfg.OutboxLimit)
+		}
+		if paused && !behind {
+			behind = true
+			gauge("alignment", true)
+		}
+		if !paused && outbox < r.n.cfg.OutboxLimit {
+			if full {
+				r.log.Info("reading resumes: the outbox is below its limit", "stream", rs.stream, "records", outbox)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// forwardHeader carries a forwarded event's id (shard.ForwardID).
+const forwardHeader = "Cep-Forward-Id"
+
+// forwarderOf is the shard that re-keys a derived source: spread over the
+// shards by the source's name.
+func forwarderOf(m *meta.Meta, derived string) uint64 {
+	h := fnv.New32a()
+	h.Write([]byte(derived))
+	// among the shards the cluster was created with (a split leaves the
+	// shard split in place, under its id), so that a split does not move
+	// the re-keying to a shard without its forwarded positions
+	var base []uint64
+	for _, s := range m.Shards {
+		if s.Parent == 0 {
+			base = append(base, s.ID)
+		}
+	}
+	return base[h.Sum32()%uint32(len(base))]
+}

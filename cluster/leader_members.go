@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
+	"github.com/cepcluster/cep/shard"
+)
+
+// preferred is the replica the shard map prefers as the shard's leader.
+func (r *leader) preferred() string {
+	m, _ := r.n.meta.fsm.View()
+	for _, info := range m.Shards {
+		if info.ID == r.sh.ID() && len(info.Replicas) > 0 {
+			return info.Replicas[0]
+		}
+	}
+	return ""
+}
+
+// isVoter reports whether node id is a voter of the shard's configuration.
+func (r *leader) isVoter(id string) bool {
+	f := r.sh.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	return suffrages(f.Configuration())[id] == raft.Voter
+}
+
+// catchUpLag is how many log entries a non-voter may still lack when it
+// is promoted: it keeps receiving them; what it must not need is a
+// snapshot while it counts for the quorum.
+const catchUpLag = 256
+
+// manageMembers runs while this replica leads its shard: it makes the
+// shard's configuration follow the shard map, one change at a time.
+func (r *leader) manageMembers(ctx context.Context) {
+	for {
+		m, changed := r.n.meta.fsm.View()
+		wait := time.Second
+		busy, err := r.reconcileMembers(ctx, m)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("changing the shard's replicas", "err", err)
+		} else if busy {
+			wait = busyPoll
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// reconcileMembers makes the shard's configuration one change closer to
+// the shard map, as plan.ShardChange decides (add a replica of the map as
+// a non-voter; promote one that has caught up; once every replica of the
+// map votes, remove one the map does not have, or for this one hand
+// leadership to a replica that stays, which removes it). It gathers what
+// the planner needs and carries the change out.
+func (r *leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool, err error) {
+	i := m.ShardIndex(r.sh.ID())
+	if i < 0 || len(m.Shards[i].Replicas) == 0 {
+		return false, nil
+	}
+	rf := r.sh.Raft()
+	f := rf.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return false, err
+	}
+	caughtUp := func(p Peer) bool {
+		applied, err := r.n.appliedAt(ctx, p.APIAddr, r.sh.ID())
+		return err == nil && applied+catchUpLag >= r.sh.FSM().Index()
+	}
+	c, busy := plan.ShardChange(shardMembers(r.n.cfg.NodeID, m.Shards[i].Replicas, f.Configuration(), r.n.peer, caughtUp))
+	wait := func(what, id string, fut raft.Future) (bool, error) {
+		if err := shard.Wait(ctx, fut); err != nil {
+			return false, fmt.Errorf("%s %s: %w", what, id, err)
+		}
+		r.log.Info("shard's configuration changed", "change", what, "member", id)
+		// the state machine never sees a configuration entry: an empty
+		// batch after it brings the applied index to the log's end
+		if err := r.sh.Barrier(ctx, 10*time.Second); err != nil {
+			r.log.Debug("barrier after a configuration change", "err", err)
+		}
+		return true, nil
+	}
+	id, addr := raft.ServerID(c.ID), raft.ServerAddress(c.Addr)
+	switch c.Kind {
+	case plan.AddNonvoter:
+		return wait("non-voter added", c.ID, rf.AddNonvoter(id, addr, 0, 10*time.Second))
+	case plan.Promote:
+		return wait("promoted to voter", c.ID, rf.AddVoter(id, addr, 0, 10*time.Second))
+	case plan.Remove:
+		return wait("removed", c.ID, rf.RemoveServer(id, 0, 10*time.Second))
+	case plan.Transfer:
+		return wait("leadership handed to "+c.ID+" by", r.n.cfg.NodeID, rf.LeadershipTransferToServer(id, addr))
+	}
+	return busy, nil
+}
+
+// shardMembers is what plan.ShardChange needs of a shard led by self:
+// the map's replicas (target), the configuration's servers in order, the
+// Raft addresses of the replicas of the map this node knows (peer), and
+// for each non-voter among them whether it has caught up (asked only of
+// those). A server in raft's deprecated Staging suffrage counts as neither
+// voter nor caught up, so it is never promoted and holds removals back.
+func shardMembers(self string, target []string, cfg raft.Configuration, peer func(string) (Peer, bool), caughtUp func(Peer) bool) plan.ShardMembers {
+	s := plan.ShardMembers{Self: self, Target: target, Addrs: map[string]string{}, CaughtUp: map[string]bool{}}
+	for _, sv := range cfg.Servers {
+		s.Servers = append(s.Servers, plan.Server{ID: string(sv.ID), Addr: string(sv.Address), Voter: sv.Suffrage == raft.Voter})
+	}
+	suffrage := suffrages(cfg)
+	for _, id := range target {
+		p, ok := peer(id)
+		if !ok {
+			continue
+		}
+		s.Addrs[id] = p.RaftAddr
+		if suffrage[id] == raft.Nonvoter {
+			s.CaughtUp[id] = caughtUp(p)
+		}
+	}
+	return s
+}

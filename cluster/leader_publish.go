@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/keygroup"
+	"github.com/cepcluster/cep/shard"
+)
+
+// headerRoom is what a published record's headers (message id) may take
+// of the server's max payload.
+const headerRoom = 1024
+
+// oversized is what is published instead of a record larger than the NATS
+// server's max payload: on keygroup.DeadLetterRoot + "output.<rest of the
+// record's subject>", the record's subject, id, type, pattern, key and
+// times, its events counted by stage, and the reason. Forwarded events
+// and dead letters of input events are never larger than the input they
+// carry, so in practice this is a match or timeout with many events.
+func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
+	type about struct {
+		Type      string `json:"type,omitempty"`
+		Pattern   string `json:"pattern,omitempty"`
+		Key       string `json:"key,omitempty"`
+		Start     *int64 `json:"start,omitempty"`
+		End       *int64 `json:"end,omitempty"`
+		TimeoutAt *int64 `json:"timeoutAt,omitempty"`
+	}
+	var rec struct {
+		about
+		Events map[string][]json.RawMessage `json:"events"`
+	}
+	_ = json.Unmarshal(o.Payload, &rec) // what it holds is kept; a record is JSON
+	out := struct {
+		Subject string `json:"subject"`
+		ID      string `json:"id"`
+		Reason  string `json:"reason"`
+		about
+		Events map[string]int `json:"events,omitempty"`
+	}{Subject: o.Subject, ID: o.ID, about: rec.about, Events: map[string]int{},
+		Reason: fmt.Sprintf("the record's %d bytes exceed the NATS server's max payload of %d", len(o.Payload), max)}
+	for stage, evs := range rec.Events {
+		out.Events[stage] = len(evs)
+	}
+	data, _ = json.Marshal(out)
+	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, keygroup.OutputSubjectRoot), keygroup.DeadLetterRoot)
+	return keygroup.DeadLetterRoot + "output." + rest, data
+}
+
+// publishRetrying runs publish until the session ends, starting it again
+// after an error (JetStream not taking the output: the stream gone, full,
+// unreachable) with a delay that doubles up to 5 s, so that the session
+// and its reading stay up — reading pauses by itself once the outbox
+// holds its limit — and the node does not spin at the rate of the failure.
+// Losing the leadership ends it.
+func (r *leader) publishRetrying(ctx context.Context) error {
+	var retry backoff
+	for {
+		retry.started()
+		err := r.publish(ctx)
+		if err == nil || ctx.Err() != nil || errors.Is(err, shard.ErrNotLeader) || !r.sh.IsLeader() {
+			return err
+		}
+		d := retry.next()
+		r.log.Warn("publishing the outbox failed; retrying", "err", err, "in", d)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+	}
+}
+
+// backoff spaces out the attempts of something that keeps failing: the
+// first retry after 100 ms, each next one after twice the delay, up to
+// 5 s, and after 100 ms again once an attempt lasted 10 s.
+type backoff struct {
+	delay time.Duration
+	began time.Time
+}
+
+// started records the start of an attempt.
+func (b *backoff) started() { b.began = time.Now() }
+
+// next is the delay before the attempt after the one that just failed.
+func (b *backoff) next() time.Duration {
+	const first, most, settled = 100 * time.Millisecond, 5 * time.Second, 10 * time.Second
+	if b.delay == 0 || time.Since(b.began) > settled {
+		b.delay = first
+	} else {
+		b.delay = min(2*b.delay, most)
+	}
+	return b.delay
+}
+
+// publish sends the outbox to JetStream, each record with its id as the
+// message id (so a re-publish after failover is de-duplicated), and logs
+// an acknowledgement once JetStream has stored them.
+func (r *leader) publish(ctx context.Context) error {
+	// records per round: bounds the publishes awaiting their acks
+	const round = 4096
+	applied := r.sh.FSM().Applied()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var sent uint64 // highest outbox seq published in this term
+	// the acknowledgement of the previous round is logged while the next
+	// round is published (one in flight)
+	var acking raft.ApplyFuture
+	waitAck := func() error {
+		if acking == nil {
+			return nil
+		}
+		f := acking
+		acking = nil
+		return shard.Result(ctx, f)
+	}
+	defer waitAck()
+	for {
+		var recs []shard.OutRecord
+		r.sh.FSM().View(func(s *shard.State, _ uint64) {
+			ob := s.Outbox()
+			i := sort.Search(len(ob), func(i int) bool { return ob[i].Seq > sent })
+			recs = append(recs, ob[i:min(len(ob), i+round)]...)
+		})
+		if len(recs) > 0 {
+			futures := make([]jetstream.PubAckFuture, 0, len(recs))
+			max := r.n.nc.MaxPayload() // the server's, known once connected
+			for _, o := range recs {
+				msg := &nats.Msg{Subject: o.Subject, Data: o.Payload, Header: nats.Header{}}
+				if int64(len(o.Payload)) > max-headerRoom {
+					// the server would refuse it at every try and the shard
+					// would never publish past it
+					msg.Subject, msg.Data = oversized(o, max)
+					r.log.Warn("an output record exceeds the NATS max payload: its summary goes to the dead-letter subject",
+						"id", o.ID, "subject", o.Subject, "bytes", len(o.Payload), "max_payload", max, "dead_letter", msg.Subject)
+				}
+				if strings.HasPrefix(o.ID, "fw-") {
+					// a forwarded event: its readers skip a second copy by
+					// its origin position, so the server need not track it
+					msg.Header.Set(forwardHeader, o.ID)
+				} else {
+					msg.Header.Set(jetstream.MsgIDHeader, o.ID)
+				}
+				f, err := r.n.js.PublishMsgAsync(msg)
+				if err != nil {
+					return err
+				}
+				futures = append(futures, f)
+			}
+			for _, f := range futures {
+				select {
+				case <-f.Ok():
+				case err := <-f.Err():
+					return err
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			sent = recs[len(recs)-1].Seq
+			if err := waitAck(); err != nil {
+				return err
+			}
+			if !r.sh.IsLeader() {
+				return shard.ErrNotLeader
+			}
+			acking = r.sh.ProposeAsync(&shard.Batch{Ops: []shard.Op{{Kind: shard.OpAck, Seq: sent}}})
+			continue
+		}
+		if err := waitAck(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-applied:
+		case <-tick.C:
+		}
+	}
+}

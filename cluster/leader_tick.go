@@ -1,0 +1,30 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/cepcluster/cep/shard"
+)
+
+// tick logs processing time while some pattern runs on it.
+func (r *leader) tick(ctx context.Context) error {
+	t := time.NewTicker(r.n.cfg.TickEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		needs := false
+		r.sh.FSM().View(func(s *shard.State, _ uint64) { needs = s.NeedsTicks() })
+		if !needs {
+			continue
+		}
+		now := r.n.cfg.Now().UnixMilli()
+		if err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{{Kind: shard.OpTick, Time: now}}}); err != nil {
+			return err
+		}
+	}
+}
