@@ -37,7 +37,7 @@ func (r *leader) handOver(ctx context.Context) bool {
 		addr := p.RaftAddr
 		// a transfer blocks new proposals until it ends: only try it when
 		// the preferred replica answers and has caught up
-		applied, err := r.n.appliedAt(ctx, p.APIAddr, r.sh.ID())
+		applied, err := r.n.peerAt(p.APIAddr).Applied(ctx, r.sh.ID())
 		if err != nil {
 			r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
 			continue
@@ -72,7 +72,7 @@ func (n *Node) mostApplied(ctx context.Context, sh *shard.Shard) (peer Peer, app
 			continue
 		}
 		if p, found := n.peer(string(srv.ID)); found {
-			if a, err := n.appliedAt(ctx, p.APIAddr, sh.ID()); err == nil && (!ok || a > applied) {
+			if a, err := n.peerAt(p.APIAddr).Applied(ctx, sh.ID()); err == nil && (!ok || a > applied) {
 				peer, applied, ok = p, a, true
 			}
 		}

@@ -75,7 +75,7 @@ func (r *leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool,
 		return false, err
 	}
 	caughtUp := func(p Peer) bool {
-		applied, err := r.n.appliedAt(ctx, p.APIAddr, r.sh.ID())
+		applied, err := r.n.peerAt(p.APIAddr).Applied(ctx, r.sh.ID())
 		return err == nil && applied+catchUpLag >= r.sh.FSM().Index()
 	}
 	c, busy := plan.ShardChange(shardMembers(r.n.cfg.NodeID, m.Shards[i].Replicas, f.Configuration(), r.n.peer, caughtUp))

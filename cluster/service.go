@@ -1,15 +1,10 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
-
-	"connectrpc.com/connect"
 
 	"github.com/cepcluster/cep/api"
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/meta"
 )
 
@@ -18,22 +13,10 @@ import (
 // that does not lead forwards them to the one that does.
 type Service struct {
 	n *Node
-	// client is n.peerHTTP, for the callers that build their own clients
-	// (shardsAt) until they use the peer client
-	client *http.Client
 }
 
 // NewService returns the API backends of a node.
-func NewService(n *Node) *Service { return &Service{n: n, client: n.peerHTTP} }
-
-// clientOpts are the peer client's options (its credential), for the
-// callers that build their own clients (shardsAt) until they use it.
-func (s *Service) clientOpts() []connect.ClientOption { return s.n.peerAt("").opts }
-
-// probe is peerClient.Probe, for the callers not yet moved to it.
-func (s *Service) probe(ctx context.Context, addr string) cepv1.NodeState {
-	return s.n.peerAt(addr).Probe(ctx)
-}
+func NewService(n *Node) *Service { return &Service{n: n} }
 
 // Backends returns the service as api.Backends.
 func (s *Service) Backends() api.Backends {
