@@ -60,15 +60,7 @@ func TestReplicaChangesAreValid(t *testing.T) {
 		if len(p.Moves) > 0 && moving+len(p.Moves) > MaxMoving {
 			t.Fatalf("%d moves while %d shards change", len(p.Moves), moving)
 		}
-		var active, present []string
-		for _, m := range in.Members {
-			if !m.Removing {
-				present = append(present, m.ID)
-				if !m.Down {
-					active = append(active, m.ID)
-				}
-			}
-		}
+		active, present := activePresent(in.Members)
 		want := Place(in.Shards, active, present, in.Replication)
 		for _, mv := range p.Moves {
 			i := slices.IndexFunc(in.Shards, func(s meta.ShardInfo) bool { return s.ID == mv.ShardID })
@@ -121,15 +113,7 @@ func TestReplicaChangesConverge(t *testing.T) {
 				in.Shards[i].Replicas = mv.To
 			}
 		}
-		var active, present []string
-		for _, m := range in.Members {
-			if !m.Removing {
-				present = append(present, m.ID)
-				if !m.Down {
-					active = append(active, m.ID)
-				}
-			}
-		}
+		active, present := activePresent(in.Members)
 		if left := Place(in.Shards, active, present, in.Replication); len(left) > 0 {
 			t.Fatalf("placement still wants %v", left)
 		}
@@ -149,4 +133,18 @@ func TestSplitForNodesPicksTheLargest(t *testing.T) {
 	if id, wait := SplitForNodes(one, 256); id != 0 || wait {
 		t.Fatalf("one block does not split: %d %v", id, wait)
 	}
+}
+
+// activePresent: the members that may receive replicas, and those that
+// keep theirs (not being removed).
+func activePresent(members []Member) (active, present []string) {
+	for _, m := range members {
+		if !m.Removing {
+			present = append(present, m.ID)
+			if !m.Down {
+				active = append(active, m.ID)
+			}
+		}
+	}
+	return active, present
 }

@@ -77,8 +77,10 @@ func checkFile(t *testing.T, path string) {
 	})
 }
 
-// Test helpers stay out of what ships: only tests import internal/testutil.
-func TestTestutilOnlyInTests(t *testing.T) {
+// nonTestFiles calls fn with every Go file of the module that is not a
+// test, parsed with its comments dropped, and the file's directory.
+func nonTestFiles(t *testing.T, fn func(path, dir string, fset *token.FileSet, f *ast.File)) {
+	t.Helper()
 	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -86,23 +88,34 @@ func TestTestutilOnlyInTests(t *testing.T) {
 		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "../.." {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.Contains(path, "internal/testutil/") {
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0)
 		if err != nil {
 			return err
+		}
+		fn(path, filepath.ToSlash(filepath.Dir(path)), fset, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Test helpers stay out of what ships: only tests import internal/testutil.
+func TestTestutilOnlyInTests(t *testing.T) {
+	nonTestFiles(t, func(path, dir string, _ *token.FileSet, f *ast.File) {
+		if dir == "../../internal/testutil" {
+			return
 		}
 		for _, imp := range f.Imports {
 			if p, _ := strconv.Unquote(imp.Path.Value); p == "github.com/cepcluster/cep/internal/testutil" {
 				t.Errorf("%s imports %s", path, p)
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // The Matcher's test knobs (nfa's testKnobs: fast paths switched off to
@@ -153,22 +166,7 @@ func TestNFATestKnobsAreSetOnlyByTests(t *testing.T) {
 // package outside the two names them (cluster hands its own knobs on to
 // its shards).
 func TestConfigKnobsOnlyInTests(t *testing.T) {
-	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "../.." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		dir := filepath.ToSlash(filepath.Dir(path))
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	nonTestFiles(t, func(_, dir string, fset *token.FileSet, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			sel, ok := n.(*ast.SelectorExpr)
 			if !ok || sel.Sel.Name != "Testing" {
@@ -183,9 +181,5 @@ func TestConfigKnobsOnlyInTests(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

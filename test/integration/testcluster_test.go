@@ -305,28 +305,32 @@ func (tc *testCluster) deployOnBank(i int, spec []byte) clients {
 // jetStream connects to the NATS server until the test ends.
 func (tc *testCluster) jetStream() jetstream.JetStream {
 	tc.t.Helper()
+	nc, js := tc.connect()
+	tc.t.Cleanup(nc.Close)
+	return js
+}
+
+// connect opens a connection to the cluster's NATS, for the caller to close.
+func (tc *testCluster) connect() (*nats.Conn, jetstream.JetStream) {
+	tc.t.Helper()
 	nc, err := nats.Connect(tc.natsURL())
 	if err != nil {
 		tc.t.Fatal(err)
 	}
-	tc.t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
+		nc.Close()
 		tc.t.Fatal(err)
 	}
-	return js
+	return nc, js
 }
 
 // publish sends events to a source as a publisher would: subject
 // "<source>.<key>", key from the event.
 func (tc *testCluster) publish(source string, keyOf func(map[string]any) string, lines []string) {
 	tc.t.Helper()
-	nc, err := nats.Connect(tc.natsURL())
-	if err != nil {
-		tc.t.Fatal(err)
-	}
+	nc, js := tc.connect()
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 	for _, l := range lines {
 		var ev map[string]any
@@ -352,12 +356,8 @@ func (tc *testCluster) publishSlowly(keyOf func(map[string]any) string, lines []
 // publishRaw publishes payloads as they are to one subject.
 func (tc *testCluster) publishRaw(subject string, payloads ...string) {
 	tc.t.Helper()
-	nc, err := nats.Connect(tc.natsURL())
-	if err != nil {
-		tc.t.Fatal(err)
-	}
+	nc, js := tc.connect()
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	for _, p := range payloads {
 		if _, err := js.Publish(context.Background(), subject, []byte(p)); err != nil {
 			tc.t.Fatal(err)
@@ -368,12 +368,8 @@ func (tc *testCluster) publishRaw(subject string, payloads ...string) {
 // outputCount is the number of records on a subject of the output stream.
 func (tc *testCluster) outputCount(subject string) int {
 	tc.t.Helper()
-	nc, err := nats.Connect(tc.natsURL())
-	if err != nil {
-		tc.t.Fatal(err)
-	}
+	nc, js := tc.connect()
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, cluster.OutputStream)
@@ -419,12 +415,8 @@ func (tc *testCluster) outputsOnceThere(subject string, n int, timeout time.Dura
 func (tc *testCluster) outputs(subject string) []string {
 	tc.t.Helper()
 	t := tc.t
-	nc, err := nats.Connect(tc.natsURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := tc.connect()
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, cluster.OutputStream)
