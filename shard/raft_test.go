@@ -15,11 +15,14 @@ import (
 	"github.com/cepcluster/cep/internal/testutil"
 )
 
+// testRaftConfig shortens raft's timeouts for tests, as the integration
+// tests do: with a 50ms lease a leader on a loaded machine (CI with other
+// test binaries) lost its leadership while committing.
 func testRaftConfig() *raft.Config {
 	c := DefaultRaftConfig()
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 50 * time.Millisecond
+	c.HeartbeatTimeout = 200 * time.Millisecond
+	c.ElectionTimeout = 200 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
 	c.CommitTimeout = 2 * time.Millisecond
 	return c
 }
