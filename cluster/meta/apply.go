@@ -191,6 +191,9 @@ func (m *Meta) applySetReplicas(_ uint64, c SetReplicas) (any, error) {
 }
 
 func (m *Meta) applyPutPattern(idx uint64, c PutPattern) (any, error) {
+	if c.Pattern == nil {
+		return nil, refused(ErrInvalid, "putPattern without a pattern")
+	}
 	p := *c.Pattern
 	old := m.Patterns[p.Name]
 	if old != nil && old.Deleted {
@@ -251,6 +254,9 @@ func (m *Meta) applyDeletePattern(idx uint64, c DeletePattern) (any, error) {
 }
 
 func (m *Meta) applyPutSource(idx uint64, c PutSource) (any, error) {
+	if c.Source == nil {
+		return nil, refused(ErrInvalid, "putSource without a source")
+	}
 	s := *c.Source
 	if m.Sources[s.Name] != nil {
 		return nil, refused(ErrExists, "source %q", s.Name)
@@ -298,6 +304,9 @@ func (m *Meta) applyDeleteSource(_ uint64, c DeleteSource) (any, error) {
 }
 
 func (m *Meta) applyRestoreSavepoint(idx uint64, c RestoreSavepoint) (any, error) {
+	if c.Savepoint == nil {
+		return nil, refused(ErrInvalid, "restore without a savepoint")
+	}
 	sp := c.Savepoint
 	m.Patterns = map[string]*Pattern{}
 	for i := range c.Patterns {
@@ -327,6 +336,9 @@ func (m *Meta) applyDeleteSavepoint(_ uint64, c DeleteSavepoint) (any, error) {
 }
 
 func (m *Meta) applyAddSavepoint(idx uint64, c AddSavepoint) (any, error) {
+	if c.Savepoint == nil {
+		return nil, refused(ErrInvalid, "addSavepoint without a savepoint")
+	}
 	sp := *c.Savepoint
 	sp.CreatedIndex = idx
 	m.Savepoints = append(m.Savepoints, sp)

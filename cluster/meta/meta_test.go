@@ -275,3 +275,21 @@ func TestMetaSplitShard(t *testing.T) {
 	// which shard forwards a derived source after the split: cluster's
 	// TestForwarderAfterSplit
 }
+
+// An entry without the object its kind needs is refused like any invalid
+// command: every replica would otherwise panic applying it, and again on
+// every replay of the log.
+func TestCommandsWithoutTheirObjectAreRefused(t *testing.T) {
+	for _, c := range []Command{PutPattern{}, PutSource{}, RestoreSavepoint{}, AddSavepoint{}} {
+		m := New()
+		before, _ := m.Marshal()
+		_, err := m.Apply(7, c)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s without its object: %v", c.Kind(), err)
+		}
+		m.Index = 0
+		if after, _ := m.Marshal(); string(after) != string(before) {
+			t.Errorf("%s changed the metadata: %s", c.Kind(), after)
+		}
+	}
+}
