@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -195,8 +197,18 @@ func TestReflectionV1Alpha(t *testing.T) {
 }
 
 // TestToken checks bearer-token auth on unary and streaming calls under
-// every protocol, and that health and reflection stay open.
+// every protocol, and that health and reflection stay open: as an
+// interceptor (WithToken) and in front of the handler (RequireToken).
 func TestToken(t *testing.T) {
+	t.Run("interceptor", func(t *testing.T) {
+		testToken(t, func(token string, b Backends) http.Handler { return NewHandler(b, WithToken(token)) })
+	})
+	t.Run("in front", func(t *testing.T) {
+		testToken(t, func(token string, b Backends) http.Handler { return RequireToken(token, NewHandler(b)) })
+	})
+}
+
+func testToken(t *testing.T, serve func(token string, b Backends) http.Handler) {
 	const token = "s3cret-token"
 	b, p, _, _, _, m := allFakes()
 	var calls atomic.Int32
@@ -208,7 +220,7 @@ func TestToken(t *testing.T) {
 		calls.Add(1)
 		return send(&cepv1.Record{Type: "match"})
 	}
-	ts := startServer(t, NewHandler(b, WithToken(token)))
+	ts := startServer(t, serve(token, b))
 
 	for _, pr := range protocols {
 		t.Run(pr.name, func(t *testing.T) {
@@ -310,5 +322,82 @@ func TestBearerToken(t *testing.T) {
 		if token != tc.token || ok != tc.ok {
 			t.Errorf("bearerToken(%q) = %q, %v; want %q, %v", tc.header, token, ok, tc.token, tc.ok)
 		}
+	}
+}
+
+// countingBody records how much of a request body the server read.
+type countingBody struct {
+	left int
+	read atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), b.left)
+	for i := range n {
+		p[i] = ' '
+	}
+	b.left -= n
+	b.read.Add(int64(n))
+	return n, nil
+}
+
+func (b *countingBody) Close() error { return nil }
+
+// An attack that must fail: a caller without the token makes the node read
+// megabytes of request body (40 of them took 260 MB before the check came
+// before the body). RequireToken answers from the headers alone.
+func TestRequireTokenReadsNoBodyWithoutIt(t *testing.T) {
+	b, p, _, _, _, _ := allFakes()
+	p.ValidateFunc = func(context.Context, *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {
+		return &cepv1.ValidatePatternResponse{}, nil
+	}
+	h := RequireToken("s3cret", NewHandler(b))
+	for _, tc := range []struct {
+		name, auth string
+		code       int
+		read       bool
+	}{
+		{"none", "", http.StatusUnauthorized, false},
+		{"wrong", "Bearer nope", http.StatusUnauthorized, false},
+		{"right", "Bearer s3cret", http.StatusOK, true},
+	} {
+		body := &countingBody{left: 1 << 20}
+		req := httptest.NewRequest(http.MethodPost, "/cep.v1.PatternService/ValidatePattern", body)
+		req.Header.Set("Content-Type", "application/json")
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.code {
+			// the right token gets past the check: the 1 MiB of spaces is
+			// not JSON, which Connect says with its own code
+			if !(tc.read && rec.Code != http.StatusUnauthorized) {
+				t.Errorf("%s: HTTP %d, want %d: %s", tc.name, rec.Code, tc.code, rec.Body)
+			}
+		}
+		if got := body.read.Load(); tc.read != (got > 0) {
+			t.Errorf("%s: the server read %d bytes of the body", tc.name, got)
+		}
+		if !tc.read && !strings.Contains(rec.Body.String(), "unauthenticated") {
+			t.Errorf("%s: %s, want a Connect unauthenticated error", tc.name, rec.Body)
+		}
+	}
+	// health stays open
+	req := httptest.NewRequest(http.MethodPost, "/grpc.health.v1.Health/Check", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("health without the token: HTTP %d %s", rec.Code, rec.Body)
+	}
+	// a plain GET (a profile) gets 401
+	rec = httptest.NewRecorder()
+	RequireToken("s3cret", http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil))
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("GET without the token: HTTP %d", rec.Code)
 	}
 }

@@ -71,7 +71,7 @@ type Config struct {
 	// TLS, when set, secures the Raft mux (mutual TLS) and the API (HTTPS);
 	// see transport.TLS. The embedded NATS server stays plain, on its loopback host.
 	TLS    *transport.TLS
-	Pprof  bool // serve net/http/pprof under /debug/pprof/ on the API address
+	Pprof  bool // serve net/http/pprof under /debug/pprof/ on the API address, behind APIToken, without the command line
 	Logger *slog.Logger
 	Raft   *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
 

@@ -224,17 +224,22 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		opts = append(opts, api.WithToken(cfg.APIToken))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", api.NewHandler(NewService(n).Backends(), opts...))
+	// the token is checked before a request body is read
+	mux.Handle("/", api.RequireToken(cfg.APIToken, api.NewHandler(NewService(n).Backends(), opts...)))
 	for path, h := range n.HTTPHandlers() {
 		mux.Handle(path, h)
 	}
 	mux.Handle(savepointPartPath, n.savepointPartHandler())
 	if cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		// behind the token, and without /debug/pprof/cmdline: the command
+		// line may hold secrets (--token itself)
+		prof := http.NewServeMux()
+		prof.HandleFunc("/debug/pprof/", pprof.Index)
+		prof.HandleFunc("/debug/pprof/cmdline", http.NotFound)
+		prof.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		prof.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		prof.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", api.RequireToken(cfg.APIToken, prof))
 	}
 	n.apiSrv = api.Server(cfg.APIAddr, mux)
 	n.apiSrv.ErrorLog = slog.NewLogLogger(n.log.With("component", "api").Handler(), slog.LevelWarn)
