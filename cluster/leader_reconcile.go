@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/cepcluster/cep/cluster/meta"
@@ -45,7 +45,7 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 	// deletions, then the skips (applied once the deleted patterns no
 	// longer read their sources), then deployments
 	var dels, skips, deps []shard.Op
-	for _, name := range sortedKeys(m.Patterns) {
+	for _, name := range slices.Sorted(maps.Keys(m.Patterns)) {
 		p := m.Patterns[name]
 		v, ok := have[name]
 		switch {
@@ -110,13 +110,4 @@ func (r *leader) streamEnd(ctx context.Context, stream, src string) (uint64, boo
 		return 0, false
 	}
 	return st.CachedInfo().State.LastSeq, true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -157,10 +157,11 @@ func (n *Node) steer(m *meta.Meta) (busy bool, err error) {
 	if done, err := n.steerSplits(ctx, m); done || err != nil {
 		return done, err
 	}
-	if done, err := n.steerMetaGroup(ctx, m); done || err != nil {
+	members := n.members(m) // as checkReachable found them
+	if done, err := n.steerMetaGroup(ctx, members); done || err != nil {
 		return done, err
 	}
-	return n.steerReplicas(ctx, m)
+	return n.steerReplicas(ctx, m, members)
 }
 
 // registerMembers records the nodes the gossip sees alive that the
@@ -261,7 +262,7 @@ func (n *Node) members(m *meta.Meta) []plan.Member {
 // metadata group's configuration: every member a server (non-voter
 // first), up to plan.MetaVoters voters among the reachable ones, members
 // the metadata forgot removed.
-func (n *Node) steerMetaGroup(ctx context.Context, m *meta.Meta) (bool, error) {
+func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool, error) {
 	rf := n.meta.raft
 	f := rf.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -271,7 +272,7 @@ func (n *Node) steerMetaGroup(ctx context.Context, m *meta.Meta) (bool, error) {
 	for _, s := range f.Configuration().Servers {
 		servers = append(servers, plan.Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
-	c := plan.MetaGroupChange(n.cfg.NodeID, n.members(m), servers, plan.MetaVoters)
+	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, plan.MetaVoters)
 	var fut raft.Future
 	id := c.ID
 	switch c.Kind {
@@ -296,8 +297,8 @@ func (n *Node) steerMetaGroup(ctx context.Context, m *meta.Meta) (bool, error) {
 // steerReplicas carries out what plan.ReplicaChanges decides for the shard
 // map: the moves placement calls for, a split for the nodes, or a removed
 // node forgotten once it holds nothing.
-func (n *Node) steerReplicas(ctx context.Context, m *meta.Meta) (busy bool, err error) {
-	in := plan.Replicas{Shards: m.Shards, Members: n.members(m), Replication: m.EffectiveReplication(), AutoSplit: !n.cfg.NoAutoSplit}
+func (n *Node) steerReplicas(ctx context.Context, m *meta.Meta, members []plan.Member) (busy bool, err error) {
+	in := plan.Replicas{Shards: m.Shards, Members: members, Replication: m.EffectiveReplication(), AutoSplit: !n.cfg.NoAutoSplit}
 	p := plan.ReplicaChanges(in)
 	if p.NeedConverged {
 		configs := n.shardConfigs(ctx, m)

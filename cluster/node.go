@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -219,13 +218,10 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.openLocalReplicas(); err != nil {
 		return n, err
 	}
-	var opts []connect.HandlerOption
-	if cfg.APIToken != "" {
-		opts = append(opts, api.WithToken(cfg.APIToken))
-	}
 	mux := http.NewServeMux()
-	// the token is checked before a request body is read
-	mux.Handle("/", api.RequireToken(cfg.APIToken, api.NewHandler(NewService(n).Backends(), opts...)))
+	// the token is checked before a request body is read (and so needs no
+	// interceptor as well)
+	mux.Handle("/", api.RequireToken(cfg.APIToken, api.NewHandler(NewService(n).Backends())))
 	for path, h := range n.HTTPHandlers() {
 		mux.Handle(path, h)
 	}

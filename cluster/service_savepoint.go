@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -73,7 +74,7 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 		return nil, mapErr(err)
 	}
 	sp := toSavepoint(res.(*meta.Savepoint), m)
-	for _, src := range sortedKeys(positions) {
+	for _, src := range slices.Sorted(maps.Keys(positions)) {
 		stream := ""
 		if s := m.Sources[src]; s != nil {
 			stream = s.Stream

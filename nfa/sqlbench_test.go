@@ -25,12 +25,7 @@ func BenchmarkQueryVsSpec(b *testing.B) {
             {"name":"C","contiguity":"next","where":"e.t == \"C\""}]}`
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 200_000
-	type ev struct {
-		key string
-		ts  int64
-		in  nfa.Input
-	}
-	evs := make([]ev, n)
+	evs := make([]sqlBenchEvent, n)
 	types := []string{"A", "B", "C", "D"}
 	for i := range evs {
 		k := fmt.Sprintf("k%d", rng.IntN(1000))
@@ -42,7 +37,7 @@ func BenchmarkQueryVsSpec(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		evs[i] = ev{key: k, ts: int64(i), in: nfa.Input{Data: data, Raw: raw}}
+		evs[i] = sqlBenchEvent{key: k, ts: int64(i), in: nfa.Input{Data: data, Raw: raw}}
 	}
 	qp, err := nfa.CompileSQL(query, "s")
 	if err != nil {
@@ -77,18 +72,7 @@ func BenchmarkQueryVsSpec(b *testing.B) {
 		p    *nfa.Pattern
 	}{{"query", qp}, {"spec", sp}} {
 		b.Run(tc.name, func(b *testing.B) {
-			m := nfa.NewMatcher(tc.p)
-			b.ReportAllocs()
-			b.ResetTimer()
-			base := int64(0)
-			for i := 0; i < b.N; i++ {
-				e := &evs[i%n]
-				if i%n == 0 && i > 0 {
-					base += n
-				}
-				m.EventAt(e.key, base+e.ts, e.in)
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			replaySQL(b, nfa.NewMatcher(tc.p), evs)
 		})
 	}
 	// paired: the query and the spec alternate every pairChunk events, so
@@ -128,12 +112,7 @@ func BenchmarkSQLEvaluator(b *testing.B) {
          C AS C.price < PREV(C.price) - 2 AND NOT (C.t IS NULL))`
 	rng := rand.New(rand.NewPCG(3, 4))
 	const n = 200_000
-	type ev struct {
-		key string
-		ts  int64
-		in  nfa.Input
-	}
-	evs := make([]ev, n)
+	evs := make([]sqlBenchEvent, n)
 	types := []string{"x", "y", "z"}
 	for i := range evs {
 		k := fmt.Sprintf("k%d", rng.IntN(1000))
@@ -142,7 +121,7 @@ func BenchmarkSQLEvaluator(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		evs[i] = ev{key: k, ts: int64(i), in: nfa.Input{Data: data, Raw: raw}}
+		evs[i] = sqlBenchEvent{key: k, ts: int64(i), in: nfa.Input{Data: data, Raw: raw}}
 	}
 	p, err := nfa.CompileSQL(query, "s")
 	if err != nil {
@@ -160,13 +139,26 @@ func BenchmarkSQLEvaluator(b *testing.B) {
 	if matches == 0 {
 		b.Fatal("no matches")
 	}
-	m = nfa.NewMatcher(p)
+	replaySQL(b, nfa.NewMatcher(p), evs)
+}
+
+// sqlBenchEvent is an event of a benchmark's input: its key, time and data.
+type sqlBenchEvent struct {
+	key string
+	ts  int64
+	in  nfa.Input
+}
+
+// replaySQL times m over b.N events, the input repeated with its times
+// shifted past the last round's, and reports events/s.
+func replaySQL(b *testing.B, m *nfa.Matcher, evs []sqlBenchEvent) {
+	n := int64(len(evs))
 	b.ReportAllocs()
 	b.ResetTimer()
 	base := int64(0)
 	for i := 0; i < b.N; i++ {
-		e := &evs[i%n]
-		if i%n == 0 && i > 0 {
+		e := &evs[int64(i)%n]
+		if int64(i)%n == 0 && i > 0 {
 			base += n
 		}
 		m.EventAt(e.key, base+e.ts, e.in)

@@ -1,6 +1,9 @@
 package plan
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Kind is a change of a Raft group's configuration.
 type Kind int
@@ -43,10 +46,5 @@ type Server struct {
 
 // serverIndex returns the index of id in servers, or -1.
 func serverIndex(servers []Server, id string) int {
-	for i, s := range servers {
-		if s.ID == id {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(servers, func(s Server) bool { return s.ID == id })
 }

@@ -1,5 +1,7 @@
 package plan
 
+import "slices"
+
 // ShardMembers is what a shard's leader knows when it makes its
 // configuration follow the shard map.
 type ShardMembers struct {
@@ -60,7 +62,7 @@ func ShardChange(s ShardMembers) (c Change, busy bool) {
 		}
 	}
 	for _, sv := range s.Servers {
-		if contains(s.Target, sv.ID) {
+		if slices.Contains(s.Target, sv.ID) {
 			continue
 		}
 		if sv.ID == s.Self {
@@ -74,13 +76,4 @@ func ShardChange(s ShardMembers) (c Change, busy bool) {
 		return Change{Kind: Remove, ID: sv.ID}, true
 	}
 	return Change{}, busy
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
