@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
 )
@@ -68,6 +69,15 @@ type Config struct {
 	// a shard; only cepctl shard split splits then).
 	NoAutoSplit bool
 	APIToken    string // bearer token the API requires; empty: none
+	// Secret is the cluster secret (package secret): members prove with it
+	// that they belong (gossip, Raft, node-to-node calls, embedded NATS).
+	// Zero: the one kept in DataDir, or, for the first start of a
+	// single-node cluster, a new one kept there.
+	Secret secret.Secret
+	// Insecure: no cluster secret, no authentication between members, on
+	// the operator's explicit request; the node says so at start and in
+	// its status.
+	Insecure bool
 	// TLS, when set, secures the Raft mux (mutual TLS) and the API (HTTPS);
 	// see transport.TLS. The embedded NATS server stays plain, on its loopback host.
 	TLS    *transport.TLS
