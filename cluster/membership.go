@@ -258,10 +258,15 @@ func (n *Node) members(m *meta.Meta) []plan.Member {
 	return out
 }
 
+// metaCatchUpLag is how far behind the leader's commit index a member's
+// copy of the metadata log may be for it to be promoted to a voter.
+const metaCatchUpLag = 16
+
 // steerMetaGroup makes the change plan.MetaGroupChange decides for the
 // metadata group's configuration: every member a server (non-voter
-// first), up to plan.MetaVoters voters among the reachable ones, members
-// the metadata forgot removed.
+// first), an odd number of voters up to plan.MetaVoters among the members
+// that have caught up, voters that leave taken out while a majority of
+// the others is up, members the metadata forgot removed.
 func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool, error) {
 	rf := n.meta.raft
 	f := rf.GetConfiguration()
@@ -272,7 +277,7 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 	for _, s := range f.Configuration().Servers {
 		servers = append(servers, plan.Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
-	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, plan.MetaVoters)
+	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, n.metaCaughtUp(ctx), plan.MetaVoters)
 	var fut raft.Future
 	id := c.ID
 	switch c.Kind {
@@ -284,6 +289,8 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 		fut = rf.AddVoter(raft.ServerID(c.ID), raft.ServerAddress(c.Addr), 0, 0)
 	case plan.Remove:
 		fut = rf.RemoveServer(raft.ServerID(c.ID), 0, 0)
+	case plan.Demote:
+		fut = rf.DemoteVoter(raft.ServerID(c.ID), 0, 0)
 	case plan.Transfer:
 		fut, id = rf.LeadershipTransfer(), n.cfg.NodeID
 	}
@@ -292,6 +299,31 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 	}
 	n.log.Info("metadata group changed", "change", c.Kind.String(), "member", id)
 	return true, nil
+}
+
+// metaCaughtUp is how plan.MetaGroupChange learns whether a non-voter has
+// caught up: the member answers on its API that it hears from this node
+// as the metadata leader (so the Raft traffic reaches it) and has the log
+// committed to within metaCatchUpLag of this node's commit index. A
+// member that only answers health checks never has.
+func (n *Node) metaCaughtUp(ctx context.Context) func(id string) bool {
+	return func(id string) bool {
+		p, ok := n.peer(id)
+		if !ok || p.APIAddr == "" {
+			return false
+		}
+		commit, leader, err := n.peerAt(p.APIAddr).MetaProgress(ctx)
+		if err != nil {
+			n.log.Debug("a non-voter of the metadata group does not say how far it is", "member", id, "err", err)
+			return false
+		}
+		mine := n.meta.raft.CommitIndex()
+		ok = leader == n.cfg.NodeID && commit+metaCatchUpLag >= mine
+		if !ok {
+			n.log.Debug("a non-voter of the metadata group is behind", "member", id, "its_leader", leader, "commit", commit, "leader_commit", mine)
+		}
+		return ok
+	}
 }
 
 // steerReplicas carries out what plan.ReplicaChanges decides for the shard

@@ -17,9 +17,11 @@ const (
 	// (to ID at Addr when given, else to any voter) so that the next
 	// leader removes it: a leader does not remove itself.
 	Transfer
+	// Demote: voter ID stays in the group as a non-voter.
+	Demote
 )
 
-var kindNames = [...]string{"none", "non-voter added", "promoted to voter", "removed", "leadership handed over"}
+var kindNames = [...]string{"none", "non-voter added", "promoted to voter", "removed", "leadership handed over", "demoted to non-voter"}
 
 func (k Kind) String() string { return kindNames[k] }
 
