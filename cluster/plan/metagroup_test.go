@@ -264,7 +264,9 @@ func TestMetaGroupExamples(t *testing.T) {
 		{"not removed while the others are not up", []Member{alive("a"), {ID: "b", RaftAddr: "b:1"}}, []Server{voter("a"), voter("b"), voter("x")}, "",
 			Change{}},
 	} {
-		caught := func(id string) bool { return len(id) == 1 && tc.caught != "" && slices.Contains([]byte(tc.caught), id[0]) }
+		caught := func(id string) bool {
+			return len(id) == 1 && tc.caught != "" && slices.Contains([]byte(tc.caught), id[0])
+		}
 		if got := MetaGroupChange("a", tc.members, tc.servers, caught, MetaVoters); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
