@@ -70,6 +70,7 @@ func (f *fakeMember) vanish() {
 // votes and whether one of them leads; stop ends it and returns what it
 // saw that breaks the group (a fake member voting, no leader).
 type quorumWatch struct {
+	once    sync.Once
 	stopped chan struct{}
 	done    sync.WaitGroup
 	mu      sync.Mutex
@@ -78,6 +79,7 @@ type quorumWatch struct {
 
 func watchQuorum(t *testing.T, nodes func() []*cluster.Node, fakes ...string) *quorumWatch {
 	w := &quorumWatch{stopped: make(chan struct{})}
+	t.Cleanup(func() { w.stop(t) }) // before the nodes close, when the test fails first
 	w.done.Add(1)
 	go func() {
 		defer w.done.Done()
@@ -121,11 +123,13 @@ func (w *quorumWatch) report(s string) {
 
 func (w *quorumWatch) stop(t *testing.T) {
 	t.Helper()
-	close(w.stopped)
-	w.done.Wait()
-	for _, s := range w.bad {
-		t.Error(s)
-	}
+	w.once.Do(func() {
+		close(w.stopped)
+		w.done.Wait()
+		for _, s := range w.bad {
+			t.Error(s)
+		}
+	})
 }
 
 // waitNonvoter waits until node n has member id in its metadata group, as
@@ -205,6 +209,63 @@ func waitNoServer(t *testing.T, n *cluster.Node, id string) {
 		voters, nonvoters, err := n.MetaServers()
 		if err != nil || slices.Contains(voters, id) || slices.Contains(nonvoters, id) {
 			return fmt.Errorf("%s still in the metadata group: voters %v, non-voters %v, %v", id, voters, nonvoters, err)
+		}
+		return nil
+	})
+}
+
+// Three nodes; a member appears in the gossip that answers health checks
+// but runs no Raft, one real node (the metadata leader) is killed, and the
+// member vanishes. The fake member never votes (the node promoted it as
+// soon as the killed one was down, into a group of four of which two
+// answered: no majority), the two nodes left keep a metadata leader and
+// take deploys, and once the killed node is back, the three vote again.
+func TestQuorumThreeNodesOutliveAFakeMemberAndADeadOne(t *testing.T) {
+	tc := newPeers(t, 3, 3*time.Minute)
+	for i := range tc.cfgs {
+		tc.cfgs[i].DeadAfter = 2 * time.Second
+		tc.cfgs[i].GossipKey = quorumGossipKey
+	}
+	tc.startAll()
+	tc.createBank(tc.client(0))
+	var killed int
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for i, n := range tc.nodes {
+			if n.IsMetaLeader() {
+				killed = i
+				return nil
+			}
+		}
+		return errors.New("no metadata leader")
+	})
+	var left []*cluster.Node
+	var leftAt []int
+	for i, n := range tc.nodes {
+		if i != killed {
+			left, leftAt = append(left, n), append(leftAt, i)
+		}
+	}
+	w := watchQuorum(t, func() []*cluster.Node { return left }, "intruder")
+
+	f := startFakeMember(t, "intruder", left[0].GossipAddr())
+	waitNonvoter(t, left[0], "intruder")
+	killedID := tc.cfgs[killed].NodeID
+	tc.stop(killed)
+	waitNoServer(t, left[0], killedID) // down once the dead-after time is over
+	f.vanish()
+	waitNoServer(t, left[0], "intruder")
+	for _, i := range leftAt {
+		if err := deployQuickly(tc, tc.client(i), fmt.Sprintf("through-%d", i)); err != nil {
+			t.Error(err)
+		}
+	}
+	w.stop(t)
+
+	tc.start(killed)
+	testutil.Eventually(t, time.Minute, func() error {
+		voters, _, err := left[0].MetaServers()
+		if slices.Sort(voters); err != nil || !slices.Equal(voters, []string{"n1", "n2", "n3"}) {
+			return fmt.Errorf("voters once %s is back: %v, %v", killedID, voters, err)
 		}
 		return nil
 	})
