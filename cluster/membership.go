@@ -277,7 +277,7 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 	for _, s := range f.Configuration().Servers {
 		servers = append(servers, plan.Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
-	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, n.metaCaughtUp(ctx), plan.MetaVoters)
+	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, n.metaCaughtUp(ctx, rf.CommitIndex()), plan.MetaVoters)
 	var fut raft.Future
 	id := c.ID
 	switch c.Kind {
@@ -304,23 +304,22 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 // metaCaughtUp is how plan.MetaGroupChange learns whether a non-voter has
 // caught up: the member answers on its API that it hears from this node
 // as the metadata leader (so the Raft traffic reaches it) and has the log
-// committed to within metaCatchUpLag of this node's commit index. A
-// member that only answers health checks never has.
-func (n *Node) metaCaughtUp(ctx context.Context) func(id string) bool {
+// committed to within metaCatchUpLag of this node's commit index
+// (commit). A member that only answers health checks never has.
+func (n *Node) metaCaughtUp(ctx context.Context, commit uint64) func(id string) bool {
 	return func(id string) bool {
 		p, ok := n.peer(id)
 		if !ok || p.APIAddr == "" {
 			return false
 		}
-		commit, leader, err := n.peerAt(p.APIAddr).MetaProgress(ctx)
+		its, leader, err := n.peerAt(p.APIAddr).MetaProgress(ctx)
 		if err != nil {
 			n.log.Debug("a non-voter of the metadata group does not say how far it is", "member", id, "err", err)
 			return false
 		}
-		mine := n.meta.raft.CommitIndex()
-		ok = leader == n.cfg.NodeID && commit+metaCatchUpLag >= mine
+		ok = leader == n.cfg.NodeID && its+metaCatchUpLag >= commit
 		if !ok {
-			n.log.Debug("a non-voter of the metadata group is behind", "member", id, "its_leader", leader, "commit", commit, "leader_commit", mine)
+			n.log.Debug("a non-voter of the metadata group is behind", "member", id, "its_leader", leader, "commit", its, "leader_commit", commit)
 		}
 		return ok
 	}
