@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -277,7 +278,13 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 	for _, s := range f.Configuration().Servers {
 		servers = append(servers, plan.Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
-	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, n.metaCaughtUp(ctx, rf.CommitIndex()), plan.MetaVoters)
+	var nonvoters []string
+	for _, s := range servers {
+		if !s.Voter {
+			nonvoters = append(nonvoters, s.ID)
+		}
+	}
+	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, n.metaCaughtUp(ctx, rf.CommitIndex(), nonvoters), plan.MetaVoters)
 	var fut raft.Future
 	id := c.ID
 	switch c.Kind {
@@ -305,24 +312,40 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 // caught up: the member answers on its API that it hears from this node
 // as the metadata leader (so the Raft traffic reaches it) and has the log
 // committed to within metaCatchUpLag of this node's commit index
-// (commit). A member that only answers health checks never has.
-func (n *Node) metaCaughtUp(ctx context.Context, commit uint64) func(id string) bool {
+// (commit). A member that only answers health checks never has. The
+// first question asks all the group's nonvoters at once, so that members
+// slow to answer delay a round by one timeout, not one each.
+func (n *Node) metaCaughtUp(ctx context.Context, commit uint64, nonvoters []string) func(id string) bool {
+	var once sync.Once
+	caught := make([]bool, len(nonvoters))
 	return func(id string) bool {
-		p, ok := n.peer(id)
-		if !ok || p.APIAddr == "" {
-			return false
-		}
-		its, leader, err := n.peerAt(p.APIAddr).MetaProgress(ctx)
-		if err != nil {
-			n.log.Debug("a non-voter of the metadata group does not say how far it is", "member", id, "err", err)
-			return false
-		}
-		ok = leader == n.cfg.NodeID && its+metaCatchUpLag >= commit
-		if !ok {
-			n.log.Debug("a non-voter of the metadata group is behind", "member", id, "its_leader", leader, "commit", its, "leader_commit", commit)
-		}
-		return ok
+		once.Do(func() {
+			var wg sync.WaitGroup
+			for i, id := range nonvoters {
+				wg.Go(func() { caught[i] = n.metaMemberCaughtUp(ctx, commit, id) })
+			}
+			wg.Wait()
+		})
+		i := slices.Index(nonvoters, id)
+		return i >= 0 && caught[i]
 	}
+}
+
+func (n *Node) metaMemberCaughtUp(ctx context.Context, commit uint64, id string) bool {
+	p, ok := n.peer(id)
+	if !ok || p.APIAddr == "" {
+		return false
+	}
+	its, leader, err := n.peerAt(p.APIAddr).MetaProgress(ctx)
+	if err != nil {
+		n.log.Debug("a non-voter of the metadata group does not say how far it is", "member", id, "err", err)
+		return false
+	}
+	ok = leader == n.cfg.NodeID && its+metaCatchUpLag >= commit
+	if !ok {
+		n.log.Debug("a non-voter of the metadata group is behind", "member", id, "its_leader", leader, "commit", its, "leader_commit", commit)
+	}
+	return ok
 }
 
 // steerReplicas carries out what plan.ReplicaChanges decides for the shard

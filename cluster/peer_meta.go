@@ -11,9 +11,10 @@ import (
 
 // MetaProgress asks the node how far its copy of the metadata group has
 // come: the group's commit index as it knows it, and the leader it hears
-// from (empty: none), waiting two seconds at most.
+// from (empty: none), waiting a second at most (the node answers once it
+// has probed its peers' health, half a second at most).
 func (p peerClient) MetaProgress(ctx context.Context) (commit uint64, leader string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	res, err := p.cluster().GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
 	if err != nil {
