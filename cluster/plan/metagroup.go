@@ -40,17 +40,20 @@ const MetaVoters = 3
 //  4. the group aims at target voters: of the voters neither removing nor
 //     down (kept) and the non-voters that could replace or join them
 //     (alive, neither removing nor down, and caught up), at most voters,
-//     and an odd number (a fourth voter adds no tolerance over three, and
-//     two tolerate less than one); while fewer are kept, one of those
+//     and an odd number (a fourth voter adds no tolerance over three; two
+//     lose the majority when either fails, one only when it does); while
+//     fewer are kept, one of those
 //     non-voters is promoted. As target is odd, a promotion into an even
 //     count is one on the way to an odd one: another promotion follows (one
-//     voter to three: two candidates caught up), or a voter that leaves is
-//     taken out;
+//     voter to three: two candidates caught up, promoted in consecutive
+//     rounds; the one window in which losing a member loses the majority),
+//     or a voter that leaves is taken out;
 //  5. a voter removing, then a kept voter beyond target (not self; one not
 //     alive first, then the last), is demoted, when safe (self removing:
 //     leadership is handed over first).
 //
-// Invariants (property-tested in metagroup_test.go):
+// Invariants (property-tested in metagroup_test.go and, through sequences
+// of member events, metagroup_events_test.go):
 //   - no change takes away the live voters' majority: a promotion adds a
 //     live voter, a removal or demotion is safe, and up voters are live;
 //   - a member that has not caught up never becomes a voter, so a member
