@@ -177,7 +177,7 @@ func (c *simCluster) event(t *rapid.T, fakesOnly bool) {
 			n.running, n.down, n.caught = true, false, false // behind the log until it catches up
 		}
 	case "remove":
-		if n := pick(func(n *simNode) bool { return !n.removing }); n != nil && n.id != "n0" {
+		if n := pick(func(n *simNode) bool { return !n.removing }); n != nil {
 			n.removing = true
 		}
 	case "forget":
