@@ -177,6 +177,9 @@ func (tc *testCluster) add(cfg cluster.Config) int {
 // restarted catches up while the test goes on).
 func (tc *testCluster) start(i int) *cluster.Node {
 	tc.t.Helper()
+	if tc.cfgs[i].SavepointDir == "" && tc.base != "" {
+		tc.cfgs[i].SavepointDir = tc.base // the tests' dir:// savepoints are under it
+	}
 	n, err := cluster.Start(context.Background(), tc.cfgs[i])
 	if err != nil {
 		tc.t.Fatalf("start %s: %v", tc.cfgs[i].NodeID, err)
