@@ -40,13 +40,12 @@ func TestSecuritySavepoints(t *testing.T) {
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	tc.publish("bank", keyOf, lines[:800])
 
-	// a relative dir:// target is taken inside the savepoint directory
-	sp, err := c.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://good"}))
+	good := filepath.Join(spDir, "good")
+	sp, err := c.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + good}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sp.Msg.Savepoint.Id
-	good := filepath.Join(spDir, "good")
 	parts, _ := filepath.Glob(filepath.Join(good, id+"-shard-*.ceps"))
 	if len(parts) != 2 {
 		t.Fatalf("savepoint %s: parts %v in %s", id, parts, good)
@@ -54,7 +53,7 @@ func TestSecuritySavepoints(t *testing.T) {
 	tc.publish("bank", keyOf, lines[800:1600])
 
 	patternsBefore := patternSummary(t, ctx, c)
-	unchanged := func(what string) {
+	unchanged := func(t *testing.T, what string) {
 		t.Helper()
 		if got := patternSummary(t, ctx, c); got != patternsBefore {
 			t.Fatalf("after %s the patterns are\n%s\nnot\n%s", what, got, patternsBefore)
@@ -73,7 +72,7 @@ func TestSecuritySavepoints(t *testing.T) {
 		_, err := c.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: loc}}))
 		return err
 	}
-	wantRefused := func(what string, err error, code connect.Code, mentions ...string) {
+	wantRefused := func(t *testing.T, what string, err error, code connect.Code, mentions ...string) {
 		t.Helper()
 		if connect.CodeOf(err) != code {
 			t.Fatalf("%s: %v, want %v", what, err, code)
@@ -114,9 +113,9 @@ func TestSecuritySavepoints(t *testing.T) {
 		if _, err := snapshot.NewReader(bytes.NewReader(b), int64(len(b))); err != nil {
 			t.Fatalf("the damage is found before the sections are read: %v", err)
 		}
-		err = restore("dir://damaged#" + id)
-		wantRefused("restore of a damaged part", err, connect.CodeDataLoss, id+"-shard-2", sec.String())
-		unchanged("the damaged restore")
+		err = restore("dir://" + dir + "#" + id)
+		wantRefused(t, "restore of a damaged part", err, connect.CodeDataLoss, id+"-shard-2", sec.String())
+		unchanged(t, "the damaged restore")
 	})
 
 	t.Run("edited header", func(t *testing.T) {
@@ -137,15 +136,15 @@ func TestSecuritySavepoints(t *testing.T) {
 			for _, part := range parts {
 				editPatterns(t, filepath.Join(dir, filepath.Base(part)), tt.edit)
 			}
-			err := restore("dir://edited#" + id)
-			wantRefused("restore with an edited "+tt.name, err, connect.CodeInvalidArgument, tt.mention)
-			unchanged("the restore with an edited " + tt.name)
+			err := restore("dir://" + dir + "#" + id)
+			wantRefused(t, "restore with an edited "+tt.name, err, connect.CodeInvalidArgument, tt.mention)
+			unchanged(t, "the restore with an edited " + tt.name)
 		}
 		// as a deploy of the same is
 		_, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: strings.Replace(string(lflSpec), "name: lfl", "name: other", 1), OutputSubject: "$JS.API.INFO"}))
-		wantRefused("deploy to $JS.API.INFO", err, connect.CodeInvalidArgument, "$JS.API.INFO")
+		wantRefused(t, "deploy to $JS.API.INFO", err, connect.CodeInvalidArgument, "$JS.API.INFO")
 		_, err = c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: strings.Replace(string(lflSpec), "name: lfl", "name: ../x", 1)}))
-		wantRefused("deploy of ../x", err, connect.CodeInvalidArgument, `"../x"`)
+		wantRefused(t, "deploy of ../x", err, connect.CodeInvalidArgument, `"../x"`)
 	})
 
 	t.Run("outside the savepoint directory", func(t *testing.T) {
@@ -155,9 +154,20 @@ func TestSecuritySavepoints(t *testing.T) {
 		}
 		for _, target := range []string{"dir://" + outside, "dir://../outside", "dir://good/../../outside", "dir://link", "dir://link/deeper", "dir:///tmp"} {
 			_, err := c.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: target}))
-			wantRefused("savepoint to "+target, err, connect.CodeInvalidArgument, spDir)
+			wantRefused(t, "savepoint to "+target, err, connect.CodeInvalidArgument, spDir)
 			err = restore(target + "#" + id)
-			wantRefused("restore from "+target, err, connect.CodeInvalidArgument, spDir)
+			wantRefused(t, "restore from "+target, err, connect.CodeInvalidArgument, spDir)
+		}
+		// a relative dir:// target is taken inside the savepoint directory
+		rel, err := c.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://nightly"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := filepath.Glob(filepath.Join(spDir, "nightly", rel.Msg.Savepoint.Id+"-shard-*.ceps")); len(got) != 2 {
+			t.Fatalf("dir://nightly: parts %v in %s", got, filepath.Join(spDir, "nightly"))
+		}
+		if _, err := c.savepoints.DeleteSavepoint(ctx, req(&cepv1.DeleteSavepointRequest{Id: rel.Msg.Savepoint.Id})); err != nil {
+			t.Fatal(err)
 		}
 		files, _ := os.ReadDir(outside)
 		if len(files) != len(parts) {
@@ -166,7 +176,7 @@ func TestSecuritySavepoints(t *testing.T) {
 		if l, err := c.savepoints.ListSavepoints(ctx, req(&cepv1.ListSavepointsRequest{})); err != nil || len(l.Msg.Savepoints) != 1 {
 			t.Fatalf("savepoints: %v %v", l.Msg.GetSavepoints(), err)
 		}
-		unchanged("the refused targets")
+		unchanged(t, "the refused targets")
 	})
 
 	// the shards processed on across all of it: the output of every event
@@ -182,7 +192,7 @@ func TestSecuritySavepoints(t *testing.T) {
 	}
 
 	// and the savepoint itself, undamaged, restores
-	if err := restore("dir://good#" + id); err != nil {
+	if err := restore("dir://" + good + "#" + id); err != nil {
 		t.Fatalf("restore of the undamaged savepoint: %v", err)
 	}
 }
