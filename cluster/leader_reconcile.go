@@ -65,6 +65,14 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 			}
 		}
 	}
+	// a pattern the shard runs that the metadata no longer names at all:
+	// its tombstone was forgotten while this shard had not applied the
+	// deletion (a replica that reported no pattern while it caught up)
+	for _, name := range slices.Sorted(maps.Keys(have)) {
+		if m.Patterns[name] == nil {
+			dels = append(dels, shard.Op{Kind: shard.OpDelete, Pattern: name})
+		}
+	}
 	if len(dels)+len(deps) == 0 {
 		return nil
 	}
