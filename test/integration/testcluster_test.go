@@ -81,6 +81,9 @@ func newPeers(t *testing.T, n int, timeout time.Duration) *testCluster {
 	}
 	tc := newCluster(t, timeout)
 	tc.cfgs = peerConfigs(t, tc.base, tc.nats.ClientURL(), n)
+	for i := range tc.cfgs {
+		tc.cfgs[i].SavepointDir = tc.base // the tests' dir:// savepoints are under it
+	}
 	tc.nodes = make([]*cluster.Node, n)
 	return tc
 }
@@ -150,6 +153,9 @@ func (tc *testCluster) oneNode(cfg cluster.Config) cluster.Config {
 	if cfg.DataDir == "" {
 		cfg.DataDir = tc.t.TempDir()
 	}
+	if cfg.SavepointDir == "" && tc.base != "" {
+		cfg.SavepointDir = tc.base // the tests' dir:// savepoints are under it
+	}
 	return cfg
 }
 
@@ -177,9 +183,6 @@ func (tc *testCluster) add(cfg cluster.Config) int {
 // restarted catches up while the test goes on).
 func (tc *testCluster) start(i int) *cluster.Node {
 	tc.t.Helper()
-	if tc.cfgs[i].SavepointDir == "" && tc.base != "" {
-		tc.cfgs[i].SavepointDir = tc.base // the tests' dir:// savepoints are under it
-	}
 	n, err := cluster.Start(context.Background(), tc.cfgs[i])
 	if err != nil {
 		tc.t.Fatalf("start %s: %v", tc.cfgs[i].NodeID, err)
