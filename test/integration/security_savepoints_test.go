@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/internal/testutil"
+	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
 
@@ -288,4 +291,152 @@ func editPatterns(t *testing.T, path string, edit func(*meta.Pattern)) {
 	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Deploying and deleting a big pattern 200 times on three nodes leaves
+// each node's metadata about the size it started with: a deletion keeps a
+// tombstone, which the metadata leader removes once every shard has
+// applied it. Every deletion still ends the pattern on every shard, and a
+// re-deploy afterwards runs, with a version above the deleted ones.
+func TestSecurityTombstonesDeployDeleteCycles(t *testing.T) {
+	tc := newPeers(t, 3, 3*time.Minute)
+	for i := range tc.cfgs {
+		// 400 entries of 32 KiB on a loaded machine: the production
+		// timeouts, not the tests' short ones
+		tc.cfgs[i].Raft = shard.DefaultRaftConfig()
+	}
+	tc.startAll()
+	ctx := tc.ctx
+	// a call that meets an election is retried; one that took effect
+	// before it answers as already done
+	retried := func(what string, call func() error, done connect.Code) {
+		t.Helper()
+		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+			err := call()
+			switch code := connect.CodeOf(err); {
+			case err == nil, code == done:
+				return nil
+			case code == connect.CodeUnavailable:
+				return err
+			}
+			t.Fatalf("%s: %v", what, err)
+			return nil
+		})
+	}
+	c := tc.client(0)
+	tc.createBank(c)
+	metaSize := func(i int) int {
+		b, err := tc.nodes[i].Meta().Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(b)
+	}
+	var start [3]int
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		for i := range tc.nodes {
+			if tc.nodes[i].Meta().Sources["bank"] == nil {
+				return fmt.Errorf("node %d has no source bank yet", i)
+			}
+			start[i] = metaSize(i)
+		}
+		return nil
+	})
+	big := strings.Replace(string(lflSpec), "name: lfl", "name: big", 1) + "# " + strings.Repeat("x", 32<<10) + "\n"
+	runningNowhere := func(what string) {
+		t.Helper()
+		for i := range tc.nodes {
+			res, err := tc.client(i).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sh := range res.Msg.Shards {
+				for _, pv := range sh.Running {
+					if pv.Name == "big" {
+						t.Fatalf("%s: node %d's replica of shard %d runs big@%d", what, i, sh.Id, pv.Version)
+					}
+				}
+			}
+		}
+	}
+	var last uint64
+	deadline := time.Now().Add(90 * time.Second)
+	for i := range 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d deploy/delete cycles in 90 s", i)
+		}
+		retried(fmt.Sprintf("deploy %d", i), func() error {
+			res, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: big}))
+			if err == nil && len(res.Msg.PendingShards) > 0 {
+				t.Fatalf("deploy %d returned with shards %v not running it", i, res.Msg.PendingShards)
+			}
+			return err
+		}, connect.CodeAlreadyExists)
+		retried(fmt.Sprintf("delete %d", i), func() error {
+			del, err := c.patterns.DeletePattern(ctx, req(&cepv1.DeletePatternRequest{Name: "big"}))
+			if err != nil {
+				return err
+			}
+			if p := del.Msg.PendingShards; len(p) > 0 {
+				t.Fatalf("delete %d returned with shards %v running it", i, p)
+			}
+			if v := del.Msg.Pattern.Version; v <= last {
+				t.Fatalf("cycle %d: deleted at version %d after %d", i, v, last)
+			} else {
+				last = v
+			}
+			return nil
+		}, connect.CodeNotFound)
+		if i%50 == 49 {
+			runningNowhere(fmt.Sprintf("after %d cycles", i+1))
+		}
+	}
+	// the tombstone is forgotten on every node, and the metadata is back
+	// near its first size (the spec alone is 32 KiB)
+	testutil.EventuallyEvery(t, 20*time.Second, poll, func() error {
+		for i := range tc.nodes {
+			if p := tc.nodes[i].Meta().Patterns["big"]; p != nil {
+				return fmt.Errorf("node %d keeps %+v", i, *p)
+			}
+			if got := metaSize(i); got > start[i]+256 {
+				return fmt.Errorf("node %d's metadata is %d bytes after 200 cycles, %d before", i, got, start[i])
+			}
+		}
+		return nil
+	})
+	runningNowhere("after the tombstone is forgotten")
+
+	// a re-deploy runs, above every deleted version, and processes
+	retried("the re-deploy", func() error {
+		_, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: big}))
+		return err
+	}, connect.CodeAlreadyExists)
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		// every shard has a replica running it (then it sees every event
+		// published from now on)
+		runs := map[uint32]bool{}
+		for i := range tc.nodes {
+			res, err := tc.client(i).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+			if err != nil {
+				return err
+			}
+			for _, sh := range res.Msg.Shards {
+				runs[sh.Id] = runs[sh.Id] || slices.ContainsFunc(sh.Running, func(pv *cepv1.PatternVersion) bool { return pv.Name == "big" })
+			}
+		}
+		for id, ok := range runs {
+			if !ok {
+				return fmt.Errorf("shard %d does not run big yet", id)
+			}
+		}
+		if len(runs) == 0 {
+			return errors.New("no shards")
+		}
+		return nil
+	})
+	got, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "big"}))
+	if err != nil || got.Msg.Pattern.Version <= last {
+		t.Fatalf("re-deployed: %v %v, want a version above %d", got, err, last)
+	}
+	tc.publishAndCompare([]byte(big), "cep.out.big", bankEvents(5, 1500), 60*time.Second)
 }
