@@ -141,7 +141,7 @@ func TestSecuritySavepoints(t *testing.T) {
 			}
 			err := restore("dir://" + dir + "#" + id)
 			wantRefused(t, "restore with an edited "+tt.name, err, connect.CodeInvalidArgument, tt.mention)
-			unchanged(t, "the restore with an edited " + tt.name)
+			unchanged(t, "the restore with an edited "+tt.name)
 		}
 		// as a deploy of the same is
 		_, err := c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: strings.Replace(string(lflSpec), "name: lfl", "name: other", 1), OutputSubject: "$JS.API.INFO"}))
