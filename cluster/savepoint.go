@@ -351,12 +351,12 @@ func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *me
 	next := 0
 	for _, sp := range spans {
 		if sp.first != next {
-			return fail(bad(api.ErrInvalidArgument, "its parts do not cover key groups %d-%d exactly once", min(next, sp.first), max(next, sp.first)-1))
+			return fail(bad(api.ErrDataLoss, "its parts do not cover key groups %d-%d exactly once (a part missing, or one too many)", min(next, sp.first), max(next, sp.first)-1))
 		}
 		next = sp.last + 1
 	}
 	if next != h.KeyGroups {
-		return fail(bad(api.ErrInvalidArgument, "its parts do not cover key groups %d-%d", next, h.KeyGroups-1))
+		return fail(bad(api.ErrDataLoss, "its parts do not cover key groups %d-%d (a part missing)", next, h.KeyGroups-1))
 	}
 	var pats []meta.Pattern
 	var srcs []meta.Source

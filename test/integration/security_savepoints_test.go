@@ -119,6 +119,12 @@ func TestSecuritySavepoints(t *testing.T) {
 		err = restore("dir://" + dir + "#" + id)
 		wantRefused(t, "restore of a damaged part", err, connect.CodeDataLoss, id+"-shard-2", sec.String())
 		unchanged(t, "the damaged restore")
+
+		// a part missing: its key groups would restore empty
+		partial := copyParts(t, parts[:1], filepath.Join(spDir, "partial"))
+		err = restore("dir://" + partial + "#" + id)
+		wantRefused(t, "restore with a part missing", err, connect.CodeDataLoss, "key groups")
+		unchanged(t, "the restore with a part missing")
 	})
 
 	t.Run("edited header", func(t *testing.T) {
