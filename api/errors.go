@@ -26,6 +26,9 @@ var (
 	// ErrUnavailable: transient (no leader, a shard out of reach, shutting
 	// down); the client may retry.
 	ErrUnavailable = errors.New("api: unavailable")
+	// ErrDataLoss: stored data the request names is damaged (a savepoint
+	// file whose checksum does not match).
+	ErrDataLoss = errors.New("api: data loss")
 )
 
 // invalidArgument is implemented by typed validation errors (such as a
@@ -45,6 +48,7 @@ type invalidArgument interface {
 //	ErrInvalidArgument, InvalidArgument() → InvalidArgument
 //	ErrFailedPrecondition                 → FailedPrecondition
 //	ErrUnavailable                        → Unavailable
+//	ErrDataLoss                           → DataLoss
 //	context.Canceled                      → Canceled
 //	context.DeadlineExceeded              → DeadlineExceeded
 //	anything else                         → Internal
@@ -73,6 +77,8 @@ func codeOf(err error) connect.Code {
 		return connect.CodeFailedPrecondition
 	case errors.Is(err, ErrUnavailable):
 		return connect.CodeUnavailable
+	case errors.Is(err, ErrDataLoss):
+		return connect.CodeDataLoss
 	}
 	if ia := invalidArgument(nil); errors.As(err, &ia) && ia.InvalidArgument() {
 		return connect.CodeInvalidArgument

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -69,6 +70,12 @@ type Config struct {
 	// a shard; only cepctl shard split splits then).
 	NoAutoSplit bool
 	APIToken    string // bearer token the API requires; empty: none
+	// SavepointDir is the directory dir:// savepoint targets and
+	// locations must lie in (default <DataDir>/savepoints): a relative
+	// dir:// path is taken inside it, and one resolving outside it (.., an
+	// absolute path elsewhere, a symbolic link out) is refused, so an API
+	// client cannot have a node write or read files anywhere it can.
+	SavepointDir string
 	// Secret is the cluster secret (package secret): members prove with it
 	// that they belong (gossip, Raft, node-to-node calls, embedded NATS).
 	// Zero: the one kept in DataDir, or, for the first start of a
@@ -168,6 +175,7 @@ func (c *Config) setDefaults() {
 	d := DefaultConfig()
 	orDefault(&c.NodeID, d.NodeID)
 	orDefault(&c.DataDir, d.DataDir)
+	orDefault(&c.SavepointDir, filepath.Join(c.DataDir, "savepoints"))
 	orDefault(&c.RaftAddr, d.RaftAddr)
 	orDefault(&c.APIAddr, d.APIAddr)
 	orDefault(&c.NATSHost, d.NATSHost)

@@ -43,7 +43,10 @@
 // (forwarded there by the peer client, peer.go). Each shard leader watches
 // the metadata and logs the deployments, deletions, restores and splits
 // into its shard's log (leader_reconcile.go, split.go), so that every
-// replica applies them at the same point. Membership comes from the gossip
+// replica applies them at the same point. A deleted pattern stays in the
+// metadata as a tombstone until every shard has applied the deletion
+// (tombstones.go). A restore checks the savepoint whole before it
+// proposes it (savepoint.go). Membership comes from the gossip
 // (cluster/gossip) and the metadata; the Raft groups talk over one port
 // (cluster/transport: the mux, mutual TLS). Node-to-node API calls go
 // through the peer client only.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/shard"
-	"github.com/cepcluster/cep/snapshot"
 )
 
 // The goroutines of a leader, each with what stops it and who waits for it
@@ -235,7 +234,7 @@ func (r *leader) session(ctx context.Context) {
 
 // restore replaces the shard's state with its part of a savepoint.
 func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
-	store, err := snapshot.OpenStore(ctx, rm.Location, r.n.js)
+	store, err := r.n.openStore(ctx, rm.Location)
 	if err != nil {
 		return err
 	}

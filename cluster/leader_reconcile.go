@@ -65,6 +65,17 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 			}
 		}
 	}
+	// a pattern the shard runs that the metadata no longer names at all:
+	// its tombstone was forgotten while this shard had not applied the
+	// deletion (a replica that reported no pattern while it caught up).
+	// Only at or below ForgottenVersion: every version deployed later is
+	// above it, so a deployment this node's metadata replica has not
+	// applied yet is not taken for one
+	for _, name := range slices.Sorted(maps.Keys(have)) {
+		if m.Patterns[name] == nil && have[name] <= m.ForgottenVersion {
+			dels = append(dels, shard.Op{Kind: shard.OpDelete, Pattern: name})
+		}
+	}
 	if len(dels)+len(deps) == 0 {
 		return nil
 	}

@@ -252,9 +252,10 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.joinGossip(); err != nil {
 		return n, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.manageReplicas()
 	go n.manageCluster()
+	go n.forgetDeleted()
 	return n, nil
 }
 

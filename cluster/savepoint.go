@@ -3,9 +3,14 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +66,7 @@ func openSavepoint(ctx context.Context, store snapshot.Store, id string) ([]*sna
 		r, err := snapshot.NewReader(o, o.Size())
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("%s: %w", f, err)
+			return nil, nil, fmt.Errorf("%w: savepoint %q: part %s: %w", damaged(err), id, f, err)
 		}
 		readers = append(readers, r)
 	}
@@ -70,6 +75,19 @@ func openSavepoint(ctx context.Context, store snapshot.Store, id string) ([]*sna
 		return nil, nil, fmt.Errorf("%w: savepoint %q has no files there", api.ErrNotFound, id)
 	}
 	return readers, closeAll, nil
+}
+
+// damaged is the API error for a savepoint file a reader refused: its
+// bytes are not what was written (DataLoss), or it is of a format this
+// release cannot read.
+func damaged(err error) error {
+	switch {
+	case errors.Is(err, snapshot.ErrVersion):
+		return api.ErrFailedPrecondition
+	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrTruncated), errors.Is(err, snapshot.ErrNotSnapshot):
+		return api.ErrDataLoss
+	}
+	return api.ErrUnavailable
 }
 
 // savepointPart asks for one shard's file of a savepoint.
@@ -177,7 +195,7 @@ func (n *Node) savepointPartHandler() http.Handler {
 			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		store, err := snapshot.OpenStore(r.Context(), part.Target, n.js)
+		store, err := n.openStore(r.Context(), part.Target)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -189,4 +207,200 @@ func (n *Node) savepointPartHandler() http.Handler {
 		}
 		json.NewEncoder(w).Encode(positions)
 	})
+}
+
+// openStore opens the store at a savepoint location, a dir:// one only
+// inside the configured savepoint directory (savepointPath).
+func (n *Node) openStore(ctx context.Context, loc string) (snapshot.Store, error) {
+	scheme, path, err := snapshot.ParseLocation(loc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
+	}
+	if scheme != snapshot.SchemeDir {
+		s, err := snapshot.OpenStore(ctx, loc, n.js)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+		}
+		return s, nil
+	}
+	dir, err := savepointPath(n.cfg.SavepointDir, path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: location %q: %v", api.ErrInvalidArgument, loc, err)
+	}
+	return snapshot.NewDirStore(dir), nil
+}
+
+// savepointPath resolves the directory of a dir:// location (relative:
+// inside root) and refuses one outside root: lexically (.., an absolute
+// path elsewhere), and once the symbolic links of the part that exists
+// are followed, so a link inside root cannot lead out of it. The result
+// has those links resolved: the store works on what was checked.
+func savepointPath(root, path string) (string, error) {
+	if root == "" {
+		return "", fmt.Errorf("no savepoint directory is configured (cepnode --savepoint-dir)")
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
+	}
+	p := path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(root, p)
+	}
+	p = filepath.Clean(p)
+	outside := fmt.Errorf("%s is outside the savepoint directory %s (cepnode --savepoint-dir)", p, root)
+	if !insideDir(root, p) {
+		return "", outside
+	}
+	realRoot, err := resolveExisting(root)
+	if err != nil {
+		return "", err
+	}
+	real, err := resolveExisting(p)
+	if err != nil {
+		return "", err
+	}
+	if !insideDir(realRoot, real) {
+		return "", fmt.Errorf("%s resolves to %s, outside the savepoint directory %s (cepnode --savepoint-dir)", p, real, root)
+	}
+	return real, nil
+}
+
+// insideDir reports whether path p is dir or inside it (both clean and absolute).
+func insideDir(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// resolveExisting follows the symbolic links of the longest part of p that
+// exists and appends the rest, which has none yet.
+func resolveExisting(p string) (string, error) {
+	rest := ""
+	for cur := p; ; {
+		r, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if _, lerr := os.Lstat(cur); lerr == nil {
+			// a link to nothing (yet): where it leads is not known
+			return "", fmt.Errorf("%s is a symbolic link to a path that does not exist", cur)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// verifySavepoint checks a savepoint before a restore proposes it and
+// returns its header (the first part's) with the patterns and sources it
+// carries. Each part is read twice — here whole, with its checksums
+// (Reader.Verify: every section and the whole file) and its sections
+// decoded as its shard would (shard.RestoreState, one part at a time), and
+// again by the shards restoring it — rather than kept in memory between.
+// The parts must be of this savepoint, agree on its metadata and cover
+// every key group once; the patterns and sources pass a deploy's checks
+// (checkPattern, checkSource), and read only sources the savepoint or
+// the cluster has.
+func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *meta.Meta) (snapshot.Header, []meta.Pattern, []meta.Source, error) {
+	readers, closeAll, err := openSavepoint(ctx, store, id)
+	if err != nil {
+		return snapshot.Header{}, nil, nil, err
+	}
+	defer closeAll()
+	h := readers[0].Header()
+	bad := func(code error, format string, a ...any) error {
+		return fmt.Errorf("%w: savepoint %q: %s", code, id, fmt.Sprintf(format, a...))
+	}
+	fail := func(err error) (snapshot.Header, []meta.Pattern, []meta.Source, error) {
+		return snapshot.Header{}, nil, nil, err
+	}
+	if h.KeyGroups != m.KeyGroups {
+		return fail(fmt.Errorf("%w: savepoint has %d key groups, this cluster %d", api.ErrFailedPrecondition, h.KeyGroups, m.KeyGroups))
+	}
+	type span struct{ first, last int }
+	var spans []span
+	for _, r := range readers {
+		ph := r.Header()
+		part := ph.ID
+		switch {
+		case ph.Kind != snapshot.KindSavepoint || !strings.HasPrefix(ph.ID, id+"-shard-"):
+			return fail(bad(api.ErrInvalidArgument, "part %s is not a part of it (kind %s)", part, ph.Kind))
+		case ph.KeyGroups != h.KeyGroups || ph.ClusterID != h.ClusterID:
+			return fail(bad(api.ErrInvalidArgument, "part %s has %d key groups of cluster %q, part %s %d of %q", part, ph.KeyGroups, ph.ClusterID, h.ID, h.KeyGroups, h.ClusterID))
+		case ph.Metadata[metaPatterns] != h.Metadata[metaPatterns] || ph.Metadata[metaSources] != h.Metadata[metaSources]:
+			return fail(bad(api.ErrInvalidArgument, "part %s lists other patterns or sources than part %s", part, h.ID))
+		}
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
+		if err := r.Verify(); err != nil {
+			return fail(bad(damaged(err), "part %s: %v", part, err))
+		}
+		if _, err := shard.RestoreState([]*snapshot.Reader{r}, ph.FirstKeyGroup, ph.LastKeyGroup); err != nil {
+			return fail(bad(api.ErrDataLoss, "part %s does not decode: %v", part, err))
+		}
+		spans = append(spans, span{ph.FirstKeyGroup, ph.LastKeyGroup})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.first - b.first })
+	next := 0
+	for _, sp := range spans {
+		if sp.first != next {
+			return fail(bad(api.ErrDataLoss, "its parts do not cover key groups %d-%d exactly once (a part missing, or one too many)", min(next, sp.first), max(next, sp.first)-1))
+		}
+		next = sp.last + 1
+	}
+	if next != h.KeyGroups {
+		return fail(bad(api.ErrDataLoss, "its parts do not cover key groups %d-%d (a part missing)", next, h.KeyGroups-1))
+	}
+	var pats []meta.Pattern
+	var srcs []meta.Source
+	if err := json.Unmarshal([]byte(h.Metadata[metaPatterns]), &pats); err != nil {
+		return fail(bad(api.ErrInvalidArgument, "bad pattern list: %v", err))
+	}
+	if err := json.Unmarshal([]byte(h.Metadata[metaSources]), &srcs); err != nil {
+		return fail(bad(api.ErrInvalidArgument, "bad source list: %v", err))
+	}
+	known := map[string]bool{}
+	for _, name := range m.SourceNames() {
+		known[name] = true
+	}
+	for i := range srcs {
+		s := &srcs[i]
+		if err := checkSource(s); err != nil {
+			return fail(bad(api.ErrInvalidArgument, "%s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": ")))
+		}
+		if s.Stream == "" {
+			return fail(bad(api.ErrInvalidArgument, "source %q has no stream", s.Name))
+		}
+		if s.Origin != "" && !slices.ContainsFunc(srcs, func(o meta.Source) bool { return o.Name == s.Origin }) && m.Sources[s.Origin] == nil {
+			return fail(bad(api.ErrInvalidArgument, "source %q re-keys %q, which neither it nor the cluster has", s.Name, s.Origin))
+		}
+		known[s.Name] = true
+	}
+	seen := map[string]bool{}
+	for i := range pats {
+		p := &pats[i]
+		if seen[p.Name] {
+			return fail(bad(api.ErrInvalidArgument, "pattern %q is listed twice", p.Name))
+		}
+		seen[p.Name] = true
+		if p.Deleted || p.Version == 0 {
+			return fail(bad(api.ErrInvalidArgument, "pattern %q: version %d, deleted %v", p.Name, p.Version, p.Deleted))
+		}
+		if err := checkPattern(p); err != nil {
+			return fail(bad(api.ErrInvalidArgument, "%s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": ")))
+		}
+		for _, s := range slices.Concat(p.Sources, p.Reads) {
+			if !known[s] {
+				return fail(bad(api.ErrInvalidArgument, "pattern %q reads source %q, which neither it nor the cluster has", p.Name, s))
+			}
+		}
+	}
+	return h, pats, srcs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -140,6 +141,69 @@ func toPattern(p *meta.Pattern) *cepv1.Pattern {
 		Reads: p.ReadsOf(), MaxPartialMatches: bound, Records: patternRecordTypes(p), FromStart: p.FromStart}
 }
 
+// checkOutputSubject checks where a pattern publishes: a literal subject
+// under the output stream's root, or its records would go to a subject
+// no stream keeps (or to the server's own, $JS.API...) and vanish.
+func checkOutputSubject(subject string) error {
+	if !strings.HasPrefix(subject, keygroup.OutputSubjectRoot) {
+		return fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, keygroup.OutputSubjectRoot)
+	}
+	if err := validSubject(subject); err != nil || strings.ContainsAny(subject, "*>") {
+		return fmt.Errorf("%w: output subject %q: want NATS tokens without wildcards", api.ErrInvalidArgument, subject)
+	}
+	return nil
+}
+
+// checkPatternMeta checks a pattern's metadata as a deploy, an update and
+// a restore propose it, p being its spec compiled under its name
+// (compiled): the name, sources and reads agree with the spec, the output
+// subject, bound, record types, format and policy are ones a deploy sets.
+func checkPatternMeta(pm *meta.Pattern, p *nfa.Pattern) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: pattern %q: %s", api.ErrInvalidArgument, pm.Name, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case pm.Name != p.Name():
+		return bad("its spec is named %q", p.Name())
+	case !slices.Equal(pm.Sources, p.Sources()):
+		return bad("sources %v, its spec reads %v", pm.Sources, p.Sources())
+	case len(pm.Reads) != 0 && len(pm.Reads) != len(pm.Sources):
+		return bad("reads %v for sources %v", pm.Reads, pm.Sources)
+	case pm.Format != "spec" && pm.Format != "sql":
+		return bad("format %q (spec or sql)", pm.Format)
+	case pm.MaxPartialMatches < -1 || pm.MaxPartialMatches > maxBound:
+		return bad("max partial matches %d (-1 to %d)", pm.MaxPartialMatches, maxBound)
+	case pm.Policy > uint8(shard.PolicyMigrate):
+		return bad("update policy %d", pm.Policy)
+	}
+	for i, r := range pm.Reads {
+		if src := pm.Sources[i]; r != src && !strings.HasPrefix(r, src+".k") {
+			return bad("reads %q for source %q: neither it nor a source re-keying it", r, src)
+		}
+	}
+	for _, rt := range pm.Records {
+		if !slices.Contains(slices.Collect(maps.Values(recordNames)), rt) {
+			return bad("record type %q (match, timeout or late)", rt)
+		}
+	}
+	return checkOutputSubject(pm.OutputSubject)
+}
+
+// checkPattern compiles a pattern's spec under its name and checks its
+// metadata as a deploy does (checkPatternMeta): for metadata that did not
+// come through a deploy, a savepoint's.
+func checkPattern(pm *meta.Pattern) error {
+	format := cepv1.SpecFormat_SPEC_FORMAT_SPEC
+	if pm.Format == "sql" {
+		format = cepv1.SpecFormat_SPEC_FORMAT_SQL
+	}
+	p, _, err := compiled(pm.Spec, format, pm.Name)
+	if err != nil {
+		return fmt.Errorf("pattern %q: %w", pm.Name, err)
+	}
+	return checkPatternMeta(pm, p)
+}
+
 type patternBackend struct{ s *Service }
 
 func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {
@@ -219,8 +283,8 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	if subject == "" {
 		subject = outputSubject(p.Name())
 	}
-	if !strings.HasPrefix(subject, keygroup.OutputSubjectRoot) {
-		return nil, nil, fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, keygroup.OutputSubjectRoot)
+	if err := checkOutputSubject(subject); err != nil {
+		return nil, nil, err // before derivedReads creates anything
 	}
 	// every event is read by the shard that owns its source key's group; a
 	// pattern keyed otherwise (or on a source without a declared key) reads
@@ -241,6 +305,9 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 		pm.Policy = uint8(shard.PolicyMigrate)
 	default:
 		pm.Policy = uint8(shard.PolicyDrain)
+	}
+	if err := checkPatternMeta(pm, p); err != nil {
+		return nil, nil, err
 	}
 	res, err := b.s.n.Propose(ctx, meta.PutPattern{Create: create, Pattern: pm})
 	if err != nil {

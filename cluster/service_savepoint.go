@@ -31,9 +31,9 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	if err := splitting(n.Meta()); err != nil {
 		return nil, err
 	}
-	store, err := snapshot.OpenStore(ctx, r.Target, n.js)
+	store, err := n.openStore(ctx, r.Target)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
+		return nil, err
 	}
 	m := n.Meta()
 	now := n.cfg.Now()
@@ -109,7 +109,7 @@ func (b savepointBackend) Delete(ctx context.Context, r *cepv1.DeleteSavepointRe
 	if r.KeepFiles {
 		return out, nil
 	}
-	store, err := snapshot.OpenStore(ctx, sp.Location, n.js)
+	store, err := n.openStore(ctx, sp.Location)
 	if err != nil {
 		return nil, fmt.Errorf("%w: savepoint %q is deleted, its files at %s are not: %v", api.ErrUnavailable, r.Id, sp.Location, err)
 	}
@@ -167,9 +167,9 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	if r.ShardCount != 0 && int(r.ShardCount) != len(m.Shards) {
 		return nil, fmt.Errorf("%w: this cluster has %d shards; to restore into %d, start a cluster with --shards %d and restore there (a savepoint restores into any layout)", api.ErrFailedPrecondition, len(m.Shards), r.ShardCount, r.ShardCount)
 	}
-	store, err := snapshot.OpenStore(ctx, loc, n.js)
+	store, err := n.openStore(ctx, loc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
+		return nil, err
 	}
 	if id == "" {
 		ids, err := store.List(ctx)
@@ -183,22 +183,15 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 			}
 		}
 	}
-	readers, closeAll, err := openSavepoint(ctx, store, id)
+	if !snapshot.ValidID(id) {
+		return nil, fmt.Errorf("%w: savepoint id %q (none found at %s, or not 1-128 of [A-Za-z0-9._-])", api.ErrInvalidArgument, id, loc)
+	}
+	// every part, read whole, and every pattern and source it carries, are
+	// checked before anything is proposed: a savepoint a shard could not
+	// restore, or metadata a deploy would refuse, leaves the cluster as it is
+	h, pats, srcs, err := verifySavepoint(ctx, store, id, m)
 	if err != nil {
 		return nil, err
-	}
-	h := readers[0].Header()
-	closeAll()
-	var pats []meta.Pattern
-	var srcs []meta.Source
-	if err := json.Unmarshal([]byte(h.Metadata[metaPatterns]), &pats); err != nil {
-		return nil, fmt.Errorf("%w: savepoint %q: bad pattern list: %v", api.ErrInvalidArgument, id, err)
-	}
-	if err := json.Unmarshal([]byte(h.Metadata[metaSources]), &srcs); err != nil {
-		return nil, fmt.Errorf("%w: savepoint %q: bad source list: %v", api.ErrInvalidArgument, id, err)
-	}
-	if h.KeyGroups != m.KeyGroups {
-		return nil, fmt.Errorf("%w: savepoint has %d key groups, this cluster %d", api.ErrFailedPrecondition, h.KeyGroups, m.KeyGroups)
 	}
 	for _, s := range srcs {
 		var err error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -27,22 +28,8 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.sources, cepv1connect.SourceServiceClient.CreateSource); done {
 		return res, err
 	}
-	if err := validSourceName(r.Name); err != nil {
-		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
-	}
-	for _, subj := range r.Subjects {
-		if err := validSubject(subj); err != nil {
-			return nil, fmt.Errorf("%w: subject %q: %v", api.ErrInvalidArgument, subj, err)
-		}
-	}
-	if r.Key != "" {
-		c, err := expr.NewCompiler()
-		if err == nil {
-			_, err = c.Value(r.Key)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: key: %v", api.ErrInvalidArgument, err)
-		}
+	if err := checkSource(&meta.Source{Name: r.Name, Stream: r.Stream, Subjects: r.Subjects, Key: r.Key}); err != nil {
+		return nil, err
 	}
 	k := b.s.n.keyGroups()
 	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
@@ -136,6 +123,50 @@ func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest)
 	slices.Sort(out.DeletedStreams)
 	return out, nil
 }
+
+// checkSource checks a source as a create and a restore propose it: its
+// name (a derived source's is its origin's and the key's hash), stream
+// name (empty: one the cluster names), subjects, filter and key
+// expression. A source on a system subject ($JS.API.>, $SYS...) would have
+// a stream take the server's own traffic.
+func checkSource(s *meta.Source) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: source %q: %s", api.ErrInvalidArgument, s.Name, fmt.Sprintf(format, a...))
+	}
+	if s.Origin == "" {
+		if err := validSourceName(s.Name); err != nil {
+			return fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
+		}
+	} else {
+		hash, ok := strings.CutPrefix(s.Name, s.Origin+".k")
+		if err := validSourceName(s.Origin); err != nil || !ok || !derivedHashRE.MatchString(hash) {
+			return bad("a derived source is named <origin>.k<8 hex digits>, of a valid origin")
+		}
+	}
+	if s.Stream != "" && (len(s.Stream) > 255 || strings.ContainsAny(s.Stream, ".*>/\\ \t\r\n") || strings.HasPrefix(s.Stream, "$")) {
+		return bad("stream name %q: no '.', '*', '>', '/', '\\', white space or leading '$'", s.Stream)
+	}
+	for _, subj := range slices.Concat(s.Subjects, s.Filter) {
+		if err := validSubject(subj); err != nil {
+			return bad("subject %q: %v", subj, err)
+		}
+		if strings.HasPrefix(subj, "$") || strings.HasPrefix(subj, "_INBOX.") || subj == ">" || strings.HasPrefix(subj, "*.") || subj == "*" {
+			return bad("subject %q would take the server's own subjects ($JS, $SYS, _INBOX)", subj)
+		}
+	}
+	if s.Key != "" {
+		c, err := expr.NewCompiler()
+		if err == nil {
+			_, err = c.Value(s.Key)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: key: %v", api.ErrInvalidArgument, err)
+		}
+	}
+	return nil
+}
+
+var derivedHashRE = regexp.MustCompile(`^[0-9a-f]{8}$`)
 
 // validSubject checks a subject a source reads: NATS tokens, '*' and a
 // final '>'.

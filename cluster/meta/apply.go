@@ -19,6 +19,7 @@ func init() {
 	register((*Meta).applySetReplicas)
 	register((*Meta).applyPutPattern)
 	register((*Meta).applyDeletePattern)
+	register((*Meta).applyForgetPattern)
 	register((*Meta).applyPutSource)
 	register((*Meta).applyDeleteSource)
 	register((*Meta).applyRestoreSavepoint)
@@ -225,9 +226,9 @@ func (m *Meta) applyPutPattern(idx uint64, c PutPattern) (any, error) {
 	}
 	if old == nil {
 		prev := m.Patterns[p.Name] // a deleted pattern's versions keep counting
-		p.Version = 1
+		p.Version = m.ForgottenVersion + 1
 		if prev != nil {
-			p.Version = prev.Version + 1
+			p.Version = max(prev.Version, m.ForgottenVersion) + 1
 		}
 		p.CreatedIndex = idx
 	} else {
@@ -249,6 +250,30 @@ func (m *Meta) applyDeletePattern(idx uint64, c DeletePattern) (any, error) {
 	p.Deleted = true
 	p.Version++
 	p.UpdatedIndex = idx
+	cp := *p // the proposer learns what was deleted, as it always has
+	// the metadata keeps a tombstone: what shard reconcile needs to delete
+	// the pattern (its name and the deletion) and a re-deploy to count on
+	// from (the version); its spec would be copied with every metadata
+	// change for nothing
+	m.Patterns[c.Name] = &Pattern{Name: p.Name, Version: p.Version, CreatedIndex: p.CreatedIndex, UpdatedIndex: idx, Deleted: true}
+	return &cp, nil
+}
+
+// applyForgetPattern removes the tombstone of a deleted pattern (Expect:
+// its version, as the proposer saw it applied by every shard). The
+// versions of a name keep counting past it: a pattern deployed later under
+// any name starts above every forgotten version, so record ids (a hash of
+// name, version and record) never repeat those of a deleted pattern.
+func (m *Meta) applyForgetPattern(_ uint64, c ForgetPattern) (any, error) {
+	p := m.Patterns[c.Name]
+	switch {
+	case p == nil:
+		return nil, refused(ErrNotFound, "pattern %q", c.Name)
+	case !p.Deleted || p.Version != c.Expect:
+		return nil, refused(ErrConflict, "pattern %q is at version %d (deleted: %v), not deleted at %d", c.Name, p.Version, p.Deleted, c.Expect)
+	}
+	delete(m.Patterns, c.Name)
+	m.ForgottenVersion = max(m.ForgottenVersion, p.Version)
 	cp := *p
 	return &cp, nil
 }

@@ -44,6 +44,16 @@ type DeletePattern struct {
 	Name string `json:"name,omitempty"`
 }
 
+// ForgetPattern removes the tombstone a deletion left of pattern Name, at
+// version Expect, once every shard has applied the deletion. (A node of a
+// release before this command rejects it as unknown and keeps the
+// tombstone: it is proposed only once every member runs this release, see
+// cluster/DESIGN.md.) Its fields are those of the single command struct.
+type ForgetPattern struct {
+	Name   string `json:"name,omitempty"`
+	Expect uint64 `json:"expect,omitempty"`
+}
+
 // PutSource creates a source.
 type PutSource struct {
 	Source *Source `json:"source,omitempty"`
@@ -119,6 +129,7 @@ type SplitDone struct {
 func (Init) Kind() string             { return "init" }
 func (PutPattern) Kind() string       { return "putPattern" }
 func (DeletePattern) Kind() string    { return "deletePattern" }
+func (ForgetPattern) Kind() string    { return "forgetPattern" }
 func (PutSource) Kind() string        { return "putSource" }
 func (AddSavepoint) Kind() string     { return "addSavepoint" }
 func (RestoreSavepoint) Kind() string { return "restore" }

@@ -63,7 +63,7 @@ func drawSavepoint(t *rapid.T) Savepoint {
 }
 
 // kinds is how many kinds drawCommandOf draws.
-const kinds = 14
+const kinds = 15
 
 // drawCommand draws a command of any kind with the fields a proposer sets.
 func drawCommand(t *rapid.T) Command {
@@ -127,6 +127,8 @@ func drawCommandOf(t *rapid.T, kind int) Command {
 		return c
 	case 12:
 		return SplitShard{ShardID: shardID(), At: rapid.SampledFrom([]int{0, 0, 8, 64, 100, 192, 248}).Draw(t, "at")}
+	case 13:
+		return ForgetPattern{Name: rapid.SampledFrom(patternIDs).Draw(t, "pattern"), Expect: rapid.Uint64Range(0, 4).Draw(t, "expect")}
 	default:
 		return SplitDone{ShardID: shardID()}
 	}

@@ -88,6 +88,16 @@ func (f *FSM) Read(fn func(m *Meta)) {
 	fn(f.meta)
 }
 
+// Watch runs fn with the metadata under a read lock, as Read does, and
+// returns a channel closed at the next change: a loop that looks at little
+// of the metadata need not copy it all.
+func (f *FSM) Watch(fn func(m *Meta)) <-chan struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.meta)
+	return f.changed
+}
+
 // View returns a copy of the metadata and a channel closed at the next change.
 func (f *FSM) View() (*Meta, <-chan struct{}) {
 	f.mu.RLock()

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -170,6 +172,52 @@ func TestGoldenLogApplies(t *testing.T) {
 	}
 }
 
+// The entries of deletions with tombstones (tombstones-*: written by the
+// release that added ForgetPattern) apply after the old log to the same
+// results and metadata, replayed on the old log's last snapshot.
+func TestGoldenTombstoneLog(t *testing.T) {
+	entries := readLines(t, "testdata/tombstones-entries.jsonl")
+	results := readLines(t, "testdata/tombstones-results.jsonl")
+	if len(entries) != len(results) && !*update {
+		t.Fatalf("%d entries, %d results", len(entries), len(results))
+	}
+	f := NewFSM()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(readGolden(t, "meta.json")))); err != nil {
+		t.Fatal(err)
+	}
+	first := uint64(len(readLines(t, "testdata/entries.jsonl")) + 1)
+	var got [][]byte
+	for i, e := range entries {
+		idx := first + uint64(i)
+		res := applyEntry(f, idx, e)
+		c, err := Decode(e)
+		if err != nil {
+			t.Fatalf("entry %d: %v", idx, err)
+		}
+		r := goldenResult{Index: idx, Kind: c.Kind(), Result: res.Obj}
+		if res.Err != nil {
+			r.Error = res.Err.Error()
+		}
+		b, _ := json.Marshal(r)
+		got = append(got, b)
+	}
+	if *update {
+		os.WriteFile("testdata/tombstones-results.jsonl", append(bytes.Join(got, []byte("\n")), '\n'), 0o644)
+		os.WriteFile("testdata/tombstones-meta.json", append(snapshotBytes(t, f), '\n'), 0o644)
+		return
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], results[i]) {
+			t.Errorf("entry %d applied to\n%s\nnot\n%s", first+uint64(i), got[i], results[i])
+		}
+	}
+	if b, want := snapshotBytes(t, f), readGolden(t, "tombstones-meta.json"); !bytes.Equal(b, want) {
+		t.Fatalf("metadata:\n%s\nnot\n%s", b, want)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/tombstones-results.jsonl and tombstones-meta.json from what this release applies")
+
 // Snapshots the release before wrote decode and encode to the same bytes.
 func TestGoldenSnapshotsRoundTrip(t *testing.T) {
 	for _, name := range []string{"snapshot-24.json", "meta.json"} {
@@ -192,7 +240,7 @@ func TestGoldenSnapshotsRoundTrip(t *testing.T) {
 // did, and an older node decodes it into the union struct alike.
 func TestGoldenEntriesReencode(t *testing.T) {
 	seen := map[string]bool{}
-	for i, e := range readLines(t, "testdata/entries.jsonl") {
+	for i, e := range slices.Concat(readLines(t, "testdata/entries.jsonl"), readLines(t, "testdata/tombstones-entries.jsonl")) {
 		c, err := Decode(e)
 		if err != nil {
 			t.Fatalf("entry %d: %v", i+1, err)

@@ -39,7 +39,10 @@ type Meta struct {
 	// process still running under one of their ids is not taken back; a
 	// node started afresh (empty data directory) after the removal is.
 	Removed []Removed `json:"removed,omitempty"`
-	Index   uint64    `json:"index"` // last applied log index
+	// ForgottenVersion is the highest version of a deleted pattern whose
+	// tombstone was removed (ForgetPattern): new versions start above it.
+	ForgottenVersion uint64 `json:"forgottenVersion,omitempty"`
+	Index            uint64 `json:"index"` // last applied log index
 }
 
 // Removed is a node removed from the cluster, at Time (Unix ms, as

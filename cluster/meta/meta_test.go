@@ -293,3 +293,77 @@ func TestCommandsWithoutTheirObjectAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// Deploying and deleting a big pattern again and again leaves the
+// metadata about its size without the pattern: a deletion keeps a
+// tombstone (name, version, the deletion), a re-deploy replaces it, and
+// ForgetPattern removes it. Versions keep counting across all of it.
+func TestTombstonesKeepMetadataSmall(t *testing.T) {
+	m := New()
+	m.Apply(1, Init{ClusterID: "c", KeyGroups: 256, Shards: []ShardInfo{{ID: 1, First: 0, Last: 255, Replicas: []string{"n1"}}}})
+	m.Apply(2, PutSource{Source: &Source{Name: "bank", Stream: "BANK"}})
+	size := func() int {
+		b, err := m.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(b)
+	}
+	start := size()
+	big := "name: big\nsource: bank\n# " + strings.Repeat("x", 64<<10) + "\n"
+	idx := uint64(2)
+	var last uint64
+	for i := range 200 {
+		idx++
+		res, err := m.Apply(idx, PutPattern{Create: true, Pattern: &Pattern{Name: "big", Spec: big, Sources: []string{"bank"}, OutputSubject: "cep.out.big"}})
+		if err != nil {
+			t.Fatalf("deploy %d: %v", i, err)
+		}
+		if v := res.(*Pattern).Version; v <= last {
+			t.Fatalf("deploy %d: version %d after %d", i, v, last)
+		}
+		if size() < start+len(big) {
+			t.Fatalf("deploy %d: the metadata does not hold the spec", i)
+		}
+		idx++
+		res, err = m.Apply(idx, DeletePattern{Name: "big"})
+		if err != nil {
+			t.Fatalf("delete %d: %v", i, err)
+		}
+		if d := res.(*Pattern); d.Spec != big || !d.Deleted {
+			t.Fatalf("delete %d returned %+v, not the deleted pattern", i, d)
+		}
+		last = res.(*Pattern).Version
+		if got := size(); got > start+256 {
+			t.Fatalf("after %d deploy/delete cycles the metadata is %d bytes, %d at the start", i+1, got, start)
+		}
+		if p := m.Patterns["big"]; p == nil || !p.Deleted || p.Version != last {
+			t.Fatalf("tombstone after cycle %d: %+v", i, p)
+		}
+	}
+	// forgotten once every shard applied the deletion; a stale forget is refused
+	idx++
+	if _, err := m.Apply(idx, ForgetPattern{Name: "big", Expect: last - 2}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("forget of an older version: %v", err)
+	}
+	idx++
+	if _, err := m.Apply(idx, ForgetPattern{Name: "big", Expect: last}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Patterns["big"] != nil || size() > start+32 {
+		t.Fatalf("after the forget: %+v, %d bytes (%d at the start)", m.Patterns["big"], size(), start)
+	}
+	// a re-deploy, and a pattern new to the cluster, count on above it: no
+	// record id of the deleted versions comes again
+	for _, name := range []string{"big", "other"} {
+		idx++
+		res, err := m.Apply(idx, PutPattern{Create: true, Pattern: &Pattern{Name: name, Spec: "x", Sources: []string{"bank"}}})
+		if err != nil || res.(*Pattern).Version != last+1 {
+			t.Fatalf("deploy of %s after the forget: %+v %v, want version %d", name, res, err, last+1)
+		}
+	}
+	idx++
+	if _, err := m.Apply(idx, ForgetPattern{Name: "big", Expect: last + 1}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("forget of a deployed pattern: %v", err)
+	}
+}

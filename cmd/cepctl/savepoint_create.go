@@ -19,10 +19,16 @@ func newSavepointCreateCmd(d *deps, runF func(*savepointCreateOptions) error) *c
 	cmd := &cobra.Command{
 		Use:   "create TARGET",
 		Short: "Write a savepoint",
-		Long: `Write a savepoint to TARGET, dir:///path (a directory on every node's file
+		Long: `Write a savepoint to TARGET, dir://path (a directory on every node's file
 system) or nats://bucket (a JetStream object store bucket), and wait until
-every shard has written its part.`,
-		Example: `  cepctl savepoint create dir:///var/lib/cep/savepoints
+every shard has written its part.
+
+A dir:// path must lie in each node's savepoint directory (cepnode
+--savepoint-dir, default <data>/savepoints); a relative one (dir://nightly)
+is taken inside it. A path outside it, by "..", an absolute path elsewhere
+or a symbolic link, is refused.`,
+		Example: `  cepctl savepoint create dir://nightly
+  cepctl savepoint create dir:///var/lib/cep/savepoints   # with --savepoint-dir /var/lib/cep/savepoints
   cepctl savepoint create nats://cep-savepoints`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

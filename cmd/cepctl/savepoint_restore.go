@@ -29,10 +29,18 @@ func newSavepointRestoreCmd(d *deps, runF func(*savepointRestoreOptions) error) 
 		Short: "Replace the cluster's state with a savepoint's",
 		Long: `Replace the cluster's patterns, source positions and state with a
 savepoint's: one the cluster recorded (by ID) or any written LOCATION
-(dir:///path/to/savepoint or nats://bucket/name). --shards re-shards the
-state into that many shards; by default the savepoint's shard count is kept.`,
+(dir://path#ID or nats://bucket#ID; without #ID the newest there).
+--shards re-shards the state into that many shards; by default the
+savepoint's shard count is kept.
+
+Before anything changes, the node reads every part of the savepoint and
+checks its checksums and that its patterns and sources pass the checks a
+deploy makes: a damaged part fails the restore (DataLoss, naming the part
+and section), metadata a deploy would refuse fails it too (InvalidArgument),
+and the cluster stays as it was. A dir:// path must lie in the node's
+savepoint directory (cepnode --savepoint-dir).`,
 		Example: `  cepctl savepoint restore sp-0042
-  cepctl savepoint restore dir:///backups/sp-0042 --shards 8`,
+  cepctl savepoint restore 'dir://nightly#sp-0042' --shards 8`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := resolveGlobals(d, cmd)

@@ -81,6 +81,9 @@ func newPeers(t *testing.T, n int, timeout time.Duration) *testCluster {
 	}
 	tc := newCluster(t, timeout)
 	tc.cfgs = peerConfigs(t, tc.base, tc.nats.ClientURL(), n)
+	for i := range tc.cfgs {
+		tc.cfgs[i].SavepointDir = tc.base // the tests' dir:// savepoints are under it
+	}
 	tc.nodes = make([]*cluster.Node, n)
 	return tc
 }
@@ -149,6 +152,9 @@ func (tc *testCluster) oneNode(cfg cluster.Config) cluster.Config {
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = tc.t.TempDir()
+	}
+	if cfg.SavepointDir == "" && tc.base != "" {
+		cfg.SavepointDir = tc.base // the tests' dir:// savepoints are under it
 	}
 	return cfg
 }
