@@ -281,6 +281,10 @@ func (m *Matcher) CurrentWatermark() int64 { return m.wm }
 // Keys is the number of keys holding state.
 func (m *Matcher) Keys() int { return len(m.keys) }
 
+// HasKey reports whether key holds state (a key whose state empties is
+// dropped: it no longer counts).
+func (m *Matcher) HasKey(key string) bool { return m.keys[key] != nil }
+
 // KeyState reports, for one key, the number of partial matches that hold
 // events and the number of events stored (shared buffer plus those waiting
 // for the watermark).
