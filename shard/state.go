@@ -678,6 +678,10 @@ func (s *State) applyEvents(source string, events []Event) {
 			if reason := keyRefused(p, key, ts); reason != "" {
 				p.keysRefused++
 				s.deadLetter(source, p.deploy.Name, e, bf, reason)
+				// its time still moves the watermark, as for any event
+				if failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.ObserveFrom(logical, ts) }); failure != "" {
+					s.deadLetter(source, p.deploy.Name, e, bf, failure)
+				}
 				continue
 			}
 			failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record {
