@@ -177,6 +177,25 @@ func TestLimitEmit(t *testing.T) {
 	wantLimit(t, err, "MaxEmitNameBytes", nfa.MaxEmitNameBytes+1)
 }
 
+func TestLimitExpressionBytes(t *testing.T) {
+	st := []map[string]any{stage("a")} // where e.t == "a": 10 bytes, key and time 7
+	expr := func(n int) string { return "size(events(\"a\"))" + strings.Repeat(" ", n-17) }
+	fields := func(total int) map[string]string {
+		m := map[string]string{}
+		for i := 0; total > 0; i++ {
+			n := min(total, nfa.MaxEmitExprBytes)
+			m[fmt.Sprintf("f%d", i)] = expr(n)
+			total -= n
+		}
+		return m
+	}
+	if _, err := nfa.CompileBytes(specDoc(t, st, fields(nfa.MaxExpressionBytes-17), nil)); err != nil {
+		t.Fatalf("at the limit: %v", err)
+	}
+	_, err := nfa.CompileBytes(specDoc(t, st, fields(nfa.MaxExpressionBytes-16), nil))
+	wantLimit(t, err, "MaxExpressionBytes", nfa.MaxExpressionBytes+1)
+}
+
 func TestLimitDocumentSize(t *testing.T) {
 	base := specDoc(t, []map[string]any{stage("a")}, nil, nil)
 	pad := func(n int) []byte { // JSON allows trailing white space
