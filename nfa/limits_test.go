@@ -303,3 +303,16 @@ func TestShippedPatternsWithinLimits(t *testing.T) {
 		t.Fatalf("only %d patterns found", n)
 	}
 }
+
+// docs/limits.md lists every limit with its value.
+func TestLimitsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/limits.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range nfa.Limits() {
+		if row := fmt.Sprintf("| `%s` | %d |", l.Name, l.Value); !strings.Contains(string(b), row) {
+			t.Errorf("docs/limits.md has no row %q", row)
+		}
+	}
+}
