@@ -316,3 +316,30 @@ func TestLimitsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// ObserveFrom moves the watermark as the event would have, without taking
+// it: the events waiting before it are processed, and no state is made for
+// its key.
+func TestObserveFromMovesWatermarkOnly(t *testing.T) {
+	p, err := nfa.CompileBytes(specDoc(t, []map[string]any{stage("A"), stage("B")}, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(k, ty string, ts int64) nfa.Input {
+		return nfa.Input{Data: map[string]any{"k": k, "t": ty, "ts": ts}, Raw: []byte(fmt.Sprintf(`{"k":%q,"t":%q,"ts":%d}`, k, ty, ts))}
+	}
+	ref, m := nfa.NewMatcher(p), nfa.NewMatcher(p)
+	var want, got int
+	for _, x := range []*nfa.Matcher{ref, m} {
+		x.EventAt("x", 10, in("x", "A", 10))
+		x.EventAt("x", 20, in("x", "B", 20))
+	}
+	want = len(ref.EventAt("y", 30, in("y", "C", 30)))
+	got = len(m.ObserveFrom("", 30))
+	if want != 1 || got != want || m.CurrentWatermark() != ref.CurrentWatermark() {
+		t.Fatalf("records %d (the event's %d), watermark %d (the event's %d)", got, want, m.CurrentWatermark(), ref.CurrentWatermark())
+	}
+	if m.HasKey("y") || !ref.HasKey("y") {
+		t.Fatal("ObserveFrom made state for a key, or the event did not")
+	}
+}
