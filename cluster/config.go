@@ -11,6 +11,7 @@ import (
 
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/cluster/transport"
+	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -117,6 +118,12 @@ type Config struct {
 	// return the shards that have not (default 10s; the request's
 	// deadline if sooner).
 	DeployWait time.Duration
+	// MaxKeys bounds the keys a pattern holds state for on one shard
+	// when its document sets no maxKeys (default shard.DefaultMaxKeys),
+	// and is the most a document may set: an event of a new key past it
+	// is dead-lettered. It is logged with each deployment, so replicas
+	// agree whatever their configuration.
+	MaxKeys int
 	// Now is the clock used for processing-time ticks and logged times;
 	// default time.Now. It is read by the proposer only: the FSMs see the
 	// logged value.
@@ -165,6 +172,7 @@ func DefaultConfig() Config {
 		StreamCheckEvery: 10 * time.Second,
 		HandOverAfter:    2 * time.Second,
 		DeployWait:       10 * time.Second,
+		MaxKeys:          shard.DefaultMaxKeys,
 		Now:              time.Now,
 	}
 }
@@ -197,6 +205,7 @@ func (c *Config) setDefaults() {
 	orDefault(&c.StreamCheckEvery, d.StreamCheckEvery)
 	orDefault(&c.HandOverAfter, d.HandOverAfter)
 	orDefault(&c.DeployWait, d.DeployWait)
+	orDefault(&c.MaxKeys, d.MaxKeys)
 	if c.Now == nil {
 		c.Now = d.Now
 	}
@@ -243,6 +252,8 @@ func (c *Config) Validate() error {
 		return bad("IngestBatch", " must be at least 1")
 	case c.OutboxLimit < 1:
 		return bad("OutboxLimit", " must be at least 1")
+	case c.MaxKeys < 0 || c.MaxKeys > nfa.MaxKeysLimit:
+		return bad("MaxKeys", " must be between 1 and %d", nfa.MaxKeysLimit)
 	case c.DeployWait <= 0:
 		return bad("DeployWait", " must be positive (a deploy that does not wait can miss the events published right after it)")
 	case c.OutputLimits.MaxAge < 0 || c.OutputLimits.MaxAge > 0 && c.OutputLimits.MaxAge < OutputDuplicateWin:

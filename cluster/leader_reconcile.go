@@ -56,6 +56,7 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
+				MaxKeys: int64(patternMaxKeys(p.Spec, p.Format, r.n.cfg.MaxKeys)),
 			}})
 			for _, src := range p.ReadsOf() {
 				if unread[src] {

@@ -26,6 +26,7 @@ type collector struct {
 	leader, metaLeader, lag, forwardLag               *prometheus.Desc
 	snapThreshold, snapEncode                         *prometheus.Desc
 	dropped, condErrors, emitErrors                   *prometheus.Desc
+	keysRefused, keys                                 *prometheus.Desc
 	voters, wanted, members                           *prometheus.Desc
 }
 
@@ -53,6 +54,10 @@ func newCollector(n *Node) *collector {
 			"How long encoding the state took for this replica's last snapshot (applying waits meanwhile).", l, nil),
 		dropped: prometheus.NewDesc("cep_partial_matches_dropped_total",
 			fmt.Sprintf("Partial matches a pattern discarded because one key held more than the engine's bound (%d), counted since this replica built or restored its state.", nfa.DefaultMaxPartialMatches), []string{"shard", "pattern"}, nil),
+		keysRefused: prometheus.NewDesc("cep_pattern_keys_refused_total",
+			"Events of a new key a pattern dead-lettered because it held state for its bound on keys on the shard (maxKeys, cepnode --max-keys), counted since this replica built or restored its state.", []string{"shard", "pattern"}, nil),
+		keys: prometheus.NewDesc("cep_pattern_keys",
+			"Keys a pattern holds state for on the shard (bounded by its maxKeys).", []string{"shard", "pattern"}, nil),
 		condErrors: prometheus.NewDesc("cep_condition_errors_total",
 			"Condition evaluations of a pattern that failed (a field the event lacks, say) and counted as false, since this replica built or restored its state; the shard leader logs the first.", []string{"shard", "pattern"}, nil),
 		emitErrors: prometheus.NewDesc("cep_emit_errors_total",
@@ -103,6 +108,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.condErrors, prometheus.CounterValue, float64(p.ConditionErrors), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.emitErrors, prometheus.CounterValue, float64(p.EmitErrors), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(p.Dropped), id, p.Name)
+			ch <- prometheus.MustNewConstMetric(c.keysRefused, prometheus.CounterValue, float64(p.KeysRefused), id, p.Name)
+			ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(p.Keys), id, p.Name)
 		}
 		gauge(c.applied, float64(sh.FSM().Index()))
 		commit, _ := strconv.ParseUint(sh.Raft().Stats()["commit_index"], 10, 64)

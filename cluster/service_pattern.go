@@ -42,6 +42,17 @@ func compiled(spec string, format cepv1.SpecFormat, name string) (*nfa.Pattern, 
 	return p, format, nil
 }
 
+// patternMaxKeys is the bound on keys per shard a deployment of the
+// stored pattern gets: its document's maxKeys, else the cluster's.
+func patternMaxKeys(spec, format string, clusterMax int) int {
+	if format != "sql" {
+		if s, err := nfa.ParseSpec([]byte(spec)); err == nil && s.MaxKeys != nil && *s.MaxKeys > 0 {
+			return min(*s.MaxKeys, clusterMax)
+		}
+	}
+	return clusterMax
+}
+
 func specError(err error) *cepv1.SpecError {
 	out := &cepv1.SpecError{Message: strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": ")}
 	var pe *nfa.PatternError
@@ -279,6 +290,9 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	maxPM, records, err := opts.meta()
 	if err != nil {
 		return nil, nil, err
+	}
+	if mk := p.Spec().MaxKeys; mk != nil && *mk > b.s.n.cfg.MaxKeys {
+		return nil, nil, fmt.Errorf("%w: pattern %q: field \"maxKeys\": maxKeys is %d, over this cluster's bound on keys per pattern and shard, cepnode --max-keys = %d (see docs/limits.md)", api.ErrInvalidArgument, p.Name(), *mk, b.s.n.cfg.MaxKeys)
 	}
 	if subject == "" {
 		subject = outputSubject(p.Name())

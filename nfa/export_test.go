@@ -216,3 +216,23 @@ func DisableSeqRunner(r *Runner) {
 		m.test.noSeq = true
 	}
 }
+
+// AutomatonSize returns the compiled automaton's states and transitions.
+func AutomatonSize(p *Pattern) (states, transitions int) {
+	for _, st := range p.states {
+		transitions += len(st.trans)
+	}
+	return len(p.states), transitions
+}
+
+// CheckAutomaton applies the automaton limits to an automaton of that size.
+func CheckAutomaton(states, transitions int) error {
+	sts := make([]*cstate, states)
+	for i := range sts {
+		sts[i] = &cstate{}
+	}
+	if states > 0 {
+		sts[0].trans = make([]*transition, transitions)
+	}
+	return checkAutomatonLimits(sts)
+}

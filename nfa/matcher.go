@@ -225,6 +225,32 @@ func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
 	return m.out
 }
 
+// ObserveFrom moves the watermark as EventFrom would for an event of
+// source at ts, without taking the event: for an event refused before it
+// reached the pattern (a bound on keys), whose time still counts, so that
+// refusing events does not hold time back for the keys that have state.
+func (m *Matcher) ObserveFrom(source string, ts int64) []Record {
+	m.startCall()
+	if m.p.timeFn == nil {
+		return m.out
+	}
+	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
+		gen.Observe(ts)
+		m.aligner.Observe(source, gen.Current(), m.procNow)
+		if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
+			m.gen.Advance(wm)
+			m.advance(wm)
+		}
+		return m.out
+	}
+	if m.AutoWatermark {
+		if wm, adv := m.gen.Observe(ts); adv {
+			m.advance(wm)
+		}
+	}
+	return m.out
+}
+
 // Tick advances processing time: a processing-time pattern's clock, or, for
 // several sources, the clock that decides which sources are idle.
 func (m *Matcher) Tick(now int64) []Record {
@@ -280,6 +306,10 @@ func (m *Matcher) CurrentWatermark() int64 { return m.wm }
 
 // Keys is the number of keys holding state.
 func (m *Matcher) Keys() int { return len(m.keys) }
+
+// HasKey reports whether key holds state (a key whose state empties is
+// dropped: it no longer counts).
+func (m *Matcher) HasKey(key string) bool { return m.keys[key] != nil }
 
 // KeyState reports, for one key, the number of partial matches that hold
 // events and the number of events stored (shared buffer plus those waiting

@@ -27,6 +27,9 @@ func CompileSQL(src, name string) (*Pattern, error) { return CompileSQLColumns(s
 // that a misspelt column is reported ("no field 'amout'. Did you mean
 // 'amount'?"). columns nil means unknown.
 func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
+	if err := checkDocumentSize(len(src)); err != nil {
+		return nil, err
+	}
 	q, err := sql.Parse(src)
 	if err != nil {
 		return nil, err
@@ -42,6 +45,9 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	}
 	s := &Spec{Name: name, Source: Sources{q.Source}}
 	vars := q.Pattern.Vars()
+	if len(vars) > MaxSQLPatternVars {
+		return nil, overLimit("", "PATTERN", "MaxSQLPatternVars", "number of PATTERN variables", int64(len(vars)), MaxSQLPatternVars)
+	}
 	for i, v := range vars {
 		st := Stage{Name: v.Name}
 		if i > 0 {

@@ -217,6 +217,9 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 	if !nameRE.MatchString(s.Name) {
 		return nil, perr("", "name", "%q is not a valid name: use lower-case letters, digits and '-', at most 63 characters, starting with a letter or digit", s.Name)
 	}
+	if err := checkSpecLimits(s); err != nil {
+		return nil, err
+	}
 	ec, err := exprCompiler()
 	if err != nil {
 		return nil, err
@@ -245,6 +248,9 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 	}
 	c := newCompiler(chain)
 	if err := c.compile(skip.stage); err != nil {
+		return nil, err
+	}
+	if err := checkAutomatonLimits(c.states); err != nil {
 		return nil, err
 	}
 	p := &Pattern{spec: s, leaves: b.conds.leaves, skip: skip}

@@ -30,6 +30,10 @@ type Spec struct {
 	Within         *Duration `json:"within,omitempty"`
 	WithinType     string    `json:"withinType,omitempty"`
 	Skip           string    `json:"skip,omitempty"`
+	// MaxKeys bounds the keys the pattern holds state for on one shard
+	// (cluster mode; absent: the cluster's default). An event of a new key
+	// past it is dead-lettered; see docs/limits.md.
+	MaxKeys *int `json:"maxKeys,omitempty"`
 	// Emit maps output field names to CEL expressions evaluated once per match.
 	Emit   map[string]string `json:"emit,omitempty"`
 	Stages []Stage           `json:"stages"`
@@ -160,6 +164,9 @@ func parseDuration(b []byte) (int64, error) {
 // rejected so that a misspelt field does not silently change a pattern. The
 // result is not validated; Compile validates.
 func ParseSpec(data []byte) (*Spec, error) {
+	if err := checkDocumentSize(len(data)); err != nil {
+		return nil, err
+	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, errors.New("pattern: empty document")

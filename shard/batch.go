@@ -101,6 +101,10 @@ type Deploy struct {
 	// (nfa.Matcher.MaxPartialMatches): 0 for nfa's default, negative for
 	// none.
 	MaxPartialMatches int64
+	// MaxKeys bounds the keys the pattern holds state for on this shard:
+	// 0 for DefaultMaxKeys, negative for none. An event of a new key past
+	// it is dead-lettered (State.applyEvents).
+	MaxKeys int64
 	// Records are the record types put in the outbox (RecordMatch, ...);
 	// 0 for all of them. The others are counted and dropped.
 	Records RecordTypes
@@ -141,6 +145,22 @@ func (rt RecordTypes) has(typ string) bool {
 	return i < 0 || rt&(1<<i) != 0
 }
 
+// DefaultMaxKeys is the bound on keys per pattern and shard of a
+// deployment that sets none (Deploy.MaxKeys 0): at a few kilobytes of
+// state per key, a few hundred megabytes.
+const DefaultMaxKeys = 100_000
+
+// maxKeys is the deployment's bound on keys (0: none).
+func (d *Deploy) maxKeys() int {
+	switch {
+	case d.MaxKeys > 0:
+		return int(d.MaxKeys)
+	case d.MaxKeys < 0:
+		return 0
+	}
+	return DefaultMaxKeys
+}
+
 // configure gives a matcher of the deployment (or a previous version's
 // still draining) the deployment's bound and whether it builds timeout
 // records, whatever it had: a replica restored from a snapshot and one
@@ -159,11 +179,12 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	return m
 }
 
-// batchVersion 4: deployments carry the bound on partial matches and the
-// record types published (3, still read: deployments carry the sources
+// batchVersion 5: deployments carry the bound on keys (4, still read:
+// deployments carry the bound on partial matches and the record types
+// published; 3, still read: deployments carry the sources
 // read, events their origin position, OpForward and OpSkip exist; 2:
 // events carry their block; 1 carried a key group).
-const batchVersion = 4
+const batchVersion = 5
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
 var ErrBadBatch = errors.New("shard: bad batch encoding")
@@ -210,6 +231,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 			}
 			b = binary.AppendVarint(b, d.MaxPartialMatches)
 			b = append(b, byte(d.Records))
+			b = binary.AppendVarint(b, d.MaxKeys)
 		case OpDelete:
 			b = appendString(b, op.Pattern)
 		case OpAck:
@@ -238,7 +260,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 func DecodeBatch(data []byte) (*Batch, error) {
 	d := &dec{b: data}
 	version := d.byte()
-	if version != batchVersion && version != 3 {
+	if version != batchVersion && version != 4 && version != 3 {
 		return nil, fmt.Errorf("%w: version %d", ErrBadBatch, version)
 	}
 	n := d.count()
@@ -275,6 +297,9 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			}
 			if version >= 4 {
 				dp.MaxPartialMatches, dp.Records = d.varint(), RecordTypes(d.byte())
+			}
+			if version >= 5 {
+				dp.MaxKeys = d.varint()
 			}
 			op.Deploy = dp
 		case OpDelete:

@@ -95,6 +95,10 @@ type patternRT struct {
 	// draining holds previous versions that finish their partial matches
 	// (PolicyDrain), oldest first.
 	draining []*drainingRT
+	// keysRefused counts the events dead-lettered at the bound on keys
+	// since this replica built or restored the pattern (not part of the
+	// state; the dead letters are)
+	keysRefused uint64
 }
 
 type drainingRT struct {
@@ -194,6 +198,11 @@ type PatternInfo struct {
 	Watermark      int64
 	// MaxPartialMatches is the bound per key its matchers keep (0: none).
 	MaxPartialMatches int
+	// MaxKeys is its bound on keys on this shard (0: none), and
+	// KeysRefused the events of new keys dead-lettered at it since this
+	// replica built or restored the pattern.
+	MaxKeys     int
+	KeysRefused uint64
 	// Since this replica built or restored the pattern's matchers (these
 	// are not part of the replicated state): partial matches discarded at
 	// nfa's bound per key (Matcher.MaxPartialMatches), condition
@@ -212,7 +221,7 @@ func (s *State) Patterns() []PatternInfo {
 	for _, p := range s.patterns {
 		pm, be := p.m.Totals()
 		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(),
-			MaxPartialMatches: p.m.MaxPartialMatches}
+			MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused}
 		info.addStats(p.m)
 		for _, d := range p.draining {
 			dp, db := d.m.Totals()
@@ -231,7 +240,7 @@ func (s *State) Patterns() []PatternInfo {
 func (s *State) PatternFailures() []PatternInfo {
 	out := make([]PatternInfo, 0, len(s.patterns))
 	for _, p := range s.patterns {
-		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.MaxPartialMatches}
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused}
 		info.addStats(p.m)
 		for _, d := range p.draining {
 			info.addStats(d.m)
@@ -666,6 +675,15 @@ func (s *State) applyEvents(source string, events []Event) {
 				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue
 			}
+			if reason := keyRefused(p, key, ts); reason != "" {
+				p.keysRefused++
+				s.deadLetter(source, p.deploy.Name, e, bf, reason)
+				// its time still moves the watermark, as for any event
+				if failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.ObserveFrom(logical, ts) }); failure != "" {
+					s.deadLetter(source, p.deploy.Name, e, bf, failure)
+				}
+				continue
+			}
 			failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record {
 				if s.injectFault != nil && s.injectFault(p.deploy.Name, key) {
 					panic("injected fault")
@@ -677,6 +695,22 @@ func (s *State) applyEvents(source string, events []Event) {
 			}
 		}
 	}
+}
+
+// keyRefused says why an event of key is refused at the pattern's bound
+// on keys, or "" when it is not: a new key while the pattern holds state
+// for maxKeys keys. Keys whose state empties are dropped and no longer
+// count; a late event takes no state, so it is let through (to its late
+// record). The decision depends only on the state, so replicas agree.
+func keyRefused(p *patternRT, key string, ts int64) string {
+	limit := p.deploy.maxKeys()
+	if limit <= 0 || p.m.Keys() < limit || p.m.HasKey(key) {
+		return ""
+	}
+	if p.pattern.EventTime() && ts <= p.m.CurrentWatermark() {
+		return ""
+	}
+	return fmt.Sprintf("pattern %s holds state for maxKeys = %d keys on this shard: an event of a new key is refused until some key's state ends (see docs/limits.md)", p.deploy.Name, limit)
 }
 
 // emitAll runs f on the pattern's matcher and on its draining versions, and

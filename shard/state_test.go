@@ -114,6 +114,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	rekeyed := deployOp(abSpec, 8, PolicyMigrate)
 	rekeyed.Deploy.Reads = []string{"src.k0011aabb"}
 	rekeyed.Deploy.MaxPartialMatches, rekeyed.Deploy.Records = -1, RecordMatch|RecordLate
+	rekeyed.Deploy.MaxKeys = 12345
 	derived := ev(3, "z", "A", 12)
 	derived.OriginPos = 77
 	b := &Batch{Ops: []Op{
@@ -153,19 +154,21 @@ func TestDecodesVersion3Batch(t *testing.T) {
 	dep := deployOp(abSpec, 7, PolicyDrain)
 	b := &Batch{Ops: []Op{dep, eventsOp(ev(1, "x", "A", 10))}}
 	enc := b.Encode(nil)
-	// version 3 wrote the deployment without the last two fields (a zero
-	// varint and a zero byte)
+	// version 3 wrote the deployment without the last three fields (zero
+	// varints around a zero byte), version 4 without the last one
 	deployEnd := bytes.Index(enc, []byte("cep.out.ab")) + len("cep.out.ab") + 1 + 1 // subject, policy, no reads
-	if enc[deployEnd] != 0 || enc[deployEnd+1] != 0 {
-		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+2])
+	if !bytes.Equal(enc[deployEnd:deployEnd+3], []byte{0, 0, 0}) {
+		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+3])
 	}
-	v3 := slices.Concat([]byte{3}, enc[1:deployEnd], enc[deployEnd+2:])
-	got, err := DecodeBatch(v3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, b) {
-		t.Fatalf("decoded %+v, want %+v", got, b)
+	for version, n := range map[byte]int{3: 3, 4: 1} {
+		old := slices.Concat([]byte{version}, enc[1:deployEnd+3-n], enc[deployEnd+3:])
+		got, err := DecodeBatch(old)
+		if err != nil {
+			t.Fatalf("version %d: %v", version, err)
+		}
+		if !reflect.DeepEqual(got, b) {
+			t.Fatalf("version %d: decoded %+v, want %+v", version, got, b)
+		}
 	}
 }
 

@@ -26,7 +26,10 @@ func newPatternValidateCmd(d *deps, runF func(*patternValidateOptions) error) *c
 		Long: `Ask the server to parse and check a pattern. Prints
 "ok: NAME (N stages, event time|processing time)"; an invalid pattern is
 reported with its stage and field, or its SQL line:column, and the command
-exits non-zero. Sources the pattern names are not checked.`,
+exits non-zero. A pattern over one of the limits on its cost (document
+size, quantifiers, stages, emit fields, expression cost, maxKeys) is
+refused with the limit's name and value: docs/limits.md lists them all.
+Sources the pattern names are not checked.`,
 		Example: `  cepctl pattern validate login-fail.yaml
   cepctl pattern validate --name fraud queries/fraud.sql`,
 		Args: cobra.ExactArgs(1),

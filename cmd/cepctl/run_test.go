@@ -220,12 +220,17 @@ func TestRunStats(t *testing.T) {
 func TestRunErrors(t *testing.T) {
 	good := write(t, "p.yaml", loginPattern)
 	bad := write(t, "bad.yaml", "name: x\nstages:\n  - name: a\n    until: e.x == 1\n")
+	costly := write(t, "costly.yaml", "name: x\nstages:\n  - name: a\n    times: [1, 19000]\n  - name: b\n")
+	costlySQL := write(t, "costly.sql", `SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+  MEASURES FIRST(A.ts) AS f PATTERN (A{1,19000} B) DEFINE A AS t = 'A', B AS t = 'B')`)
 	for _, tc := range []struct {
 		name, stdin string
 		args        []string
 		want        string
 	}{
 		{"rejected pattern", "", []string{"run", "-p", bad}, `stage "a": field "until"`},
+		{"over a limit", "", []string{"run", "-p", costly}, `stage "a": field "times": times upper bound is 19000, over the limit MaxQuantifier = 100 (see docs/limits.md)`},
+		{"query over a limit", "", []string{"run", "--sql", costlySQL}, `times upper bound is 19000, over the limit MaxQuantifier = 100`},
 		{"missing pattern file", "", []string{"run", "-p", "/nonexistent.yaml"}, "read pattern"},
 		{"missing input", "", []string{"run", "-p", good, "-i", "/nonexistent.jsonl"}, "read input"},
 		{"bad json line", `{"user":"a","type":"LOGIN","ts":1}` + "\n" + `{"user":` + "\n", []string{"run", "-p", good}, "input line 2"},

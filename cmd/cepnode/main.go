@@ -75,6 +75,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	outboxLimit := fs.Int("outbox-limit", d.OutboxLimit, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
 	outputMaxAge := fs.Duration("output-max-age", 0, "remove output records (matches, timeouts, late events, dead letters) older than this from the output stream, at least 30m; 0 keeps the stream's limit (none when the cluster creates it)")
 	outputMaxBytes := fs.String("output-max-bytes", "", "remove the oldest output records once the output stream holds more than this many bytes (suffixes K, M, G, T: powers of 1024); empty keeps the stream's limit")
+	maxKeys := fs.Int("max-keys", atoiOr(env("max-keys", ""), d.MaxKeys), "keys a pattern may hold state for on one shard, unless its document sets a lower maxKeys: an event of a new key past it is dead-lettered, so a flood of distinct keys cannot exhaust memory; also the most a document's maxKeys may ask for (env CEPNODE_MAX_KEYS)")
 	deployWait := fs.Duration("deploy-wait", d.DeployWait, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
 	savepointDir := fs.String("savepoint-dir", env("savepoint-dir", ""), "directory that dir:// savepoint targets and restore locations must lie in (a relative dir://NAME is taken inside it); anything resolving outside it, by .., an absolute path or a symbolic link, is refused, so API clients cannot make the node write or read files elsewhere; default: <--data>/savepoints (env CEPNODE_SAVEPOINT_DIR)")
 	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
@@ -105,6 +106,14 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.OutboxLimit, cfg.DeployWait, cfg.DeadAfter, cfg.Replicas, cfg.NoAutoSplit = *outboxLimit, *deployWait, *deadAfter, *replicas, !*autoSplit
 	cfg.GossipAddr, cfg.AdvertiseHost = *gossipAddr, *advertiseHost
 	cfg.SavepointDir = *savepointDir
+	if v := env("max-keys", ""); v != "" {
+		if _, err := strconv.Atoi(strings.TrimSpace(v)); err != nil {
+			return fmt.Errorf("CEPNODE_MAX_KEYS: %q is not a number", v)
+		}
+	}
+	if cfg.MaxKeys = *maxKeys; *maxKeys <= 0 {
+		return errors.New("--max-keys: must be at least 1")
+	}
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)
 		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
@@ -189,7 +198,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 // flags are the cepnode flags of the Config fields Validate may refuse.
 var flags = map[string]string{
 	"DeadAfter": "--dead-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
-	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "OutputLimits.MaxAge": "--output-max-age",
+	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "OutputLimits.MaxAge": "--output-max-age",
 	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
 }
 
@@ -211,6 +220,14 @@ func flagError(err error) error {
 		msg = strings.Replace(msg, " needs an external NATS:", " needs --nats:", 1)
 	}
 	return errors.New(name + msg)
+}
+
+// atoiOr parses an integer from the environment, or returns def.
+func atoiOr(s string, def int) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+		return n
+	}
+	return def
 }
 
 func btoi(b bool) int {

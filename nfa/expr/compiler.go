@@ -140,7 +140,7 @@ func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
 		}
 	}()
 	if n := len([]rune(src)); n > MaxSourceLen {
-		return nil, nil, fmt.Errorf("expression is %d characters long, longer than the limit of %d", n, MaxSourceLen)
+		return nil, nil, fmt.Errorf("expression is %d characters long, over the limit MaxSourceLen = %d (see docs/limits.md)", n, MaxSourceLen)
 	}
 	if strings.TrimSpace(src) == "" {
 		return nil, nil, errors.New("expression is empty")
@@ -154,7 +154,7 @@ func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
 		return nil, nil, fmt.Errorf("estimate cost: %s", oneLine(err.Error()))
 	}
 	if est.Max > MaxCost {
-		return nil, nil, fmt.Errorf("expression cost estimate %s exceeds the limit of %d (assuming up to %d events per stage, strings of %d bytes and containers of %d entries)",
+		return nil, nil, fmt.Errorf("expression cost estimate %s is over the limit MaxCost = %d (see docs/limits.md; assuming up to %d events per stage, strings of %d bytes and containers of %d entries)",
 			costString(est.Max), MaxCost, EstimatedMaxEvents, EstimatedMaxString, EstimatedMaxContainer)
 	}
 	prg, err := c.env.Program(checked,

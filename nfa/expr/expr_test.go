@@ -173,7 +173,7 @@ func TestCompileErrors(t *testing.T) {
 		{"e.a == \"x\r\ny\"", "ERROR: <input>:1:8:"},
 		{``, "empty"},
 		{`   `, "empty"},
-		{strings.Repeat("e.a == 1 || ", 2000) + "true", "longer than the limit"},
+		{strings.Repeat("e.a == 1 || ", 2000) + "true", "over the limit MaxSourceLen"},
 	} {
 		_, err := c.Condition(tc.src)
 		if err == nil {
