@@ -13,6 +13,7 @@ import (
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -32,15 +33,21 @@ import (
 // configured seeds, the initial members, then every member the metadata
 // knows that the gossip does not see.
 func (n *Node) joinGossip() error {
+	// encrypted and authenticated with a key of the cluster secret, unless
+	// one is given; without either (Insecure) in clear, open to anyone
+	key := n.cfg.GossipKey
+	if len(key) == 0 && !n.cfg.Secret.IsZero() {
+		key = n.cfg.Secret.Derive(secret.Gossip, 32)
+	}
 	g, err := gossip.Start(gossip.Config{
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
 		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
-		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: n.cfg.GossipKey, Fresh: n.meta.fresh, Proto: protoSplit,
+		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: key, Fresh: n.meta.fresh, Proto: protoSplit,
 	})
 	if err != nil {
 		return err // says "gossip: ..." itself
 	}
-	if n.cfg.TLS != nil && len(n.cfg.GossipKey) == 0 {
+	if n.cfg.TLS != nil && len(key) == 0 {
 		n.log.Warn("the membership gossip is not encrypted while the cluster uses TLS: give every node the same --gossip-key", "gossip", g.Addr())
 	}
 	n.gossip = g
