@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -61,6 +62,7 @@ func (n *Node) joinGossip() error {
 // every second while joining fails.
 func (n *Node) keepJoined() {
 	defer n.wg.Done()
+	warned := ""
 	for {
 		every := 10 * time.Second
 		var seeds []string
@@ -83,7 +85,14 @@ func (n *Node) keepJoined() {
 		}
 		if len(seeds) > 0 {
 			if _, err := n.gossip.Join(seeds); err != nil {
-				n.log.Debug("joining the gossip", "seeds", seeds, "err", err)
+				// a seed that does not take this node's key (another
+				// cluster secret) never will: say so once
+				if msg := err.Error(); strings.Contains(msg, "crypt") && msg != warned {
+					n.log.Warn("the gossip of the seeds does not take this node's key: are they of this cluster, with the same cluster secret (or --gossip-key)?", "seeds", seeds, "err", err)
+					warned = msg
+				} else {
+					n.log.Debug("joining the gossip", "seeds", seeds, "err", err)
+				}
 				every = time.Second
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -288,5 +289,30 @@ func TestSilentRaftConnectionsAreClosed(t *testing.T) {
 	wg.Wait()
 	if n := closedAtOnce.Load(); n < flood-256 {
 		t.Fatalf("%d of %d silent connections closed within a second, want at least %d", n, flood, flood-256)
+	}
+}
+
+// A node run without a secret on request says so: a warning at start and
+// its status; it keeps no secret. A node with one says nothing of the kind.
+func TestInsecureNodeSaysSo(t *testing.T) {
+	for _, insecure := range []bool{true, false} {
+		t.Run(fmt.Sprintf("insecure=%v", insecure), func(t *testing.T) {
+			var logs lockedBuffer
+			tc := newSingle(t, time.Minute, cluster.Config{Insecure: insecure, Logger: logs.warnings()})
+			st, err := tc.client(0).cluster.GetStatus(tc.ctx, req(&cepv1.GetStatusRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Msg.GetSummary().GetInsecure(); got != insecure {
+				t.Errorf("status says insecure %v", got)
+			}
+			if got := strings.Contains(logs.String(), "INSECURE"); got != insecure {
+				t.Errorf("warned %v of insecurity:\n%s", got, logs.String())
+			}
+			_, kept, err := secret.Load(tc.cfgs[0].DataDir)
+			if err != nil || kept == insecure {
+				t.Errorf("secret kept: %v, %v", kept, err)
+			}
+		})
 	}
 }
