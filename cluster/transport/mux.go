@@ -740,14 +740,28 @@ func (c *idleConn) deadline(user time.Time) time.Time {
 	return d
 }
 
+// Read reports the idle timeout as io.EOF, a peer gone quiet, so that the
+// raft transport ends the stream as it does when the peer hangs up rather
+// than log a decode error; a deadline its user set stays a timeout.
 func (c *idleConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
-	d := c.deadline(c.rdl)
+	user := c.rdl
+	d := c.deadline(user)
 	c.mu.Unlock()
 	if err := c.Conn.SetReadDeadline(d); err != nil {
 		return 0, err
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	var ne net.Error
+	if err != nil && !d.Equal(user) && errors.As(err, &ne) && ne.Timeout() {
+		c.mu.Lock()
+		idle := c.rdl.Equal(user) // no deadline of the user's came meanwhile
+		c.mu.Unlock()
+		if idle {
+			return n, io.EOF
+		}
+	}
+	return n, err
 }
 
 func (c *idleConn) Write(p []byte) (int, error) {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -204,16 +205,17 @@ func TestMuxIdleStreams(t *testing.T) {
 	// the quiet one: the accepted end's next read fails once idle has
 	// passed, and the raft transport then closes it, as here
 	quietS.SetReadDeadline(time.Time{}) // the idle deadline still applies
-	if _, err := quietS.Read(make([]byte, 1)); err == nil {
-		t.Fatal("read on an idle stream succeeded")
+	if _, err := quietS.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read on an idle stream: %v, want io.EOF (a peer gone quiet)", err)
 	}
 	quietS.Close()
 	expectClosed(t, quietC, 5*time.Second)
 	// a user's deadline sooner than the idle one is kept
 	busyS.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	t0 := time.Now()
-	if _, err := busyS.Read(make([]byte, 1)); err == nil || time.Since(t0) > idle {
-		t.Fatalf("read with a 50ms deadline: %v after %v", err, time.Since(t0))
+	var ne net.Error
+	if _, err := busyS.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() || time.Since(t0) > idle {
+		t.Fatalf("read with a 50ms deadline: %v after %v, want a timeout", err, time.Since(t0))
 	}
 }
 
