@@ -122,6 +122,8 @@ type Mux struct {
 	serving bool
 	layers  map[uint64]*Layer
 	pending map[net.Conn]struct{} // accepted, header not yet read
+	// lastWarn: when a refused proof was last warned of
+	lastWarn time.Time
 
 	closing chan struct{}  // closed by Close
 	wg      sync.WaitGroup // Serve and handshake goroutines
@@ -265,6 +267,11 @@ func (m *Mux) handshake(conn net.Conn) {
 	case handshakeFailed(conn, err):
 		lg.Warn("raft mux: TLS handshake failed; dropping connection", "err", err)
 		conn.Close()
+	case errors.Is(err, errBadProof) && m.warnNow():
+		// a node of another cluster, or an attacker: worth a warning, at
+		// most one every warnEvery so that a flood does not flood the log
+		lg.Warn("raft mux: the peer does not prove the cluster secret; dropping connection", "err", err)
+		conn.Close()
 	case err != nil:
 		lg.Debug("raft mux: dropping connection", "err", err)
 		conn.Close()
@@ -354,6 +361,20 @@ func (m *Mux) challenge(conn net.Conn, group uint64) error {
 		return errBadProof
 	}
 	return nil
+}
+
+// warnEvery is the least time between two warnings of refused proofs.
+const warnEvery = 10 * time.Second
+
+// warnNow reports whether a refused proof may be warned of now.
+func (m *Mux) warnNow() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now := time.Now(); now.Sub(m.lastWarn) >= warnEvery {
+		m.lastWarn = now
+		return true
+	}
+	return false
 }
 
 // errBadProof: the other side does not hold this node's cluster secret.
