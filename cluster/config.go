@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -62,9 +64,11 @@ type Config struct {
 	// are advertised with this host and their bound ports.
 	AdvertiseHost string
 	// GossipKey, when set (16, 24 or 32 bytes), encrypts and authenticates
-	// the gossip; every node needs the same key. Without it anyone reaching
-	// the gossip port can announce members (the cluster still takes one
-	// only once its API answers, over TLS when the cluster uses it).
+	// the gossip; every node needs the same key. Without it the gossip is
+	// encrypted with a key derived from Secret, and only with Insecure is
+	// it in clear, where anyone reaching the gossip port can announce
+	// members (the cluster still takes one only once its API answers,
+	// over TLS when the cluster uses it).
 	GossipKey []byte
 	// NoAutoSplit: the cluster does not split shards when it has more
 	// active nodes than shards (it does by default, so that each node leads
@@ -79,8 +83,10 @@ type Config struct {
 	SavepointDir string
 	// Secret is the cluster secret (package secret): members prove with it
 	// that they belong (gossip, Raft, node-to-node calls, embedded NATS).
-	// Zero: the one kept in DataDir, or, for the first start of a
-	// single-node cluster, a new one kept there.
+	// A given one is kept in DataDir (Start refuses a data directory that
+	// keeps another). Zero: the one kept in DataDir, or, for the first
+	// start of a single-node cluster (Peers only this node, no Join), a new
+	// one kept there; a node of several without one does not start.
 	Secret secret.Secret
 	// Insecure: no cluster secret, no authentication between members, on
 	// the operator's explicit request; the node says so at start and in
@@ -260,6 +266,8 @@ func (c *Config) Validate() error {
 		return bad("OutputLimits.MaxAge", " %v: at least %v, the window in which records published again after a failover are de-duplicated", c.OutputLimits.MaxAge, OutputDuplicateWin)
 	case c.OutputLimits.MaxBytes < 0:
 		return bad("OutputLimits.MaxBytes", " must not be negative")
+	case c.Insecure && !c.Secret.IsZero():
+		return bad("Insecure", " with a Secret: a node either authenticates its members with the cluster secret or runs insecure, not both")
 	case len(c.GossipKey) != 0 && len(c.GossipKey) != 16 && len(c.GossipKey) != 24 && len(c.GossipKey) != 32:
 		return bad("GossipKey", ": not a 16, 24 or 32-byte key")
 	case c.NATSCA != "" && c.NATSURL == "":
@@ -273,6 +281,95 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// single reports whether the node starts a single-node cluster: its Peers
+// only itself, no Join.
+func (c *Config) single() bool {
+	return len(c.Join) == 0 && len(c.Peers) == 1 && c.Peers[0].ID == c.NodeID
+}
+
+// resolveSecret settles the cluster secret at start (see Config.Secret):
+// a given one is kept in DataDir (a data directory holding another is
+// refused), else the one kept there is used, else a single-node cluster
+// creates one and keeps it; a node of several without one is refused
+// unless Insecure. It logs the creation of a secret, once, and the
+// warning of an insecure node.
+func (c *Config) resolveSecret(log *slog.Logger) error {
+	path := filepath.Join(c.DataDir, secret.File)
+	if c.Insecure {
+		log.Warn("INSECURE: no cluster secret; members do not authenticate each other: anyone who reaches the Raft or gossip port can act as a member (run without --insecure, with a cluster secret)")
+		if _, ok, _ := secret.Load(c.DataDir); ok {
+			log.Warn("insecure: the cluster secret kept in the data directory is not used", "file", path)
+		}
+		return nil
+	}
+	if !c.Secret.IsZero() {
+		if err := secret.Keep(c.DataDir, c.Secret); err != nil {
+			if errors.Is(err, secret.ErrOtherCluster) {
+				return fmt.Errorf("cluster secret: %w: the secret given is not the one kept there (wrong secret, or another cluster's data directory)", err)
+			}
+			return fmt.Errorf("cluster secret: keep it in %s: %w", c.DataDir, err)
+		}
+		return nil
+	}
+	s, ok, err := secret.Load(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("cluster secret: %w", err)
+	}
+	if ok {
+		c.Secret = s
+		return nil
+	}
+	if !c.single() {
+		return &ConfigError{Field: "Secret", Msg: " is needed by a node of a cluster of several (Peers, or Join): give every node the same secret (the one the first node keeps in its data directory), or set Insecure"}
+	}
+	s = secret.Generate()
+	if err := secret.Keep(c.DataDir, s); err != nil {
+		return fmt.Errorf("cluster secret: keep a new one in %s: %w", c.DataDir, err)
+	}
+	c.Secret = s
+	log.Info("created the cluster secret; nodes joining this cluster need it (cepnode --cluster-secret-file, or CEPNODE_CLUSTER_SECRET)", "file", path)
+	return nil
+}
+
+// checkExposure refuses a node with a listener other machines can reach
+// (not on a loopback address) and neither TLS nor a cluster secret, unless
+// Insecure, and warns of what travels in clear. Run after resolveSecret.
+func (c *Config) checkExposure(log *slog.Logger) error {
+	var exposed []string
+	for _, l := range []struct{ name, addr string }{{"Raft", c.RaftAddr}, {"API", c.APIAddr}, {"gossip", c.GossipAddr}} {
+		if !loopback(l.addr) {
+			exposed = append(exposed, l.name+" "+l.addr)
+		}
+	}
+	if len(exposed) == 0 {
+		return nil
+	}
+	switch {
+	case c.TLS == nil && c.Secret.IsZero() && !c.Insecure:
+		return fmt.Errorf("cluster: %s reachable from other machines with neither TLS nor a cluster secret: give a secret (or TLS), bind to a loopback address, or set Insecure", strings.Join(exposed, ", "))
+	case c.Insecure:
+		log.Warn("INSECURE: listeners reachable from other machines without member authentication", "listeners", strings.Join(exposed, ", "))
+	case c.TLS == nil && !loopback(c.APIAddr):
+		log.Warn("the API is not TLS: bearer tokens and data travel in clear (give --tls-cert, --tls-key and --tls-ca)", "api", c.APIAddr)
+	}
+	return nil
+}
+
+// loopback reports whether addr (host:port) listens on a loopback address
+// only: an empty host or a wildcard is every interface; a name other than
+// localhost may resolve to anything.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // knobs returns the test knobs, zero outside tests.

@@ -54,4 +54,10 @@
 // The node's configuration is Config (config.go): DefaultConfig holds the
 // defaults, Validate the checks cepnode's flags rely on, and Testing the
 // knobs only tests set.
+//
+// Members prove they belong with the cluster secret (cluster/secret),
+// settled at start (Config.resolveSecret: given, kept in the data
+// directory, or made for a new single node) and used by the Raft mux's
+// challenge-response and as the gossip's key; Insecure runs without, on
+// request only, and the status says so.
 package cluster

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -33,15 +35,21 @@ import (
 // configured seeds, the initial members, then every member the metadata
 // knows that the gossip does not see.
 func (n *Node) joinGossip() error {
+	// encrypted and authenticated with a key of the cluster secret, unless
+	// one is given; without either (Insecure) in clear, open to anyone
+	key := n.cfg.GossipKey
+	if len(key) == 0 && !n.cfg.Secret.IsZero() {
+		key = n.cfg.Secret.Derive(secret.Gossip, 32)
+	}
 	g, err := gossip.Start(gossip.Config{
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
 		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
-		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: n.cfg.GossipKey, Fresh: n.meta.fresh, Proto: protoSplit,
+		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: key, Fresh: n.meta.fresh, Proto: protoSplit,
 	})
 	if err != nil {
 		return err // says "gossip: ..." itself
 	}
-	if n.cfg.TLS != nil && len(n.cfg.GossipKey) == 0 {
+	if n.cfg.TLS != nil && len(key) == 0 {
 		n.log.Warn("the membership gossip is not encrypted while the cluster uses TLS: give every node the same --gossip-key", "gossip", g.Addr())
 	}
 	n.gossip = g
@@ -55,6 +63,7 @@ func (n *Node) joinGossip() error {
 // every second while joining fails.
 func (n *Node) keepJoined() {
 	defer n.wg.Done()
+	warned := ""
 	for {
 		every := 10 * time.Second
 		var seeds []string
@@ -77,7 +86,14 @@ func (n *Node) keepJoined() {
 		}
 		if len(seeds) > 0 {
 			if _, err := n.gossip.Join(seeds); err != nil {
-				n.log.Debug("joining the gossip", "seeds", seeds, "err", err)
+				// a seed that does not take this node's key (another
+				// cluster secret) never will: say so once
+				if msg := err.Error(); strings.Contains(msg, "crypt") && msg != warned {
+					n.log.Warn("the gossip of the seeds does not take this node's key: are they of this cluster, with the same cluster secret (or --gossip-key)?", "seeds", seeds, "err", err)
+					warned = msg
+				} else {
+					n.log.Debug("joining the gossip", "seeds", seeds, "err", err)
+				}
 				every = time.Second
 			}
 		}

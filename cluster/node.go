@@ -100,6 +100,12 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if len(cfg.Peers) == 0 && cfg.NATSURL == "" {
 		return nil, errors.New("a node joining a cluster needs the cluster's NATS (Config.NATSURL), not an embedded server of its own")
 	}
+	if err := cfg.resolveSecret(cfg.Logger.With("node", cfg.NodeID)); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkExposure(cfg.Logger.With("node", cfg.NodeID)); err != nil {
+		return nil, err
+	}
 	n = &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}
 	n.applyLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "cep_raft_apply_seconds",
@@ -184,6 +190,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.TLS != nil {
 		n.mux.UseTLS(cfg.TLS.PeerServer(), cfg.TLS.Client())
 	}
+	n.mux.UseSecret(cfg.Secret) // zero (Insecure): unauthenticated streams
 	n.muxErr = make(chan error, 1)
 	n.wg.Add(1)
 	go func() {

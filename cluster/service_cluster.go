@@ -82,6 +82,7 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 	sum.MetaLeaderId, sum.MetaCommitIndex = leader, commit
 	sum.KeyGroups, sum.Shards, sum.ShardsWithoutLeader = uint32(m.KeyGroups), uint32(len(m.Shards)), uint32(noLeader)
 	sum.Patterns, sum.Sources, sum.NatsUrl = uint32(len(m.PatternNames())), uint32(len(m.Sources)), n.NATSURL()
+	sum.Insecure = n.cfg.Insecure
 	out.Summary = sum
 	return out, nil
 }

@@ -41,8 +41,9 @@ type Config struct {
 	// declared dead about a second after it stops answering: for tests on
 	// a loopback, too eager for a real network.
 	Fast bool
-	// SecretKey, when set (16, 24 or 32 bytes), encrypts the gossip; every
-	// node needs the same key.
+	// SecretKey, when set (16, 24 or 32 bytes), encrypts and authenticates
+	// the gossip (AES-GCM), incoming and outgoing: every node needs the
+	// same key, and nothing from a node without it is taken.
 	SecretKey []byte
 	// Fresh: the node started without state (gossiped with its start time)
 	Fresh bool
@@ -155,7 +156,11 @@ func Start(cfg Config) (*Gossip, error) {
 	// address is the same member: let it take over its dead predecessor's
 	// entry at once (0 would refuse the new address for ever).
 	conf.DeadNodeReclaimTime = time.Nanosecond
+	// With a key, nothing unencrypted is sent or taken: a node without
+	// the key is never learnt, nor learns anything.
 	conf.SecretKey = cfg.SecretKey
+	conf.GossipVerifyIncoming = len(cfg.SecretKey) > 0
+	conf.GossipVerifyOutgoing = len(cfg.SecretKey) > 0
 	conf.Logger = log.New(memberlistLog{logger}, "", 0)
 
 	// The transport is made here rather than by memberlist.Create, which

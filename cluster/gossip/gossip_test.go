@@ -221,6 +221,30 @@ func TestGossipSecretKey(t *testing.T) {
 	if _, ok := a.Member("x"); ok {
 		t.Error("a lists a node with the wrong key")
 	}
+
+	// a node without any key: neither its join nor one to it is taken,
+	// and its own gossip (it keeps probing a once it heard of it) neither
+	keyless := newTestGossip(t, "y", 0, nil)
+	if _, err := keyless.Join([]string{a.Addr()}); err == nil {
+		t.Error("a node without the key joined")
+	}
+	if _, err := a.Join([]string{keyless.Addr()}); err == nil {
+		t.Error("joined a node without the key")
+	}
+	deadline := time.Now().Add(2 * time.Second) // two push-pull rounds of the Fast gossip
+	for time.Now().Before(deadline) {
+		for _, g := range []*Gossip{a, b} {
+			for _, id := range []string{"x", "y"} {
+				if _, ok := g.Member(id); ok {
+					t.Fatalf("%s lists %s, which has not the key", g.Addr(), id)
+				}
+			}
+		}
+		if _, ok := keyless.Member("a"); ok {
+			t.Fatal("the node without the key learnt a")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestGossipCloseNoLeak(t *testing.T) {

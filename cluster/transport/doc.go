@@ -22,11 +22,30 @@
 // Every raft.ServerAddress is the address of a peer's Mux; the group id
 // travels in the connection header, so the same address serves every group.
 //
-// Each connection starts with the 4-byte magic "CEPR", a version byte (1) and
-// the group id as a uvarint, written by Layer.Dial before it returns. The
-// accepting side reads the header under a deadline in a goroutine of its own,
-// so a slow or silent client delays no one, and closes connections with a bad
-// header or for a group not registered here. Nothing is written back.
+// Each connection starts with the 4-byte magic "CEPR", a version byte and
+// the group id as a uvarint, written by Layer.Dial before it returns. With
+// a cluster secret (Mux.UseSecret) the version is 2 and a mutual
+// challenge-response follows (mux.go has the bytes): the dialer sends a
+// random nonce, the acceptor answers with its own and an HMAC of both
+// nonces and the group under the secret's Raft key, and the dialer answers
+// with its HMAC; each side closes the connection when the other's proof is
+// wrong, so the group's Layer sees no byte from a peer without the secret.
+// A Mux with a secret refuses version 1 (no proof); one without a secret
+// (an insecure cluster) speaks and takes only version 1, which carries
+// nothing but the group: anyone who reaches the port speaks Raft then.
+// With TLS (Mux.UseTLS) the header runs inside the TLS connection, and a
+// peer needs both a certificate of the CA and the secret.
+//
+// The accepting side reads the header under a deadline (5 s for all of it)
+// in a goroutine of its own, so a slow or silent client delays no one, and
+// closes connections with a bad header or proof or for a group not
+// registered here, unanswered. At most 256 connections are in their
+// handshake at once; beyond that a new one is closed at once. An
+// established stream on which nothing is read or written for 5 minutes is
+// closed by its next read or write failing (a deadline moved by every
+// read and write, never later than one raft sets): Raft's heartbeats keep
+// a live peer's streams far busier, and raft's transport redials a pooled
+// connection the peer closed (the one RPC on it fails and is retried).
 //
 // A Layer owns the connections it hands out: closing it (raft's Shutdown does)
 // closes them, so the transport's per-connection goroutines end even when the

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -14,21 +16,40 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/internal/hclogslog"
 )
 
 // Wire format of the connection header that opens every multiplexed stream:
 //
 //	magic   4 bytes  "CEPR"
-//	version 1 byte   muxVersion
+//	version 1 byte   muxVersion (1) or muxVersionAuth (2)
 //	group   uvarint  Raft group id (1 to binary.MaxVarintLen64 bytes)
 //
-// Everything after the header belongs to the group's Raft transport. The
-// accepting side never answers the header: a stream for an unknown group, with
-// a bad magic or an unknown version is simply closed.
+// Version 1 ends there. Version 2, the only one a Mux with a cluster secret
+// accepts, goes on with a mutual challenge-response:
+//
+//	dialer   → acceptor  nonce    32 random bytes (Nd)
+//	acceptor → dialer    nonce    32 random bytes (Na)
+//	                     proof    MAC(secret.Raft, "acceptor", group, Nd, Na)
+//	dialer   → acceptor  proof    MAC(secret.Raft, "dialer", group, Nd, Na)
+//
+// (secret.MAC: HMAC-SHA256 of length-prefixed parts, group as 8 bytes big
+// endian). Each side proves it holds the secret over the other's fresh
+// nonce, so a recorded handshake cannot be replayed, and the role label
+// keeps an acceptor's proof from serving as a dialer's. A dialer refuses
+// an acceptor whose proof is wrong; an acceptor closes a connection whose
+// proof is wrong before the group's Layer sees a byte.
+//
+// Everything after the header belongs to the group's Raft transport. A
+// stream for an unknown group, with a bad magic or a version this Mux does
+// not take is simply closed, unanswered.
 const (
-	muxMagic   = "CEPR"
-	muxVersion = 1
+	muxMagic       = "CEPR"
+	muxVersion     = 1
+	muxVersionAuth = 2
+	nonceSize      = 32
+	proofSize      = 32 // HMAC-SHA256
 )
 
 // Defaults of the Mux and of the transports built by NewTransport.
@@ -41,6 +62,21 @@ const (
 	// layerBacklog is the number of handshaken connections a Layer holds
 	// before Accept takes them.
 	layerBacklog = 16
+
+	// defaultIdleTimeout closes an established stream on which nothing
+	// was read or written for that long. A live Raft peer is never that
+	// quiet: the leader heartbeats each follower several times a second,
+	// and a connection waiting in raft's pool is simply redialled once the
+	// peer has closed it (the RPC that finds it closed fails and is
+	// retried). It bounds how long a stream that went silent holds a
+	// goroutine and a socket.
+	defaultIdleTimeout = 5 * time.Minute
+
+	// defaultMaxHandshakes bounds the connections in their handshake at
+	// once; beyond it new ones are closed at once, so that a flood of
+	// silent connections costs a bounded number of sockets and goroutines
+	// for at most the handshake timeout.
+	defaultMaxHandshakes = 256
 
 	transportMaxPool = 3
 	transportTimeout = 10 * time.Second
@@ -69,16 +105,25 @@ type Mux struct {
 	advertise net.Addr
 	logger    *slog.Logger
 	tlsClient *tls.Config // set by UseTLS: how Layers dial peers
+	// secret, set by UseSecret: streams are opened with the authenticated
+	// header (muxVersionAuth) and only those are accepted; zero: version 1,
+	// no authentication
+	secret secret.Secret
 
-	// handshakeTimeout is the header read deadline; tests shorten it. Set it
-	// only before Serve.
+	// handshakeTimeout is the header read deadline; idleTimeout closes a
+	// stream quiet that long; maxHandshakes bounds the connections in
+	// their handshake. Tests shorten them. Set them only before Serve.
 	handshakeTimeout time.Duration
+	idleTimeout      time.Duration
+	maxHandshakes    int
 
 	mu      sync.Mutex
 	closed  bool
 	serving bool
 	layers  map[uint64]*Layer
 	pending map[net.Conn]struct{} // accepted, header not yet read
+	// lastWarn: when a refused proof was last warned of
+	lastWarn time.Time
 
 	closing chan struct{}  // closed by Close
 	wg      sync.WaitGroup // Serve and handshake goroutines
@@ -104,6 +149,8 @@ func NewMux(ln net.Listener, advertise net.Addr, logger *slog.Logger) *Mux {
 		advertise:        advertise,
 		logger:           logger,
 		handshakeTimeout: defaultHandshakeTimeout,
+		idleTimeout:      defaultIdleTimeout,
+		maxHandshakes:    defaultMaxHandshakes,
 		layers:           make(map[uint64]*Layer),
 		pending:          make(map[net.Conn]struct{}),
 		closing:          make(chan struct{}),
@@ -118,6 +165,14 @@ func (m *Mux) UseTLS(server, client *tls.Config) {
 	m.ln = tls.NewListener(m.ln, server)
 	m.tlsClient = client
 }
+
+// UseSecret makes the Mux accept only streams whose dialer proves it holds
+// s (the authenticated header, version 2, refusing version 1), and its
+// Layers open streams the same way, refusing a peer that does not prove
+// it holds s. Without it (a zero s) streams carry no proof: anyone who
+// reaches the port speaks Raft to every group. Call it before Serve. It
+// combines with UseTLS: the handshake then runs inside TLS.
+func (m *Mux) UseSecret(s secret.Secret) { m.secret = s }
 
 // Addr returns the advertised address of the Mux.
 func (m *Mux) Addr() net.Addr { return m.advertise }
@@ -179,6 +234,12 @@ func (m *Mux) startHandshake(conn net.Conn) {
 		conn.Close()
 		return
 	}
+	if len(m.pending) >= m.maxHandshakes {
+		m.mu.Unlock()
+		m.logger.Debug("raft mux: too many connections in their handshake; dropping one", "remote", conn.RemoteAddr(), "max", m.maxHandshakes)
+		conn.Close()
+		return
+	}
 	m.pending[conn] = struct{}{}
 	m.wg.Add(1)
 	m.mu.Unlock()
@@ -191,7 +252,7 @@ func (m *Mux) startHandshake(conn net.Conn) {
 // handshake reads the header of conn within the handshake timeout and hands
 // conn to the group's Layer, or closes it.
 func (m *Mux) handshake(conn net.Conn) {
-	group, err := m.readHeader(conn)
+	group, err := m.accept(conn)
 
 	m.mu.Lock()
 	delete(m.pending, conn)
@@ -206,6 +267,11 @@ func (m *Mux) handshake(conn net.Conn) {
 	case handshakeFailed(conn, err):
 		lg.Warn("raft mux: TLS handshake failed; dropping connection", "err", err)
 		conn.Close()
+	case errors.Is(err, errBadProof) && m.warnNow():
+		// a node of another cluster, or an attacker: worth a warning, at
+		// most one every warnEvery so that a flood does not flood the log
+		lg.Warn("raft mux: the peer does not prove the cluster secret; dropping connection", "err", err)
+		conn.Close()
 	case err != nil:
 		lg.Debug("raft mux: dropping connection", "err", err)
 		conn.Close()
@@ -213,11 +279,14 @@ func (m *Mux) handshake(conn net.Conn) {
 		lg.Debug("raft mux: dropping connection for unknown group", "group", group)
 		conn.Close()
 	default:
-		l.deliver(conn, m.handshakeTimeout)
+		l.deliver(newIdleConn(conn, m.idleTimeout), m.handshakeTimeout)
 	}
 }
 
-func (m *Mux) readHeader(conn net.Conn) (uint64, error) {
+// accept reads the header of an accepted conn, and with a secret runs the
+// acceptor's part of the challenge-response, all within the handshake
+// timeout; it returns the group.
+func (m *Mux) accept(conn net.Conn) (uint64, error) {
 	// (both directions: over TLS the first read also runs the handshake,
 	// which writes)
 	if err := conn.SetDeadline(time.Now().Add(m.handshakeTimeout)); err != nil {
@@ -233,7 +302,14 @@ func (m *Mux) readHeader(conn net.Conn) (uint64, error) {
 	if string(buf[:len(muxMagic)]) != muxMagic {
 		return 0, fmt.Errorf("bad magic %q", buf[:len(muxMagic)])
 	}
-	if v := buf[len(muxMagic)]; v != muxVersion {
+	want := byte(muxVersion)
+	if !m.secret.IsZero() {
+		want = muxVersionAuth
+	}
+	switch v := buf[len(muxMagic)]; {
+	case v == muxVersion && want == muxVersionAuth:
+		return 0, errors.New("unauthenticated header (version 1): this node requires the cluster secret")
+	case v != want:
 		return 0, fmt.Errorf("unsupported version %d", v)
 	}
 	for buf[n-1]&0x80 != 0 && n < len(buf) {
@@ -246,16 +322,102 @@ func (m *Mux) readHeader(conn net.Conn) (uint64, error) {
 	if k <= 0 {
 		return 0, errors.New("bad group id")
 	}
+	if want == muxVersionAuth {
+		if err := m.challenge(conn, group); err != nil {
+			return 0, err
+		}
+	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return 0, err
 	}
 	return group, nil
 }
 
-// appendHeader appends the connection header for group to b.
-func appendHeader(b []byte, group uint64) []byte {
+// challenge is the acceptor's part of the authenticated header, after the
+// group: it answers the dialer's nonce with its own and its proof, and
+// checks the dialer's proof. An unknown group is not answered.
+func (m *Mux) challenge(conn net.Conn, group uint64) error {
+	m.mu.Lock()
+	_, known := m.layers[group]
+	m.mu.Unlock()
+	var dn [nonceSize]byte
+	if _, err := io.ReadFull(conn, dn[:]); err != nil {
+		return fmt.Errorf("read nonce: %w", err)
+	}
+	if !known {
+		return fmt.Errorf("unknown group %d", group)
+	}
+	var an [nonceSize]byte
+	_, _ = rand.Read(an[:]) // never fails (Go 1.24+)
+	reply := append(an[:], m.proof("acceptor", group, dn[:], an[:])...)
+	if _, err := conn.Write(reply); err != nil {
+		return fmt.Errorf("write challenge: %w", err)
+	}
+	var got [proofSize]byte
+	if _, err := io.ReadFull(conn, got[:]); err != nil {
+		return fmt.Errorf("read proof: %w", err)
+	}
+	if !hmac.Equal(got[:], m.proof("dialer", group, dn[:], an[:])) {
+		return errBadProof
+	}
+	return nil
+}
+
+// warnEvery is the least time between two warnings of refused proofs.
+const warnEvery = 10 * time.Second
+
+// warnNow reports whether a refused proof may be warned of now.
+func (m *Mux) warnNow() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now := time.Now(); now.Sub(m.lastWarn) >= warnEvery {
+		m.lastWarn = now
+		return true
+	}
+	return false
+}
+
+// errBadProof: the other side does not hold this node's cluster secret.
+var errBadProof = errors.New("wrong proof of the cluster secret")
+
+// proof is what the side role shows for the stream of group with the
+// dialer's and the acceptor's nonces.
+func (m *Mux) proof(role string, group uint64, dialerNonce, acceptorNonce []byte) []byte {
+	return m.secret.MAC(secret.Raft, []byte(role), binary.BigEndian.AppendUint64(nil, group), dialerNonce, acceptorNonce)
+}
+
+// open runs the dialer's part of the header on conn: the header, and with
+// a secret the challenge-response.
+func (m *Mux) open(conn net.Conn, group uint64) error {
+	if m.secret.IsZero() {
+		_, err := conn.Write(appendHeader(nil, muxVersion, group))
+		return err
+	}
+	var dn [nonceSize]byte
+	_, _ = rand.Read(dn[:])
+	if _, err := conn.Write(append(appendHeader(nil, muxVersionAuth, group), dn[:]...)); err != nil {
+		return err
+	}
+	var reply [nonceSize + proofSize]byte
+	if _, err := io.ReadFull(conn, reply[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return errors.New("closed by the peer during the handshake (no such group there, or it does not take this node's cluster secret)")
+		}
+		return fmt.Errorf("read challenge: %w", err)
+	}
+	an := reply[:nonceSize]
+	if !hmac.Equal(reply[nonceSize:], m.proof("acceptor", group, dn[:], an)) {
+		return fmt.Errorf("the peer does not hold this node's cluster secret: %w", errBadProof)
+	}
+	_, err := conn.Write(m.proof("dialer", group, dn[:], an))
+	return err
+}
+
+// appendHeader appends the connection header of version for group to b
+// (for version 2, without the nonce that follows).
+func appendHeader(b []byte, version byte, group uint64) []byte {
 	b = append(b, muxMagic...)
-	b = append(b, muxVersion)
+	b = append(b, version)
 	return binary.AppendUvarint(b, group)
 }
 
@@ -375,9 +537,11 @@ func (l *Layer) Accept() (net.Conn, error) {
 // address for every group.
 func (l *Layer) Addr() net.Addr { return l.mux.advertise }
 
-// Dial opens a stream to this group on the Mux listening at address, writing
-// the header before it returns. timeout bounds the dial and the header write
-// together; zero means no timeout. Close aborts a pending Dial.
+// Dial opens a stream to this group on the Mux listening at address, running
+// the header (and with a secret the challenge-response) before it returns.
+// timeout bounds the dial and the header together; zero means no timeout
+// for the dial and the handshake timeout for the header. Close aborts a
+// pending Dial.
 func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx := l.ctx
 	if timeout > 0 {
@@ -396,28 +560,35 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		}
 		return nil, err
 	}
+	var tc *tls.Conn
 	if l.mux.tlsClient != nil {
-		conn = tls.Client(conn, clientFor(l.mux.tlsClient, string(address)))
+		tc = tls.Client(conn, clientFor(l.mux.tlsClient, string(address)))
+		conn = tc
 	}
 	// Track the conn before the handshake and the header, so that Close
 	// aborts them by closing it.
-	lc, ok := l.track(conn)
+	lc, ok := l.track(newIdleConn(conn, l.mux.idleTimeout))
 	if !ok {
 		return nil, ErrLayerClosed
 	}
-	if tc, ok := conn.(*tls.Conn); ok {
+	if tc != nil {
 		if err = tc.HandshakeContext(ctx); err != nil {
 			err = fmt.Errorf("TLS handshake: %w", err)
 		}
 	}
-	if dl, ok := ctx.Deadline(); ok && err == nil {
-		err = conn.SetWriteDeadline(dl)
+	// the header waits for the peer's answer: never without a deadline
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(l.mux.handshakeTimeout)
 	}
 	if err == nil {
-		_, err = conn.Write(appendHeader(make([]byte, 0, len(muxMagic)+1+binary.MaxVarintLen64), l.group))
+		err = lc.SetDeadline(dl)
 	}
 	if err == nil {
-		err = conn.SetWriteDeadline(time.Time{})
+		err = l.mux.open(lc.Conn, l.group)
+	}
+	if err == nil {
+		err = lc.SetDeadline(time.Time{})
 	}
 	if err != nil {
 		lc.Close()
@@ -560,4 +731,87 @@ type Transport struct {
 // AppendEntriesPipeline tells raft to replicate without a pipeline.
 func (t *Transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// idleConn is a connection closed for reads and writes once nothing went
+// either way for idle: each Read and Write moves its deadline to idle from
+// now, or to the deadline its user set if that is sooner (raft sets one
+// per RPC).
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+
+	mu       sync.Mutex
+	rdl, wdl time.Time // the user's deadlines; zero: none
+}
+
+// newIdleConn wraps conn; idle 0 leaves it as it is.
+func newIdleConn(conn net.Conn, idle time.Duration) net.Conn {
+	if idle <= 0 {
+		return conn
+	}
+	return &idleConn{Conn: conn, idle: idle}
+}
+
+func (c *idleConn) deadline(user time.Time) time.Time {
+	d := time.Now().Add(c.idle)
+	if !user.IsZero() && user.Before(d) {
+		return user
+	}
+	return d
+}
+
+// Read reports the idle timeout as io.EOF, a peer gone quiet, so that the
+// raft transport ends the stream as it does when the peer hangs up rather
+// than log a decode error; a deadline its user set stays a timeout.
+func (c *idleConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	user := c.rdl
+	d := c.deadline(user)
+	c.mu.Unlock()
+	if err := c.Conn.SetReadDeadline(d); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	var ne net.Error
+	if err != nil && !d.Equal(user) && errors.As(err, &ne) && ne.Timeout() {
+		c.mu.Lock()
+		idle := c.rdl.Equal(user) // no deadline of the user's came meanwhile
+		c.mu.Unlock()
+		if idle {
+			return n, io.EOF
+		}
+	}
+	return n, err
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	d := c.deadline(c.wdl)
+	c.mu.Unlock()
+	if err := c.Conn.SetWriteDeadline(d); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *idleConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.rdl, c.wdl = t, t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(c.deadline(t))
+}
+
+func (c *idleConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.rdl = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(c.deadline(t))
+}
+
+func (c *idleConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.wdl = t
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(c.deadline(t))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/internal/hclogslog"
 	"github.com/cepcluster/cep/internal/testutil"
 )
@@ -162,7 +163,7 @@ func TestMuxRouting(t *testing.T) {
 	}
 
 	t.Run("unknown group", func(t *testing.T) {
-		c := rawDial(t, b, appendHeader(nil, 99))
+		c := rawDial(t, b, appendHeader(nil, muxVersion, 99))
 		expectClosed(t, c, 5*time.Second)
 
 		l4 := mustLayer(t, a, 4) // registered on a, not on b
@@ -177,7 +178,7 @@ func TestMuxRouting(t *testing.T) {
 		expectClosed(t, rawDial(t, b, []byte("XEPR\x01\x01")), 5*time.Second)
 	})
 	t.Run("bad version", func(t *testing.T) {
-		expectClosed(t, rawDial(t, b, []byte("CEPR\x02\x01")), 5*time.Second)
+		expectClosed(t, rawDial(t, b, []byte("CEPR\x03\x01")), 5*time.Second)
 	})
 	t.Run("varint overflow", func(t *testing.T) {
 		hdr := append([]byte("CEPR\x01"), slices.Repeat([]byte{0xff}, 11)...)
@@ -185,7 +186,7 @@ func TestMuxRouting(t *testing.T) {
 	})
 	t.Run("data after header", func(t *testing.T) {
 		// Header and payload in one write: the mux must not eat the payload.
-		c := rawDial(t, b, append(appendHeader(nil, 2), "payload"...))
+		c := rawDial(t, b, append(appendHeader(nil, muxVersion, 2), "payload"...))
 		s := acceptWithin(t, lb[2], 5*time.Second)
 		buf := make([]byte, len("payload"))
 		s.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -335,7 +336,7 @@ func TestMuxClose(t *testing.T) {
 	}
 	// A conn handshaken but never accepted, waiting in group 4's backlog.
 	l4 := mustLayer(t, m, 4)
-	queued := rawDial(t, m, appendHeader(nil, 4))
+	queued := rawDial(t, m, appendHeader(nil, muxVersion, 4))
 	testutil.EventuallyEvery(t, 5*time.Second, time.Millisecond, func() error {
 		if n := len(l4.connCh); n != 1 {
 			return fmt.Errorf("group 4 backlog: %d", n)
@@ -475,6 +476,16 @@ type raftNode struct {
 }
 
 func TestRaftOverMux(t *testing.T) {
+	t.Run("insecure", func(t *testing.T) { raftOverMux(t) })
+	// every stream authenticated, and streams quiet for 300 ms closed
+	// (raft's pooled connections among them) while raft keeps working
+	s := secret.Generate()
+	t.Run("secret", func(t *testing.T) {
+		raftOverMux(t, func(m *Mux) { m.UseSecret(s); m.idleTimeout = 300 * time.Millisecond })
+	})
+}
+
+func raftOverMux(t *testing.T, setup ...func(*Mux)) {
 	log := testutil.Logger(t, slog.LevelInfo)
 	groups := []uint64{1, 2}
 
@@ -484,7 +495,7 @@ func TestRaftOverMux(t *testing.T) {
 		id := raft.ServerID(fmt.Sprintf("n%d", i))
 		n := &raftNode{
 			id:    id,
-			mux:   newTestMux(t, log.With("node", id), time.Second),
+			mux:   newTestMux(t, log.With("node", id), time.Second, setup...),
 			rafts: map[uint64]*raft.Raft{},
 			fsms:  map[uint64]*testFSM{},
 		}

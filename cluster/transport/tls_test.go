@@ -57,7 +57,7 @@ func TestMuxTLS(t *testing.T) {
 	}
 	s := acceptWithin(t, l2, 5*time.Second)
 	roundTrip(t, c, s, "over tls")
-	if _, ok := c.(*layerConn).Conn.(*tls.Conn); !ok {
+	if _, ok := c.(*layerConn).Conn.(*idleConn).Conn.(*tls.Conn); !ok {
 		t.Fatalf("dialled stream is a %T, not TLS", c.(*layerConn).Conn)
 	}
 
@@ -76,12 +76,12 @@ func TestMuxTLS(t *testing.T) {
 	tc, err := tls.Dial("tcp", m2.Addr().String(), noCert)
 	if err == nil {
 		t.Cleanup(func() { tc.Close() })
-		tc.Write(appendHeader(nil, 7))
+		tc.Write(appendHeader(nil, muxVersion, 7))
 		expectClosed(t, tc, 5*time.Second)
 	}
 
 	// plain TCP with a valid header
-	expectClosed(t, rawDial(t, m2, appendHeader(nil, 7)), 5*time.Second)
+	expectClosed(t, rawDial(t, m2, appendHeader(nil, muxVersion, 7)), 5*time.Second)
 
 	select {
 	case r := <-acceptAsync(l2):

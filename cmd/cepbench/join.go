@@ -53,7 +53,7 @@ func measureJoin(ctx context.Context, c *benchCluster, k int, natsURL, dir strin
 	for i := 0; i < k; i++ {
 		id := fmt.Sprintf("j%d", i+1)
 		n, err := cluster.Start(ctx, cluster.Config{NodeID: id, DataDir: filepath.Join(dir, id), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
-			NATSURL: natsURL, Join: []string{seed.GossipAddr()}, Logger: nodeLog})
+			NATSURL: natsURL, Join: []string{seed.GossipAddr()}, Logger: nodeLog, Secret: seed.Config().Secret})
 		if err != nil {
 			return nil, fmt.Errorf("start %s: %w", id, err)
 		}

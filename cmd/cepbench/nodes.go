@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/secret"
 )
 
 // member is one node of the benchmarked cluster: in process (--nodes 1) or
@@ -219,10 +220,13 @@ func startProcesses(bin, dir, natsURL string, n, shards, procs int, logLevel str
 	}
 	c := &benchCluster{log: log}
 	var peers []string
+	// one cluster secret for all, in the environment (never on a command line)
+	clusterSecret := "CEPNODE_CLUSTER_SECRET=" + secret.Generate().String()
 	for i := 0; i < n; i++ {
 		m := &member{id: fmt.Sprintf("n%d", i+1), raft: ports[3*i], api: ports[3*i+1], gossip: ports[3*i+2], bin: bin}
+		m.env = []string{clusterSecret}
 		if procs > 0 {
-			m.env = []string{"GOMAXPROCS=" + strconv.Itoa(procs)}
+			m.env = append(m.env, "GOMAXPROCS="+strconv.Itoa(procs))
 		}
 		m.dir = filepath.Join(dir, m.id)
 		m.logPath = m.dir + ".log"

@@ -75,6 +75,31 @@ func TestStatus(t *testing.T) {
 		}
 	}
 
+	if strings.Contains(out, "INSECURE") {
+		t.Errorf("a secure cluster said insecure:\n%s", out)
+	}
+	t.Run("insecure", func(t *testing.T) {
+		fc := statusCluster()
+		secure := fc.StatusFunc
+		fc.StatusFunc = func(ctx context.Context, r *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
+			st, err := secure(ctx, r)
+			st.Summary.Insecure = true
+			return st, err
+		}
+		url := startAPI(t, api.Backends{Cluster: fc})
+		if out := cepctl(t, url, "status").mustOK(t).stdout; !strings.Contains(out, "INSECURE: no cluster secret") {
+			t.Errorf("an insecure cluster is not said so:\n%s", out)
+		}
+		var v struct {
+			Summary struct {
+				Insecure bool `json:"insecure"`
+			} `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(cepctl(t, url, "status", "-o", "json").mustOK(t).stdout), &v); err != nil || !v.Summary.Insecure {
+			t.Errorf("json: insecure %v, %v", v.Summary.Insecure, err)
+		}
+	})
+
 	for _, format := range []string{"json", "yaml"} {
 		t.Run(format, func(t *testing.T) {
 			out := cepctl(t, url, "status", "-o", format).mustOK(t).stdout

@@ -154,5 +154,8 @@ func summaryLine(s *cepv1.ClusterSummary) string {
 	if u := s.GetNatsUrl(); u != "" {
 		fmt.Fprintf(&b, "; NATS %s", u)
 	}
+	if s.GetInsecure() {
+		b.WriteString("; INSECURE: no cluster secret, members do not authenticate each other (cepnode --insecure)")
+	}
 	return b.String()
 }

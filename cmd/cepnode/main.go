@@ -5,6 +5,7 @@
 //	cepnode                                   # single node, embedded NATS
 //	cepnode --nats nats://host:4222 --id n2 --peers n1=h1:7000=h1:7070=h1:7946,n2=h2:7000=h2:7070=h2:7946,...
 //	cepnode --nats nats://host:4222 --id n4 --join h1:7946   # joins a running cluster
+//	cepnode secret                            # prints a new cluster secret
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/cluster/transport"
 )
 
@@ -49,8 +51,12 @@ func env(name, def string) string {
 	return def
 }
 
-// Run parses flags and runs a node until ctx ends.
+// Run parses flags and runs a node until ctx ends; "cepnode secret"
+// prints a new cluster secret instead.
 func Run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "secret" {
+		return printSecret(args[1:], os.Stdout)
+	}
 	fs := flag.NewFlagSet("cepnode", flag.ContinueOnError)
 	d := cluster.DefaultConfig()
 	fs.SetOutput(stderr)
@@ -65,7 +71,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	peers := fs.String("peers", env("peers", ""), "the members a new cluster starts with, as id=raftaddr=apiaddr[=gossipaddr],... including this node; empty: a single-node cluster, or with --join a node joining one (env CEPNODE_PEERS)")
 	gossipAddr := fs.String("gossip-addr", env("gossip-addr", ""), "listen address (UDP and TCP) of the membership gossip; default: the host of --raft-addr, port 7946 (env CEPNODE_GOSSIP_ADDR)")
 	join := fs.String("join", env("join", ""), "gossip addresses (host:port, comma-separated) of members of a running cluster: without --peers, this node joins that cluster and is given replicas (needs --nats) (env CEPNODE_JOIN)")
-	gossipKey := fs.String("gossip-key", env("gossip-key", ""), "base64 of a 16, 24 or 32-byte key that encrypts the membership gossip, the same on every node; use it where others can reach the gossip port, with TLS (env CEPNODE_GOSSIP_KEY)")
+	gossipKey := fs.String("gossip-key", env("gossip-key", ""), "base64 of a 16, 24 or 32-byte key that encrypts and authenticates the membership gossip, the same on every node, instead of the key derived from the cluster secret (which encrypts it by default); with --insecure and no key the gossip is in clear and anyone reaching its port can announce members (env CEPNODE_GOSSIP_KEY)")
 	advertiseHost := fs.String("advertise-host", env("advertise-host", ""), "host (name or IP) other nodes reach this one at, for a node not listed in --peers whose addresses are wildcards like 0.0.0.0 (env CEPNODE_ADVERTISE_HOST)")
 	deadAfter := fs.Duration("dead-after", d.DeadAfter, "how long a member may be unreachable before its replicas are moved to other nodes")
 	autoSplit := fs.Bool("auto-split", true, "split shards while the cluster has more nodes than shards, so that each node leads one (at most 32 shards with the default key groups; cepctl shard split splits by hand)")
@@ -82,10 +88,12 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert (env CEPNODE_TLS_KEY)")
 	tlsCA := fs.String("tls-ca", env("tls-ca", ""), "PEM file of the CA(s) that sign the nodes' certificates and any client certificate (env CEPNODE_TLS_CA)")
+	secretFile := fs.String("cluster-secret-file", env("cluster-secret-file", ""), "file holding the cluster secret (64 hex digits; cepnode secret makes one): members prove with it that they belong on the Raft port, the gossip (encrypted with a key of it) and node-to-node calls; every node of a cluster needs the same. The environment variable CEPNODE_CLUSTER_SECRET may hold the value instead. A single new node without one makes one and keeps it in its data directory (cluster-secret), which later starts use (env CEPNODE_CLUSTER_SECRET_FILE)")
+	insecure := fs.Bool("insecure", envBool("insecure"), "run without a cluster secret: members do not authenticate each other, so anyone who reaches the Raft or gossip port can act as a member and change or delete anything; only for a trusted network or tests (env CEPNODE_INSECURE)")
 	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address; behind --token when one is set (send it as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
 	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n       cepnode secret    (prints a new cluster secret)\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +107,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var err error
 	cfg := d // what no flag sets keeps its default
 	cfg.NodeID, cfg.DataDir, cfg.RaftAddr, cfg.APIAddr = *id, *data, *raftAddr, *apiAddr
 	cfg.NATSURL, cfg.NATSCreds, cfg.NATSCA, cfg.NATSPort = *natsURL, *natsCreds, *natsCA, *natsPort
@@ -120,6 +129,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("--gossip-key: not the base64 of a 16, 24 or 32-byte key (head -c 32 /dev/urandom | base64 makes one)")
 		}
 		cfg.GossipKey = k
+	}
+	cfg.Insecure = *insecure
+	if cfg.Secret, err = clusterSecret(*secretFile); err != nil {
+		return err
 	}
 	if cfg.GossipAddr == "" {
 		host, _, err := net.SplitHostPort(*raftAddr)
@@ -180,9 +193,9 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	n, err := cluster.Start(ctx, cfg)
 	if err != nil {
-		return err
+		return flagError(err) // a missing secret is found at start
 	}
-	logger.Info("cepnode started", "id", *id, "api", n.APIAddr(), "tls", cfg.TLS != nil, "nats", n.NATSURL(), "data", *data)
+	logger.Info("cepnode started", "id", *id, "api", n.APIAddr(), "tls", cfg.TLS != nil, "insecure", cfg.Insecure, "nats", n.NATSURL(), "data", *data)
 	<-ctx.Done()
 	logger.Info("shutting down")
 	done := make(chan error, 1)
@@ -200,6 +213,7 @@ var flags = map[string]string{
 	"DeadAfter": "--dead-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
 	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "OutputLimits.MaxAge": "--output-max-age",
 	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
+	"Secret": "--cluster-secret-file", "Insecure": "--insecure",
 }
 
 // flagError names the flag of a refused Config field.
@@ -218,6 +232,10 @@ func flagError(err error) error {
 		msg = " is for an external NATS server (--nats)"
 	case "Join":
 		msg = strings.Replace(msg, " needs an external NATS:", " needs --nats:", 1)
+	case "Secret":
+		msg = " (or CEPNODE_CLUSTER_SECRET) is needed by a node of a cluster of several (--peers, --join): give every node the same secret (the file cluster-secret in the first node's data directory, or one from cepnode secret), or --insecure"
+	case "Insecure":
+		msg = " with a cluster secret (--cluster-secret-file, CEPNODE_CLUSTER_SECRET): choose one"
 	}
 	return errors.New(name + msg)
 }
@@ -228,6 +246,47 @@ func atoiOr(s string, def int) int {
 		return n
 	}
 	return def
+}
+
+// envBool is a boolean flag's environment value (CEPNODE_<NAME>), false
+// when unset or not a boolean.
+func envBool(name string) bool {
+	b, _ := strconv.ParseBool(env(name, "false"))
+	return b
+}
+
+// clusterSecret reads the cluster secret from file, or from the
+// environment variable CEPNODE_CLUSTER_SECRET; zero when neither is given.
+// The value never goes on the command line, where ps shows it.
+func clusterSecret(file string) (secret.Secret, error) {
+	value, inEnv := os.LookupEnv("CEPNODE_CLUSTER_SECRET")
+	switch {
+	case file != "" && inEnv:
+		return secret.Secret{}, errors.New("--cluster-secret-file and CEPNODE_CLUSTER_SECRET both given: give one")
+	case file != "":
+		s, err := secret.ReadFile(file)
+		if err != nil {
+			return s, fmt.Errorf("--cluster-secret-file: %w", err)
+		}
+		return s, nil
+	case inEnv:
+		s, err := secret.Parse(value)
+		if err != nil {
+			return s, fmt.Errorf("CEPNODE_CLUSTER_SECRET: %w", err)
+		}
+		return s, nil
+	}
+	return secret.Secret{}, nil
+}
+
+// printSecret is "cepnode secret": a new cluster secret on out, to keep
+// in a file every node is given (--cluster-secret-file).
+func printSecret(args []string, out io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("cepnode secret takes no argument (got %q): it prints a new cluster secret, as in cepnode secret > cluster-secret", args[0])
+	}
+	_, err := fmt.Fprintln(out, secret.Generate().String())
+	return err
 }
 
 func btoi(b bool) int {

@@ -8,12 +8,18 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cepcluster/cep/cluster/secret"
 )
 
 // Flags that cannot work together are refused with one line, before
 // anything starts (no data directory, no listener, no NATS).
 func TestRunRefusesBadFlags(t *testing.T) {
 	dir := t.TempDir()
+	good, bad := dir+"/secret", dir+"/bad-secret"
+	os.WriteFile(good, []byte(secret.Generate().String()+"\n"), 0o600)
+	os.WriteFile(bad, []byte("not a secret"), 0o600)
+	two := "n1=127.0.0.1:1=127.0.0.1:2=127.0.0.1:3,n2=127.0.0.1:4=127.0.0.1:5=127.0.0.1:6"
 	for _, c := range []struct {
 		args []string
 		want string
@@ -40,6 +46,12 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--raft-addr", "nohost"}, `--raft-addr "nohost"`},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--id", "n1", "--peers", two, "--nats", "nats://127.0.0.1:1"}, "--cluster-secret-file (or CEPNODE_CLUSTER_SECRET) is needed by a node of a cluster of several"},
+		{[]string{"--id", "n4", "--join", "127.0.0.1:7946", "--nats", "nats://127.0.0.1:1"}, "--cluster-secret-file (or CEPNODE_CLUSTER_SECRET) is needed"},
+		{[]string{"--cluster-secret-file", dir + "/none"}, "--cluster-secret-file: open " + dir + "/none"},
+		{[]string{"--cluster-secret-file", bad}, "--cluster-secret-file: " + bad + ": cluster secret: want 64 hex digits"},
+		{[]string{"--cluster-secret-file", good, "--insecure"}, "--insecure with a cluster secret"},
+		{[]string{"--raft-addr", "0.0.0.0:0", "--insecure=false", "--cluster-secret-file", good, "--api-addr", "127.0.0.1:0", "--nats", "nats://127.0.0.1:1"}, "connect to NATS"}, // exposed, with a secret: starts
 	} {
 		var stderr bytes.Buffer
 		err := Run(context.Background(), append([]string{"--data", dir + "/data"}, c.args...), &stderr)
@@ -64,6 +76,40 @@ func TestParseSize(t *testing.T) {
 
 // A node that cannot start (its gossip port is taken) says why in one
 // line and leaves nothing running.
+// The secret's value comes from the environment, never the command line;
+// a file and the variable together are refused.
+func TestClusterSecretFromTheEnvironment(t *testing.T) {
+	s := secret.Generate()
+	t.Setenv("CEPNODE_CLUSTER_SECRET", s.String())
+	got, err := clusterSecret("")
+	if err != nil || got != s {
+		t.Fatalf("from the environment: %v", err)
+	}
+	if _, err := clusterSecret(t.TempDir() + "/f"); err == nil || !strings.Contains(err.Error(), "both given") {
+		t.Fatalf("file and variable: %v", err)
+	}
+	t.Setenv("CEPNODE_CLUSTER_SECRET", "short")
+	if _, err := clusterSecret(""); err == nil || strings.Contains(err.Error(), "short") {
+		t.Fatalf("a bad value: %v (must not echo it)", err)
+	}
+}
+
+// cepnode secret prints a new secret each time, in the form the flag reads.
+func TestPrintSecret(t *testing.T) {
+	var a, b bytes.Buffer
+	if err := printSecret(nil, &a); err != nil {
+		t.Fatal(err)
+	}
+	printSecret(nil, &b)
+	if err := Run(context.Background(), []string{"secret", "x"}, &b); err == nil || !strings.Contains(err.Error(), "takes no argument") {
+		t.Fatalf("cepnode secret x: %v", err)
+	}
+	sa, err := secret.Parse(a.String())
+	if err != nil || sa.IsZero() || a.String() == b.String() {
+		t.Fatalf("%q, %q: %v", a.String(), b.String(), err)
+	}
+}
+
 func TestRunReportsAStartFailure(t *testing.T) {
 	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/shard"
@@ -51,6 +52,23 @@ type testCluster struct {
 
 	hc     *http.Client // how clients reach a node's API: plain HTTP until useHTTPS
 	scheme string
+
+	// secret is the cluster secret every node is started with (unless its
+	// Config is Insecure or names another): tests run with members
+	// authenticating each other, as a cluster does by default
+	secret secret.Secret
+}
+
+// withSecret is cfg with the test cluster's secret, unless it has one or
+// is Insecure.
+func (tc *testCluster) withSecret(cfg cluster.Config) cluster.Config {
+	if tc.secret.IsZero() {
+		tc.secret = secret.Generate()
+	}
+	if cfg.Secret.IsZero() && !cfg.Insecure {
+		cfg.Secret = tc.secret
+	}
+	return cfg
 }
 
 // newCluster starts a NATS server for the nodes the test adds: the
@@ -183,6 +201,7 @@ func (tc *testCluster) add(cfg cluster.Config) int {
 // restarted catches up while the test goes on).
 func (tc *testCluster) start(i int) *cluster.Node {
 	tc.t.Helper()
+	tc.cfgs[i] = tc.withSecret(tc.cfgs[i])
 	n, err := cluster.Start(context.Background(), tc.cfgs[i])
 	if err != nil {
 		tc.t.Fatalf("start %s: %v", tc.cfgs[i].NodeID, err)
@@ -194,6 +213,7 @@ func (tc *testCluster) start(i int) *cluster.Node {
 // startReady starts node i and waits up to 20 s until it is ready.
 func (tc *testCluster) startReady(i int) *cluster.Node {
 	tc.t.Helper()
+	tc.cfgs[i] = tc.withSecret(tc.cfgs[i])
 	n, err := cluster.Start(context.Background(), tc.cfgs[i])
 	if err != nil {
 		tc.t.Fatal(err)
@@ -215,6 +235,7 @@ func (tc *testCluster) startAll() {
 	errs := make([]error, len(tc.cfgs))
 	var wg sync.WaitGroup
 	for i := range tc.cfgs {
+		tc.cfgs[i] = tc.withSecret(tc.cfgs[i])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

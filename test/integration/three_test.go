@@ -18,6 +18,7 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/internal/testcerts"
 	"github.com/cepcluster/cep/internal/testutil"
 )
@@ -134,9 +135,15 @@ func killLeaders(t *testing.T, useTLS bool) {
 	// a fourth node joins mid-stream (it is not in --peers: it joins
 	// through the gossip addresses there), and n1 is removed later
 	joiner := &proc{id: "n4", dir: filepath.Join(base, "n4"), raft: ports[9], api: ports[10], gossip: ports[11]}
+	secretFile := filepath.Join(base, "cluster-secret") // every node is given the same
+	tc.secret = secret.Generate()
+	if err := os.WriteFile(secretFile, []byte(tc.secret.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range append(tc.procs, joiner) {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
-			"--nats", tc.natsURL(), "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"), "--token", "s3cret", "--dead-after", "10s"}
+			"--nats", tc.natsURL(), "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"), "--token", "s3cret", "--dead-after", "10s",
+			"--cluster-secret-file", secretFile}
 		if ca != nil {
 			f, err := ca.Issue(p.id)
 			if err != nil {

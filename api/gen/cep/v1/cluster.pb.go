@@ -258,7 +258,11 @@ type ClusterSummary struct {
 	Sources             uint32 `protobuf:"varint,11,opt,name=sources,proto3" json:"sources,omitempty"`
 	// The NATS URL clients should publish events to (for example
 	// "nats://10.0.0.5:4222"); empty when the node does not know one.
-	NatsUrl       string `protobuf:"bytes,12,opt,name=nats_url,json=natsUrl,proto3" json:"nats_url,omitempty"`
+	NatsUrl string `protobuf:"bytes,12,opt,name=nats_url,json=natsUrl,proto3" json:"nats_url,omitempty"`
+	// The answering node runs without a cluster secret (cepnode --insecure):
+	// its members do not authenticate each other on the Raft port, the
+	// gossip or node-to-node calls.
+	Insecure      bool `protobuf:"varint,13,opt,name=insecure,proto3" json:"insecure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +379,13 @@ func (x *ClusterSummary) GetNatsUrl() string {
 		return x.NatsUrl
 	}
 	return ""
+}
+
+func (x *ClusterSummary) GetInsecure() bool {
+	if x != nil {
+		return x.Insecure
+	}
+	return false
 }
 
 type GetStatusRequest struct {
@@ -1077,7 +1088,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x0eis_meta_leader\x18\x05 \x01(\bR\fisMetaLeader\x12%\n" +
 	"\x0egossip_address\x18\x06 \x01(\tR\rgossipAddress\x12\x1a\n" +
 	"\bremoving\x18\a \x01(\bR\bremoving\x12\x1a\n" +
-	"\breplicas\x18\b \x01(\rR\breplicas\"\xf8\x02\n" +
+	"\breplicas\x18\b \x01(\rR\breplicas\"\x94\x03\n" +
 	"\x0eClusterSummary\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\rR\x05nodes\x12\x14\n" +
 	"\x05alive\x18\x02 \x01(\rR\x05alive\x12\x18\n" +
@@ -1092,7 +1103,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\bpatterns\x18\n" +
 	" \x01(\rR\bpatterns\x12\x18\n" +
 	"\asources\x18\v \x01(\rR\asources\x12\x19\n" +
-	"\bnats_url\x18\f \x01(\tR\anatsUrl\"\x12\n" +
+	"\bnats_url\x18\f \x01(\tR\anatsUrl\x12\x1a\n" +
+	"\binsecure\x18\r \x01(\bR\binsecure\"\x12\n" +
 	"\x10GetStatusRequest\"i\n" +
 	"\x11GetStatusResponse\x12\"\n" +
 	"\x05nodes\x18\x01 \x03(\v2\f.cep.v1.NodeR\x05nodes\x120\n" +
