@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/transport"
 )
@@ -47,6 +48,13 @@ func env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// envBool is a boolean flag's environment value (CEPNODE_<NAME>, as
+// strconv.ParseBool reads it); false when unset or not a boolean.
+func envBool(name string) bool {
+	b, _ := strconv.ParseBool(env(name, "false"))
+	return b
 }
 
 // Run parses flags and runs a node until ctx ends.
@@ -76,11 +84,13 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	outputMaxAge := fs.Duration("output-max-age", 0, "remove output records (matches, timeouts, late events, dead letters) older than this from the output stream, at least 30m; 0 keeps the stream's limit (none when the cluster creates it)")
 	outputMaxBytes := fs.String("output-max-bytes", "", "remove the oldest output records once the output stream holds more than this many bytes (suffixes K, M, G, T: powers of 1024); empty keeps the stream's limit")
 	deployWait := fs.Duration("deploy-wait", d.DeployWait, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
-	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
+	token := fs.String("token", env("token", ""), "an admin's bearer token for the API; without it and --token-file the API is open to anyone who reaches it; prefer the environment or --token-file, as a command line is visible to others on the machine (env CEPNODE_TOKEN)")
+	tokenFile := fs.String("token-file", env("token-file", ""), "file of the API's bearer tokens, one a line as ROLE TOKEN (ROLE admin: everything; operator: patterns, sources, savepoints and what reader may; reader: status, list, get, tail), # comments; calls without a valid token are refused (env CEPNODE_TOKEN_FILE)")
+	metricsAuth := fs.Bool("metrics-auth", envBool("metrics-auth"), "/metrics wants a bearer token of role reader or more (needs --token or --token-file); without it anyone reaching the API address reads the metrics (env CEPNODE_METRICS_AUTH=true)")
 	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert (env CEPNODE_TLS_KEY)")
 	tlsCA := fs.String("tls-ca", env("tls-ca", ""), "PEM file of the CA(s) that sign the nodes' certificates and any client certificate (env CEPNODE_TLS_CA)")
-	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address; behind --token when one is set (send it as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
+	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address, to admin tokens only when the API has tokens (send one as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
 	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
@@ -102,7 +112,14 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.NATSURL, cfg.NATSCreds, cfg.NATSCA, cfg.NATSPort = *natsURL, *natsCreds, *natsCA, *natsPort
 	cfg.Shards, cfg.KeyGroups, cfg.APIToken, cfg.Logger, cfg.Pprof = *shards, *keyGroups, *token, logger, *pprofOn
 	cfg.OutboxLimit, cfg.DeployWait, cfg.DeadAfter, cfg.Replicas, cfg.NoAutoSplit = *outboxLimit, *deployWait, *deadAfter, *replicas, !*autoSplit
-	cfg.GossipAddr, cfg.AdvertiseHost = *gossipAddr, *advertiseHost
+	cfg.GossipAddr, cfg.AdvertiseHost, cfg.MetricsAuth = *gossipAddr, *advertiseHost, *metricsAuth
+	if *tokenFile != "" {
+		t, err := api.ReadTokenFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %v", err)
+		}
+		cfg.Tokens = t
+	}
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)
 		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
@@ -207,6 +224,10 @@ func flagError(err error) error {
 		msg = " is for an external NATS server (--nats)"
 	case "Join":
 		msg = strings.Replace(msg, " needs an external NATS:", " needs --nats:", 1)
+	case "APIToken":
+		msg = strings.Replace(msg, "in Tokens", "in --token-file", 1)
+	case "MetricsAuth":
+		msg = " needs --token or --token-file"
 	}
 	return errors.New(name + msg)
 }
