@@ -206,6 +206,7 @@ var flags = map[string]string{
 	"DeadAfter": "--dead-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
 	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "OutputLimits.MaxAge": "--output-max-age",
 	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
+	"APIToken": "--token", "MetricsAuth": "--metrics-auth",
 }
 
 // flagError names the flag of a refused Config field.

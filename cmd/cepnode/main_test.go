@@ -14,6 +14,14 @@ import (
 // anything starts (no data directory, no listener, no NATS).
 func TestRunRefusesBadFlags(t *testing.T) {
 	dir := t.TempDir()
+	badTokens := dir + "/tokens"
+	if err := os.WriteFile(badTokens, []byte("# users\nadmin tok-a-secret\nroot tok-b-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	goodTokens := dir + "/good-tokens"
+	if err := os.WriteFile(goodTokens, []byte("reader tok-r-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -40,11 +48,19 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--raft-addr", "nohost"}, `--raft-addr "nohost"`},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--token-file", badTokens}, "--token-file: " + badTokens + `:3: unknown role "root"`},
+		{[]string{"--token-file", dir + "/none"}, "--token-file: token file: open " + dir + "/none"},
+		{[]string{"--metrics-auth"}, "--metrics-auth needs --token or --token-file"},
+		{[]string{"--token", "tok-r-secret", "--token-file", goodTokens}, "--token is in --token-file as well"},
+		{[]string{"--token", "two words"}, "--token: a token with white space"},
 	} {
 		var stderr bytes.Buffer
 		err := Run(context.Background(), append([]string{"--data", dir + "/data"}, c.args...), &stderr)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %v, want one line with %q", c.args, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "-secret") || strings.Contains(stderr.String(), "-secret") {
+			t.Errorf("%v: a token shown: %v %s", c.args, err, stderr.String())
 		}
 	}
 }
