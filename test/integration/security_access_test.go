@@ -69,11 +69,11 @@ func authorised(t *testing.T, what string, err error) {
 // patterns, sources or savepoints, an operator changing the cluster's
 // shape, a call without a token or with a wrong one, a user token (even
 // the admin's) or none writing a savepoint part, the node credential
-// reading the output, /metrics without a token. What each role may do
-// goes through.
+// reading the output, /metrics without a token, profiles without an
+// admin's. What each role may do goes through.
 func TestSecurityAccessRoles(t *testing.T) {
 	s := secret.Generate()
-	tc := newSingle(t, 90*time.Second, cluster.Config{Tokens: accessTokens(t), Secret: s, MetricsAuth: true, Shards: 1})
+	tc := newSingle(t, 90*time.Second, cluster.Config{Tokens: accessTokens(t), Secret: s, MetricsAuth: true, Pprof: true, Shards: 1})
 	ctx := tc.ctx
 	admin, operator, reader := tc.client(0, as("admin")), tc.client(0, as("operator")), tc.client(0, as("reader"))
 
@@ -186,6 +186,16 @@ func TestSecurityAccessRoles(t *testing.T) {
 	}
 	if code := do(http.MethodGet, "/metrics", "reader-0123456789abcdef", ""); code != http.StatusOK {
 		t.Errorf("/metrics with a reader's token: HTTP %d", code)
+	}
+	// profiles are the admin's
+	if code := do(http.MethodGet, "/debug/pprof/", "operator-0123456789abcdef", ""); code != http.StatusForbidden {
+		t.Errorf("profiles with an operator's token: HTTP %d, want 403", code)
+	}
+	if code := do(http.MethodGet, "/debug/pprof/", s.Token(secret.Node), ""); code != http.StatusForbidden {
+		t.Errorf("profiles with the node credential: HTTP %d, want 403", code)
+	}
+	if code := do(http.MethodGet, "/debug/pprof/", "admin-0123456789abcdef", ""); code != http.StatusOK {
+		t.Errorf("profiles with the admin's token: HTTP %d", code)
 	}
 	if code := do(http.MethodGet, "/healthz", "", ""); code != http.StatusOK {
 		t.Errorf("/healthz without a token: HTTP %d", code)
