@@ -119,6 +119,9 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("--token-file: %v", err)
 		}
 		cfg.Tokens = t
+		if fi, err := os.Stat(*tokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			logger.Warn("the token file can be read by other users of this machine: chmod 600 it", "file", *tokenFile)
+		}
 	}
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)
