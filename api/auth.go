@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -90,7 +91,7 @@ func Authorize(t *Tokens, h http.Handler) http.Handler {
 // counts as RoleAdmin.
 func AuthorizeRole(t *Tokens, a Access, h http.Handler) http.Handler {
 	c := &tokenChecker{t: t}
-	return guard(h, func(r *http.Request) error { return c.allow(a, r.Header) })
+	return guard(h, func(r *http.Request) error { return c.allow(r.URL.Path, a, r.Header) })
 }
 
 func guard(h http.Handler, check func(*http.Request) error) http.Handler {
@@ -103,7 +104,7 @@ func guard(h http.Handler, check func(*http.Request) error) http.Handler {
 		case ew.IsSupported(r):
 			_ = ew.Write(w, r, err)
 		case connect.CodeOf(err) == connect.CodePermissionDenied:
-			http.Error(w, errPermissionDenied.Error(), http.StatusForbidden)
+			http.Error(w, err.(*connect.Error).Message(), http.StatusForbidden)
 		default:
 			http.Error(w, errUnauthenticated.Error(), http.StatusUnauthorized)
 		}
@@ -152,11 +153,12 @@ func (c *tokenChecker) check(procedure string, h http.Header) error {
 		}
 	}
 	a, _ := AccessOf(procedure)
-	return c.allow(a, h)
+	return c.allow(procedure, a, h)
 }
 
-// allow decides on the role of the headers' token.
-func (c *tokenChecker) allow(a Access, h http.Header) error {
+// allow decides on the role of the headers' token for what (a procedure
+// or path), which a guards.
+func (c *tokenChecker) allow(what string, a Access, h http.Header) error {
 	role := RoleNone
 	if token, ok := bearerToken(h); ok {
 		role = c.t.Role(token)
@@ -170,7 +172,12 @@ func (c *tokenChecker) allow(a Access, h http.Header) error {
 		// where net/http refuses that header.
 		return connect.NewError(connect.CodeUnauthenticated, errUnauthenticated)
 	case !a.Allows(role):
-		return connect.NewError(connect.CodePermissionDenied, errPermissionDenied)
+		// the caller holds a valid token: it may learn what it lacks
+		need := a.Least.String()
+		if a.Least == RoleNode {
+			need = "the cluster's node credential"
+		}
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%w: %s needs %s, the token is %s's", errPermissionDenied, what, need, role))
 	}
 	return nil
 }

@@ -199,8 +199,8 @@ func TestRolesOverTheWire(t *testing.T) {
 				return cepv1connect.NewPatternServiceClient(pr.http(ts), ts.URL, pr.with(WithClientToken(tokenOf(r)))...)
 			}
 			_, err := pc(RoleReader).DeployPattern(t.Context(), connect.NewRequest(&cepv1.DeployPatternRequest{Spec: "x"}))
-			if connect.CodeOf(err) != connect.CodePermissionDenied {
-				t.Errorf("%s %s: reader deploys: %v, want permission_denied", name, pr.name, err)
+			if connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), "/cep.v1.PatternService/DeployPattern needs operator, the token is reader's") {
+				t.Errorf("%s %s: reader deploys: %v, want permission_denied naming the role it needs", name, pr.name, err)
 			}
 			if _, err := pc(RoleReader).ListPatterns(t.Context(), connect.NewRequest(&cepv1.ListPatternsRequest{})); err != nil {
 				t.Errorf("%s %s: reader lists: %v", name, pr.name, err)
