@@ -223,7 +223,8 @@ func (s *seenAuth) all() []string {
 
 // An attack that must fail: whoever controls (or listens to) one member
 // of a cluster learns the users' token from the calls the other members
-// make to it, and a user's token is in the nodes' logs. Three nodes, each
+// make to it, and a user's token is in the nodes' logs; a reader has a
+// change forwarded to the metadata leader under the node credential. Three nodes, each
 // reached by the others through a proxy in front of its API that records
 // the Authorization headers; a deploy and a delete forwarded to the
 // metadata leader, a savepoint whose parts the replicas write: the peers
@@ -243,6 +244,7 @@ func TestSecurityAccessPeersGetTheNodeCredential(t *testing.T) {
 		proxyAddr := tc.cfgs[i].Peers[i].APIAddr
 		tc.cfgs[i].APIAddr = real[i]
 		tc.cfgs[i].APIToken, tc.cfgs[i].Secret, tc.cfgs[i].Logger = userToken, s, logInto(logs)
+		tc.cfgs[i].Tokens = accessTokens(t) // a reader among them
 		// one replica a shard: the metadata leader asks the others for
 		// their shards and has them write their savepoint parts
 		tc.cfgs[i].Replicas = 1
@@ -285,6 +287,17 @@ func TestSecurityAccessPeersGetTheNodeCredential(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := c.savepoints.CreateSavepoint(tc.ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + dir})); err != nil {
 		t.Fatal(err)
+	}
+	// a reader's change is refused where it arrives, not forwarded with
+	// the node credential
+	_, err = tc.client(follower, as("reader")).patterns.DeletePattern(tc.ctx, req(&cepv1.DeletePatternRequest{Name: "login-fail-logout"}))
+	wantCode(t, "reader deletes through a follower", err, connect.CodePermissionDenied)
+	for i := range seen {
+		for _, e := range seen[i].all() {
+			if strings.HasPrefix(e, "/cep.v1.PatternService/DeletePattern ") {
+				t.Errorf("node %s got a reader's delete forwarded", tc.cfgs[i].NodeID)
+			}
+		}
 	}
 	if _, err := c.patterns.DeletePattern(tc.ctx, req(&cepv1.DeletePatternRequest{Name: "login-fail-logout"})); err != nil {
 		t.Fatal(err)
