@@ -48,7 +48,8 @@ func ParseRole(s string) (Role, error) {
 }
 
 // Access says who may call a procedure: users of role Least or above, and
-// the cluster's members when Node is set.
+// the cluster's members when Node is set. Least RoleNode (with Node) is
+// the members alone, no user.
 type Access struct {
 	Least Role
 	// Node: members call it for each other: the internal queries, and the
@@ -108,5 +109,5 @@ func (a Access) Allows(r Role) bool {
 	if r == RoleNode {
 		return a.Node
 	}
-	return r != RoleNone && r >= a.Least && a.Least != RoleNode
+	return r != RoleNone && r >= a.Least && a.Least < RoleNode
 }
