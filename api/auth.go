@@ -2,9 +2,8 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -13,13 +12,18 @@ import (
 	"connectrpc.com/grpcreflect"
 )
 
-// errUnauthenticated is the error a call without the right token gets.
-var errUnauthenticated = errors.New("api: missing or invalid bearer token")
+var (
+	// errUnauthenticated is the error a call without a valid token gets.
+	errUnauthenticated = errors.New("api: missing or invalid bearer token")
+	// errPermissionDenied is the error of a valid token whose role may not
+	// make the call.
+	errPermissionDenied = errors.New("api: the token's role may not make this call")
+)
 
 // WithToken returns a handler option that requires every call to carry the
-// header "Authorization: Bearer TOKEN". Calls without it fail with
-// Unauthenticated. An empty token disables the check (the option does
-// nothing).
+// header "Authorization: Bearer TOKEN", token being an admin's. Calls
+// without it fail with Unauthenticated. An empty token disables the check
+// (the option does nothing). It is WithTokens of that one token.
 //
 // Health checks and server reflection stay open even when NewHandler passes
 // the option to them, so that liveness probes and grpcurl work without a
@@ -31,7 +35,29 @@ func WithToken(token string) connect.HandlerOption {
 	if token == "" {
 		return connect.WithInterceptors()
 	}
-	return connect.WithInterceptors(&tokenChecker{want: sha256.Sum256([]byte(token))})
+	return WithTokens(single(token))
+}
+
+// WithTokens returns a handler option that lets a call through only when
+// its bearer token's role may make it (AccessOf): Unauthenticated without
+// a valid token, PermissionDenied when its role falls short. Tokens
+// without any user token (Users) let every call through, as RoleAdmin.
+// Health and reflection stay open, as with WithToken.
+//
+// An interceptor runs once Connect has read the request: a server should
+// rather wrap its handler with Authorize, which decides on the headers.
+func WithTokens(t *Tokens) connect.HandlerOption {
+	return connect.WithInterceptors(&tokenChecker{t: t})
+}
+
+func single(token string) *Tokens {
+	t := &Tokens{}
+	if err := t.Add(RoleAdmin, token); err != nil {
+		// a token Add refuses (white space) matches no header value, so
+		// every call is refused, as it would be with any other wrong token
+		t.list = append(t.list, tokenEntry{role: RoleNone})
+	}
+	return t
 }
 
 // RequireToken returns h behind the check WithToken makes, made on the
@@ -41,30 +67,54 @@ func WithToken(token string) connect.HandlerOption {
 // open procedures of WithToken (health, reflection) stay open. A refused
 // call gets Unauthenticated in its own protocol (Connect, gRPC, gRPC-Web);
 // anything else, such as a profile download, 401. An empty token returns
-// h as it is.
+// h as it is. It is Authorize with that one admin token.
 func RequireToken(token string, h http.Handler) http.Handler {
 	if token == "" {
 		return h
 	}
-	c := &tokenChecker{want: sha256.Sum256([]byte(token))}
+	return Authorize(single(token), h)
+}
+
+// Authorize returns h behind the check of WithTokens, made on the
+// request's headers before h reads a byte of its body; the procedure is
+// the request's path, and a path the table does not list needs an admin.
+// A refused call gets Unauthenticated or PermissionDenied in its own
+// protocol (Connect, gRPC, gRPC-Web); anything else 401 or 403.
+func Authorize(t *Tokens, h http.Handler) http.Handler {
+	c := &tokenChecker{t: t}
+	return guard(h, func(r *http.Request) error { return c.check(r.URL.Path, r.Header) })
+}
+
+// AuthorizeRole is Authorize for a handler outside the API (metrics,
+// profiles, the cluster's internal endpoints): every request needs a token
+// of a role a allows. Without user tokens in t, a request without one
+// counts as RoleAdmin.
+func AuthorizeRole(t *Tokens, a Access, h http.Handler) http.Handler {
+	c := &tokenChecker{t: t}
+	return guard(h, func(r *http.Request) error { return c.allow(r.URL.Path, a, r.Header) })
+}
+
+func guard(h http.Handler, check func(*http.Request) error) http.Handler {
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := c.check(r.URL.Path, r.Header)
+		err := check(r)
 		switch {
 		case err == nil:
 			h.ServeHTTP(w, r)
 		case ew.IsSupported(r):
 			_ = ew.Write(w, r, err)
+		case connect.CodeOf(err) == connect.CodePermissionDenied:
+			http.Error(w, err.(*connect.Error).Message(), http.StatusForbidden)
 		default:
 			http.Error(w, errUnauthenticated.Error(), http.StatusUnauthorized)
 		}
 	})
 }
 
-// tokenChecker is the server side of WithToken. It is immutable, so safe for
-// concurrent use.
+// tokenChecker is the server side of WithTokens. It is immutable, so safe
+// for concurrent use.
 type tokenChecker struct {
-	want [sha256.Size]byte // hashed so that comparison time does not depend on length
+	t *Tokens
 }
 
 func (c *tokenChecker) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -89,7 +139,7 @@ func (c *tokenChecker) WrapStreamingHandler(next connect.StreamingHandlerFunc) c
 	}
 }
 
-// openPrefixes are the procedures WithToken lets through without a token.
+// openPrefixes are the procedures every caller may call, without a token.
 var openPrefixes = []string{
 	"/" + grpchealth.HealthV1ServiceName + "/",
 	"/" + grpcreflect.ReflectV1ServiceName + "/",
@@ -102,14 +152,34 @@ func (c *tokenChecker) check(procedure string, h http.Header) error {
 			return nil
 		}
 	}
-	token, ok := bearerToken(h)
-	got := sha256.Sum256([]byte(token))
-	if ok && subtle.ConstantTimeCompare(got[:], c.want[:]) == 1 {
-		return nil
+	a, _ := AccessOf(procedure)
+	return c.allow(procedure, a, h)
+}
+
+// allow decides on the role of the headers' token for what (a procedure
+// or path), which a guards.
+func (c *tokenChecker) allow(what string, a Access, h http.Header) error {
+	role := RoleNone
+	if token, ok := bearerToken(h); ok {
+		role = c.t.Role(token)
 	}
-	// No WWW-Authenticate: gRPC carries error metadata in trailers, where
-	// net/http refuses that header.
-	return connect.NewError(connect.CodeUnauthenticated, errUnauthenticated)
+	if role == RoleNone && c.t.Users() == 0 {
+		role = RoleAdmin // no user token: the API is open
+	}
+	switch {
+	case role == RoleNone:
+		// No WWW-Authenticate: gRPC carries error metadata in trailers,
+		// where net/http refuses that header.
+		return connect.NewError(connect.CodeUnauthenticated, errUnauthenticated)
+	case !a.Allows(role):
+		// the caller holds a valid token: it may learn what it lacks
+		need := a.Least.String()
+		if a.Least == RoleNode {
+			need = "the cluster's node credential"
+		}
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%w: %s needs %s, the token is %s's", errPermissionDenied, what, need, role))
+	}
+	return nil
 }
 
 // bearerToken returns the token of an "Authorization: Bearer TOKEN" header.

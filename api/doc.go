@@ -29,12 +29,19 @@
 // SourceBackend, ClusterBackend, SavepointBackend, MatchBackend), usually as
 // adapters over the cluster package, and serves them:
 //
+//	tokens, err := api.ReadTokenFile("tokens") // lines "ROLE TOKEN"
 //	h := api.NewHandler(api.Backends{Patterns: p, Sources: s, Cluster: c,
-//		Savepoints: sp, Matches: m}, api.WithToken(token))
-//	srv := api.Server(":7070", h) // HTTP/1.1 and h2c
+//		Savepoints: sp, Matches: m})
+//	srv := api.Server(":7070", api.Authorize(tokens, h)) // HTTP/1.1 and h2c
 //	go srv.ListenAndServe()
 //	...
 //	srv.Shutdown(ctx)
+//
+// Authorize lets a call through when its bearer token's role (admin,
+// operator, reader; node for the cluster's members) may make it, by one
+// table of every procedure (AccessOf), deciding on the headers before the
+// body is read; WithToken (one admin token) and WithTokens do the same as
+// interceptors for embedders.
 //
 // The handler also answers gRPC health checks and server reflection, so
 // grpcurl and grpc_health_probe work against it:

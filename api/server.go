@@ -1,6 +1,7 @@
 package api
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -57,33 +58,112 @@ func NewHandler(b Backends, opts ...connect.HandlerOption) http.Handler {
 	return mux
 }
 
+// Limits of the API server, against clients that hold connections and
+// goroutines without finishing their requests (slowloris):
+const (
+	// ReadHeaderTimeout bounds the time a request's headers may take to
+	// arrive.
+	ReadHeaderTimeout = 10 * time.Second
+	// BodyReadTimeout bounds the time the body of a unary call (every
+	// procedure but the streaming ones, such as MatchService.Tail) may
+	// take to arrive: at most DefaultReadMaxBytes, which takes seconds even
+	// over slow links. It runs from the end of the headers; once the body
+	// is read the call may take as long as it needs (a node removal
+	// waiting for its replicas to move).
+	BodyReadTimeout = 30 * time.Second
+	// IdleTimeout closes a keep-alive connection without a request.
+	IdleTimeout = 2 * time.Minute
+)
+
 // Server returns an *http.Server for h on addr that speaks HTTP/1.1 and
 // HTTP/2 over cleartext (h2c with prior knowledge, which gRPC clients use),
 // or over TLS when it serves a crypto/tls listener offering "h2".
 // The caller starts it (ListenAndServe, or Serve on its own listener) and
 // stops it with Shutdown.
 //
-// Timeouts: request headers must arrive within 10s and idle connections are
-// closed after 2m. There is no read or write timeout, since MatchService.Tail
-// streams for as long as the client wants; per-call deadlines come from the
-// client (Connect-Timeout-Ms, grpc-timeout). An HTTP/2 connection that sends
-// nothing for 30s is pinged and closed if the ping is not answered within
-// 15s, which ends the streams of clients that vanished without closing.
+// Timeouts: request headers must arrive within ReadHeaderTimeout, the body
+// of a unary call within BodyReadTimeout, and idle connections are closed
+// after IdleTimeout. There is no read or write timeout for the whole
+// request, since MatchService.Tail streams for as long as the client wants
+// and a unary call may wait long for the cluster; per-call deadlines come
+// from the client (Connect-Timeout-Ms, grpc-timeout). An HTTP/2 connection
+// that sends nothing for 30s is pinged and closed if the ping is not
+// answered within 15s, which ends the streams of clients that vanished
+// without closing.
 func Server(addr string, h http.Handler) *http.Server {
+	return server(addr, h, BodyReadTimeout)
+}
+
+func server(addr string, h http.Handler, bodyTimeout time.Duration) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	protocols.SetHTTP2(true)
 	return &http.Server{
 		Addr:              addr,
-		Handler:           h,
+		Handler:           bodyDeadline(h, bodyTimeout),
 		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: 30 * time.Second,
 			PingTimeout:     15 * time.Second,
 		},
 	}
+}
+
+// streaming are the procedures of the API whose client or server streams.
+var streaming = func() map[string]bool {
+	m := map[string]bool{}
+	for _, md := range apiMethods() {
+		if md.IsStreamingClient() || md.IsStreamingServer() {
+			m[procedureOf(md)] = true
+		}
+	}
+	return m
+}()
+
+// bodyDeadline has the body of a request to a unary procedure arrive
+// within d of its headers: a read after that fails, and the call with it.
+// The deadline is lifted once the body has been read to its end (net/http
+// does so as well on HTTP/1.1), so that it never ends a call that waits
+// for the cluster. It stays after an error: the server then discards the
+// rest of the body, which must not wait for the client either. Streams and
+// other paths go as they are.
+func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if streaming[r.URL.Path] || r.Body == nil || r.Body == http.NoBody || !isProcedure(r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+			h.ServeHTTP(w, r) // a writer without deadlines (a test's)
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// isProcedure reports whether path names a procedure of the API (or one
+// of a service of it, known or not).
+func isProcedure(path string) bool {
+	return strings.HasPrefix(path, "/cep.v1.")
+}
+
+type deadlineBody struct {
+	io.ReadCloser
+	rc     *http.ResponseController
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted {
+		b.lifted = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/nfa"
@@ -74,13 +75,20 @@ type Config struct {
 	// active nodes than shards (it does by default, so that each node leads
 	// a shard; only cepctl shard split splits then).
 	NoAutoSplit bool
-	APIToken    string // bearer token the API requires; empty: none
 	// SavepointDir is the directory dir:// savepoint targets and
 	// locations must lie in (default <DataDir>/savepoints): a relative
 	// dir:// path is taken inside it, and one resolving outside it (.., an
 	// absolute path elsewhere, a symbolic link out) is refused, so an API
 	// client cannot have a node write or read files anywhere it can.
 	SavepointDir string
+	APIToken     string // an admin's bearer token for the API; empty: none
+	// Tokens are more bearer tokens of the API, each with its role
+	// (api.ReadTokenFile). Without these and APIToken the API is open to
+	// anyone reaching it.
+	Tokens *api.Tokens
+	// MetricsAuth: /metrics wants a token of role reader (or more), as
+	// the API does; without it /metrics is open.
+	MetricsAuth bool
 	// Secret is the cluster secret (package secret): members prove with it
 	// that they belong (gossip, Raft, node-to-node calls, embedded NATS).
 	// A given one is kept in DataDir (Start refuses a data directory that
@@ -95,7 +103,7 @@ type Config struct {
 	// TLS, when set, secures the Raft mux (mutual TLS) and the API (HTTPS);
 	// see transport.TLS. The embedded NATS server stays plain, on its loopback host.
 	TLS    *transport.TLS
-	Pprof  bool // serve net/http/pprof under /debug/pprof/ on the API address, behind APIToken, without the command line
+	Pprof  bool // serve net/http/pprof under /debug/pprof/ on the API address, to admins only, without the command line
 	Logger *slog.Logger
 	Raft   *raft.Config // Raft timeouts (tests shorten them); default shard.DefaultRaftConfig()
 
@@ -274,6 +282,12 @@ func (c *Config) Validate() error {
 		return bad("NATSCA", " is for an external NATS server (NATSURL)")
 	case len(c.Join) > 0 && len(c.Peers) == 0 && c.NATSURL == "":
 		return bad("Join", " needs an external NATS: a joining node reads and publishes through the cluster's NATS, not an embedded server of its own")
+	case strings.ContainsAny(c.APIToken, " \t\r\n"):
+		return bad("APIToken", ": a token with white space") // never the token itself
+	case c.APIToken != "" && c.Tokens.Role(c.APIToken) != api.RoleNone:
+		return bad("APIToken", " is in Tokens as well")
+	case c.MetricsAuth && c.APIToken == "" && c.Tokens.Users() == 0:
+		return bad("MetricsAuth", " needs API tokens (APIToken or Tokens) to check")
 	}
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {

@@ -64,6 +64,9 @@ type Node struct {
 	// health and progress probes); peerTLS is its own transport with TLS.
 	peerHTTP *http.Client
 	peerTLS  *http.Transport
+	// auth are the API's tokens: the users' (Config.APIToken and Tokens)
+	// and, with a cluster secret, the node credential (peer.go)
+	auth *api.Tokens
 
 	applyLatency prometheus.Histogram // proposal to applied, per ingest batch
 	// readPaused is 1 while a shard leader does not read a stream, by
@@ -225,16 +228,23 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.openLocalReplicas(); err != nil {
 		return n, err
 	}
+	n.auth = n.apiTokens()
+	if n.auth.Users() == 0 && !isLoopback(n.apiLn.Addr()) {
+		n.log.Warn("the API is open to anyone who reaches it: no API token (APIToken, Tokens) on a non-loopback address", "addr", cfg.APIAddr)
+	}
 	mux := http.NewServeMux()
-	// the token is checked before a request body is read (and so needs no
+	// roles are checked before a request body is read (and so need no
 	// interceptor as well)
-	mux.Handle("/", api.RequireToken(cfg.APIToken, api.NewHandler(NewService(n).Backends())))
+	mux.Handle("/", api.Authorize(n.auth, api.NewHandler(NewService(n).Backends())))
 	for path, h := range n.HTTPHandlers() {
+		if path == "/metrics" && cfg.MetricsAuth {
+			h = api.AuthorizeRole(n.auth, api.Access{Least: api.RoleReader}, h)
+		}
 		mux.Handle(path, h)
 	}
 	mux.Handle(savepointPartPath, n.savepointPartHandler())
 	if cfg.Pprof {
-		// behind the token, and without /debug/pprof/cmdline: the command
+		// admins only, and without /debug/pprof/cmdline: the command
 		// line may hold secrets (--token itself)
 		prof := http.NewServeMux()
 		prof.HandleFunc("/debug/pprof/", pprof.Index)
@@ -242,7 +252,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		prof.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		prof.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		prof.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.Handle("/debug/pprof/", api.RequireToken(cfg.APIToken, prof))
+		mux.Handle("/debug/pprof/", api.AuthorizeRole(n.auth, api.Access{Least: api.RoleAdmin}, prof))
 	}
 	n.apiSrv = api.Server(cfg.APIAddr, mux)
 	n.apiSrv.ErrorLog = slog.NewLogLogger(n.log.With("component", "api").Handler(), slog.LevelWarn)

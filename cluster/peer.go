@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/secret"
 )
 
 // peerClient calls the API of another node of the cluster: the changes a
@@ -33,8 +35,11 @@ type peerClient struct {
 func (n *Node) peerAt(apiAddr string) peerClient {
 	p := peerClient{hc: n.peerHTTP, addr: apiAddr, base: n.apiURL(apiAddr)}
 	// The credential one node presents to another is decided here only:
-	// for now the API's bearer token, the one users present.
-	if tok := n.cfg.APIToken; tok != "" {
+	// the node credential, never a user's token. A change forwarded to
+	// the metadata leader carries it too: this node authorised the user's
+	// call against the user's role before it read the request (see
+	// api.Access.Node).
+	if tok := n.nodeCredential(); tok != "" {
 		p.opts = []connect.ClientOption{api.WithClientToken(tok)}
 		p.auth = "Bearer " + tok
 	}
@@ -157,4 +162,51 @@ func forwarded[C, Req, Res any](n *Node, ctx context.Context, r *Req, client fun
 		return nil, true, err
 	}
 	return out.Msg, true, nil
+}
+
+// nodeCredential is the bearer token this node presents to the others,
+// and accepts from them as api.RoleNode: derived from the cluster secret,
+// so never a user's token. Without a secret (insecure) it is the admin
+// token of the API, as all members were once given the same one.
+func (n *Node) nodeCredential() string {
+	if !n.cfg.Secret.IsZero() {
+		return n.cfg.Secret.Token(secret.Node)
+	}
+	if n.cfg.APIToken != "" {
+		return n.cfg.APIToken
+	}
+	return n.cfg.Tokens.AdminToken()
+}
+
+// apiTokens are the tokens the API accepts: the users' and, with a
+// cluster secret, the node credential.
+func (n *Node) apiTokens() *api.Tokens {
+	t := n.cfg.Tokens.Clone()
+	if n.cfg.APIToken != "" && t.Role(n.cfg.APIToken) == api.RoleNone {
+		_ = t.Add(api.RoleAdmin, n.cfg.APIToken) // Validate refused what Add would
+	}
+	if !n.cfg.Secret.IsZero() {
+		_ = t.Add(api.RoleNode, n.nodeCredential()) // derived: no user has it
+	}
+	return t
+}
+
+// partAccess is who may have this node write a savepoint's part: the
+// other nodes alone; without a cluster secret, whoever holds the node
+// credential then, an admin token.
+func (n *Node) partAccess() api.Access {
+	if n.cfg.Secret.IsZero() {
+		return api.Access{Least: api.RoleAdmin}
+	}
+	return api.Access{Least: api.RoleNode, Node: true}
+}
+
+// isLoopback reports whether addr is a loopback address.
+func isLoopback(addr net.Addr) bool {
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

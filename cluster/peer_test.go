@@ -11,6 +11,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/api/apitest"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/secret"
 )
 
 // Every call one node makes of another presents the credential peerAt
@@ -72,5 +73,44 @@ func TestPeerClientCredential(t *testing.T) {
 	}
 	if _, err := p.SavepointPart(ctx, []byte(`{}`)); err == nil || err.Error() != "unauthenticated" {
 		t.Errorf("SavepointPart without the token: %v", err)
+	}
+}
+
+// With a cluster secret a node presents the node credential to its peers,
+// never the users' token, and takes it as role node; the savepoint part
+// endpoint takes nothing else.
+func TestPeerClientNodeCredential(t *testing.T) {
+	s := secret.Generate()
+	cfg := Config{APIToken: "user-token", Secret: s}
+	n := &Node{cfg: cfg}
+	if got := n.nodeCredential(); got != s.Token(secret.Node) || strings.Contains(got, "user-token") {
+		t.Fatalf("node credential %q", got)
+	}
+	p := n.peerAt("127.0.0.1:1")
+	if p.auth != "Bearer "+s.Token(secret.Node) {
+		t.Errorf("peer Authorization %q", p.auth)
+	}
+	tk := n.apiTokens()
+	if tk.Role(s.Token(secret.Node)) != api.RoleNode || tk.Role("user-token") != api.RoleAdmin || tk.Users() != 1 {
+		t.Errorf("roles: node %s, user %s, users %d", tk.Role(s.Token(secret.Node)), tk.Role("user-token"), tk.Users())
+	}
+	if a := n.partAccess(); a.Allows(api.RoleAdmin) || !a.Allows(api.RoleNode) {
+		t.Errorf("savepoint part access %+v", a)
+	}
+	// without a secret: the admin token, as before
+	insecure := &Node{cfg: Config{APIToken: "user-token"}}
+	if insecure.nodeCredential() != "user-token" || !insecure.partAccess().Allows(api.RoleAdmin) {
+		t.Errorf("insecure: credential %q", insecure.nodeCredential())
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7070": true, "[::1]:7070": true, "127.3.2.1:1": true,
+		"0.0.0.0:7070": false, "[::]:7070": false, "10.0.0.1:7070": false, "nohost": false,
+	} {
+		if got := isLoopback(stringAddr(addr)); got != want {
+			t.Errorf("isLoopback(%s) = %v", addr, got)
+		}
 	}
 }

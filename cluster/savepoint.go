@@ -179,15 +179,12 @@ func (n *Node) remoteSavepointPart(ctx context.Context, info meta.ShardInfo, par
 	return nil, fmt.Errorf("%w: shard %d: no replica wrote its part (%s)", api.ErrUnavailable, info.ID, strings.Join(errs, "; "))
 }
 
-// savepointPartHandler serves savepointPartPath (with the API's token).
+// savepointPartHandler serves savepointPartPath, to the other nodes only
+// (their node credential; partAccess), checked before the body is read.
 func (n *Node) savepointPartHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return api.AuthorizeRole(n.auth, n.partAccess(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)
-			return
-		}
-		if tok := n.cfg.APIToken; tok != "" && r.Header.Get("Authorization") != "Bearer "+tok {
-			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
 		var part savepointPart
@@ -206,7 +203,7 @@ func (n *Node) savepointPartHandler() http.Handler {
 			return
 		}
 		json.NewEncoder(w).Encode(positions)
-	})
+	}))
 }
 
 // openStore opens the store at a savepoint location, a dir:// one only

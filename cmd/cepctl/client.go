@@ -58,7 +58,7 @@ func (e *rpcError) Unwrap() error { return e.err }
 //
 //	the client could not talk to the server   → cannot reach the server at URL: cause
 //	a URL that does not serve the procedure   → the server at URL does not serve ...
-//	Unauthenticated                           → the server needs a token (--token or config)
+//	Unauthenticated                           → the server needs a token (--token-file, ...)
 //	Unavailable sent by the server            → the cluster is unavailable ...: message
 //	Internal, Unknown                         → server error: message
 //	Canceled                                  → interrupted
@@ -102,9 +102,9 @@ func friendlyError(server, procedure string, hasToken bool, err error) error {
 	switch ce.Code() {
 	case connect.CodeUnauthenticated:
 		if hasToken {
-			return &rpcError{"the server rejected the token (--token or config)", err}
+			return &rpcError{"the server rejected the token (--token, --token-file or config)", err}
 		}
-		return &rpcError{"the server needs a token (--token or config)", err}
+		return &rpcError{"the server needs a token (--token-file, CEPCTL_TOKEN, --token or config)", err}
 	case connect.CodePermissionDenied:
 		return &rpcError{"permission denied: " + msg, err}
 	case connect.CodeUnavailable:

@@ -585,7 +585,7 @@ func TestErrors(t *testing.T) {
 	}}
 	t.Run("token", func(t *testing.T) {
 		url := startAPI(t, api.Backends{Patterns: list}, api.WithToken("s3cret"))
-		cepctl(t, url, "pattern", "list").mustFail(t, "the server needs a token (--token or config)")
+		cepctl(t, url, "pattern", "list").mustFail(t, "the server needs a token (--token-file, CEPCTL_TOKEN, --token or config)")
 		cepctl(t, url, "pattern", "list", "--token", "wrong").mustFail(t, "the server rejected the token")
 		cepctl(t, url, "pattern", "list", "--token", "s3cret").mustOK(t)
 		cepctlEnv(t, map[string]string{"CEPCTL_TOKEN": "s3cret", "CEPCTL_SERVER": url}, "", "pattern", "list").mustOK(t)

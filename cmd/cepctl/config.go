@@ -36,11 +36,12 @@ type globalOptions struct {
 
 // configFile is the YAML config file.
 type configFile struct {
-	Server string `json:"server"`
-	Token  string `json:"token"`
-	CA     string `json:"tls-ca"`
-	Cert   string `json:"tls-cert"`
-	Key    string `json:"tls-key"`
+	Server    string `json:"server"`
+	Token     string `json:"token"`
+	TokenFile string `json:"token-file"`
+	CA        string `json:"tls-ca"`
+	Cert      string `json:"tls-cert"`
+	Key       string `json:"tls-key"`
 }
 
 // resolveGlobals applies, in increasing precedence, the defaults, the config
@@ -71,6 +72,11 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 				g.Server = cfg.Server
 			}
 			g.Token = cfg.Token
+			if cfg.TokenFile != "" {
+				if g.Token, err = readTokenFile("token-file in "+path, cfg.TokenFile); err != nil {
+					return g, err
+				}
+			}
 			g.CA, g.Cert, g.Key = cfg.CA, cfg.Cert, cfg.Key
 		case explicit || !errors.Is(err, fs.ErrNotExist):
 			return g, err
@@ -80,14 +86,30 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 	if v := getenv("CEPCTL_SERVER"); v != "" {
 		g.Server = v
 	}
+	if v := getenv("CEPCTL_TOKEN_FILE"); v != "" {
+		t, err := readTokenFile("CEPCTL_TOKEN_FILE", v)
+		if err != nil {
+			return g, err
+		}
+		g.Token = t
+	}
 	if v := getenv("CEPCTL_TOKEN"); v != "" {
 		g.Token = v
 	}
 	if flagChanged(cmd, "server") {
 		g.Server = d.flags.server
 	}
-	if flagChanged(cmd, "token") {
+	switch {
+	case flagChanged(cmd, "token") && flagChanged(cmd, "token-file"):
+		return g, errors.New("--token and --token-file: give one")
+	case flagChanged(cmd, "token"):
 		g.Token = d.flags.token
+	case flagChanged(cmd, "token-file"):
+		t, err := readTokenFile("--token-file", d.flags.tokenFile)
+		if err != nil {
+			return g, err
+		}
+		g.Token = t
 	}
 	for _, o := range []struct {
 		v         *string
@@ -151,6 +173,24 @@ func useTLS(d *deps, g globalOptions) error {
 	t.TLSClientConfig = cfg
 	t.ForceAttemptHTTP2 = true
 	return nil
+}
+
+// readTokenFile reads a file holding a bearer token (white space around
+// it ignored); what names where the file was given. Errors never show the
+// file's content.
+func readTokenFile(what, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	t := strings.TrimSpace(string(b))
+	switch {
+	case t == "":
+		return "", fmt.Errorf("%s %s: no token in it", what, path)
+	case strings.ContainsAny(t, " \t\r\n"):
+		return "", fmt.Errorf("%s %s: more than one word in it (want only the token)", what, path)
+	}
+	return t, nil
 }
 
 func flagChanged(cmd *cobra.Command, name string) bool {

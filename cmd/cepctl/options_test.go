@@ -119,6 +119,10 @@ func TestGlobalOptionsPrecedence(t *testing.T) {
 	homeCfg := writeFile("home/.config/cep/cepctl.yaml", "server: http://home:7070\ntoken: home-token\n")
 	xdg := filepath.Join(dir, "xdg")
 	xdgCfg := writeFile("xdg/cep/cepctl.yaml", "server: http://xdg:7070\n")
+	tokenFile := writeFile("token", "  file-held-token\n")
+	twoWords := writeFile("two-words", "tok-a tok-b\n")
+	emptyToken := writeFile("empty-token", "\n")
+	fileWithTokenFile := writeFile("with-token-file.yaml", "server: http://file:7070\ntoken-file: "+tokenFile+"\n")
 
 	for _, tc := range []struct {
 		name    string
@@ -148,6 +152,19 @@ func TestGlobalOptionsPrecedence(t *testing.T) {
 			want: globalOptions{Server: "https://flag:443", Token: "flag-token", Output: "table", ConfigFile: file}},
 		{name: "an empty --token clears the configured one", args: []string{"--config", file, "--token", ""},
 			want: globalOptions{Server: "http://file:7070", Output: "table", ConfigFile: file}},
+		{name: "--token-file", args: []string{"--config", file, "--token-file", tokenFile},
+			want: globalOptions{Server: "http://file:7070", Token: "file-held-token", Output: "table", ConfigFile: file}},
+		{name: "CEPCTL_TOKEN_FILE beats the file, CEPCTL_TOKEN beats it", pe: parseEnv{env: map[string]string{"CEPCTL_TOKEN_FILE": tokenFile}},
+			args: []string{"--config", file},
+			want: globalOptions{Server: "http://file:7070", Token: "file-held-token", Output: "table", ConfigFile: file}},
+		{name: "CEPCTL_TOKEN over CEPCTL_TOKEN_FILE", pe: parseEnv{env: map[string]string{"CEPCTL_TOKEN_FILE": tokenFile, "CEPCTL_TOKEN": "env-token"}},
+			want: with(func(g *globalOptions) { g.Token = "env-token" })},
+		{name: "token-file in the config file", args: []string{"--config", fileWithTokenFile},
+			want: globalOptions{Server: "http://file:7070", Token: "file-held-token", Output: "table", ConfigFile: fileWithTokenFile}},
+		{name: "--token and --token-file", args: []string{"--token", "x", "--token-file", tokenFile}, wantErr: "--token and --token-file: give one"},
+		{name: "missing --token-file", args: []string{"--token-file", filepath.Join(dir, "nope")}, wantErr: "--token-file: open"},
+		{name: "two words in a token file", args: []string{"--token-file", twoWords}, wantErr: "more than one word"},
+		{name: "empty token file", args: []string{"--token-file", emptyToken}, wantErr: "no token in it"},
 		{name: "host:port gets http://", args: []string{"--server", "10.0.0.1:7070"},
 			want: with(func(g *globalOptions) { g.Server = "http://10.0.0.1:7070" })},
 		{name: "-o json", args: []string{"-o", "json"}, want: with(func(g *globalOptions) { g.Output = "json" })},

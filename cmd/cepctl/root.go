@@ -33,8 +33,9 @@ type deps struct {
 
 // globalFlags are the raw values of the persistent flags.
 type globalFlags struct {
-	server, token, config, output string
-	ca, cert, key                 string
+	server, token, tokenFile string
+	config, output           string
+	ca, cert, key            string
 }
 
 // newRootCmd returns cepctl with every command.
@@ -65,9 +66,10 @@ func newBareRootCmd(d *deps) *cobra.Command {
 offline (cepctl run).
 
 The API server and token come from, in increasing order of precedence: the
-config file (YAML with "server:" and "token:"; --config, else
-$XDG_CONFIG_HOME/cep/cepctl.yaml or ~/.config/cep/cepctl.yaml), the
-environment (CEPCTL_SERVER, CEPCTL_TOKEN) and the flags. So do the TLS
+config file (YAML with "server:" and "token:" or "token-file:"; --config,
+else $XDG_CONFIG_HOME/cep/cepctl.yaml or ~/.config/cep/cepctl.yaml), the
+environment (CEPCTL_SERVER, CEPCTL_TOKEN_FILE, CEPCTL_TOKEN) and the flags
+(--server, --token-file or --token). So do the TLS
 settings of a cluster whose nodes serve HTTPS: "tls-ca:", "tls-cert:" and
 "tls-key:", CEPCTL_TLS_CA, CEPCTL_TLS_CERT and CEPCTL_TLS_KEY, --tls-ca,
 --tls-cert and --tls-key (a server given as HOST:PORT is then https).`,
@@ -76,7 +78,8 @@ settings of a cluster whose nodes serve HTTPS: "tls-ca:", "tls-cert:" and
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&d.flags.server, "server", "", "API server URL (default from the config file, else "+defaultServer+")")
-	pf.StringVar(&d.flags.token, "token", "", "API bearer token (default from the config file)")
+	pf.StringVar(&d.flags.token, "token", "", "API bearer token (default from the config file); prefer --token-file or CEPCTL_TOKEN, as a command line is visible to others on the machine")
+	pf.StringVar(&d.flags.tokenFile, "token-file", "", "file holding the API bearer token (default from the config file's token-file, or CEPCTL_TOKEN_FILE)")
 	pf.StringVar(&d.flags.ca, "tls-ca", "", "PEM file of the CA(s) to trust for an https server (default from the config file, else the system's)")
 	pf.StringVar(&d.flags.cert, "tls-cert", "", "PEM client certificate to present to an https server, with --tls-key")
 	pf.StringVar(&d.flags.key, "tls-key", "", "PEM private key of --tls-cert")

@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/cluster/transport"
@@ -84,13 +85,15 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	maxKeys := fs.Int("max-keys", atoiOr(env("max-keys", ""), d.MaxKeys), "keys a pattern may hold state for on one shard, unless its document sets a lower maxKeys: an event of a new key past it is dead-lettered, so a flood of distinct keys cannot exhaust memory; also the most a document's maxKeys may ask for (env CEPNODE_MAX_KEYS)")
 	deployWait := fs.Duration("deploy-wait", d.DeployWait, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
 	savepointDir := fs.String("savepoint-dir", env("savepoint-dir", ""), "directory that dir:// savepoint targets and restore locations must lie in (a relative dir://NAME is taken inside it); anything resolving outside it, by .., an absolute path or a symbolic link, is refused, so API clients cannot make the node write or read files elsewhere; default: <--data>/savepoints (env CEPNODE_SAVEPOINT_DIR)")
-	token := fs.String("token", env("token", ""), "bearer token the API requires; empty: no authentication (env CEPNODE_TOKEN)")
+	token := fs.String("token", env("token", ""), "an admin's bearer token for the API; without it and --token-file the API is open to anyone who reaches it; prefer the environment or --token-file, as a command line is visible to others on the machine (env CEPNODE_TOKEN)")
+	tokenFile := fs.String("token-file", env("token-file", ""), "file of the API's bearer tokens, one a line as ROLE TOKEN (ROLE admin: everything; operator: patterns, sources, savepoints and what reader may; reader: status, list, get, tail), # comments; calls without a valid token are refused (env CEPNODE_TOKEN_FILE)")
+	metricsAuth := fs.Bool("metrics-auth", envBool("metrics-auth"), "/metrics wants a bearer token of role reader or more (needs --token or --token-file); without it anyone reaching the API address reads the metrics (env CEPNODE_METRICS_AUTH=true)")
 	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert (env CEPNODE_TLS_KEY)")
 	tlsCA := fs.String("tls-ca", env("tls-ca", ""), "PEM file of the CA(s) that sign the nodes' certificates and any client certificate (env CEPNODE_TLS_CA)")
 	secretFile := fs.String("cluster-secret-file", env("cluster-secret-file", ""), "file holding the cluster secret (64 hex digits; cepnode secret makes one): members prove with it that they belong on the Raft port, the gossip (encrypted with a key of it) and node-to-node calls; every node of a cluster needs the same. The environment variable CEPNODE_CLUSTER_SECRET may hold the value instead. A single new node without one makes one and keeps it in its data directory (cluster-secret), which later starts use (env CEPNODE_CLUSTER_SECRET_FILE)")
 	insecure := fs.Bool("insecure", envBool("insecure"), "run without a cluster secret: members do not authenticate each other, so anyone who reaches the Raft or gossip port can act as a member and change or delete anything; only for a trusted network or tests (env CEPNODE_INSECURE)")
-	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address; behind --token when one is set (send it as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
+	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address, to admin tokens only when the API has tokens (send one as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
 	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n       cepnode secret    (prints a new cluster secret)\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
@@ -122,6 +125,17 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if cfg.MaxKeys = *maxKeys; *maxKeys <= 0 {
 		return errors.New("--max-keys: must be at least 1")
+	}
+	cfg.GossipAddr, cfg.AdvertiseHost, cfg.MetricsAuth = *gossipAddr, *advertiseHost, *metricsAuth
+	if *tokenFile != "" {
+		t, err := api.ReadTokenFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %v", err)
+		}
+		cfg.Tokens = t
+		if fi, err := os.Stat(*tokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			logger.Warn("the token file can be read by other users of this machine: chmod 600 it", "file", *tokenFile)
+		}
 	}
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)
@@ -214,6 +228,7 @@ var flags = map[string]string{
 	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "OutputLimits.MaxAge": "--output-max-age",
 	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
 	"Secret": "--cluster-secret-file", "Insecure": "--insecure",
+	"APIToken": "--token", "MetricsAuth": "--metrics-auth",
 }
 
 // flagError names the flag of a refused Config field.
@@ -236,6 +251,10 @@ func flagError(err error) error {
 		msg = " (or CEPNODE_CLUSTER_SECRET) is needed by a node of a cluster of several (--peers, --join): give every node the same secret (the file cluster-secret in the first node's data directory, or one from cepnode secret), or --insecure"
 	case "Insecure":
 		msg = " with a cluster secret (--cluster-secret-file, CEPNODE_CLUSTER_SECRET): choose one"
+	case "APIToken":
+		msg = strings.Replace(msg, "in Tokens", "in --token-file", 1)
+	case "MetricsAuth":
+		msg = " needs --token or --token-file"
 	}
 	return errors.New(name + msg)
 }

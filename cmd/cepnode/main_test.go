@@ -20,6 +20,14 @@ func TestRunRefusesBadFlags(t *testing.T) {
 	os.WriteFile(good, []byte(secret.Generate().String()+"\n"), 0o600)
 	os.WriteFile(bad, []byte("not a secret"), 0o600)
 	two := "n1=127.0.0.1:1=127.0.0.1:2=127.0.0.1:3,n2=127.0.0.1:4=127.0.0.1:5=127.0.0.1:6"
+	badTokens := dir + "/tokens"
+	if err := os.WriteFile(badTokens, []byte("# users\nadmin tok-a-secret\nroot tok-b-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	goodTokens := dir + "/good-tokens"
+	if err := os.WriteFile(goodTokens, []byte("reader tok-r-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -52,11 +60,19 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--cluster-secret-file", bad}, "--cluster-secret-file: " + bad + ": cluster secret: want 64 hex digits"},
 		{[]string{"--cluster-secret-file", good, "--insecure"}, "--insecure with a cluster secret"},
 		{[]string{"--raft-addr", "0.0.0.0:0", "--insecure=false", "--cluster-secret-file", good, "--api-addr", "127.0.0.1:0", "--nats", "nats://127.0.0.1:1"}, "connect to NATS"}, // exposed, with a secret: starts
+		{[]string{"--token-file", badTokens}, "--token-file: " + badTokens + `:3: unknown role "root"`},
+		{[]string{"--token-file", dir + "/none"}, "--token-file: token file: open " + dir + "/none"},
+		{[]string{"--metrics-auth"}, "--metrics-auth needs --token or --token-file"},
+		{[]string{"--token", "tok-r-secret", "--token-file", goodTokens}, "--token is in --token-file as well"},
+		{[]string{"--token", "two words"}, "--token: a token with white space"},
 	} {
 		var stderr bytes.Buffer
 		err := Run(context.Background(), append([]string{"--data", dir + "/data"}, c.args...), &stderr)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %v, want one line with %q", c.args, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "tok-") || strings.Contains(stderr.String(), "tok-") {
+			t.Errorf("%v: a token shown: %v %s", c.args, err, stderr.String())
 		}
 	}
 }
