@@ -83,7 +83,7 @@ var procedures = map[string]Access{
 	cepv1connect.SavepointServiceRestoreSavepointProcedure: {Least: RoleOperator, Node: true},
 	cepv1connect.SavepointServiceDeleteSavepointProcedure:  {Least: RoleOperator, Node: true},
 
-	cepv1connect.ClusterServiceGetStatusProcedure: {Least: RoleReader},
+	cepv1connect.ClusterServiceGetStatusProcedure: {Least: RoleReader, Node: true}, // the metadata leader asks a member how far it has caught up
 	// nodes ask each other for their shards (how far a replica applied)
 	cepv1connect.ClusterServiceListShardsProcedure: {Least: RoleReader, Node: true},
 	// the cluster's shape is the admin's

@@ -103,7 +103,7 @@ func TestSecurityAccessRoles(t *testing.T) {
 	wantCode(t, "reader deletes", err, connect.CodePermissionDenied)
 	_, err = reader.patterns.UpdatePattern(ctx, req(&cepv1.UpdatePatternRequest{Spec: string(spec)}))
 	wantCode(t, "reader updates", err, connect.CodePermissionDenied)
-	_, err = reader.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + t.TempDir()}))
+	_, err = reader.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://by-a-reader"}))
 	wantCode(t, "reader takes a savepoint", err, connect.CodePermissionDenied)
 	_, err = reader.sources.DeleteSource(ctx, req(&cepv1.DeleteSourceRequest{Name: "bank"}))
 	wantCode(t, "reader deletes a source", err, connect.CodePermissionDenied)
@@ -169,7 +169,7 @@ func TestSecurityAccessRoles(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode
 	}
-	part := fmt.Sprintf(`{"shard":1,"target":"dir://%s","file":"x-shard-1","shards":1}`, t.TempDir())
+	part := `{"shard":1,"target":"dir://parts","file":"x-shard-1","shards":1}`
 	if code := do(http.MethodPost, "/internal/v1/savepoint-part", "admin-0123456789abcdef", part); code != http.StatusForbidden {
 		t.Errorf("savepoint part with the admin's token: HTTP %d, want 403", code)
 	}
@@ -284,8 +284,7 @@ func TestSecurityAccessPeersGetTheNodeCredential(t *testing.T) {
 	}
 	tc.createBank(c)
 	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(spec)})
-	dir := t.TempDir()
-	if _, err := c.savepoints.CreateSavepoint(tc.ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + dir})); err != nil {
+	if _, err := c.savepoints.CreateSavepoint(tc.ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://forwarded"})); err != nil {
 		t.Fatal(err)
 	}
 	// a reader's change is refused where it arrives, not forwarded with
