@@ -26,6 +26,9 @@ var (
 	// ErrUnavailable: transient (no leader, a shard out of reach, shutting
 	// down); the client may retry.
 	ErrUnavailable = errors.New("api: unavailable")
+	// ErrResourceExhausted: a limit was reached (too many streams, a
+	// client too slow to take what it asked for).
+	ErrResourceExhausted = errors.New("api: resource exhausted")
 )
 
 // invalidArgument is implemented by typed validation errors (such as a
@@ -45,6 +48,7 @@ type invalidArgument interface {
 //	ErrInvalidArgument, InvalidArgument() → InvalidArgument
 //	ErrFailedPrecondition                 → FailedPrecondition
 //	ErrUnavailable                        → Unavailable
+//	ErrResourceExhausted                  → ResourceExhausted
 //	context.Canceled                      → Canceled
 //	context.DeadlineExceeded              → DeadlineExceeded
 //	anything else                         → Internal
@@ -73,6 +77,8 @@ func codeOf(err error) connect.Code {
 		return connect.CodeFailedPrecondition
 	case errors.Is(err, ErrUnavailable):
 		return connect.CodeUnavailable
+	case errors.Is(err, ErrResourceExhausted):
+		return connect.CodeResourceExhausted
 	}
 	if ia := invalidArgument(nil); errors.As(err, &ia) && ia.InvalidArgument() {
 		return connect.CodeInvalidArgument

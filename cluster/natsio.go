@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/keygroup"
 )
 
@@ -24,9 +25,64 @@ const (
 	OutputDuplicateWin = 30 * time.Minute
 )
 
+// The users of the embedded NATS server of a cluster with a secret. The
+// node's user may do anything; the publisher's may publish events and
+// nothing else (publisherPermissions). Their passwords are derived from
+// the cluster secret, so every member can compute them and nobody else.
+const (
+	NATSNodeUser      = "cep-node"
+	NATSPublisherUser = "cep-publisher"
+	// nodeInboxPrefix is where the node's replies arrive (JetStream API
+	// answers, consumer deliveries, publish acks): not under _INBOX, which
+	// publishers may subscribe to for their acks, so that no publisher can
+	// read what the node reads.
+	nodeInboxPrefix = "_CEP_NODE_INBOX"
+)
+
+// publisherPermissions let a producer publish events and receive the
+// JetStream acks of its publishes (on _INBOX.>, where nats clients take
+// replies), and nothing else: never the output or dead-letter subjects
+// (forged matches), NATS's and JetStream's own subjects ($JS.API: stream
+// and consumer management; $JS.ACK: acking the node's deliveries), nor
+// the inboxes (forged replies). Any other subject may be published to,
+// since sources may read subjects of the operator's choice (cepctl source
+// create --subjects); a subject no stream stores goes nowhere, as the
+// publisher can subscribe to nothing but _INBOX.>. It needs no response
+// permission: it serves no requests. Publishers share the user, so one
+// may see the acks (stream and sequence, not the events) of another.
+func publisherPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: []string{">"},
+			Deny: []string{
+				keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">",
+				"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>",
+				"_INBOX.>", nodeInboxPrefix + ".>",
+			},
+		},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+	}
+}
+
+// natsUsers are the embedded server's users for the cluster secret sec.
+func natsUsers(sec secret.Secret) []*server.User {
+	return []*server.User{
+		{Username: NATSNodeUser, Password: sec.Token(secret.NATSNode)},
+		{Username: NATSPublisherUser, Password: sec.Token(secret.NATSPublic), Permissions: publisherPermissions()},
+	}
+}
+
 // StartEmbeddedNATS starts an in-process NATS server with JetStream,
-// storing under dir, listening on host:port (port -1 picks a free one).
+// storing under dir, listening on host:port (port -1 picks a free one),
+// open to anyone who reaches it: StartSecureEmbeddedNATS with no secret.
 func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server.Server, error) {
+	return StartSecureEmbeddedNATS(dir, host, port, logger, secret.Secret{})
+}
+
+// StartSecureEmbeddedNATS is StartEmbeddedNATS whose server, for a
+// non-zero sec, takes only the node's and the publisher's users
+// (natsUsers): no anonymous client. A zero sec leaves it open.
+func StartSecureEmbeddedNATS(dir, host string, port int, logger *slog.Logger, sec secret.Secret) (*server.Server, error) {
 	opts := &server.Options{
 		ServerName: "cep-embedded",
 		Host:       host,
@@ -35,6 +91,9 @@ func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server
 		StoreDir:   dir,
 		NoSigs:     true,
 		MaxPayload: 8 << 20,
+	}
+	if !sec.IsZero() {
+		opts.Users = natsUsers(sec)
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -164,12 +223,18 @@ func EnsureOutputStream(ctx context.Context, js jetstream.JetStream, limits Outp
 	return err
 }
 
-// connect dials NATS with reconnects forever (the cluster outlives NATS
-// restarts).
-func dialNATS(url, creds, ca string, name string) (*nats.Conn, error) {
+// dialNATS dials NATS with reconnects forever (the cluster outlives NATS
+// restarts). With a credentials file the node is who that file says;
+// without one, in a cluster with a secret, it is the node user of the
+// cluster's embedded server (StartSecureEmbeddedNATS), whose replies come
+// under an inbox prefix publishers cannot read.
+func dialNATS(url, creds, ca string, name string, sec secret.Secret) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
-	if creds != "" {
+	switch {
+	case creds != "":
 		opts = append(opts, nats.UserCredentials(creds))
+	case !sec.IsZero():
+		opts = append(opts, nats.UserInfo(NATSNodeUser, sec.Token(secret.NATSNode)), nats.CustomInboxPrefix(nodeInboxPrefix))
 	}
 	if ca != "" {
 		opts = append(opts, nats.RootCAs(ca))
