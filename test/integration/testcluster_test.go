@@ -51,6 +51,9 @@ type testCluster struct {
 
 	hc     *http.Client // how clients reach a node's API: plain HTTP until useHTTPS
 	scheme string
+	// natsAuth is who the test's own connections to NATS are (connect):
+	// nobody for an open server.
+	natsAuth []nats.Option
 }
 
 // newCluster starts a NATS server for the nodes the test adds: the
@@ -313,7 +316,7 @@ func (tc *testCluster) jetStream() jetstream.JetStream {
 // connect opens a connection to the cluster's NATS, for the caller to close.
 func (tc *testCluster) connect() (*nats.Conn, jetstream.JetStream) {
 	tc.t.Helper()
-	nc, err := nats.Connect(tc.natsURL())
+	nc, err := nats.Connect(tc.natsURL(), tc.natsAuth...)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
