@@ -82,6 +82,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	tlsCA := fs.String("tls-ca", env("tls-ca", ""), "PEM file of the CA(s) that sign the nodes' certificates and any client certificate (env CEPNODE_TLS_CA)")
 	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address; behind --token when one is set (send it as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
 	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
+	tailMax := fs.String("tail-max-streams", env("tail-max-streams", strconv.Itoa(d.TailMaxStreams)), "MatchService.Tail streams (cepctl tail) this node serves at once; one more is refused, so that no client can hold JetStream consumers and buffers without bound (env CEPNODE_TAIL_MAX_STREAMS)")
+	tailMaxCaller := fs.String("tail-max-per-caller", env("tail-max-per-caller", strconv.Itoa(d.TailMaxStreamsPerCaller)), "Tail streams one caller (its bearer token, else its host) holds at once on this node (env CEPNODE_TAIL_MAX_PER_CALLER)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -103,6 +105,16 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.Shards, cfg.KeyGroups, cfg.APIToken, cfg.Logger, cfg.Pprof = *shards, *keyGroups, *token, logger, *pprofOn
 	cfg.OutboxLimit, cfg.DeployWait, cfg.DeadAfter, cfg.Replicas, cfg.NoAutoSplit = *outboxLimit, *deployWait, *deadAfter, *replicas, !*autoSplit
 	cfg.GossipAddr, cfg.AdvertiseHost = *gossipAddr, *advertiseHost
+	for _, f := range []struct {
+		name, v string
+		to      *int
+	}{{"tail-max-streams", *tailMax, &cfg.TailMaxStreams}, {"tail-max-per-caller", *tailMaxCaller, &cfg.TailMaxStreamsPerCaller}} {
+		n, err := strconv.Atoi(f.v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--%s: %q is not a positive number", f.name, f.v)
+		}
+		*f.to = n
+	}
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)
 		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
