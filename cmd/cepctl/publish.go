@@ -70,6 +70,12 @@ encoding: the bytes A-Z a-z 0-9 _ - as they are, every other byte
 upper-case hex, and the empty key as "%". The NATS URL is the one the
 cluster reports unless --nats is given.
 
+Without --nats-creds or --nats-user, cepctl asks the cluster for its
+publisher user (which may publish events and nothing else) and uses it on
+the cluster's NATS; an external NATS takes credentials of its own, like
+the nats CLI: --nats-creds FILE, or --nats-user NAME with the password in
+$NATS_PASSWORD or --nats-password-file (never on the command line).
+
 Publishing is asynchronous with up to --max-pending events awaiting their
 ack. Lines that are not JSON objects or whose key cannot be computed are
 skipped and reported by line number at the end, and the command then exits
