@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"time"
 
@@ -50,25 +51,27 @@ const (
 // publisher can subscribe to nothing but _INBOX.>. It needs no response
 // permission: it serves no requests. Publishers share the user, so one
 // may see the acks (stream and sequence, not the events) of another.
-func publisherPermissions() *server.Permissions {
+// The subjects of derived sources (deny) are the cluster's too: a shard
+// writes the re-keyed events there (guardDerivedSources).
+func publisherPermissions(deny ...string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: []string{">"},
-			Deny: []string{
+			Deny: append([]string{
 				keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">",
 				"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>",
 				"_INBOX.>", nodeInboxPrefix + ".>",
-			},
+			}, deny...),
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 	}
 }
 
 // natsUsers are the embedded server's users for the cluster secret sec.
-func natsUsers(sec secret.Secret) []*server.User {
+func natsUsers(sec secret.Secret, deny ...string) []*server.User {
 	return []*server.User{
 		{Username: NATSNodeUser, Password: sec.Token(secret.NATSNode)},
-		{Username: NATSPublisherUser, Password: sec.Token(secret.NATSPublic), Permissions: publisherPermissions()},
+		{Username: NATSPublisherUser, Password: sec.Token(secret.NATSPublic), Permissions: publisherPermissions(deny...)},
 	}
 }
 
@@ -83,18 +86,7 @@ func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server
 // non-zero sec, takes only the node's and the publisher's users
 // (natsUsers): no anonymous client. A zero sec leaves it open.
 func StartSecureEmbeddedNATS(dir, host string, port int, logger *slog.Logger, sec secret.Secret) (*server.Server, error) {
-	opts := &server.Options{
-		ServerName: "cep-embedded",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   dir,
-		NoSigs:     true,
-		MaxPayload: 8 << 20,
-	}
-	if !sec.IsZero() {
-		opts.Users = natsUsers(sec)
-	}
+	opts := embeddedOptions(dir, host, port, sec)
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -108,6 +100,54 @@ func StartSecureEmbeddedNATS(dir, host string, port int, logger *slog.Logger, se
 		return nil, errors.New("embedded nats: not ready after 15s")
 	}
 	return s, nil
+}
+
+func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...string) *server.Options {
+	opts := &server.Options{
+		ServerName: "cep-embedded",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   dir,
+		NoSigs:     true,
+		MaxPayload: 8 << 20,
+	}
+	if !sec.IsZero() {
+		opts.Users = natsUsers(sec, deny...)
+	}
+	return opts
+}
+
+// guardDerivedSources keeps the publisher user of this node's embedded
+// server off the subjects of the derived sources, which only the shards
+// re-keying a source write: each time the metadata changes them, the
+// server's users are reloaded with those subjects denied.
+func (n *Node) guardDerivedSources(dir string) {
+	defer n.wg.Done()
+	var have []string
+	for {
+		m, changed := n.meta.fsm.View()
+		var deny []string
+		for _, s := range m.Sources {
+			if s.Origin != "" {
+				deny = append(deny, s.Subjects...)
+			}
+		}
+		slices.Sort(deny)
+		if !slices.Equal(deny, have) {
+			port := n.ns.Addr().(*net.TCPAddr).Port
+			if err := n.ns.ReloadOptions(embeddedOptions(dir, n.cfg.NATSHost, port, n.cfg.Secret, deny...)); err != nil {
+				n.log.Warn("embedded nats: cannot deny publishers the derived sources' subjects", "err", err)
+			} else {
+				have = deny
+			}
+		}
+		select {
+		case <-changed:
+		case <-n.ctx.Done():
+			return
+		}
+	}
 }
 
 type natsLogger struct{ l *slog.Logger }

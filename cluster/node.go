@@ -255,6 +255,10 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.wg.Add(2)
 	go n.manageReplicas()
 	go n.manageCluster()
+	if n.ns != nil && !cfg.Secret.IsZero() {
+		n.wg.Add(1)
+		go n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats"))
+	}
 	return n, nil
 }
 

@@ -294,3 +294,42 @@ func TestNATSQuickStartPublishes(t *testing.T) {
 		t.Fatalf("cepctl publish with a wrong password: %v\n%s", err, out)
 	}
 }
+
+// A pattern keyed by something else than its source's key reads a derived
+// source the cluster writes; the publisher may not write there, so cannot
+// put events into it past the re-keying.
+func TestNATSPublisherCannotWriteDerivedSources(t *testing.T) {
+	tc, sec := securedNode(t, 90*time.Second, cluster.Config{})
+	ctx := tc.ctx
+	c := tc.client(0)
+	tc.createBank(c)
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: strings.Replace(string(lflSpec), "key: e.account", "key: e.region", 1)})
+	var derived *cepv1.Source
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		res, err := c.sources.ListSources(ctx, req(&cepv1.ListSourcesRequest{}))
+		if err != nil {
+			return err
+		}
+		for _, s := range res.Msg.Sources {
+			if s.Origin == "bank" {
+				derived = s
+				return nil
+			}
+		}
+		return errors.New("no derived source of bank yet")
+	})
+	_, pjs, perrs := dialAs(t, tc.natsURL(), nats.UserInfo(cluster.NATSPublisherUser, sec.Token(secret.NATSPublic)))
+	if _, err := pjs.Publish(ctx, "bank.acc-1", []byte(`{"account":"acc-1","region":"r1","type":"LOGIN","ts":1}`)); err != nil {
+		t.Fatalf("publish to the source: %v", err)
+	}
+	subject := derived.Name + ".r1"
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if _, err := pjs.Publish(pctx, subject, []byte(`{"account":"x","region":"r1","type":"LOGIN","ts":2}`)); err == nil {
+			return fmt.Errorf("the publisher published to the derived source's %s", subject)
+		}
+		return nil
+	})
+	perrs.violated(t, subject)
+}
