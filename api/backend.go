@@ -68,6 +68,15 @@ type ClusterBackend interface {
 	SplitShard(context.Context, *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error)
 }
 
+// PublishAccessBackend is a ClusterBackend that also hands out access to
+// publish events (ClusterService.GetPublishAccess); a ClusterBackend that
+// is not one leaves that procedure Unimplemented.
+type PublishAccessBackend interface {
+	// PublishAccess returns the NATS URLs and the publisher credentials;
+	// ErrFailedPrecondition when the cluster has none to give.
+	PublishAccess(context.Context, *cepv1.GetPublishAccessRequest) (*cepv1.GetPublishAccessResponse, error)
+}
+
 // SavepointBackend writes and restores savepoints for
 // [cepv1connect.SavepointServiceHandler].
 type SavepointBackend interface {
@@ -90,6 +99,7 @@ type MatchBackend interface {
 	// use). It returns nil when the stream ends normally (the pattern was
 	// deleted), the error of send if send fails (the client is gone), or
 	// ctx's error once ctx is done. An unknown pattern wraps ErrNotFound.
+	// CallerKey(ctx) names the caller, for limits per caller.
 	Tail(ctx context.Context, req *cepv1.TailRequest, send func(*cepv1.Record) error) error
 }
 

@@ -66,8 +66,8 @@
 //
 // Backends return plain Go errors. Those a client can act on wrap one of the
 // sentinels ErrNotFound, ErrAlreadyExists, ErrInvalidArgument,
-// ErrFailedPrecondition or ErrUnavailable with %w, and a typed validation
-// error may instead implement InvalidArgument() bool. One function,
+// ErrFailedPrecondition, ErrUnavailable or ErrResourceExhausted with %w, and
+// a typed validation error may instead implement InvalidArgument() bool. One function,
 // toConnectError, turns them into Connect codes of the same names; context
 // cancellation and deadlines become Canceled and DeadlineExceeded, and
 // anything else Internal. The client sees the error's full text as the

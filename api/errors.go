@@ -29,6 +29,9 @@ var (
 	// ErrDataLoss: stored data the request names is damaged (a savepoint
 	// file whose checksum does not match).
 	ErrDataLoss = errors.New("api: data loss")
+	// ErrResourceExhausted: a limit was reached (too many streams, a
+	// client too slow to take what it asked for).
+	ErrResourceExhausted = errors.New("api: resource exhausted")
 )
 
 // invalidArgument is implemented by typed validation errors (such as a
@@ -49,6 +52,7 @@ type invalidArgument interface {
 //	ErrFailedPrecondition                 → FailedPrecondition
 //	ErrUnavailable                        → Unavailable
 //	ErrDataLoss                           → DataLoss
+//	ErrResourceExhausted                  → ResourceExhausted
 //	context.Canceled                      → Canceled
 //	context.DeadlineExceeded              → DeadlineExceeded
 //	anything else                         → Internal
@@ -79,6 +83,8 @@ func codeOf(err error) connect.Code {
 		return connect.CodeUnavailable
 	case errors.Is(err, ErrDataLoss):
 		return connect.CodeDataLoss
+	case errors.Is(err, ErrResourceExhausted):
+		return connect.CodeResourceExhausted
 	}
 	if ia := invalidArgument(nil); errors.As(err, &ia) && ia.InvalidArgument() {
 		return connect.CodeInvalidArgument

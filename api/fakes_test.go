@@ -22,10 +22,12 @@ var (
 	_ ClusterBackend   = (*fakeCluster)(nil)
 	_ SavepointBackend = (*fakeSavepoints)(nil)
 	_ MatchBackend     = (*fakeMatches)(nil)
+
+	_ PublishAccessBackend = (*apitest.PublishingCluster)(nil)
 )
 
 // allFakes returns a Backends with every service mounted on empty fakes.
 func allFakes() (Backends, *fakePatterns, *fakeSources, *fakeCluster, *fakeSavepoints, *fakeMatches) {
 	p, s, c, sp, m := &fakePatterns{}, &fakeSources{}, &fakeCluster{}, &fakeSavepoints{}, &fakeMatches{}
-	return Backends{Patterns: p, Sources: s, Cluster: c, Savepoints: sp, Matches: m}, p, s, c, sp, m
+	return Backends{Patterns: p, Sources: s, Cluster: &apitest.PublishingCluster{Cluster: c}, Savepoints: sp, Matches: m}, p, s, c, sp, m
 }

@@ -100,6 +100,16 @@ func (h *clusterHandler) RemoveNode(ctx context.Context, req *connect.Request[ce
 	return unary(ctx, req, h.b.RemoveNode)
 }
 
+// GetPublishAccess is served when the cluster backend is also a
+// PublishAccessBackend, and Unimplemented otherwise.
+func (h *clusterHandler) GetPublishAccess(ctx context.Context, req *connect.Request[cepv1.GetPublishAccessRequest]) (*connect.Response[cepv1.GetPublishAccessResponse], error) {
+	pb, ok := h.b.(PublishAccessBackend)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("api: this server does not hand out publish access"))
+	}
+	return unary(ctx, req, pb.PublishAccess)
+}
+
 type savepointHandler struct{ b SavepointBackend }
 
 func (h *savepointHandler) CreateSavepoint(ctx context.Context, req *connect.Request[cepv1.CreateSavepointRequest]) (*connect.Response[cepv1.CreateSavepointResponse], error) {
@@ -130,5 +140,6 @@ func (h *matchHandler) Tail(ctx context.Context, req *connect.Request[cepv1.Tail
 		}
 		return stream.Send(r)
 	}
+	ctx = withCaller(ctx, CallerKeyOf(req.Header(), req.Peer()))
 	return toConnectError(h.b.Tail(ctx, req.Msg, send))
 }

@@ -85,7 +85,9 @@ var procedures = map[string]Access{
 
 	cepv1connect.ClusterServiceGetStatusProcedure: {Least: RoleReader, Node: true}, // the metadata leader asks a member how far it has caught up
 	// nodes ask each other for their shards (how far a replica applied)
-	cepv1connect.ClusterServiceListShardsProcedure: {Least: RoleReader, Node: true},
+	// the publisher's NATS password: whoever may deploy may feed sources
+	cepv1connect.ClusterServiceGetPublishAccessProcedure: {Least: RoleOperator},
+	cepv1connect.ClusterServiceListShardsProcedure:       {Least: RoleReader, Node: true},
 	// the cluster's shape is the admin's
 	cepv1connect.ClusterServiceRemoveNodeProcedure: {Least: RoleAdmin, Node: true},
 	cepv1connect.ClusterServiceSplitShardProcedure: {Least: RoleAdmin, Node: true},

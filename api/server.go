@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -48,7 +50,8 @@ func NewHandler(b Backends, opts ...connect.HandlerOption) http.Handler {
 		mount(cepv1connect.NewSavepointServiceHandler(&savepointHandler{b.Savepoints}, opts...))
 	}
 	if b.Matches != nil {
-		mount(cepv1connect.NewMatchServiceHandler(&matchHandler{b.Matches}, opts...))
+		path, h := cepv1connect.NewMatchServiceHandler(&matchHandler{b.Matches}, opts...)
+		mount(path, withResponseController(h))
 	}
 
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(names...), opts...))
@@ -166,4 +169,28 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
+}
+
+type responseControllerKey struct{}
+
+// withResponseController gives the calls of h their response's
+// controller, for AbortResponse.
+func withResponseController(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), responseControllerKey{}, rc)))
+	})
+}
+
+// AbortResponse makes every write of the response of the streaming call
+// ctx belongs to fail from now on, so that a Send blocked on a client that
+// does not read returns (with an error) and the backend can end the
+// stream; the client's connection or stream is broken off. It fails when
+// ctx is not such a call's or the connection cannot set write deadlines.
+func AbortResponse(ctx context.Context) error {
+	rc, ok := ctx.Value(responseControllerKey{}).(*http.ResponseController)
+	if !ok {
+		return errors.New("api: not a streaming call's context")
+	}
+	return rc.SetWriteDeadline(time.Now())
 }

@@ -138,6 +138,19 @@ type Config struct {
 	// is dead-lettered. It is logged with each deployment, so replicas
 	// agree whatever their configuration.
 	MaxKeys int
+	// TailMaxStreams bounds the MatchService.Tail streams the node serves
+	// at once (default 64), TailMaxStreamsPerCaller those of one caller
+	// (its bearer token, else its host; default 16): each holds a
+	// JetStream consumer and a buffer, so that nobody can open them
+	// without bound. One past a limit gets ResourceExhausted.
+	TailMaxStreams          int
+	TailMaxStreamsPerCaller int
+	// TailBufferRecords and TailBufferBytes bound the records a tail holds
+	// for a client that does not take them (default 1024 and 1 MiB): a
+	// tail whose client falls that far behind is cut off as a slow
+	// consumer, as NATS does, instead of buffering the output for it.
+	TailBufferRecords int
+	TailBufferBytes   int
 	// Now is the clock used for processing-time ticks and logged times;
 	// default time.Now. It is read by the proposer only: the FSMs see the
 	// logged value.
@@ -188,6 +201,11 @@ func DefaultConfig() Config {
 		DeployWait:       10 * time.Second,
 		MaxKeys:          shard.DefaultMaxKeys,
 		Now:              time.Now,
+
+		TailMaxStreams:          64,
+		TailMaxStreamsPerCaller: 16,
+		TailBufferRecords:       1024,
+		TailBufferBytes:         1 << 20,
 	}
 }
 
@@ -220,6 +238,10 @@ func (c *Config) setDefaults() {
 	orDefault(&c.HandOverAfter, d.HandOverAfter)
 	orDefault(&c.DeployWait, d.DeployWait)
 	orDefault(&c.MaxKeys, d.MaxKeys)
+	orDefault(&c.TailMaxStreams, d.TailMaxStreams)
+	orDefault(&c.TailMaxStreamsPerCaller, d.TailMaxStreamsPerCaller)
+	orDefault(&c.TailBufferRecords, d.TailBufferRecords)
+	orDefault(&c.TailBufferBytes, d.TailBufferBytes)
 	if c.Now == nil {
 		c.Now = d.Now
 	}
@@ -278,6 +300,8 @@ func (c *Config) Validate() error {
 		return bad("Insecure", " with a Secret: a node either authenticates its members with the cluster secret or runs insecure, not both")
 	case len(c.GossipKey) != 0 && len(c.GossipKey) != 16 && len(c.GossipKey) != 24 && len(c.GossipKey) != 32:
 		return bad("GossipKey", ": not a 16, 24 or 32-byte key")
+	case c.TailMaxStreams < 0 || c.TailMaxStreamsPerCaller < 0 || c.TailBufferRecords < 0 || c.TailBufferBytes < 0:
+		return bad("TailMaxStreams", ", TailMaxStreamsPerCaller, TailBufferRecords and TailBufferBytes must not be negative")
 	case c.NATSCA != "" && c.NATSURL == "":
 		return bad("NATSCA", " is for an external NATS server (NATSURL)")
 	case len(c.Join) > 0 && len(c.Peers) == 0 && c.NATSURL == "":

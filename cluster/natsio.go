@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/keygroup"
 )
 
@@ -24,18 +26,67 @@ const (
 	OutputDuplicateWin = 30 * time.Minute
 )
 
-// StartEmbeddedNATS starts an in-process NATS server with JetStream,
-// storing under dir, listening on host:port (port -1 picks a free one).
-func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server.Server, error) {
-	opts := &server.Options{
-		ServerName: "cep-embedded",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   dir,
-		NoSigs:     true,
-		MaxPayload: 8 << 20,
+// The users of the embedded NATS server of a cluster with a secret. The
+// node's user may do anything; the publisher's may publish events and
+// nothing else (publisherPermissions). Their passwords are derived from
+// the cluster secret, so every member can compute them and nobody else.
+const (
+	NATSNodeUser      = "cep-node"
+	NATSPublisherUser = "cep-publisher"
+	// nodeInboxPrefix is where the node's replies arrive (JetStream API
+	// answers, consumer deliveries, publish acks): not under _INBOX, which
+	// publishers may subscribe to for their acks, so that no publisher can
+	// read what the node reads.
+	nodeInboxPrefix = "_CEP_NODE_INBOX"
+)
+
+// publisherPermissions let a producer publish events and receive the
+// JetStream acks of its publishes (on _INBOX.>, where nats clients take
+// replies), and nothing else: never the output or dead-letter subjects
+// (forged matches), NATS's and JetStream's own subjects ($JS.API: stream
+// and consumer management; $JS.ACK: acking the node's deliveries), nor
+// the inboxes (forged replies). Any other subject may be published to,
+// since sources may read subjects of the operator's choice (cepctl source
+// create --subjects); a subject no stream stores goes nowhere, as the
+// publisher can subscribe to nothing but _INBOX.>. It needs no response
+// permission: it serves no requests. Publishers share the user, so one
+// may see the acks (stream and sequence, not the events) of another.
+// The subjects of derived sources (deny) are the cluster's too: a shard
+// writes the re-keyed events there (guardDerivedSources).
+func publisherPermissions(deny ...string) *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: []string{">"},
+			Deny: append([]string{
+				keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">",
+				"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>",
+				"_INBOX.>", nodeInboxPrefix + ".>",
+			}, deny...),
+		},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 	}
+}
+
+// natsUsers are the embedded server's users for the cluster secret sec.
+func natsUsers(sec secret.Secret, deny ...string) []*server.User {
+	return []*server.User{
+		{Username: NATSNodeUser, Password: sec.Token(secret.NATSNode)},
+		{Username: NATSPublisherUser, Password: sec.Token(secret.NATSPublic), Permissions: publisherPermissions(deny...)},
+	}
+}
+
+// StartEmbeddedNATS starts an in-process NATS server with JetStream,
+// storing under dir, listening on host:port (port -1 picks a free one),
+// open to anyone who reaches it: StartSecureEmbeddedNATS with no secret.
+func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server.Server, error) {
+	return StartSecureEmbeddedNATS(dir, host, port, logger, secret.Secret{})
+}
+
+// StartSecureEmbeddedNATS is StartEmbeddedNATS whose server, for a
+// non-zero sec, takes only the node's and the publisher's users
+// (natsUsers): no anonymous client. A zero sec leaves it open.
+func StartSecureEmbeddedNATS(dir, host string, port int, logger *slog.Logger, sec secret.Secret) (*server.Server, error) {
+	opts := embeddedOptions(dir, host, port, sec)
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -49,6 +100,54 @@ func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server
 		return nil, errors.New("embedded nats: not ready after 15s")
 	}
 	return s, nil
+}
+
+func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...string) *server.Options {
+	opts := &server.Options{
+		ServerName: "cep-embedded",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   dir,
+		NoSigs:     true,
+		MaxPayload: 8 << 20,
+	}
+	if !sec.IsZero() {
+		opts.Users = natsUsers(sec, deny...)
+	}
+	return opts
+}
+
+// guardDerivedSources keeps the publisher user of this node's embedded
+// server off the subjects of the derived sources, which only the shards
+// re-keying a source write: each time the metadata changes them, the
+// server's users are reloaded with those subjects denied.
+func (n *Node) guardDerivedSources(dir string) {
+	defer n.wg.Done()
+	var have []string
+	for {
+		m, changed := n.meta.fsm.View()
+		var deny []string
+		for _, s := range m.Sources {
+			if s.Origin != "" {
+				deny = append(deny, s.Subjects...)
+			}
+		}
+		slices.Sort(deny)
+		if !slices.Equal(deny, have) {
+			port := n.ns.Addr().(*net.TCPAddr).Port
+			if err := n.ns.ReloadOptions(embeddedOptions(dir, n.cfg.NATSHost, port, n.cfg.Secret, deny...)); err != nil {
+				n.log.Warn("embedded nats: cannot deny publishers the derived sources' subjects", "err", err)
+			} else {
+				have = deny
+			}
+		}
+		select {
+		case <-changed:
+		case <-n.ctx.Done():
+			return
+		}
+	}
 }
 
 type natsLogger struct{ l *slog.Logger }
@@ -164,12 +263,18 @@ func EnsureOutputStream(ctx context.Context, js jetstream.JetStream, limits Outp
 	return err
 }
 
-// connect dials NATS with reconnects forever (the cluster outlives NATS
-// restarts).
-func dialNATS(url, creds, ca string, name string) (*nats.Conn, error) {
+// dialNATS dials NATS with reconnects forever (the cluster outlives NATS
+// restarts). With a credentials file the node is who that file says;
+// without one, in a cluster with a secret, it is the node user of the
+// cluster's embedded server (StartSecureEmbeddedNATS), whose replies come
+// under an inbox prefix publishers cannot read.
+func dialNATS(url, creds, ca string, name string, sec secret.Secret) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
-	if creds != "" {
+	switch {
+	case creds != "":
 		opts = append(opts, nats.UserCredentials(creds))
+	case !sec.IsZero():
+		opts = append(opts, nats.UserInfo(NATSNodeUser, sec.Token(secret.NATSNode)), nats.CustomInboxPrefix(nodeInboxPrefix))
 	}
 	if ca != "" {
 		opts = append(opts, nats.RootCAs(ca))

@@ -136,13 +136,13 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	url := cfg.NATSURL
 	if url == "" {
-		n.ns, err = StartEmbeddedNATS(filepath.Join(cfg.DataDir, "nats"), cfg.NATSHost, cfg.NATSPort, n.log.With("component", "nats"))
+		n.ns, err = StartSecureEmbeddedNATS(filepath.Join(cfg.DataDir, "nats"), cfg.NATSHost, cfg.NATSPort, n.log.With("component", "nats"), cfg.Secret)
 		if err != nil {
 			return n, err
 		}
 		url = n.ns.ClientURL()
 	}
-	if n.nc, err = dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID); err != nil {
+	if n.nc, err = dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID, cfg.Secret); err != nil {
 		return n, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	if n.js, err = jetstream.New(n.nc); err != nil {
@@ -273,6 +273,10 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	go n.manageReplicas()
 	go n.manageCluster()
 	go n.forgetDeleted()
+	if n.ns != nil && !cfg.Secret.IsZero() {
+		n.wg.Add(1)
+		go n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats"))
+	}
 	return n, nil
 }
 

@@ -12,11 +12,14 @@ import (
 // this node's replicas; changes go through the metadata leader, and a node
 // that does not lead forwards them to the one that does.
 type Service struct {
-	n *Node
+	n     *Node
+	tails *tailLimits
 }
 
 // NewService returns the API backends of a node.
-func NewService(n *Node) *Service { return &Service{n: n} }
+func NewService(n *Node) *Service {
+	return &Service{n: n, tails: newTailLimits(n.cfg.TailMaxStreams, n.cfg.TailMaxStreamsPerCaller)}
+}
 
 // Backends returns the service as api.Backends.
 func (s *Service) Backends() api.Backends {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -15,6 +16,7 @@ import (
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -239,5 +241,28 @@ func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardReque
 	wctx, cancel := context.WithTimeout(ctx, 3*n.cfg.DeployWait)
 	defer cancel()
 	out.Pending = !n.waitSplit(wctx, s.ID)
+	return out, nil
+}
+
+// PublishAccess hands producers (cepctl publish) the publisher user of the
+// cluster's embedded NATS server. The node can give it whenever it reaches
+// NATS as the node user of that server (it has the cluster secret and no
+// credentials file of its own); with a credentials file NATS is an
+// external server whose users are its operator's business.
+func (b clusterBackend) PublishAccess(ctx context.Context, r *cepv1.GetPublishAccessRequest) (*cepv1.GetPublishAccessResponse, error) {
+	n := b.s.n
+	out := &cepv1.GetPublishAccessResponse{}
+	for _, u := range strings.Split(n.NATSURL(), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out.NatsUrls = append(out.NatsUrls, u)
+		}
+	}
+	switch {
+	case n.cfg.NATSCreds != "":
+		return nil, fmt.Errorf("%w: the cluster uses an external NATS server with credentials of its own: publish with credentials its operator gives you (cepctl publish --nats-creds or --nats-user)", api.ErrFailedPrecondition)
+	case n.cfg.Secret.IsZero():
+		return out, nil // an open server: no user
+	}
+	out.User, out.Password = NATSPublisherUser, n.cfg.Secret.Token(secret.NATSPublic)
 	return out, nil
 }

@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -13,12 +17,52 @@ import (
 
 type matchBackend struct{ s *Service }
 
+const (
+	// tailInactive is how long the server keeps a tail's consumer once
+	// nobody pulls from it: the fallback for a node that stopped without
+	// deleting its consumers (a tail deletes its own when it ends).
+	tailInactive = 30 * time.Second
+	// tailPull bounds the records (and bytes) a tail asks JetStream for
+	// at a time, before its own buffer.
+	tailPullRecords = 64
+	tailPullBytes   = 256 << 10
+	// tailCleanup bounds deleting a tail's consumer when it ends.
+	tailCleanup = 5 * time.Second
+)
+
+// errSlowConsumer ends a tail whose client does not take its records.
+var errSlowConsumer = errors.New("slow consumer")
+
+// Tail streams a pattern's records from an ephemeral JetStream consumer of
+// its own on the output stream. JetStream's records go into a buffer
+// bounded in records and bytes (Config.TailBuffer*), which the request's
+// goroutine sends from; a client that lets the buffer fill is cut off (its
+// blocked send aborted) as NATS cuts off a slow consumer, so that a tail
+// never holds more than its buffer. When the tail ends, however it ends,
+// its consumer is deleted and its goroutines return.
 func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(*cepv1.Record) error) error {
-	p := b.s.n.Meta().Patterns[r.Pattern]
+	n := b.s.n
+	p := n.Meta().Patterns[r.Pattern]
 	if p == nil || p.Deleted {
 		return fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Pattern)
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{p.OutputSubject}, DeliverPolicy: jetstream.DeliverNewPolicy}
+	release, err := b.s.tails.acquire(api.CallerKey(ctx))
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	// named here, so that it is deleted even when the call ends while the
+	// server creates it
+	cfg := jetstream.ConsumerConfig{
+		Name:              "cep_tail_" + rand.Text(),
+		FilterSubject:     p.OutputSubject,
+		DeliverPolicy:     jetstream.DeliverNewPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: tailInactive,
+		MemoryStorage:     true,
+		Replicas:          1,
+	}
 	switch r.Start {
 	case cepv1.TailStart_TAIL_START_ALL:
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
@@ -26,37 +70,197 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = r.StartSequence
 	}
-	cons, err := b.s.n.js.OrderedConsumer(ctx, OutputStream, cfg)
+	defer func() {
+		release() // the place is free once the tail has stopped reading
+		dctx, cancel := context.WithTimeout(context.Background(), tailCleanup)
+		defer cancel()
+		if err := n.js.DeleteConsumer(dctx, OutputStream, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			n.log.Warn("tail: delete its consumer (the server drops it once inactive)", "pattern", r.Pattern, "consumer", cfg.Name, "err", err)
+		}
+	}()
+	cons, err := n.js.CreateConsumer(ctx, OutputStream, cfg)
 	if err != nil {
-		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, r.Pattern, err)
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(tailPullRecords, tailPullBytes))
 	if err != nil {
-		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+		return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, r.Pattern, err)
 	}
 	defer it.Stop()
-	go func() {
-		<-ctx.Done()
-		it.Stop()
-	}()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+
+	buf := newTailBuffer(n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer it.Stop() // (before the wait: the reader returns once it is stopped)
+	wg.Go(func() {
+		var next uint64 // the consumer sequence expected next; 0: any
+		for {
+			msg, err := it.Next()
+			if err != nil {
+				buf.close(err)
+				return
 			}
-			return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+			rec := tailRecord(msg)
+			if md, err := msg.Metadata(); err == nil {
+				if next != 0 && md.Sequence.Consumer != next {
+					buf.close(fmt.Errorf("%w: records were missed after stream sequence %d; tail again from there", api.ErrUnavailable, rec.Sequence))
+					return
+				}
+				next = md.Sequence.Consumer + 1
+			}
+			if !buf.put(rec) {
+				n.log.Warn("tail: cut off a slow consumer", "pattern", r.Pattern, "caller", api.CallerKey(ctx))
+				buf.close(errSlowConsumer)
+				it.Stop()
+				if err := api.AbortResponse(ctx); err != nil { // unblock its send
+					n.log.Warn("tail: cannot abort the response of a slow consumer", "err", err)
+				}
+				return
+			}
 		}
-		var head struct {
-			Type, ID, Pattern, Key string
-		}
-		_ = json.Unmarshal(msg.Data(), &head)
-		rec := &cepv1.Record{Type: head.Type, Id: head.ID, Pattern: head.Pattern, Key: head.Key, Json: msg.Data()}
-		if md, err := msg.Metadata(); err == nil {
-			rec.Sequence = md.Sequence.Stream
+	})
+	for {
+		rec, err := buf.take()
+		if rec == nil {
+			switch {
+			case errors.Is(err, errSlowConsumer):
+				return fmt.Errorf("%w: tail %s: slow consumer: the client fell %d records or %d bytes behind, cut off", api.ErrResourceExhausted, r.Pattern, n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, api.ErrUnavailable):
+				return err
+			}
+			return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, r.Pattern, err)
 		}
 		if err := send(rec); err != nil {
+			if buf.err() != nil && errors.Is(buf.err(), errSlowConsumer) {
+				return fmt.Errorf("%w: tail %s: slow consumer: the client fell %d records or %d bytes behind, cut off", api.ErrResourceExhausted, r.Pattern, n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)
+			}
 			return err
 		}
 	}
+}
+
+func tailRecord(msg jetstream.Msg) *cepv1.Record {
+	var head struct {
+		Type, ID, Pattern, Key string
+	}
+	_ = json.Unmarshal(msg.Data(), &head)
+	rec := &cepv1.Record{Type: head.Type, Id: head.ID, Pattern: head.Pattern, Key: head.Key, Json: msg.Data()}
+	if md, err := msg.Metadata(); err == nil {
+		rec.Sequence = md.Sequence.Stream
+	}
+	return rec
+}
+
+// tailBuffer is a tail's records between JetStream and its client,
+// bounded in records and bytes; put refuses a record beyond them.
+type tailBuffer struct {
+	mu         sync.Mutex
+	cond       *sync.Cond
+	q          []*cepv1.Record
+	bytes      int
+	maxRecords int
+	maxBytes   int
+	closed     error
+}
+
+func newTailBuffer(maxRecords, maxBytes int) *tailBuffer {
+	b := &tailBuffer{maxRecords: maxRecords, maxBytes: maxBytes}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// put adds rec, or reports false when the buffer is full (a record larger
+// than the whole buffer goes in alone).
+func (b *tailBuffer) put(rec *cepv1.Record) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	size := len(rec.Json)
+	if len(b.q) >= b.maxRecords || len(b.q) > 0 && b.bytes+size > b.maxBytes {
+		return false
+	}
+	b.q = append(b.q, rec)
+	b.bytes += size
+	b.cond.Signal()
+	return true
+}
+
+// close ends the buffer with err once its records are taken.
+func (b *tailBuffer) close(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed == nil {
+		b.closed = err
+	}
+	b.cond.Signal()
+}
+
+func (b *tailBuffer) err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// take waits for the next record; nil and the error once closed and
+// empty. A slow-consumer close drops what is left.
+func (b *tailBuffer) take() (*cepv1.Record, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.q) == 0 && b.closed == nil {
+		b.cond.Wait()
+	}
+	if len(b.q) == 0 || errors.Is(b.closed, errSlowConsumer) {
+		b.q = nil
+		return nil, b.closed
+	}
+	rec := b.q[0]
+	b.q[0] = nil
+	b.q = b.q[1:]
+	b.bytes -= len(rec.Json)
+	return rec, nil
+}
+
+// tailLimits counts the tails a node serves, in all and per caller.
+type tailLimits struct {
+	mu        sync.Mutex
+	max       int
+	perCaller int
+	total     int
+	byCaller  map[string]int
+}
+
+func newTailLimits(max, perCaller int) *tailLimits {
+	return &tailLimits{max: max, perCaller: perCaller, byCaller: map[string]int{}}
+}
+
+// acquire takes a place for a tail of caller, or says which limit is
+// reached; release gives it back.
+func (l *tailLimits) acquire(caller string) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.byCaller[caller] >= l.perCaller:
+		return nil, fmt.Errorf("%w: too many tails: %d open by this caller, the most allowed per caller (cepnode --tail-max-per-caller); close one", api.ErrResourceExhausted, l.perCaller)
+	case l.total >= l.max:
+		return nil, fmt.Errorf("%w: too many tails: %d open on this node, the most allowed per node (cepnode --tail-max-streams); retry later or on another node", api.ErrResourceExhausted, l.max)
+	}
+	l.total++
+	l.byCaller[caller]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.total--
+			if l.byCaller[caller]--; l.byCaller[caller] == 0 {
+				delete(l.byCaller, caller)
+			}
+		})
+	}, nil
 }

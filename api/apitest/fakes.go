@@ -138,3 +138,14 @@ func (f *Matches) Tail(ctx context.Context, req *cepv1.TailRequest, send func(*c
 	}
 	return f.TailFunc(ctx, req, send)
 }
+
+// PublishingCluster fakes an api.ClusterBackend that is also an
+// api.PublishAccessBackend.
+type PublishingCluster struct {
+	*Cluster
+	AccessFunc func(context.Context, *cepv1.GetPublishAccessRequest) (*cepv1.GetPublishAccessResponse, error)
+}
+
+func (f *PublishingCluster) PublishAccess(ctx context.Context, req *cepv1.GetPublishAccessRequest) (*cepv1.GetPublishAccessResponse, error) {
+	return call(f.AccessFunc, ctx, req)
+}

@@ -42,6 +42,9 @@ type publishOptions struct {
 	// AckWait bounds the wait for acks: at the end of the input, and while
 	// no ack arrives with MaxPending publishes outstanding.
 	AckWait time.Duration
+	// NATSAuth is who to be on NATS; none given: the publisher user the
+	// cluster hands out for its embedded server (GetPublishAccess).
+	NATSAuth natsAuth
 }
 
 const (
@@ -67,6 +70,12 @@ encoding: the bytes A-Z a-z 0-9 _ - as they are, every other byte
 upper-case hex, and the empty key as "%". The NATS URL is the one the
 cluster reports unless --nats is given.
 
+Without --nats-creds or --nats-user, cepctl asks the cluster for its
+publisher user (which may publish events and nothing else) and uses it on
+the cluster's NATS; an external NATS takes credentials of its own, like
+the nats CLI: --nats-creds FILE, or --nats-user NAME with the password in
+$NATS_PASSWORD or --nats-password-file (never on the command line).
+
 Publishing is asynchronous with up to --max-pending events awaiting their
 ack. Lines that are not JSON objects or whose key cannot be computed are
 skipped and reported by line number at the end, and the command then exits
@@ -90,6 +99,9 @@ on standard error when it is a terminal.`,
 				return err
 			}
 			opts.globalOptions = g
+			if err := opts.NATSAuth.resolve(d); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -103,6 +115,7 @@ on standard error when it is a terminal.`,
 	f.StringVar(&opts.Key, "key", "", "CEL key expression over the event e (default: the source's)")
 	f.IntVar(&opts.MaxPending, "max-pending", defaultMaxPending, "publishes awaiting their ack at most")
 	f.DurationVar(&opts.AckWait, "ack-wait", 30*time.Second, "how long to wait for acks before giving up")
+	opts.NATSAuth.flags(cmd)
 	return cmd
 }
 
@@ -140,15 +153,9 @@ func runPublish(ctx context.Context, d *deps, opts *publishOptions) error {
 	if subs := source.GetSubjects(); len(subs) > 0 && !subjectsCover(subs, opts.Source) {
 		return fmt.Errorf("source %s reads %s, which does not cover %s.<key>: publish to it some other way", opts.Source, strings.Join(subs, ","), opts.Source)
 	}
-	natsURL := opts.NATSURL
-	if natsURL == "" {
-		st, err := c.cluster.GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
-		if err != nil {
-			return err
-		}
-		if natsURL = st.Msg.GetSummary().GetNatsUrl(); natsURL == "" {
-			return errors.New("the cluster reports no NATS URL: give one with --nats URL")
-		}
+	natsURL, auth, err := publishTarget(ctx, c, opts.NATSURL, opts.NATSAuth)
+	if err != nil {
+		return err
 	}
 	comp, err := expr.NewCompiler()
 	if err != nil {
@@ -165,7 +172,7 @@ func runPublish(ctx context.Context, d *deps, opts *publishOptions) error {
 	}
 	defer in.Close()
 
-	nc, err := nats.Connect(natsURL, nats.Name("cepctl publish"))
+	nc, err := nats.Connect(natsURL, append(auth.options(), nats.Name("cepctl publish"))...)
 	if err != nil {
 		return fmt.Errorf("cannot connect to NATS at %s: %v", natsURL, err)
 	}

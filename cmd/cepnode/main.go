@@ -95,6 +95,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	insecure := fs.Bool("insecure", envBool("insecure"), "run without a cluster secret: members do not authenticate each other, so anyone who reaches the Raft or gossip port can act as a member and change or delete anything; only for a trusted network or tests (env CEPNODE_INSECURE)")
 	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address, to admin tokens only when the API has tokens (send one as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
 	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
+	tailMax := fs.String("tail-max-streams", env("tail-max-streams", strconv.Itoa(d.TailMaxStreams)), "MatchService.Tail streams (cepctl tail) this node serves at once; one more is refused, so that no client can hold JetStream consumers and buffers without bound (env CEPNODE_TAIL_MAX_STREAMS)")
+	tailMaxCaller := fs.String("tail-max-per-caller", env("tail-max-per-caller", strconv.Itoa(d.TailMaxStreamsPerCaller)), "Tail streams one caller (its bearer token, else its host) holds at once on this node (env CEPNODE_TAIL_MAX_PER_CALLER)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n       cepnode secret    (prints a new cluster secret)\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -136,6 +138,16 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		if fi, err := os.Stat(*tokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
 			logger.Warn("the token file can be read by other users of this machine: chmod 600 it", "file", *tokenFile)
 		}
+	}
+	for _, f := range []struct {
+		name, v string
+		to      *int
+	}{{"tail-max-streams", *tailMax, &cfg.TailMaxStreams}, {"tail-max-per-caller", *tailMaxCaller, &cfg.TailMaxStreamsPerCaller}} {
+		n, err := strconv.Atoi(f.v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--%s: %q is not a positive number", f.name, f.v)
+		}
+		*f.to = n
 	}
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)

@@ -52,6 +52,9 @@ type testCluster struct {
 
 	hc     *http.Client // how clients reach a node's API: plain HTTP until useHTTPS
 	scheme string
+	// natsAuth is who the test's own connections to NATS are (connect):
+	// nobody for an open server.
+	natsAuth []nats.Option
 
 	// secret is the cluster secret every node is started with (unless its
 	// Config is Insecure or names another): tests run with members
@@ -340,7 +343,13 @@ func (tc *testCluster) jetStream() jetstream.JetStream {
 // connect opens a connection to the cluster's NATS, for the caller to close.
 func (tc *testCluster) connect() (*nats.Conn, jetstream.JetStream) {
 	tc.t.Helper()
-	nc, err := nats.Connect(tc.natsURL())
+	opts := tc.natsAuth
+	if opts == nil && len(tc.cfgs) > 0 && !tc.cfgs[0].Secret.IsZero() {
+		// a node's embedded NATS admits its members only (an external
+		// test server takes anyone)
+		opts = []nats.Option{nats.UserInfo(cluster.NATSNodeUser, tc.cfgs[0].Secret.Token(secret.NATSNode))}
+	}
+	nc, err := nats.Connect(tc.natsURL(), opts...)
 	if err != nil {
 		tc.t.Fatal(err)
 	}

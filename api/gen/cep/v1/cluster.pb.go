@@ -1074,6 +1074,104 @@ func (x *ListShardsResponse) GetShards() []*Shard {
 	return nil
 }
 
+type GetPublishAccessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPublishAccessRequest) Reset() {
+	*x = GetPublishAccessRequest{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPublishAccessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPublishAccessRequest) ProtoMessage() {}
+
+func (x *GetPublishAccessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPublishAccessRequest.ProtoReflect.Descriptor instead.
+func (*GetPublishAccessRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+type GetPublishAccessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The NATS URLs to connect to.
+	NatsUrls []string `protobuf:"bytes,1,rep,name=nats_urls,json=natsUrls,proto3" json:"nats_urls,omitempty"`
+	// The publisher user and its password; empty when NATS needs none.
+	User          string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Password      string `protobuf:"bytes,3,opt,name=password,proto3" json:"password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPublishAccessResponse) Reset() {
+	*x = GetPublishAccessResponse{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPublishAccessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPublishAccessResponse) ProtoMessage() {}
+
+func (x *GetPublishAccessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPublishAccessResponse.ProtoReflect.Descriptor instead.
+func (*GetPublishAccessResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetPublishAccessResponse) GetNatsUrls() []string {
+	if x != nil {
+		return x.NatsUrls
+	}
+	return nil
+}
+
+func (x *GetPublishAccessResponse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *GetPublishAccessResponse) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
 var File_cep_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_cep_v1_cluster_proto_rawDesc = "" +
@@ -1153,7 +1251,12 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x12RemoveNodeResponse\x12 \n" +
 	"\x04node\x18\x01 \x01(\v2\f.cep.v1.NodeR\x04node\";\n" +
 	"\x12ListShardsResponse\x12%\n" +
-	"\x06shards\x18\x01 \x03(\v2\r.cep.v1.ShardR\x06shards*j\n" +
+	"\x06shards\x18\x01 \x03(\v2\r.cep.v1.ShardR\x06shards\"\x19\n" +
+	"\x17GetPublishAccessRequest\"g\n" +
+	"\x18GetPublishAccessResponse\x12\x1b\n" +
+	"\tnats_urls\x18\x01 \x03(\tR\bnatsUrls\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
+	"\bpassword\x18\x03 \x01(\tR\bpassword*j\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x16\n" +
@@ -1162,7 +1265,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\bSuffrage\x12\x18\n" +
 	"\x14SUFFRAGE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSUFFRAGE_VOTER\x10\x01\x12\x15\n" +
-	"\x11SUFFRAGE_NONVOTER\x10\x022\xab\x02\n" +
+	"\x11SUFFRAGE_NONVOTER\x10\x022\x87\x03\n" +
 	"\x0eClusterService\x12E\n" +
 	"\tGetStatus\x12\x18.cep.v1.GetStatusRequest\x1a\x19.cep.v1.GetStatusResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\n" +
@@ -1170,7 +1273,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"RemoveNode\x12\x19.cep.v1.RemoveNodeRequest\x1a\x1a.cep.v1.RemoveNodeResponse\x12C\n" +
 	"\n" +
-	"SplitShard\x12\x19.cep.v1.SplitShardRequest\x1a\x1a.cep.v1.SplitShardResponseB0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"SplitShard\x12\x19.cep.v1.SplitShardRequest\x1a\x1a.cep.v1.SplitShardResponse\x12Z\n" +
+	"\x10GetPublishAccess\x12\x1f.cep.v1.GetPublishAccessRequest\x1a .cep.v1.GetPublishAccessResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_cluster_proto_rawDescOnce sync.Once
@@ -1185,24 +1289,26 @@ func file_cep_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_cep_v1_cluster_proto_goTypes = []any{
-	(NodeState)(0),             // 0: cep.v1.NodeState
-	(Suffrage)(0),              // 1: cep.v1.Suffrage
-	(*Node)(nil),               // 2: cep.v1.Node
-	(*ClusterSummary)(nil),     // 3: cep.v1.ClusterSummary
-	(*GetStatusRequest)(nil),   // 4: cep.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),  // 5: cep.v1.GetStatusResponse
-	(*KeyGroupRange)(nil),      // 6: cep.v1.KeyGroupRange
-	(*Replica)(nil),            // 7: cep.v1.Replica
-	(*Shard)(nil),              // 8: cep.v1.Shard
-	(*ListShardsRequest)(nil),  // 9: cep.v1.ListShardsRequest
-	(*RemoveNodeRequest)(nil),  // 10: cep.v1.RemoveNodeRequest
-	(*SplitShardRequest)(nil),  // 11: cep.v1.SplitShardRequest
-	(*SplitShardResponse)(nil), // 12: cep.v1.SplitShardResponse
-	(*RemoveNodeResponse)(nil), // 13: cep.v1.RemoveNodeResponse
-	(*ListShardsResponse)(nil), // 14: cep.v1.ListShardsResponse
-	(*PatternVersion)(nil),     // 15: cep.v1.PatternVersion
+	(NodeState)(0),                   // 0: cep.v1.NodeState
+	(Suffrage)(0),                    // 1: cep.v1.Suffrage
+	(*Node)(nil),                     // 2: cep.v1.Node
+	(*ClusterSummary)(nil),           // 3: cep.v1.ClusterSummary
+	(*GetStatusRequest)(nil),         // 4: cep.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),        // 5: cep.v1.GetStatusResponse
+	(*KeyGroupRange)(nil),            // 6: cep.v1.KeyGroupRange
+	(*Replica)(nil),                  // 7: cep.v1.Replica
+	(*Shard)(nil),                    // 8: cep.v1.Shard
+	(*ListShardsRequest)(nil),        // 9: cep.v1.ListShardsRequest
+	(*RemoveNodeRequest)(nil),        // 10: cep.v1.RemoveNodeRequest
+	(*SplitShardRequest)(nil),        // 11: cep.v1.SplitShardRequest
+	(*SplitShardResponse)(nil),       // 12: cep.v1.SplitShardResponse
+	(*RemoveNodeResponse)(nil),       // 13: cep.v1.RemoveNodeResponse
+	(*ListShardsResponse)(nil),       // 14: cep.v1.ListShardsResponse
+	(*GetPublishAccessRequest)(nil),  // 15: cep.v1.GetPublishAccessRequest
+	(*GetPublishAccessResponse)(nil), // 16: cep.v1.GetPublishAccessResponse
+	(*PatternVersion)(nil),           // 17: cep.v1.PatternVersion
 }
 var file_cep_v1_cluster_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Node.state:type_name -> cep.v1.NodeState
@@ -1211,7 +1317,7 @@ var file_cep_v1_cluster_proto_depIdxs = []int32{
 	1,  // 3: cep.v1.Replica.suffrage:type_name -> cep.v1.Suffrage
 	6,  // 4: cep.v1.Shard.key_groups:type_name -> cep.v1.KeyGroupRange
 	7,  // 5: cep.v1.Shard.replicas:type_name -> cep.v1.Replica
-	15, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
+	17, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
 	6,  // 7: cep.v1.SplitShardResponse.key_groups:type_name -> cep.v1.KeyGroupRange
 	6,  // 8: cep.v1.SplitShardResponse.new_key_groups:type_name -> cep.v1.KeyGroupRange
 	2,  // 9: cep.v1.RemoveNodeResponse.node:type_name -> cep.v1.Node
@@ -1220,12 +1326,14 @@ var file_cep_v1_cluster_proto_depIdxs = []int32{
 	9,  // 12: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
 	10, // 13: cep.v1.ClusterService.RemoveNode:input_type -> cep.v1.RemoveNodeRequest
 	11, // 14: cep.v1.ClusterService.SplitShard:input_type -> cep.v1.SplitShardRequest
-	5,  // 15: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
-	14, // 16: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
-	13, // 17: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
-	12, // 18: cep.v1.ClusterService.SplitShard:output_type -> cep.v1.SplitShardResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
+	15, // 15: cep.v1.ClusterService.GetPublishAccess:input_type -> cep.v1.GetPublishAccessRequest
+	5,  // 16: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
+	14, // 17: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
+	13, // 18: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
+	12, // 19: cep.v1.ClusterService.SplitShard:output_type -> cep.v1.SplitShardResponse
+	16, // 20: cep.v1.ClusterService.GetPublishAccess:output_type -> cep.v1.GetPublishAccessResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1243,7 +1351,7 @@ func file_cep_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_cluster_proto_rawDesc), len(file_cep_v1_cluster_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

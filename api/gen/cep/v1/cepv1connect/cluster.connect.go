@@ -45,6 +45,9 @@ const (
 	// ClusterServiceSplitShardProcedure is the fully-qualified name of the ClusterService's SplitShard
 	// RPC.
 	ClusterServiceSplitShardProcedure = "/cep.v1.ClusterService/SplitShard"
+	// ClusterServiceGetPublishAccessProcedure is the fully-qualified name of the ClusterService's
+	// GetPublishAccess RPC.
+	ClusterServiceGetPublishAccessProcedure = "/cep.v1.ClusterService/GetPublishAccess"
 )
 
 // ClusterServiceClient is a client for the cep.v1.ClusterService service.
@@ -72,6 +75,16 @@ type ClusterServiceClient interface {
 	// shard, FAILED_PRECONDITION for a shard of one block or while another
 	// split is in progress.
 	SplitShard(context.Context, *connect.Request[v1.SplitShardRequest]) (*connect.Response[v1.SplitShardResponse], error)
+	// GetPublishAccess returns what a producer needs to publish events to
+	// the sources on the cluster's embedded NATS server: its URLs and the
+	// publisher user's name and password. That user may publish to source
+	// subjects only (never to the output or dead-letter subjects, nor use
+	// the JetStream API) and read nothing but the replies to its own
+	// publishes. An insecure cluster (no cluster secret) answers with the
+	// URLs and no user: its NATS takes anyone. FAILED_PRECONDITION when the
+	// cluster uses an external NATS server with credentials of its own:
+	// producers need credentials from that server's operator.
+	GetPublishAccess(context.Context, *connect.Request[v1.GetPublishAccessRequest]) (*connect.Response[v1.GetPublishAccessResponse], error)
 }
 
 // NewClusterServiceClient constructs a client for the cep.v1.ClusterService service. By default, it
@@ -111,15 +124,23 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(clusterServiceMethods.ByName("SplitShard")),
 			connect.WithClientOptions(opts...),
 		),
+		getPublishAccess: connect.NewClient[v1.GetPublishAccessRequest, v1.GetPublishAccessResponse](
+			httpClient,
+			baseURL+ClusterServiceGetPublishAccessProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("GetPublishAccess")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // clusterServiceClient implements ClusterServiceClient.
 type clusterServiceClient struct {
-	getStatus  *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
-	listShards *connect.Client[v1.ListShardsRequest, v1.ListShardsResponse]
-	removeNode *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
-	splitShard *connect.Client[v1.SplitShardRequest, v1.SplitShardResponse]
+	getStatus        *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
+	listShards       *connect.Client[v1.ListShardsRequest, v1.ListShardsResponse]
+	removeNode       *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	splitShard       *connect.Client[v1.SplitShardRequest, v1.SplitShardResponse]
+	getPublishAccess *connect.Client[v1.GetPublishAccessRequest, v1.GetPublishAccessResponse]
 }
 
 // GetStatus calls cep.v1.ClusterService.GetStatus.
@@ -140,6 +161,11 @@ func (c *clusterServiceClient) RemoveNode(ctx context.Context, req *connect.Requ
 // SplitShard calls cep.v1.ClusterService.SplitShard.
 func (c *clusterServiceClient) SplitShard(ctx context.Context, req *connect.Request[v1.SplitShardRequest]) (*connect.Response[v1.SplitShardResponse], error) {
 	return c.splitShard.CallUnary(ctx, req)
+}
+
+// GetPublishAccess calls cep.v1.ClusterService.GetPublishAccess.
+func (c *clusterServiceClient) GetPublishAccess(ctx context.Context, req *connect.Request[v1.GetPublishAccessRequest]) (*connect.Response[v1.GetPublishAccessResponse], error) {
+	return c.getPublishAccess.CallUnary(ctx, req)
 }
 
 // ClusterServiceHandler is an implementation of the cep.v1.ClusterService service.
@@ -167,6 +193,16 @@ type ClusterServiceHandler interface {
 	// shard, FAILED_PRECONDITION for a shard of one block or while another
 	// split is in progress.
 	SplitShard(context.Context, *connect.Request[v1.SplitShardRequest]) (*connect.Response[v1.SplitShardResponse], error)
+	// GetPublishAccess returns what a producer needs to publish events to
+	// the sources on the cluster's embedded NATS server: its URLs and the
+	// publisher user's name and password. That user may publish to source
+	// subjects only (never to the output or dead-letter subjects, nor use
+	// the JetStream API) and read nothing but the replies to its own
+	// publishes. An insecure cluster (no cluster secret) answers with the
+	// URLs and no user: its NATS takes anyone. FAILED_PRECONDITION when the
+	// cluster uses an external NATS server with credentials of its own:
+	// producers need credentials from that server's operator.
+	GetPublishAccess(context.Context, *connect.Request[v1.GetPublishAccessRequest]) (*connect.Response[v1.GetPublishAccessResponse], error)
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -202,6 +238,13 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithSchema(clusterServiceMethods.ByName("SplitShard")),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceGetPublishAccessHandler := connect.NewUnaryHandler(
+		ClusterServiceGetPublishAccessProcedure,
+		svc.GetPublishAccess,
+		connect.WithSchema(clusterServiceMethods.ByName("GetPublishAccess")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceGetStatusProcedure:
@@ -212,6 +255,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 			clusterServiceRemoveNodeHandler.ServeHTTP(w, r)
 		case ClusterServiceSplitShardProcedure:
 			clusterServiceSplitShardHandler.ServeHTTP(w, r)
+		case ClusterServiceGetPublishAccessProcedure:
+			clusterServiceGetPublishAccessHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -235,4 +280,8 @@ func (UnimplementedClusterServiceHandler) RemoveNode(context.Context, *connect.R
 
 func (UnimplementedClusterServiceHandler) SplitShard(context.Context, *connect.Request[v1.SplitShardRequest]) (*connect.Response[v1.SplitShardResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.ClusterService.SplitShard is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) GetPublishAccess(context.Context, *connect.Request[v1.GetPublishAccessRequest]) (*connect.Response[v1.GetPublishAccessResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.ClusterService.GetPublishAccess is not implemented"))
 }

@@ -42,7 +42,10 @@ type MatchServiceClient interface {
 	// Tail streams a pattern's records (matches, timeouts and late events) in
 	// publish order until the client cancels or the pattern is deleted, when
 	// the stream ends without error. Errors: NotFound (no such pattern),
-	// InvalidArgument (start sequence beyond the end of the output).
+	// InvalidArgument (start sequence beyond the end of the output),
+	// ResourceExhausted (too many tails open on the node, or by the caller;
+	// or, during the stream, a slow consumer: a client that let the node's
+	// bounded buffer for it fill is cut off, its stream broken off).
 	Tail(context.Context, *connect.Request[v1.TailRequest]) (*connect.ServerStreamForClient[v1.Record], error)
 }
 
@@ -81,7 +84,10 @@ type MatchServiceHandler interface {
 	// Tail streams a pattern's records (matches, timeouts and late events) in
 	// publish order until the client cancels or the pattern is deleted, when
 	// the stream ends without error. Errors: NotFound (no such pattern),
-	// InvalidArgument (start sequence beyond the end of the output).
+	// InvalidArgument (start sequence beyond the end of the output),
+	// ResourceExhausted (too many tails open on the node, or by the caller;
+	// or, during the stream, a slow consumer: a client that let the node's
+	// bounded buffer for it fill is cut off, its stream broken off).
 	Tail(context.Context, *connect.Request[v1.TailRequest], *connect.ServerStream[v1.Record]) error
 }
 

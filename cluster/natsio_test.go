@@ -1,0 +1,59 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/cluster/secret"
+)
+
+// A member dialing the embedded NATS of a cluster with a secret (its own,
+// or another member's through --nats) is the node user, with every
+// permission, and takes its replies where publishers cannot subscribe; a
+// member of another cluster, or without a secret, is refused.
+func TestSecureEmbeddedNATSNodeUser(t *testing.T) {
+	sec := secret.Generate()
+	ns, err := StartSecureEmbeddedNATS(t.TempDir(), "127.0.0.1", -1, nil, sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	url := ns.ClientURL()
+
+	nc, err := dialNATS(url, "", "", "test", sec)
+	if err != nil {
+		t.Fatalf("the node user: %v", err)
+	}
+	defer nc.Close()
+	if !strings.HasPrefix(nc.NewInbox(), nodeInboxPrefix+".") {
+		t.Errorf("the node's inbox %s is not under %s", nc.NewInbox(), nodeInboxPrefix)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := EnsureOutputStream(ctx, js, OutputLimits{}); err != nil {
+		t.Fatalf("the node user manages streams: %v", err)
+	}
+	if _, err := js.Publish(ctx, "cep.out.p", []byte(`{}`)); err != nil {
+		t.Fatalf("the node user publishes output: %v", err)
+	}
+
+	for name, s := range map[string]secret.Secret{"another cluster's secret": secret.Generate(), "no secret": {}} {
+		bad, err := nats.Connect(url, nats.MaxReconnects(0))
+		if name != "no secret" {
+			bad, err = dialNATS(url, "", "", "test", s)
+		}
+		if err == nil {
+			bad.Close()
+			t.Errorf("%s: connected", name)
+		}
+	}
+}

@@ -1,0 +1,298 @@
+package integration
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
+)
+
+// outputConsumers is the number of consumers on the output stream.
+func outputConsumers(t *testing.T, ctx context.Context, js jetstream.JetStream) int {
+	t.Helper()
+	st, err := js.Stream(ctx, cluster.OutputStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Consumers
+}
+
+// tailCall is a Tail call made in the background: the call returns only
+// once the node sends the first record (or an error).
+type tailCall struct {
+	stream *connect.ServerStreamForClient[cepv1.Record]
+	err    error
+}
+
+func startTail(ctx context.Context, c cepv1connect.MatchServiceClient, pattern string) <-chan tailCall {
+	ch := make(chan tailCall, 1)
+	go func() {
+		s, err := c.Tail(ctx, req(&cepv1.TailRequest{Pattern: pattern}))
+		ch <- tailCall{s, err}
+	}()
+	return ch
+}
+
+// Tail streams opened and dropped leave nothing behind: their handlers'
+// goroutines end and their JetStream consumers are gone at once (not
+// after the server's inactivity threshold).
+func TestTailDroppedStreamsLeaveNothing(t *testing.T) {
+	tc := newSingle(t, 2*time.Minute, cluster.Config{})
+	c := tc.deployOnBank(0, lflSpec)
+	js := tc.jetStream()
+	ctx := tc.ctx
+	consumers0 := outputConsumers(t, ctx, js)
+	runtime.GC()
+	goroutines0 := runtime.NumGoroutine()
+
+	const rounds, perRound = 20, 10 // 200 streams, 10 at a time (under the per-caller limit)
+	for round := range rounds {
+		tctx, cancel := context.WithCancel(ctx)
+		var calls []<-chan tailCall
+		for range perRound {
+			calls = append(calls, startTail(tctx, c.matches, "lfl"))
+		}
+		// every handler is running once its consumer exists
+		testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+			if n := outputConsumers(t, ctx, js); n < consumers0+perRound {
+				return fmt.Errorf("round %d: %d consumers on the output stream, want %d", round, n, consumers0+perRound)
+			}
+			return nil
+		})
+		cancel()
+		for _, call := range calls {
+			if r := <-call; r.err == nil {
+				r.stream.Close()
+			}
+		}
+		// gone at once: well within the server's inactivity threshold
+		testutil.EventuallyEvery(t, 5*time.Second, poll, func() error {
+			if n := outputConsumers(t, ctx, js); n != consumers0 {
+				return fmt.Errorf("round %d: %d consumers on the output stream after its tails were dropped, %d before", round, n, consumers0)
+			}
+			return nil
+		})
+	}
+	const tolerance = 40
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		if n := runtime.NumGoroutine(); n > goroutines0+tolerance {
+			return fmt.Errorf("%d goroutines after %d dropped tails, %d before", n, rounds*perRound, goroutines0)
+		}
+		return nil
+	})
+}
+
+// Concurrent tails are bounded per caller (its bearer token; here on a
+// node that checks none, so that callers can differ) and per node: the
+// one past a limit gets ResourceExhausted, and a place freed is taken
+// again.
+func TestTailConcurrencyLimits(t *testing.T) {
+	tc := newSingle(t, time.Minute, cluster.Config{TailMaxStreams: 6, TailMaxStreamsPerCaller: 4})
+	tc.deployOnBank(0, lflSpec)
+	js := tc.jetStream()
+	ctx := tc.ctx
+	consumers0 := outputConsumers(t, ctx, js)
+	open := 0
+	tail := func(token string) (<-chan tailCall, context.CancelFunc) {
+		t.Helper()
+		tctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		return startTail(tctx, tc.client(0, api.WithClientToken(token)).matches, "lfl"), cancel
+	}
+	accepted := func(token string) context.CancelFunc {
+		t.Helper()
+		call, cancel := tail(token)
+		open++
+		testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+			select {
+			case r := <-call:
+				err := r.err
+				if err == nil {
+					r.stream.Receive()
+					err = r.stream.Err()
+				}
+				t.Fatalf("tail %d (caller %s) ended: %v", open, token, err)
+			default:
+			}
+			if n := outputConsumers(t, ctx, js); n != consumers0+open {
+				return fmt.Errorf("%d tails' consumers on the output stream, want %d", n-consumers0, open)
+			}
+			return nil
+		})
+		return cancel
+	}
+	refused := func(token, limit string) {
+		t.Helper()
+		call, cancel := tail(token)
+		defer cancel()
+		r := <-call
+		err := r.err
+		if err == nil {
+			if r.stream.Receive() {
+				t.Fatalf("a tail past the %s limit got a record", limit)
+			}
+			err = r.stream.Err()
+		}
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), limit) {
+			t.Fatalf("a tail past the %s limit: %v, want resource exhausted naming the limit", limit, err)
+		}
+	}
+	var first context.CancelFunc
+	for i := range 4 {
+		if cancel := accepted("a"); i == 0 {
+			first = cancel
+		}
+	}
+	refused("a", "per caller")
+	accepted("b")
+	accepted("b")
+	refused("b", "per node")
+	refused("c", "per node")
+	first()
+	open--
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		if n := outputConsumers(t, ctx, js); n != consumers0+open {
+			return fmt.Errorf("%d tails' consumers after one ended, want %d", n-consumers0, open)
+		}
+		return nil
+	})
+	accepted("b")
+}
+
+// A tail whose client does not read while output flows is cut off once
+// its bounded buffer is full, as NATS cuts off a slow consumer: the node
+// neither keeps the output for it nor its consumer, and its heap does not
+// grow with the output.
+func TestTailSlowClientIsCutOff(t *testing.T) {
+	tc := newSingle(t, 2*time.Minute, cluster.Config{TailMaxStreamsPerCaller: 32})
+	tc.deployOnBank(0, lflSpec)
+	nc, js := tc.connect()
+	defer nc.Close()
+	ctx := tc.ctx
+	consumers0 := outputConsumers(t, ctx, js)
+
+	const clients = 20
+	var calls []<-chan tailCall
+	var cancels []context.CancelFunc
+	for range clients {
+		// each on a connection of its own, which it never reads, with a
+		// small receive buffer (not the tens of MB the kernel would
+		// otherwise take for it on loopback)
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				err = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+			}
+			return c, err
+		}}}
+		t.Cleanup(hc.CloseIdleConnections)
+		sctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		cancels = append(cancels, cancel)
+		calls = append(calls, startTail(sctx, clientsAt(hc, "http://"+tc.nodes[0].APIAddr()).matches, "lfl"))
+	}
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		if n := outputConsumers(t, ctx, js); n != consumers0+clients {
+			return fmt.Errorf("%d tails' consumers, want %d", n-consumers0, clients)
+		}
+		return nil
+	})
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap0 := ms.HeapInuse
+
+	// 30 MB of records on the pattern's output subject
+	const records, size = 300, 100 << 10
+	for i := range records {
+		// random, so that the API's compression does not shrink it
+		pad := base64.StdEncoding.EncodeToString(randomBytes(size * 3 / 4))
+		rec := fmt.Sprintf(`{"type":"match","id":"r%d","pattern":"lfl","key":"k","pad":%q}`, i, pad)
+		if _, err := js.PublishAsync("cep.out.lfl", []byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("output not stored")
+	}
+	// the tails have taken what they will: each consumer has delivered all
+	// (into the node) or is gone with its cut-off tail
+	out, err := js.Stream(ctx, cluster.OutputStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		l := out.ListConsumers(ctx)
+		for info := range l.Info() {
+			if info.NumPending > 0 {
+				return fmt.Errorf("consumer %s has %d records to deliver", info.Name, info.NumPending)
+			}
+		}
+		return l.Err()
+	})
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	grown := int64(ms.HeapInuse) - int64(heap0)
+	t.Logf("heap in use grew by %d MB with %d slow tails over %d MB of output", grown>>20, clients, records*size>>20)
+	if grown > 100<<20 {
+		t.Errorf("heap in use grew by %d MB with %d slow tails", grown>>20, clients)
+	}
+	// every slow tail is cut off: its consumer is gone
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		if n := outputConsumers(t, ctx, js); n != consumers0 {
+			return fmt.Errorf("%d of %d slow tails still have their consumer after %d records", n-consumers0, clients, records)
+		}
+		return nil
+	})
+	// what a cut-off client reads ends short of the output (with an
+	// error, or, its connection broken off, when the test gives up)
+	for _, cancel := range cancels {
+		giveUp := time.AfterFunc(5*time.Second, cancel)
+		defer giveUp.Stop()
+	}
+	for i, call := range calls {
+		r := <-call
+		if r.err != nil {
+			continue // cut off before the response began
+		}
+		s := r.stream
+		defer s.Close()
+		got := 0
+		for s.Receive() {
+			got++
+		}
+		if s.Err() == nil || got >= records {
+			t.Fatalf("slow tail %d read %d of %d records, then %v; want it cut off with an error", i, got, records, s.Err())
+		}
+		if i == 0 {
+			t.Logf("a slow tail read %d records, then %v", got, s.Err())
+		}
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
