@@ -53,10 +53,14 @@ func env(name, def string) string {
 }
 
 // Run parses flags and runs a node until ctx ends; "cepnode secret"
-// prints a new cluster secret instead.
+// prints a new cluster secret instead, "cepnode nats-config" a NATS
+// server configuration with the cluster's users.
 func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "secret" {
 		return printSecret(args[1:], os.Stdout)
+	}
+	if len(args) > 0 && args[0] == "nats-config" {
+		return natsConfig(args[1:], os.Stdout, stderr)
 	}
 	fs := flag.NewFlagSet("cepnode", flag.ContinueOnError)
 	d := cluster.DefaultConfig()
@@ -87,7 +91,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	savepointDir := fs.String("savepoint-dir", env("savepoint-dir", ""), "directory that dir:// savepoint targets and restore locations must lie in (a relative dir://NAME is taken inside it); anything resolving outside it, by .., an absolute path or a symbolic link, is refused, so API clients cannot make the node write or read files elsewhere; default: <--data>/savepoints (env CEPNODE_SAVEPOINT_DIR)")
 	token := fs.String("token", env("token", ""), "an admin's bearer token for the API; without it and --token-file the API is open to anyone who reaches it; prefer the environment or --token-file, as a command line is visible to others on the machine (env CEPNODE_TOKEN)")
 	tokenFile := fs.String("token-file", env("token-file", ""), "file of the API's bearer tokens, one a line as ROLE TOKEN (ROLE admin: everything; operator: patterns, sources, savepoints and what reader may; reader: status, list, get, tail), # comments; calls without a valid token are refused (env CEPNODE_TOKEN_FILE)")
-	metricsAuth := fs.Bool("metrics-auth", envBool("metrics-auth"), "/metrics wants a bearer token of role reader or more (needs --token or --token-file); without it anyone reaching the API address reads the metrics (env CEPNODE_METRICS_AUTH=true)")
+	metricsAuth := fs.Bool("metrics-auth", envBool("metrics-auth"), "/metrics wants a bearer token of role reader or more (needs --token or --token-file); without it anyone reaching the API address reads the metrics (env CEPNODE_METRICS_AUTH)")
 	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert (env CEPNODE_TLS_KEY)")
 	tlsCA := fs.String("tls-ca", env("tls-ca", ""), "PEM file of the CA(s) that sign the nodes' certificates and any client certificate (env CEPNODE_TLS_CA)")
@@ -98,7 +102,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	tailMax := fs.String("tail-max-streams", env("tail-max-streams", strconv.Itoa(d.TailMaxStreams)), "MatchService.Tail streams (cepctl tail) this node serves at once; one more is refused, so that no client can hold JetStream consumers and buffers without bound (env CEPNODE_TAIL_MAX_STREAMS)")
 	tailMaxCaller := fs.String("tail-max-per-caller", env("tail-max-per-caller", strconv.Itoa(d.TailMaxStreamsPerCaller)), "Tail streams one caller (its bearer token, else its host) holds at once on this node (env CEPNODE_TAIL_MAX_PER_CALLER)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n       cepnode secret    (prints a new cluster secret)\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n       cepnode secret    (prints a new cluster secret)\n       cepnode nats-config [--out FILE]    (a nats-server configuration with the cluster's NATS users)\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/secret"
 )
 
@@ -160,5 +162,30 @@ func TestManifestVariablesAreRead(t *testing.T) {
 		if !strings.Contains(help, "env "+v[1]+")") {
 			t.Errorf("the manifest sets %s, which cepnode does not read", v[1])
 		}
+	}
+}
+
+// cepnode nats-config writes the configuration of the secret it is
+// given, readable by the owner only, and refuses to run without one.
+func TestNATSConfig(t *testing.T) {
+	dir := t.TempDir()
+	sec := secret.Generate()
+	file := dir + "/secret"
+	if err := os.WriteFile(file, []byte(sec.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := dir + "/nats.conf"
+	var stderr bytes.Buffer
+	if err := natsConfig([]string{"--cluster-secret-file", file, "--out", out}, io.Discard, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	fi, _ := os.Stat(out)
+	if err != nil || fi.Mode().Perm() != 0o600 || string(b) != cluster.NATSServerConfig(sec, "/data", 8222) {
+		t.Fatalf("%s (%v, %v):\n%s", out, err, fi.Mode(), b)
+	}
+	t.Setenv("CEPNODE_CLUSTER_SECRET_FILE", "")
+	if err := natsConfig(nil, io.Discard, &stderr); err == nil || !strings.Contains(err.Error(), "needs the cluster secret") {
+		t.Fatalf("without a secret: %v", err)
 	}
 }

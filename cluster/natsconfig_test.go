@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/cluster/secret"
+)
+
+// The generated configuration gives a real nats-server the embedded
+// server's users: parsed back, they are natsUsers exactly, and on a
+// running server the publisher is confined as on the embedded one.
+func TestNATSServerConfig(t *testing.T) {
+	sec := secret.Generate()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(path, []byte(NATSServerConfig(sec, filepath.Join(dir, "js"), 0)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("nats-server refuses the configuration: %v", err)
+	}
+	want := natsUsers(sec)
+	if len(opts.Users) != len(want) {
+		t.Fatalf("users: %d, want %d", len(opts.Users), len(want))
+	}
+	for i, u := range opts.Users {
+		w := want[i]
+		if u.Username != w.Username || u.Password != w.Password || !reflect.DeepEqual(u.Permissions, w.Permissions) {
+			t.Errorf("user %d: %+v %+v, want %+v %+v", i, u, u.Permissions, w, w.Permissions)
+		}
+	}
+	if !opts.JetStream || opts.StoreDir != filepath.Join(dir, "js") {
+		t.Errorf("jetstream %v in %q", opts.JetStream, opts.StoreDir)
+	}
+
+	opts.Port, opts.NoLog, opts.NoSigs = -1, true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	if _, err := nats.Connect(s.ClientURL()); err == nil {
+		t.Fatal("an anonymous client was admitted")
+	}
+	node, err := dialNATS(s.ClientURL(), "", "", "test-node", sec)
+	if err != nil {
+		t.Fatalf("the node user: %v", err)
+	}
+	defer node.Close()
+	js, _ := jetstream.New(node)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUT", Subjects: []string{"cep.out.>"}}); err != nil {
+		t.Fatalf("the node user cannot create a stream: %v", err)
+	}
+	pub, err := nats.Connect(s.ClientURL(), nats.UserInfo(NATSPublisherUser, sec.Token(secret.NATSPublic)))
+	if err != nil {
+		t.Fatalf("the publisher: %v", err)
+	}
+	defer pub.Close()
+	pjs, _ := jetstream.New(pub)
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if _, err := pjs.Publish(short, "cep.out.forged", []byte("{}")); err == nil {
+		t.Fatal("the publisher wrote to the output")
+	}
+	if err := pjs.DeleteStream(short, "OUT"); err == nil {
+		t.Fatal("the publisher deleted a stream")
+	}
+	if err := pub.LastError(); err == nil || !strings.Contains(err.Error(), "Permissions Violation") {
+		t.Errorf("the server did not refuse the publisher: %v", err)
+	}
+	if info, err := js.Stream(ctx, "OUT"); err != nil || info.CachedInfo().State.Msgs != 0 {
+		t.Fatalf("output stream after the publisher: %v", err)
+	}
+}
