@@ -221,7 +221,7 @@ func TestNATSPublisherCanOnlyPublish(t *testing.T) {
 // A cluster without a secret keeps its embedded NATS open, and says so:
 // GetPublishAccess gives the URL and no user.
 func TestNATSInsecureStaysOpen(t *testing.T) {
-	tc := newSingle(t, 60*time.Second, cluster.Config{})
+	tc := newSingle(t, 60*time.Second, cluster.Config{Insecure: true})
 	res, err := tc.client(0).cluster.GetPublishAccess(tc.ctx, req(&cepv1.GetPublishAccessRequest{}))
 	if err != nil {
 		t.Fatal(err)
