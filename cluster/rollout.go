@@ -78,12 +78,22 @@ func (n *Node) patternApplied(name string, version uint64) shardCheck {
 	if p := n.Meta().Patterns[name]; p != nil && p.Version == version {
 		deleted = p.Deleted
 	}
-	applied := func(v uint64, ok bool) bool {
+	check := versionCheck(name, func(v uint64, ok bool) bool {
 		if deleted {
 			return !ok || v > version
 		}
 		return ok && v >= version
+	})
+	check.moved = func(m *meta.Meta) bool {
+		p := m.Patterns[name]
+		return p == nil || p.Version != version
 	}
+	return check
+}
+
+// versionCheck is the shardCheck of applied on the version of the named
+// pattern a replica runs (ok: it runs one); moved is the caller's.
+func versionCheck(name string, applied func(v uint64, ok bool) bool) shardCheck {
 	return shardCheck{
 		local: func(st *shard.State) bool { return applied(st.Version(name)) },
 		remote: func(sh *cepv1.Shard) bool {
@@ -93,10 +103,6 @@ func (n *Node) patternApplied(name string, version uint64) shardCheck {
 				}
 			}
 			return applied(0, false)
-		},
-		moved: func(m *meta.Meta) bool {
-			p := m.Patterns[name]
-			return p == nil || p.Version != version
 		},
 	}
 }

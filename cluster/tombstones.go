@@ -6,9 +6,7 @@ import (
 	"strings"
 	"time"
 
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/meta"
-	"github.com/cepcluster/cep/shard"
 )
 
 // A deleted pattern leaves a tombstone in the metadata (its name, version
@@ -80,16 +78,5 @@ func (n *Node) forgetIfApplied(ctx context.Context, name string, version uint64)
 // one (without a copy of the metadata): no replica runs the pattern at
 // that version or before.
 func deletionApplied(name string, version uint64) shardCheck {
-	applied := func(v uint64, ok bool) bool { return !ok || v > version }
-	return shardCheck{
-		local: func(st *shard.State) bool { return applied(st.Version(name)) },
-		remote: func(sh *cepv1.Shard) bool {
-			for _, pv := range sh.Running {
-				if pv.Name == name {
-					return applied(pv.Version, true)
-				}
-			}
-			return true
-		},
-	}
+	return versionCheck(name, func(v uint64, ok bool) bool { return !ok || v > version })
 }

@@ -216,13 +216,19 @@ func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
 	m.AutoWatermark = false
 	m.EventAt(key, ts, in) // resets m.out; what follows appends to it
 	m.AutoWatermark = auto
+	m.observeAligned(gen, source, ts)
+	return m.out
+}
+
+// observeAligned moves source's watermark to ts and the pattern's to the
+// minimum over the sources that are not idle.
+func (m *Matcher) observeAligned(gen *watermark.Generator, source string, ts int64) {
 	gen.Observe(ts)
 	m.aligner.Observe(source, gen.Current(), m.procNow)
 	if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
 		m.gen.Advance(wm)
 		m.advance(wm)
 	}
-	return m.out
 }
 
 // ObserveFrom moves the watermark as EventFrom would for an event of
@@ -235,12 +241,7 @@ func (m *Matcher) ObserveFrom(source string, ts int64) []Record {
 		return m.out
 	}
 	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
-		gen.Observe(ts)
-		m.aligner.Observe(source, gen.Current(), m.procNow)
-		if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
-			m.gen.Advance(wm)
-			m.advance(wm)
-		}
+		m.observeAligned(gen, source, ts)
 		return m.out
 	}
 	if m.AutoWatermark {
