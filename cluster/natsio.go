@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -26,7 +28,19 @@ const (
 
 // StartEmbeddedNATS starts an in-process NATS server with JetStream,
 // storing under dir, listening on host:port (port -1 picks a free one).
+// A port that cannot be listened on is reported at once, with the bind
+// error, not after the readiness wait.
 func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server.Server, error) {
+	hostPort := net.JoinHostPort(host, strconv.Itoa(port))
+	if port > 0 {
+		// before the server recovers its JetStream store, which may take
+		// long, only to fail to listen after
+		ln, err := net.Listen("tcp", hostPort)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: client port %d on %s: %w", port, hostPort, err)
+		}
+		ln.Close()
+	}
 	opts := &server.Options{
 		ServerName: "cep-embedded",
 		Host:       host,
@@ -40,23 +54,46 @@ func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	if logger != nil {
-		s.SetLoggerV2(natsLogger{logger}, false, false, false)
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
+	// the server reports a failed listen only to its logger (and then
+	// never becomes ready): the first fatal message ends the wait
+	fatal := make(chan string, 1)
+	s.SetLoggerV2(natsLogger{l: logger, fatal: fatal}, false, false, false)
 	s.Start()
-	if !s.ReadyForConnections(15 * time.Second) {
-		s.Shutdown()
-		return nil, errors.New("embedded nats: not ready after 15s")
+	deadline := time.Now().Add(15 * time.Second)
+	for !s.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case msg := <-fatal:
+			s.Shutdown()
+			return nil, fmt.Errorf("embedded nats on %s: %s", hostPort, msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, fmt.Errorf("embedded nats on %s: not ready after 15s", hostPort)
+		}
 	}
 	return s, nil
 }
 
-type natsLogger struct{ l *slog.Logger }
+type natsLogger struct {
+	l     *slog.Logger
+	fatal chan<- string // the first fatal message, if any
+}
 
 func (n natsLogger) Noticef(format string, v ...any) { n.l.Debug(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	n.l.Error(msg)
+	select {
+	case n.fatal <- msg:
+	default:
+	}
+}
+func (n natsLogger) Errorf(format string, v ...any) { n.l.Error(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Debugf(format string, v ...any)  {}
 func (n natsLogger) Tracef(format string, v ...any)  {}
 

@@ -205,7 +205,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return flagError(err)
 	}
-	n, err := cluster.Start(ctx, cfg)
+	n, err := startNode(ctx, cfg, logger)
 	if err != nil {
 		return flagError(err) // a missing secret is found at start
 	}
@@ -222,6 +222,38 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 }
 
+// startAbandon bounds how long a start that a signal interrupted may take
+// to give up: past it cepnode exits without waiting for it.
+const startAbandon = 5 * time.Second
+
+// startNode is cluster.Start, given up when ctx ends (SIGTERM, Ctrl-C)
+// even if the start waits on something that does not watch ctx.
+func startNode(ctx context.Context, cfg cluster.Config, logger *slog.Logger) (*cluster.Node, error) {
+	type result struct {
+		n   *cluster.Node
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := cluster.Start(ctx, cfg)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-ctx.Done():
+	}
+	logger.Info("stopping while starting")
+	select {
+	case r := <-done:
+		if r.err == nil {
+			r.n.Close()
+		}
+	case <-time.After(startAbandon):
+	}
+	return nil, errors.New("stopped while starting")
+}
+
 // flags are the cepnode flags of the Config fields Validate may refuse.
 var flags = map[string]string{
 	"DeadAfter": "--dead-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
@@ -229,6 +261,7 @@ var flags = map[string]string{
 	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
 	"Secret": "--cluster-secret-file", "Insecure": "--insecure",
 	"APIToken": "--token", "MetricsAuth": "--metrics-auth",
+	"NATSPort": "--nats-port", "RaftAddr": "--raft-addr", "APIAddr": "--api-addr", "GossipAddr": "--gossip-addr",
 }
 
 // flagError names the flag of a refused Config field.
