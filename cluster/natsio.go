@@ -94,8 +94,8 @@ func (n natsLogger) Fatalf(format string, v ...any) {
 	}
 }
 func (n natsLogger) Errorf(format string, v ...any) { n.l.Error(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Debugf(format string, v ...any)  {}
-func (n natsLogger) Tracef(format string, v ...any)  {}
+func (n natsLogger) Debugf(format string, v ...any) {}
+func (n natsLogger) Tracef(format string, v ...any) {}
 
 // SourceConfig is the stream of a source: publishers send to
 // "<source>.<key token>", and the stream's subject transform stores each
