@@ -224,7 +224,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 
 // startAbandon bounds how long a start that a signal interrupted may take
 // to give up: past it cepnode exits without waiting for it.
-const startAbandon = 5 * time.Second
+const startAbandon = time.Second
 
 // startNode is cluster.Start, given up when ctx ends (SIGTERM, Ctrl-C)
 // even if the start waits on something that does not watch ctx.
