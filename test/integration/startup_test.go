@@ -11,9 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"encoding/json"
 
 	"go.etcd.io/bbolt"
 
@@ -258,6 +261,67 @@ func TestStartupRaftLogHeld(t *testing.T) {
 	})
 }
 
+var (
+	cepctlOnce sync.Once
+	cepctlBin  string
+	cepctlErr  error
+)
+
+// cepctl runs the cepctl command, built once, against the API at addr.
+func runCepctl(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	cepctlOnce.Do(func() {
+		cepctlBin = filepath.Join(filepath.Dir(cepnodeBin), "cepctl")
+		var out []byte
+		if out, cepctlErr = exec.Command("go", "build", "-o", cepctlBin, "../../cmd/cepctl").CombinedOutput(); cepctlErr != nil {
+			cepctlErr = fmt.Errorf("%v: %s", cepctlErr, out)
+		}
+	})
+	if cepctlErr != nil {
+		t.Fatal(cepctlErr)
+	}
+	cmd := exec.Command(cepctlBin, append([]string{"--server", "http://" + addr}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir()) // no config file of the user's
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cepctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// statusJSON is what cepctl status -o json says of the replicas: node id
+// → shard id → the applied index, nil where it is not given.
+func statusJSON(t *testing.T, addr string) map[string]map[int]*string {
+	t.Helper()
+	var v struct {
+		Shards []struct {
+			ID       int `json:"id"`
+			Replicas []struct {
+				NodeID         string  `json:"nodeId"`
+				AppliedIndex   *string `json:"appliedIndex"`
+				AppliedUnknown bool    `json:"appliedUnknown"`
+			} `json:"replicas"`
+		} `json:"shards"`
+	}
+	out := runCepctl(t, addr, "status", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v in\n%s", err, out)
+	}
+	m := map[string]map[int]*string{}
+	for _, s := range v.Shards {
+		for _, r := range s.Replicas {
+			if m[r.NodeID] == nil {
+				m[r.NodeID] = map[int]*string{}
+			}
+			if r.AppliedUnknown != (r.AppliedIndex == nil) {
+				t.Errorf("shard %d replica %s: unknown %v with index %v", s.ID, r.NodeID, r.AppliedUnknown, r.AppliedIndex)
+			}
+			m[r.NodeID][s.ID] = r.AppliedIndex
+		}
+	}
+	return m
+}
+
 // cepctl status's shard list (ListShards cluster-wide) gives every
 // replica's applied index as its own node reports it, not 0 for the
 // followers; a stopped node's replicas are unknown, without an index.
@@ -314,6 +378,18 @@ func TestStartupStatusEveryReplica(t *testing.T) {
 		return nil
 	})
 
+	// as cepctl prints it: every replica's index, none of them 0
+	for node, shards := range statusJSON(t, tc.nodes[0].APIAddr()) {
+		for id, idx := range shards {
+			if idx == nil || *idx == "0" {
+				t.Errorf("cepctl status -o json: shard %d on %s at %v", id, node, idx)
+			}
+		}
+	}
+	if text := runCepctl(t, tc.nodes[0].APIAddr(), "status"); strings.Contains(text, "unknown") || strings.Contains(text, "=0") {
+		t.Errorf("cepctl status with every node up:\n%s", text)
+	}
+
 	if err := tc.stop(2); err != nil {
 		t.Logf("stop n3: %v", err)
 	}
@@ -335,4 +411,14 @@ func TestStartupStatusEveryReplica(t *testing.T) {
 		}
 		return nil
 	})
+	for node, shards := range statusJSON(t, tc.nodes[0].APIAddr()) {
+		for id, idx := range shards {
+			if stopped := node == "n3"; stopped != (idx == nil) || (idx != nil && *idx == "0") {
+				t.Errorf("cepctl status -o json after n3 stopped: shard %d on %s at %v", id, node, idx)
+			}
+		}
+	}
+	if text := runCepctl(t, tc.nodes[0].APIAddr(), "status"); !strings.Contains(text, "n3=unknown") || strings.Contains(text, "n1=unknown") {
+		t.Errorf("cepctl status after n3 stopped:\n%s", text)
+	}
 }
