@@ -24,8 +24,10 @@ func newStatusCmd(d *deps, runF func(*statusOptions) error) *cobra.Command {
 		Short: "Show the cluster's nodes and shards",
 		Long: `Show the cluster's nodes, its shards (key-group range, leader, replicas,
 Raft indexes and load, each as its leader reports it: the node asked gathers
-them from the others) and a summary line. Indexes may lag the leaders by a
-moment.`,
+them from the others) and a summary line. Each replica's applied index is
+the one its own node reports; "unknown" (in JSON: appliedUnknown, no
+appliedIndex) when that node did not answer. Indexes may lag the leaders by
+a moment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := resolveGlobals(d, cmd)

@@ -62,7 +62,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	d := cluster.DefaultConfig()
 	fs.SetOutput(stderr)
 	id := fs.String("id", env("id", d.NodeID), "node id, unique in the cluster (env CEPNODE_ID)")
-	data := fs.String("data", env("data", d.DataDir), "data directory: Raft logs, snapshots, embedded NATS store (env CEPNODE_DATA)")
+	data := fs.String("data", env("data", d.DataDir), "data directory: Raft logs, snapshots, embedded NATS store; one node at a time holds it (its pid in <data>/LOCK): a second one on it fails at once (env CEPNODE_DATA)")
 	raftAddr := fs.String("raft-addr", env("raft-addr", d.RaftAddr), "listen address for Raft traffic of all groups (env CEPNODE_RAFT_ADDR)")
 	apiAddr := fs.String("api-addr", env("api-addr", d.APIAddr), "listen address of the Connect/gRPC API, /metrics, /healthz, /readyz (env CEPNODE_API_ADDR)")
 	natsURL := fs.String("nats", env("nats", ""), "URL of an external NATS server with JetStream; empty starts an embedded one (env CEPNODE_NATS)")
