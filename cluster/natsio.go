@@ -37,7 +37,7 @@ func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server
 		// long, only to fail to listen after
 		ln, err := net.Listen("tcp", hostPort)
 		if err != nil {
-			return nil, fmt.Errorf("embedded nats: client port %d on %s: %w", port, hostPort, err)
+			return nil, &natsListenError{fmt.Sprintf("embedded nats: client port %d on %s: %v", port, hostPort, err)}
 		}
 		ln.Close()
 	}
@@ -67,7 +67,7 @@ func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server
 		select {
 		case msg := <-fatal:
 			s.Shutdown()
-			return nil, fmt.Errorf("embedded nats on %s: %s", hostPort, msg)
+			return nil, &natsListenError{fmt.Sprintf("embedded nats on %s: %s", hostPort, msg)}
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -77,6 +77,13 @@ func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server
 	}
 	return s, nil
 }
+
+// natsListenError is the embedded server's failure to listen (its port
+// taken, its host not one of this machine's), told apart from its other
+// failures so that the error can name the port's setting.
+type natsListenError struct{ msg string }
+
+func (e *natsListenError) Error() string { return e.msg }
 
 type natsLogger struct {
 	l     *slog.Logger

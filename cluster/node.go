@@ -149,7 +149,10 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if url == "" {
 		n.ns, err = StartEmbeddedNATS(filepath.Join(cfg.DataDir, "nats"), cfg.NATSHost, cfg.NATSPort, n.log.With("component", "nats"))
 		if err != nil {
-			return n, &ConfigError{Field: "NATSPort", Msg: ": " + err.Error()}
+			if le := (*natsListenError)(nil); errors.As(err, &le) {
+				return n, &ConfigError{Field: "NATSPort", Msg: ": " + le.Error()}
+			}
+			return n, err
 		}
 		url = n.ns.ClientURL()
 	}
@@ -278,7 +281,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.initLoop()
 	if err := n.joinGossip(); err != nil {
-		return n, &ConfigError{Field: "GossipAddr", Msg: fmt.Sprintf(" %s: %v", cfg.GossipAddr, err)}
+		return n, &ConfigError{Field: "GossipAddr", Msg: ": " + err.Error()} // it names the address
 	}
 	n.wg.Add(3)
 	go n.manageReplicas()

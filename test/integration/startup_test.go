@@ -143,7 +143,8 @@ func TestStartupDataDirInUse(t *testing.T) {
 }
 
 // A taken port is reported at once with the bind error, naming the flag
-// and the address: the embedded NATS port, and the Raft and API addresses.
+// and the address: the embedded NATS port, and the Raft, API and gossip
+// addresses.
 func TestStartupPortTaken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -164,6 +165,7 @@ func TestStartupPortTaken(t *testing.T) {
 		{"nats", "--nats-port", time.Second, []string{"--nats-port", port, "address already in use"}},
 		{"raft", "--raft-addr", 10 * time.Second, []string{"--raft-addr", taken, "address already in use"}},
 		{"api", "--api-addr", 10 * time.Second, []string{"--api-addr", taken, "address already in use"}},
+		{"gossip", "--gossip-addr", 10 * time.Second, []string{"--gossip-addr", taken, "address already in use"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args, _, _ := singleArgs(t, filepath.Join(t.TempDir(), "n1"))
