@@ -39,7 +39,7 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil && pid > 0 {
 				holder = fmt.Sprintf("process %d", pid)
 			}
-			return nil, fmt.Errorf("data directory %s is in use by %s (it holds %s): stop it or give another --data", dir, holder, path)
+			return nil, fmt.Errorf("data directory %s is in use by %s, which holds the lock on %s: stop it or give another --data", dir, holder, path)
 		}
 		return nil, fmt.Errorf("data directory %s: lock %s: %w", dir, path, err)
 	}

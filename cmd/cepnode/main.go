@@ -246,12 +246,13 @@ func startNode(ctx context.Context, cfg cluster.Config, logger *slog.Logger) (*c
 	logger.Info("stopping while starting")
 	select {
 	case r := <-done:
-		if r.err == nil {
-			r.n.Close()
+		if r.err != nil {
+			return nil, fmt.Errorf("stopped while starting: %w", r.err)
 		}
+		return r.n, nil // started after all: it is stopped as usual
 	case <-time.After(startAbandon):
+		return nil, fmt.Errorf("stopped while starting (not waiting more than %v for the start to give up)", startAbandon)
 	}
-	return nil, errors.New("stopped while starting")
 }
 
 // flags are the cepnode flags of the Config fields Validate may refuse.

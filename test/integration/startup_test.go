@@ -103,6 +103,9 @@ func TestStartupDataDirInUse(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := lines[len(lines)-1]
+	if len(lines) != 1 {
+		t.Errorf("the second node said more than the one line of its error:\n%s", out)
+	}
 	if !strings.Contains(last, dir) || !strings.Contains(last, fmt.Sprintf("process %d", pid)) {
 		t.Errorf("the error does not name %s and pid %d: %q", dir, pid, last)
 	}
