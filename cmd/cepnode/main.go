@@ -255,7 +255,8 @@ func startNode(ctx context.Context, cfg cluster.Config, logger *slog.Logger) (*c
 	}
 }
 
-// flags are the cepnode flags of the Config fields Validate may refuse.
+// flags are the cepnode flags of the Config fields Validate or Start may
+// refuse.
 var flags = map[string]string{
 	"DeadAfter": "--dead-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
 	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "OutputLimits.MaxAge": "--output-max-age",
