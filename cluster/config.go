@@ -258,7 +258,8 @@ func orDefault[T comparable](v *T, d T) {
 // or briefly partitioned would otherwise have its replicas moved.
 const MinDeadAfter = 10 * time.Second
 
-// ConfigError is a Config field whose value is refused. Field is the
+// ConfigError is a Config field whose value is refused (by Validate, or
+// by Start: an address or port that cannot be listened on). Field is the
 // Config field's name; cepnode names its flag instead.
 type ConfigError struct {
 	Field string

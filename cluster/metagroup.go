@@ -38,7 +38,7 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 	c := *rc
 	c.LocalID = raft.ServerID(localID)
 	c.Logger = hclogslog.New(logger.With("group", "meta"))
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+	store, err := shard.OpenLog(filepath.Join(dir, "raft.db"))
 	if err != nil {
 		return nil, fmt.Errorf("metadata log: %w", err)
 	}

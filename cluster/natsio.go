@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -84,23 +85,54 @@ func StartEmbeddedNATS(dir, host string, port int, logger *slog.Logger) (*server
 
 // StartSecureEmbeddedNATS is StartEmbeddedNATS whose server, for a
 // non-zero sec, takes only the node's and the publisher's users
-// (natsUsers): no anonymous client. A zero sec leaves it open.
+// (natsUsers): no anonymous client. A zero sec leaves it open. A port that
+// cannot be listened on is reported at once, with the bind error, not
+// after the readiness wait.
 func StartSecureEmbeddedNATS(dir, host string, port int, logger *slog.Logger, sec secret.Secret) (*server.Server, error) {
-	opts := embeddedOptions(dir, host, port, sec)
-	s, err := server.NewServer(opts)
+	hostPort := net.JoinHostPort(host, strconv.Itoa(port))
+	if port > 0 {
+		// before the server recovers its JetStream store, which may take
+		// long, only to fail to listen after
+		ln, err := net.Listen("tcp", hostPort)
+		if err != nil {
+			return nil, &natsListenError{fmt.Sprintf("embedded nats: client port %d on %s: %v", port, hostPort, err)}
+		}
+		ln.Close()
+	}
+	s, err := server.NewServer(embeddedOptions(dir, host, port, sec))
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	if logger != nil {
-		s.SetLoggerV2(natsLogger{logger}, false, false, false)
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
+	// the server reports a failed listen only to its logger (and then
+	// never becomes ready): the first fatal message ends the wait
+	fatal := make(chan string, 1)
+	s.SetLoggerV2(natsLogger{l: logger, fatal: fatal}, false, false, false)
 	s.Start()
-	if !s.ReadyForConnections(15 * time.Second) {
-		s.Shutdown()
-		return nil, errors.New("embedded nats: not ready after 15s")
+	deadline := time.Now().Add(15 * time.Second)
+	for !s.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case msg := <-fatal:
+			s.Shutdown()
+			return nil, &natsListenError{fmt.Sprintf("embedded nats on %s: %s", hostPort, msg)}
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, fmt.Errorf("embedded nats on %s: not ready after 15s", hostPort)
+		}
 	}
 	return s, nil
 }
+
+// natsListenError is the embedded server's failure to listen (its port
+// taken, its host not one of this machine's), told apart from its other
+// failures so that the error can name the port's setting.
+type natsListenError struct{ msg string }
+
+func (e *natsListenError) Error() string { return e.msg }
 
 func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...string) *server.Options {
 	opts := &server.Options{
@@ -150,14 +182,24 @@ func (n *Node) guardDerivedSources(dir string) {
 	}
 }
 
-type natsLogger struct{ l *slog.Logger }
+type natsLogger struct {
+	l     *slog.Logger
+	fatal chan<- string // the first fatal message, if any
+}
 
 func (n natsLogger) Noticef(format string, v ...any) { n.l.Debug(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
-func (n natsLogger) Debugf(format string, v ...any)  {}
-func (n natsLogger) Tracef(format string, v ...any)  {}
+func (n natsLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	n.l.Error(msg)
+	select {
+	case n.fatal <- msg:
+	default:
+	}
+}
+func (n natsLogger) Errorf(format string, v ...any) { n.l.Error(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Debugf(format string, v ...any) {}
+func (n natsLogger) Tracef(format string, v ...any) {}
 
 // SourceConfig is the stream of a source: publishers send to
 // "<source>.<key token>", and the stream's subject transform stores each

@@ -76,6 +76,9 @@ type Node struct {
 	// streamMissing is 1 while a stream a shard leader reads is gone
 	streamMissing *prometheus.GaugeVec
 
+	// lock is held on the data directory until Close has stopped all
+	lock *dataDirLock
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -103,13 +106,21 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if len(cfg.Peers) == 0 && cfg.NATSURL == "" {
 		return nil, errors.New("a node joining a cluster needs the cluster's NATS (Config.NATSURL), not an embedded server of its own")
 	}
+	// before anything reads or writes the directory (the secret, NATS's
+	// store, the Raft logs)
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	if err := cfg.resolveSecret(cfg.Logger.With("node", cfg.NodeID)); err != nil {
+		lock.release()
 		return nil, err
 	}
 	if err := cfg.checkExposure(cfg.Logger.With("node", cfg.NodeID)); err != nil {
+		lock.release()
 		return nil, err
 	}
-	n = &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}
+	n = &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), lock: lock}
 	n.applyLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "cep_raft_apply_seconds",
 		Help:    "Time from proposing an ingest batch to its being applied on the leader.",
@@ -138,6 +149,9 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if url == "" {
 		n.ns, err = StartSecureEmbeddedNATS(filepath.Join(cfg.DataDir, "nats"), cfg.NATSHost, cfg.NATSPort, n.log.With("component", "nats"), cfg.Secret)
 		if err != nil {
+			if le := (*natsListenError)(nil); errors.As(err, &le) {
+				return n, &ConfigError{Field: "NATSPort", Msg: ": " + le.Error()}
+			}
 			return n, err
 		}
 		url = n.ns.ClientURL()
@@ -153,12 +167,12 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
-		return n, fmt.Errorf("raft listener: %w", err)
+		return n, &ConfigError{Field: "RaftAddr", Msg: fmt.Sprintf(" %s: raft listener: %v", cfg.RaftAddr, err)}
 	}
 	n.apiLn, err = net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		ln.Close()
-		return n, fmt.Errorf("api listener: %w", err)
+		return n, &ConfigError{Field: "APIAddr", Msg: fmt.Sprintf(" %s: api listener: %v", cfg.APIAddr, err)}
 	}
 	cfg.APIAddr = n.apiLn.Addr().String()
 	n.cfg.APIAddr = cfg.APIAddr
@@ -267,7 +281,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.initLoop()
 	if err := n.joinGossip(); err != nil {
-		return n, err
+		return n, &ConfigError{Field: "GossipAddr", Msg: ": " + err.Error()} // it names the address
 	}
 	n.wg.Add(3)
 	go n.manageReplicas()
@@ -383,6 +397,7 @@ func (n *Node) Close() error {
 	if n.peerTLS != nil {
 		n.peerTLS.CloseIdleConnections()
 	}
+	n.lock.release()
 	return errors.Join(errs...)
 }
 

@@ -159,6 +159,8 @@ func (n *Node) localShards() []*cepv1.Shard {
 				}
 				if string(srv.ID) == n.cfg.NodeID {
 					rep.AppliedIndex = s.LastAppliedIndex
+				} else {
+					rep.AppliedUnknown = true // only its own node knows
 				}
 				s.Replicas = append(s.Replicas, rep)
 			}
@@ -199,11 +201,23 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 	}
 	wg.Wait()
 	best := map[uint32]*cepv1.Shard{}
+	// own: each node's report of its own replica of a shard
+	own := map[string]map[uint32]uint64{}
 	for i, p := range peers {
 		for _, s := range answers[i] {
 			if s.LeaderNodeId == p.ID || best[s.Id] == nil {
 				best[s.Id] = s // the leader's own report wins
 			}
+			if own[p.ID] == nil {
+				own[p.ID] = map[uint32]uint64{}
+			}
+			own[p.ID][s.Id] = s.LastAppliedIndex
+		}
+	}
+	for _, s := range best {
+		for _, rep := range s.Replicas {
+			applied, ok := own[rep.NodeId][s.Id]
+			rep.AppliedIndex, rep.AppliedUnknown = applied, !ok
 		}
 	}
 	m := n.Meta()
@@ -215,7 +229,9 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 		if s == nil {
 			s = &cepv1.Shard{Id: uint32(info.ID), KeyGroups: &cepv1.KeyGroupRange{First: uint32(info.First), Last: uint32(info.Last)}}
 			for _, id := range info.Replicas {
-				s.Replicas = append(s.Replicas, &cepv1.Replica{NodeId: id, Suffrage: cepv1.Suffrage_SUFFRAGE_UNSPECIFIED})
+				applied, ok := own[id][s.Id]
+				s.Replicas = append(s.Replicas, &cepv1.Replica{NodeId: id, Suffrage: cepv1.Suffrage_SUFFRAGE_UNSPECIFIED,
+					AppliedIndex: applied, AppliedUnknown: !ok})
 			}
 		}
 		out.Shards = append(out.Shards, s)

@@ -358,7 +358,7 @@ func Open(cfg Config) (*Shard, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c.Logger = raftLogger(logger.With("shard", cfg.ID))
-	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	store, err := OpenLog(filepath.Join(cfg.Dir, "raft.db"))
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: open log: %w", cfg.ID, err)
 	}

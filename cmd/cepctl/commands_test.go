@@ -45,6 +45,7 @@ func statusCluster() *fakeCluster {
 					Replicas: []*cepv1.Replica{
 						{NodeId: "n1", Suffrage: cepv1.Suffrage_SUFFRAGE_VOTER, AppliedIndex: 100},
 						{NodeId: "n2", Suffrage: cepv1.Suffrage_SUFFRAGE_NONVOTER, AppliedIndex: 90},
+						{NodeId: "n3", Suffrage: cepv1.Suffrage_SUFFRAGE_VOTER, AppliedUnknown: true},
 					},
 					CommitIndex: 100, LastAppliedIndex: 99, Patterns: 3, PartialMatches: 17, BufferedEvents: 5, OutboxRecords: 12},
 				{Id: 2, KeyGroups: &cepv1.KeyGroupRange{First: 64, Last: 127}},
@@ -59,11 +60,11 @@ func TestStatus(t *testing.T) {
 	out := cepctl(t, url, "status").mustOK(t).stdout
 	for _, row := range [][]string{
 		{"NODE", "ADDRESS", "API", "STATE", "META", "REPLICAS"},
-		{"SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS", "OUTBOX"},
+		{"SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "APPLIED BY REPLICA", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS", "OUTBOX"},
 		{"n1", "10.0.0.1:7946", "10.0.0.1:7070", "alive", "leader", "2"},
 		{"n2", "10.0.0.2:7946", "10.0.0.2:7070", "suspect,removing", "-", "1"},
-		{"1", "0-63", "n1", "n1,n2(nonvoter)", "100", "99", "3", "17", "5", "12"},
-		{"2", "64-127", "NONE", "-", "0", "0", "0", "0", "0", "0"},
+		{"1", "0-63", "n1", "n1,n2(nonvoter),n3", "100", "99", "n1=100,n2=90,n3=unknown", "3", "17", "5", "12"},
+		{"2", "64-127", "NONE", "-", "0", "0", "-", "0", "0", "0", "0"},
 	} {
 		if !hasRow(out, row...) {
 			t.Errorf("no row %q in\n%s", row, out)
@@ -116,6 +117,11 @@ func TestStatus(t *testing.T) {
 					ID             int    `json:"id"`
 					PartialMatches string `json:"partialMatches"`
 					LeaderNodeID   string `json:"leaderNodeId"`
+					Replicas       []struct {
+						NodeID         string  `json:"nodeId"`
+						AppliedIndex   *string `json:"appliedIndex"`
+						AppliedUnknown bool    `json:"appliedUnknown"`
+					} `json:"replicas"`
 				} `json:"shards"`
 			}
 			unmarshal := yaml.Unmarshal
@@ -133,6 +139,11 @@ func TestStatus(t *testing.T) {
 			}
 			if len(v.Shards) != 2 || v.Shards[0].PartialMatches != "17" || v.Shards[1].LeaderNodeID != "" {
 				t.Errorf("shards: %+v", v.Shards)
+			}
+			// a replica whose node did not answer has no index, not 0
+			if reps := v.Shards[0].Replicas; len(reps) != 3 || reps[1].AppliedIndex == nil || *reps[1].AppliedIndex != "90" ||
+				reps[2].AppliedIndex != nil || !reps[2].AppliedUnknown {
+				t.Errorf("replicas: %+v", reps)
 			}
 		})
 	}

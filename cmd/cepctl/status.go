@@ -24,8 +24,10 @@ func newStatusCmd(d *deps, runF func(*statusOptions) error) *cobra.Command {
 		Short: "Show the cluster's nodes and shards",
 		Long: `Show the cluster's nodes, its shards (key-group range, leader, replicas,
 Raft indexes and load, each as its leader reports it: the node asked gathers
-them from the others) and a summary line. Indexes may lag the leaders by a
-moment.`,
+them from the others) and a summary line. Each replica's applied index is
+the one its own node reports; "unknown" (in JSON: appliedUnknown, no
+appliedIndex) when that node did not answer. Indexes may lag the leaders by
+a moment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := resolveGlobals(d, cmd)
@@ -62,15 +64,11 @@ func runStatus(ctx context.Context, d *deps, opts *statusOptions) error {
 		if err := json.Unmarshal(b, &out); err != nil {
 			return err
 		}
-		shards, err := marshalJSON.Marshal(sh.Msg)
+		shards, err := shardsJSON(sh.Msg)
 		if err != nil {
 			return err
 		}
-		var s map[string]json.RawMessage
-		if err := json.Unmarshal(shards, &s); err != nil {
-			return err
-		}
-		out["shards"] = s["shards"]
+		out["shards"] = shards
 		b, err = json.Marshal(out)
 		if err != nil {
 			return err
@@ -99,7 +97,7 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 	fmt.Fprintln(w)
 
 	tw = newTable(w)
-	row(tw, "SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS", "OUTBOX")
+	row(tw, "SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "APPLIED BY REPLICA", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS", "OUTBOX")
 	for _, s := range sh.GetShards() {
 		kg := s.GetKeyGroups()
 		leader := s.GetLeaderNodeId()
@@ -107,7 +105,7 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 			leader = "NONE"
 		}
 		row(tw, s.GetId(), fmt.Sprintf("%d-%d", kg.GetFirst(), kg.GetLast()), leader, replicas(s.GetReplicas()),
-			s.GetCommitIndex(), s.GetLastAppliedIndex(), s.GetPatterns(), s.GetPartialMatches(), s.GetBufferedEvents(), s.GetOutboxRecords())
+			s.GetCommitIndex(), s.GetLastAppliedIndex(), replicaApplied(s.GetReplicas()), s.GetPatterns(), s.GetPartialMatches(), s.GetBufferedEvents(), s.GetOutboxRecords())
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -124,6 +122,54 @@ func replicas(rs []*cepv1.Replica) string {
 		}
 	}
 	return joinOrDash(parts)
+}
+
+// replicaApplied lists each replica's applied index as its own node
+// reports it, as "n1=42,n2=41,n3=unknown" (unknown: the node did not
+// answer).
+func replicaApplied(rs []*cepv1.Replica) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		if r.GetAppliedUnknown() {
+			parts[i] = r.GetNodeId() + "=unknown"
+		} else {
+			parts[i] = fmt.Sprintf("%s=%d", r.GetNodeId(), r.GetAppliedIndex())
+		}
+	}
+	return joinOrDash(parts)
+}
+
+// shardsJSON is the shards of sh as JSON, without the applied index of a
+// replica whose node did not report it (a 0 there would read as "behind").
+func shardsJSON(sh *cepv1.ListShardsResponse) (json.RawMessage, error) {
+	b, err := marshalJSON.Marshal(sh)
+	if err != nil {
+		return nil, err
+	}
+	var s struct {
+		Shards []map[string]json.RawMessage `json:"shards"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	for i, shard := range s.Shards {
+		var reps []map[string]json.RawMessage
+		if err := json.Unmarshal(shard["replicas"], &reps); err != nil {
+			return nil, err
+		}
+		for j, rep := range reps {
+			if sh.GetShards()[i].GetReplicas()[j].GetAppliedUnknown() {
+				delete(rep, "appliedIndex")
+			}
+		}
+		if shard["replicas"], err = json.Marshal(reps); err != nil {
+			return nil, err
+		}
+	}
+	if s.Shards == nil {
+		return json.RawMessage("[]"), nil
+	}
+	return json.Marshal(s.Shards)
 }
 
 // summaryLine is e.g. "3 nodes (3 alive), meta leader n1 at index 42;

@@ -66,7 +66,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	d := cluster.DefaultConfig()
 	fs.SetOutput(stderr)
 	id := fs.String("id", env("id", d.NodeID), "node id, unique in the cluster (env CEPNODE_ID)")
-	data := fs.String("data", env("data", d.DataDir), "data directory: Raft logs, snapshots, embedded NATS store (env CEPNODE_DATA)")
+	data := fs.String("data", env("data", d.DataDir), "data directory: Raft logs, snapshots, embedded NATS store; one node at a time holds it (its pid in <data>/LOCK): a second one on it fails at once (env CEPNODE_DATA)")
 	raftAddr := fs.String("raft-addr", env("raft-addr", d.RaftAddr), "listen address for Raft traffic of all groups: only members proving the cluster secret (and with TLS a certificate of --tls-ca) get past the handshake; without TLS the traffic is not encrypted (env CEPNODE_RAFT_ADDR)")
 	apiAddr := fs.String("api-addr", env("api-addr", d.APIAddr), "listen address of the Connect/gRPC API, /metrics, /healthz, /readyz; off loopback, give it tokens (--token-file) and TLS: without TLS tokens travel in clear, without tokens anyone reaching it may do anything (env CEPNODE_API_ADDR)")
 	natsURL := fs.String("nats", env("nats", ""), "URL of an external NATS server with JetStream, yours to secure (cepnode nats-config prints a configuration with the cluster's users); empty starts an embedded one, on loopback, which admits only the cluster's users (env CEPNODE_NATS)")
@@ -221,7 +221,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return flagError(err)
 	}
-	n, err := cluster.Start(ctx, cfg)
+	n, err := startNode(ctx, cfg, logger)
 	if err != nil {
 		return flagError(err) // a missing secret is found at start
 	}
@@ -238,13 +238,48 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 }
 
-// flags are the cepnode flags of the Config fields Validate may refuse.
+// startAbandon bounds how long a start that a signal interrupted may take
+// to give up: past it cepnode exits without waiting for it.
+const startAbandon = time.Second
+
+// startNode is cluster.Start, given up when ctx ends (SIGTERM, Ctrl-C)
+// even if the start waits on something that does not watch ctx.
+func startNode(ctx context.Context, cfg cluster.Config, logger *slog.Logger) (*cluster.Node, error) {
+	type result struct {
+		n   *cluster.Node
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := cluster.Start(ctx, cfg)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-ctx.Done():
+	}
+	logger.Info("stopping while starting")
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("stopped while starting: %w", r.err)
+		}
+		return r.n, nil // started after all: it is stopped as usual
+	case <-time.After(startAbandon):
+		return nil, fmt.Errorf("stopped while starting (not waiting more than %v for the start to give up)", startAbandon)
+	}
+}
+
+// flags are the cepnode flags of the Config fields Validate or Start may
+// refuse.
 var flags = map[string]string{
 	"DeadAfter": "--dead-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
 	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "OutputLimits.MaxAge": "--output-max-age",
 	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
 	"Secret": "--cluster-secret-file", "Insecure": "--insecure",
 	"APIToken": "--token", "MetricsAuth": "--metrics-auth",
+	"NATSPort": "--nats-port", "RaftAddr": "--raft-addr", "APIAddr": "--api-addr", "GossipAddr": "--gossip-addr",
 }
 
 // flagError names the flag of a refused Config field.

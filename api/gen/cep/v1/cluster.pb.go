@@ -536,9 +536,12 @@ type Replica struct {
 	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Suffrage Suffrage               `protobuf:"varint,2,opt,name=suffrage,proto3,enum=cep.v1.Suffrage" json:"suffrage,omitempty"`
 	// Last log index this replica applied, as last reported.
-	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AppliedIndex uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The node holding the replica did not report it (it did not answer, or
+	// has not opened the replica): applied_index is not known, not 0.
+	AppliedUnknown bool `protobuf:"varint,4,opt,name=applied_unknown,json=appliedUnknown,proto3" json:"applied_unknown,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -590,6 +593,13 @@ func (x *Replica) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *Replica) GetAppliedUnknown() bool {
+	if x != nil {
+		return x.AppliedUnknown
+	}
+	return false
 }
 
 // Shard is a key-group range and the Raft group that owns its state.
@@ -1209,11 +1219,12 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\asummary\x18\x02 \x01(\v2\x16.cep.v1.ClusterSummaryR\asummary\"9\n" +
 	"\rKeyGroupRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\rR\x05first\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\rR\x04last\"u\n" +
+	"\x04last\x18\x02 \x01(\rR\x04last\"\x9e\x01\n" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xfe\x03\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12'\n" +
+	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\"\xfe\x03\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
