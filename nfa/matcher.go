@@ -765,12 +765,8 @@ func (m *Matcher) reschedule(ks *keyState) {
 	m.timer.set(ks, due)
 }
 
-func satAdd(a, b int64) int64 {
-	if b > 0 && a > maxInt64-b {
-		return maxInt64
-	}
-	return a + b
-}
+// satAdd adds a duration to an event time, saturating (watermark.AddSat).
+func satAdd(a, b int64) int64 { return watermark.AddSat(a, b) }
 
 // timerHeap orders the scheduled keys by due time, then by key, so that the
 // order in which keys fire (and so the order of output records) is

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -142,6 +143,14 @@ func runRun(d *deps, opts *runOptions) error {
 	r := opts.newRunner(patterns)
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
 	var buf []byte
+	// events a pattern refused go to stderr, one JSON object a line, as a
+	// cluster publishes them on cep.deadletter.<source>
+	dead := func() {
+		for _, dl := range r.DeadLetters() {
+			b, _ := json.Marshal(dl)
+			fmt.Fprintf(d.stderr, "cepctl: dead letter: %s\n", b)
+		}
+	}
 	write := func(recs []nfa.Record) error {
 		for i := range recs {
 			if len(opts.records) > 0 && !slices.Contains(opts.records, recs[i].Type) {
@@ -162,6 +171,7 @@ func runRun(d *deps, opts *runOptions) error {
 			out.Flush()
 			return fmt.Errorf("%s: %w", inputName(opts.input), err)
 		}
+		dead()
 		if err := write(recs); err != nil {
 			return err
 		}
@@ -172,6 +182,7 @@ func runRun(d *deps, opts *runOptions) error {
 			out.Flush()
 			return fmt.Errorf("%s: %w", inputName(opts.input), err)
 		}
+		dead()
 		if err := write(recs); err != nil {
 			return err
 		}
