@@ -82,7 +82,7 @@ func TestMaxFutureSkewBound(t *testing.T) {
 	hour := int64(3600_000)
 	_, dead, wm := runSkewLines(t, doc, []string{
 		`{"k":"x","t":"A","ts":1000}`,
-		fmt.Sprintf(`{"k":"x","t":"A","ts":%d}`, 1000+hour),   // exactly the bound ahead of the latest time: taken
+		fmt.Sprintf(`{"k":"x","t":"A","ts":%d}`, 1000+hour),     // exactly the bound ahead of the latest time: taken
 		fmt.Sprintf(`{"k":"x","t":"A","ts":%d}`, 1000+2*hour+1), // 1h + 1ms ahead of it: refused
 		fmt.Sprintf(`{"k":"x","t":"A","ts":%d}`, 1000+2*hour),   // taken
 	})
