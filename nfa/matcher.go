@@ -368,7 +368,7 @@ func (m *Matcher) TimeOf(in Input) (int64, error) {
 // Event feeds one event. It returns the records produced (which stay valid
 // until the next call: the slice and the lists inside the records are
 // reused then); an error means the event's key or time could not be
-// computed, and nothing changed.
+// computed or its time is refused (CheckTime), and nothing changed.
 func (m *Matcher) Event(in Input) ([]Record, error) {
 	in, keep, err := m.Project(in)
 	if err != nil || !keep {
@@ -378,7 +378,7 @@ func (m *Matcher) Event(in Input) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := m.TimeOf(in)
+	ts, err := m.TimeFrom("", in)
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,12 @@ func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
 MATCH_RECOGNIZE queries with --sql) over JSON events, one per line, and print the output records (matches, timeouts, late
 events) as JSON lines. A line {"$watermark": T} advances event time to T.
 At the end of the input every buffered event is processed and, unless
---final-watermark=false, time advances to +infinity so windows time out.`,
+--final-watermark=false, time advances to +infinity so windows time out.
+An event whose time a pattern refuses (more than maxFutureSkew, default
+24h, ahead of the source's event time, or at the ends of the int64 range;
+see docs/time.md) is written to stderr as "cepctl: dead letter: {...}",
+the record a cluster publishes on cep.deadletter.<source>, and the run
+goes on.`,
 		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
