@@ -19,7 +19,10 @@
 // With a time expression, events are buffered per key until the watermark
 // (max event time − outOfOrderness − 1, or an explicit one) passes them, then
 // fed in event-time order, ties in arrival order; an event at or below the
-// watermark is late. Without one, events are processed on arrival, at the
+// watermark is late. An event further than maxFutureSkew ahead of its
+// source's event time, or at either end of int64, is refused before it
+// reaches the pattern (Matcher.TimeFrom, CheckTime; docs/time.md), so one
+// bad timestamp cannot move the watermark to the end of time. Without one, events are processed on arrival, at the
 // processing time the caller advances with Watermark. Setting
 // Matcher.AutoWatermark to false leaves every watermark to the caller, as a
 // cluster does when its leader logs them.

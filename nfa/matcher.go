@@ -369,7 +369,7 @@ func (m *Matcher) TimeOf(in Input) (int64, error) {
 // Event feeds one event. It returns the records produced (which stay valid
 // until the next call: the slice and the lists inside the records are
 // reused then); an error means the event's key or time could not be
-// computed, and nothing changed.
+// computed or its time is refused (CheckTime), and nothing changed.
 func (m *Matcher) Event(in Input) ([]Record, error) {
 	in, keep, err := m.Project(in)
 	if err != nil || !keep {
@@ -379,7 +379,7 @@ func (m *Matcher) Event(in Input) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := m.TimeOf(in)
+	ts, err := m.TimeFrom("", in)
 	if err != nil {
 		return nil, err
 	}
@@ -766,12 +766,8 @@ func (m *Matcher) reschedule(ks *keyState) {
 	m.timer.set(ks, due)
 }
 
-func satAdd(a, b int64) int64 {
-	if b > 0 && a > maxInt64-b {
-		return maxInt64
-	}
-	return a + b
-}
+// satAdd adds a duration to an event time, saturating (watermark.AddSat).
+func satAdd(a, b int64) int64 { return watermark.AddSat(a, b) }
 
 // timerHeap orders the scheduled keys by due time, then by key, so that the
 // order in which keys fire (and so the order of output records) is

@@ -206,6 +206,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	// (MEASURES read a match's events by stage, as a sequence's paths
 	// have them)
 	p.seq = seqPlanOf(p)
+	p.bounds = p.computeTimeBounds()
 	return p, nil
 }
 

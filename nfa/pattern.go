@@ -104,6 +104,7 @@ type Pattern struct {
 	timeFn     func(expr.Event) (int64, error)
 	emit       []emitField
 	ooo        int64
+	bounds     timeBounds // what an event time may be (eventtime.go)
 
 	// MATCH_RECOGNIZE
 	project func(expr.Event) (expr.Event, bool, error) // FROM (SELECT ...)
@@ -338,6 +339,9 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 	if s.OutOfOrderness != nil {
 		p.ooo = s.OutOfOrderness.Millis
 	}
+	if s.MaxFutureSkew != nil && s.MaxFutureSkew.Millis <= 0 {
+		return nil, perr("", "maxFutureSkew", "maxFutureSkew must be positive (it bounds how far ahead of its source's event time an event may be)")
+	}
 	names := make([]string, 0, len(s.Emit))
 	for k := range s.Emit {
 		names = append(names, k)
@@ -351,6 +355,7 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		p.emit = append(p.emit, emitField{name: k, v: v})
 	}
 	p.seq = seqPlanOf(p)
+	p.bounds = p.computeTimeBounds()
 	return p, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/watermark"
 )
 
 // evalCtx is the condition context of one partial match while one event is
@@ -657,11 +658,7 @@ func timedOut(now, from, window int64) bool {
 	if window <= 0 {
 		return false
 	}
-	// now - from >= window without overflow
-	if from < 0 && now > maxInt64+from {
-		return true
-	}
-	return now-from >= window
+	return watermark.Since(now, from) >= uint64(window)
 }
 
 // advanceTime discards partial matches whose windows have passed at time now
@@ -705,9 +702,9 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 			potential.offerEnt(*e)
 			continue
 		}
-		at := cs.startTs + m.p.windowTime
+		at := satAdd(cs.startTs, m.p.windowTime)
 		if toPrev {
-			at = cs.prevTs + st.window
+			at = satAdd(cs.prevTs, st.window)
 		}
 		from := len(m.toNodes)
 		if report {

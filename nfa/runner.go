@@ -18,7 +18,22 @@ type Runner struct {
 	matchers []*Matcher
 	line     int
 	out      []Record
+	dead     []DeadLetter
 }
+
+// DeadLetter is an event one pattern refused, as a cluster dead-letters it
+// on cep.deadletter.<source>: today a refused event time (TimeError).
+type DeadLetter struct {
+	Source   string          `json:"source"`
+	Pattern  string          `json:"pattern,omitempty"`
+	Position uint64          `json:"position"`
+	Reason   string          `json:"reason"`
+	Data     json.RawMessage `json:"data,omitempty"`
+}
+
+// DeadLetters returns the events the patterns refused on the last Line
+// call (valid until the next call). The other patterns took them.
+func (r *Runner) DeadLetters() []DeadLetter { return r.dead }
 
 // NewRunner returns a Runner for the given patterns, in order.
 func NewRunner(patterns ...*Pattern) *Runner {
@@ -80,6 +95,7 @@ func mustJSON(v any) string {
 func (r *Runner) Line(line []byte) ([]Record, error) {
 	r.line++
 	r.out = r.out[:0]
+	r.dead = r.dead[:0]
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil, nil
 	}
@@ -115,7 +131,17 @@ func (r *Runner) Line(line []byte) ([]Record, error) {
 		if err != nil {
 			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
 		}
-		ts, err := m.TimeOf(in)
+		ts, err := m.TimeFrom("", in)
+		if IsTimeError(err) {
+			// refused by this pattern alone, as a shard dead-letters it
+			var src string
+			if len(m.p.spec.Source) > 0 {
+				src = m.p.spec.Source[0]
+			}
+			r.dead = append(r.dead, DeadLetter{Source: src, Pattern: m.p.spec.Name, Position: in.Pos, Reason: err.Error(), Data: in.Raw})
+			kts[i].skip = true
+			continue
+		}
 		if err != nil {
 			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
 		}

@@ -903,7 +903,7 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, now int64, tos []timeout) 
 					if stale == nil {
 						stale = map[int32]int64{}
 					}
-					stale[w[x].n] = sk.nodes[w[x].n].ev.ts + pl.window[d] // as advanceTime has it
+					stale[w[x].n] = satAdd(sk.nodes[w[x].n].ev.ts, pl.window[d]) // as advanceTime has it
 				}
 			}
 		}
@@ -954,7 +954,7 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, now int64, tos []timeout) 
 				if !whole {
 					return
 				}
-				at = sk.nodes[r].ev.ts + m.p.windowTime
+				at = satAdd(sk.nodes[r].ev.ts, m.p.windowTime)
 			}
 			from := len(m.toNodes)
 			m.toNodes = append(m.toNodes, m.seqPath(sk, i)...)

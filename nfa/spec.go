@@ -27,9 +27,13 @@ type Spec struct {
 	OutOfOrderness *Duration `json:"outOfOrderness,omitempty"`
 	IdleTimeout    *Duration `json:"idleTimeout,omitempty"`
 	MaxDrift       *Duration `json:"maxDrift,omitempty"`
-	Within         *Duration `json:"within,omitempty"`
-	WithinType     string    `json:"withinType,omitempty"`
-	Skip           string    `json:"skip,omitempty"`
+	// MaxFutureSkew bounds how far ahead of its source's event time an
+	// event may be (absent: DefaultMaxFutureSkew); one further ahead is
+	// dead-lettered and does not move the watermark. See docs/time.md.
+	MaxFutureSkew *Duration `json:"maxFutureSkew,omitempty"`
+	Within        *Duration `json:"within,omitempty"`
+	WithinType    string    `json:"withinType,omitempty"`
+	Skip          string    `json:"skip,omitempty"`
 	// MaxKeys bounds the keys the pattern holds state for on one shard
 	// (cluster mode; absent: the cluster's default). An event of a new key
 	// past it is dead-lettered; see docs/limits.md.

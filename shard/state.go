@@ -670,7 +670,9 @@ func (s *State) applyEvents(source string, events []Event) {
 					continue
 				}
 			}
-			ts, err := p.m.TimeOf(in)
+			// a time refused (nfa.TimeError) is dead-lettered and moves no
+			// watermark: the same check as `cepctl run`'s
+			ts, err := p.m.TimeFrom(logical, in)
 			if err != nil {
 				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +36,12 @@ func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
 MATCH_RECOGNIZE queries with --sql) over JSON events, one per line, and print the output records (matches, timeouts, late
 events) as JSON lines. A line {"$watermark": T} advances event time to T.
 At the end of the input every buffered event is processed and, unless
---final-watermark=false, time advances to +infinity so windows time out.`,
+--final-watermark=false, time advances to +infinity so windows time out.
+An event whose time a pattern refuses (more than maxFutureSkew, default
+24h, ahead of the source's event time, or at the ends of the int64 range;
+see docs/time.md) is written to stderr as "cepctl: dead letter: {...}",
+the record a cluster publishes on cep.deadletter.<source>, and the run
+goes on.`,
 		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -142,6 +148,14 @@ func runRun(d *deps, opts *runOptions) error {
 	r := opts.newRunner(patterns)
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
 	var buf []byte
+	// events a pattern refused go to stderr, one JSON object a line, as a
+	// cluster publishes them on cep.deadletter.<source>
+	dead := func() {
+		for _, dl := range r.DeadLetters() {
+			b, _ := json.Marshal(dl)
+			fmt.Fprintf(d.stderr, "cepctl: dead letter: %s\n", b)
+		}
+	}
 	write := func(recs []nfa.Record) error {
 		for i := range recs {
 			if len(opts.records) > 0 && !slices.Contains(opts.records, recs[i].Type) {
@@ -162,6 +176,7 @@ func runRun(d *deps, opts *runOptions) error {
 			out.Flush()
 			return fmt.Errorf("%s: %w", inputName(opts.input), err)
 		}
+		dead()
 		if err := write(recs); err != nil {
 			return err
 		}
@@ -172,6 +187,7 @@ func runRun(d *deps, opts *runOptions) error {
 			out.Flush()
 			return fmt.Errorf("%s: %w", inputName(opts.input), err)
 		}
+		dead()
 		if err := write(recs); err != nil {
 			return err
 		}
