@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -266,26 +265,11 @@ func TestStartupRaftLogHeld(t *testing.T) {
 	})
 }
 
-var (
-	cepctlOnce sync.Once
-	cepctlBin  string
-	cepctlErr  error
-)
-
-// cepctl runs the cepctl command, built once, against the API at addr.
+// runCepctl runs the cepctl command, built once, against the API at addr.
 func runCepctl(t *testing.T, addr string, args ...string) string {
 	t.Helper()
-	cepctlOnce.Do(func() {
-		cepctlBin = filepath.Join(filepath.Dir(cepnodeBin), "cepctl")
-		var out []byte
-		if out, cepctlErr = exec.Command("go", "build", "-o", cepctlBin, "../../cmd/cepctl").CombinedOutput(); cepctlErr != nil {
-			cepctlErr = fmt.Errorf("%v: %s", cepctlErr, out)
-		}
-	})
-	if cepctlErr != nil {
-		t.Fatal(cepctlErr)
-	}
-	cmd := exec.Command(cepctlBin, append([]string{"--server", "http://" + addr}, args...)...)
+	bin := buildCepctl(t)
+	cmd := exec.Command(bin, append([]string{"--server", "http://" + addr}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir()) // no config file of the user's
 	out, err := cmd.Output()
 	if err != nil {
