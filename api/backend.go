@@ -112,4 +112,8 @@ type Backends struct {
 	Cluster    ClusterBackend
 	Savepoints SavepointBackend
 	Matches    MatchBackend
+	// Ready, if set, decides what gRPC health reports: SERVING while it
+	// returns nil, NOT_SERVING otherwise, so that probes (Kubernetes,
+	// Envoy) see what /readyz sees. Nil means always SERVING.
+	Ready func() error
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -22,7 +23,8 @@ const DefaultReadMaxBytes = 4 << 20
 
 // NewHandler returns an http.Handler serving every service whose backend is
 // set in b, plus gRPC health checking (grpc.health.v1.Health, reporting
-// SERVING for the server and each mounted service) and server reflection
+// SERVING for the server and each mounted service, or NOT_SERVING while
+// b.Ready fails) and server reflection
 // (grpc.reflection.v1 and v1alpha, listing the mounted services and health),
 // over the Connect, gRPC and gRPC-Web protocols. opts apply to every one of
 // them, after a default read limit of DefaultReadMaxBytes.
@@ -54,11 +56,36 @@ func NewHandler(b Backends, opts ...connect.HandlerOption) http.Handler {
 		mount(path, withResponseController(h))
 	}
 
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(names...), opts...))
+	mux.Handle(grpchealth.NewHandler(newReadyChecker(b.Ready, names), opts...))
 	reflector := grpcreflect.NewStaticReflector(append(names, grpchealth.HealthV1ServiceName)...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	return mux
+}
+
+// readyChecker answers gRPC health checks from a readiness function, for
+// the server ("") and each mounted service alike: they share the node.
+type readyChecker struct {
+	ready    func() error
+	services map[string]bool
+}
+
+func newReadyChecker(ready func() error, names []string) *readyChecker {
+	c := &readyChecker{ready: ready, services: map[string]bool{"": true}}
+	for _, n := range names {
+		c.services[n] = true
+	}
+	return c
+}
+
+func (c *readyChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	if !c.services[req.Service] {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
+	}
+	if c.ready != nil && c.ready() != nil {
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	}
+	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 }
 
 // Limits of the API server, against clients that hold connections and

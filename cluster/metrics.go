@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -203,6 +204,20 @@ func behind(last, pos uint64) uint64 {
 	return 0
 }
 
+// Ready returns nil once the cluster is initialised and every local shard
+// has a leader, else what is missing. /readyz and gRPC health answer from it.
+func (n *Node) Ready() error {
+	if n.meta == nil || n.Meta().KeyGroups == 0 {
+		return errors.New("cluster not initialised")
+	}
+	for _, sh := range n.Shards() {
+		if addr, _ := sh.Raft().LeaderWithID(); addr == "" {
+			return fmt.Errorf("shard %d has no leader", sh.ID())
+		}
+	}
+	return nil
+}
+
 // HTTPHandlers returns /metrics, /healthz and /readyz for the node.
 // /healthz answers while the process serves; /readyz once the cluster is
 // initialised and every local shard has a leader.
@@ -213,15 +228,9 @@ func (n *Node) HTTPHandlers() map[string]http.Handler {
 		"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }),
 		"/readyz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if n.meta == nil || n.Meta().KeyGroups == 0 {
-				http.Error(w, "cluster not initialised", http.StatusServiceUnavailable)
+			if err := n.Ready(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
-			}
-			for _, sh := range n.Shards() {
-				if addr, _ := sh.Raft().LeaderWithID(); addr == "" {
-					http.Error(w, fmt.Sprintf("shard %d has no leader", sh.ID()), http.StatusServiceUnavailable)
-					return
-				}
 			}
 			fmt.Fprintln(w, "ready")
 		}),

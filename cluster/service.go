@@ -29,6 +29,7 @@ func (s *Service) Backends() api.Backends {
 		Cluster:    clusterBackend{s},
 		Matches:    matchBackend{s},
 		Savepoints: savepointBackend{s},
+		Ready:      s.n.Ready,
 	}
 }
 
