@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 )
@@ -48,7 +51,7 @@ func newCollector(n *Node) *collector {
 		commit:     prometheus.NewDesc("cep_raft_commit_index", "Raft commit index known to this replica.", l, nil),
 		leader:     prometheus.NewDesc("cep_shard_leader", "1 if this replica leads the shard.", l, nil),
 		metaLeader: prometheus.NewDesc("cep_meta_leader", "1 if this node leads the metadata group.", nil, nil),
-		lag:        prometheus.NewDesc("cep_ingest_lag_messages", "Messages in the source stream after the position the shard applied (on the shard leader).", []string{"shard", "source"}, nil),
+		lag:        prometheus.NewDesc("cep_ingest_lag_messages", "Messages of the shard's own key groups in the source stream after the position the shard applied (on the shard leader).", []string{"shard", "source"}, nil),
 		snapThreshold: prometheus.NewDesc("cep_raft_snapshot_threshold_entries",
 			"Log entries this replica lets accumulate before its next snapshot (at least the configured 256; more when encoding the state takes long).", l, nil),
 		snapEncode: prometheus.NewDesc("cep_raft_snapshot_encode_seconds",
@@ -180,12 +183,9 @@ func (c *collector) collectLag(ch chan<- prometheus.Metric, sh *shard.Shard, id 
 		if sm == nil {
 			continue
 		}
-		st, err := c.n.js.Stream(ctx, sm.Stream)
-		if err != nil {
-			continue
+		if n, err := c.unread(ctx, sh, sm, pos[src]); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(n), id, src)
 		}
-		last := st.CachedInfo().State.LastSeq
-		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(behind(last, pos[src])), id, src)
 		// the shard forwarding a derived source: how far it is behind its origin
 		origin := m.Sources[sm.Origin]
 		if origin == nil || forwarderOf(m, src) != sh.ID() {
@@ -195,6 +195,33 @@ func (c *collector) collectLag(ch chan<- prometheus.Metric, sh *shard.Shard, id 
 			ch <- prometheus.MustNewConstMetric(c.forwardLag, prometheus.GaugeValue, float64(behind(ost.CachedInfo().State.LastSeq, fwd[src])), id, src)
 		}
 	}
+}
+
+// unread counts the messages of the shard's own key groups of a source
+// after pos, as JetStream counts them for a consumer with the filters the
+// leader reads with: the whole stream's last sequence would count the other
+// shards' messages too, and never drain on an idle shard. The consumer is
+// made for the count and deleted.
+func (c *collector) unread(ctx context.Context, sh *shard.Shard, sm *meta.Source, pos uint64) (uint64, error) {
+	first, last := sh.Range()
+	cfg := jetstream.ConsumerConfig{
+		FilterSubjects:    keygroup.BlockFilters(sm.Name, first, last, c.n.keyGroups()),
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		MemoryStorage:     true,
+		InactiveThreshold: 10 * time.Second, // gone even if the delete is lost
+	}
+	if pos > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = pos + 1
+	}
+	cons, err := c.n.js.CreateConsumer(ctx, sm.Stream, cfg)
+	if err != nil {
+		return 0, err
+	}
+	info := cons.CachedInfo()
+	_ = c.n.js.DeleteConsumer(ctx, sm.Stream, info.Name)
+	return info.NumPending, nil
 }
 
 func behind(last, pos uint64) uint64 {
