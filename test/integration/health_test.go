@@ -11,6 +11,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/internal/testutil"
 )
 
@@ -100,6 +101,73 @@ func TestIngestLagPerShard(t *testing.T) {
 			if lag := tc.metric(0, "cep_ingest_lag_messages", fmt.Sprintf(`shard="%d"`, s), `source="tx"`); lag != 0 {
 				return fmt.Errorf("shard %d: lag %v once everything is applied", s, lag)
 			}
+		}
+		return nil
+	})
+}
+
+// TestIngestLagWhilePaused checks that, while one shard's leader does not
+// read (its outbox at the limit, the output stream gone), its gauge shows
+// its own unread events and the other shards' show none.
+func TestIngestLagWhilePaused(t *testing.T) {
+	const limit = 20
+	tc := newSingle(t, 90*time.Second, cluster.Config{Shards: 3, IngestBatch: 5, OutboxLimit: limit})
+	c := tc.client(0)
+	if _, err := c.sources.CreateSource(tc.ctx, req(&cepv1.CreateSourceRequest{Name: "tx", Key: "e.account"})); err != nil {
+		t.Fatal(err)
+	}
+	// every login is a match, so the outbox fills
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: "name: logins\nsource: tx\nkey: e.account\ntime: e.ts\nstages:\n  - name: login\n    where: e.type == \"LOGIN\"\n"})
+	js := tc.jetStream()
+	if err := js.DeleteStream(tc.ctx, cluster.OutputStream); err != nil {
+		t.Fatal(err)
+	}
+	const published = 300
+	var lines []string
+	for i := range published {
+		lines = append(lines, fmt.Sprintf(`{"account":"acc-0","type":"LOGIN","ts":%d}`, 1000+i))
+	}
+	tc.publish("tx", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+
+	// the shard of acc-0 is the one that applied events
+	own := ""
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		for s := 1; s <= 3; s++ {
+			l := fmt.Sprintf(`shard="%d"`, s)
+			if p, _ := tc.metricValue(0, "cep_read_paused", l, `reason="outbox"`); p == 1 {
+				own = l
+				return nil
+			}
+		}
+		return fmt.Errorf("no shard paused on its outbox")
+	})
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		before := tc.metric(0, "cep_events_total", own)
+		lag := tc.metric(0, "cep_ingest_lag_messages", own, `source="tx"`)
+		after := tc.metric(0, "cep_events_total", own)
+		if before != after {
+			return fmt.Errorf("still applying: %v then %v events", before, after)
+		}
+		if after >= published || lag != published-after {
+			return fmt.Errorf("%s: lag %v with %v of %d events applied", own, lag, after, published)
+		}
+		return nil
+	})
+	for s := 1; s <= 3; s++ {
+		if l := fmt.Sprintf(`shard="%d"`, s); l != own {
+			if lag := tc.metric(0, "cep_ingest_lag_messages", l, `source="tx"`); lag != 0 {
+				t.Errorf("%s, with none of the events: lag %v", l, lag)
+			}
+		}
+	}
+
+	// with the stream back, the shard reads the rest and its gauge drains
+	if err := cluster.EnsureOutputStream(tc.ctx, js, cluster.OutputLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		if lag := tc.metric(0, "cep_ingest_lag_messages", own, `source="tx"`); lag != 0 {
+			return fmt.Errorf("%s: lag %v after resuming", own, lag)
 		}
 		return nil
 	})
