@@ -122,15 +122,7 @@ func TestGoldenLogApplies(t *testing.T) {
 	f := NewFSM()
 	for i, e := range entries {
 		idx := uint64(i + 1)
-		res := applyEntry(f, idx, e)
-		c, err := Decode(e)
-		if err != nil {
-			t.Fatalf("entry %d: %v", idx, err)
-		}
-		r := goldenResult{Index: idx, Kind: c.Kind(), Result: res.Obj}
-		if res.Err != nil {
-			r.Error = res.Err.Error()
-		}
+		r := goldenApply(t, f, idx, e)
 		got, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
@@ -189,15 +181,7 @@ func TestGoldenTombstoneLog(t *testing.T) {
 	var got [][]byte
 	for i, e := range entries {
 		idx := first + uint64(i)
-		res := applyEntry(f, idx, e)
-		c, err := Decode(e)
-		if err != nil {
-			t.Fatalf("entry %d: %v", idx, err)
-		}
-		r := goldenResult{Index: idx, Kind: c.Kind(), Result: res.Obj}
-		if res.Err != nil {
-			r.Error = res.Err.Error()
-		}
+		r := goldenApply(t, f, idx, e)
 		b, _ := json.Marshal(r)
 		got = append(got, b)
 	}
@@ -279,4 +263,20 @@ func strictDecode(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	return d.Decode(v)
+}
+
+// goldenApply applies entry e at idx and returns its result as the
+// golden files record it.
+func goldenApply(t *testing.T, f *FSM, idx uint64, e []byte) goldenResult {
+	t.Helper()
+	res := applyEntry(f, idx, e)
+	c, err := Decode(e)
+	if err != nil {
+		t.Fatalf("entry %d: %v", idx, err)
+	}
+	r := goldenResult{Index: idx, Kind: c.Kind(), Result: res.Obj}
+	if res.Err != nil {
+		r.Error = res.Err.Error()
+	}
+	return r
 }
