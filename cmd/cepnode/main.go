@@ -86,7 +86,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	outboxLimit := fs.Int("outbox-limit", d.OutboxLimit, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
 	outputMaxAge := fs.Duration("output-max-age", 0, "remove output records (matches, timeouts, late events, dead letters) older than this from the output stream, at least 30m; 0 keeps the stream's limit (none when the cluster creates it)")
 	outputMaxBytes := fs.String("output-max-bytes", "", "remove the oldest output records once the output stream holds more than this many bytes (suffixes K, M, G, T: powers of 1024); empty keeps the stream's limit")
-	maxKeys := fs.Int("max-keys", atoiOr(env("max-keys", ""), d.MaxKeys), "keys a pattern may hold state for on one shard, unless its document sets a lower maxKeys: an event of a new key past it is dead-lettered, so a flood of distinct keys cannot exhaust memory; also the most a document's maxKeys may ask for (env CEPNODE_MAX_KEYS)")
+	maxKeys := fs.String("max-keys", env("max-keys", strconv.Itoa(d.MaxKeys)), "keys a pattern may hold state for on one shard, unless its document sets a lower maxKeys: an event of a new key past it is dead-lettered, so a flood of distinct keys cannot exhaust memory; also the most a document's maxKeys may ask for (env CEPNODE_MAX_KEYS)")
 	deployWait := fs.Duration("deploy-wait", d.DeployWait, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
 	savepointDir := fs.String("savepoint-dir", env("savepoint-dir", ""), "directory that dir:// savepoint targets and restore locations must lie in (a relative dir://NAME is taken inside it); anything resolving outside it, by .., an absolute path or a symbolic link, is refused, so API clients cannot make the node write or read files elsewhere; default: <--data>/savepoints (env CEPNODE_SAVEPOINT_DIR)")
 	token := fs.String("token", env("token", ""), "an admin's bearer token for the API; without it and --token-file the API is open to anyone who reaches it; prefer the environment or --token-file, as a command line is visible to others on the machine (env CEPNODE_TOKEN)")
@@ -122,16 +122,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.NATSURL, cfg.NATSCreds, cfg.NATSCA, cfg.NATSPort = *natsURL, *natsCreds, *natsCA, *natsPort
 	cfg.Shards, cfg.KeyGroups, cfg.APIToken, cfg.Logger, cfg.Pprof = *shards, *keyGroups, *token, logger, *pprofOn
 	cfg.OutboxLimit, cfg.DeployWait, cfg.DeadAfter, cfg.Replicas, cfg.NoAutoSplit = *outboxLimit, *deployWait, *deadAfter, *replicas, !*autoSplit
-	cfg.GossipAddr, cfg.AdvertiseHost = *gossipAddr, *advertiseHost
 	cfg.SavepointDir = *savepointDir
-	if v := env("max-keys", ""); v != "" {
-		if _, err := strconv.Atoi(strings.TrimSpace(v)); err != nil {
-			return fmt.Errorf("CEPNODE_MAX_KEYS: %q is not a number", v)
-		}
-	}
-	if cfg.MaxKeys = *maxKeys; *maxKeys <= 0 {
-		return errors.New("--max-keys: must be at least 1")
-	}
 	cfg.GossipAddr, cfg.AdvertiseHost, cfg.MetricsAuth = *gossipAddr, *advertiseHost, *metricsAuth
 	if *tokenFile != "" {
 		t, err := api.ReadTokenFile(*tokenFile)
@@ -146,7 +137,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	for _, f := range []struct {
 		name, v string
 		to      *int
-	}{{"tail-max-streams", *tailMax, &cfg.TailMaxStreams}, {"tail-max-per-caller", *tailMaxCaller, &cfg.TailMaxStreamsPerCaller}} {
+	}{{"max-keys", *maxKeys, &cfg.MaxKeys}, {"tail-max-streams", *tailMax, &cfg.TailMaxStreams}, {"tail-max-per-caller", *tailMaxCaller, &cfg.TailMaxStreamsPerCaller}} {
 		n, err := strconv.Atoi(f.v)
 		if err != nil || n < 1 {
 			return fmt.Errorf("--%s: %q is not a positive number", f.name, f.v)
@@ -308,14 +299,6 @@ func flagError(err error) error {
 		msg = " needs --token or --token-file"
 	}
 	return errors.New(name + msg)
-}
-
-// atoiOr parses an integer from the environment, or returns def.
-func atoiOr(s string, def int) int {
-	if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
-		return n
-	}
-	return def
 }
 
 // envBool is a boolean flag's environment value (CEPNODE_<NAME>), false
