@@ -101,7 +101,8 @@ func docExamples(md string) ([]*docExample, error) {
 			continue
 		case "input", "output", "error", "stderr":
 		default:
-			continue
+			// a misspelt label would leave its example unchecked
+			return nil, fmt.Errorf("line %d: unknown example label %q (want pattern, query, input, output, error or stderr)", line, label)
 		}
 		if cur == nil {
 			return nil, fmt.Errorf("line %d: a %q block before any pattern or query", line, label)
