@@ -30,8 +30,9 @@ func TestReadmeRunExamples(t *testing.T) {
 	}
 }
 
-// The documents under docs/ show their examples as fenced blocks labelled
-// after the language: "yaml pattern" (or "json pattern") or "sql query",
+// The documents under docs/ (and the README, should it have any) show
+// their examples as fenced blocks labelled after the language: "yaml
+// pattern" (or "json pattern") or "sql query",
 // then "json input" (the input lines), then "json output" (what `cepctl
 // run` prints), "text error" (a rejected pattern: its one-line error) and/or
 // "text stderr" (what it writes to stderr). Flags for `cepctl run` may
@@ -44,6 +45,8 @@ func TestReadmeDocsRunExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// labelled examples in the README are run the same way
+	files = append(files, "README.md")
 	// the documents that are made of examples must keep them
 	want := map[string]int{"docs/patterns.md": 20, "docs/match-recognize.md": 5, "docs/output.md": 3}
 	for _, f := range files {
