@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cepcluster/cep/nfa"
 )
 
 // The README shows `cepctl run` on the examples with their output: each
@@ -48,7 +51,7 @@ func TestReadmeDocsRunExamples(t *testing.T) {
 	// labelled examples in the README are run the same way
 	files = append(files, "README.md")
 	// the documents that are made of examples must keep them
-	want := map[string]int{"docs/patterns.md": 20, "docs/match-recognize.md": 5, "docs/output.md": 3}
+	want := map[string]int{"docs/patterns.md": 45, "docs/match-recognize.md": 14, "docs/output.md": 4}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -165,5 +168,28 @@ func (ex *docExample) check(t *testing.T) {
 	}
 	if !ex.hasStderr && errOut != "" {
 		t.Errorf("cepctl run writes to stderr\n%s\nthe document shows nothing there", errOut)
+	}
+}
+
+// Every field a pattern document accepts has its row in the reference's
+// tables, so a new field cannot go undocumented.
+func TestReadmeDocsEveryPatternField(t *testing.T) {
+	t.Chdir("../..")
+	b, err := os.ReadFile("docs/patterns.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, v := range []any{nfa.Spec{}, nfa.Stage{}} {
+		typ := reflect.TypeOf(v)
+		for i := 0; i < typ.NumField(); i++ {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if !strings.Contains(doc, "\n| `"+name+"` |") {
+				t.Errorf("docs/patterns.md has no table row for the %s field %q", typ.Name(), name)
+			}
+		}
 	}
 }
