@@ -146,6 +146,65 @@ var faults = []fault{
 			}
 		}
 	}},
+	{name: "join-remove", inject: func(r *faultRun, rng *rand.Rand) func() {
+		// a fourth node joins, a leader is killed while replicas move to
+		// it, and a node is removed (its replicas move away) while another
+		// leader is killed
+		r.t.Logf("%s joins", r.joiner.id)
+		r.joiner.start(r.t)
+		r.procs = append(r.procs, r.joiner)
+		time.Sleep(faultTime / 4)
+		p := r.leaderOfSome(rng)
+		r.t.Logf("kill -9 %s (a shard leader) while replicas move to %s", p.id, r.joiner.id)
+		p.kill()
+		time.Sleep(faultTime / 4)
+		p.start(r.t)
+		r.waitServing(time.Minute)
+		gone := r.procs[rng.IntN(len(r.procs))]
+		r.t.Logf("removing %s", gone.id)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			time.Sleep(time.Second)
+			if q := r.leaderOfSome(rng); q != gone {
+				r.t.Logf("kill -9 %s (a shard leader) while %s's replicas move away", q.id, gone.id)
+				q.kill()
+				time.Sleep(faultTime / 4)
+				q.start(r.t)
+			}
+		}()
+		r.removeNode(gone.id)
+		<-done
+		gone.kill()
+		r.procs = slices.DeleteFunc(r.procs, func(q *proc) bool { return q == gone })
+		return func() {}
+	}},
+	{name: "second-process", inject: func(r *faultRun, rng *rand.Rand) func() {
+		// a second cepnode on a data directory in use exits at once,
+		// naming the directory and the process that holds it; the first
+		// runs on
+		p := r.procs[rng.IntN(len(r.procs))]
+		r.t.Logf("a second cepnode on %s's data directory", p.id)
+		cmd := exec.Command(cepnodeBin, p.args...)
+		if r.lab != nil {
+			cmd = r.lab.command(p.id, cepnodeBin, p.args...)
+		}
+		cmd.Env = append(os.Environ(), p.env...)
+		start := time.Now()
+		out, err := runWithin(cmd, 10*time.Second)
+		took := time.Since(start)
+		if err == nil {
+			r.t.Errorf("a second cepnode on %s's data directory exited without an error:\n%s", p.id, out)
+		}
+		if !strings.Contains(out, p.dir) || !strings.Contains(out, fmt.Sprint(p.cmd.Process.Pid)) {
+			r.t.Errorf("a second cepnode on %s's data directory did not name the directory %s and the holder's pid %d:\n%s", p.id, p.dir, p.cmd.Process.Pid, out)
+		}
+		if took > 3*time.Second {
+			r.t.Errorf("a second cepnode on %s's data directory took %v to fail", p.id, took.Round(time.Millisecond))
+		}
+		r.t.Logf("it failed in %v: %s", took.Round(time.Millisecond), strings.TrimSpace(lastLines(out, 1)))
+		return func() {}
+	}},
 	{name: "nats-restart", inject: func(r *faultRun, rng *rand.Rand) func() {
 		r.t.Log("kill -9 NATS")
 		r.stopNATS()
@@ -176,6 +235,7 @@ func faultSelection(t *testing.T) []fault {
 type faultRun struct {
 	*testCluster
 	lab        *netLab // nil: on loopback
+	joiner     *proc   // a fourth node, not started: it joins by the gossip
 	natsProc   *exec.Cmd
 	natsArgs   []string
 	natsLog    string
@@ -183,19 +243,23 @@ type faultRun struct {
 	token      string
 }
 
-const faultToken = "fault-suite-admin"
+// faultToken is the admin's token (removeNode's).
+const faultToken = "s3cret"
+
+// faultReplicas is how many replicas each shard has (the default).
+const faultReplicas = 3
 
 func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 	tc := &testCluster{t: t, base: t.TempDir(), hc: http.DefaultClient, scheme: "http"}
 	tc.ctx = tc.context(6 * time.Minute)
 	r := &faultRun{testCluster: tc, token: faultToken}
-	names := []string{"n1", "n2", "n3"}
+	names := []string{"n1", "n2", "n3", "n4"} // n4 joins later
 	addr := func(name string, port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 	if withLab {
 		r.lab = newNetLab(t, append(names, "nats")...)
 		addr = func(name string, port int) string { return fmt.Sprintf("%s:%d", r.lab.ip(name), port) }
 	}
-	ports := freePorts(t, 10) // for loopback; in namespaces the usual ports
+	ports := freePorts(t, 13) // for loopback; in namespaces the usual ports
 	port := func(i, usual int) int {
 		if withLab {
 			return usual
@@ -209,7 +273,7 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 	if err := os.WriteFile(r.secretFile, []byte(tc.secret.String()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr := addr("nats", port(9, 4222))
+	natsAddr := addr("nats", port(12, 4222))
 	tc.natsAt = "nats://" + natsAddr
 	tc.natsAuth = []nats.Option{nats.UserInfo(cluster.NATSNodeUser, tc.secret.Token(secret.NATSNode))}
 	r.natsArgs = []string{"-addr", natsAddr, "-store", filepath.Join(tc.base, "nats"), "-secret-file", r.secretFile}
@@ -221,18 +285,24 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 		if withLab {
 			p.command = func(bin string, args ...string) *exec.Cmd { return r.lab.command(id, bin, args...) }
 		}
+		if id == "n4" {
+			r.joiner = p // not in --peers
+			continue
+		}
 		tc.procs = append(tc.procs, p)
 		peers = append(peers, p.id+"="+p.raft+"="+p.api+"="+p.gossip)
 	}
-	for _, p := range tc.procs {
+	for _, p := range append(tc.procs, r.joiner) {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
 			"--nats", tc.natsAt, "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"),
 			"--dead-after", "30s", "--cluster-secret-file", r.secretFile}
 		p.env = []string{"CEPNODE_TOKEN=" + r.token}
-		p.start(t)
+		if p != r.joiner {
+			p.start(t)
+		}
 	}
 	defer func() {
-		for _, p := range tc.procs {
+		for _, p := range append(tc.procs, r.joiner) {
 			if p.cmd != nil && p.cmd.Process != nil {
 				p.cmd.Process.Signal(syscall.SIGCONT) // a paused one dies too
 			}
@@ -418,7 +488,7 @@ func (r *faultRun) waitServing(within time.Duration) {
 			if s.LeaderNodeId == "" {
 				return fmt.Errorf("shard %d has no leader", s.Id)
 			}
-			if len(s.Replicas) != len(r.procs) {
+			if len(s.Replicas) != faultReplicas {
 				return fmt.Errorf("shard %d has %d replicas", s.Id, len(s.Replicas))
 			}
 			for _, rep := range s.Replicas {
@@ -465,7 +535,7 @@ func (r *faultRun) replicasAgree() {
 		}
 		for key, byNode := range per {
 			var vals []string
-			same := len(byNode) == len(r.procs)
+			same := len(byNode) == faultReplicas
 			var first float64
 			i := 0
 			for id, v := range byNode {
@@ -613,4 +683,23 @@ func specName(t *testing.T, spec []byte) string {
 		t.Fatal(err)
 	}
 	return p.Name()
+}
+
+// runWithin runs cmd, killing it after d, and returns its output.
+func runWithin(cmd *exec.Cmd, d time.Duration) (string, error) {
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(d):
+		cmd.Process.Kill()
+		<-done
+		return out.String(), fmt.Errorf("still running after %v", d)
+	}
 }
