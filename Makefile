@@ -26,3 +26,11 @@ checkgenerate: generate
 lint: tools
 	buf lint
 	buf format --diff --exit-code
+
+.PHONY: chaos
+# chaos runs the whole fault suite (test/integration/faults_test.go) with
+# three seeds per fault; as root, with ip, nft and tc, each node and NATS
+# in a network namespace of its own (else on loopback, without the
+# network faults). About half an hour on a 2-core machine.
+chaos:
+	CEP_FAULTS=all CEP_FAULT_SEEDS=$${CEP_FAULT_SEEDS:-3} go test ./test/integration -run 'TestFaults$$' -count=1 -v -timeout 120m

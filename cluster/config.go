@@ -127,6 +127,11 @@ type Config struct {
 	// HandOverAfter is how long a replica that is not its shard's preferred
 	// leader leads before handing leadership over (default 2s).
 	HandOverAfter time.Duration
+	// NATSHandOverAfter is how long a shard leader's node may go without
+	// an answer from NATS before the leader hands its shard to a replica
+	// whose node has one (default 5s): until then it reads and publishes
+	// nothing, and a shorter cut is not worth a leadership change.
+	NATSHandOverAfter time.Duration
 	// DeployWait bounds how long DeployPattern, UpdatePattern and
 	// DeletePattern wait for every shard to apply the change before they
 	// return the shards that have not (default 10s; the request's
@@ -180,27 +185,28 @@ type Testing struct {
 // Start gives the zero fields, and those cepnode's flags show.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:           "node1",
-		DataDir:          "./data",
-		RaftAddr:         "127.0.0.1:7000",
-		APIAddr:          "127.0.0.1:7070",
-		NATSHost:         "127.0.0.1",
-		NATSPort:         4222,
-		KeyGroups:        256,
-		Replicas:         3,
-		GossipAddr:       "127.0.0.1:0",
-		DeadAfter:        5 * time.Minute,
-		Logger:           slog.New(slog.DiscardHandler),
-		Raft:             shard.DefaultRaftConfig(),
-		IngestBatch:      2000,
-		IngestLinger:     5 * time.Millisecond,
-		OutboxLimit:      50_000,
-		TickEvery:        time.Second,
-		StreamCheckEvery: 10 * time.Second,
-		HandOverAfter:    2 * time.Second,
-		DeployWait:       10 * time.Second,
-		MaxKeys:          shard.DefaultMaxKeys,
-		Now:              time.Now,
+		NodeID:            "node1",
+		DataDir:           "./data",
+		RaftAddr:          "127.0.0.1:7000",
+		APIAddr:           "127.0.0.1:7070",
+		NATSHost:          "127.0.0.1",
+		NATSPort:          4222,
+		KeyGroups:         256,
+		Replicas:          3,
+		GossipAddr:        "127.0.0.1:0",
+		DeadAfter:         5 * time.Minute,
+		Logger:            slog.New(slog.DiscardHandler),
+		Raft:              shard.DefaultRaftConfig(),
+		IngestBatch:       2000,
+		IngestLinger:      5 * time.Millisecond,
+		OutboxLimit:       50_000,
+		TickEvery:         time.Second,
+		StreamCheckEvery:  10 * time.Second,
+		HandOverAfter:     2 * time.Second,
+		NATSHandOverAfter: 5 * time.Second,
+		DeployWait:        10 * time.Second,
+		MaxKeys:           shard.DefaultMaxKeys,
+		Now:               time.Now,
 
 		TailMaxStreams:          64,
 		TailMaxStreamsPerCaller: 16,
@@ -236,6 +242,7 @@ func (c *Config) setDefaults() {
 	orDefault(&c.TickEvery, d.TickEvery)
 	orDefault(&c.StreamCheckEvery, d.StreamCheckEvery)
 	orDefault(&c.HandOverAfter, d.HandOverAfter)
+	orDefault(&c.NATSHandOverAfter, d.NATSHandOverAfter)
 	orDefault(&c.DeployWait, d.DeployWait)
 	orDefault(&c.MaxKeys, d.MaxKeys)
 	orDefault(&c.TailMaxStreams, d.TailMaxStreams)

@@ -19,7 +19,8 @@ import (
 //   - the session: started by run while the replica leads; run cancels
 //     it when leadership goes or leader.ctx ends, and waits for it; a
 //     session that ends by itself is waited for before the next starts.
-//   - manageMembers, watchStreams, publishRetrying, tick, handOver: one
+//   - manageMembers, watchStreams, publishRetrying, tick, handOver,
+//     leaveIfCutOffFromNATS: one
 //     each per session, under the session's context; the session cancels
 //     it as it returns (or as one of them fails) and waits for them.
 //   - ingest and forward: one per source read (or derived source
@@ -147,7 +148,7 @@ func (r *leader) session(ctx context.Context) {
 			cancel()
 		}
 	}
-	wg.Add(5)
+	wg.Add(6)
 	go func() { defer wg.Done(); r.manageMembers(ctx) }()
 	go func() { defer wg.Done(); r.watchStreams(ctx) }()
 	go func() { defer wg.Done(); fail(r.publishRetrying(ctx)) }()
@@ -155,6 +156,9 @@ func (r *leader) session(ctx context.Context) {
 	// leadership moves to the preferred replica only after this session has
 	// started, so a failover is not slowed by it
 	go func() { defer wg.Done(); r.handOver(ctx) }()
+	// a leader cut off from NATS serves nobody: a replica that reaches
+	// NATS takes over
+	go func() { defer wg.Done(); r.leaveIfCutOffFromNATS(ctx) }()
 
 	ingests := map[string]context.CancelFunc{}
 	var iwg sync.WaitGroup // the ingest and forward loops

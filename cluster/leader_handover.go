@@ -37,11 +37,17 @@ func (r *leader) handOver(ctx context.Context) bool {
 		addr := p.RaftAddr
 		// a transfer blocks new proposals until it ends: only try it when
 		// the preferred replica answers and has caught up
-		applied, err := r.n.peerAt(p.APIAddr).Applied(ctx, r.sh.ID())
+		rep, err := r.n.peerAt(p.APIAddr).Replica(ctx, r.sh.ID())
 		if err != nil {
 			r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
 			continue
 		}
+		if rep.natsUnreachable > 0 {
+			// it would read and publish nothing, and hand it back
+			r.log.Debug("leadership stays here: the preferred replica cannot reach NATS", "preferred", preferred)
+			continue
+		}
+		applied := rep.applied
 		if mine := r.sh.FSM().Index(); applied+handOverLag < mine {
 			r.log.Debug("leadership stays here", "preferred", preferred, "its_applied_index", applied, "applied_index", mine)
 			continue
@@ -59,7 +65,8 @@ func (r *leader) handOver(ctx context.Context) bool {
 // to apply when leadership moves to it: a few batches, milliseconds of work.
 const handOverLag = 8
 
-// mostApplied finds, among the other voters of shard sh, the one whose
+// mostApplied finds, among the other voters of shard sh whose nodes reach
+// NATS (a leader that cannot would read and publish nothing), the one whose
 // replica has applied the most of the log (asking their nodes' APIs);
 // ok is false when none answers.
 func (n *Node) mostApplied(ctx context.Context, sh *shard.Shard) (peer Peer, applied uint64, ok bool) {
@@ -72,8 +79,8 @@ func (n *Node) mostApplied(ctx context.Context, sh *shard.Shard) (peer Peer, app
 			continue
 		}
 		if p, found := n.peer(string(srv.ID)); found {
-			if a, err := n.peerAt(p.APIAddr).Applied(ctx, sh.ID()); err == nil && (!ok || a > applied) {
-				peer, applied, ok = p, a, true
+			if rep, err := n.peerAt(p.APIAddr).Replica(ctx, sh.ID()); err == nil && rep.natsUnreachable == 0 && (!ok || rep.applied > applied) {
+				peer, applied, ok = p, rep.applied, true
 			}
 		}
 	}

@@ -75,6 +75,8 @@ type Node struct {
 	readPaused *prometheus.GaugeVec
 	// streamMissing is 1 while a stream a shard leader reads is gone
 	streamMissing *prometheus.GaugeVec
+	// natsLink is what the node's probes found of its NATS connection
+	natsLink natsLink
 
 	// lock is held on the data directory until Close has stopped all
 	lock *dataDirLock
@@ -283,7 +285,8 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.joinGossip(); err != nil {
 		return n, &ConfigError{Field: "GossipAddr", Msg: ": " + err.Error()} // it names the address
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.probeNATS()
 	go n.manageReplicas()
 	go n.manageCluster()
 	go n.forgetDeleted()

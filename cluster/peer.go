@@ -77,16 +77,24 @@ func (p peerClient) Shards(ctx context.Context) ([]*cepv1.Shard, error) {
 // Applied asks the node how far its replica of shard id has applied the
 // log.
 func (p peerClient) Applied(ctx context.Context, id uint64) (uint64, error) {
+	rep, err := p.Replica(ctx, id)
+	return rep.applied, err
+}
+
+// Replica asks the node about its replica of shard id: how far it has
+// applied the log and whether the node reaches NATS (id and voter are not
+// filled in).
+func (p peerClient) Replica(ctx context.Context, id uint64) (replicaReport, error) {
 	shards, err := p.Shards(ctx)
 	if err != nil {
-		return 0, err
+		return replicaReport{}, err
 	}
 	for _, sh := range shards {
 		if uint64(sh.Id) == id {
-			return sh.LastAppliedIndex, nil
+			return replicaReport{applied: sh.LastAppliedIndex, natsUnreachable: time.Duration(sh.NatsUnreachableMs) * time.Millisecond}, nil
 		}
 	}
-	return 0, fmt.Errorf("node at %s has no replica of shard %d", p.addr, id)
+	return replicaReport{}, fmt.Errorf("node at %s has no replica of shard %d", p.addr, id)
 }
 
 // Probe asks the node's /healthz whether it serves.

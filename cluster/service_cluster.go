@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -144,13 +145,18 @@ func (b clusterBackend) Shards(ctx context.Context, r *cepv1.ListShardsRequest) 
 // localShards reports this node's shard replicas as ListShards does.
 func (n *Node) localShards() []*cepv1.Shard {
 	var out []*cepv1.Shard
+	natsDown := n.natsLink.unreachableFor(time.Now())
 	for _, sh := range n.Shards() {
 		first, last := sh.Range()
 		_, leader := sh.Raft().LeaderWithID()
 		stats := sh.Raft().Stats()
 		commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
 		s := &cepv1.Shard{Id: uint32(sh.ID()), KeyGroups: &cepv1.KeyGroupRange{First: uint32(first), Last: uint32(last)},
-			LeaderNodeId: string(leader), CommitIndex: commit, LastAppliedIndex: sh.FSM().Index(), SnapshotIndex: sh.SnapshotIndex()}
+			LeaderNodeId: string(leader), CommitIndex: commit, LastAppliedIndex: sh.FSM().Index(), SnapshotIndex: sh.SnapshotIndex(),
+			NatsUnreachableMs: uint64(natsDown.Milliseconds())}
+		if natsDown > 0 && s.NatsUnreachableMs == 0 {
+			s.NatsUnreachableMs = 1 // unanswered, if for less than a millisecond
+		}
 		if f := sh.Raft().GetConfiguration(); f.Error() == nil {
 			for _, srv := range f.Configuration().Servers {
 				rep := &cepv1.Replica{NodeId: string(srv.ID), Suffrage: cepv1.Suffrage_SUFFRAGE_VOTER}
@@ -158,7 +164,7 @@ func (n *Node) localShards() []*cepv1.Shard {
 					rep.Suffrage = cepv1.Suffrage_SUFFRAGE_NONVOTER
 				}
 				if string(srv.ID) == n.cfg.NodeID {
-					rep.AppliedIndex = s.LastAppliedIndex
+					rep.AppliedIndex, rep.NatsUnreachable = s.LastAppliedIndex, natsDown > 0
 				} else {
 					rep.AppliedUnknown = true // only its own node knows
 				}
@@ -201,8 +207,10 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 	}
 	wg.Wait()
 	best := map[uint32]*cepv1.Shard{}
-	// own: each node's report of its own replica of a shard
+	// own: each node's report of its own replica of a shard; natsDown:
+	// the nodes whose NATS does not answer
 	own := map[string]map[uint32]uint64{}
+	natsDown := map[string]bool{}
 	for i, p := range peers {
 		for _, s := range answers[i] {
 			if s.LeaderNodeId == p.ID || best[s.Id] == nil {
@@ -212,12 +220,13 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 				own[p.ID] = map[uint32]uint64{}
 			}
 			own[p.ID][s.Id] = s.LastAppliedIndex
+			natsDown[p.ID] = natsDown[p.ID] || s.NatsUnreachableMs > 0
 		}
 	}
 	for _, s := range best {
 		for _, rep := range s.Replicas {
 			applied, ok := own[rep.NodeId][s.Id]
-			rep.AppliedIndex, rep.AppliedUnknown = applied, !ok
+			rep.AppliedIndex, rep.AppliedUnknown, rep.NatsUnreachable = applied, !ok, natsDown[rep.NodeId]
 		}
 	}
 	m := n.Meta()
@@ -231,7 +240,7 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 			for _, id := range info.Replicas {
 				applied, ok := own[id][s.Id]
 				s.Replicas = append(s.Replicas, &cepv1.Replica{NodeId: id, Suffrage: cepv1.Suffrage_SUFFRAGE_UNSPECIFIED,
-					AppliedIndex: applied, AppliedUnknown: !ok})
+					AppliedIndex: applied, AppliedUnknown: !ok, NatsUnreachable: natsDown[id]})
 			}
 		}
 		out.Shards = append(out.Shards, s)

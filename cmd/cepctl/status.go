@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -103,6 +104,10 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 		leader := s.GetLeaderNodeId()
 		if leader == "" {
 			leader = "NONE"
+		} else if ms := s.GetNatsUnreachableMs(); ms > 0 {
+			// it reads and publishes nothing until it reaches NATS again
+			// or hands over
+			leader += fmt.Sprintf(" (NO NATS %s)", (time.Duration(ms) * time.Millisecond).Round(time.Second))
 		}
 		row(tw, s.GetId(), fmt.Sprintf("%d-%d", kg.GetFirst(), kg.GetLast()), leader, replicas(s.GetReplicas()),
 			s.GetCommitIndex(), s.GetLastAppliedIndex(), replicaApplied(s.GetReplicas()), s.GetPatterns(), s.GetPartialMatches(), s.GetBufferedEvents(), s.GetOutboxRecords())
@@ -119,6 +124,9 @@ func replicas(rs []*cepv1.Replica) string {
 		parts[i] = r.GetNodeId()
 		if r.GetSuffrage() == cepv1.Suffrage_SUFFRAGE_NONVOTER {
 			parts[i] += "(nonvoter)"
+		}
+		if r.GetNatsUnreachable() {
+			parts[i] += "(no NATS)"
 		}
 	}
 	return joinOrDash(parts)

@@ -60,6 +60,10 @@ type testCluster struct {
 	// Config is Insecure or names another): tests run with members
 	// authenticating each other, as a cluster does by default
 	secret secret.Secret
+
+	// natsAt is the URL of a NATS server the test runs as a process (the
+	// fault suite's), used before any other
+	natsAt string
 }
 
 // withSecret is cfg with the test cluster's secret, unless it has one or
@@ -150,6 +154,8 @@ func (tc *testCluster) closeAll() {
 // natsURL is the URL of the NATS server the nodes use.
 func (tc *testCluster) natsURL() string {
 	switch {
+	case tc.natsAt != "":
+		return tc.natsAt
 	case tc.nats != nil:
 		return tc.nats.ClientURL()
 	case tc.cfgs[0].NATSURL != "":

@@ -23,7 +23,7 @@ import (
 	"github.com/cepcluster/cep/internal/testutil"
 )
 
-var cepnodeBin string
+var cepnodeBin, natsdBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "cep-integration")
@@ -32,6 +32,11 @@ func TestMain(m *testing.M) {
 	}
 	cepnodeBin = filepath.Join(dir, "cepnode")
 	if out, err := exec.Command("go", "build", "-o", cepnodeBin, "../../cmd/cepnode").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	natsdBin = filepath.Join(dir, "natsd")
+	if out, err := exec.Command("go", "build", "-o", natsdBin, "./natsd").CombinedOutput(); err != nil {
 		os.Stderr.Write(out)
 		panic(err)
 	}
@@ -61,8 +66,13 @@ func freePorts(t *testing.T, n int) []string {
 type proc struct {
 	id, dir, raft, api, gossip string
 	args                       []string
-	cmd                        *exec.Cmd
-	logf                       *os.File
+	// env is added to the process's environment
+	env []string
+	// command makes the process's command (default: cepnode with args;
+	// the fault suite runs it in a network namespace)
+	command func(bin string, args ...string) *exec.Cmd
+	cmd     *exec.Cmd
+	logf    *os.File
 }
 
 func (p *proc) start(t *testing.T) {
@@ -72,7 +82,12 @@ func (p *proc) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(cepnodeBin, p.args...)
+	if p.command != nil {
+		p.cmd = p.command(cepnodeBin, p.args...)
+	} else {
+		p.cmd = exec.Command(cepnodeBin, p.args...)
+	}
+	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logf, p.logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

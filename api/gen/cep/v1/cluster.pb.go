@@ -540,8 +540,12 @@ type Replica struct {
 	// The node holding the replica did not report it (it did not answer, or
 	// has not opened the replica): applied_index is not known, not 0.
 	AppliedUnknown bool `protobuf:"varint,4,opt,name=applied_unknown,json=appliedUnknown,proto3" json:"applied_unknown,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The node holding the replica reported that it cannot reach NATS (no
+	// answer to its probes for longer than its hand-over time); it is not
+	// given the shard's leadership while so.
+	NatsUnreachable bool `protobuf:"varint,13,opt,name=nats_unreachable,json=natsUnreachable,proto3" json:"nats_unreachable,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -602,6 +606,13 @@ func (x *Replica) GetAppliedUnknown() bool {
 	return false
 }
 
+func (x *Replica) GetNatsUnreachable() bool {
+	if x != nil {
+		return x.NatsUnreachable
+	}
+	return false
+}
+
 // Shard is a key-group range and the Raft group that owns its state.
 type Shard struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -632,8 +643,13 @@ type Shard struct {
 	RestoreId string `protobuf:"bytes,12,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
 	// The index of this replica's last Raft snapshot; 0 for none.
 	SnapshotIndex uint64 `protobuf:"varint,13,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// How long the reporting node (in a cluster-wide list, the shard's
+	// leader) has not reached NATS, in milliseconds; 0 while it does. A
+	// leader past its hand-over time (cepnode --nats-handover-after) reads
+	// and publishes nothing and hands leadership to a replica that can.
+	NatsUnreachableMs uint64 `protobuf:"varint,30,opt,name=nats_unreachable_ms,json=natsUnreachableMs,proto3" json:"nats_unreachable_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Shard) Reset() {
@@ -753,6 +769,13 @@ func (x *Shard) GetRestoreId() string {
 func (x *Shard) GetSnapshotIndex() uint64 {
 	if x != nil {
 		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *Shard) GetNatsUnreachableMs() uint64 {
+	if x != nil {
+		return x.NatsUnreachableMs
 	}
 	return 0
 }
@@ -1219,12 +1242,13 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\asummary\x18\x02 \x01(\v2\x16.cep.v1.ClusterSummaryR\asummary\"9\n" +
 	"\rKeyGroupRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\rR\x05first\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\rR\x04last\"\x9e\x01\n" +
+	"\x04last\x18\x02 \x01(\rR\x04last\"\xc9\x01\n" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12'\n" +
-	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\"\xfe\x03\n" +
+	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\x12)\n" +
+	"\x10nats_unreachable\x18\r \x01(\bR\x0fnatsUnreachable\"\xae\x04\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -1241,7 +1265,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\x12\x1d\n" +
 	"\n" +
 	"restore_id\x18\f \x01(\tR\trestoreId\x12%\n" +
-	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\"6\n" +
+	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\x12.\n" +
+	"\x13nats_unreachable_ms\x18\x1e \x01(\x04R\x11natsUnreachableMs\"6\n" +
 	"\x11ListShardsRequest\x12!\n" +
 	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +

@@ -1,0 +1,705 @@
+package integration
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/secret"
+	"github.com/cepcluster/cep/internal/testutil"
+	"github.com/cepcluster/cep/nfa"
+)
+
+// The fault suite: three cepnode processes and a NATS server, each in a
+// network namespace of its own (netLab; on loopback where namespaces are
+// not available, with the faults that need none), run a seeded workload
+// of several patterns — one re-keyed through a derived source, one of
+// followedByAny stages, random shapes with windows — while one fault is
+// injected and healed. A run fails on any record lost, duplicated or not
+// made by the offline engine from the same events, on replicas whose
+// counters disagree once everything is applied, and on a node or shard
+// that does not serve, with every replica caught up, 60 s after the fault
+// ends.
+//
+// CEP_FAULTS selects the faults (comma-separated names, or "all"; the
+// default is the smoke set go test ./... runs), CEP_FAULT_SEEDS the seeds
+// per fault (default 1); `make chaos` runs all of them with three seeds.
+// A seed that fails is reproduced by CEP_FAULTS=name CEP_FAULT_SEED0=seed.
+func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and injects faults")
+	}
+	why := labAvailable()
+	selected := faultSelection(t)
+	seeds, first := 1, uint64(1)
+	if v := os.Getenv("CEP_FAULT_SEEDS"); v != "" {
+		if _, err := fmt.Sscan(v, &seeds); err != nil || seeds < 1 {
+			t.Fatalf("CEP_FAULT_SEEDS=%q: want a number of seeds", v)
+		}
+	}
+	if v := os.Getenv("CEP_FAULT_SEED0"); v != "" {
+		if _, err := fmt.Sscan(v, &first); err != nil {
+			t.Fatalf("CEP_FAULT_SEED0=%q: want a number", v)
+		}
+	}
+	for _, f := range selected {
+		for seed := first; seed < first+uint64(seeds); seed++ {
+			t.Run(fmt.Sprintf("%s/seed=%d", f.name, seed), func(t *testing.T) {
+				if f.needsLab && why != "" {
+					t.Skipf("needs network namespaces: %s", why)
+				}
+				runFault(t, f, seed, why == "")
+			})
+		}
+	}
+}
+
+// fault is one kind of fault: inject starts it on a running cluster and
+// returns what ends it.
+type fault struct {
+	name     string
+	needsLab bool
+	smoke    bool // in the default set, which go test ./... runs
+	inject   func(r *faultRun, rng *rand.Rand) (heal func())
+}
+
+// faultTime is how long a fault lasts.
+const faultTime = 12 * time.Second
+
+var faults = []fault{
+	{name: "kill-leader", smoke: true, inject: func(r *faultRun, rng *rand.Rand) func() {
+		p := r.leaderOfSome(rng)
+		r.t.Logf("kill -9 %s (a shard leader)", p.id)
+		p.kill()
+		return func() { p.start(r.t) }
+	}},
+	{name: "kill-leaders", inject: func(r *faultRun, rng *rand.Rand) func() {
+		// one leader after another, each back before the next goes
+		for range 3 {
+			p := r.leaderOfSome(rng)
+			r.t.Logf("kill -9 %s (a shard leader)", p.id)
+			p.kill()
+			time.Sleep(faultTime / 4)
+			p.start(r.t)
+			r.waitServing(time.Minute)
+		}
+		return func() {}
+	}},
+	{name: "isolate-from-peers", needsLab: true, inject: func(r *faultRun, rng *rand.Rand) func() {
+		p := r.leaderOfSome(rng)
+		others := r.othersThan(p.id)
+		r.t.Logf("%s cut off from %v (it still reaches NATS)", p.id, others)
+		r.lab.cut(p.id, others...)
+		return func() { r.lab.heal(p.id) }
+	}},
+	{name: "isolate-from-nats", needsLab: true, smoke: true, inject: func(r *faultRun, rng *rand.Rand) func() {
+		p := r.leaderOfSome(rng)
+		r.t.Logf("%s cut off from NATS (it still reaches its peers)", p.id)
+		r.lab.cut(p.id, "nats")
+		return func() { r.lab.heal(p.id) }
+	}},
+	{name: "partial-partition", needsLab: true, inject: func(r *faultRun, rng *rand.Rand) func() {
+		p := r.leaderOfSome(rng)
+		o := r.othersThan(p.id)[rng.IntN(2)]
+		r.t.Logf("%s and %s cannot reach each other; both reach the third node and NATS", p.id, o)
+		r.lab.cut(p.id, o)
+		return func() { r.lab.heal(p.id) }
+	}},
+	{name: "pause", inject: func(r *faultRun, rng *rand.Rand) func() {
+		p := r.busiest()
+		r.t.Logf("SIGSTOP %s (the busiest node)", p.id)
+		p.cmd.Process.Signal(syscall.SIGSTOP)
+		return func() { p.cmd.Process.Signal(syscall.SIGCONT) }
+	}},
+	{name: "lossy-link", needsLab: true, inject: func(r *faultRun, rng *rand.Rand) func() {
+		p := r.leaderOfSome(rng)
+		r.t.Logf("%s: 7%% of packets lost each way, 2 Mbit/s out", p.id)
+		r.lab.lossy(p.id, 7, "2mbit")
+		return func() { r.lab.heal(p.id) }
+	}},
+	{name: "crash-all", inject: func(r *faultRun, rng *rand.Rand) func() {
+		r.t.Log("kill -9 every node")
+		for _, p := range r.procs {
+			p.kill()
+		}
+		return func() {
+			for _, p := range r.procs {
+				p.start(r.t)
+			}
+		}
+	}},
+	{name: "join-remove", inject: func(r *faultRun, rng *rand.Rand) func() {
+		// a fourth node joins, a leader is killed while replicas move to
+		// it, and a node is removed (its replicas move away) while another
+		// leader is killed
+		r.t.Logf("%s joins", r.joiner.id)
+		r.joiner.start(r.t)
+		r.procs = append(r.procs, r.joiner)
+		time.Sleep(faultTime / 4)
+		p := r.leaderOfSome(rng)
+		r.t.Logf("kill -9 %s (a shard leader) while replicas move to %s", p.id, r.joiner.id)
+		p.kill()
+		time.Sleep(faultTime / 4)
+		p.start(r.t)
+		r.waitServing(time.Minute)
+		gone := r.procs[rng.IntN(len(r.procs))]
+		r.t.Logf("removing %s", gone.id)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			time.Sleep(time.Second)
+			if q := r.leaderOfSome(rng); q != gone {
+				r.t.Logf("kill -9 %s (a shard leader) while %s's replicas move away", q.id, gone.id)
+				q.kill()
+				time.Sleep(faultTime / 4)
+				q.start(r.t)
+			}
+		}()
+		r.removeNode(gone.id)
+		<-done
+		gone.kill()
+		r.procs = slices.DeleteFunc(r.procs, func(q *proc) bool { return q == gone })
+		return func() {}
+	}},
+	{name: "second-process", inject: func(r *faultRun, rng *rand.Rand) func() {
+		// a second cepnode on a data directory in use exits at once,
+		// naming the directory and the process that holds it; the first
+		// runs on
+		p := r.procs[rng.IntN(len(r.procs))]
+		r.t.Logf("a second cepnode on %s's data directory", p.id)
+		cmd := exec.Command(cepnodeBin, p.args...)
+		if r.lab != nil {
+			cmd = r.lab.command(p.id, cepnodeBin, p.args...)
+		}
+		cmd.Env = append(os.Environ(), p.env...)
+		start := time.Now()
+		out, err := runWithin(cmd, 10*time.Second)
+		took := time.Since(start)
+		if err == nil {
+			r.t.Errorf("a second cepnode on %s's data directory exited without an error:\n%s", p.id, out)
+		}
+		if !strings.Contains(out, p.dir) || !strings.Contains(out, fmt.Sprint(p.cmd.Process.Pid)) {
+			r.t.Errorf("a second cepnode on %s's data directory did not name the directory %s and the holder's pid %d:\n%s", p.id, p.dir, p.cmd.Process.Pid, out)
+		}
+		if took > 3*time.Second {
+			r.t.Errorf("a second cepnode on %s's data directory took %v to fail", p.id, took.Round(time.Millisecond))
+		}
+		r.t.Logf("it failed in %v: %s", took.Round(time.Millisecond), strings.TrimSpace(lastLines(out, 1)))
+		return func() {}
+	}},
+	{name: "nats-restart", inject: func(r *faultRun, rng *rand.Rand) func() {
+		r.t.Log("kill -9 NATS")
+		r.stopNATS()
+		return func() { r.startNATS() }
+	}},
+}
+
+func faultSelection(t *testing.T) []fault {
+	v := os.Getenv("CEP_FAULTS")
+	var out []fault
+	for _, f := range faults {
+		switch {
+		case v == "" && f.smoke, v == "all", slices.Contains(strings.Split(v, ","), f.name):
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		var names []string
+		for _, f := range faults {
+			names = append(names, f.name)
+		}
+		t.Fatalf("CEP_FAULTS=%q names no fault; the faults: %s, all", v, strings.Join(names, ", "))
+	}
+	return out
+}
+
+// faultRun is one run: the cluster's processes and what the run checks.
+type faultRun struct {
+	*testCluster
+	lab        *netLab // nil: on loopback
+	joiner     *proc   // a fourth node, not started: it joins by the gossip
+	natsProc   *exec.Cmd
+	natsArgs   []string
+	natsLog    string
+	secretFile string
+	token      string
+}
+
+// faultToken is the admin's token (removeNode's).
+const faultToken = "s3cret"
+
+// faultReplicas is how many replicas each shard has (the default).
+const faultReplicas = 3
+
+func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
+	tc := &testCluster{t: t, base: t.TempDir(), hc: http.DefaultClient, scheme: "http"}
+	tc.ctx = tc.context(6 * time.Minute)
+	r := &faultRun{testCluster: tc, token: faultToken}
+	names := []string{"n1", "n2", "n3", "n4"} // n4 joins later
+	addr := func(name string, port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	if withLab {
+		r.lab = newNetLab(t, append(names, "nats")...)
+		addr = func(name string, port int) string { return fmt.Sprintf("%s:%d", r.lab.ip(name), port) }
+	}
+	ports := freePorts(t, 13) // for loopback; in namespaces the usual ports
+	port := func(i, usual int) int {
+		if withLab {
+			return usual
+		}
+		var p int
+		fmt.Sscanf(ports[i][strings.LastIndex(ports[i], ":")+1:], "%d", &p)
+		return p
+	}
+	tc.secret = secret.Generate()
+	r.secretFile = filepath.Join(tc.base, "cluster-secret")
+	if err := os.WriteFile(r.secretFile, []byte(tc.secret.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	natsAddr := addr("nats", port(12, 4222))
+	tc.natsAt = "nats://" + natsAddr
+	tc.natsAuth = []nats.Option{nats.UserInfo(cluster.NATSNodeUser, tc.secret.Token(secret.NATSNode))}
+	r.natsArgs = []string{"-addr", natsAddr, "-store", filepath.Join(tc.base, "nats"), "-secret-file", r.secretFile}
+	r.natsLog = filepath.Join(tc.base, "nats.log")
+	r.startNATS()
+	var peers []string
+	for i, id := range names {
+		p := &proc{id: id, dir: filepath.Join(tc.base, id), raft: addr(id, port(3*i, 7000)), api: addr(id, port(3*i+1, 7070)), gossip: addr(id, port(3*i+2, 7946))}
+		if withLab {
+			p.command = func(bin string, args ...string) *exec.Cmd { return r.lab.command(id, bin, args...) }
+		}
+		if id == "n4" {
+			r.joiner = p // not in --peers
+			continue
+		}
+		tc.procs = append(tc.procs, p)
+		peers = append(peers, p.id+"="+p.raft+"="+p.api+"="+p.gossip)
+	}
+	for _, p := range append(tc.procs, r.joiner) {
+		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
+			"--nats", tc.natsAt, "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"),
+			"--dead-after", "30s", "--cluster-secret-file", r.secretFile}
+		p.env = []string{"CEPNODE_TOKEN=" + r.token}
+		if p != r.joiner {
+			p.start(t)
+		}
+	}
+	defer func() {
+		for _, p := range append(tc.procs, r.joiner) {
+			if p.cmd != nil && p.cmd.Process != nil {
+				p.cmd.Process.Signal(syscall.SIGCONT) // a paused one dies too
+			}
+			p.kill()
+		}
+		r.stopNATS()
+		if t.Failed() {
+			for _, p := range tc.procs {
+				b, _ := os.ReadFile(p.dir + ".log")
+				t.Logf("log of %s:\n%s", p.id, lastLines(string(b), 40))
+			}
+			b, _ := os.ReadFile(r.natsLog)
+			t.Logf("log of NATS:\n%s", lastLines(string(b), 20))
+		}
+	}()
+
+	rng := rand.New(rand.NewPCG(seed, 7))
+	c := r.client()
+	tc.createBank(c)
+	specs := faultSpecs(rng)
+	for _, s := range specs {
+		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+			_, err := c.patterns.DeployPattern(tc.ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)}))
+			if err != nil && strings.Contains(err.Error(), "already") {
+				return nil
+			}
+			return err
+		})
+	}
+	r.waitServing(time.Minute)
+	lines := faultEvents(rng, 3000)
+
+	// publish through the whole run, the fault a third of the way in
+	const spread = 3 * faultTime
+	published := make(chan error, 1)
+	go func() { published <- r.publishSpread(lines, spread) }()
+	time.Sleep(spread / 3)
+	heal := f.inject(r, rng)
+	time.Sleep(faultTime)
+	heal()
+	healed := time.Now()
+	// events still flow meanwhile
+	r.waitServing(60 * time.Second)
+	t.Logf("%s: every node serves, every replica caught up, %v after the fault ended", f.name, time.Since(healed).Round(100*time.Millisecond))
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	r.waitServing(30 * time.Second)
+
+	// every pattern's records are the offline engine's, each once
+	total := 0
+	for _, s := range specs {
+		name := specName(t, s)
+		want := withoutIDs(offline(t, s, lines))
+		raw := tc.outputsOnceThere("cep.out."+name, len(want), time.Minute)
+		ids := map[string]bool{}
+		for _, rec := range raw {
+			var v struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal([]byte(rec), &v); err != nil || v.ID == "" {
+				t.Fatalf("%s: a record without an id: %s", name, rec)
+			}
+			if ids[v.ID] {
+				t.Errorf("%s: id %s twice", name, v.ID)
+			}
+			ids[v.ID] = true
+		}
+		if d := differsFromOffline(withoutIDs(raw), want, string(s)); d != "" {
+			t.Errorf("%s after %s: %s", name, f.name, d)
+		}
+		total += len(want)
+	}
+	r.replicasAgree()
+	if t.Failed() {
+		return
+	}
+	t.Logf("%s seed %d: %d events, %d records compared: 0 lost, 0 duplicated, 0 unexpected", f.name, seed, len(lines), total)
+}
+
+func (r *faultRun) client() clients {
+	return r.clients(r.procs[0].api, api.WithClientToken(r.token))
+}
+
+func (r *faultRun) startNATS() {
+	r.t.Helper()
+	cmd := exec.Command(natsdBin, r.natsArgs...)
+	if r.lab != nil {
+		cmd = r.lab.command("nats", natsdBin, r.natsArgs...)
+	}
+	f, err := os.OpenFile(r.natsLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	f.Close()
+	r.natsProc = cmd
+	testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
+		nc, err := nats.Connect(r.natsAt, r.natsAuth...)
+		if err != nil {
+			return err
+		}
+		nc.Close()
+		return nil
+	})
+}
+
+func (r *faultRun) stopNATS() {
+	if r.natsProc != nil && r.natsProc.Process != nil {
+		r.natsProc.Process.Kill()
+		r.natsProc.Wait()
+		r.natsProc = nil
+	}
+}
+
+// publishSpread publishes lines as a producer would (the publisher user,
+// subject bank.<account>), spread over about d, each with a message id and
+// retried until JetStream stores it, so that a NATS restart loses and
+// doubles nothing; it gives up after a few minutes.
+func (r *faultRun) publishSpread(lines []string, d time.Duration) error {
+	nc, err := nats.Connect(r.natsAt, nats.UserInfo(cluster.NATSPublisherUser, r.secret.Token(secret.NATSPublic)),
+		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(d + 3*time.Minute)
+	start := time.Now()
+	for i, l := range lines {
+		if due := start.Add(d * time.Duration(i) / time.Duration(len(lines))); time.Until(due) > 0 {
+			time.Sleep(time.Until(due))
+		}
+		var ev struct {
+			Account string `json:"account"`
+		}
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			return err
+		}
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := js.Publish(ctx, "bank."+ev.Account, []byte(l), jetstream.WithMsgID(fmt.Sprintf("ev-%d", i)))
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("publishing event %d of %d: %v", i, len(lines), err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// waitServing waits until every node answers /readyz and every shard has
+// a leader with every replica reported and within a few entries of its
+// commit index.
+func (r *faultRun) waitServing(within time.Duration) {
+	r.t.Helper()
+	testutil.EventuallyEvery(r.t, max(within, time.Second), 100*time.Millisecond, func() error {
+		for _, p := range r.procs {
+			res, err := http.Get("http://" + p.api + "/readyz")
+			if err != nil {
+				return fmt.Errorf("%s: %v", p.id, err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: /readyz %d", p.id, res.StatusCode)
+			}
+		}
+		res, err := r.client().cluster.ListShards(r.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+		if err != nil {
+			return err
+		}
+		for _, s := range res.Msg.Shards {
+			if s.LeaderNodeId == "" {
+				return fmt.Errorf("shard %d has no leader", s.Id)
+			}
+			if len(s.Replicas) != faultReplicas {
+				return fmt.Errorf("shard %d has %d replicas", s.Id, len(s.Replicas))
+			}
+			for _, rep := range s.Replicas {
+				// ticks keep adding entries: within a second's worth
+				if rep.AppliedUnknown || rep.AppliedIndex+16 < s.CommitIndex {
+					return fmt.Errorf("shard %d: replica %s applied %d of %d (unknown %v)", s.Id, rep.NodeId, rep.AppliedIndex, s.CommitIndex, rep.AppliedUnknown)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// replicasAgree checks that every replica of each shard has counted the
+// same events, records and late and dead-lettered events.
+func (r *faultRun) replicasAgree() {
+	r.t.Helper()
+	names := []string{"cep_events_total", "cep_matches_total", "cep_timeouts_total", "cep_events_late_total", "cep_events_dead_lettered_total"}
+	testutil.EventuallyEvery(r.t, 30*time.Second, 200*time.Millisecond, func() error {
+		per := map[string]map[string]float64{} // shard/metric -> node -> value
+		for _, p := range r.procs {
+			res, err := http.Get("http://" + p.api + "/metrics")
+			if err != nil {
+				return err
+			}
+			body, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(body), "\n") {
+				for _, n := range names {
+					if strings.HasPrefix(line, n+`{shard="`) {
+						key, val, _ := strings.Cut(line, " ")
+						if per[key] == nil {
+							per[key] = map[string]float64{}
+						}
+						var v float64
+						fmt.Sscan(val, &v)
+						per[key][p.id] = v
+					}
+				}
+			}
+		}
+		for key, byNode := range per {
+			var vals []string
+			same := len(byNode) == faultReplicas
+			var first float64
+			i := 0
+			for id, v := range byNode {
+				if i == 0 {
+					first = v
+				} else if v != first {
+					same = false
+				}
+				vals = append(vals, fmt.Sprintf("%s=%v", id, v))
+				i++
+			}
+			if !same {
+				slices.Sort(vals)
+				return fmt.Errorf("replicas disagree on %s: %s", key, strings.Join(vals, " "))
+			}
+		}
+		return nil
+	})
+}
+
+// leaderOfSome picks a node that leads a shard (which one, by rng).
+func (r *faultRun) leaderOfSome(rng *rand.Rand) *proc {
+	r.t.Helper()
+	var leaders []string
+	testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
+		res, err := r.client().cluster.ListShards(r.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+		if err != nil {
+			return err
+		}
+		leaders = leaders[:0]
+		for _, s := range res.Msg.Shards {
+			if s.LeaderNodeId == "" {
+				return fmt.Errorf("shard %d has no leader", s.Id)
+			}
+			leaders = append(leaders, s.LeaderNodeId)
+		}
+		return nil
+	})
+	slices.Sort(leaders)
+	id := leaders[rng.IntN(len(leaders))]
+	for _, p := range r.procs {
+		if p.id == id {
+			return p
+		}
+	}
+	r.t.Fatalf("no process for leader %s", id)
+	return nil
+}
+
+// busiest is the node that leads the most shards.
+func (r *faultRun) busiest() *proc {
+	r.t.Helper()
+	res, err := r.client().cluster.ListShards(r.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, s := range res.Msg.Shards {
+		count[s.LeaderNodeId]++
+	}
+	best := r.procs[0]
+	for _, p := range r.procs {
+		if count[p.id] > count[best.id] {
+			best = p
+		}
+	}
+	return best
+}
+
+func (r *faultRun) othersThan(id string) []string {
+	var out []string
+	for _, p := range r.procs {
+		if p.id != id {
+			out = append(out, p.id)
+		}
+	}
+	return out
+}
+
+// faultSpecs are the run's patterns: logins, failures and logout per
+// account; the same per user (a derived source re-keys the events); a
+// sequence of followedByAny stages with a window; random shapes.
+func faultSpecs(rng *rand.Rand) [][]byte {
+	lfl := []byte(`name: lfl
+source: bank
+key: e.account
+time: e.ts
+skip: skipPastLastEvent
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    contiguity: next
+    where: e.type == "FAIL"
+    oneOrMore: true
+    consecutive: true
+  - name: logout
+    contiguity: next
+    where: e.type == "LOGOUT"
+`)
+	user := []byte(strings.Replace(strings.Replace(string(lfl), "name: lfl", "name: lfl-user", 1), "key: e.account", "key: e.user", 1))
+	anySpec := []byte(`name: lfl-any
+source: bank
+key: e.account
+time: e.ts
+within: 1500
+skip: skipPastLastEvent
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    contiguity: followedByAny
+    where: e.type == "FAIL"
+  - name: logout
+    contiguity: followedByAny
+    where: e.type == "LOGOUT"
+`)
+	specs := [][]byte{lfl, user, anySpec}
+	return append(specs, randomSpecs(rng, "rnd", 3, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true, cadenceFree: true})...)
+}
+
+// faultEvents draws n events in time order over 60 accounts and 25 users,
+// then fillers with later times for many keys, so that every shard's
+// watermark passes the events.
+func faultEvents(rng *rand.Rand, n int) []string {
+	var lines []string
+	ts := int64(1_000)
+	for range n {
+		ts += int64(1 + rng.IntN(3))
+		a := rng.IntN(60)
+		typ := []string{"LOGIN", "FAIL", "FAIL", "LOGOUT", "OK"}[rng.IntN(5)]
+		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","region":"r%d","user":"u-%d","type":%q,"kind":%q,"v":%d,"ts":%d}`,
+			a, a%4, rng.IntN(25), typ, string(rune('A'+rng.IntN(4))), rng.IntN(100), ts))
+	}
+	for i := range 200 {
+		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","region":"filler-%d","user":"filler-%d","type":"NOISE","kind":"N","v":0,"ts":%d}`, i, i, i, ts+1_000_000))
+	}
+	return lines
+}
+
+// specName is a pattern document's name.
+func specName(t *testing.T, spec []byte) string {
+	p, err := nfa.CompileBytes(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Name()
+}
+
+// runWithin runs cmd, killing it after d, and returns its output.
+func runWithin(cmd *exec.Cmd, d time.Duration) (string, error) {
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(d):
+		cmd.Process.Kill()
+		<-done
+		return out.String(), fmt.Errorf("still running after %v", d)
+	}
+}
