@@ -333,7 +333,7 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 		})
 	}
 	r.waitServing(time.Minute)
-	lines := faultEvents(rng, 3000)
+	lines := sessionEvents(rng, 3000)
 
 	// publish through the whole run, the fault a third of the way in
 	const spread = 3 * faultTime
@@ -615,11 +615,9 @@ func (r *faultRun) othersThan(id string) []string {
 	return out
 }
 
-// faultSpecs are the run's patterns: logins, failures and logout per
-// account; the same per user (a derived source re-keys the events); a
-// sequence of followedByAny stages with a window; random shapes.
-func faultSpecs(rng *rand.Rand) [][]byte {
-	lfl := []byte(`name: lfl
+// killSpec is logins, consecutive failures and a logout per account, the
+// pattern the kill runs carry through their faults.
+var killSpec = []byte(`name: lfl
 source: bank
 key: e.account
 time: e.ts
@@ -636,8 +634,11 @@ stages:
     contiguity: next
     where: e.type == "LOGOUT"
 `)
-	user := []byte(strings.Replace(strings.Replace(string(lfl), "name: lfl", "name: lfl-user", 1), "key: e.account", "key: e.user", 1))
-	anySpec := []byte(`name: lfl-any
+
+// killAnySpec is a sequence of followedByAny stages with a window: the
+// engine keeps its keys as trees per start event, encoded as the general
+// step's state.
+var killAnySpec = []byte(`name: lfl-any
 source: bank
 key: e.account
 time: e.ts
@@ -653,14 +654,24 @@ stages:
     contiguity: followedByAny
     where: e.type == "LOGOUT"
 `)
-	specs := [][]byte{lfl, user, anySpec}
+
+// byUser is an account pattern (named lfl) keyed by user instead: it reads
+// the source re-keyed by e.user, which one shard forwards.
+func byUser(spec []byte) []byte {
+	return []byte(strings.Replace(strings.Replace(string(spec), "name: lfl", "name: lfl-user", 1), "key: e.account", "key: e.user", 1))
+}
+
+// faultSpecs are the run's patterns: killSpec, the same per user,
+// killAnySpec and random shapes with windows.
+func faultSpecs(rng *rand.Rand) [][]byte {
+	specs := [][]byte{killSpec, byUser(killSpec), killAnySpec}
 	return append(specs, randomSpecs(rng, "rnd", 3, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true, cadenceFree: true})...)
 }
 
-// faultEvents draws n events in time order over 60 accounts and 25 users,
-// then fillers with later times for many keys, so that every shard's
-// watermark passes the events.
-func faultEvents(rng *rand.Rand, n int) []string {
+// sessionEvents draws n events in time order over 60 accounts, each
+// cycling through sessions, and 25 users, then fillers with later times
+// for many keys, so that every shard's watermark passes the events.
+func sessionEvents(rng *rand.Rand, n int) []string {
 	var lines []string
 	ts := int64(1_000)
 	for range n {

@@ -187,26 +187,10 @@ func killLeaders(t *testing.T, useTLS bool) {
 	c := tc.clients(tc.procs[0].api, api.WithClientToken("s3cret"))
 	// the API may need a moment while the metadata group elects a leader
 	tc.createBank(c)
-	spec := []byte(`name: lfl
-source: bank
-key: e.account
-time: e.ts
-skip: skipPastLastEvent
-stages:
-  - name: login
-    where: e.type == "LOGIN"
-  - name: failed
-    contiguity: next
-    where: e.type == "FAIL"
-    oneOrMore: true
-    consecutive: true
-  - name: logout
-    contiguity: next
-    where: e.type == "LOGOUT"
-`)
+	spec := killSpec
 	// the same pattern keyed by user reads the source re-keyed by e.user:
 	// one shard forwards every event, through the kills below
-	userSpec := []byte(strings.Replace(strings.Replace(string(spec), "name: lfl", "name: lfl-user", 1), "key: e.account", "key: e.user", 1))
+	userSpec := byUser(spec)
 	if _, err := tc.clients(tc.procs[1].api).patterns.ListPatterns(ctx, req(&cepv1.ListPatternsRequest{})); err == nil || !strings.Contains(err.Error(), "unauthenticated") {
 		t.Fatalf("request without the token: %v", err)
 	}
@@ -222,22 +206,7 @@ stages:
 	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(userSpec)})
 	// a sequence of followedByAny stages: the engine keeps its keys as
 	// trees per start event, encoded as the general step's state
-	anySpec := []byte(`name: lfl-any
-source: bank
-key: e.account
-time: e.ts
-within: 1500
-skip: skipPastLastEvent
-stages:
-  - name: login
-    where: e.type == "LOGIN"
-  - name: failed
-    contiguity: followedByAny
-    where: e.type == "FAIL"
-  - name: logout
-    contiguity: followedByAny
-    where: e.type == "LOGOUT"
-`)
+	anySpec := killAnySpec
 	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(anySpec)})
 	// random patterns of other shapes (random_test.go) over the same
 	// events' kind and v, keyed by account or region, with windows: their
@@ -248,20 +217,7 @@ stages:
 		tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(s)})
 	}
 	// events in time order: many accounts, each cycling through sessions
-	var lines []string
-	ts := int64(1_000)
-	for i := 0; i < total; i++ {
-		ts += int64(1 + rng.IntN(3))
-		a := rng.IntN(60)
-		typ := []string{"LOGIN", "FAIL", "FAIL", "LOGOUT", "OK"}[rng.IntN(5)]
-		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","region":"r%d","user":"u-%d","type":%q,"kind":%q,"v":%d,"ts":%d}`,
-			a, a%4, rng.IntN(25), typ, string(rune('A'+rng.IntN(4))), rng.IntN(100), ts))
-	}
-	// fillers with later times for many keys: every shard's watermark
-	// passes all the events above
-	for i := 0; i < 200; i++ {
-		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","region":"filler-%d","user":"filler-%d","type":"NOISE","kind":"N","v":0,"ts":%d}`, i, i, i, ts+1_000_000))
-	}
+	lines := sessionEvents(rng, total)
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	// publish in chunks, killing a shard leader between chunks
 	chunks := 2 * kills
