@@ -354,9 +354,6 @@ func compileWith(s *Spec, preds map[string]predicate) (*Pattern, error) {
 		}
 		p.emit = append(p.emit, emitField{name: k, v: v})
 	}
-	if err := checkStageRefs(s, b.conds, p.emit, ec); err != nil {
-		return nil, err
-	}
 	p.seq = seqPlanOf(p)
 	p.bounds = p.computeTimeBounds()
 	return p, nil

@@ -7,9 +7,8 @@ import (
 	"github.com/cepcluster/cep/nfa/expr"
 )
 
-// This file checks, when a pattern is compiled, that every events("x")
-// in its conditions, emit fields, key and time names a stage of the
-// pattern. Flink's getEventsForPattern of an unknown name quietly yields
+// This file checks that every events("x") in a pattern's conditions,
+// emit fields, key and time names a stage of the pattern. Flink's getEventsForPattern of an unknown name quietly yields
 // nothing, so a misspelt stage made a condition see an empty list (or an
 // index error at run time) and an emit field 0 or null in every record.
 
@@ -61,26 +60,43 @@ func (ss *stageSet) check(ref expr.StageRef) string {
 	return fmt.Sprintf("events(%q)%s names no stage of the pattern (its stages: %s)%s", ref.Stage, at, strings.Join(ss.names, ", "), suggest(ref.Stage, ss.known))
 }
 
-// checkStageRefs checks the stage references of a compiled spec: the
-// conditions are cc's leaves (by source), the emit fields emit; key and
-// time are compiled again only when they call events().
-func checkStageRefs(s *Spec, cc *condCompiler, emit []emitField, ec *expr.Compiler) error {
-	ss := stagesOf(s.Stages)
-	cel := func(src string) []expr.StageRef {
-		if i, ok := cc.bySrc[src]; ok && cc.leaves[i].cel != nil {
-			return cc.leaves[i].cel.StageRefs()
-		}
-		return nil
+// CheckStageRefs reports the first reference to a stage that names none:
+// events("x") in a where, until, emit, key or time expression whose x is
+// not a stage accepting events (a group's name holds none of its own).
+// An events() whose argument is computed is left to run. The error is a
+// *PatternError naming the field, the reference and the stages there are.
+//
+// It is not part of Compile, which a shard runs on every pattern its log
+// deploys: a pattern deployed before the check existed must compile the
+// same way on every replica and from every snapshot. Deploys, validation
+// and offline runs call it on new documents.
+func (p *Pattern) CheckStageRefs() error {
+	if err := p.checkStageRefs(); err != nil {
+		err.Pattern = p.Name()
+		return err
 	}
-	var visit func(prefix string, stages []Stage) error
-	visit = func(prefix string, stages []Stage) error {
+	return nil
+}
+
+func (p *Pattern) checkStageRefs() *PatternError {
+	s := p.spec
+	ss := stagesOf(s.Stages)
+	bySrc := map[string]*expr.Condition{}
+	for _, l := range p.leaves {
+		if l.cel != nil {
+			bySrc[l.src] = l.cel
+		}
+	}
+	var visit func(prefix string, stages []Stage) *PatternError
+	visit = func(prefix string, stages []Stage) *PatternError {
 		for _, st := range stages {
 			path := prefix + st.Name
 			for _, f := range []struct{ field, src string }{{"where", st.Where}, {"until", st.Until}} {
-				if f.src == "" {
+				c := bySrc[f.src]
+				if f.src == "" || c == nil {
 					continue
 				}
-				for _, r := range cel(f.src) {
+				for _, r := range c.StageRefs() {
 					if why := ss.check(r); why != "" {
 						return perr(path, f.field, "%s", why)
 					}
@@ -95,7 +111,7 @@ func checkStageRefs(s *Spec, cc *condCompiler, emit []emitField, ec *expr.Compil
 	if err := visit("", s.Stages); err != nil {
 		return err
 	}
-	for _, f := range emit {
+	for _, f := range p.emit {
 		for _, r := range f.v.StageRefs() {
 			if why := ss.check(r); why != "" {
 				return perr("", "emit."+f.name, "%s", why)
@@ -106,9 +122,13 @@ func checkStageRefs(s *Spec, cc *condCompiler, emit []emitField, ec *expr.Compil
 		if !strings.Contains(f.src, "events") {
 			continue
 		}
+		ec, err := exprCompiler()
+		if err != nil {
+			continue
+		}
 		v, err := ec.Value(f.src)
 		if err != nil {
-			continue // reported where it is compiled
+			continue // it compiled once; nothing to check then
 		}
 		for _, r := range v.StageRefs() {
 			if why := ss.check(r); why != "" {
