@@ -2,6 +2,9 @@ package integration
 
 import (
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +73,32 @@ func TestExplainAndStageReferences(t *testing.T) {
 	var ce *connect.Error
 	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument || !strings.Contains(ce.Message(), want) {
 		t.Errorf("explain a bad spec: %v", err)
+	}
+
+	// the command line against the node: the deployed pattern by name,
+	// and a validate that the node refuses
+	bin := buildCepctl(t)
+	cepctl := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(tc.ctx, bin, append([]string{"--server", "http://" + tc.nodes[0].APIAddr()}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CONFIG_HOME=")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return stderr.String(), err
+		}
+		return string(out), nil
+	}
+	for format, w := range map[string]string{"text": offline.Text, "dot": offline.Dot, "svg": offline.SVG} {
+		if out, err := cepctl("pattern", "explain", "ex", "-o", format); err != nil || out != w {
+			t.Errorf("cepctl pattern explain ex -o %s: %v\n%s", format, err, out)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cepctl("pattern", "validate", file); err == nil || !strings.Contains(out, want) {
+		t.Errorf("cepctl pattern validate of a bad reference: %v\n%s", err, out)
 	}
 }
