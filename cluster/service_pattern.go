@@ -418,8 +418,9 @@ func (b patternBackend) Explain(_ context.Context, r *cepv1.ExplainPatternReques
 		var err error
 		if p, _, err = compiled(pm.Spec, format, pm.Name); err != nil {
 			// it compiled when it was deployed: only a changed compiler
-			// refuses it now
-			return nil, fmt.Errorf("pattern %q at version %d: %w", pm.Name, pm.Version, err)
+			// refuses it now (and the shards skip it alike)
+			return nil, fmt.Errorf("%w: pattern %q version %d no longer compiles: %s", api.ErrFailedPrecondition, pm.Name, pm.Version,
+				strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": "))
 		}
 		version = pm.Version
 	}

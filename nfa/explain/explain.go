@@ -10,6 +10,7 @@ package explain
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,11 +30,11 @@ func Pattern(p *nfa.Pattern) Explanation {
 
 // order lists the states as a reader follows them: from the start states
 // along the transitions in the order the engine tries them, then any
-// state not reached that way. The compiler makes them from the last stage
-// back, which reads backwards.
-func order(a nfa.Automaton) []int {
+// state not reached that way (reached tells which). The compiler makes
+// them from the last stage back, which reads backwards.
+func order(a nfa.Automaton) (out []int, reached []bool) {
 	seen := make([]bool, len(a.States))
-	var out, queue []int
+	var queue []int
 	for i, s := range a.States {
 		if s.Start {
 			seen[i] = true
@@ -51,12 +52,13 @@ func order(a nfa.Automaton) []int {
 			}
 		}
 	}
+	reached = slices.Clone(seen)
 	for i := range a.States {
 		if !seen[i] {
 			out = append(out, i)
 		}
 	}
-	return out
+	return out, reached
 }
 
 // duration writes ms as the largest whole unit: 5m, 90s, 1500ms.
@@ -84,8 +86,12 @@ func summary(a nfa.Automaton) string {
 }
 
 // notes are what a state is besides a place to wait, for its label.
-func notes(s nfa.AutomatonState) []string {
+func notes(s nfa.AutomatonState, reached bool) []string {
 	var out []string
+	if !reached {
+		// a copy the compiler made and no transition leads to
+		out = append(out, "unreachable")
+	}
 	if s.Start {
 		out = append(out, "start")
 	}
@@ -128,10 +134,11 @@ func Text(a nfa.Automaton) string {
 	for _, s := range a.States {
 		width = max(width, len(textName(s.Name)))
 	}
-	for _, i := range order(a) {
+	ord, reached := order(a)
+	for _, i := range ord {
 		s := a.States[i]
 		b.WriteString(textName(s.Name))
-		if n := notes(s); len(n) > 0 {
+		if n := notes(s, reached[i]); len(n) > 0 {
 			b.WriteString(" (" + strings.Join(n, "; ") + ")")
 		}
 		b.WriteString("\n")
@@ -157,10 +164,10 @@ func Dot(a nfa.Automaton) string {
 	fmt.Fprintf(&b, "digraph %s {\n", dotString(a.Pattern))
 	fmt.Fprintf(&b, "  label=%s;\n  labelloc=t;\n  rankdir=LR;\n", dotString(summary(a)))
 	b.WriteString("  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n")
-	ord := order(a)
+	ord, reached := order(a)
 	for _, i := range ord {
 		s := a.States[i]
-		label := strings.Join(append([]string{s.Name}, notes(s)...), "\n")
+		label := strings.Join(append([]string{s.Name}, notes(s, reached[i])...), "\n")
 		attrs := "label=" + dotString(label)
 		switch s.Kind {
 		case nfa.StateFinal:

@@ -57,7 +57,7 @@ var edgeDash = map[nfa.Action]string{nfa.ActionTake: "", nfa.ActionIgnore: ` str
 // arrow labelled with its action and condition (clipped; the whole
 // condition is the arrow's tooltip).
 func SVG(a nfa.Automaton) string {
-	ord := order(a)
+	ord, reached := order(a)
 	pos := make([]int, len(a.States))
 	nodes := make([]svgNode, len(ord))
 	maxLines := 1
@@ -65,7 +65,7 @@ func SVG(a nfa.Automaton) string {
 	for k, i := range ord {
 		pos[i] = k
 		s := a.States[i]
-		n := svgNode{lines: append([]string{s.Name}, notes(s)...)}
+		n := svgNode{lines: append([]string{s.Name}, notes(s, reached[i])...)}
 		n.w = max(90, float64(len([]rune(s.Name)))*svgNameChar+24)
 		for _, l := range n.lines[1:] {
 			n.w = max(n.w, float64(len([]rune(l)))*svgNoteChar+24)
