@@ -8,9 +8,10 @@ import (
 )
 
 // This file checks that every events("x") in a pattern's conditions,
-// emit fields, key and time names a stage of the pattern. Flink's getEventsForPattern of an unknown name quietly yields
-// nothing, so a misspelt stage made a condition see an empty list (or an
-// index error at run time) and an emit field 0 or null in every record.
+// emit fields, key and time names a stage of the pattern. Flink's
+// getEventsForPattern of an unknown name quietly yields nothing, so a
+// misspelt stage made a condition see an empty list (or an index error at
+// run time) and an emit field 0 or null in every record.
 
 // stageSet is what a stage reference may name: every stage that accepts
 // events (stages inside groups included), in document order, and the
