@@ -35,8 +35,8 @@ consuming it) — with their conditions, the windows and the after-match
 skip strategy.
 
 FILE (an existing file, or - for standard input) is compiled here,
-offline, checked as validate checks it; NAME asks the server for the
-deployed version of that pattern.
+offline, its stage references checked as validate checks them; NAME
+asks the server for the deployed version of that pattern.
 
 -o text (the default) prints it for a terminal, -o dot as a Graphviz
 digraph, -o svg as an SVG image drawn by cepctl itself (no Graphviz
@@ -80,9 +80,9 @@ func runPatternExplain(ctx context.Context, d *deps, opts *patternExplainOptions
 		if err != nil {
 			return err
 		}
-		p, _, err := compileSpecFile(f)
+		p, format, err := compileSpecFile(f, false) // a picture needs no source
 		if err != nil {
-			return specError(opts.Arg, validateOffline(f).GetError())
+			return specError(opts.Arg, toSpecError(err, format).GetError())
 		}
 		e := explain.Pattern(p)
 		x = &cepv1.ExplainPatternResponse{Name: p.Name(), Text: e.Text, Dot: e.Dot, Svg: e.SVG, Warnings: p.Warnings()}

@@ -65,6 +65,10 @@ func TestPatternExplainOffline(t *testing.T) {
 	}
 	cepctlEnv(t, nil, "", "pattern", "explain", writeTemp(t, "bad.yaml", badRefPattern)).mustFail(t, "bad.yaml: "+badRefError)
 	cepctlEnv(t, nil, "", "pattern", "explain", doc, "-o", "png").mustFail(t, `unknown output format "png"`)
+	// a picture needs no source, as cepctl run does not
+	if r := cepctlEnv(t, nil, "", "pattern", "explain", writeTemp(t, "nosrc.yaml", loginPattern)).mustOK(t); r.stdout != want.Text {
+		t.Errorf("without a source: %s", r.stdout)
+	}
 }
 
 // explain NAME asks the server for the deployed pattern.

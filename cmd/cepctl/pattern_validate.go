@@ -145,8 +145,9 @@ func serverGiven(d *deps, cmd *cobra.Command, g globalOptions) bool {
 
 // compileSpecFile compiles a pattern read by readSpecFile as a deploy
 // does: the format given or detected, a query under its name, a
-// document under --name if given, every stage reference checked.
-func compileSpecFile(f specFile) (*nfa.Pattern, cepv1.SpecFormat, error) {
+// document under --name if given, every stage reference checked, and
+// with needSource a source named.
+func compileSpecFile(f specFile, needSource bool) (*nfa.Pattern, cepv1.SpecFormat, error) {
 	var p *nfa.Pattern
 	var err error
 	format := cepv1.SpecFormat_SPEC_FORMAT_SPEC
@@ -162,7 +163,7 @@ func compileSpecFile(f specFile) (*nfa.Pattern, cepv1.SpecFormat, error) {
 	if err != nil {
 		return nil, format, err
 	}
-	if len(p.Sources()) == 0 {
+	if needSource && len(p.Sources()) == 0 {
 		// as the server refuses it: a deployed pattern must read something
 		return nil, format, fmt.Errorf("pattern %q names no source (set source: NAME)", p.Name())
 	}
@@ -172,18 +173,9 @@ func compileSpecFile(f specFile) (*nfa.Pattern, cepv1.SpecFormat, error) {
 // validateOffline checks a pattern with this cepctl's engine and answers
 // as the server's ValidatePattern does.
 func validateOffline(f specFile) *cepv1.ValidatePatternResponse {
-	p, format, err := compileSpecFile(f)
+	p, format, err := compileSpecFile(f, true)
 	if err != nil {
-		se := &cepv1.SpecError{Message: err.Error()}
-		var pe *nfa.PatternError
-		if errors.As(err, &pe) {
-			se.Stage, se.Field = pe.Stage, pe.Field
-		}
-		var qe *sql.Error
-		if errors.As(err, &qe) {
-			se.Line, se.Column = uint32(qe.Pos.Line), uint32(qe.Pos.Col)
-		}
-		return &cepv1.ValidatePatternResponse{Format: format, Error: se}
+		return toSpecError(err, format)
 	}
 	var stages []string
 	for _, st := range p.Spec().Stages {
@@ -191,4 +183,18 @@ func validateOffline(f specFile) *cepv1.ValidatePatternResponse {
 	}
 	return &cepv1.ValidatePatternResponse{Valid: true, Format: format, Name: p.Name(), Stages: stages,
 		EventTime: p.EventTime(), Sources: p.Sources(), Warnings: p.Warnings()}
+}
+
+// toSpecError is the answer of ValidatePattern for a refused pattern.
+func toSpecError(err error, format cepv1.SpecFormat) *cepv1.ValidatePatternResponse {
+	se := &cepv1.SpecError{Message: err.Error()}
+	var pe *nfa.PatternError
+	if errors.As(err, &pe) {
+		se.Stage, se.Field = pe.Stage, pe.Field
+	}
+	var qe *sql.Error
+	if errors.As(err, &qe) {
+		se.Line, se.Column = uint32(qe.Pos.Line), uint32(qe.Pos.Col)
+	}
+	return &cepv1.ValidatePatternResponse{Format: format, Error: se}
 }
