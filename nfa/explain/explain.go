@@ -109,7 +109,7 @@ func notes(s nfa.AutomatonState, reached bool) []string {
 	return out
 }
 
-// textName is a state's name in Text: quoted when it has characters
+// textName is a state's name as drawn: quoted when it has characters
 // other than a name's usual ones (a stage "not c"), so that every name
 // reads as one word.
 func textName(s string) string {
@@ -167,7 +167,7 @@ func Dot(a nfa.Automaton) string {
 	ord, reached := order(a)
 	for _, i := range ord {
 		s := a.States[i]
-		label := strings.Join(append([]string{s.Name}, notes(s, reached[i])...), "\n")
+		label := strings.Join(append([]string{textName(s.Name)}, notes(s, reached[i])...), "\n")
 		attrs := "label=" + dotString(label)
 		switch s.Kind {
 		case nfa.StateFinal:

@@ -105,6 +105,19 @@ func unquote(t *testing.T, s string) string {
 	return u
 }
 
+// cutName reads a state's name as drawn off the front of s: a quoted
+// one, or up to a space, ';' or a line's end.
+func cutName(t *testing.T, s string) (name, rest string) {
+	if q, err := strconv.QuotedPrefix(s); err == nil {
+		return unquote(t, q), s[len(q):]
+	}
+	i := strings.IndexAny(s, " ;\n")
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], s[i:]
+}
+
 func undot(s string) string {
 	return strings.NewReplacer(`\\`, `\`, `\"`, `"`, `\n`, "\n").Replace(s)
 }
@@ -114,7 +127,7 @@ func readDot(t *testing.T, s string) (states []string, edges []edge) {
 	names := map[string]string{}
 	for _, l := range strings.Split(s, "\n") {
 		if m := dotNode.FindStringSubmatch(l); m != nil {
-			name, _, _ := strings.Cut(undot(m[2]), "\n")
+			name, _ := cutName(t, undot(m[2]))
 			names[m[1]] = name
 			states = append(states, name)
 		}
@@ -169,13 +182,13 @@ func readSVG(t *testing.T, s string) (states []string, edges []edge) {
 			text := string(x)
 			switch kind, _, _ := strings.Cut(class, " "); kind {
 			case "state":
-				name, _, _ := strings.Cut(text, "; ")
+				name, _ := cutName(t, text)
 				states = append(states, name)
 			case "edge":
 				action, rest, _ := strings.Cut(text, ": ")
-				from, rest, _ := strings.Cut(rest, " → ")
-				to, cond, _ := strings.Cut(rest, " if ")
-				edges = append(edges, edge{from, action, to, cond})
+				from, rest := cutName(t, rest)
+				to, rest := cutName(t, strings.TrimPrefix(rest, " → "))
+				edges = append(edges, edge{from, action, to, strings.TrimPrefix(rest, " if ")})
 			}
 		}
 	}
@@ -276,4 +289,25 @@ func TestGolden(t *testing.T) {
 			return ""
 		})
 	})
+}
+
+// Names and conditions with what XML, dot and a terminal treat specially
+// come out escaped: the SVG still parses, and every form reads back the
+// automaton.
+func TestAwkwardNames(t *testing.T) {
+	doc := `{"name": "p", "within": "1m", "stages": [
+		{"name": "a \"q\" <b> & c\\\\d", "where": "e.s == \"<&>\\n\\u0001\""},
+		{"name": "two\nlines\u0001", "where": "e.t != '\\\\'"}]}`
+	p, err := nfa.CompileBytes([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.Automaton()
+	x := explain.Pattern(p)
+	s, e := readText(t, x.Text)
+	same(t, "text", a, s, e)
+	s, e = readDot(t, x.Dot)
+	same(t, "dot", a, s, e)
+	s, e = readSVG(t, x.SVG)
+	same(t, "svg", a, s, e)
 }

@@ -65,8 +65,8 @@ func SVG(a nfa.Automaton) string {
 	for k, i := range ord {
 		pos[i] = k
 		s := a.States[i]
-		n := svgNode{lines: append([]string{s.Name}, notes(s, reached[i])...)}
-		n.w = max(90, float64(len([]rune(s.Name)))*svgNameChar+24)
+		n := svgNode{lines: append([]string{textName(s.Name)}, notes(s, reached[i])...)}
+		n.w = max(90, float64(len([]rune(n.lines[0])))*svgNameChar+24)
 		for _, l := range n.lines[1:] {
 			n.w = max(n.w, float64(len([]rune(l)))*svgNoteChar+24)
 		}
