@@ -37,6 +37,9 @@ type PatternBackend interface {
 	List(context.Context, *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error)
 	// Get returns one pattern; an unknown name wraps ErrNotFound.
 	Get(context.Context, *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error)
+	// Explain draws a deployed pattern's automaton, or a given spec's; an
+	// unknown name wraps ErrNotFound, an invalid spec ErrInvalidArgument.
+	Explain(context.Context, *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error)
 }
 
 // SourceBackend registers event sources for [cepv1connect.SourceServiceHandler].

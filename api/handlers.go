@@ -64,6 +64,10 @@ func (h *patternHandler) GetPattern(ctx context.Context, req *connect.Request[ce
 	return unary(ctx, req, h.b.Get)
 }
 
+func (h *patternHandler) ExplainPattern(ctx context.Context, req *connect.Request[cepv1.ExplainPatternRequest]) (*connect.Response[cepv1.ExplainPatternResponse], error) {
+	return unary(ctx, req, h.b.Explain)
+}
+
 type sourceHandler struct{ b SourceBackend }
 
 func (h *sourceHandler) CreateSource(ctx context.Context, req *connect.Request[cepv1.CreateSourceRequest]) (*connect.Response[cepv1.CreateSourceResponse], error) {

@@ -69,6 +69,7 @@ var procedures = map[string]Access{
 	cepv1connect.PatternServiceValidatePatternProcedure: {Least: RoleReader},
 	cepv1connect.PatternServiceListPatternsProcedure:    {Least: RoleReader},
 	cepv1connect.PatternServiceGetPatternProcedure:      {Least: RoleReader},
+	cepv1connect.PatternServiceExplainPatternProcedure:  {Least: RoleReader},
 	cepv1connect.PatternServiceDeployPatternProcedure:   {Least: RoleOperator, Node: true},
 	cepv1connect.PatternServiceUpdatePatternProcedure:   {Least: RoleOperator, Node: true},
 	cepv1connect.PatternServiceDeletePatternProcedure:   {Least: RoleOperator, Node: true},

@@ -14,6 +14,7 @@ import (
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
+	"github.com/cepcluster/cep/nfa/explain"
 	"github.com/cepcluster/cep/nfa/sql"
 	"github.com/cepcluster/cep/shard"
 )
@@ -40,6 +41,20 @@ func compiled(spec string, format cepv1.SpecFormat, name string) (*nfa.Pattern, 
 		return nil, format, fmt.Errorf("%w: pattern %q names no source (set source: NAME)", api.ErrInvalidArgument, p.Name())
 	}
 	return p, format, nil
+}
+
+// checkedSpec is compiled with the checks a new document gets beyond what
+// a shard compiles (nfa.Pattern.CheckStageRefs): for validate, deploy,
+// update and explain, not for patterns already in the log or a savepoint.
+func checkedSpec(spec string, format cepv1.SpecFormat, name string) (*nfa.Pattern, cepv1.SpecFormat, error) {
+	p, f, err := compiled(spec, format, name)
+	if err != nil {
+		return nil, f, err
+	}
+	if err := p.CheckStageRefs(); err != nil {
+		return nil, f, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
+	}
+	return p, f, nil
 }
 
 // patternMaxKeys is the bound on keys per shard a deployment of the
@@ -218,7 +233,7 @@ func checkPattern(pm *meta.Pattern) error {
 type patternBackend struct{ s *Service }
 
 func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {
-	p, f, err := compiled(r.Spec, r.Format, r.Name)
+	p, f, err := checkedSpec(r.Spec, r.Format, r.Name)
 	if err != nil {
 		return &cepv1.ValidatePatternResponse{Valid: false, Format: f, Error: specError(err)}, nil
 	}
@@ -270,7 +285,7 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 // (nfa.Pattern.Warnings).
 func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy, opts outputOptions) (*cepv1.Pattern, []string, error) {
 	fromStart := create && opts.fromStart
-	p, f, err := compiled(spec, format, name)
+	p, f, err := checkedSpec(spec, format, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -379,4 +394,36 @@ func (b patternBackend) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*c
 		return nil, fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Name)
 	}
 	return &cepv1.GetPatternResponse{Pattern: toPattern(p), PendingShards: b.s.n.notApplied(ctx, b.s.n.patternApplied(p.Name, p.Version))}, nil
+}
+
+// Explain draws the automaton of a deployed pattern, as its shards run
+// it, or of a spec given in the request, as a deploy would compile it.
+func (b patternBackend) Explain(_ context.Context, r *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error) {
+	var p *nfa.Pattern
+	var version uint64
+	if r.Spec != "" {
+		var err error
+		if p, _, err = checkedSpec(r.Spec, r.Format, r.Name); err != nil {
+			return nil, err
+		}
+	} else {
+		pm := b.s.n.Meta().Patterns[r.Name]
+		if pm == nil || pm.Deleted {
+			return nil, fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Name)
+		}
+		format := cepv1.SpecFormat_SPEC_FORMAT_SPEC
+		if pm.Format == "sql" {
+			format = cepv1.SpecFormat_SPEC_FORMAT_SQL
+		}
+		var err error
+		if p, _, err = compiled(pm.Spec, format, pm.Name); err != nil {
+			// it compiled when it was deployed: only a changed compiler
+			// refuses it now (and the shards skip it alike)
+			return nil, fmt.Errorf("%w: pattern %q version %d no longer compiles: %s", api.ErrFailedPrecondition, pm.Name, pm.Version,
+				strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": "))
+		}
+		version = pm.Version
+	}
+	x := explain.Pattern(p)
+	return &cepv1.ExplainPatternResponse{Name: p.Name(), Version: version, Text: x.Text, Dot: x.Dot, Svg: x.SVG, Warnings: p.Warnings()}, nil
 }

@@ -134,7 +134,7 @@ func (c *compiler) compile(skipTarget string) (err error) {
 			p = p.prev
 		}
 		if p.name != skipTarget {
-			return perr("", "skip", "The pattern name specified in AfterMatchSkipStrategy %q can not be found in the given Pattern", skipTarget)
+			return skipTargetError(skipTarget, last)
 		}
 	}
 	sink := c.createEndingState()

@@ -29,6 +29,11 @@ type Patterns struct {
 	DeleteFunc   func(context.Context, *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error)
 	ListFunc     func(context.Context, *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error)
 	GetFunc      func(context.Context, *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error)
+	ExplainFunc  func(context.Context, *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error)
+}
+
+func (f *Patterns) Explain(ctx context.Context, req *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error) {
+	return call(f.ExplainFunc, ctx, req)
 }
 
 func (f *Patterns) Validate(ctx context.Context, req *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {

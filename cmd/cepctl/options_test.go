@@ -217,8 +217,8 @@ func TestStatusOptions(t *testing.T) {
 
 func TestPatternOptions(t *testing.T) {
 	checkOptions(t, "pattern", newPatternValidateCmd, []optCase[patternValidateOptions]{
-		{name: "file", args: []string{"pattern", "validate", "p.yaml"}, want: patternValidateOptions{defaults, "p.yaml", ""}},
-		{name: "name", args: []string{"pattern", "validate", "q.sql", "--name", "fraud"}, want: patternValidateOptions{defaults, "q.sql", "fraud"}},
+		{name: "file", args: []string{"pattern", "validate", "p.yaml"}, want: patternValidateOptions{defaults, "p.yaml", "", false}},
+		{name: "name", args: []string{"pattern", "validate", "q.sql", "--name", "fraud"}, want: patternValidateOptions{defaults, "q.sql", "fraud", false}},
 		{name: "no file", args: []string{"pattern", "validate"}, wantErr: "accepts 1 arg"},
 	})
 	checkOptions(t, "pattern", newPatternDeployCmd, []optCase[patternDeployOptions]{

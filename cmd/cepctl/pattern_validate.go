@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,12 +11,16 @@ import (
 	"github.com/spf13/cobra"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/nfa"
+	"github.com/cepcluster/cep/nfa/sql"
 )
 
 type patternValidateOptions struct {
 	globalOptions
 	File string
 	Name string
+	// online: a server was given (serverGiven), so the server checks it
+	online bool
 }
 
 func newPatternValidateCmd(d *deps, runF func(*patternValidateOptions) error) *cobra.Command {
@@ -23,13 +28,17 @@ func newPatternValidateCmd(d *deps, runF func(*patternValidateOptions) error) *c
 	cmd := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a pattern without deploying it",
-		Long: `Ask the server to parse and check a pattern. Prints
+		Long: `Parse and check a pattern, offline with this cepctl's engine, or by the
+server when one is given (--server, CEPCTL_SERVER or the config file's
+server:), which checks it with the engine a deploy would use. Prints
 "ok: NAME (N stages, event time|processing time)"; an invalid pattern is
 reported with its stage and field, or its SQL line:column, and the command
 exits non-zero. A pattern over one of the limits on its cost (document
 size, quantifiers, stages, emit fields, expression cost, maxKeys) is
 refused with the limit's name and value: docs/limits.md lists them all.
-Sources the pattern names are not checked.`,
+Every reference to a stage (events("x"), a skip target, a query's pattern
+variables) must name one. Warnings (what is valid but likely to hurt once
+deployed) go to stderr. Sources the pattern names are not checked.`,
 		Example: `  cepctl pattern validate login-fail.yaml
   cepctl pattern validate --name fraud queries/fraud.sql`,
 		Args: cobra.ExactArgs(1),
@@ -39,6 +48,7 @@ Sources the pattern names are not checked.`,
 				return err
 			}
 			opts.globalOptions, opts.File = g, args[0]
+			opts.online = serverGiven(d, cmd, g)
 			if runF != nil {
 				return runF(opts)
 			}
@@ -54,14 +64,19 @@ func runPatternValidate(ctx context.Context, d *deps, opts *patternValidateOptio
 	if err != nil {
 		return err
 	}
-	c := newClients(d, opts.globalOptions)
-	res, err := c.patterns.ValidatePattern(ctx, connect.NewRequest(&cepv1.ValidatePatternRequest{
-		Spec: f.spec, Format: f.format, Name: f.name,
-	}))
-	if err != nil {
-		return err
+	var v *cepv1.ValidatePatternResponse
+	if opts.online {
+		c := newClients(d, opts.globalOptions)
+		res, err := c.patterns.ValidatePattern(ctx, connect.NewRequest(&cepv1.ValidatePatternRequest{
+			Spec: f.spec, Format: f.format, Name: f.name,
+		}))
+		if err != nil {
+			return err
+		}
+		v = res.Msg
+	} else {
+		v = validateOffline(f)
 	}
-	v := res.Msg
 	if opts.Output != "table" {
 		if err := writeProto(d.stdout, opts.Output, v); err != nil {
 			return err
@@ -111,4 +126,75 @@ func specError(file string, e *cepv1.SpecError) error {
 		return fmt.Errorf("%s:%d:%d: %s", file, e.GetLine(), e.GetColumn(), msg)
 	}
 	return fmt.Errorf("%s: %s", file, msg)
+}
+
+// serverGiven reports whether the user named a server (--server,
+// CEPCTL_SERVER or server: in the config file) rather than leaving the
+// default: commands that work offline then ask that server.
+func serverGiven(d *deps, cmd *cobra.Command, g globalOptions) bool {
+	if flagChanged(cmd, "server") || (d.getenv != nil && d.getenv("CEPCTL_SERVER") != "") {
+		return true
+	}
+	if g.ConfigFile != "" {
+		if cfg, err := readConfig(g.ConfigFile); err == nil && cfg.Server != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// compileSpecFile compiles a pattern read by readSpecFile as a deploy
+// does: the format given or detected, a query under its name, a
+// document under --name if given, every stage reference checked, and
+// with needSource a source named.
+func compileSpecFile(f specFile, needSource bool) (*nfa.Pattern, cepv1.SpecFormat, error) {
+	var p *nfa.Pattern
+	var err error
+	format := cepv1.SpecFormat_SPEC_FORMAT_SPEC
+	if f.format == cepv1.SpecFormat_SPEC_FORMAT_SQL || (f.format == cepv1.SpecFormat_SPEC_FORMAT_UNSPECIFIED && nfa.IsSQL([]byte(f.spec))) {
+		format = cepv1.SpecFormat_SPEC_FORMAT_SQL
+		p, err = nfa.CompileSQL(f.spec, f.name)
+	} else {
+		p, err = nfa.CompileNamed([]byte(f.spec), f.name)
+	}
+	if err == nil {
+		err = p.CheckStageRefs()
+	}
+	if err != nil {
+		return nil, format, err
+	}
+	if needSource && len(p.Sources()) == 0 {
+		// as the server refuses it: a deployed pattern must read something
+		return nil, format, fmt.Errorf("pattern %q names no source (set source: NAME)", p.Name())
+	}
+	return p, format, nil
+}
+
+// validateOffline checks a pattern with this cepctl's engine and answers
+// as the server's ValidatePattern does.
+func validateOffline(f specFile) *cepv1.ValidatePatternResponse {
+	p, format, err := compileSpecFile(f, true)
+	if err != nil {
+		return toSpecError(err, format)
+	}
+	var stages []string
+	for _, st := range p.Spec().Stages {
+		stages = append(stages, st.Name)
+	}
+	return &cepv1.ValidatePatternResponse{Valid: true, Format: format, Name: p.Name(), Stages: stages,
+		EventTime: p.EventTime(), Sources: p.Sources(), Warnings: p.Warnings()}
+}
+
+// toSpecError is the answer of ValidatePattern for a refused pattern.
+func toSpecError(err error, format cepv1.SpecFormat) *cepv1.ValidatePatternResponse {
+	se := &cepv1.SpecError{Message: err.Error()}
+	var pe *nfa.PatternError
+	if errors.As(err, &pe) {
+		se.Stage, se.Field = pe.Stage, pe.Field
+	}
+	var qe *sql.Error
+	if errors.As(err, &qe) {
+		se.Line, se.Column = uint32(qe.Pos.Line), uint32(qe.Pos.Col)
+	}
+	return &cepv1.ValidatePatternResponse{Format: format, Error: se}
 }

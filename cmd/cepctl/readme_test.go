@@ -193,3 +193,23 @@ func TestReadmeDocsEveryPatternField(t *testing.T) {
 		}
 	}
 }
+
+// The README's quick start shows `cepctl pattern explain` on the example
+// with its output.
+func TestReadmeExplainExample(t *testing.T) {
+	t.Chdir("../..")
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := regexp.MustCompile("(?s)```sh\nbin/cepctl (pattern explain [^\n]*)\n```\n\n```text\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
+	if len(shown) == 0 {
+		t.Fatal("the README shows no `cepctl pattern explain` with its output")
+	}
+	for _, s := range shown {
+		r := cepctlEnv(t, nil, "", strings.Fields(s[1])...)
+		if r.code != 0 || r.stdout != s[2] {
+			t.Errorf("cepctl %s (exit %d, stderr %q) prints\n%s\nthe README shows\n%s", s[1], r.code, r.stderr, r.stdout, s[2])
+		}
+	}
+}

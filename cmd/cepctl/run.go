@@ -243,6 +243,9 @@ func compilePatternFiles(files []string) ([]*nfa.Pattern, error) {
 			return nil, fmt.Errorf("read pattern: %w", err)
 		}
 		p, err := nfa.CompileBytes(b)
+		if err == nil {
+			err = p.CheckStageRefs()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}

@@ -128,6 +128,7 @@ type program struct {
 	src        string
 	prg        cel.Program
 	usesEvents bool
+	refs       []StageRef // the events() calls, in source order
 }
 
 // compile parses, checks, estimates and plans src.
@@ -173,6 +174,7 @@ func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
 		src:        src,
 		prg:        prg,
 		usesEvents: callsFunction(checked.NativeRep().Expr(), "events"),
+		refs:       stageRefs(checked.NativeRep()),
 	}, checked, nil
 }
 

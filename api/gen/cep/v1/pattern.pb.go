@@ -1279,6 +1279,161 @@ func (x *GetPatternResponse) GetPendingShards() []uint32 {
 	return nil
 }
 
+type ExplainPatternRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A deployed pattern's name when spec is empty; else as in
+	// ValidatePatternRequest (required for SQL, else empty or the
+	// document's name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// A pattern to explain instead of a deployed one, as in
+	// ValidatePatternRequest.
+	Spec          string     `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Format        SpecFormat `protobuf:"varint,3,opt,name=format,proto3,enum=cep.v1.SpecFormat" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainPatternRequest) Reset() {
+	*x = ExplainPatternRequest{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainPatternRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainPatternRequest) ProtoMessage() {}
+
+func (x *ExplainPatternRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainPatternRequest.ProtoReflect.Descriptor instead.
+func (*ExplainPatternRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ExplainPatternRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExplainPatternRequest) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
+func (x *ExplainPatternRequest) GetFormat() SpecFormat {
+	if x != nil {
+		return x.Format
+	}
+	return SpecFormat_SPEC_FORMAT_UNSPECIFIED
+}
+
+type ExplainPatternResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The deployed version explained; 0 for a spec given in the request.
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The automaton as text for a terminal, one state and its transitions
+	// after another.
+	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// The automaton as a Graphviz digraph.
+	Dot string `protobuf:"bytes,4,opt,name=dot,proto3" json:"dot,omitempty"`
+	// The automaton drawn as an SVG image.
+	Svg string `protobuf:"bytes,5,opt,name=svg,proto3" json:"svg,omitempty"`
+	// As in ValidatePatternResponse.
+	Warnings      []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainPatternResponse) Reset() {
+	*x = ExplainPatternResponse{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainPatternResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainPatternResponse) ProtoMessage() {}
+
+func (x *ExplainPatternResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainPatternResponse.ProtoReflect.Descriptor instead.
+func (*ExplainPatternResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ExplainPatternResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExplainPatternResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ExplainPatternResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ExplainPatternResponse) GetDot() string {
+	if x != nil {
+		return x.Dot
+	}
+	return ""
+}
+
+func (x *ExplainPatternResponse) GetSvg() string {
+	if x != nil {
+		return x.Svg
+	}
+	return ""
+}
+
+func (x *ExplainPatternResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 var File_cep_v1_pattern_proto protoreflect.FileDescriptor
 
 const file_cep_v1_pattern_proto_rawDesc = "" +
@@ -1359,7 +1514,18 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"f\n" +
 	"\x12GetPatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12%\n" +
-	"\x0epending_shards\x18\x02 \x03(\rR\rpendingShards*T\n" +
+	"\x0epending_shards\x18\x02 \x03(\rR\rpendingShards\"k\n" +
+	"\x15ExplainPatternRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04spec\x18\x02 \x01(\tR\x04spec\x12*\n" +
+	"\x06format\x18\x03 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\"\x9a\x01\n" +
+	"\x16ExplainPatternResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x10\n" +
+	"\x03dot\x18\x04 \x01(\tR\x03dot\x12\x10\n" +
+	"\x03svg\x18\x05 \x01(\tR\x03svg\x12\x1a\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings*T\n" +
 	"\n" +
 	"SpecFormat\x12\x1b\n" +
 	"\x17SPEC_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -1380,7 +1546,7 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x19PATTERN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PATTERN_STATE_ACTIVE\x10\x01\x12\x1a\n" +
 	"\x16PATTERN_STATE_DRAINING\x10\x02\x12\x1a\n" +
-	"\x16PATTERN_STATE_DELETING\x10\x032\xed\x03\n" +
+	"\x16PATTERN_STATE_DELETING\x10\x032\xc3\x04\n" +
 	"\x0ePatternService\x12W\n" +
 	"\x0fValidatePattern\x12\x1e.cep.v1.ValidatePatternRequest\x1a\x1f.cep.v1.ValidatePatternResponse\"\x03\x90\x02\x01\x12L\n" +
 	"\rDeployPattern\x12\x1c.cep.v1.DeployPatternRequest\x1a\x1d.cep.v1.DeployPatternResponse\x12L\n" +
@@ -1388,7 +1554,8 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\rDeletePattern\x12\x1c.cep.v1.DeletePatternRequest\x1a\x1d.cep.v1.DeletePatternResponse\x12N\n" +
 	"\fListPatterns\x12\x1b.cep.v1.ListPatternsRequest\x1a\x1c.cep.v1.ListPatternsResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\n" +
-	"GetPattern\x12\x19.cep.v1.GetPatternRequest\x1a\x1a.cep.v1.GetPatternResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"GetPattern\x12\x19.cep.v1.GetPatternRequest\x1a\x1a.cep.v1.GetPatternResponse\"\x03\x90\x02\x01\x12T\n" +
+	"\x0eExplainPattern\x12\x1d.cep.v1.ExplainPatternRequest\x1a\x1e.cep.v1.ExplainPatternResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_pattern_proto_rawDescOnce sync.Once
@@ -1403,7 +1570,7 @@ func file_cep_v1_pattern_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_pattern_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_cep_v1_pattern_proto_goTypes = []any{
 	(SpecFormat)(0),                 // 0: cep.v1.SpecFormat
 	(UpdatePolicy)(0),               // 1: cep.v1.UpdatePolicy
@@ -1423,6 +1590,8 @@ var file_cep_v1_pattern_proto_goTypes = []any{
 	(*ListPatternsResponse)(nil),    // 15: cep.v1.ListPatternsResponse
 	(*GetPatternRequest)(nil),       // 16: cep.v1.GetPatternRequest
 	(*GetPatternResponse)(nil),      // 17: cep.v1.GetPatternResponse
+	(*ExplainPatternRequest)(nil),   // 18: cep.v1.ExplainPatternRequest
+	(*ExplainPatternResponse)(nil),  // 19: cep.v1.ExplainPatternResponse
 }
 var file_cep_v1_pattern_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Pattern.format:type_name -> cep.v1.SpecFormat
@@ -1441,23 +1610,26 @@ var file_cep_v1_pattern_proto_depIdxs = []int32{
 	4,  // 13: cep.v1.DeletePatternResponse.pattern:type_name -> cep.v1.Pattern
 	4,  // 14: cep.v1.ListPatternsResponse.patterns:type_name -> cep.v1.Pattern
 	4,  // 15: cep.v1.GetPatternResponse.pattern:type_name -> cep.v1.Pattern
-	6,  // 16: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
-	8,  // 17: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
-	10, // 18: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
-	12, // 19: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
-	14, // 20: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
-	16, // 21: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
-	7,  // 22: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
-	9,  // 23: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
-	11, // 24: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
-	13, // 25: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
-	15, // 26: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
-	17, // 27: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 16: cep.v1.ExplainPatternRequest.format:type_name -> cep.v1.SpecFormat
+	6,  // 17: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
+	8,  // 18: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
+	10, // 19: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
+	12, // 20: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
+	14, // 21: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
+	16, // 22: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
+	18, // 23: cep.v1.PatternService.ExplainPattern:input_type -> cep.v1.ExplainPatternRequest
+	7,  // 24: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
+	9,  // 25: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
+	11, // 26: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
+	13, // 27: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
+	15, // 28: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
+	17, // 29: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
+	19, // 30: cep.v1.PatternService.ExplainPattern:output_type -> cep.v1.ExplainPatternResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_pattern_proto_init() }
@@ -1473,7 +1645,7 @@ func file_cep_v1_pattern_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_pattern_proto_rawDesc), len(file_cep_v1_pattern_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

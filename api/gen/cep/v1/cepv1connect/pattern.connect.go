@@ -51,6 +51,9 @@ const (
 	// PatternServiceGetPatternProcedure is the fully-qualified name of the PatternService's GetPattern
 	// RPC.
 	PatternServiceGetPatternProcedure = "/cep.v1.PatternService/GetPattern"
+	// PatternServiceExplainPatternProcedure is the fully-qualified name of the PatternService's
+	// ExplainPattern RPC.
+	PatternServiceExplainPatternProcedure = "/cep.v1.PatternService/ExplainPattern"
 )
 
 // PatternServiceClient is a client for the cep.v1.PatternService service.
@@ -80,6 +83,11 @@ type PatternServiceClient interface {
 	ListPatterns(context.Context, *connect.Request[v1.ListPatternsRequest]) (*connect.Response[v1.ListPatternsResponse], error)
 	// GetPattern returns one pattern. Errors: NotFound.
 	GetPattern(context.Context, *connect.Request[v1.GetPatternRequest]) (*connect.Response[v1.GetPatternResponse], error)
+	// ExplainPattern draws the compiled automaton of a deployed pattern (by
+	// name) or of a spec given in the request: its states, take, ignore and
+	// proceed transitions, windows and skip strategy. Errors: NotFound for
+	// an unknown name, InvalidArgument for an invalid spec.
+	ExplainPattern(context.Context, *connect.Request[v1.ExplainPatternRequest]) (*connect.Response[v1.ExplainPatternResponse], error)
 }
 
 // NewPatternServiceClient constructs a client for the cep.v1.PatternService service. By default, it
@@ -132,6 +140,13 @@ func NewPatternServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		explainPattern: connect.NewClient[v1.ExplainPatternRequest, v1.ExplainPatternResponse](
+			httpClient,
+			baseURL+PatternServiceExplainPatternProcedure,
+			connect.WithSchema(patternServiceMethods.ByName("ExplainPattern")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -143,6 +158,7 @@ type patternServiceClient struct {
 	deletePattern   *connect.Client[v1.DeletePatternRequest, v1.DeletePatternResponse]
 	listPatterns    *connect.Client[v1.ListPatternsRequest, v1.ListPatternsResponse]
 	getPattern      *connect.Client[v1.GetPatternRequest, v1.GetPatternResponse]
+	explainPattern  *connect.Client[v1.ExplainPatternRequest, v1.ExplainPatternResponse]
 }
 
 // ValidatePattern calls cep.v1.PatternService.ValidatePattern.
@@ -175,6 +191,11 @@ func (c *patternServiceClient) GetPattern(ctx context.Context, req *connect.Requ
 	return c.getPattern.CallUnary(ctx, req)
 }
 
+// ExplainPattern calls cep.v1.PatternService.ExplainPattern.
+func (c *patternServiceClient) ExplainPattern(ctx context.Context, req *connect.Request[v1.ExplainPatternRequest]) (*connect.Response[v1.ExplainPatternResponse], error) {
+	return c.explainPattern.CallUnary(ctx, req)
+}
+
 // PatternServiceHandler is an implementation of the cep.v1.PatternService service.
 type PatternServiceHandler interface {
 	// ValidatePattern parses and checks a spec without deploying it. An invalid
@@ -202,6 +223,11 @@ type PatternServiceHandler interface {
 	ListPatterns(context.Context, *connect.Request[v1.ListPatternsRequest]) (*connect.Response[v1.ListPatternsResponse], error)
 	// GetPattern returns one pattern. Errors: NotFound.
 	GetPattern(context.Context, *connect.Request[v1.GetPatternRequest]) (*connect.Response[v1.GetPatternResponse], error)
+	// ExplainPattern draws the compiled automaton of a deployed pattern (by
+	// name) or of a spec given in the request: its states, take, ignore and
+	// proceed transitions, windows and skip strategy. Errors: NotFound for
+	// an unknown name, InvalidArgument for an invalid spec.
+	ExplainPattern(context.Context, *connect.Request[v1.ExplainPatternRequest]) (*connect.Response[v1.ExplainPatternResponse], error)
 }
 
 // NewPatternServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -250,6 +276,13 @@ func NewPatternServiceHandler(svc PatternServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	patternServiceExplainPatternHandler := connect.NewUnaryHandler(
+		PatternServiceExplainPatternProcedure,
+		svc.ExplainPattern,
+		connect.WithSchema(patternServiceMethods.ByName("ExplainPattern")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.PatternService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PatternServiceValidatePatternProcedure:
@@ -264,6 +297,8 @@ func NewPatternServiceHandler(svc PatternServiceHandler, opts ...connect.Handler
 			patternServiceListPatternsHandler.ServeHTTP(w, r)
 		case PatternServiceGetPatternProcedure:
 			patternServiceGetPatternHandler.ServeHTTP(w, r)
+		case PatternServiceExplainPatternProcedure:
+			patternServiceExplainPatternHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -295,4 +330,8 @@ func (UnimplementedPatternServiceHandler) ListPatterns(context.Context, *connect
 
 func (UnimplementedPatternServiceHandler) GetPattern(context.Context, *connect.Request[v1.GetPatternRequest]) (*connect.Response[v1.GetPatternResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.PatternService.GetPattern is not implemented"))
+}
+
+func (UnimplementedPatternServiceHandler) ExplainPattern(context.Context, *connect.Request[v1.ExplainPatternRequest]) (*connect.Response[v1.ExplainPatternResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.PatternService.ExplainPattern is not implemented"))
 }
