@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cepcluster/cep/api"
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 )
 
 // recordingAPI serves a cluster status over the real API handler and
@@ -215,5 +214,3 @@ func TestVersion(t *testing.T) {
 		t.Errorf("cepctl version -o json: %v, %s", err, out)
 	}
 }
-
-var _ = cepv1.NodeState_NODE_STATE_ALIVE

@@ -9,17 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cepcluster/cep/internal/testutil"
-)
-
-var (
-	cepnodeOnce sync.Once
-	cepnodeBin  string
-	cepnodeErr  error
 )
 
 // startNode runs a single-node cluster, cepnode as a process with its
@@ -29,23 +22,11 @@ func startNode(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("runs a cepnode")
 	}
-	cepnodeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cepnode-test")
-		if err != nil {
-			cepnodeErr = err
-			return
-		}
-		cepnodeBin = filepath.Join(dir, "cepnode")
-		if out, err := exec.Command("go", "build", "-o", cepnodeBin, "../cepnode").CombinedOutput(); err != nil {
-			cepnodeErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if cepnodeErr != nil {
-		t.Fatalf("build cepnode: %v", cepnodeErr)
+	bin := filepath.Join(t.TempDir(), "cepnode")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cepnode").CombinedOutput(); err != nil {
+		t.Fatalf("build cepnode: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(cepnodeBin)) })
-	cmd := exec.Command(cepnodeBin, "--data", t.TempDir(), "--raft-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0",
+	cmd := exec.Command(bin, "--data", t.TempDir(), "--raft-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0",
 		"--gossip-addr", "127.0.0.1:0", "--nats-port", "-1", "--log-format", "json")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // no CEPNODE_* of the caller's
 	stderr, err := cmd.StderrPipe()
