@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/BurntSushi/toml"
 	"github.com/peterbourgon/ff/v3"
 	"sigs.k8s.io/yaml"
 
@@ -42,7 +44,12 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := ff.Parse(fs, args,
 		ff.WithEnvVarPrefix(envPrefix),
 		ff.WithConfigFileFlag("config"),
-		ff.WithConfigFileParser(yamlParser),
+		ff.WithConfigFileParser(func(r io.Reader, set func(name, value string) error) error {
+			if strings.EqualFold(filepath.Ext(fs.Lookup("config").Value.String()), ".toml") {
+				return tomlParser(r, set)
+			}
+			return yamlParser(r, set)
+		}),
 	)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return err
@@ -83,6 +90,32 @@ func yamlParser(r io.Reader, set func(name, value string) error) error {
 	if err := dec.Decode(&m); err != nil {
 		return errors.New("not a mapping of flag names to values")
 	}
+	return setAll(m, set)
+}
+
+// tomlParser reads a TOML file of flag names and values (a file whose
+// name ends in .toml), as yamlParser does YAML:
+//
+//	id = "n1"
+//	dead-after = "30s"
+//	join = ["h1:7946", "h2:7946"]
+func tomlParser(r io.Reader, set func(name, value string) error) error {
+	b, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxConfigBytes {
+		return fmt.Errorf("larger than %d bytes", maxConfigBytes)
+	}
+	var m map[string]any
+	if err := toml.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	return setAll(m, set)
+}
+
+// setAll sets each flag m names, in the order of the names.
+func setAll(m map[string]any, set func(name, value string) error) error {
 	names := make([]string, 0, len(m))
 	for k := range m {
 		names = append(names, k)
@@ -109,6 +142,10 @@ func configValue(v any) (string, error) {
 		return v, nil
 	case json.Number:
 		return v.String(), nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64), nil
 	case bool:
 		return strconv.FormatBool(v), nil
 	case []any:

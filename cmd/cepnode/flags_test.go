@@ -147,6 +147,17 @@ func TestPrecedence(t *testing.T) {
 	if !strings.Contains(err.Error(), `"from-json"`) {
 		t.Errorf("JSON file: %v", err)
 	}
+	tomlFile := filepath.Join(dir, "cepnode.toml")
+	os.WriteFile(tomlFile, []byte("# a node\noutput-max-bytes = \"from-toml\"\nreplicas = 2\nauto-split = false\njoin = [\"h1:7946\", \"h2:7946\"]\n"), 0o600)
+	err, _ = runRefused(t, "--config", tomlFile)
+	if !strings.Contains(err.Error(), `"from-toml"`) {
+		t.Errorf("TOML file: %v", err)
+	}
+	fsT := flag.NewFlagSet("cepnode", flag.ContinueOnError)
+	fT := defineFlags(fsT, cluster.DefaultConfig())
+	if err := parseFlags(fsT, []string{"--config", tomlFile}); err != nil || *fT.replicas != 2 || *fT.autoSplit || *fT.join != "h1:7946,h2:7946" {
+		t.Errorf("from the TOML file: %v, replicas %d, auto-split %v, join %q", err, *fT.replicas, *fT.autoSplit, *fT.join)
+	}
 	t.Setenv("CEPNODE_OUTPUT_MAX_BYTES", "from-env")
 	err, _ = runRefused(t, "--config", yamlFile)
 	if !strings.Contains(err.Error(), `"from-env"`) {

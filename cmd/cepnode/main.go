@@ -5,7 +5,7 @@
 //	cepnode                                   # single node, embedded NATS
 //	cepnode --nats nats://host:4222 --id n2 --peers n1=h1:7000=h1:7070=h1:7946,n2=h2:7000=h2:7070=h2:7946,...
 //	cepnode --nats nats://host:4222 --id n4 --join h1:7946   # joins a running cluster
-//	cepnode --config /etc/cep/cepnode.yaml    # flags from a file (YAML or JSON)
+//	cepnode --config /etc/cep/cepnode.yaml    # flags from a file (YAML, JSON or TOML)
 //	cepnode secret                            # prints a new cluster secret
 //	cepnode version                           # or --version
 //
@@ -308,7 +308,7 @@ func defineFlags(fs *flag.FlagSet, d cluster.Config) *nodeFlags {
 	f.pprofOn = fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address, to admin tokens only when the API has tokens (send one as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
 	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 	f.logFormat = fs.String("log-format", "text", "text (key=value lines) or json (one JSON object a line, for log collectors)")
-	fs.String("config", "", "YAML or JSON file of flag values, keyed by flag name (id: n1, dead-after: 30s, ...); the command line overrides the environment, which overrides the file")
+	fs.String("config", "", "YAML or JSON file (TOML when named *.toml) of flag values, keyed by flag name (id: n1, dead-after: 30s, ...); the command line overrides the environment, which overrides the file")
 	f.showVersion = fs.Bool("version", false, "print the version and exit")
 	f.tailMax = fs.Int("tail-max-streams", d.TailMaxStreams, "MatchService.Tail streams (cepctl tail) this node serves at once; one more is refused, so that no client can hold JetStream consumers and buffers without bound")
 	f.tailMaxCaller = fs.Int("tail-max-per-caller", d.TailMaxStreamsPerCaller, "Tail streams one caller (its bearer token, else its host) holds at once on this node")
