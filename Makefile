@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: tools generate checkgenerate lint
+.PHONY: tools generate checkgenerate lint build
 
 # tools installs buf, protoc-gen-go and protoc-gen-connect-go into ./bin
 # (skipped when the pinned versions are already there).
@@ -34,3 +34,11 @@ lint: tools
 # network faults). About half an hour on a 2-core machine.
 chaos:
 	CEP_FAULTS=all CEP_FAULT_SEEDS=$${CEP_FAULT_SEEDS:-3} go test ./test/integration -run 'TestFaults$$' -count=1 -v -timeout 120m
+
+# build builds cepnode and cepctl into ./bin, stamped with VERSION (default:
+# git describe) so that --version and cepctl version say which release runs.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/cepcluster/cep/internal/version.Version=$(VERSION)
+build:
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/cepnode ./cmd/cepnode
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/cepctl ./cmd/cepctl

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/keygroup"
+	"github.com/cepcluster/cep/shard"
 )
 
 type matchBackend struct{ s *Service }
@@ -42,9 +46,9 @@ var errSlowConsumer = errors.New("slow consumer")
 // its consumer is deleted and its goroutines return.
 func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(*cepv1.Record) error) error {
 	n := b.s.n
-	p := n.Meta().Patterns[r.Pattern]
-	if p == nil || p.Deleted {
-		return fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Pattern)
+	subject, what, err := tailSubject(n.Meta(), r)
+	if err != nil {
+		return err
 	}
 	release, err := b.s.tails.acquire(api.CallerKey(ctx))
 	if err != nil {
@@ -56,7 +60,7 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 	// server creates it
 	cfg := jetstream.ConsumerConfig{
 		Name:              "cep_tail_" + rand.Text(),
-		FilterSubject:     p.OutputSubject,
+		FilterSubject:     subject,
 		DeliverPolicy:     jetstream.DeliverNewPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		InactiveThreshold: tailInactive,
@@ -75,7 +79,7 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 		dctx, cancel := context.WithTimeout(context.Background(), tailCleanup)
 		defer cancel()
 		if err := n.js.DeleteConsumer(dctx, OutputStream, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			n.log.Warn("tail: delete its consumer (the server drops it once inactive)", "pattern", r.Pattern, "consumer", cfg.Name, "err", err)
+			n.log.Warn("tail: delete its consumer (the server drops it once inactive)", "pattern", what, "consumer", cfg.Name, "err", err)
 		}
 	}()
 	cons, err := n.js.CreateConsumer(ctx, OutputStream, cfg)
@@ -83,11 +87,11 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, r.Pattern, err)
+		return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, what, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(tailPullRecords, tailPullBytes))
 	if err != nil {
-		return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, r.Pattern, err)
+		return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, what, err)
 	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
@@ -105,7 +109,7 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 				buf.close(err)
 				return
 			}
-			rec := tailRecord(msg)
+			rec := tailRecord(msg, r.DeadLetters)
 			if md, err := msg.Metadata(); err == nil {
 				if next != 0 && md.Sequence.Consumer != next {
 					buf.close(fmt.Errorf("%w: records were missed after stream sequence %d; tail again from there", api.ErrUnavailable, rec.Sequence))
@@ -114,7 +118,7 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 				next = md.Sequence.Consumer + 1
 			}
 			if !buf.put(rec) {
-				n.log.Warn("tail: cut off a slow consumer", "pattern", r.Pattern, "caller", api.CallerKey(ctx))
+				n.log.Warn("tail: cut off a slow consumer", "pattern", what, "caller", api.CallerKey(ctx))
 				buf.close(errSlowConsumer)
 				it.Stop()
 				if err := api.AbortResponse(ctx); err != nil { // unblock its send
@@ -129,29 +133,61 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 		if rec == nil {
 			switch {
 			case errors.Is(err, errSlowConsumer):
-				return fmt.Errorf("%w: tail %s: slow consumer: the client fell %d records or %d bytes behind, cut off", api.ErrResourceExhausted, r.Pattern, n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)
+				return fmt.Errorf("%w: tail %s: slow consumer: the client fell %d records or %d bytes behind, cut off", api.ErrResourceExhausted, what, n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)
 			case ctx.Err() != nil:
 				return nil
 			case errors.Is(err, api.ErrUnavailable):
 				return err
 			}
-			return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, r.Pattern, err)
+			return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, what, err)
 		}
 		if err := send(rec); err != nil {
 			if buf.err() != nil && errors.Is(buf.err(), errSlowConsumer) {
-				return fmt.Errorf("%w: tail %s: slow consumer: the client fell %d records or %d bytes behind, cut off", api.ErrResourceExhausted, r.Pattern, n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)
+				return fmt.Errorf("%w: tail %s: slow consumer: the client fell %d records or %d bytes behind, cut off", api.ErrResourceExhausted, what, n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)
 			}
 			return err
 		}
 	}
 }
 
-func tailRecord(msg jetstream.Msg) *cepv1.Record {
+// tailSubject is the output subject a tail reads and what its errors
+// call it: a pattern's, or the dead letters (of a source).
+func tailSubject(m *meta.Meta, r *cepv1.TailRequest) (subject, what string, err error) {
+	if !r.DeadLetters {
+		if r.DeadLetterSource != "" {
+			return "", "", fmt.Errorf("%w: dead_letter_source %q without dead_letters", api.ErrInvalidArgument, r.DeadLetterSource)
+		}
+		p := m.Patterns[r.Pattern]
+		if p == nil || p.Deleted {
+			return "", "", fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Pattern)
+		}
+		return p.OutputSubject, r.Pattern, nil
+	}
+	switch src := r.DeadLetterSource; {
+	case r.Pattern != "":
+		return "", "", fmt.Errorf("%w: dead letters are tailed by source, not by pattern (%q): each names the pattern that refused it", api.ErrInvalidArgument, r.Pattern)
+	case src == "":
+		return keygroup.DeadLetterRoot + ">", "dead letters", nil
+	case strings.ContainsAny(src, "*> \t\r\n") || strings.HasPrefix(src, ".") || strings.HasSuffix(src, ".") || strings.Contains(src, ".."):
+		// a wildcard would widen the filter past one source
+		return "", "", fmt.Errorf("%w: dead_letter_source %q is not a source name", api.ErrInvalidArgument, src)
+	default:
+		// a deleted source's dead letters stay in the stream: any name is
+		// tailed, known or not
+		return shard.DeadLetterSubject(src), "dead letters of " + src, nil
+	}
+}
+
+func tailRecord(msg jetstream.Msg, deadLetter bool) *cepv1.Record {
 	var head struct {
 		Type, ID, Pattern, Key string
 	}
 	_ = json.Unmarshal(msg.Data(), &head)
 	rec := &cepv1.Record{Type: head.Type, Id: head.ID, Pattern: head.Pattern, Key: head.Key, Json: msg.Data()}
+	if deadLetter {
+		// a dead letter's JSON has no type or id: the id is its message id
+		rec.Type, rec.Id, rec.Key = "deadletter", msg.Headers().Get(jetstream.MsgIDHeader), ""
+	}
 	if md, err := msg.Metadata(); err == nil {
 		rec.Sequence = md.Sequence.Stream
 	}

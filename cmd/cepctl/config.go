@@ -32,16 +32,39 @@ type globalOptions struct {
 	// CA is a PEM file of CAs to trust for an https server (default: the
 	// system's); Cert and Key are a client certificate to present.
 	CA, Cert, Key string
+	// Context is the context whose settings were used; empty when none.
+	Context string
+	// NATS, NATSCreds and NATSCA are the context's NATS settings, for
+	// the commands that talk to NATS themselves when their flags are not
+	// given.
+	NATS, NATSCreds, NATSCA string
 }
 
-// configFile is the YAML config file.
+// configFile is the YAML config file. Its top-level settings apply under
+// any context; the context's own override them.
 type configFile struct {
-	Server    string `json:"server"`
-	Token     string `json:"token"`
-	TokenFile string `json:"token-file"`
-	CA        string `json:"tls-ca"`
-	Cert      string `json:"tls-cert"`
-	Key       string `json:"tls-key"`
+	Server    string `json:"server,omitempty"`
+	Token     string `json:"token,omitempty"`
+	TokenFile string `json:"token-file,omitempty"`
+	CA        string `json:"tls-ca,omitempty"`
+	Cert      string `json:"tls-cert,omitempty"`
+	Key       string `json:"tls-key,omitempty"`
+
+	CurrentContext string                   `json:"current-context,omitempty"`
+	Contexts       map[string]*contextEntry `json:"contexts,omitempty"`
+}
+
+// contextEntry is a named set of settings for one cluster. It names a
+// token file, never a token.
+type contextEntry struct {
+	Server    string `json:"server,omitempty"`
+	TokenFile string `json:"token-file,omitempty"`
+	CA        string `json:"tls-ca,omitempty"`
+	Cert      string `json:"tls-cert,omitempty"`
+	Key       string `json:"tls-key,omitempty"`
+	NATS      string `json:"nats,omitempty"`
+	NATSCreds string `json:"nats-creds,omitempty"`
+	NATSCA    string `json:"nats-ca,omitempty"`
 }
 
 // resolveGlobals applies, in increasing precedence, the defaults, the config
@@ -59,9 +82,10 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	path, explicit := d.flags.config, flagChanged(cmd, "config")
-	if !explicit {
-		path = defaultConfigPath(d, getenv)
+	path, explicit := configPath(d, cmd)
+	wanted, wantedBy := d.flags.context, "--context"
+	if !flagChanged(cmd, "context") {
+		wanted, wantedBy = getenv("CEPCTL_CONTEXT"), "CEPCTL_CONTEXT"
 	}
 	if path != "" {
 		cfg, err := readConfig(path)
@@ -78,9 +102,20 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 				}
 			}
 			g.CA, g.Cert, g.Key = cfg.CA, cfg.Cert, cfg.Key
+			if wanted == "" {
+				wanted, wantedBy = cfg.CurrentContext, "current-context in "+path
+			}
+			if wanted != "" {
+				if err := applyContext(&g, cfg, wanted, wantedBy, path); err != nil {
+					return g, err
+				}
+			}
 		case explicit || !errors.Is(err, fs.ErrNotExist):
 			return g, err
 		}
+	}
+	if wanted != "" && g.Context == "" {
+		return g, fmt.Errorf("%s: no context %q (no config file %s; cepctl context set makes one)", wantedBy, wanted, path)
 	}
 
 	if v := getenv("CEPCTL_SERVER"); v != "" {
@@ -212,6 +247,47 @@ func defaultConfigPath(d *deps, getenv func(string) string) string {
 		return ""
 	}
 	return filepath.Join(home, ".config", "cep", "cepctl.yaml")
+}
+
+// configPath is the config file: --config (explicit), else the default.
+func configPath(d *deps, cmd *cobra.Command) (path string, explicit bool) {
+	if flagChanged(cmd, "config") {
+		return d.flags.config, true
+	}
+	getenv := d.getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return defaultConfigPath(d, getenv), false
+}
+
+// applyContext puts the settings of the context name of cfg over g's.
+func applyContext(g *globalOptions, cfg configFile, name, by, path string) error {
+	c := cfg.Contexts[name]
+	if c == nil {
+		return fmt.Errorf("%s: no context %q in %s (cepctl context list shows them)", by, name, path)
+	}
+	g.Context = name
+	if c.Server != "" {
+		g.Server = c.Server
+	}
+	if c.TokenFile != "" {
+		t, err := readTokenFile(fmt.Sprintf("token-file of context %s", name), c.TokenFile)
+		if err != nil {
+			return err
+		}
+		g.Token = t
+	}
+	for _, o := range []struct {
+		to *string
+		v  string
+	}{{&g.CA, c.CA}, {&g.Cert, c.Cert}, {&g.Key, c.Key}} {
+		if o.v != "" {
+			*o.to = o.v
+		}
+	}
+	g.NATS, g.NATSCreds, g.NATSCA = c.NATS, c.NATSCreds, c.NATSCA
+	return nil
 }
 
 func readConfig(path string) (configFile, error) {

@@ -35,6 +35,22 @@ func (a *natsAuth) flags(cmd *cobra.Command) {
 	f.StringVar(&a.CA, "nats-ca", "", "PEM file of CAs to trust for the NATS server's TLS certificate")
 }
 
+// fromContext fills in what the flags leave unset from the context in
+// use (g): its NATS credentials unless a user is given, its CA; it returns
+// url, or the context's NATS URL when the --nats flag is not given.
+func (a *natsAuth) fromContext(cmd *cobra.Command, g globalOptions, url string) string {
+	if !flagChanged(cmd, "nats-creds") && !flagChanged(cmd, "nats-user") && g.NATSCreds != "" {
+		a.Creds = g.NATSCreds
+	}
+	if !flagChanged(cmd, "nats-ca") && g.NATSCA != "" {
+		a.CA = g.NATSCA
+	}
+	if !flagChanged(cmd, "nats") && g.NATS != "" {
+		return g.NATS
+	}
+	return url
+}
+
 // resolve reads the password and checks the flags go together.
 func (a *natsAuth) resolve(d *deps) error {
 	if a.PasswordFile != "" {

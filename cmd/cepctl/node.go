@@ -14,13 +14,13 @@ import (
 func newNodeCmd(d *deps) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "Remove nodes from the cluster",
+		Short: "List the cluster's nodes, remove nodes",
 		Long: `Manage the cluster's members. A node joins by starting it with --join (see
-cepnode --help); cepctl status lists the members.`,
+cepnode --help); cepctl node list lists the members.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: runGroup,
 	}
-	cmd.AddCommand(newNodeRemoveCmd(d, nil))
+	cmd.AddCommand(newNodeRemoveCmd(d, nil), newNodeListCmd(d, nil))
 	return cmd
 }
 

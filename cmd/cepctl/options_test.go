@@ -307,7 +307,13 @@ func TestTailOptions(t *testing.T) {
 			want: tailOptions{globalOptions: with(func(g *globalOptions) { g.Output = "json" }), Pattern: "p", Start: cepv1.TailStart_TAIL_START_SEQUENCE, StartSequence: 42}},
 		{name: "bad from", args: []string{"tail", "p", "--from", "yesterday"}, wantErr: `bad --from "yesterday"`},
 		{name: "negative from", args: []string{"tail", "p", "--from", "-1"}, wantErr: "bad --from"},
-		{name: "no pattern", args: []string{"tail"}, wantErr: "accepts 1 arg"},
+		{name: "no pattern", args: []string{"tail"}, wantErr: "tail needs a PATTERN, or --dead-letters"},
+		{name: "dead letters", args: []string{"tail", "--dead-letters", "--from", "all"},
+			want: tailOptions{globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_ALL, DeadLetters: true}},
+		{name: "dead letters of a source", args: []string{"tail", "--dead-letters", "--source", "bank"},
+			want: tailOptions{globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_NEW, DeadLetters: true, Source: "bank"}},
+		{name: "dead letters and a pattern", args: []string{"tail", "p", "--dead-letters"}, wantErr: "tail --dead-letters takes no pattern"},
+		{name: "source without dead letters", args: []string{"tail", "p", "--source", "bank"}, wantErr: "--source goes with --dead-letters"},
 	})
 }
 

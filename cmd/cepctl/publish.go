@@ -99,6 +99,7 @@ on standard error when it is a terminal.`,
 				return err
 			}
 			opts.globalOptions = g
+			opts.NATSURL = opts.NATSAuth.fromContext(cmd, g, opts.NATSURL)
 			if err := opts.NATSAuth.resolve(d); err != nil {
 				return err
 			}

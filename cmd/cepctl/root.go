@@ -34,7 +34,7 @@ type deps struct {
 // globalFlags are the raw values of the persistent flags.
 type globalFlags struct {
 	server, token, tokenFile string
-	config, output           string
+	config, output, context  string
 	ca, cert, key            string
 }
 
@@ -52,7 +52,10 @@ func newRootCmd(d *deps) *cobra.Command {
 		newSavepointCmd(d),
 		newNodeCmd(d),
 		newShardCmd(d),
+		newVersionCmd(d),
+		newContextCmd(d),
 	)
+	addCompletions(d, root)
 	return root
 }
 
@@ -72,7 +75,12 @@ environment (CEPCTL_SERVER, CEPCTL_TOKEN_FILE, CEPCTL_TOKEN) and the flags
 (--server, --token-file or --token). So do the TLS
 settings of a cluster whose nodes serve HTTPS: "tls-ca:", "tls-cert:" and
 "tls-key:", CEPCTL_TLS_CA, CEPCTL_TLS_CERT and CEPCTL_TLS_KEY, --tls-ca,
---tls-cert and --tls-key (a server given as HOST:PORT is then https).`,
+--tls-cert and --tls-key (a server given as HOST:PORT is then https).
+
+A context (cepctl context set NAME ...) names a cluster's settings in the
+config file; the one in use (--context, CEPCTL_CONTEXT or cepctl context
+use) overrides the file's top-level settings, and the environment and flags
+override it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -85,6 +93,7 @@ settings of a cluster whose nodes serve HTTPS: "tls-ca:", "tls-cert:" and
 	pf.StringVar(&d.flags.key, "tls-key", "", "PEM private key of --tls-cert")
 	pf.StringVar(&d.flags.config, "config", "", "config file (default $XDG_CONFIG_HOME/cep/cepctl.yaml or ~/.config/cep/cepctl.yaml)")
 	pf.StringVarP(&d.flags.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.StringVar(&d.flags.context, "context", "", "the context of the config file to use (default $CEPCTL_CONTEXT, else the config file's current context; see cepctl context)")
 	return root
 }
 

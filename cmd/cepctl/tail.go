@@ -23,14 +23,18 @@ type tailOptions struct {
 	// Start and StartSequence come from --from: "new", "all" or a sequence.
 	Start         cepv1.TailStart
 	StartSequence uint64
+	// DeadLetters tails the dead letters instead of a pattern, only
+	// Source's when it is set.
+	DeadLetters bool
+	Source      string
 }
 
 func newTailCmd(d *deps, runF func(*tailOptions) error) *cobra.Command {
 	opts := &tailOptions{}
 	var from string
 	cmd := &cobra.Command{
-		Use:   "tail PATTERN",
-		Short: "Stream a pattern's records",
+		Use:   "tail PATTERN | --dead-letters [--source SOURCE]",
+		Short: "Stream a pattern's records, or the dead letters",
 		Long: `Stream a pattern's output records (matches, timeouts and late events) until
 interrupted or the pattern is deleted. With -o json each record is printed as
 its pattern-v1 JSON on one line; with -o yaml as a YAML document; in table
@@ -38,20 +42,40 @@ mode as its sequence, type, key, id and a summary.
 
 --from new (the default) starts with records published from now on, --from
 all with every record still retained, and --from SEQ at that sequence (to
-resume a tail, the last sequence printed plus one).`,
+resume a tail, the last sequence printed plus one).
+
+--dead-letters streams the dead letters instead: events a pattern or the
+cluster refused (not JSON, no usable time, past a bound), each with its
+source, the pattern that refused it and the reason, and summaries of
+records too large to publish; --source keeps those of one source. In table
+mode each is printed as its sequence, source, pattern, reason and the
+event.`,
 		Example: `  cepctl tail login-fail
-  cepctl tail login-fail --from all -o json | jq .key`,
-		Args: cobra.ExactArgs(1),
+  cepctl tail login-fail --from all -o json | jq .key
+  cepctl tail --dead-letters --from all
+  cepctl tail --dead-letters --source bank -o json`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start, seq, err := parseTailFrom(from)
 			if err != nil {
 				return err
 			}
+			switch {
+			case opts.DeadLetters && len(args) > 0:
+				return fmt.Errorf("tail --dead-letters takes no pattern (got %q): dead letters are tailed by source (--source)", args[0])
+			case !opts.DeadLetters && len(args) == 0:
+				return errors.New("tail needs a PATTERN, or --dead-letters")
+			case !opts.DeadLetters && opts.Source != "":
+				return errors.New("--source goes with --dead-letters")
+			}
+			if len(args) > 0 {
+				opts.Pattern = args[0]
+			}
 			g, err := resolveGlobals(d, cmd)
 			if err != nil {
 				return err
 			}
-			opts.globalOptions, opts.Pattern, opts.Start, opts.StartSequence = g, args[0], start, seq
+			opts.globalOptions, opts.Start, opts.StartSequence = g, start, seq
 			if runF != nil {
 				return runF(opts)
 			}
@@ -59,6 +83,8 @@ resume a tail, the last sequence printed plus one).`,
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "new", "where to start: new, all or a sequence number")
+	cmd.Flags().BoolVar(&opts.DeadLetters, "dead-letters", false, "stream the dead letters instead of a pattern's records")
+	cmd.Flags().StringVar(&opts.Source, "source", "", "with --dead-letters: only those of this source")
 	return cmd
 }
 
@@ -80,6 +106,7 @@ func runTail(ctx context.Context, d *deps, opts *tailOptions) error {
 	c := newClients(d, opts.globalOptions)
 	stream, err := c.matches.Tail(ctx, connect.NewRequest(&cepv1.TailRequest{
 		Pattern: opts.Pattern, Start: opts.Start, StartSequence: opts.StartSequence,
+		DeadLetters: opts.DeadLetters, DeadLetterSource: opts.Source,
 	}))
 	if err != nil {
 		return interrupted(ctx, err)
@@ -96,6 +123,10 @@ func runTail(ctx context.Context, d *deps, opts *tailOptions) error {
 	}
 	if err := stream.Err(); err != nil {
 		return interrupted(ctx, err)
+	}
+	if opts.DeadLetters {
+		fmt.Fprintln(d.stderr, "tail: the stream of dead letters ended")
+		return nil
 	}
 	fmt.Fprintf(d.stderr, "tail: the stream of pattern %s ended (the pattern was deleted)\n", opts.Pattern)
 	return nil
@@ -125,7 +156,38 @@ func appendRecord(b []byte, format string, r *cepv1.Record) []byte {
 		b = append(b, "---\n"...)
 		return append(b, y...)
 	}
+	if r.GetType() == "deadletter" {
+		return appendDeadLetter(b, r.GetSequence(), js)
+	}
 	return fmt.Appendf(b, "%-6d %-7s %-16s %s %s\n", r.GetSequence(), r.GetType(), keyCell(r.GetKey()), orDash(r.GetId()), recordSummary(r.GetType(), js))
+}
+
+// appendDeadLetter is a dead letter's table line:
+//
+//	SEQ deadletter SOURCE PATTERN "REASON" EVENT
+//
+// with "-" for no pattern, the event as JSON (or quoted, when it was not
+// JSON) and, for a record too large to publish, its subject.
+func appendDeadLetter(b []byte, seq uint64, js []byte) []byte {
+	var dl struct {
+		Source, Pattern, Reason, Text, Subject string
+		Data                                   json.RawMessage
+	}
+	if err := json.Unmarshal(js, &dl); err != nil {
+		return fmt.Appendf(b, "%-6d deadletter (unreadable record)\n", seq)
+	}
+	what := truncate(compact(dl.Data), 120)
+	switch {
+	case dl.Text != "":
+		what = truncate([]byte(strconv.Quote(dl.Text)), 120)
+	case dl.Subject != "":
+		what = dl.Subject // an oversized record: where it was to go
+	}
+	src := dl.Source
+	if src == "" {
+		src = "-"
+	}
+	return fmt.Appendf(b, "%-6d deadletter %-12s %-16s %s %s\n", seq, src, orDash(dl.Pattern), strconv.Quote(dl.Reason), what)
 }
 
 // keyCell quotes a key that would be ambiguous in a column.

@@ -5,7 +5,13 @@
 //	cepnode                                   # single node, embedded NATS
 //	cepnode --nats nats://host:4222 --id n2 --peers n1=h1:7000=h1:7070=h1:7946,n2=h2:7000=h2:7070=h2:7946,...
 //	cepnode --nats nats://host:4222 --id n4 --join h1:7946   # joins a running cluster
+//	cepnode --config /etc/cep/cepnode.yaml    # flags from a file (YAML, JSON or TOML)
 //	cepnode secret                            # prints a new cluster secret
+//	cepnode version                           # or --version
+//
+// Every flag can also be given by its environment variable CEPNODE_<FLAG>
+// (--dead-after: CEPNODE_DEAD_AFTER); the command line overrides the
+// environment, which overrides the --config file.
 package main
 
 import (
@@ -56,6 +62,15 @@ func env(name, def string) string {
 // prints a new cluster secret instead, "cepnode nats-config" a NATS
 // server configuration with the cluster's users.
 func Run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "version" {
+		if len(args) > 1 {
+			return fmt.Errorf("cepnode version takes no argument (got %q)", args[1])
+		}
+		return printVersion(os.Stdout)
+	}
+	if wantsVersion(args) {
+		return printVersion(os.Stdout) // before the environment and a config file can fail the parse
+	}
 	if len(args) > 0 && args[0] == "secret" {
 		return printSecret(args[1:], os.Stdout)
 	}
@@ -65,48 +80,23 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cepnode", flag.ContinueOnError)
 	d := cluster.DefaultConfig()
 	fs.SetOutput(stderr)
-	id := fs.String("id", env("id", d.NodeID), "node id, unique in the cluster (env CEPNODE_ID)")
-	data := fs.String("data", env("data", d.DataDir), "data directory: Raft logs, snapshots, embedded NATS store; one node at a time holds it (its pid in <data>/LOCK): a second one on it fails at once (env CEPNODE_DATA)")
-	raftAddr := fs.String("raft-addr", env("raft-addr", d.RaftAddr), "listen address for Raft traffic of all groups: only members proving the cluster secret (and with TLS a certificate of --tls-ca) get past the handshake; without TLS the traffic is not encrypted (env CEPNODE_RAFT_ADDR)")
-	apiAddr := fs.String("api-addr", env("api-addr", d.APIAddr), "listen address of the Connect/gRPC API, /metrics, /healthz, /readyz; off loopback, give it tokens (--token-file) and TLS: without TLS tokens travel in clear, without tokens anyone reaching it may do anything (env CEPNODE_API_ADDR)")
-	natsURL := fs.String("nats", env("nats", ""), "URL of an external NATS server with JetStream, yours to secure (cepnode nats-config prints a configuration with the cluster's users); empty starts an embedded one, on loopback, which admits only the cluster's users (env CEPNODE_NATS)")
-	natsCreds := fs.String("nats-creds", env("nats-creds", ""), "credentials file for the external NATS; without it the node logs in as the cluster's NATS user cep-node, whose password is derived from the cluster secret (env CEPNODE_NATS_CREDS)")
-	natsCA := fs.String("nats-ca", env("nats-ca", ""), "PEM file of the CA that signed the external NATS server's certificate, if not a system-trusted one (env CEPNODE_NATS_CA)")
-	natsPort := fs.Int("nats-port", d.NATSPort, "client port of the embedded NATS server")
-	peers := fs.String("peers", env("peers", ""), "the members a new cluster starts with, as id=raftaddr=apiaddr[=gossipaddr],... including this node; empty: a single-node cluster, or with --join a node joining one (env CEPNODE_PEERS)")
-	gossipAddr := fs.String("gossip-addr", env("gossip-addr", ""), "listen address (UDP and TCP) of the membership gossip, encrypted and authenticated with a key of the cluster secret; default: the host of --raft-addr, port 7946 (env CEPNODE_GOSSIP_ADDR)")
-	join := fs.String("join", env("join", ""), "gossip addresses (host:port, comma-separated) of members of a running cluster: without --peers, this node joins that cluster and is given replicas (needs --nats) (env CEPNODE_JOIN)")
-	gossipKey := fs.String("gossip-key", env("gossip-key", ""), "base64 of a 16, 24 or 32-byte key that encrypts and authenticates the membership gossip, the same on every node, instead of the key derived from the cluster secret (which encrypts it by default); with --insecure and no key the gossip is in clear and anyone reaching its port can announce members (env CEPNODE_GOSSIP_KEY)")
-	advertiseHost := fs.String("advertise-host", env("advertise-host", ""), "host (name or IP) other nodes reach this one at, for a node not listed in --peers whose addresses are wildcards like 0.0.0.0 (env CEPNODE_ADVERTISE_HOST)")
-	deadAfter := fs.Duration("dead-after", d.DeadAfter, "how long a member may be unreachable before its replicas are moved to other nodes")
-	autoSplit := fs.Bool("auto-split", true, "split shards while the cluster has more nodes than shards, so that each node leads one (at most 32 shards with the default key groups; cepctl shard split splits by hand)")
-	replicas := fs.Int("replicas", d.Replicas, "replicas per shard, recorded at cluster creation (a shard has fewer while the cluster has fewer nodes)")
-	shards := fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
-	keyGroups := fs.Int("key-groups", d.KeyGroups, "number of key groups K, fixed at cluster creation")
-	outboxLimit := fs.Int("outbox-limit", d.OutboxLimit, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
-	outputMaxAge := fs.Duration("output-max-age", 0, "remove output records (matches, timeouts, late events, dead letters) older than this from the output stream, at least 30m; 0 keeps the stream's limit (none when the cluster creates it)")
-	outputMaxBytes := fs.String("output-max-bytes", "", "remove the oldest output records once the output stream holds more than this many bytes (suffixes K, M, G, T: powers of 1024); empty keeps the stream's limit")
-	maxKeys := fs.String("max-keys", env("max-keys", strconv.Itoa(d.MaxKeys)), "keys a pattern may hold state for on one shard, unless its document sets a lower maxKeys: an event of a new key past it is dead-lettered, so a flood of distinct keys cannot exhaust memory; also the most a document's maxKeys may ask for (env CEPNODE_MAX_KEYS)")
-	deployWait := fs.Duration("deploy-wait", d.DeployWait, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
-	savepointDir := fs.String("savepoint-dir", env("savepoint-dir", ""), "directory that dir:// savepoint targets and restore locations must lie in (a relative dir://NAME is taken inside it); anything resolving outside it, by .., an absolute path or a symbolic link, is refused, so API clients cannot make the node write or read files elsewhere; default: <--data>/savepoints (env CEPNODE_SAVEPOINT_DIR)")
-	token := fs.String("token", env("token", ""), "an admin's bearer token for the API; without it and --token-file the API is open to anyone who reaches it; prefer the environment or --token-file, as a command line is visible to others on the machine (env CEPNODE_TOKEN)")
-	tokenFile := fs.String("token-file", env("token-file", ""), "file of the API's bearer tokens, one a line as ROLE TOKEN (ROLE admin: everything; operator: patterns, sources, savepoints and what reader may; reader: status, list, get, tail), # comments; calls without a valid token are refused (env CEPNODE_TOKEN_FILE)")
-	metricsAuth := fs.Bool("metrics-auth", envBool("metrics-auth"), "/metrics wants a bearer token of role reader or more (needs --token or --token-file); without it anyone reaching the API address reads the metrics (env CEPNODE_METRICS_AUTH)")
-	tlsCert := fs.String("tls-cert", env("tls-cert", ""), "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use (env CEPNODE_TLS_CERT)")
-	tlsKey := fs.String("tls-key", env("tls-key", ""), "PEM private key of --tls-cert: whoever holds it (with the cluster secret) can act as this node; keep it mode 0600 (env CEPNODE_TLS_KEY)")
-	tlsCA := fs.String("tls-ca", env("tls-ca", ""), "PEM file of the CA(s) that sign the nodes' certificates and any client certificate (env CEPNODE_TLS_CA)")
-	secretFile := fs.String("cluster-secret-file", env("cluster-secret-file", ""), "file holding the cluster secret (64 hex digits; cepnode secret makes one): members prove with it that they belong on the Raft port, the gossip (encrypted with a key of it) and node-to-node calls; every node of a cluster needs the same. The environment variable CEPNODE_CLUSTER_SECRET may hold the value instead. A single new node without one makes one and keeps it in its data directory (cluster-secret), which later starts use (env CEPNODE_CLUSTER_SECRET_FILE)")
-	insecure := fs.Bool("insecure", envBool("insecure"), "run without a cluster secret: members do not authenticate each other, so anyone who reaches the Raft or gossip port can act as a member and change or delete anything; only for a trusted network or tests (env CEPNODE_INSECURE)")
-	pprofOn := fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address, to admin tokens only when the API has tokens (send one as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
-	logLevel := fs.String("log-level", env("log-level", "info"), "debug, info, warn or error (env CEPNODE_LOG_LEVEL)")
-	tailMax := fs.String("tail-max-streams", env("tail-max-streams", strconv.Itoa(d.TailMaxStreams)), "MatchService.Tail streams (cepctl tail) this node serves at once; one more is refused, so that no client can hold JetStream consumers and buffers without bound (env CEPNODE_TAIL_MAX_STREAMS)")
-	tailMaxCaller := fs.String("tail-max-per-caller", env("tail-max-per-caller", strconv.Itoa(d.TailMaxStreamsPerCaller)), "Tail streams one caller (its bearer token, else its host) holds at once on this node (env CEPNODE_TAIL_MAX_PER_CALLER)")
+	f := defineFlags(fs, d)
+	id, data, raftAddr, apiAddr, natsURL, natsCreds := f.id, f.data, f.raftAddr, f.apiAddr, f.natsURL, f.natsCreds
+	natsCA, natsPort, peers, gossipAddr, join, gossipKey := f.natsCA, f.natsPort, f.peers, f.gossipAddr, f.join, f.gossipKey
+	advertiseHost, deadAfter, autoSplit, replicas, shards, keyGroups := f.advertiseHost, f.deadAfter, f.autoSplit, f.replicas, f.shards, f.keyGroups
+	outboxLimit, outputMaxAge, outputMaxBytes, maxKeys, deployWait, savepointDir := f.outboxLimit, f.outputMaxAge, f.outputMaxBytes, f.maxKeys, f.deployWait, f.savepointDir
+	token, tokenFile, metricsAuth, tlsCert, tlsKey, tlsCA := f.token, f.tokenFile, f.metricsAuth, f.tlsCert, f.tlsKey, f.tlsCA
+	secretFile, insecure, pprofOn, logLevel, logFormat, showVersion := f.secretFile, f.insecure, f.pprofOn, f.logLevel, f.logFormat, f.showVersion
+	tailMax, tailMaxCaller := f.tailMax, f.tailMaxCaller
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n       cepnode secret    (prints a new cluster secret)\n       cepnode nats-config [--out FILE]    (a nats-server configuration with the cluster's NATS users)\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: cepnode [flags]\n       cepnode version\n       cepnode secret    (prints a new cluster secret)\n       cepnode nats-config [--out FILE]    (a nats-server configuration with the cluster's NATS users)\n\nRuns a node of the CEP cluster. With no flags: a single-node cluster with an\nembedded NATS JetStream server and its data under ./data.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *showVersion {
+		return printVersion(os.Stdout)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
@@ -115,7 +105,16 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %v", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var handler slog.Handler
+	switch *logFormat {
+	case "text":
+		handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	case "json":
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	default:
+		return fmt.Errorf("--log-format: %q is neither text nor json", *logFormat)
+	}
+	logger := slog.New(handler)
 	var err error
 	cfg := d // what no flag sets keeps its default
 	cfg.NodeID, cfg.DataDir, cfg.RaftAddr, cfg.APIAddr = *id, *data, *raftAddr, *apiAddr
@@ -135,14 +134,14 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	for _, f := range []struct {
-		name, v string
-		to      *int
+		name string
+		v    int
+		to   *int
 	}{{"max-keys", *maxKeys, &cfg.MaxKeys}, {"tail-max-streams", *tailMax, &cfg.TailMaxStreams}, {"tail-max-per-caller", *tailMaxCaller, &cfg.TailMaxStreamsPerCaller}} {
-		n, err := strconv.Atoi(f.v)
-		if err != nil || n < 1 {
-			return fmt.Errorf("--%s: %q is not a positive number", f.name, f.v)
+		if f.v < 1 {
+			return fmt.Errorf("--%s: %d is not a positive number", f.name, f.v)
 		}
-		*f.to = n
+		*f.to = f.v
 	}
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)
@@ -229,6 +228,94 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 }
 
+// nodeFlags are the values of cepnode's flags.
+type nodeFlags struct {
+	id             *string
+	data           *string
+	raftAddr       *string
+	apiAddr        *string
+	natsURL        *string
+	natsCreds      *string
+	natsCA         *string
+	natsPort       *int
+	peers          *string
+	gossipAddr     *string
+	join           *string
+	gossipKey      *string
+	advertiseHost  *string
+	deadAfter      *time.Duration
+	autoSplit      *bool
+	replicas       *int
+	shards         *int
+	keyGroups      *int
+	outboxLimit    *int
+	outputMaxAge   *time.Duration
+	outputMaxBytes *string
+	maxKeys        *int
+	deployWait     *time.Duration
+	savepointDir   *string
+	token          *string
+	tokenFile      *string
+	metricsAuth    *bool
+	tlsCert        *string
+	tlsKey         *string
+	tlsCA          *string
+	secretFile     *string
+	insecure       *bool
+	pprofOn        *bool
+	logLevel       *string
+	logFormat      *string
+	showVersion    *bool
+	tailMax        *int
+	tailMaxCaller  *int
+}
+
+// defineFlags defines cepnode's flags on fs, with the defaults of d.
+func defineFlags(fs *flag.FlagSet, d cluster.Config) *nodeFlags {
+	f := &nodeFlags{}
+	f.id = fs.String("id", d.NodeID, "node id, unique in the cluster")
+	f.data = fs.String("data", d.DataDir, "data directory: Raft logs, snapshots, embedded NATS store; one node at a time holds it (its pid in <data>/LOCK): a second one on it fails at once")
+	f.raftAddr = fs.String("raft-addr", d.RaftAddr, "listen address for Raft traffic of all groups: only members proving the cluster secret (and with TLS a certificate of --tls-ca) get past the handshake; without TLS the traffic is not encrypted")
+	f.apiAddr = fs.String("api-addr", d.APIAddr, "listen address of the Connect/gRPC API, /metrics, /healthz, /readyz; off loopback, give it tokens (--token-file) and TLS: without TLS tokens travel in clear, without tokens anyone reaching it may do anything")
+	f.natsURL = fs.String("nats", "", "URL of an external NATS server with JetStream, yours to secure (cepnode nats-config prints a configuration with the cluster's users); empty starts an embedded one, on loopback, which admits only the cluster's users")
+	f.natsCreds = fs.String("nats-creds", "", "credentials file for the external NATS; without it the node logs in as the cluster's NATS user cep-node, whose password is derived from the cluster secret")
+	f.natsCA = fs.String("nats-ca", "", "PEM file of the CA that signed the external NATS server's certificate, if not a system-trusted one")
+	f.natsPort = fs.Int("nats-port", d.NATSPort, "client port of the embedded NATS server")
+	f.peers = fs.String("peers", "", "the members a new cluster starts with, as id=raftaddr=apiaddr[=gossipaddr],... including this node; empty: a single-node cluster, or with --join a node joining one")
+	f.gossipAddr = fs.String("gossip-addr", "", "listen address (UDP and TCP) of the membership gossip, encrypted and authenticated with a key of the cluster secret; default: the host of --raft-addr, port 7946")
+	f.join = fs.String("join", "", "gossip addresses (host:port, comma-separated) of members of a running cluster: without --peers, this node joins that cluster and is given replicas (needs --nats)")
+	f.gossipKey = fs.String("gossip-key", "", "base64 of a 16, 24 or 32-byte key that encrypts and authenticates the membership gossip, the same on every node, instead of the key derived from the cluster secret (which encrypts it by default); with --insecure and no key the gossip is in clear and anyone reaching its port can announce members")
+	f.advertiseHost = fs.String("advertise-host", "", "host (name or IP) other nodes reach this one at, for a node not listed in --peers whose addresses are wildcards like 0.0.0.0")
+	f.deadAfter = fs.Duration("dead-after", d.DeadAfter, "how long a member may be unreachable before its replicas are moved to other nodes")
+	f.autoSplit = fs.Bool("auto-split", true, "split shards while the cluster has more nodes than shards, so that each node leads one (at most 32 shards with the default key groups; cepctl shard split splits by hand)")
+	f.replicas = fs.Int("replicas", d.Replicas, "replicas per shard, recorded at cluster creation (a shard has fewer while the cluster has fewer nodes)")
+	f.shards = fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
+	f.keyGroups = fs.Int("key-groups", d.KeyGroups, "number of key groups K, fixed at cluster creation")
+	f.outboxLimit = fs.Int("outbox-limit", d.OutboxLimit, "unpublished output records a shard holds before its leader stops reading, while JetStream does not take the output")
+	f.outputMaxAge = fs.Duration("output-max-age", 0, "remove output records (matches, timeouts, late events, dead letters) older than this from the output stream, at least 30m; 0 keeps the stream's limit (none when the cluster creates it)")
+	f.outputMaxBytes = fs.String("output-max-bytes", "", "remove the oldest output records once the output stream holds more than this many bytes (suffixes K, M, G, T: powers of 1024); empty keeps the stream's limit")
+	f.maxKeys = fs.Int("max-keys", d.MaxKeys, "keys a pattern may hold state for on one shard, unless its document sets a lower maxKeys: an event of a new key past it is dead-lettered, so a flood of distinct keys cannot exhaust memory; also the most a document's maxKeys may ask for")
+	f.deployWait = fs.Duration("deploy-wait", d.DeployWait, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
+	f.savepointDir = fs.String("savepoint-dir", "", "directory that dir:// savepoint targets and restore locations must lie in (a relative dir://NAME is taken inside it); anything resolving outside it, by .., an absolute path or a symbolic link, is refused, so API clients cannot make the node write or read files elsewhere; default: <--data>/savepoints")
+	f.token = fs.String("token", "", "an admin's bearer token for the API; without it and --token-file the API is open to anyone who reaches it; prefer the environment or --token-file, as a command line is visible to others on the machine")
+	f.tokenFile = fs.String("token-file", "", "file of the API's bearer tokens, one a line as ROLE TOKEN (ROLE admin: everything; operator: patterns, sources, savepoints and what reader may; reader: status, list, get, tail), # comments; calls without a valid token are refused")
+	f.metricsAuth = fs.Bool("metrics-auth", false, "/metrics wants a bearer token of role reader or more (needs --token or --token-file); without it anyone reaching the API address reads the metrics")
+	f.tlsCert = fs.String("tls-cert", "", "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use")
+	f.tlsKey = fs.String("tls-key", "", "PEM private key of --tls-cert: whoever holds it (with the cluster secret) can act as this node; keep it mode 0600")
+	f.tlsCA = fs.String("tls-ca", "", "PEM file of the CA(s) that sign the nodes' certificates and any client certificate")
+	f.secretFile = fs.String("cluster-secret-file", "", "file holding the cluster secret (64 hex digits; cepnode secret makes one): members prove with it that they belong on the Raft port, the gossip (encrypted with a key of it) and node-to-node calls; every node of a cluster needs the same. The environment variable CEPNODE_CLUSTER_SECRET may hold the value instead. A single new node without one makes one and keeps it in its data directory (cluster-secret), which later starts use")
+	f.insecure = fs.Bool("insecure", false, "run without a cluster secret: members do not authenticate each other, so anyone who reaches the Raft or gossip port can act as a member and change or delete anything; only for a trusted network or tests")
+	f.pprofOn = fs.Bool("pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the API address, to admin tokens only when the API has tokens (send one as a bearer token); the command line (/debug/pprof/cmdline) is not served, as it may hold secrets")
+	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
+	f.logFormat = fs.String("log-format", "text", "text (key=value lines) or json (one JSON object a line, for log collectors)")
+	fs.String("config", "", "YAML or JSON file (TOML when named *.toml) of flag values, keyed by flag name (id: n1, dead-after: 30s, ...); the command line overrides the environment, which overrides the file")
+	f.showVersion = fs.Bool("version", false, "print the version and exit")
+	f.tailMax = fs.Int("tail-max-streams", d.TailMaxStreams, "MatchService.Tail streams (cepctl tail) this node serves at once; one more is refused, so that no client can hold JetStream consumers and buffers without bound")
+	f.tailMaxCaller = fs.Int("tail-max-per-caller", d.TailMaxStreamsPerCaller, "Tail streams one caller (its bearer token, else its host) holds at once on this node")
+	withEnvNames(fs)
+	return f
+}
+
 // startAbandon bounds how long a start that a signal interrupted may take
 // to give up: past it cepnode exits without waiting for it.
 const startAbandon = time.Second
@@ -299,13 +386,6 @@ func flagError(err error) error {
 		msg = " needs --token or --token-file"
 	}
 	return errors.New(name + msg)
-}
-
-// envBool is a boolean flag's environment value (CEPNODE_<NAME>), false
-// when unset or not a boolean.
-func envBool(name string) bool {
-	b, _ := strconv.ParseBool(env(name, "false"))
-	return b
 }
 
 // clusterSecret reads the cluster secret from file, or from the

@@ -5,9 +5,11 @@ package hclogslog
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -60,10 +62,56 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.Off || !a.enabled(level) {
 		return
 	}
+	args = formatArgs(args)
 	if a.name != "" {
 		args = append([]any{"logger", a.name}, args...)
 	}
 	a.base.Log(context.Background(), slogLevel(level), msg, args...)
+}
+
+// formatArgs renders the values hclog formats itself (hclog.Fmt, Hex,
+// Octal, Binary, Quote) as hclog does, so that raft's
+// "servers", hclog.Fmt("%+v", ...) reads as the servers, not as a slice
+// of a format and its operands. Other values pass as they are; args is
+// not modified.
+func formatArgs(args []any) []any {
+	var out []any
+	for i := 1; i < len(args); i += 2 {
+		v, ok := formatValue(args[i])
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = append([]any(nil), args...)
+		}
+		out[i] = v
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+func formatValue(v any) (string, bool) {
+	switch v := v.(type) {
+	case hclog.Format:
+		if len(v) == 0 {
+			return "", true
+		}
+		if f, ok := v[0].(string); ok {
+			return fmt.Sprintf(f, v[1:]...), true
+		}
+		return fmt.Sprint(v...), true
+	case hclog.Hex:
+		return "0x" + strconv.FormatUint(uint64(v), 16), true
+	case hclog.Octal:
+		return "0" + strconv.FormatUint(uint64(v), 8), true
+	case hclog.Binary:
+		return "0b" + strconv.FormatUint(uint64(v), 2), true
+	case hclog.Quote:
+		return strconv.Quote(string(v)), true
+	}
+	return "", false
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
@@ -81,7 +129,7 @@ func (a *hclogAdapter) Name() string                  { return a.name }
 
 func (a *hclogAdapter) With(args ...any) hclog.Logger {
 	c := *a
-	c.base = a.base.With(args...)
+	c.base = a.base.With(formatArgs(args)...)
 	c.implied = append(a.implied[:len(a.implied):len(a.implied)], args...)
 	return &c
 }

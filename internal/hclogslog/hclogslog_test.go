@@ -2,6 +2,7 @@ package hclogslog
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -33,5 +34,31 @@ func TestLevelsNamesAndArgs(t *testing.T) {
 	}
 	if strings.Contains(got, "chatty") {
 		t.Errorf("an info line passed a warn floor:\n%s", got)
+	}
+}
+
+// Values hclog formats itself arrive formatted: raft logs its
+// configuration as "servers", hclog.Fmt("%+v", servers), which must read
+// as the servers, not as the format string and a slice.
+func TestFormattedValues(t *testing.T) {
+	var buf bytes.Buffer
+	type server struct{ ID, Address string }
+	servers := []server{{"n1", "127.0.0.1:7001"}, {"n2", "127.0.0.1:7002"}}
+	l := New(slog.New(slog.NewTextHandler(&buf, nil))).With("group", hclog.Fmt("shard-%d", 7))
+	l.Info("initial configuration", "index", 1, "servers", hclog.Fmt("%+v", servers),
+		"flags", hclog.Hex(255), "mode", hclog.Octal(8), "bits", hclog.Binary(5), "name", hclog.Quote("a b"))
+	got := buf.String()
+	want := []string{
+		`group=shard-7`,
+		`servers="` + fmt.Sprintf("%+v", servers) + `"`,
+		`flags=0xff`, `mode=010`, `bits=0b101`, `name="\"a b\""`,
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("no %s in:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "%+v") || strings.Contains(got, "%d") {
+		t.Errorf("a format string left unformatted:\n%s", got)
 	}
 }

@@ -86,8 +86,17 @@ type TailRequest struct {
 	// First sequence to deliver when start is TAIL_START_SEQUENCE; resume a
 	// broken tail with the last sequence received plus one.
 	StartSequence uint64 `protobuf:"varint,3,opt,name=start_sequence,json=startSequence,proto3" json:"start_sequence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Stream the dead letters (subjects cep.deadletter.>) instead of a
+	// pattern's records: events a pattern or the cluster refused, with the
+	// reason, and summaries of records too large to publish. Records have
+	// type "deadletter"; pattern must be empty. The same limits apply as to
+	// any tail.
+	DeadLetters bool `protobuf:"varint,10,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	// With dead_letters, only those of this source (cep.deadletter.<source>);
+	// empty: all of them.
+	DeadLetterSource string `protobuf:"bytes,11,opt,name=dead_letter_source,json=deadLetterSource,proto3" json:"dead_letter_source,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TailRequest) Reset() {
@@ -141,17 +150,31 @@ func (x *TailRequest) GetStartSequence() uint64 {
 	return 0
 }
 
+func (x *TailRequest) GetDeadLetters() bool {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return false
+}
+
+func (x *TailRequest) GetDeadLetterSource() string {
+	if x != nil {
+		return x.DeadLetterSource
+	}
+	return ""
+}
+
 // Record is one output record of a pattern.
 type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "match", "timeout" or "late".
+	// "match", "timeout" or "late"; "deadletter" for a dead letter.
 	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	// The record's deterministic id (the same on every node and after any
 	// failover; the output message id).
 	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	// Pattern name.
 	Pattern string `protobuf:"bytes,3,opt,name=pattern,proto3" json:"pattern,omitempty"`
-	// Partition key.
+	// Partition key (empty for a dead letter).
 	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
 	// The full record in pattern-v1 JSON, as published.
 	Json []byte `protobuf:"bytes,5,opt,name=json,proto3" json:"json,omitempty"`
@@ -237,11 +260,14 @@ var File_cep_v1_match_proto protoreflect.FileDescriptor
 
 const file_cep_v1_match_proto_rawDesc = "" +
 	"\n" +
-	"\x12cep/v1/match.proto\x12\x06cep.v1\"w\n" +
+	"\x12cep/v1/match.proto\x12\x06cep.v1\"\xc8\x01\n" +
 	"\vTailRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12'\n" +
 	"\x05start\x18\x02 \x01(\x0e2\x11.cep.v1.TailStartR\x05start\x12%\n" +
-	"\x0estart_sequence\x18\x03 \x01(\x04R\rstartSequence\"\x88\x01\n" +
+	"\x0estart_sequence\x18\x03 \x01(\x04R\rstartSequence\x12!\n" +
+	"\fdead_letters\x18\n" +
+	" \x01(\bR\vdeadLetters\x12,\n" +
+	"\x12dead_letter_source\x18\v \x01(\tR\x10deadLetterSource\"\x88\x01\n" +
 	"\x06Record\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +

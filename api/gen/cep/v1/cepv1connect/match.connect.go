@@ -41,7 +41,8 @@ const (
 type MatchServiceClient interface {
 	// Tail streams a pattern's records (matches, timeouts and late events) in
 	// publish order until the client cancels or the pattern is deleted, when
-	// the stream ends without error. Errors: NotFound (no such pattern),
+	// the stream ends without error; with dead_letters, the dead letters
+	// instead, until the client cancels. Errors: NotFound (no such pattern),
 	// InvalidArgument (start sequence beyond the end of the output),
 	// ResourceExhausted (too many tails open on the node, or by the caller;
 	// or, during the stream, a slow consumer: a client that let the node's
@@ -83,7 +84,8 @@ func (c *matchServiceClient) Tail(ctx context.Context, req *connect.Request[v1.T
 type MatchServiceHandler interface {
 	// Tail streams a pattern's records (matches, timeouts and late events) in
 	// publish order until the client cancels or the pattern is deleted, when
-	// the stream ends without error. Errors: NotFound (no such pattern),
+	// the stream ends without error; with dead_letters, the dead letters
+	// instead, until the client cancels. Errors: NotFound (no such pattern),
 	// InvalidArgument (start sequence beyond the end of the output),
 	// ResourceExhausted (too many tails open on the node, or by the caller;
 	// or, during the stream, a slow consumer: a client that let the node's

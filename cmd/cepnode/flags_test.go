@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cepcluster/cep/cluster"
+)
+
+// Every flag is read from its CEPNODE_* variable, and the README's table
+// lists each flag with that variable and, where it gives one literally,
+// its default.
+func TestEveryFlagHasItsVariable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{} // flag → its table row's cells
+	for _, m := range regexp.MustCompile("(?m)^\\| `(--[a-z-]+)` \\|(.*)\\|$").FindAllStringSubmatch(string(readme), -1) {
+		var cells []string
+		for _, c := range strings.Split(m[2], "|") {
+			cells = append(cells, strings.TrimSpace(c))
+		}
+		rows[m[1]] = cells
+	}
+	all := flag.NewFlagSet("cepnode", flag.ContinueOnError)
+	defineFlags(all, cluster.DefaultConfig())
+	n := 0
+	all.VisitAll(func(f *flag.Flag) {
+		n++
+		v := "CEPNODE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if !strings.HasSuffix(f.Usage, "(env "+v+")") {
+			t.Errorf("--%s: its help does not name %s: %q", f.Name, v, f.Usage)
+		}
+		row, ok := rows["--"+f.Name]
+		switch {
+		case !ok:
+			t.Errorf("the README's flag table lacks --%s", f.Name)
+		case len(row) != 3 || row[0] != "`"+v+"`":
+			t.Errorf("the README's row of --%s names %q, want `%s`", f.Name, row, v)
+		case strings.Count(row[1], "`") == 2 && strings.HasPrefix(row[1], "`") && strings.HasSuffix(row[1], "`") && f.DefValue != "" && strings.Trim(row[1], "`") != f.DefValue:
+			t.Errorf("the README gives --%s the default %s, cepnode %q", f.Name, row[1], f.DefValue)
+		}
+		delete(rows, "--"+f.Name)
+
+		// a value of the flag's type, not its default
+		val := "v-from-env"
+		switch f.Value.(flag.Getter).Get().(type) {
+		case bool:
+			val = map[string]string{"true": "false", "false": "true"}[f.DefValue]
+		case int:
+			val = "17"
+		case time.Duration:
+			val = "17s"
+		}
+		if f.Name == "config" {
+			val = filepath.Join(t.TempDir(), "empty.yaml")
+			os.WriteFile(val, nil, 0o600)
+		}
+		fs := flag.NewFlagSet("cepnode", flag.ContinueOnError)
+		defineFlags(fs, cluster.DefaultConfig())
+		t.Setenv(v, val)
+		if err := parseFlags(fs, nil); err != nil {
+			t.Errorf("%s=%s: %v", v, val, err)
+		} else if got := fs.Lookup(f.Name).Value.String(); got != val {
+			t.Errorf("%s=%s: --%s is %q", v, val, f.Name, got)
+		}
+		os.Unsetenv(v)
+	})
+	if n < 39 {
+		t.Errorf("%d flags, want at least 39", n)
+	}
+	for f := range rows {
+		if strings.HasPrefix(f, "--") && !strings.Contains(string(readme), "| "+"`"+f+"` | `CEPNODE_") {
+			continue // another table (ports, cepctl)
+		}
+		t.Errorf("the README's flag table lists %s, which cepnode does not have", f)
+	}
+}
+
+// runRefused runs cepnode with args, failing the test unless it returns
+// an error at once (the node never starts: old code that ignored a
+// variable would start one, and run until the deadline).
+func runRefused(t *testing.T, args ...string) (error, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	dir := t.TempDir()
+	err := Run(ctx, append([]string{"--data", dir + "/data", "--raft-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--nats-port", "-1"}, args...), &stderr)
+	if err == nil {
+		t.Fatalf("%v: started, want an error", args)
+	}
+	return err, stderr.String()
+}
+
+// A variable counts as its flag does: a value the flag refuses is refused
+// from the variable too, naming it.
+func TestVariablesAreRead(t *testing.T) {
+	for _, c := range []struct{ env, value, want string }{
+		{"CEPNODE_DEAD_AFTER", "1s", "--dead-after must be at least 10s"},
+		{"CEPNODE_REPLICAS", "0", "--replicas must be at least 1"},
+		{"CEPNODE_OUTBOX_LIMIT", "0", "--outbox-limit must be at least 1"},
+		{"CEPNODE_DEPLOY_WAIT", "0s", "--deploy-wait must be positive"},
+		{"CEPNODE_OUTPUT_MAX_AGE", "10m", "--output-max-age 10m0s: at least 30m0s"},
+		{"CEPNODE_OUTPUT_MAX_BYTES", "lots", `--output-max-bytes: "lots" is not a positive size`},
+		{"CEPNODE_KEY_GROUPS", "0", "--key-groups must be at least 1"},
+		{"CEPNODE_SHARDS", "-1", "--shards must not be negative"},
+		{"CEPNODE_PPROF", "maybe", `CEPNODE_PPROF`},
+		{"CEPNODE_AUTO_SPLIT", "maybe", `CEPNODE_AUTO_SPLIT`},
+		{"CEPNODE_MAX_KEYS", "0", "--max-keys: 0 is not a positive number"},
+		{"CEPNODE_LOG_FORMAT", "xml", `--log-format: "xml" is neither text nor json`},
+	} {
+		t.Run(c.env, func(t *testing.T) {
+			t.Setenv(c.env, c.value)
+			err, _ := runRefused(t)
+			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s=%s: %v, want one line with %q", c.env, c.value, err, c.want)
+			}
+		})
+	}
+}
+
+// The command line wins over the environment, which wins over the config
+// file, which wins over the defaults; YAML and JSON files both work.
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	yamlFile, jsonFile := filepath.Join(dir, "cepnode.yaml"), filepath.Join(dir, "cepnode.json")
+	os.WriteFile(yamlFile, []byte("# a node\noutput-max-bytes: from-file\nauto-split: false\njoin: [h1:7946, h2:7946]\n"), 0o600)
+	os.WriteFile(jsonFile, []byte(`{"output-max-bytes": "from-json", "replicas": 2}`), 0o600)
+
+	err, _ := runRefused(t, "--config", yamlFile)
+	if !strings.Contains(err.Error(), `"from-file"`) {
+		t.Errorf("file only: %v", err)
+	}
+	err, _ = runRefused(t, "--config", jsonFile)
+	if !strings.Contains(err.Error(), `"from-json"`) {
+		t.Errorf("JSON file: %v", err)
+	}
+	tomlFile := filepath.Join(dir, "cepnode.toml")
+	os.WriteFile(tomlFile, []byte("# a node\noutput-max-bytes = \"from-toml\"\nreplicas = 2\nauto-split = false\njoin = [\"h1:7946\", \"h2:7946\"]\n"), 0o600)
+	err, _ = runRefused(t, "--config", tomlFile)
+	if !strings.Contains(err.Error(), `"from-toml"`) {
+		t.Errorf("TOML file: %v", err)
+	}
+	fsT := flag.NewFlagSet("cepnode", flag.ContinueOnError)
+	fT := defineFlags(fsT, cluster.DefaultConfig())
+	if err := parseFlags(fsT, []string{"--config", tomlFile}); err != nil || *fT.replicas != 2 || *fT.autoSplit || *fT.join != "h1:7946,h2:7946" {
+		t.Errorf("from the TOML file: %v, replicas %d, auto-split %v, join %q", err, *fT.replicas, *fT.autoSplit, *fT.join)
+	}
+	t.Setenv("CEPNODE_OUTPUT_MAX_BYTES", "from-env")
+	err, _ = runRefused(t, "--config", yamlFile)
+	if !strings.Contains(err.Error(), `"from-env"`) {
+		t.Errorf("file and environment: %v", err)
+	}
+	err, _ = runRefused(t, "--config", yamlFile, "--output-max-bytes", "from-flag")
+	if !strings.Contains(err.Error(), `"from-flag"`) {
+		t.Errorf("file, environment and flag: %v", err)
+	}
+	os.Unsetenv("CEPNODE_OUTPUT_MAX_BYTES")
+	t.Setenv("CEPNODE_CONFIG", yamlFile)
+	err, _ = runRefused(t)
+	if !strings.Contains(err.Error(), `"from-file"`) {
+		t.Errorf("CEPNODE_CONFIG: %v", err)
+	}
+	os.Unsetenv("CEPNODE_CONFIG")
+
+	// the values a file gives reach the flags, a list joined by commas
+	fs := flag.NewFlagSet("cepnode", flag.ContinueOnError)
+	f := defineFlags(fs, cluster.DefaultConfig())
+	if err := parseFlags(fs, []string{"--config", yamlFile}); err != nil {
+		t.Fatal(err)
+	}
+	if *f.autoSplit || *f.join != "h1:7946,h2:7946" || *f.outputMaxBytes != "from-file" {
+		t.Errorf("from the file: auto-split %v, join %q, output-max-bytes %q", *f.autoSplit, *f.join, *f.outputMaxBytes)
+	}
+
+	for _, c := range []struct{ content, want string }{
+		{"bogus: 1\n", `--config ` + dir + `/bad.yaml: config file flag "bogus" not defined`},
+		{"replicas: three\n", `--config ` + dir + `/bad.yaml: error setting flag "replicas"`},
+		{"peers: {n1: x}\n", `--config ` + dir + `/bad.yaml: peers: not a string, number, boolean or list`},
+		{"- id\n", `--config ` + dir + `/bad.yaml: not a mapping`},
+		{"id: [\n", `--config ` + dir + `/bad.yaml: `},
+	} {
+		os.WriteFile(dir+"/bad.yaml", []byte(c.content), 0o600)
+		err, _ := runRefused(t, "--config", dir+"/bad.yaml")
+		if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line with %q", c.content, err, c.want)
+		}
+	}
+	if err, _ := runRefused(t, "--config", dir+"/none.yaml"); !strings.Contains(err.Error(), "--config "+dir+"/none.yaml: open") {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// --log-format json writes one JSON object a line, the hashicorp
+// libraries' lines too.
+func TestLogFormatJSON(t *testing.T) {
+	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(tokens, []byte("admin tok-admin-secret\n"), 0o644) // too open: a warning is logged
+	_, stderr := runRefused(t, "--log-format", "json", "--token-file", tokens, "--gossip-addr", taken.LocalAddr().String())
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	warned := false
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("not a JSON line: %q", l)
+			continue
+		}
+		if rec["level"] == "WARN" && strings.Contains(rec["msg"].(string), "token file") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no JSON warning about the token file in:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "tok-admin-secret") {
+		t.Error("a token logged")
+	}
+}
+
+// The version set at build time with -ldflags is what --version and
+// cepnode version print.
+func TestVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cepnode")
+	}
+	bin := filepath.Join(t.TempDir(), "cepnode")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/cepcluster/cep/internal/version.Version=v9.8.7-test", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"--version"}, {"version"}, {"--id", "n1", "--version"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "CEPNODE_DEAD_AFTER=nonsense") // not parsed for --version
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "cepnode v9.8.7-test") || strings.Count(string(out), "\n") != 1 {
+			t.Errorf("cepnode %v: %v, %q", args, err, out)
+		}
+	}
+}
