@@ -286,6 +286,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.DeadAfter < MinDeadAfter && (c.Testing == nil || !c.Testing.FastGossip):
 		return bad("DeadAfter", " must be at least %v (a node restarting or briefly partitioned would have its replicas moved)", MinDeadAfter)
+	case c.NATSHandOverAfter < time.Second:
+		return bad("NATSHandOverAfter", " must be at least 1s (a slow answer from NATS would move leaderships)")
 	case c.Replicas < 1:
 		return bad("Replicas", " must be at least 1")
 	case c.KeyGroups < 1:

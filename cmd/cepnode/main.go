@@ -121,7 +121,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.NATSURL, cfg.NATSCreds, cfg.NATSCA, cfg.NATSPort = *natsURL, *natsCreds, *natsCA, *natsPort
 	cfg.Shards, cfg.KeyGroups, cfg.APIToken, cfg.Logger, cfg.Pprof = *shards, *keyGroups, *token, logger, *pprofOn
 	cfg.OutboxLimit, cfg.DeployWait, cfg.DeadAfter, cfg.Replicas, cfg.NoAutoSplit = *outboxLimit, *deployWait, *deadAfter, *replicas, !*autoSplit
-	cfg.SavepointDir = *savepointDir
+	cfg.SavepointDir, cfg.NATSHandOverAfter = *savepointDir, *f.natsHandOverAfter
 	cfg.GossipAddr, cfg.AdvertiseHost, cfg.MetricsAuth = *gossipAddr, *advertiseHost, *metricsAuth
 	if *tokenFile != "" {
 		t, err := api.ReadTokenFile(*tokenFile)
@@ -230,44 +230,45 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 
 // nodeFlags are the values of cepnode's flags.
 type nodeFlags struct {
-	id             *string
-	data           *string
-	raftAddr       *string
-	apiAddr        *string
-	natsURL        *string
-	natsCreds      *string
-	natsCA         *string
-	natsPort       *int
-	peers          *string
-	gossipAddr     *string
-	join           *string
-	gossipKey      *string
-	advertiseHost  *string
-	deadAfter      *time.Duration
-	autoSplit      *bool
-	replicas       *int
-	shards         *int
-	keyGroups      *int
-	outboxLimit    *int
-	outputMaxAge   *time.Duration
-	outputMaxBytes *string
-	maxKeys        *int
-	deployWait     *time.Duration
-	savepointDir   *string
-	token          *string
-	tokenFile      *string
-	metricsAuth    *bool
-	tlsCert        *string
-	tlsKey         *string
-	tlsCA          *string
-	secretFile     *string
-	insecure       *bool
-	pprofOn        *bool
-	logLevel       *string
-	logFormat      *string
-	showVersion    *bool
-	tailMax        *int
-	tailMaxCaller  *int
+	id                *string
+	data              *string
+	raftAddr          *string
+	apiAddr           *string
+	natsURL           *string
+	natsCreds         *string
+	natsCA            *string
+	natsPort          *int
+	peers             *string
+	gossipAddr        *string
+	join              *string
+	gossipKey         *string
+	advertiseHost     *string
+	deadAfter         *time.Duration
+	natsHandOverAfter *time.Duration
+	autoSplit         *bool
+	replicas          *int
+	shards            *int
+	keyGroups         *int
+	outboxLimit       *int
+	outputMaxAge      *time.Duration
+	outputMaxBytes    *string
+	maxKeys           *int
+	deployWait        *time.Duration
+	savepointDir      *string
+	token             *string
+	tokenFile         *string
+	metricsAuth       *bool
+	tlsCert           *string
+	tlsKey            *string
+	tlsCA             *string
+	secretFile        *string
+	insecure          *bool
+	pprofOn           *bool
+	logLevel          *string
+	logFormat         *string
+	showVersion       *bool
+	tailMax           *int
+	tailMaxCaller     *int
 }
 
 // defineFlags defines cepnode's flags on fs, with the defaults of d.
@@ -287,6 +288,7 @@ func defineFlags(fs *flag.FlagSet, d cluster.Config) *nodeFlags {
 	f.gossipKey = fs.String("gossip-key", "", "base64 of a 16, 24 or 32-byte key that encrypts and authenticates the membership gossip, the same on every node, instead of the key derived from the cluster secret (which encrypts it by default); with --insecure and no key the gossip is in clear and anyone reaching its port can announce members")
 	f.advertiseHost = fs.String("advertise-host", "", "host (name or IP) other nodes reach this one at, for a node not listed in --peers whose addresses are wildcards like 0.0.0.0")
 	f.deadAfter = fs.Duration("dead-after", d.DeadAfter, "how long a member may be unreachable before its replicas are moved to other nodes")
+	f.natsHandOverAfter = fs.Duration("nats-handover-after", d.NATSHandOverAfter, "how long a shard leader may go without an answer from NATS before it hands its shard to a replica whose node reaches NATS (it reads and publishes nothing meanwhile)")
 	f.autoSplit = fs.Bool("auto-split", true, "split shards while the cluster has more nodes than shards, so that each node leads one (at most 32 shards with the default key groups; cepctl shard split splits by hand)")
 	f.replicas = fs.Int("replicas", d.Replicas, "replicas per shard, recorded at cluster creation (a shard has fewer while the cluster has fewer nodes)")
 	f.shards = fs.Int("shards", 0, "number of shards at cluster creation (default: the number of peers)")
@@ -352,7 +354,7 @@ func startNode(ctx context.Context, cfg cluster.Config, logger *slog.Logger) (*c
 // flags are the cepnode flags of the Config fields Validate or Start may
 // refuse.
 var flags = map[string]string{
-	"DeadAfter": "--dead-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
+	"DeadAfter": "--dead-after", "NATSHandOverAfter": "--nats-handover-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
 	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "OutputLimits.MaxAge": "--output-max-age",
 	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
 	"Secret": "--cluster-secret-file", "Insecure": "--insecure",
