@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -244,5 +246,17 @@ func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
 	}
 	defer closeAll()
 	r.log.Info("restoring savepoint", "savepoint", rm.Savepoint, "files", len(readers))
-	return r.sh.RestoreSavepoint(readers, rm.ID, time.Minute)
+	// positions in streams other than the saved ones, as the metadata log
+	// maps them: the installed state carries them to every replica
+	mapped := func(st *shard.State) {
+		for _, src := range slices.Sorted(maps.Keys(rm.Positions)) {
+			st.MapPositions(src, rm.Positions[src])
+			r.log.Info("savepoint positions mapped onto the source's stream", "savepoint", rm.Savepoint, "source", src, "after", rm.Positions[src])
+		}
+		for _, d := range slices.Sorted(maps.Keys(rm.Forwarded)) {
+			st.MapForwarded(d, rm.Forwarded[d])
+			r.log.Info("savepoint re-keying position mapped onto the origin's stream", "savepoint", rm.Savepoint, "source", d, "after", rm.Forwarded[d])
+		}
+	}
+	return r.sh.RestoreSavepoint(readers, rm.ID, mapped, time.Minute)
 }
