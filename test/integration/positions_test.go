@@ -1,0 +1,235 @@
+package integration
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
+	"github.com/cepcluster/cep/snapshot"
+)
+
+// positionsCluster is a one-node cluster with its own embedded NATS
+// server (a fresh cluster: its streams number from 1) and data directory,
+// whose savepoints go to dir.
+func positionsCluster(t *testing.T, dir string) (*testCluster, clients) {
+	t.Helper()
+	tc := newCluster(t, 3*time.Minute)
+	i := tc.addOne(cluster.Config{DataDir: filepath.Join(tc.base, "data"), SavepointDir: dir, Shards: 1})
+	return tc, tc.client(i)
+}
+
+// recordsByID reads the pattern's records of every cluster, each record
+// once: a record in the outbox at the savepoint is published by the
+// cluster restoring it too, under the same id.
+func recordsByID(t *testing.T, subject string, tcs ...*testCluster) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var out []string
+	for _, tc := range tcs {
+		for _, r := range tc.outputs(subject) {
+			var rec struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal([]byte(r), &rec); err != nil || rec.ID == "" {
+				t.Fatalf("record without an id: %s (%v)", r, err)
+			}
+			if !seen[rec.ID] {
+				seen[rec.ID] = true
+				out = append(out, r)
+			}
+		}
+	}
+	return withoutIDs(out)
+}
+
+// waitSame waits until the records of the clusters together are want
+// (the offline engine's over the events they applied).
+func waitSame(t *testing.T, want []string, what string, tcs ...*testCluster) {
+	t.Helper()
+	testutil.EventuallyEvery(t, 60*time.Second, 200*time.Millisecond, func() error {
+		if d := differsFromOffline(recordsByID(t, "cep.out.lfl", tcs...), want, ""); d != "" {
+			return fmt.Errorf("%s: %s", what, d)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // a record too many would show
+	got := recordsByID(t, "cep.out.lfl", tcs...)
+	if d := differsFromOffline(got, want, string(lflSpec)); d != "" {
+		t.Fatalf("%s: the records differ from the offline engine's: %s", what, d)
+	}
+}
+
+// A savepoint taken on cluster A and restored into a fresh cluster (its
+// own NATS, whose stream numbers from 1): by default the restore fails
+// naming the source and both streams, and changes nothing; with
+// from-start every event published to the new cluster is applied; keep
+// is what restores did before, skipping as many of the new stream's first
+// events as A had applied; from-time reads from the first message stored
+// at or after the time given. Each is checked against the offline engine
+// over exactly the events that should have been applied.
+func TestPositionsRestoreIntoFreshCluster(t *testing.T) {
+	spDir := t.TempDir()
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	all := bankEvents(11, 1500)
+	core, filler := all[:1500], all[1500:]
+	const n1 = 500
+	concat := func(parts ...[]string) []string { return slices.Concat(parts...) }
+
+	a, ca := positionsCluster(t, spDir)
+	if _, err := ca.sources.CreateSource(a.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
+		t.Fatal(err)
+	}
+	a.deploy(ca, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	a.publish("bank", keyOf, core[:n1])
+	var sp *cepv1.Savepoint
+	testutil.EventuallyEvery(t, 30*time.Second, 100*time.Millisecond, func() error {
+		res, err := ca.savepoints.CreateSavepoint(a.ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + spDir}))
+		if err != nil {
+			return err
+		}
+		sp = res.Msg.Savepoint
+		if len(sp.SourcePositions) != 1 || sp.SourcePositions[0].Sequence != n1 {
+			return fmt.Errorf("positions %v, want bank at %d", sp.SourcePositions, n1)
+		}
+		return nil
+	})
+	saved := sp.SourcePositions[0]
+	if saved.StreamCreated == nil {
+		t.Fatalf("the savepoint does not record the stream's identity: %v", saved)
+	}
+	restore := func(c clients, mapping cepv1.PositionMapping, from *timestamppb.Timestamp) (*cepv1.RestoreSavepointResponse, error) {
+		res, err := c.savepoints.RestoreSavepoint(a.ctx, req(&cepv1.RestoreSavepointRequest{
+			Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Location}, Positions: mapping, PositionsFrom: from}))
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Msg.PendingShards) > 0 {
+			t.Fatalf("shards %v did not restore", res.Msg.PendingShards)
+		}
+		return res.Msg, nil
+	}
+	created := func(tc *testCluster) time.Time {
+		st, err := tc.jetStream().Stream(tc.ctx, saved.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Created
+	}
+
+	t.Run("default refuses", func(t *testing.T) {
+		b, cb := positionsCluster(t, spDir)
+		// the same source as A's, so the stream exists before the restore
+		if _, err := cb.sources.CreateSource(b.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
+			t.Fatal(err)
+		}
+		_, err := restore(cb, cepv1.PositionMapping_POSITION_MAPPING_UNSPECIFIED, nil)
+		var msg string
+		if ce := (*connect.Error)(nil); errors.As(err, &ce) {
+			msg = ce.Message()
+		}
+		want := []string{`source "bank"`, snapshot.StreamIdentity(saved.Stream, saved.StreamCreated.AsTime().UnixNano()),
+			snapshot.StreamIdentity(saved.Stream, created(b).UnixNano()), "from-start"}
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || strings.Contains(msg, "\n") || !containsAll(msg, want) {
+			t.Fatalf("restore onto another stream: %v, want FailedPrecondition in one line naming %q", err, want)
+		}
+		if l, err := cb.patterns.ListPatterns(b.ctx, req(&cepv1.ListPatternsRequest{})); err != nil || len(l.Msg.Patterns) != 0 {
+			t.Fatalf("the refused restore changed the cluster: %v %v", l, err)
+		}
+	})
+
+	t.Run("from-start", func(t *testing.T) {
+		b, cb := positionsCluster(t, spDir)
+		if _, err := cb.sources.CreateSource(b.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
+			t.Fatal(err)
+		}
+		// what B's stream holds before the restore is read too
+		b.publish("bank", keyOf, core[n1:n1+200])
+		res, err := restore(cb, cepv1.PositionMapping_POSITION_MAPPING_FROM_START, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := res.SourcePositions; len(p) != 1 || p[0].Sequence != 0 || !p[0].StreamCreated.AsTime().Equal(created(b)) {
+			t.Fatalf("positions after the restore: %v", p)
+		}
+		b.publish("bank", keyOf, concat(core[n1+200:], filler))
+		want := withoutIDs(offline(t, lflSpec, concat(core, filler)))
+		waitSame(t, want, "from-start", a, b)
+	})
+
+	t.Run("keep", func(t *testing.T) {
+		c, cc := positionsCluster(t, spDir)
+		if _, err := cc.sources.CreateSource(c.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
+			t.Fatal(err)
+		}
+		res, err := restore(cc, cepv1.PositionMapping_POSITION_MAPPING_KEEP, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := res.SourcePositions; len(p) != 1 || p[0].Sequence != n1 {
+			t.Fatalf("positions after the restore: %v", p)
+		}
+		c.publish("bank", keyOf, concat(core[n1:], filler))
+		// the new stream's first n1 events are taken for A's and skipped
+		want := withoutIDs(offline(t, lflSpec, concat(core[:n1], core[2*n1:], filler)))
+		if !differs(want, withoutIDs(offline(t, lflSpec, concat(core, filler)))) {
+			t.Fatal("the events skipped change no record: the test would show nothing")
+		}
+		waitSame(t, want, "keep", a, c)
+	})
+
+	t.Run("from-time", func(t *testing.T) {
+		d, cd := positionsCluster(t, spDir)
+		if _, err := cd.sources.CreateSource(d.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
+			t.Fatal(err)
+		}
+		const before = 300 // published to D before the time given
+		d.publish("bank", keyOf, core[n1:n1+before])
+		st, err := d.jetStream().Stream(d.ctx, saved.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := st.GetMsg(d.ctx, st.CachedInfo().State.LastSeq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := last.Time.Add(time.Microsecond)
+		testutil.Eventually(t, 5*time.Second, func() error {
+			if !time.Now().After(from) {
+				return fmt.Errorf("the clock has not passed %v", from)
+			}
+			return nil
+		})
+		d.publish("bank", keyOf, concat(core[n1+before:], filler))
+		res, err := restore(cd, cepv1.PositionMapping_POSITION_MAPPING_FROM_TIME, timestamppb.New(from))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := res.SourcePositions; len(p) != 1 || p[0].Sequence != before {
+			t.Fatalf("positions after the restore: %v, want bank after %d", p, before)
+		}
+		want := withoutIDs(offline(t, lflSpec, concat(core[:n1], core[n1+before:], filler)))
+		waitSame(t, want, "from-time", a, d)
+	})
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func differs(a, b []string) bool { return strings.Join(a, "\n") != strings.Join(b, "\n") }
