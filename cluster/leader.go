@@ -45,8 +45,10 @@ type leader struct {
 	sh  *shard.Shard
 	ctx context.Context // ends when the node closes the replica
 	log *slog.Logger
-	// missing are the streams this leader found gone (watchStreams)
-	missing map[string]bool
+	// missing are the streams this leader found gone, replaced those it
+	// found created anew (watchStreams)
+	missing  map[string]bool
+	replaced map[string]bool
 	// logged is what logPatternErrors has logged of each pattern, by name
 	logged map[string]loggedFailures
 }
@@ -62,6 +64,7 @@ type loggedFailures struct {
 func (r *leader) run() {
 	r.log = r.n.log.With("shard", r.sh.ID())
 	r.missing = map[string]bool{}
+	r.replaced = map[string]bool{}
 	r.logged = map[string]loggedFailures{}
 	leaderCh := r.sh.LeaderCh()
 	var cancel context.CancelFunc
@@ -151,7 +154,7 @@ func (r *leader) session(ctx context.Context) {
 	}
 	wg.Add(5)
 	go func() { defer wg.Done(); r.manageMembers(ctx) }()
-	go func() { defer wg.Done(); r.watchStreams(ctx) }()
+	go func() { defer wg.Done(); r.watchStreams(ctx, fail) }()
 	go func() { defer wg.Done(); fail(r.publishRetrying(ctx)) }()
 	go func() { defer wg.Done(); fail(r.tick(ctx)) }()
 	// leadership moves to the preferred replica only after this session has

@@ -632,6 +632,10 @@ type Shard struct {
 	RestoreId string `protobuf:"bytes,12,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
 	// The index of this replica's last Raft snapshot; 0 for none.
 	SnapshotIndex uint64 `protobuf:"varint,13,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	// The streams the shard's leader does not read, and why, as
+	// "STREAM: reason", sorted (a stream created anew since its positions
+	// were applied: its sequences are not the ones they count in).
+	UnreadStreams []string `protobuf:"bytes,20,rep,name=unread_streams,json=unreadStreams,proto3" json:"unread_streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -755,6 +759,13 @@ func (x *Shard) GetSnapshotIndex() uint64 {
 		return x.SnapshotIndex
 	}
 	return 0
+}
+
+func (x *Shard) GetUnreadStreams() []string {
+	if x != nil {
+		return x.UnreadStreams
+	}
+	return nil
 }
 
 type ListShardsRequest struct {
@@ -1224,7 +1235,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12'\n" +
-	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\"\xfe\x03\n" +
+	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\"\xa5\x04\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -1241,7 +1252,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\x12\x1d\n" +
 	"\n" +
 	"restore_id\x18\f \x01(\tR\trestoreId\x12%\n" +
-	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\"6\n" +
+	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\x12%\n" +
+	"\x0eunread_streams\x18\x14 \x03(\tR\runreadStreams\"6\n" +
 	"\x11ListShardsRequest\x12!\n" +
 	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
