@@ -163,10 +163,11 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 			if err != nil {
 				continue
 			}
-			if md.Sequence.Consumer <= consumerSeq {
-				// the ordered consumer was created again (a reconnect, or
-				// its stream deleted): the stream must still be the one the
-				// positions count in, or its sequences mean something else
+			if consumerSeq == 0 || md.Sequence.Consumer <= consumerSeq {
+				// the first message, or the ordered consumer was created
+				// again (a reconnect, or its stream deleted): the stream
+				// must still be the one the positions count in, or its
+				// sequences mean something else
 				if err := flush(); err != nil {
 					return err
 				}

@@ -84,7 +84,6 @@ func TestPositionsRestoreIntoFreshCluster(t *testing.T) {
 	all := bankEvents(11, 1500)
 	core, filler := all[:1500], all[1500:]
 	const n1 = 500
-	concat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 
 	a, ca := positionsCluster(t, spDir)
 	if _, err := ca.sources.CreateSource(a.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
@@ -233,3 +232,104 @@ func containsAll(s string, parts []string) bool {
 }
 
 func differs(a, b []string) bool { return strings.Join(a, "\n") != strings.Join(b, "\n") }
+
+// A source stream deleted and created again behind the cluster's back
+// numbers its messages from 1, below the positions the shards applied:
+// read, its first events would be skipped as re-reads. The shard leaders
+// stop reading it instead, and say so (cep_read_paused{reason="stream"},
+// the shard's status); a savepoint restored with from-start then reads the
+// new stream whole, and the output is the offline engine's over every
+// event published, none skipped, none twice.
+func TestPositionsStreamCreatedAnew(t *testing.T) {
+	spDir := t.TempDir()
+	tc := newSingle(t, 3*time.Minute, cluster.Config{StreamCheckEvery: 100 * time.Millisecond, SavepointDir: spDir, Shards: 2})
+	ctx := tc.ctx
+	c := tc.deployOnBank(0, lflSpec)
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	all := bankEvents(13, 1500)
+	core, filler := all[:1500], all[1500:]
+	const n1 = 300
+	tc.publish("bank", keyOf, core[:n1])
+	// every shard has read its events of the first n1
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		for _, s := range []string{`shard="1"`, `shard="2"`} {
+			if lag, ok := tc.metricValue(0, "cep_ingest_lag_messages", s, `source="bank"`); !ok || lag != 0 {
+				return fmt.Errorf("%s: lag %v (%v)", s, lag, ok)
+			}
+		}
+		return nil
+	})
+	savepoint := func() *cepv1.Savepoint {
+		t.Helper()
+		res, err := c.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + spDir}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Msg.Savepoint
+	}
+	before := savepoint().SourcePositions
+	if len(before) != 1 || before[0].Sequence == 0 || before[0].Sequence > n1 {
+		t.Fatalf("positions before: %v", before)
+	}
+
+	js := tc.jetStream()
+	st, err := js.Stream(ctx, "CEP_SRC_BANK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if err := js.DeleteStream(ctx, "CEP_SRC_BANK"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	tc.publish("bank", keyOf, concat(core[n1:], filler))
+
+	// every shard's leader says it does not read the stream
+	testutil.EventuallyEvery(t, 20*time.Second, poll, func() error {
+		res, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+		if err != nil {
+			return err
+		}
+		for _, s := range res.Msg.Shards {
+			if len(s.UnreadStreams) != 1 || !strings.Contains(s.UnreadStreams[0], "CEP_SRC_BANK: created anew") {
+				return fmt.Errorf("shard %d: unread streams %q", s.Id, s.UnreadStreams)
+			}
+			if v, _ := tc.metricValue(0, "cep_read_paused", fmt.Sprintf(`shard="%d"`, s.Id), `stream="CEP_SRC_BANK"`, `reason="stream"`); v != 1 {
+				return fmt.Errorf("shard %d: cep_read_paused{reason=stream} %v", s.Id, v)
+			}
+		}
+		return nil
+	})
+	// and has read nothing of it: the positions are still the old stream's
+	sp := savepoint()
+	if p := sp.SourcePositions; len(p) != 1 || p[0].Sequence != before[0].Sequence || !p[0].StreamCreated.AsTime().Equal(before[0].StreamCreated.AsTime()) {
+		t.Fatalf("positions after the stream was created anew: %v, before %v", p, before)
+	}
+
+	// restoring the savepoint says where to read it from
+	restore := func(mapping cepv1.PositionMapping) error {
+		_, err := c.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{
+			Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Location}, Positions: mapping}))
+		return err
+	}
+	if err := restore(cepv1.PositionMapping_POSITION_MAPPING_UNSPECIFIED); connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), `source "bank"`) {
+		t.Fatalf("a restore onto the stream created anew without a mapping: %v", err)
+	}
+	if err := restore(cepv1.PositionMapping_POSITION_MAPPING_FROM_START); err != nil {
+		t.Fatal(err)
+	}
+	waitSame(t, withoutIDs(offline(t, lflSpec, concat(core, filler))), "the stream created anew, read from its start", tc)
+	res, err := c.cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Msg.Shards {
+		if len(s.UnreadStreams) != 0 {
+			t.Fatalf("shard %d still does not read %q", s.Id, s.UnreadStreams)
+		}
+	}
+}
+
+func concat(parts ...[]string) []string { return slices.Concat(parts...) }
