@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -239,8 +240,11 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	for _, p := range pats {
 		sp.PatternVersions = append(sp.PatternVersions, &cepv1.PatternVersion{Name: p.Name, Version: p.Version})
 	}
+	// the restore's id is "<savepoint>@<metadata index>"
+	_, at, _ := strings.Cut(rm.ID, "@")
+	index, _ := strconv.ParseUint(at, 10, 64)
 	return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: uint32(len(m.Shards)), PendingShards: pending,
-		SourcePositions: plan.sourcePositions(saved)}, nil
+		RestoredIndex: index, SourcePositions: plan.sourcePositions(saved)}, nil
 }
 
 // restoreWait is the least RestoreSavepoint waits for the shards to have
