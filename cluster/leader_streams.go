@@ -85,7 +85,7 @@ func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
 			case errors.Is(err, jetstream.ErrStreamNotFound) && !r.missing[stream]:
 				r.missing[stream] = true
 				r.n.streamMissing.WithLabelValues(id, stream).Set(1)
-				r.log.Warn("a stream this shard reads is gone: nothing more of it is read until it is back, and a stream created anew numbers its events from 1, at or below positions already applied, which are skipped as re-reads",
+				r.log.Warn("a stream this shard reads is gone: nothing more of it is read until it is back; a stream created anew numbers its events from 1, below positions already applied, and is not read until a savepoint restore maps the positions onto it (--positions)",
 					"stream", stream, "source", source)
 			case err == nil && r.missing[stream]:
 				delete(r.missing, stream)
