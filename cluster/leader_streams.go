@@ -93,6 +93,13 @@ func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
 				r.log.Info("the stream is back", "stream", stream, "source", source)
 			}
 		}
+		for stream := range r.replaced {
+			if _, read := streams[stream]; !read {
+				// no longer read (its source deleted): nothing to say of it
+				delete(r.replaced, stream)
+				r.n.unread.clear(r.sh.ID(), stream)
+			}
+		}
 		r.logPatternErrors()
 		select {
 		case <-ctx.Done():
