@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,8 +46,10 @@ type leader struct {
 	sh  *shard.Shard
 	ctx context.Context // ends when the node closes the replica
 	log *slog.Logger
-	// missing are the streams this leader found gone (watchStreams)
-	missing map[string]bool
+	// missing are the streams this leader found gone, replaced those it
+	// found created anew (watchStreams)
+	missing  map[string]bool
+	replaced map[string]bool
 	// logged is what logPatternErrors has logged of each pattern, by name
 	logged map[string]loggedFailures
 }
@@ -61,6 +65,7 @@ type loggedFailures struct {
 func (r *leader) run() {
 	r.log = r.n.log.With("shard", r.sh.ID())
 	r.missing = map[string]bool{}
+	r.replaced = map[string]bool{}
 	r.logged = map[string]loggedFailures{}
 	leaderCh := r.sh.LeaderCh()
 	var cancel context.CancelFunc
@@ -150,7 +155,7 @@ func (r *leader) session(ctx context.Context) {
 	}
 	wg.Add(6)
 	go func() { defer wg.Done(); r.manageMembers(ctx) }()
-	go func() { defer wg.Done(); r.watchStreams(ctx) }()
+	go func() { defer wg.Done(); r.watchStreams(ctx, fail) }()
 	go func() { defer wg.Done(); fail(r.publishRetrying(ctx)) }()
 	go func() { defer wg.Done(); fail(r.tick(ctx)) }()
 	// leadership moves to the preferred replica only after this session has
@@ -248,5 +253,17 @@ func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
 	}
 	defer closeAll()
 	r.log.Info("restoring savepoint", "savepoint", rm.Savepoint, "files", len(readers))
-	return r.sh.RestoreSavepoint(readers, rm.ID, time.Minute)
+	// positions in streams other than the saved ones, as the metadata log
+	// maps them: the installed state carries them to every replica
+	mapped := func(st *shard.State) {
+		for _, src := range slices.Sorted(maps.Keys(rm.Positions)) {
+			st.MapPositions(src, rm.Positions[src])
+			r.log.Info("savepoint positions mapped onto the source's stream", "savepoint", rm.Savepoint, "source", src, "after", rm.Positions[src])
+		}
+		for _, d := range slices.Sorted(maps.Keys(rm.Forwarded)) {
+			st.MapForwarded(d, rm.Forwarded[d])
+			r.log.Info("savepoint re-keying position mapped onto the origin's stream", "savepoint", rm.Savepoint, "source", d, "after", rm.Forwarded[d])
+		}
+	}
+	return r.sh.RestoreSavepoint(readers, rm.ID, mapped, time.Minute)
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"sync"
@@ -28,7 +29,7 @@ func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
 		derived = src.Name
 	}
 	return r.read(ctx, readSpec{
-		stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
+		source: src.Name, stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
 		op: func(events []shard.Event) shard.Op {
 			return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
 		},
@@ -44,7 +45,7 @@ func (r *leader) forward(ctx context.Context, origin *meta.Source, derived strin
 	var pos uint64
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
 	return r.read(ctx, readSpec{
-		stream: origin.Stream, filters: origin.Filter, from: pos,
+		source: origin.Name, stream: origin.Stream, filters: origin.Filter, from: pos,
 		op: func(events []shard.Event) shard.Op {
 			return shard.Op{Kind: shard.OpForward, Source: origin.Name, Target: derived, Events: events}
 		},
@@ -54,6 +55,7 @@ func (r *leader) forward(ctx context.Context, origin *meta.Source, derived strin
 
 // readSpec is what read reads and how it logs it.
 type readSpec struct {
+	source  string // whose stream it is (its identity is the source's)
 	stream  string
 	filters []string
 	from    uint64 // the last position applied
@@ -73,6 +75,9 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	if pos > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = pos + 1
+	}
+	if err := r.awaitOwnStream(ctx, rs); err != nil || ctx.Err() != nil {
+		return err
 	}
 	began := time.Now()
 	r.warnIfRemoved(ctx, rs.stream, pos)
@@ -117,6 +122,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var events []shard.Event
+	var consumerSeq uint64 // of the last message: it starts again when the consumer is created anew
 	flush := func() error {
 		if len(events) == 0 {
 			return nil
@@ -157,6 +163,19 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 			if err != nil {
 				continue
 			}
+			if consumerSeq == 0 || md.Sequence.Consumer <= consumerSeq {
+				// the first message, or the ordered consumer was created
+				// again (a reconnect, or its stream deleted): the stream
+				// must still be the one the positions count in, or its
+				// sequences mean something else
+				if err := flush(); err != nil {
+					return err
+				}
+				if _, _, replaced := r.streamReplaced(ctx, rs); replaced {
+					return fmt.Errorf("stream %s was created anew while it was read", rs.stream)
+				}
+			}
+			consumerSeq = md.Sequence.Consumer
 			block, ok := keygroup.BlockOfSubject(m.Subject(), r.n.keyGroups())
 			if !ok {
 				block = -1 // not partitioned as expected: counted as misrouted

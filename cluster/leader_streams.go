@@ -3,12 +3,16 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/snapshot"
 )
 
 // warnIfRemoved warns when the stream no longer holds the events after
@@ -33,37 +37,67 @@ func (r *leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
 // the cluster's back leaves its consumer waiting in silence (or sessions
 // that end as they start), and publishers without a stream: this says so,
 // once, in the log and in cep_source_stream_missing until it is back.
-// What it found outlives the session (r.missing); run clears it when the
-// leadership goes.
-func (r *leader) watchStreams(ctx context.Context) {
+// A stream created anew (its identity is not the one the metadata holds)
+// numbers its messages from 1 again, below positions already applied:
+// reading it would skip them as re-reads, so the session ends (fail) and
+// the next one does not read it (awaitOwnStream) until a restore says
+// where to read it from; the log, cep_read_paused{reason="stream"} and
+// the shard's status say so. What it found outlives the session
+// (r.missing, r.replaced); run clears it when the leadership goes.
+func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	t := time.NewTicker(r.n.cfg.StreamCheckEvery)
 	defer t.Stop()
 	for {
 		m, _ := r.n.meta.fsm.View()
 		streams := map[string]string{} // stream -> a source read from it
+		identity := map[string]int64{} // stream -> its creation as the metadata holds it
 		for _, name := range sourcesOf(m) {
 			if src := m.Sources[name]; src != nil {
-				streams[src.Stream] = name
+				streams[src.Stream], identity[src.Stream] = name, src.StreamCreated
 				if o := m.Sources[src.Origin]; src.Origin != "" && o != nil && forwarderOf(m, name) == r.sh.ID() {
-					streams[o.Stream] = o.Name
+					streams[o.Stream], identity[o.Stream] = o.Name, o.StreamCreated
 				}
 			}
 		}
 		for stream, source := range streams {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := r.n.js.Stream(cctx, stream)
+			st, err := r.n.js.Stream(cctx, stream)
 			cancel()
+			if err == nil {
+				created, want := st.CachedInfo().Created.UnixNano(), identity[stream]
+				switch {
+				case want != 0 && created != want && !r.replaced[stream]:
+					r.replaced[stream] = true
+					reason := fmt.Sprintf("created anew (%s; the positions count in %s): not read until a savepoint is restored with --positions",
+						snapshot.StreamIdentity(stream, created), snapshot.StreamIdentity(stream, want))
+					r.n.unread.set(r.sh.ID(), stream, reason)
+					r.log.Warn("a stream this shard reads was deleted and created again: it numbers its messages anew, below positions already applied, which would be skipped as re-reads; nothing of it is read until a savepoint is restored with --positions (from-start reads it whole)",
+						"stream", stream, "source", source, "now", snapshot.StreamIdentity(stream, created), "positions_count_in", snapshot.StreamIdentity(stream, want))
+					fail(fmt.Errorf("stream %s was created anew", stream)) // the next session does not read it
+				case (want == 0 || created == want) && r.replaced[stream]:
+					delete(r.replaced, stream)
+					r.n.unread.clear(r.sh.ID(), stream)
+					r.log.Info("the stream is the one the positions count in again", "stream", stream, "source", source)
+				}
+			}
 			switch {
 			case errors.Is(err, jetstream.ErrStreamNotFound) && !r.missing[stream]:
 				r.missing[stream] = true
 				r.n.streamMissing.WithLabelValues(id, stream).Set(1)
-				r.log.Warn("a stream this shard reads is gone: nothing more of it is read until it is back, and a stream created anew numbers its events from 1, at or below positions already applied, which are skipped as re-reads",
+				r.log.Warn("a stream this shard reads is gone: nothing more of it is read until it is back; a stream created anew numbers its events from 1, below positions already applied, and is not read until a savepoint restore maps the positions onto it (--positions)",
 					"stream", stream, "source", source)
 			case err == nil && r.missing[stream]:
 				delete(r.missing, stream)
 				r.n.streamMissing.WithLabelValues(id, stream).Set(0)
 				r.log.Info("the stream is back", "stream", stream, "source", source)
+			}
+		}
+		for stream := range r.replaced {
+			if _, read := streams[stream]; !read {
+				// no longer read (its source deleted): nothing to say of it
+				delete(r.replaced, stream)
+				r.n.unread.clear(r.sh.ID(), stream)
 			}
 		}
 		r.logPatternErrors()
@@ -111,4 +145,95 @@ func (r *leader) forgetMissingStreams() {
 		r.n.streamMissing.WithLabelValues(id, stream).Set(0)
 	}
 	clear(r.missing)
+	for stream := range r.replaced {
+		r.n.unread.clear(r.sh.ID(), stream)
+	}
+	clear(r.replaced)
+}
+
+// awaitOwnStream returns once the stream rs reads is the one the
+// metadata says its source's positions count in (or either is not known:
+// reading then reports a stream it cannot find), and while it is not,
+// reads nothing (cep_read_paused{reason="stream"}; watchStreams logs it):
+// the sequences of a stream created anew start below positions already
+// applied. It checks again when the metadata changes and every
+// StreamCheckEvery, until ctx ends.
+func (r *leader) awaitOwnStream(ctx context.Context, rs readSpec) error {
+	id := strconv.FormatUint(r.sh.ID(), 10)
+	paused := false
+	defer func() {
+		if paused {
+			r.n.readPaused.WithLabelValues(id, rs.stream, "stream").Set(0)
+		}
+	}()
+	for {
+		_, changed := r.n.meta.fsm.View()
+		want, created, replaced := r.streamReplaced(ctx, rs)
+		if !replaced {
+			return nil
+		}
+		if !paused {
+			paused = true
+			r.n.readPaused.WithLabelValues(id, rs.stream, "stream").Set(1)
+			r.log.Warn("not reading a stream created anew since the shard's positions of it were applied",
+				"stream", rs.stream, "source", rs.source, "now", snapshot.StreamIdentity(rs.stream, created), "positions_count_in", snapshot.StreamIdentity(rs.stream, want))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-time.After(r.n.cfg.StreamCheckEvery):
+		}
+	}
+}
+
+// streamReplaced reports whether the stream rs reads is known not to be
+// the one the metadata says its source's positions count in, with both
+// identities.
+func (r *leader) streamReplaced(ctx context.Context, rs readSpec) (want, created int64, replaced bool) {
+	m, _ := r.n.meta.fsm.View()
+	if s := m.Sources[rs.source]; s != nil && s.Stream == rs.stream {
+		want = s.StreamCreated
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	created, err := streamCreated(cctx, r.n.js, rs.stream)
+	cancel()
+	return want, created, err == nil && want != 0 && created != want
+}
+
+// unreadStreams are the streams this node's shard leaders do not read,
+// and why, for the shards' status; safe for concurrent use.
+type unreadStreams struct {
+	mu sync.Mutex
+	m  map[uint64]map[string]string // shard -> stream -> reason
+}
+
+func (u *unreadStreams) set(shardID uint64, stream, reason string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[uint64]map[string]string{}
+	}
+	if u.m[shardID] == nil {
+		u.m[shardID] = map[string]string{}
+	}
+	u.m[shardID][stream] = reason
+}
+
+func (u *unreadStreams) clear(shardID uint64, stream string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.m[shardID], stream)
+}
+
+// list is the shard's streams not read, as "STREAM: reason", sorted.
+func (u *unreadStreams) list(shardID uint64) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []string
+	for stream, reason := range u.m[shardID] {
+		out = append(out, stream+": "+reason)
+	}
+	sort.Strings(out)
+	return out
 }

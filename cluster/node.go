@@ -77,6 +77,8 @@ type Node struct {
 	streamMissing *prometheus.GaugeVec
 	// natsLink is what the node's probes found of its NATS connection
 	natsLink natsLink
+	// unread are the streams this node's shard leaders do not read, and why
+	unread unreadStreams
 
 	// lock is held on the data directory until Close has stopped all
 	lock *dataDirLock
@@ -130,7 +132,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	})
 	n.readPaused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cep_read_paused",
-		Help: "1 while a shard's leader does not read a stream: reason \"alignment\" (watermark alignment) or \"outbox\" (unpublished records at the outbox limit).",
+		Help: "1 while a shard's leader does not read a stream: reason \"alignment\" (watermark alignment), \"outbox\" (unpublished records at the outbox limit) or \"stream\" (the stream was created anew: its sequences are not those the shard's positions count in).",
 	}, []string{"shard", "stream", "reason"})
 	n.streamMissing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cep_source_stream_missing",

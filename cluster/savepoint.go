@@ -99,6 +99,9 @@ type savepointPart struct {
 	LoggedTimeMs int64  `json:"loggedTimeMs"`
 	Patterns     string `json:"patterns"`
 	Sources      string `json:"sources"`
+	// Streams: the identity of each source's stream, which the part's
+	// positions count in (savepointStreams)
+	Streams []snapshot.Source `json:"streams,omitempty"`
 }
 
 // savepointPartPath is the internal endpoint through which the metadata
@@ -135,7 +138,7 @@ func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, par
 	var positions map[string]uint64
 	sh.FSM().View(func(st *shard.State, index uint64) {
 		h := snapshot.Header{ID: part.File, Kind: snapshot.KindSavepoint, ClusterID: "cep",
-			CreatedIndex: index, LoggedTimeMs: part.LoggedTimeMs, Shards: part.Shards,
+			CreatedIndex: index, LoggedTimeMs: part.LoggedTimeMs, Shards: part.Shards, Sources: part.Streams,
 			Metadata: map[string]string{metaPatterns: part.Patterns, metaSources: part.Sources}}
 		werr = st.WriteSnapshot(sink, h)
 		positions = st.Positions()
@@ -296,7 +299,7 @@ func resolveExisting(p string) (string, error) {
 
 // verifySavepoint checks a savepoint before a restore proposes it and
 // returns its header (the first part's) with the patterns and sources it
-// carries. Each part is read twice — here whole, with its checksums
+// carries, and per source the lowest position over its parts. Each part is read twice — here whole, with its checksums
 // (Reader.Verify: every section and the whole file) and its sections
 // decoded as its shard would (shard.RestoreState, one part at a time), and
 // again by the shards restoring it — rather than kept in memory between.
@@ -304,19 +307,20 @@ func resolveExisting(p string) (string, error) {
 // every key group once; the patterns and sources pass a deploy's checks
 // (checkPattern, checkSource), and read only sources the savepoint or
 // the cluster has.
-func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *meta.Meta) (snapshot.Header, []meta.Pattern, []meta.Source, error) {
+func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *meta.Meta) (snapshot.Header, []meta.Pattern, []meta.Source, map[string]uint64, error) {
 	readers, closeAll, err := openSavepoint(ctx, store, id)
 	if err != nil {
-		return snapshot.Header{}, nil, nil, err
+		return snapshot.Header{}, nil, nil, nil, err
 	}
 	defer closeAll()
 	h := readers[0].Header()
 	bad := func(code error, format string, a ...any) error {
 		return fmt.Errorf("%w: savepoint %q: %s", code, id, fmt.Sprintf(format, a...))
 	}
-	fail := func(err error) (snapshot.Header, []meta.Pattern, []meta.Source, error) {
-		return snapshot.Header{}, nil, nil, err
+	fail := func(err error) (snapshot.Header, []meta.Pattern, []meta.Source, map[string]uint64, error) {
+		return snapshot.Header{}, nil, nil, nil, err
 	}
+	var partPositions []map[string]uint64
 	if h.KeyGroups != m.KeyGroups {
 		return fail(fmt.Errorf("%w: savepoint has %d key groups, this cluster %d", api.ErrFailedPrecondition, h.KeyGroups, m.KeyGroups))
 	}
@@ -332,6 +336,10 @@ func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *me
 			return fail(bad(api.ErrInvalidArgument, "part %s has %d key groups of cluster %q, part %s %d of %q", part, ph.KeyGroups, ph.ClusterID, h.ID, h.KeyGroups, h.ClusterID))
 		case ph.Metadata[metaPatterns] != h.Metadata[metaPatterns] || ph.Metadata[metaSources] != h.Metadata[metaSources]:
 			return fail(bad(api.ErrInvalidArgument, "part %s lists other patterns or sources than part %s", part, h.ID))
+		case !slices.EqualFunc(ph.Sources, h.Sources, func(a, b snapshot.Source) bool {
+			return a.Name == b.Name && a.Stream == b.Stream && a.StreamCreated == b.StreamCreated
+		}):
+			return fail(bad(api.ErrInvalidArgument, "part %s records other streams than part %s", part, h.ID))
 		}
 		if err := ctx.Err(); err != nil {
 			return fail(err)
@@ -339,9 +347,11 @@ func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *me
 		if err := r.Verify(); err != nil {
 			return fail(bad(damaged(err), "part %s: %v", part, err))
 		}
-		if _, err := shard.RestoreState([]*snapshot.Reader{r}, ph.FirstKeyGroup, ph.LastKeyGroup); err != nil {
+		st, err := shard.RestoreState([]*snapshot.Reader{r}, ph.FirstKeyGroup, ph.LastKeyGroup)
+		if err != nil {
 			return fail(bad(api.ErrDataLoss, "part %s does not decode: %v", part, err))
 		}
+		partPositions = append(partPositions, st.Positions())
 		spans = append(spans, span{ph.FirstKeyGroup, ph.LastKeyGroup})
 	}
 	slices.SortFunc(spans, func(a, b span) int { return a.first - b.first })
@@ -399,5 +409,19 @@ func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *me
 			}
 		}
 	}
-	return h, pats, srcs, nil
+	saved := map[string]uint64{}
+	for _, s := range srcs {
+		lowest, all := uint64(0), true
+		for i, pp := range partPositions {
+			p, ok := pp[s.Name]
+			all = all && ok
+			if i == 0 || p < lowest {
+				lowest = p
+			}
+		}
+		if all {
+			saved[s.Name] = lowest
+		}
+	}
+	return h, pats, srcs, saved, nil
 }

@@ -181,6 +181,7 @@ func (n *Node) localShards() []*cepv1.Shard {
 			s.OutboxRecords = uint64(len(st.Outbox()))
 			s.RestoreId = st.RestoreID()
 		})
+		s.UnreadStreams = n.unread.list(sh.ID())
 		out = append(out, s)
 	}
 	return out

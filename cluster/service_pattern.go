@@ -272,8 +272,12 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 		if err != nil {
 			return nil, fmt.Errorf("%w: create the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
+		created, err := streamCreated(ctx, b.s.n.js, stream)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the stream re-keying %s: %v", api.ErrUnavailable, src, err)
+		}
 		_, err = b.s.n.Propose(ctx, meta.PutSource{Source: &meta.Source{
-			Name: d, Stream: stream, Subjects: []string{keygroup.SourceWildcard(d)}, Key: p.KeyExpr(), Origin: src, Managed: true}})
+			Name: d, Stream: stream, Subjects: []string{keygroup.SourceWildcard(d)}, Key: p.KeyExpr(), Origin: src, Managed: true, StreamCreated: created}})
 		if err != nil && !errors.Is(err, meta.ErrExists) {
 			return nil, mapErr(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,11 +49,12 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	}
 	pj, _ := json.Marshal(pats)
 	sj, _ := json.Marshal(srcs)
+	streams := savepointStreams(ctx, n.js, m)
 	positions := map[string]uint64{}
 	seen := map[string]bool{}
 	for _, info := range m.Shards {
 		part := savepointPart{Shard: info.ID, Target: r.Target, File: savepointFile(id, info.ID), Shards: len(m.Shards),
-			LoggedTimeMs: now.UnixMilli(), Patterns: string(pj), Sources: string(sj)}
+			LoggedTimeMs: now.UnixMilli(), Patterns: string(pj), Sources: string(sj), Streams: streams}
 		var got map[string]uint64
 		if n.localShard(info.ID) != nil {
 			got, err = n.writeSavepointPart(ctx, store, part)
@@ -75,11 +77,11 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	}
 	sp := toSavepoint(res.(*meta.Savepoint), m)
 	for _, src := range slices.Sorted(maps.Keys(positions)) {
-		stream := ""
-		if s := m.Sources[src]; s != nil {
-			stream = s.Stream
+		stream, created := "", int64(0)
+		if i := slices.IndexFunc(streams, func(s snapshot.Source) bool { return s.Name == src }); i >= 0 {
+			stream, created = streams[i].Stream, streams[i].StreamCreated
 		}
-		sp.SourcePositions = append(sp.SourcePositions, &cepv1.SourcePosition{Source: src, Stream: stream, Sequence: positions[src]})
+		sp.SourcePositions = append(sp.SourcePositions, &cepv1.SourcePosition{Source: src, Stream: stream, Sequence: positions[src], StreamCreated: timestamp(created)})
 	}
 	return &cepv1.CreateSavepointResponse{Savepoint: sp}, nil
 }
@@ -164,6 +166,10 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	default:
 		return nil, fmt.Errorf("%w: name a savepoint by id or location", api.ErrInvalidArgument)
 	}
+	mode, err := positionModeOf(r)
+	if err != nil {
+		return nil, err
+	}
 	if r.ShardCount != 0 && int(r.ShardCount) != len(m.Shards) {
 		return nil, fmt.Errorf("%w: this cluster has %d shards; to restore into %d, start a cluster with --shards %d and restore there (a savepoint restores into any layout)", api.ErrFailedPrecondition, len(m.Shards), r.ShardCount, r.ShardCount)
 	}
@@ -189,7 +195,7 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	// every part, read whole, and every pattern and source it carries, are
 	// checked before anything is proposed: a savepoint a shard could not
 	// restore, or metadata a deploy would refuse, leaves the cluster as it is
-	h, pats, srcs, err := verifySavepoint(ctx, store, id, m)
+	h, pats, srcs, saved, err := verifySavepoint(ctx, store, id, m)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +216,19 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 			return nil, fmt.Errorf("%w: source %s (stream %s): %v", api.ErrUnavailable, s.Name, s.Stream, err)
 		}
 	}
-	res, err := n.Propose(ctx, meta.RestoreSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: loc}, Patterns: pats, Sources: srcs})
+	// the positions of a source whose stream is not the one they count in
+	// mean nothing there: refused, or mapped as asked, the mapping logged
+	// with the restore so that every shard applies the same
+	plan, err := planPositions(ctx, n.js, m, srcs, h.Sources, mode)
+	if err != nil {
+		return nil, err
+	}
+	cmd := meta.RestoreSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: loc}, Patterns: pats, Sources: srcs}
+	plan.apply(&cmd)
+	for _, note := range plan.notes {
+		n.log.Info("savepoint restore: positions mapped", "savepoint", id, "mapping", note)
+	}
+	res, err := n.Propose(ctx, cmd)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -222,7 +240,11 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	for _, p := range pats {
 		sp.PatternVersions = append(sp.PatternVersions, &cepv1.PatternVersion{Name: p.Name, Version: p.Version})
 	}
-	return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: uint32(len(m.Shards)), PendingShards: pending}, nil
+	// the restore's id is "<savepoint>@<metadata index>"
+	_, at, _ := strings.Cut(rm.ID, "@")
+	index, _ := strconv.ParseUint(at, 10, 64)
+	return &cepv1.RestoreSavepointResponse{Savepoint: sp, ShardCount: uint32(len(m.Shards)), PendingShards: pending,
+		RestoredIndex: index, SourcePositions: plan.sourcePositions(saved)}, nil
 }
 
 // restoreWait is the least RestoreSavepoint waits for the shards to have

@@ -72,6 +72,12 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		}
 		sm = &meta.Source{Name: r.Name, Stream: stream, Subjects: []string{keygroup.SourceWildcard(r.Name)}, Key: r.Key, Managed: true}
 	}
+	// the identity of the stream its positions will count in
+	created, err := streamCreated(ctx, b.s.n.js, sm.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: %v", api.ErrUnavailable, sm.Stream, err)
+	}
+	sm.StreamCreated = created
 	res, err := b.s.n.Propose(ctx, meta.PutSource{Source: sm})
 	if err != nil {
 		return nil, mapErr(err)

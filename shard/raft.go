@@ -573,12 +573,19 @@ func (s *Shard) SnapshotIndex() uint64 {
 // state of its key groups in a savepoint (files written under any shard
 // layout), recording restoreID in it. It runs on the leader: Raft installs
 // the result as a snapshot and sends it to the followers.
-func (s *Shard) RestoreSavepoint(readers []*snapshot.Reader, restoreID string, timeout time.Duration) error {
+//
+// mapped, when not nil, changes the restored state before it is installed
+// (positions mapped onto other streams): what it sets reaches every
+// replica with the state, so it must depend only on the log.
+func (s *Shard) RestoreSavepoint(readers []*snapshot.Reader, restoreID string, mapped func(*State), timeout time.Duration) error {
 	st, err := RestoreState(readers, s.cfg.First, s.cfg.Last)
 	if err != nil {
 		return err
 	}
 	st.SetRestoreID(restoreID)
+	if mapped != nil {
+		mapped(st)
+	}
 	var buf bytes.Buffer
 	h := snapshot.Header{ID: "restore", Kind: snapshot.KindRaftSnapshot, ClusterID: s.cfg.ClusterID}
 	if err := st.WriteSnapshot(&buf, h); err != nil {

@@ -289,6 +289,28 @@ func (s *State) skip(source, target string, seq uint64) {
 	}
 }
 
+// MapPositions makes every key group resume source after seq, whatever it
+// had applied (lower or higher): its positions counted in another stream
+// than the one it is read from now. The origin positions of a derived
+// source's copies are forgotten with them.
+func (s *State) MapPositions(source string, seq uint64) {
+	for _, pos := range s.positions {
+		pos[source] = seq
+		delete(pos, originKey(source))
+	}
+}
+
+// MapForwarded makes the re-keying of the derived source resume after
+// origin position seq (the origin's stream is another than the one its
+// position counted in); the origin positions its readers skip copies by
+// are forgotten, as they counted in that other stream.
+func (s *State) MapForwarded(derived string, seq uint64) {
+	s.forwarded[derived] = seq
+	for _, pos := range s.positions {
+		delete(pos, originKey(derived))
+	}
+}
+
 // Reads reports whether a deployed pattern reads source, by its name or as
 // the derived source it reads instead of one.
 func (s *State) Reads(source string) bool { return len(s.Readers(source)) > 0 }

@@ -443,3 +443,28 @@ func TestPatternFailures(t *testing.T) {
 		t.Errorf("ab: %+v", f)
 	}
 }
+
+// MapPositions moves a read source's positions down as well as up (unlike
+// OpSkip): after it, the events numbered above the mapped position are
+// read even where they are at or below what was applied before — a new
+// stream's numbering.
+func TestMapPositions(t *testing.T) {
+	s := NewState(0, 15, 16)
+	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}})
+	s.Apply(&Batch{Ops: []Op{eventsOp(ev(1, "x", "N", 1), ev(2, "x", "N", 2), ev(3, "x", "N", 3))}})
+	s.MapPositions("src", 0)
+	for kg := 0; kg < 16; kg++ {
+		if p := s.Position(kg, "src"); p != 0 {
+			t.Fatalf("key group %d at %d after mapping to 0", kg, p)
+		}
+	}
+	// the new stream's 1 and 2 are new events, not re-reads
+	s.Apply(&Batch{Ops: []Op{eventsOp(ev(1, "x", "A", 10), ev(2, "x", "B", 20), ev(3, "x", "C", 99))}})
+	if c := s.Counters(); c.Duplicates != 0 || len(s.Outbox()) != 1 {
+		t.Fatalf("counters %+v, outbox %v", c, payloads(s))
+	}
+	s.MapForwarded("src.kuser", 7)
+	if f := s.Forwarded()["src.kuser"]; f != 7 {
+		t.Fatalf("forwarded %d, want 7", f)
+	}
+}

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"time"
 	"unicode/utf8"
 )
 
@@ -65,6 +66,35 @@ type Source struct {
 	Name     string   `json:"name"`
 	Stream   string   `json:"stream"`
 	Subjects []string `json:"subjects,omitempty"`
+	// StreamCreated is when JetStream created Stream, in Unix nanoseconds
+	// (its StreamInfo.Created). With Stream it identifies the stream the
+	// file's positions of the source count in: a stream deleted and created
+	// again, or another cluster's of the same name, numbers its messages
+	// anew and has another creation time. 0: not known (files written
+	// before it was recorded).
+	StreamCreated int64 `json:"streamCreated,omitempty"`
+}
+
+// StreamIdentity names a stream as Source identifies it: "NAME created
+// <RFC 3339 time>", or "NAME (creation not recorded)".
+func StreamIdentity(stream string, created int64) string {
+	if created == 0 {
+		return stream + " (creation not recorded)"
+	}
+	return stream + " created " + time.Unix(0, created).UTC().Format(time.RFC3339Nano)
+}
+
+// SameStream reports whether a stream recorded as (stream, created) is
+// known to be the one now named cur and created curCreated; known is false
+// when a creation time is missing and only the names could be compared.
+func SameStream(stream string, created int64, cur string, curCreated int64) (same, known bool) {
+	if stream != cur {
+		return false, true
+	}
+	if created == 0 || curCreated == 0 {
+		return true, false
+	}
+	return created == curCreated, true
 }
 
 // HeaderError reports an invalid header field.
@@ -119,6 +149,9 @@ func (h *Header) Validate() error {
 	for i, s := range h.Sources {
 		if s.Name == "" {
 			return herr(fmt.Sprintf("sources[%d].name", i), "empty")
+		}
+		if s.StreamCreated < 0 {
+			return herr(fmt.Sprintf("sources[%d].streamCreated", i), "%d is before 1970", s.StreamCreated)
 		}
 	}
 	return nil

@@ -341,12 +341,18 @@ func (m *Meta) applyRestoreSavepoint(idx uint64, c RestoreSavepoint) (any, error
 	}
 	for i := range c.Sources {
 		s := c.Sources[i]
-		if m.Sources[s.Name] == nil {
+		cur := m.Sources[s.Name]
+		switch {
+		case cur == nil:
 			s.CreatedIndex = idx
 			m.Sources[s.Name] = &s
+		case cur.Stream == s.Stream && s.StreamCreated != 0:
+			// the positions now count in the stream the proposer found
+			cur.StreamCreated = s.StreamCreated
 		}
 	}
-	m.Restore = &Restore{ID: fmt.Sprintf("%s@%d", sp.ID, idx), Savepoint: sp.ID, Location: sp.Location}
+	m.Restore = &Restore{ID: fmt.Sprintf("%s@%d", sp.ID, idx), Savepoint: sp.ID, Location: sp.Location,
+		Positions: c.Positions, Forwarded: c.Forwarded}
 	return m.Restore, nil
 }
 

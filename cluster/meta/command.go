@@ -75,11 +75,16 @@ type DeleteSavepoint struct {
 }
 
 // RestoreSavepoint asks every shard to restore Savepoint; its Patterns
-// replace the cluster's, its Sources are added where missing.
+// replace the cluster's, its Sources are added where missing (with the
+// identity of the stream as the proposer found it). Positions and
+// Forwarded are the positions mapped onto streams other than the saved
+// ones (Restore).
 type RestoreSavepoint struct {
-	Savepoint *Savepoint `json:"savepoint,omitempty"`
-	Patterns  []Pattern  `json:"patterns,omitempty"`
-	Sources   []Source   `json:"sources,omitempty"`
+	Savepoint *Savepoint        `json:"savepoint,omitempty"`
+	Patterns  []Pattern         `json:"patterns,omitempty"`
+	Sources   []Source          `json:"sources,omitempty"`
+	Positions map[string]uint64 `json:"positions,omitempty"`
+	Forwarded map[string]uint64 `json:"forwarded,omitempty"`
 }
 
 // PutNode: a node joins, or its addresses change. For an id removed

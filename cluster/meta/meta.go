@@ -69,6 +69,12 @@ type Restore struct {
 	ID        string `json:"id"` // unique per restore request: savepoint id @ log index
 	Savepoint string `json:"savepoint"`
 	Location  string `json:"location"` // store location, without the id
+	// Positions maps a source to the position its key groups resume after,
+	// replacing the saved ones (its stream is not the one they count in);
+	// Forwarded does the same for the origin position a derived source is
+	// re-keyed from. A source in neither keeps its saved positions.
+	Positions map[string]uint64 `json:"positions,omitempty"`
+	Forwarded map[string]uint64 `json:"forwarded,omitempty"`
 }
 
 // ShardInfo is one entry of the shard map.
@@ -144,7 +150,13 @@ type Source struct {
 	// its forwarder filtering by Filter when set.
 	Unpartitioned bool     `json:"unpartitioned,omitempty"`
 	Filter        []string `json:"filter,omitempty"`
-	CreatedIndex  uint64   `json:"createdIndex"`
+	// StreamCreated is when JetStream created Stream (Unix ns, as the
+	// proposer read it from the stream's info): with Stream, the identity of
+	// the stream the shards' positions of the source count in. A stream
+	// deleted and created again has another; 0: not known (a source
+	// recorded before identities were).
+	StreamCreated int64  `json:"streamCreated,omitempty"`
+	CreatedIndex  uint64 `json:"createdIndex"`
 }
 
 // Savepoint records a completed savepoint.

@@ -367,3 +367,42 @@ func TestTombstonesKeepMetadataSmall(t *testing.T) {
 		t.Fatalf("forget of a deployed pattern: %v", err)
 	}
 }
+
+// A restore logs the positions mapped onto other streams with the restore
+// the shards act on, and the sources' stream identity becomes the one the
+// proposer found: a source the cluster has takes it when its stream is
+// the same by name, a new one is added with it.
+func TestMetaRestoreMapsPositions(t *testing.T) {
+	m := New()
+	m.Apply(1, PutSource{Source: &Source{Name: "bank", Stream: "CEP_SRC_BANK", Managed: true, StreamCreated: 100}})
+	m.Apply(2, PutSource{Source: &Source{Name: "other", Stream: "OTHER", StreamCreated: 5}})
+	res, err := m.Apply(3, RestoreSavepoint{Savepoint: &Savepoint{ID: "sp-1", Location: "dir://x"},
+		Sources: []Source{
+			{Name: "bank", Stream: "CEP_SRC_BANK", Managed: true, StreamCreated: 200},
+			{Name: "other", Stream: "ELSEWHERE", StreamCreated: 7},
+			{Name: "new", Stream: "CEP_SRC_NEW", StreamCreated: 300},
+		},
+		Positions: map[string]uint64{"bank": 0, "new": 12}, Forwarded: map[string]uint64{"bank.kx": 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.(*Restore)
+	if r.ID != "sp-1@3" || len(r.Positions) != 2 || r.Positions["new"] != 12 || r.Forwarded["bank.kx"] != 3 {
+		t.Fatalf("restore %+v", r)
+	}
+	if got := m.Sources["bank"].StreamCreated; got != 200 {
+		t.Errorf("bank's stream identity %d, want the one found at the restore (200)", got)
+	}
+	if got := m.Sources["other"]; got.Stream != "OTHER" || got.StreamCreated != 5 {
+		t.Errorf("a source of another stream changed: %+v", got)
+	}
+	if got := m.Sources["new"]; got == nil || got.StreamCreated != 300 || got.CreatedIndex != 3 {
+		t.Errorf("added source %+v", got)
+	}
+	// the mapping is part of the metadata every node holds (snapshots too)
+	b, _ := m.Marshal()
+	back, err := Unmarshal(b)
+	if err != nil || back.Restore.Positions["new"] != 12 || back.Sources["bank"].StreamCreated != 200 {
+		t.Fatalf("round trip: %v %+v", err, back.Restore)
+	}
+}

@@ -330,6 +330,12 @@ func TestSavepointOptions(t *testing.T) {
 		{name: "by location with shards", args: []string{"savepoint", "restore", "nats://bucket/sp-1", "--shards", "8"},
 			want: savepointRestoreOptions{globalOptions: defaults, Location: "nats://bucket/sp-1", Shards: 8}},
 		{name: "bad shards", args: []string{"savepoint", "restore", "sp-1", "--shards", "-1"}, wantErr: "invalid argument"},
+		{name: "positions", args: []string{"savepoint", "restore", "sp-1", "--positions", "from-start"},
+			want: savepointRestoreOptions{globalOptions: defaults, ID: "sp-1", Positions: "from-start"}},
+		{name: "positions from a time", args: []string{"savepoint", "restore", "sp-1", "--positions", "from-time=2026-12-01T09:00:00Z"},
+			want: savepointRestoreOptions{globalOptions: defaults, ID: "sp-1", Positions: "from-time=2026-12-01T09:00:00Z"}},
+		{name: "positions from a bad time", args: []string{"savepoint", "restore", "sp-1", "--positions", "from-time=yesterday"}, wantErr: "not an RFC 3339 time"},
+		{name: "unknown positions", args: []string{"savepoint", "restore", "sp-1", "--positions", "start"}, wantErr: "want keep, from-start"},
 	})
 }
 

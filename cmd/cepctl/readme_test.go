@@ -213,3 +213,41 @@ func TestReadmeExplainExample(t *testing.T) {
 		}
 	}
 }
+
+// The README's restore walkthrough (and the other savepoint restores it
+// shows) gives cepctl flags it takes: each `savepoint restore` line parses,
+// with the server the walkthrough names, and every --positions shown means
+// a mapping.
+func TestReadmeSavepointRestores(t *testing.T) {
+	t.Chdir("../..")
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := ""
+	if m := regexp.MustCompile(`(?m)^B="--server (\S+)"$`).FindSubmatch(readme); m != nil {
+		server = string(m[1])
+	}
+	lines := regexp.MustCompile(`(?m)^bin/cepctl (.*savepoint restore .*?)(?:\s+#.*)?$`).FindAllSubmatch(readme, -1)
+	positions := 0
+	for _, l := range lines {
+		args := strings.Fields(strings.ReplaceAll(strings.ReplaceAll(string(l[1]), "$B", "--server "+server), "'", ""))
+		got, err := parse(t, parseEnv{}, "savepoint", newSavepointRestoreCmd, args...)
+		if err != nil {
+			t.Errorf("README: cepctl %s: %v", l[1], err)
+			continue
+		}
+		if strings.Contains(string(l[1]), "$B") && (server == "" || got.Server != "http://"+server && got.Server != server) {
+			t.Errorf("README: cepctl %s: server %q, the walkthrough's is %q", l[1], got.Server, server)
+		}
+		if got.Positions != "" {
+			positions++
+			if m, _, err := positionMapping(got.Positions); err != nil || m == 0 {
+				t.Errorf("README: --positions %s: %v", got.Positions, err)
+			}
+		}
+	}
+	if len(lines) < 3 || positions == 0 {
+		t.Fatalf("the README shows %d savepoint restores, %d with --positions: the walkthrough is missing", len(lines), positions)
+	}
+}

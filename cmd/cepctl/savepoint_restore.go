@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 )
@@ -20,6 +22,10 @@ type savepointRestoreOptions struct {
 	// Shards is the number of shards to restore into; 0 keeps the
 	// savepoint's.
 	Shards uint32
+	// Positions is what the saved positions of a source mean when its
+	// stream is not the saved one: keep, from-start, from-end or
+	// from-time=RFC3339; empty: such a restore is refused.
+	Positions string
 }
 
 func newSavepointRestoreCmd(d *deps, runF func(*savepointRestoreOptions) error) *cobra.Command {
@@ -38,9 +44,22 @@ checks its checksums and that its patterns and sources pass the checks a
 deploy makes: a damaged part fails the restore (DataLoss, naming the part
 and section), metadata a deploy would refuse fails it too (InvalidArgument),
 and the cluster stays as it was. A dir:// path must lie in the node's
-savepoint directory (cepnode --savepoint-dir).`,
+savepoint directory (cepnode --savepoint-dir).
+
+A savepoint's positions are stream sequences of the streams it was taken
+from. Restored where a source's stream is another (a fresh cluster, a
+stream deleted and created again), they mean nothing there, and the
+restore fails naming the source and both streams unless --positions says
+where such sources are read from:
+  keep              after the saved sequence anyway (what restores did before)
+  from-start        the stream's first message on
+  from-end          only what is published after the restore
+  from-time=TIME    the first message stored at or after TIME (RFC 3339)
+Sources whose stream is the saved one resume where they were.`,
 		Example: `  cepctl savepoint restore sp-0042
-  cepctl savepoint restore 'dir://nightly#sp-0042' --shards 8`,
+  cepctl savepoint restore 'dir://nightly#sp-0042' --shards 8
+  cepctl savepoint restore 'dir://nightly#sp-0042' --positions from-start
+  cepctl savepoint restore sp-0042 --positions from-time=2026-12-01T09:00:00Z`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := resolveGlobals(d, cmd)
@@ -48,6 +67,9 @@ savepoint directory (cepnode --savepoint-dir).`,
 				return err
 			}
 			opts.globalOptions = g
+			if _, _, err := positionMapping(opts.Positions); err != nil {
+				return err
+			}
 			if strings.Contains(args[0], "://") {
 				opts.Location = args[0]
 			} else {
@@ -60,11 +82,16 @@ savepoint directory (cepnode --savepoint-dir).`,
 		},
 	}
 	cmd.Flags().Uint32Var(&opts.Shards, "shards", 0, "number of shards to restore into (default: the savepoint's)")
+	cmd.Flags().StringVar(&opts.Positions, "positions", "", "where a source whose stream is not the saved one is read from: keep, from-start, from-end or from-time=RFC3339 (default: refuse)")
 	return cmd
 }
 
 func runSavepointRestore(ctx context.Context, d *deps, opts *savepointRestoreOptions) error {
-	req := &cepv1.RestoreSavepointRequest{ShardCount: opts.Shards}
+	mapping, from, err := positionMapping(opts.Positions)
+	if err != nil {
+		return err
+	}
+	req := &cepv1.RestoreSavepointRequest{ShardCount: opts.Shards, Positions: mapping, PositionsFrom: from}
 	if opts.Location != "" {
 		req.Savepoint = &cepv1.RestoreSavepointRequest_Location{Location: opts.Location}
 	} else {
@@ -82,7 +109,40 @@ func runSavepointRestore(ctx context.Context, d *deps, opts *savepointRestoreOpt
 		return writeProto(d.stdout, opts.Output, res.Msg)
 	}
 	sp := res.Msg.GetSavepoint()
-	_, err = fmt.Fprintf(d.stdout, "restored savepoint %s (%s) into %s at index %d\n",
-		sp.GetId(), sp.GetLocation(), plural(res.Msg.GetShardCount(), "shard"), res.Msg.GetRestoredIndex())
-	return err
+	if _, err := fmt.Fprintf(d.stdout, "restored savepoint %s (%s) into %s at index %d\n",
+		sp.GetId(), sp.GetLocation(), plural(res.Msg.GetShardCount(), "shard"), res.Msg.GetRestoredIndex()); err != nil {
+		return err
+	}
+	for _, p := range res.Msg.GetSourcePositions() {
+		created := "creation not recorded"
+		if p.GetStreamCreated() != nil {
+			created = "created " + p.GetStreamCreated().AsTime().UTC().Format(time.RFC3339Nano)
+		}
+		if _, err := fmt.Fprintf(d.stdout, "  %s: stream %s (%s), read after %d\n", p.GetSource(), p.GetStream(), created, p.GetSequence()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// positionMapping parses --positions.
+func positionMapping(s string) (cepv1.PositionMapping, *timestamppb.Timestamp, error) {
+	switch s {
+	case "":
+		return cepv1.PositionMapping_POSITION_MAPPING_UNSPECIFIED, nil, nil
+	case "keep":
+		return cepv1.PositionMapping_POSITION_MAPPING_KEEP, nil, nil
+	case "from-start":
+		return cepv1.PositionMapping_POSITION_MAPPING_FROM_START, nil, nil
+	case "from-end":
+		return cepv1.PositionMapping_POSITION_MAPPING_FROM_END, nil, nil
+	}
+	if v, ok := strings.CutPrefix(s, "from-time="); ok {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return 0, nil, fmt.Errorf("--positions from-time=%s: not an RFC 3339 time (2026-12-01T09:00:00Z)", v)
+		}
+		return cepv1.PositionMapping_POSITION_MAPPING_FROM_TIME, timestamppb.New(t), nil
+	}
+	return 0, nil, fmt.Errorf("--positions %q: want keep, from-start, from-end or from-time=RFC3339", s)
 }

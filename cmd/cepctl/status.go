@@ -113,6 +113,11 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 			s.GetCommitIndex(), s.GetLastAppliedIndex(), replicaApplied(s.GetReplicas()), s.GetPatterns(), s.GetPartialMatches(), s.GetBufferedEvents(), s.GetOutboxRecords())
 	}
 	tw.Flush()
+	for _, s := range sh.GetShards() {
+		for _, u := range s.GetUnreadStreams() {
+			fmt.Fprintf(w, "shard %d does not read stream %s\n", s.GetId(), u)
+		}
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, summaryLine(st.GetSummary()))
 }

@@ -648,8 +648,12 @@ type Shard struct {
 	// leader past its hand-over time (cepnode --nats-handover-after) reads
 	// and publishes nothing and hands leadership to a replica that can.
 	NatsUnreachableMs uint64 `protobuf:"varint,30,opt,name=nats_unreachable_ms,json=natsUnreachableMs,proto3" json:"nats_unreachable_ms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The streams the shard's leader does not read, and why, as
+	// "STREAM: reason", sorted (a stream created anew since its positions
+	// were applied: its sequences are not the ones they count in).
+	UnreadStreams []string `protobuf:"bytes,35,rep,name=unread_streams,json=unreadStreams,proto3" json:"unread_streams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Shard) Reset() {
@@ -778,6 +782,13 @@ func (x *Shard) GetNatsUnreachableMs() uint64 {
 		return x.NatsUnreachableMs
 	}
 	return 0
+}
+
+func (x *Shard) GetUnreadStreams() []string {
+	if x != nil {
+		return x.UnreadStreams
+	}
+	return nil
 }
 
 type ListShardsRequest struct {
@@ -1248,7 +1259,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12'\n" +
 	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\x12)\n" +
-	"\x10nats_unreachable\x18\r \x01(\bR\x0fnatsUnreachable\"\xae\x04\n" +
+	"\x10nats_unreachable\x18\r \x01(\bR\x0fnatsUnreachable\"\xd5\x04\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -1266,7 +1277,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"restore_id\x18\f \x01(\tR\trestoreId\x12%\n" +
 	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\x12.\n" +
-	"\x13nats_unreachable_ms\x18\x1e \x01(\x04R\x11natsUnreachableMs\"6\n" +
+	"\x13nats_unreachable_ms\x18\x1e \x01(\x04R\x11natsUnreachableMs\x12%\n" +
+	"\x0eunread_streams\x18# \x03(\tR\runreadStreams\"6\n" +
 	"\x11ListShardsRequest\x12!\n" +
 	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +

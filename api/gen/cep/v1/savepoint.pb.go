@@ -22,6 +22,69 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PositionMapping says where a source whose stream changed is read from
+// after a restore.
+type PositionMapping int32
+
+const (
+	// Refuse the restore when a source's stream is known to differ.
+	PositionMapping_POSITION_MAPPING_UNSPECIFIED PositionMapping = 0
+	// Resume after the saved sequence in the new stream (messages numbered
+	// up to it are skipped).
+	PositionMapping_POSITION_MAPPING_KEEP PositionMapping = 1
+	// Read the new stream from its first message.
+	PositionMapping_POSITION_MAPPING_FROM_START PositionMapping = 2
+	// Read only the messages published after the restore.
+	PositionMapping_POSITION_MAPPING_FROM_END PositionMapping = 3
+	// Read from the first message stored at or after positions_from.
+	PositionMapping_POSITION_MAPPING_FROM_TIME PositionMapping = 4
+)
+
+// Enum value maps for PositionMapping.
+var (
+	PositionMapping_name = map[int32]string{
+		0: "POSITION_MAPPING_UNSPECIFIED",
+		1: "POSITION_MAPPING_KEEP",
+		2: "POSITION_MAPPING_FROM_START",
+		3: "POSITION_MAPPING_FROM_END",
+		4: "POSITION_MAPPING_FROM_TIME",
+	}
+	PositionMapping_value = map[string]int32{
+		"POSITION_MAPPING_UNSPECIFIED": 0,
+		"POSITION_MAPPING_KEEP":        1,
+		"POSITION_MAPPING_FROM_START":  2,
+		"POSITION_MAPPING_FROM_END":    3,
+		"POSITION_MAPPING_FROM_TIME":   4,
+	}
+)
+
+func (x PositionMapping) Enum() *PositionMapping {
+	p := new(PositionMapping)
+	*p = x
+	return p
+}
+
+func (x PositionMapping) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PositionMapping) Descriptor() protoreflect.EnumDescriptor {
+	return file_cep_v1_savepoint_proto_enumTypes[0].Descriptor()
+}
+
+func (PositionMapping) Type() protoreflect.EnumType {
+	return &file_cep_v1_savepoint_proto_enumTypes[0]
+}
+
+func (x PositionMapping) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PositionMapping.Descriptor instead.
+func (PositionMapping) EnumDescriptor() ([]byte, []int) {
+	return file_cep_v1_savepoint_proto_rawDescGZIP(), []int{0}
+}
+
 // Savepoint describes one written savepoint.
 type Savepoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -139,7 +202,12 @@ type SourcePosition struct {
 	// The JetStream stream sequence that every key group had applied up to
 	// (inclusive). Reading resumes after it; each key group skips what it had
 	// already applied beyond it.
-	Sequence      uint64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence uint64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// When JetStream created the stream the sequence counts in (with stream,
+	// the stream's identity: a stream deleted and created again, or another
+	// cluster's, numbers its messages anew). Unset: not known (a savepoint
+	// written before identities were recorded).
+	StreamCreated *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=stream_created,json=streamCreated,proto3" json:"stream_created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -193,6 +261,13 @@ func (x *SourcePosition) GetSequence() uint64 {
 		return x.Sequence
 	}
 	return 0
+}
+
+func (x *SourcePosition) GetStreamCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StreamCreated
+	}
+	return nil
 }
 
 // PatternVersion names one version of one pattern.
@@ -537,7 +612,15 @@ type RestoreSavepointRequest struct {
 	//	*RestoreSavepointRequest_Location
 	Savepoint isRestoreSavepointRequest_Savepoint `protobuf_oneof:"savepoint"`
 	// Number of shards to restore into; 0 keeps the savepoint's shard count.
-	ShardCount    uint32 `protobuf:"varint,3,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	ShardCount uint32 `protobuf:"varint,3,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	// What the saved positions of a source mean when its stream is not the
+	// one they count in (another cluster's, or one created anew); without
+	// it such a restore fails with FailedPrecondition naming the source and
+	// both streams. Sources whose stream is the saved one resume where they
+	// were.
+	Positions PositionMapping `protobuf:"varint,4,opt,name=positions,proto3,enum=cep.v1.PositionMapping" json:"positions,omitempty"`
+	// With POSITION_MAPPING_FROM_TIME: the time of the first message to read.
+	PositionsFrom *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=positions_from,json=positionsFrom,proto3" json:"positions_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -604,6 +687,20 @@ func (x *RestoreSavepointRequest) GetShardCount() uint32 {
 	return 0
 }
 
+func (x *RestoreSavepointRequest) GetPositions() PositionMapping {
+	if x != nil {
+		return x.Positions
+	}
+	return PositionMapping_POSITION_MAPPING_UNSPECIFIED
+}
+
+func (x *RestoreSavepointRequest) GetPositionsFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PositionsFrom
+	}
+	return nil
+}
+
 type isRestoreSavepointRequest_Savepoint interface {
 	isRestoreSavepointRequest_Savepoint()
 }
@@ -633,8 +730,11 @@ type RestoreSavepointResponse struct {
 	// wait, or the request's deadline). A shard listed here restores once it
 	// has a leader.
 	PendingShards []uint32 `protobuf:"varint,4,rep,packed,name=pending_shards,json=pendingShards,proto3" json:"pending_shards,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Where each source is read from after the restore, sorted by source:
+	// its stream (with its identity) and the sequence reading resumes after.
+	SourcePositions []*SourcePosition `protobuf:"bytes,5,rep,name=source_positions,json=sourcePositions,proto3" json:"source_positions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RestoreSavepointResponse) Reset() {
@@ -695,6 +795,13 @@ func (x *RestoreSavepointResponse) GetPendingShards() []uint32 {
 	return nil
 }
 
+func (x *RestoreSavepointResponse) GetSourcePositions() []*SourcePosition {
+	if x != nil {
+		return x.SourcePositions
+	}
+	return nil
+}
+
 var File_cep_v1_savepoint_proto protoreflect.FileDescriptor
 
 const file_cep_v1_savepoint_proto_rawDesc = "" +
@@ -710,11 +817,12 @@ const file_cep_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"key_groups\x18\x06 \x01(\rR\tkeyGroups\x12A\n" +
 	"\x10source_positions\x18\a \x03(\v2\x16.cep.v1.SourcePositionR\x0fsourcePositions\x12A\n" +
-	"\x10pattern_versions\x18\b \x03(\v2\x16.cep.v1.PatternVersionR\x0fpatternVersions\"\\\n" +
+	"\x10pattern_versions\x18\b \x03(\v2\x16.cep.v1.PatternVersionR\x0fpatternVersions\"\x9f\x01\n" +
 	"\x0eSourcePosition\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x1a\n" +
-	"\bsequence\x18\x03 \x01(\x04R\bsequence\">\n" +
+	"\bsequence\x18\x03 \x01(\x04R\bsequence\x12A\n" +
+	"\x0estream_created\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rstreamCreated\">\n" +
 	"\x0ePatternVersion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"0\n" +
@@ -733,19 +841,28 @@ const file_cep_v1_savepoint_proto_rawDesc = "" +
 	"keep_files\x18\x02 \x01(\bR\tkeepFiles\"o\n" +
 	"\x17DeleteSavepointResponse\x12/\n" +
 	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\x12#\n" +
-	"\rdeleted_files\x18\x02 \x03(\tR\fdeletedFiles\"w\n" +
+	"\rdeleted_files\x18\x02 \x03(\tR\fdeletedFiles\"\xf1\x01\n" +
 	"\x17RestoreSavepointRequest\x12\x10\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x12\x1c\n" +
 	"\blocation\x18\x02 \x01(\tH\x00R\blocation\x12\x1f\n" +
 	"\vshard_count\x18\x03 \x01(\rR\n" +
-	"shardCountB\v\n" +
-	"\tsavepoint\"\xba\x01\n" +
+	"shardCount\x125\n" +
+	"\tpositions\x18\x04 \x01(\x0e2\x17.cep.v1.PositionMappingR\tpositions\x12A\n" +
+	"\x0epositions_from\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rpositionsFromB\v\n" +
+	"\tsavepoint\"\xfd\x01\n" +
 	"\x18RestoreSavepointResponse\x12/\n" +
 	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\x12\x1f\n" +
 	"\vshard_count\x18\x02 \x01(\rR\n" +
 	"shardCount\x12%\n" +
 	"\x0erestored_index\x18\x03 \x01(\x04R\rrestoredIndex\x12%\n" +
-	"\x0epending_shards\x18\x04 \x03(\rR\rpendingShards2\xe7\x02\n" +
+	"\x0epending_shards\x18\x04 \x03(\rR\rpendingShards\x12A\n" +
+	"\x10source_positions\x18\x05 \x03(\v2\x16.cep.v1.SourcePositionR\x0fsourcePositions*\xae\x01\n" +
+	"\x0fPositionMapping\x12 \n" +
+	"\x1cPOSITION_MAPPING_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15POSITION_MAPPING_KEEP\x10\x01\x12\x1f\n" +
+	"\x1bPOSITION_MAPPING_FROM_START\x10\x02\x12\x1d\n" +
+	"\x19POSITION_MAPPING_FROM_END\x10\x03\x12\x1e\n" +
+	"\x1aPOSITION_MAPPING_FROM_TIME\x10\x042\xe7\x02\n" +
 	"\x10SavepointService\x12R\n" +
 	"\x0fCreateSavepoint\x12\x1e.cep.v1.CreateSavepointRequest\x1a\x1f.cep.v1.CreateSavepointResponse\x12T\n" +
 	"\x0eListSavepoints\x12\x1d.cep.v1.ListSavepointsRequest\x1a\x1e.cep.v1.ListSavepointsResponse\"\x03\x90\x02\x01\x12U\n" +
@@ -764,42 +881,48 @@ func file_cep_v1_savepoint_proto_rawDescGZIP() []byte {
 	return file_cep_v1_savepoint_proto_rawDescData
 }
 
+var file_cep_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_cep_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_cep_v1_savepoint_proto_goTypes = []any{
-	(*Savepoint)(nil),                // 0: cep.v1.Savepoint
-	(*SourcePosition)(nil),           // 1: cep.v1.SourcePosition
-	(*PatternVersion)(nil),           // 2: cep.v1.PatternVersion
-	(*CreateSavepointRequest)(nil),   // 3: cep.v1.CreateSavepointRequest
-	(*CreateSavepointResponse)(nil),  // 4: cep.v1.CreateSavepointResponse
-	(*ListSavepointsRequest)(nil),    // 5: cep.v1.ListSavepointsRequest
-	(*ListSavepointsResponse)(nil),   // 6: cep.v1.ListSavepointsResponse
-	(*DeleteSavepointRequest)(nil),   // 7: cep.v1.DeleteSavepointRequest
-	(*DeleteSavepointResponse)(nil),  // 8: cep.v1.DeleteSavepointResponse
-	(*RestoreSavepointRequest)(nil),  // 9: cep.v1.RestoreSavepointRequest
-	(*RestoreSavepointResponse)(nil), // 10: cep.v1.RestoreSavepointResponse
-	(*timestamppb.Timestamp)(nil),    // 11: google.protobuf.Timestamp
+	(PositionMapping)(0),             // 0: cep.v1.PositionMapping
+	(*Savepoint)(nil),                // 1: cep.v1.Savepoint
+	(*SourcePosition)(nil),           // 2: cep.v1.SourcePosition
+	(*PatternVersion)(nil),           // 3: cep.v1.PatternVersion
+	(*CreateSavepointRequest)(nil),   // 4: cep.v1.CreateSavepointRequest
+	(*CreateSavepointResponse)(nil),  // 5: cep.v1.CreateSavepointResponse
+	(*ListSavepointsRequest)(nil),    // 6: cep.v1.ListSavepointsRequest
+	(*ListSavepointsResponse)(nil),   // 7: cep.v1.ListSavepointsResponse
+	(*DeleteSavepointRequest)(nil),   // 8: cep.v1.DeleteSavepointRequest
+	(*DeleteSavepointResponse)(nil),  // 9: cep.v1.DeleteSavepointResponse
+	(*RestoreSavepointRequest)(nil),  // 10: cep.v1.RestoreSavepointRequest
+	(*RestoreSavepointResponse)(nil), // 11: cep.v1.RestoreSavepointResponse
+	(*timestamppb.Timestamp)(nil),    // 12: google.protobuf.Timestamp
 }
 var file_cep_v1_savepoint_proto_depIdxs = []int32{
-	11, // 0: cep.v1.Savepoint.created_time:type_name -> google.protobuf.Timestamp
-	1,  // 1: cep.v1.Savepoint.source_positions:type_name -> cep.v1.SourcePosition
-	2,  // 2: cep.v1.Savepoint.pattern_versions:type_name -> cep.v1.PatternVersion
-	0,  // 3: cep.v1.CreateSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
-	0,  // 4: cep.v1.ListSavepointsResponse.savepoints:type_name -> cep.v1.Savepoint
-	0,  // 5: cep.v1.DeleteSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
-	0,  // 6: cep.v1.RestoreSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
-	3,  // 7: cep.v1.SavepointService.CreateSavepoint:input_type -> cep.v1.CreateSavepointRequest
-	5,  // 8: cep.v1.SavepointService.ListSavepoints:input_type -> cep.v1.ListSavepointsRequest
-	9,  // 9: cep.v1.SavepointService.RestoreSavepoint:input_type -> cep.v1.RestoreSavepointRequest
-	7,  // 10: cep.v1.SavepointService.DeleteSavepoint:input_type -> cep.v1.DeleteSavepointRequest
-	4,  // 11: cep.v1.SavepointService.CreateSavepoint:output_type -> cep.v1.CreateSavepointResponse
-	6,  // 12: cep.v1.SavepointService.ListSavepoints:output_type -> cep.v1.ListSavepointsResponse
-	10, // 13: cep.v1.SavepointService.RestoreSavepoint:output_type -> cep.v1.RestoreSavepointResponse
-	8,  // 14: cep.v1.SavepointService.DeleteSavepoint:output_type -> cep.v1.DeleteSavepointResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	12, // 0: cep.v1.Savepoint.created_time:type_name -> google.protobuf.Timestamp
+	2,  // 1: cep.v1.Savepoint.source_positions:type_name -> cep.v1.SourcePosition
+	3,  // 2: cep.v1.Savepoint.pattern_versions:type_name -> cep.v1.PatternVersion
+	12, // 3: cep.v1.SourcePosition.stream_created:type_name -> google.protobuf.Timestamp
+	1,  // 4: cep.v1.CreateSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
+	1,  // 5: cep.v1.ListSavepointsResponse.savepoints:type_name -> cep.v1.Savepoint
+	1,  // 6: cep.v1.DeleteSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
+	0,  // 7: cep.v1.RestoreSavepointRequest.positions:type_name -> cep.v1.PositionMapping
+	12, // 8: cep.v1.RestoreSavepointRequest.positions_from:type_name -> google.protobuf.Timestamp
+	1,  // 9: cep.v1.RestoreSavepointResponse.savepoint:type_name -> cep.v1.Savepoint
+	2,  // 10: cep.v1.RestoreSavepointResponse.source_positions:type_name -> cep.v1.SourcePosition
+	4,  // 11: cep.v1.SavepointService.CreateSavepoint:input_type -> cep.v1.CreateSavepointRequest
+	6,  // 12: cep.v1.SavepointService.ListSavepoints:input_type -> cep.v1.ListSavepointsRequest
+	10, // 13: cep.v1.SavepointService.RestoreSavepoint:input_type -> cep.v1.RestoreSavepointRequest
+	8,  // 14: cep.v1.SavepointService.DeleteSavepoint:input_type -> cep.v1.DeleteSavepointRequest
+	5,  // 15: cep.v1.SavepointService.CreateSavepoint:output_type -> cep.v1.CreateSavepointResponse
+	7,  // 16: cep.v1.SavepointService.ListSavepoints:output_type -> cep.v1.ListSavepointsResponse
+	11, // 17: cep.v1.SavepointService.RestoreSavepoint:output_type -> cep.v1.RestoreSavepointResponse
+	9,  // 18: cep.v1.SavepointService.DeleteSavepoint:output_type -> cep.v1.DeleteSavepointResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_savepoint_proto_init() }
@@ -816,13 +939,14 @@ func file_cep_v1_savepoint_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_savepoint_proto_rawDesc), len(file_cep_v1_savepoint_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_cep_v1_savepoint_proto_goTypes,
 		DependencyIndexes: file_cep_v1_savepoint_proto_depIdxs,
+		EnumInfos:         file_cep_v1_savepoint_proto_enumTypes,
 		MessageInfos:      file_cep_v1_savepoint_proto_msgTypes,
 	}.Build()
 	File_cep_v1_savepoint_proto = out.File

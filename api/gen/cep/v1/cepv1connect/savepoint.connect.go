@@ -60,7 +60,8 @@ type SavepointServiceClient interface {
 	// with a savepoint's, and returns once every shard has restored its part
 	// (see pending_shards). Errors: NotFound, InvalidArgument (unreadable or
 	// corrupt savepoint, bad shard count), FailedPrecondition (the savepoint's
-	// key group count differs from the cluster's).
+	// key group count differs from the cluster's, or a source's stream is not
+	// the one its positions count in and no positions mapping was given).
 	RestoreSavepoint(context.Context, *connect.Request[v1.RestoreSavepointRequest]) (*connect.Response[v1.RestoreSavepointResponse], error)
 	// DeleteSavepoint removes a savepoint from the cluster's list and, unless
 	// keep_files, deletes its files from its location as the node handling
@@ -149,7 +150,8 @@ type SavepointServiceHandler interface {
 	// with a savepoint's, and returns once every shard has restored its part
 	// (see pending_shards). Errors: NotFound, InvalidArgument (unreadable or
 	// corrupt savepoint, bad shard count), FailedPrecondition (the savepoint's
-	// key group count differs from the cluster's).
+	// key group count differs from the cluster's, or a source's stream is not
+	// the one its positions count in and no positions mapping was given).
 	RestoreSavepoint(context.Context, *connect.Request[v1.RestoreSavepointRequest]) (*connect.Response[v1.RestoreSavepointResponse], error)
 	// DeleteSavepoint removes a savepoint from the cluster's list and, unless
 	// keep_files, deletes its files from its location as the node handling
