@@ -99,6 +99,7 @@ type patternRT struct {
 	// since this replica built or restored the pattern (not part of the
 	// state; the dead letters are)
 	keysRefused uint64
+	counts      PatternCounters // replicated (pattern_counters.go)
 }
 
 type drainingRT struct {
@@ -387,6 +388,7 @@ func (s *State) split(sp Split) {
 	}
 	right := part(sp.At, s.last)
 	right.counters = Counters{}
+	right.zeroPatternCounters()
 	left := part(s.first, sp.At-1)
 	left.splitOff = append(s.splitOff, SplitOff{Split: sp, State: right})
 	*s = *left
@@ -418,6 +420,7 @@ func (s *State) deploy(d *Deploy) {
 		return
 	}
 	rt.draining = old.draining
+	rt.counts = old.counts
 	switch d.Policy {
 	case PolicyDrain:
 		old.m.StopStarting()
@@ -732,6 +735,7 @@ func (s *State) emitAll(p *patternRT, f func(*nfa.Matcher) []nfa.Record) (failur
 			failure = fmt.Sprintf("pattern %s failed on this entry and its state was dropped: %v", p.deploy.Name, r)
 		}
 	}()
+	f = p.counting(f)
 	s.emit(p, p.deploy.Version, f(p.m))
 	kept := p.draining[:0]
 	for _, d := range p.draining {
@@ -751,6 +755,7 @@ func (s *State) engineFailed(p *patternRT, failure string) {
 		return
 	}
 	s.counters.DeadLetters++
+	p.counts.DeadLetters++
 	payload, _ := json.Marshal(struct {
 		Source  string `json:"source"`
 		Pattern string `json:"pattern"`
@@ -770,6 +775,7 @@ func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
 		case "late":
 			s.counters.Late++
 		}
+		p.countRecord(r.Type)
 		if !p.deploy.Records.has(r.Type) {
 			continue
 		}
@@ -789,6 +795,7 @@ func DeadLetterSubject(source string) string { return keygroup.DeadLetterRoot + 
 
 func (s *State) deadLetter(source, pattern string, e Event, kg int, reason string) {
 	s.counters.DeadLetters++
+	s.countDeadLetter(pattern)
 	rec := struct {
 		Source   string          `json:"source"`
 		Pattern  string          `json:"pattern,omitempty"`
