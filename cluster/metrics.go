@@ -244,7 +244,7 @@ func (n *Node) Ready() error {
 // initialised and every local shard has a leader.
 func (n *Node) HTTPHandlers() map[string]http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(n), newPatternCollector(n), buildInfo(), n.rpcMetrics, n.applyLatency, n.readPaused, n.streamMissing, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(n.metricCollectors()...)
 	return map[string]http.Handler{
 		"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }),

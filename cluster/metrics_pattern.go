@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
+	"regexp"
 	"runtime"
+	"slices"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +48,9 @@ func newPatternCollector(n *Node) *patternCollector {
 }
 
 func (c *patternCollector) Describe(ch chan<- *prometheus.Desc) {
-	prometheus.DescribeByCollect(c, ch)
+	for _, d := range []*prometheus.Desc{c.matches, c.timeouts, c.late, c.dead, c.condErrors, c.emitErrors, c.partial} {
+		ch <- d
+	}
 }
 
 func (c *patternCollector) Collect(ch chan<- prometheus.Metric) {
@@ -86,4 +91,41 @@ func buildInfo() prometheus.Collector {
 	})
 	g.Set(1)
 	return g
+}
+
+// metricCollectors are what the node's /metrics serves.
+func (n *Node) metricCollectors() []prometheus.Collector {
+	return []prometheus.Collector{newCollector(n), newPatternCollector(n), buildInfo(), n.rpcMetrics,
+		n.applyLatency, n.readPaused, n.streamMissing,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})}
+}
+
+var descName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// MetricFamilies lists, sorted, the names of the metric families the
+// node's /metrics serves now and of those its collectors describe, which
+// it serves in other states too (a paused read's, a missing stream's, an
+// API call's); the shard statistics appear as the node's shards, patterns
+// and sources do. docs/metrics.md describes them.
+func (n *Node) MetricFamilies() []string {
+	seen := map[string]bool{}
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		defer close(ch)
+		for _, c := range n.metricCollectors() {
+			c.Describe(ch)
+		}
+	}()
+	for d := range ch {
+		if m := descName.FindStringSubmatch(d.String()); m != nil {
+			seen[m[1]] = true
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(n.metricCollectors()...)
+	mfs, _ := reg.Gather() // what it gathers despite an error
+	for _, mf := range mfs {
+		seen[mf.GetName()] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
