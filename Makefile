@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: tools generate checkgenerate lint
+.PHONY: tools generate checkgenerate lint breaking release-protos
 
 # tools installs buf, protoc-gen-go and protoc-gen-connect-go into ./bin
 # (skipped when the pinned versions are already there).
@@ -26,3 +26,19 @@ checkgenerate: generate
 lint: tools
 	buf lint
 	buf format --diff --exit-code
+
+# PROTO_RELEASE is a buf image of the protos as last released, which the
+# API must stay compatible with: committed, so the check runs offline on a
+# fresh clone. No release has been tagged yet; it holds the protos as they
+# were before JSON records (Record.record).
+PROTO_RELEASE := api/proto/release/cep-v1.binpb
+
+# breaking fails on a change to the protos that breaks clients of the
+# release (buf.yaml's breaking rules: FILE).
+breaking: tools
+	buf breaking --against $(PROTO_RELEASE)
+
+# release-protos records the current protos as the release to stay
+# compatible with (run when tagging a release, and commit the image).
+release-protos: tools
+	buf build -o $(PROTO_RELEASE)
