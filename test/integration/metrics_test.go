@@ -2,10 +2,15 @@ package integration
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -383,5 +388,83 @@ func TestMetricsDocumentedAndQueried(t *testing.T) {
 				t.Errorf("%s queries %s, which a node does not export", where, n)
 			}
 		}
+	}
+}
+
+// A JSON client (here a plain HTTP client speaking the Connect protocol's
+// JSON, as grpcurl and browsers do) gets each record of a tail as a JSON
+// object in "record", the same as the base64 "json" holds, and the
+// node answers a browser's preflight from the origins it is configured
+// with only.
+func TestTailJSONAndCORS(t *testing.T) {
+	const origin = "https://console.example.com"
+	tc := newSingle(t, 2*time.Minute, cluster.Config{CORSOrigins: []string{origin}})
+	tc.deployOnBank(0, lflSpec)
+	lines := bankEvents(51, 150)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	tc.sameAsOffline("lfl", lflSpec, lines)
+	want := len(offline(t, lflSpec, lines))
+	base := "http://" + tc.nodes[0].APIAddr()
+
+	ctx, cancel := context.WithTimeout(tc.ctx, 30*time.Second)
+	defer cancel()
+	body := []byte(`{"pattern":"lfl","start":"TAIL_START_ALL"}`)
+	frame := append([]byte{0, 0, 0, 0, byte(len(body))}, body...)
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/cep.v1.MatchService/Tail", bytes.NewReader(frame))
+	hr.Header.Set("Content-Type", "application/connect+json")
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("tail: %s", res.Status)
+	}
+	for got := 0; got < want; got++ {
+		var head [5]byte
+		if _, err := io.ReadFull(res.Body, head[:]); err != nil {
+			t.Fatalf("record %d of %d: %v", got, want, err)
+		}
+		msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
+		if _, err := io.ReadFull(res.Body, msg); err != nil {
+			t.Fatal(err)
+		}
+		if head[0] != 0 {
+			t.Fatalf("the stream ended after %d of %d records: %s", got, want, msg)
+		}
+		var rec struct {
+			Pattern string
+			JSON    []byte `json:"json"` // base64 in JSON
+			Record  map[string]any
+		}
+		if err := json.Unmarshal(msg, &rec); err != nil {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		var fromBytes map[string]any
+		if err := json.Unmarshal(rec.JSON, &fromBytes); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Record == nil || !reflect.DeepEqual(rec.Record, fromBytes) || rec.Record["pattern"] != "lfl" {
+			t.Fatalf("record %s, want the object of json %s", msg, rec.JSON)
+		}
+	}
+
+	preflight := func(from string) http.Header {
+		r, _ := http.NewRequest(http.MethodOptions, base+"/cep.v1.PatternService/ListPatterns", nil)
+		r.Header.Set("Origin", from)
+		r.Header.Set("Access-Control-Request-Method", "POST")
+		r.Header.Set("Access-Control-Request-Headers", "connect-protocol-version,content-type") // sorted, as browsers send them
+		res, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.Header
+	}
+	if h := preflight(origin); h.Get("Access-Control-Allow-Origin") != origin || !strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "connect-protocol-version") {
+		t.Errorf("preflight from %s: %v", origin, h)
+	}
+	if h := preflight("https://elsewhere.example.com"); h.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight from another origin: %v", h)
 	}
 }
