@@ -48,19 +48,17 @@ func (s *State) PatternCounters() []NamedPatternCounters {
 	return out
 }
 
-// counting wraps a call of the engine so that the condition and emit
-// failures it counts on the matcher are added to the pattern's counters:
-// a matcher's own statistics begin again when it is built or restored,
-// and go with a draining version when it ends.
-func (p *patternRT) counting(f func(*nfa.Matcher) []nfa.Record) func(*nfa.Matcher) []nfa.Record {
-	return func(m *nfa.Matcher) []nfa.Record {
-		before := m.Stats()
-		recs := f(m)
-		after := m.Stats()
-		p.counts.ConditionErrors += after.ConditionErrors - before.ConditionErrors
-		p.counts.EmitErrors += after.EmitErrors - before.EmitErrors
-		return recs
-	}
+// run calls the engine on m and adds the condition and emit failures it
+// counts on the matcher to the pattern's counters: a matcher's own
+// statistics begin again when it is built or restored, and go with a
+// draining version when it ends.
+func (p *patternRT) run(m *nfa.Matcher, f func(*nfa.Matcher) []nfa.Record) []nfa.Record {
+	before := m.Stats()
+	recs := f(m)
+	after := m.Stats()
+	p.counts.ConditionErrors += after.ConditionErrors - before.ConditionErrors
+	p.counts.EmitErrors += after.EmitErrors - before.EmitErrors
+	return recs
 }
 
 // countRecord counts a record the pattern produced.

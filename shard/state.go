@@ -735,11 +735,10 @@ func (s *State) emitAll(p *patternRT, f func(*nfa.Matcher) []nfa.Record) (failur
 			failure = fmt.Sprintf("pattern %s failed on this entry and its state was dropped: %v", p.deploy.Name, r)
 		}
 	}()
-	f = p.counting(f)
-	s.emit(p, p.deploy.Version, f(p.m))
+	s.emit(p, p.deploy.Version, p.run(p.m, f))
 	kept := p.draining[:0]
 	for _, d := range p.draining {
-		s.emit(p, d.version, f(d.m))
+		s.emit(p, d.version, p.run(d.m, f))
 		if d.m.Keys() > 0 {
 			kept = append(kept, d)
 		}
