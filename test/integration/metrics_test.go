@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/internal/testutil"
+	"github.com/cepcluster/cep/internal/version"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -345,6 +347,15 @@ func TestMetricsDocumentedAndQueried(t *testing.T) {
 	}
 	if mf := scraped["cep_build_info"]; mf == nil || len(mf.Metric) != 1 || mf.Metric[0].GetGauge().GetValue() != 1 {
 		t.Errorf("cep_build_info: %v", mf)
+	} else {
+		v := version.Get()
+		got := map[string]string{}
+		for _, l := range mf.Metric[0].Label {
+			got[l.GetName()] = l.GetValue()
+		}
+		if got["version"] != v.Version || got["revision"] != v.Revision || got["goversion"] != runtime.Version() {
+			t.Errorf("cep_build_info labels %v, the build is %+v (%s)", got, v, runtime.Version())
+		}
 	}
 
 	// the Go runtime's and the process's families are the client
