@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: tools generate checkgenerate lint build
+.PHONY: tools generate checkgenerate lint build breaking release-protos
 
 # tools installs buf, protoc-gen-go and protoc-gen-connect-go into ./bin
 # (skipped when the pinned versions are already there).
@@ -27,18 +27,4 @@ lint: tools
 	buf lint
 	buf format --diff --exit-code
 
-.PHONY: chaos
-# chaos runs the whole fault suite (test/integration/faults_test.go) with
-# three seeds per fault; as root, with ip, nft and tc, each node and NATS
-# in a network namespace of its own (else on loopback, without the
-# network faults). About half an hour on a 2-core machine.
-chaos:
-	CEP_FAULTS=all CEP_FAULT_SEEDS=$${CEP_FAULT_SEEDS:-3} go test ./test/integration -run 'TestFaults$$' -count=1 -v -timeout 120m
-
-# build builds cepnode and cepctl into ./bin, stamped with VERSION (default:
-# git describe) so that --version and cepctl version say which release runs.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-LDFLAGS := -X github.com/cepcluster/cep/internal/version.Version=$(VERSION)
-build:
-	go build -ldflags "$(LDFLAGS)" -o $(BIN)/cepnode ./cmd/cepnode
-	go build -ldflags "$(LDFLAGS)" -o $(BIN)/cepctl ./cmd/cepctl
+.PHONY: tools generate checkgenerate lint build breaking release-protos

@@ -49,6 +49,12 @@
 //	grpcurl -plaintext localhost:7070 list
 //	grpcurl -plaintext -d '{"name":"p"}' localhost:7070 cep.v1.PatternService/GetPattern
 //
+// A tail's records reach JSON clients (grpcurl, browsers) with the record
+// as a JSON object in Record.record as well as in Record.json, which
+// binary clients read. CORS lets browser pages of given origins call the
+// handler; RPCMetrics, an interceptor, counts and times the calls for
+// Prometheus.
+//
 // Clients use the generated constructors, for example
 // cepv1connect.NewPatternServiceClient(http.DefaultClient, url,
 // api.WithClientToken(token)), adding connect.WithGRPC() to speak gRPC.

@@ -89,6 +89,10 @@ type Config struct {
 	// MetricsAuth: /metrics wants a token of role reader (or more), as
 	// the API does; without it /metrics is open.
 	MetricsAuth bool
+	// CORSOrigins are the origins (scheme://host[:port], "*" for any, one
+	// "*" within one for part of it) whose browser pages may call the API
+	// (api.CORS); empty, the default: none.
+	CORSOrigins []string
 	// Secret is the cluster secret (package secret): members prove with it
 	// that they belong (gossip, Raft, node-to-node calls, embedded NATS).
 	// A given one is kept in DataDir (Start refuses a data directory that
@@ -322,6 +326,9 @@ func (c *Config) Validate() error {
 		return bad("APIToken", " is in Tokens as well")
 	case c.MetricsAuth && c.APIToken == "" && c.Tokens.Users() == 0:
 		return bad("MetricsAuth", " needs API tokens (APIToken or Tokens) to check")
+	}
+	if err := api.CheckOrigins(c.CORSOrigins); err != nil {
+		return bad("CORSOrigins", ": %v", err)
 	}
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {

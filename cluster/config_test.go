@@ -45,6 +45,7 @@ func TestValidateRefusesEachBadValue(t *testing.T) {
 		{"NATSCA", func(c *Config) { c.NATSCA = "ca.pem" }},
 		{"Join", func(c *Config) { c.Join = []string{"127.0.0.1:7946"} }},
 		{"Join", func(c *Config) { c.Join, c.NATSURL = []string{"seed"}, "nats://127.0.0.1:4222" }},
+		{"CORSOrigins", func(c *Config) { c.CORSOrigins = []string{"https://ok.example.com", "console.example.com"} }},
 	} {
 		c := DefaultConfig()
 		tc.edit(&c)

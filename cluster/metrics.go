@@ -29,7 +29,7 @@ type collector struct {
 	partial, buffered, outbox, applied, commit        *prometheus.Desc
 	leader, metaLeader, lag, forwardLag               *prometheus.Desc
 	snapThreshold, snapEncode                         *prometheus.Desc
-	dropped, condErrors, emitErrors                   *prometheus.Desc
+	dropped                                           *prometheus.Desc
 	keysRefused, keys                                 *prometheus.Desc
 	voters, wanted, members                           *prometheus.Desc
 }
@@ -62,10 +62,6 @@ func newCollector(n *Node) *collector {
 			"Events of a new key a pattern dead-lettered because it held state for its bound on keys on the shard (maxKeys, cepnode --max-keys), counted since this replica built or restored its state.", []string{"shard", "pattern"}, nil),
 		keys: prometheus.NewDesc("cep_pattern_keys",
 			"Keys a pattern holds state for on the shard (bounded by its maxKeys).", []string{"shard", "pattern"}, nil),
-		condErrors: prometheus.NewDesc("cep_condition_errors_total",
-			"Condition evaluations of a pattern that failed (a field the event lacks, say) and counted as false, since this replica built or restored its state; the shard leader logs the first.", []string{"shard", "pattern"}, nil),
-		emitErrors: prometheus.NewDesc("cep_emit_errors_total",
-			"Emitted fields of a pattern's matches that failed and are null, since this replica built or restored its state; the shard leader logs the first.", []string{"shard", "pattern"}, nil),
 		voters: prometheus.NewDesc("cep_shard_voters",
 			"Voting replicas in the shard's Raft configuration (on the shard leader); below cep_shard_replicas_wanted while a replica is added or replaced, or has nowhere to go.", l, nil),
 		wanted: prometheus.NewDesc("cep_shard_replicas_wanted",
@@ -109,8 +105,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.buffered, float64(buffered))
 		gauge(c.outbox, float64(outbox))
 		for _, p := range patterns {
-			ch <- prometheus.MustNewConstMetric(c.condErrors, prometheus.CounterValue, float64(p.ConditionErrors), id, p.Name)
-			ch <- prometheus.MustNewConstMetric(c.emitErrors, prometheus.CounterValue, float64(p.EmitErrors), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(p.Dropped), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.keysRefused, prometheus.CounterValue, float64(p.KeysRefused), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(p.Keys), id, p.Name)
@@ -250,7 +244,7 @@ func (n *Node) Ready() error {
 // initialised and every local shard has a leader.
 func (n *Node) HTTPHandlers() map[string]http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(n), newNATSCollector(n), n.applyLatency, n.readPaused, n.streamMissing, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(n.metricCollectors()...)
 	return map[string]http.Handler{
 		"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }),

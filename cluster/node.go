@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -79,6 +80,7 @@ type Node struct {
 	natsLink natsLink
 	// unread are the streams this node's shard leaders do not read, and why
 	unread unreadStreams
+	rpcMetrics    *api.RPCMetrics // the API's calls, by procedure and code
 
 	// lock is held on the data directory until Close has stopped all
 	lock *dataDirLock
@@ -138,6 +140,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Name: "cep_source_stream_missing",
 		Help: "1 while a stream a shard leader reads (a source's, or a derived source's) does not exist.",
 	}, []string{"shard", "stream"})
+	n.rpcMetrics = api.NewRPCMetrics()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
@@ -253,7 +256,8 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	mux := http.NewServeMux()
 	// roles are checked before a request body is read (and so need no
 	// interceptor as well)
-	mux.Handle("/", api.Authorize(n.auth, api.NewHandler(NewService(n).Backends())))
+	// preflights are answered before the token check: they carry none
+	mux.Handle("/", api.CORS(cfg.CORSOrigins, api.Authorize(n.auth, api.NewHandler(NewService(n).Backends(), connect.WithInterceptors(n.rpcMetrics)))))
 	for path, h := range n.HTTPHandlers() {
 		if path == "/metrics" && cfg.MetricsAuth {
 			h = api.AuthorizeRole(n.auth, api.Access{Least: api.RoleReader}, h)

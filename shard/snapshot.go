@@ -51,6 +51,9 @@ func (s *State) WriteSnapshot(w io.Writer, h snapshot.Header) error {
 	if err := sw.Named(shardSection, s.appendShardSection(nil)); err != nil {
 		return err
 	}
+	if err := s.writePatternCounters(sw); err != nil {
+		return err
+	}
 	// group every matcher's keys by key group once
 	type km struct {
 		name    string
@@ -193,6 +196,10 @@ func RestoreState(readers []*snapshot.Reader, first, last int) (*State, error) {
 		if err := s.readShardSection(sec, i == 0); err != nil {
 			return nil, fmt.Errorf("shard: snapshot %q: %w", r.Header().ID, err)
 		}
+	}
+	// like Counters, from the first file
+	if err := s.restorePatternCounters(readers[0]); err != nil {
+		return nil, fmt.Errorf("shard: snapshot %q: %w", readers[0].Header().ID, err)
 	}
 	err := snapshot.ForEachKeyGroup(readers, first, last, func(kg int, payload []byte) error {
 		return s.readKeyGroup(kg, payload)

@@ -99,6 +99,7 @@ type patternRT struct {
 	// since this replica built or restored the pattern (not part of the
 	// state; the dead letters are)
 	keysRefused uint64
+	counts      PatternCounters // replicated (pattern_counters.go)
 }
 
 type drainingRT struct {
@@ -409,6 +410,7 @@ func (s *State) split(sp Split) {
 	}
 	right := part(sp.At, s.last)
 	right.counters = Counters{}
+	right.zeroPatternCounters()
 	left := part(s.first, sp.At-1)
 	left.splitOff = append(s.splitOff, SplitOff{Split: sp, State: right})
 	*s = *left
@@ -440,6 +442,7 @@ func (s *State) deploy(d *Deploy) {
 		return
 	}
 	rt.draining = old.draining
+	rt.counts = old.counts
 	switch d.Policy {
 	case PolicyDrain:
 		old.m.StopStarting()
@@ -754,10 +757,10 @@ func (s *State) emitAll(p *patternRT, f func(*nfa.Matcher) []nfa.Record) (failur
 			failure = fmt.Sprintf("pattern %s failed on this entry and its state was dropped: %v", p.deploy.Name, r)
 		}
 	}()
-	s.emit(p, p.deploy.Version, f(p.m))
+	s.emit(p, p.deploy.Version, p.run(p.m, f))
 	kept := p.draining[:0]
 	for _, d := range p.draining {
-		s.emit(p, d.version, f(d.m))
+		s.emit(p, d.version, p.run(d.m, f))
 		if d.m.Keys() > 0 {
 			kept = append(kept, d)
 		}
@@ -773,6 +776,7 @@ func (s *State) engineFailed(p *patternRT, failure string) {
 		return
 	}
 	s.counters.DeadLetters++
+	p.counts.DeadLetters++
 	payload, _ := json.Marshal(struct {
 		Source  string `json:"source"`
 		Pattern string `json:"pattern"`
@@ -792,6 +796,7 @@ func (s *State) emit(p *patternRT, version uint64, recs []nfa.Record) {
 		case "late":
 			s.counters.Late++
 		}
+		p.countRecord(r.Type)
 		if !p.deploy.Records.has(r.Type) {
 			continue
 		}
@@ -811,6 +816,7 @@ func DeadLetterSubject(source string) string { return keygroup.DeadLetterRoot + 
 
 func (s *State) deadLetter(source, pattern string, e Event, kg int, reason string) {
 	s.counters.DeadLetters++
+	s.countDeadLetter(pattern)
 	rec := struct {
 		Source   string          `json:"source"`
 		Pattern  string          `json:"pattern,omitempty"`

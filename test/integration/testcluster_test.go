@@ -617,7 +617,7 @@ func (tc *testCluster) waitApplied(i, shards int, names ...string) {
 			return err
 		}
 		for _, name := range names {
-			re := regexp.MustCompile(`(?m)^cep_condition_errors_total\{[^}]*pattern="` + regexp.QuoteMeta(name) + `"[^}]*\} `)
+			re := regexp.MustCompile(`(?m)^cep_pattern_keys\{[^}]*pattern="` + regexp.QuoteMeta(name) + `"[^}]*\} `)
 			if n := len(re.FindAllIndex(b, -1)); n < shards {
 				return fmt.Errorf("pattern %s applied by %d of %d shards", name, n, shards)
 			}

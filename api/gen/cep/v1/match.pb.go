@@ -9,6 +9,7 @@ package cepv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -179,7 +180,12 @@ type Record struct {
 	// The full record in pattern-v1 JSON, as published.
 	Json []byte `protobuf:"bytes,5,opt,name=json,proto3" json:"json,omitempty"`
 	// Sequence of the record in the pattern's output stream.
-	Sequence      uint64 `protobuf:"varint,6,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence uint64 `protobuf:"varint,6,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The record of json as a JSON object, for clients of the JSON codecs
+	// (Connect, gRPC and gRPC-Web with JSON; grpcurl prints it as it is);
+	// the server leaves it unset for binary clients, which read json. Its
+	// numbers are doubles: an integer beyond 2^53 is exact in json only.
+	Record        *structpb.Struct `protobuf:"bytes,7,opt,name=record,proto3" json:"record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,25 +262,33 @@ func (x *Record) GetSequence() uint64 {
 	return 0
 }
 
+func (x *Record) GetRecord() *structpb.Struct {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
 var File_cep_v1_match_proto protoreflect.FileDescriptor
 
 const file_cep_v1_match_proto_rawDesc = "" +
 	"\n" +
-	"\x12cep/v1/match.proto\x12\x06cep.v1\"\xc8\x01\n" +
+	"\x12cep/v1/match.proto\x12\x06cep.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xc8\x01\n" +
 	"\vTailRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12'\n" +
 	"\x05start\x18\x02 \x01(\x0e2\x11.cep.v1.TailStartR\x05start\x12%\n" +
 	"\x0estart_sequence\x18\x03 \x01(\x04R\rstartSequence\x12!\n" +
 	"\fdead_letters\x18\n" +
 	" \x01(\bR\vdeadLetters\x12,\n" +
-	"\x12dead_letter_source\x18\v \x01(\tR\x10deadLetterSource\"\x88\x01\n" +
+	"\x12dead_letter_source\x18\v \x01(\tR\x10deadLetterSource\"\xb9\x01\n" +
 	"\x06Record\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
 	"\apattern\x18\x03 \x01(\tR\apattern\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12\x12\n" +
 	"\x04json\x18\x05 \x01(\fR\x04json\x12\x1a\n" +
-	"\bsequence\x18\x06 \x01(\x04R\bsequence*h\n" +
+	"\bsequence\x18\x06 \x01(\x04R\bsequence\x12/\n" +
+	"\x06record\x18\a \x01(\v2\x17.google.protobuf.StructR\x06record*h\n" +
 	"\tTailStart\x12\x1a\n" +
 	"\x16TAIL_START_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTAIL_START_NEW\x10\x01\x12\x12\n" +
@@ -298,19 +312,21 @@ func file_cep_v1_match_proto_rawDescGZIP() []byte {
 var file_cep_v1_match_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_cep_v1_match_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_cep_v1_match_proto_goTypes = []any{
-	(TailStart)(0),      // 0: cep.v1.TailStart
-	(*TailRequest)(nil), // 1: cep.v1.TailRequest
-	(*Record)(nil),      // 2: cep.v1.Record
+	(TailStart)(0),          // 0: cep.v1.TailStart
+	(*TailRequest)(nil),     // 1: cep.v1.TailRequest
+	(*Record)(nil),          // 2: cep.v1.Record
+	(*structpb.Struct)(nil), // 3: google.protobuf.Struct
 }
 var file_cep_v1_match_proto_depIdxs = []int32{
 	0, // 0: cep.v1.TailRequest.start:type_name -> cep.v1.TailStart
-	1, // 1: cep.v1.MatchService.Tail:input_type -> cep.v1.TailRequest
-	2, // 2: cep.v1.MatchService.Tail:output_type -> cep.v1.Record
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 1: cep.v1.Record.record:type_name -> google.protobuf.Struct
+	1, // 2: cep.v1.MatchService.Tail:input_type -> cep.v1.TailRequest
+	2, // 3: cep.v1.MatchService.Tail:output_type -> cep.v1.Record
+	3, // [3:4] is the sub-list for method output_type
+	2, // [2:3] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_match_proto_init() }
