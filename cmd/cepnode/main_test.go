@@ -145,7 +145,7 @@ func TestRunReportsAStartFailure(t *testing.T) {
 // Every CEPNODE_ variable the Kubernetes manifest sets is one cepnode
 // reads (its --help names it).
 func TestManifestVariablesAreRead(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/k8s/cepnode.yaml")
+	b, err := os.ReadFile("../../deploy/k8s/base/cepnode.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
