@@ -138,7 +138,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
 		n.peerTLS = http.DefaultTransport.(*http.Transport).Clone()
-		n.peerTLS.TLSClientConfig = cfg.TLS.Client()
+		n.peerTLS.DialTLSContext = cfg.TLS.DialTLSContext // verifies against the CAs of the moment
 		n.peerTLS.ForceAttemptHTTP2 = true
 		n.peerHTTP = &http.Client{Transport: n.peerTLS}
 	}
