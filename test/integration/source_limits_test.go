@@ -3,6 +3,7 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -120,5 +121,48 @@ func TestSourceRetentionLimits(t *testing.T) {
 	}
 	if l := got.Msg.Source.GetLimits(); l.GetMaxAge().AsDuration() != 72*time.Hour || l.GetMaxBytes() != 50<<20 || l.GetMaxMsgs() != 20 {
 		t.Errorf("after a restart metrics has limits %v", l)
+	}
+}
+
+// A savepoint restored where the source's stream is gone (another NATS, or
+// the stream deleted) creates it again with the source's limits.
+func TestSourceLimitsSurviveARestore(t *testing.T) {
+	tc := newCluster(t, 2*time.Minute)
+	ctx, base := tc.ctx, tc.base
+	a := tc.addOne(cluster.Config{DataDir: filepath.Join(base, "a"), Shards: 1})
+	ca := tc.client(a)
+	limits := &cepv1.SourceLimits{MaxAge: durationpb.New(48 * time.Hour), MaxMsgs: 500}
+	if _, err := ca.sources.CreateSource(ctx, req(&cepv1.CreateSourceRequest{Name: "metrics", Key: "e.host", Limits: limits})); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ca.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + filepath.Join(base, "savepoints")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.stop(a)
+	js := tc.jetStream()
+	stream := keygroup.SourceStreamName("metrics")
+	if err := js.DeleteStream(ctx, stream); err != nil {
+		t.Fatal(err)
+	}
+
+	b := tc.addOne(cluster.Config{DataDir: filepath.Join(base, "b"), Shards: 1})
+	cb := tc.client(b)
+	if _, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}})); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("the restore did not create the stream again: %v", err)
+	}
+	if cfg := st.CachedInfo().Config; cfg.MaxAge != 48*time.Hour || cfg.MaxMsgs != 500 || cfg.MaxBytes != -1 {
+		t.Errorf("restored stream: max age %v, msgs %d, bytes %d", cfg.MaxAge, cfg.MaxMsgs, cfg.MaxBytes)
+	}
+	got, err := cb.sources.GetSource(ctx, req(&cepv1.GetSourceRequest{Name: "metrics"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := got.Msg.Source.GetLimits(); l.GetMaxAge().AsDuration() != 48*time.Hour || l.GetMaxMsgs() != 500 {
+		t.Errorf("restored source has limits %v", l)
 	}
 }
