@@ -84,8 +84,11 @@ func readFiles(certFile, keyFile, caFile string) ([3][]byte, error) {
 	var out [3][]byte
 	for i, f := range []string{certFile, keyFile, caFile} {
 		b, err := os.ReadFile(f)
-		if err != nil {
-			return out, fmt.Errorf("tls: %w", err)
+		switch {
+		case err != nil && i < 2:
+			return out, fmt.Errorf("tls: certificate %s, key %s: %w", certFile, keyFile, err)
+		case err != nil:
+			return out, fmt.Errorf("tls: CA file: %w", err)
 		}
 		out[i] = b
 	}
