@@ -81,7 +81,7 @@ func (r *leader) run() {
 	// a session that keeps ending by itself (its barrier fails on a full
 	// disk, say) is started again after a growing delay, so the node does
 	// not spin and log at the rate of the failure
-	var retry backoff
+	retry := newRetryDelay()
 	start := func() {
 		ctx, c := context.WithCancel(r.ctx)
 		cancel, done = c, make(chan struct{})

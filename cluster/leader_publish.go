@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,12 +60,12 @@ func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
 
 // publishRetrying runs publish until the session ends, starting it again
 // after an error (JetStream not taking the output: the stream gone, full,
-// unreachable) with a delay that doubles up to 5 s, so that the session
+// unreachable) with a delay that doubles up to 5 s (with jitter), so that the session
 // and its reading stay up — reading pauses by itself once the outbox
 // holds its limit — and the node does not spin at the rate of the failure.
 // Losing the leadership ends it.
 func (r *leader) publishRetrying(ctx context.Context) error {
-	var retry backoff
+	retry := newRetryDelay()
 	for {
 		retry.started()
 		err := r.publish(ctx)
@@ -81,26 +82,33 @@ func (r *leader) publishRetrying(ctx context.Context) error {
 	}
 }
 
-// backoff spaces out the attempts of something that keeps failing: the
-// first retry after 100 ms, each next one after twice the delay, up to
-// 5 s, and after 100 ms again once an attempt lasted 10 s.
-type backoff struct {
-	delay time.Duration
+// retryDelay spaces out the attempts of something that keeps failing:
+// the first retry after about 100 ms, each next one after about twice the
+// delay, up to about 5 s, and after about 100 ms again once an attempt
+// lasted 10 s. Each delay is drawn from ±50 % of that (backoff's
+// randomization): the leaders of many shards that lose NATS at the same
+// moment then do not retry against it all at the same moments.
+type retryDelay struct {
+	b     *backoff.ExponentialBackOff
 	began time.Time
 }
 
+func newRetryDelay() *retryDelay {
+	return &retryDelay{b: &backoff.ExponentialBackOff{
+		InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: 5 * time.Second,
+	}}
+}
+
 // started records the start of an attempt.
-func (b *backoff) started() { b.began = time.Now() }
+func (r *retryDelay) started() { r.began = time.Now() }
 
 // next is the delay before the attempt after the one that just failed.
-func (b *backoff) next() time.Duration {
-	const first, most, settled = 100 * time.Millisecond, 5 * time.Second, 10 * time.Second
-	if b.delay == 0 || time.Since(b.began) > settled {
-		b.delay = first
-	} else {
-		b.delay = min(2*b.delay, most)
+func (r *retryDelay) next() time.Duration {
+	const settled = 10 * time.Second
+	if time.Since(r.began) > settled {
+		r.b.Reset()
 	}
-	return b.delay
+	return r.b.NextBackOff()
 }
 
 // publish sends the outbox to JetStream, each record with its id as the

@@ -79,8 +79,8 @@ type Node struct {
 	// natsLink is what the node's probes found of its NATS connection
 	natsLink natsLink
 	// unread are the streams this node's shard leaders do not read, and why
-	unread unreadStreams
-	rpcMetrics    *api.RPCMetrics // the API's calls, by procedure and code
+	unread     unreadStreams
+	rpcMetrics *api.RPCMetrics // the API's calls, by procedure and code
 
 	// lock is held on the data directory until Close has stopped all
 	lock *dataDirLock
@@ -145,7 +145,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
 		n.peerTLS = http.DefaultTransport.(*http.Transport).Clone()
-		n.peerTLS.TLSClientConfig = cfg.TLS.Client()
+		n.peerTLS.DialTLSContext = cfg.TLS.DialTLSContext // verifies against the CAs of the moment
 		n.peerTLS.ForceAttemptHTTP2 = true
 		n.peerHTTP = &http.Client{Transport: n.peerTLS}
 	}

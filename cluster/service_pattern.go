@@ -268,7 +268,15 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 		if md.Sources[d] != nil {
 			continue
 		}
+		// the re-keyed copy keeps no more than its origin does
+		var limits meta.SourceLimits
+		if o := md.Sources[src]; o != nil {
+			limits = o.Limits
+		}
 		stream, err := EnsureSourceStream(ctx, b.s.n.js, d, b.s.n.keyGroups())
+		if err == nil {
+			err = setStreamLimits(ctx, b.s.n.js, stream, limits)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: create the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
@@ -277,7 +285,7 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 			return nil, fmt.Errorf("%w: the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
 		_, err = b.s.n.Propose(ctx, meta.PutSource{Source: &meta.Source{
-			Name: d, Stream: stream, Subjects: []string{keygroup.SourceWildcard(d)}, Key: p.KeyExpr(), Origin: src, Managed: true, StreamCreated: created}})
+			Name: d, Stream: stream, Subjects: []string{keygroup.SourceWildcard(d)}, Key: p.KeyExpr(), Origin: src, Managed: true, StreamCreated: created, Limits: limits}})
 		if err != nil && !errors.Is(err, meta.ErrExists) {
 			return nil, mapErr(err)
 		}

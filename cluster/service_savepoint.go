@@ -212,6 +212,9 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 		default:
 			_, err = EnsureSourceStream(ctx, n.js, s.Name, m.KeyGroups)
 		}
+		if err == nil && s.Managed {
+			err = setStreamLimits(ctx, n.js, s.Stream, s.Limits) // the stream may be new
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: source %s (stream %s): %v", api.ErrUnavailable, s.Name, s.Stream, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
@@ -21,7 +22,64 @@ import (
 type sourceBackend struct{ s *Service }
 
 func toSource(m *meta.Source, k int) *cepv1.Source {
-	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin}
+	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin, Limits: toSourceLimits(m.Limits)}
+}
+
+func toSourceLimits(l meta.SourceLimits) *cepv1.SourceLimits {
+	if l == (meta.SourceLimits{}) {
+		return nil
+	}
+	out := &cepv1.SourceLimits{MaxBytes: l.MaxBytes, MaxMsgs: l.MaxMsgs}
+	if l.MaxAge > 0 {
+		out.MaxAge = durationpb.New(l.MaxAge)
+	}
+	return out
+}
+
+func fromSourceLimits(l *cepv1.SourceLimits) (meta.SourceLimits, error) {
+	out := meta.SourceLimits{MaxBytes: l.GetMaxBytes(), MaxMsgs: l.GetMaxMsgs()}
+	if d := l.GetMaxAge(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return out, err
+		}
+		out.MaxAge = d.AsDuration()
+	}
+	return out, out.Valid()
+}
+
+// setStreamLimits gives a stream the cluster created for a source the
+// source's retention limits, when it does not have them already (a
+// stream kept from a source deleted before, or created by the call
+// before, which knows no limits). Without limits the stream is left as
+// it is, so limits set with `nats stream edit` survive; with them, the
+// source's win.
+func setStreamLimits(ctx context.Context, js jetstream.JetStream, stream string, l meta.SourceLimits) error {
+	if l == (meta.SourceLimits{}) {
+		return nil
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	have := st.CachedInfo().Config
+	want := have
+	applyLimits(&want, l)
+	if want.MaxAge == have.MaxAge && want.MaxBytes == have.MaxBytes && want.MaxMsgs == have.MaxMsgs {
+		return nil
+	}
+	_, err = js.UpdateStream(ctx, want)
+	return err
+}
+
+// applyLimits sets cfg's limits to l's, a zero limit meaning none.
+func applyLimits(cfg *jetstream.StreamConfig, l meta.SourceLimits) {
+	cfg.MaxAge, cfg.MaxBytes, cfg.MaxMsgs = l.MaxAge, l.MaxBytes, l.MaxMsgs
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = -1 // JetStream's "unlimited"
+	}
+	if cfg.MaxMsgs == 0 {
+		cfg.MaxMsgs = -1
+	}
 }
 
 func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
@@ -30,6 +88,13 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	}
 	if err := checkSource(&meta.Source{Name: r.Name, Stream: r.Stream, Subjects: r.Subjects, Key: r.Key}); err != nil {
 		return nil, err
+	}
+	limits, err := fromSourceLimits(r.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("%w: source %q: limits: %v", api.ErrInvalidArgument, r.Name, err)
+	}
+	if r.Stream != "" && limits != (meta.SourceLimits{}) {
+		return nil, fmt.Errorf("%w: source %q: retention limits apply to a stream the cluster creates, not to the existing stream %q (set them with nats stream edit)", api.ErrInvalidArgument, r.Name, r.Stream)
 	}
 	k := b.s.n.keyGroups()
 	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
@@ -60,17 +125,25 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		// the publishers' own subjects: a stream the cluster creates for
 		// them, not stored by block
 		name := keygroup.SourceStreamName(r.Name)
-		_, err := b.s.n.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: r.Subjects, Storage: jetstream.FileStorage})
-		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		cfg := jetstream.StreamConfig{Name: name, Subjects: r.Subjects, Storage: jetstream.FileStorage}
+		applyLimits(&cfg, limits)
+		_, err := b.s.n.js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = setStreamLimits(ctx, b.s.n.js, name, limits)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%w: create stream %s for %s: %v", api.ErrFailedPrecondition, name, strings.Join(r.Subjects, " "), err)
 		}
-		sm = &meta.Source{Name: r.Name, Stream: name, Subjects: r.Subjects, Key: r.Key, Managed: true, Unpartitioned: true}
+		sm = &meta.Source{Name: r.Name, Stream: name, Subjects: r.Subjects, Key: r.Key, Managed: true, Unpartitioned: true, Limits: limits}
 	default:
 		stream, err := EnsureSourceStream(ctx, b.s.n.js, r.Name, k)
+		if err == nil {
+			err = setStreamLimits(ctx, b.s.n.js, stream, limits)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: create stream: %v", api.ErrUnavailable, err)
 		}
-		sm = &meta.Source{Name: r.Name, Stream: stream, Subjects: []string{keygroup.SourceWildcard(r.Name)}, Key: r.Key, Managed: true}
+		sm = &meta.Source{Name: r.Name, Stream: stream, Subjects: []string{keygroup.SourceWildcard(r.Name)}, Key: r.Key, Managed: true, Limits: limits}
 	}
 	// the identity of the stream its positions will count in
 	created, err := streamCreated(ctx, b.s.n.js, sm.Stream)

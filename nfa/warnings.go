@@ -3,7 +3,7 @@ package nfa
 import (
 	"fmt"
 
-	"github.com/cepcluster/cep/internal/thousands"
+	"github.com/dustin/go-humanize"
 )
 
 // Warnings lists what is valid in the pattern but likely to hurt in
@@ -50,10 +50,10 @@ func (p *Pattern) Warnings() []string {
 		for i, st := range stages {
 			path := prefix + st.Name
 			if i > 0 && st.Contiguity == "followedByAny" {
-				warn(path, "contiguity", "followedByAny without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %s)", thousands.Format(DefaultMaxPartialMatches))
+				warn(path, "contiguity", "followedByAny without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %s)", humanize.Comma(DefaultMaxPartialMatches))
 			}
 			if st.AllowCombinations {
-				warn(path, "allowCombinations", "without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %s)", thousands.Format(DefaultMaxPartialMatches))
+				warn(path, "allowCombinations", "without a window on the whole match: each partial match that takes an event also stays, so a key's partial matches can double with every such event, for ever (a key keeps at most %s)", humanize.Comma(DefaultMaxPartialMatches))
 			}
 			visit(path+"/", st.Group)
 		}

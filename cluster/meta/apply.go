@@ -286,6 +286,9 @@ func (m *Meta) applyPutSource(idx uint64, c PutSource) (any, error) {
 	if m.Sources[s.Name] != nil {
 		return nil, refused(ErrExists, "source %q", s.Name)
 	}
+	if err := s.Limits.Valid(); err != nil {
+		return nil, refused(ErrInvalid, "source %q: %v", s.Name, err)
+	}
 	if s.Origin != "" && m.Sources[s.Origin] == nil {
 		// the source it re-keys was deleted meanwhile
 		return nil, refused(ErrNotFound, "source %q", s.Origin)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -279,4 +280,61 @@ func goldenApply(t *testing.T, f *FSM, idx uint64, e []byte) goldenResult {
 		r.Error = res.Err.Error()
 	}
 	return r
+}
+
+// The entries of sources with retention limits (limits-*: written by the
+// release that added Source.Limits) apply after the tombstone log to the
+// same results and metadata; a source without limits encodes as before
+// (no "limits" key), limits outside their bounds are refused by every
+// replica alike, and the snapshot keeps them.
+func TestGoldenSourceLimits(t *testing.T) {
+	entries := readLines(t, "testdata/limits-entries.jsonl")
+	results := readLines(t, "testdata/limits-results.jsonl")
+	if len(entries) != len(results) && !*update {
+		t.Fatalf("%d entries, %d results", len(entries), len(results))
+	}
+	f := NewFSM()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(readGolden(t, "tombstones-meta.json")))); err != nil {
+		t.Fatal(err)
+	}
+	first := uint64(len(readLines(t, "testdata/entries.jsonl")) + len(readLines(t, "testdata/tombstones-entries.jsonl")) + 1)
+	var got [][]byte
+	for i, e := range entries {
+		c, err := Decode(e)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i+1, err)
+		}
+		if b, _ := Encode(c); !bytes.Equal(b, e) {
+			t.Errorf("entry %d re-encodes as\n%s\nnot\n%s", i+1, b, e)
+		}
+		b, _ := json.Marshal(goldenApply(t, f, first+uint64(i), e))
+		got = append(got, b)
+	}
+	if *update {
+		os.WriteFile("testdata/limits-results.jsonl", append(bytes.Join(got, []byte("\n")), '\n'), 0o644)
+		os.WriteFile("testdata/limits-meta.json", append(snapshotBytes(t, f), '\n'), 0o644)
+		return
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], results[i]) {
+			t.Errorf("entry %d applied to\n%s\nnot\n%s", first+uint64(i), got[i], results[i])
+		}
+	}
+	want := readGolden(t, "limits-meta.json")
+	if b := snapshotBytes(t, f); !bytes.Equal(b, want) {
+		t.Fatalf("metadata:\n%s\nnot\n%s", b, want)
+	}
+	m, err := Unmarshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Sources["metrics"].Limits, (SourceLimits{MaxAge: 24 * time.Hour, MaxBytes: 10 << 30, MaxMsgs: 1_000_000}); got != want {
+		t.Errorf("metrics limits %+v, want %+v", got, want)
+	}
+	if m.Sources["audit"] != nil || m.Sources["pageviews"] != nil {
+		t.Errorf("refused or deleted sources kept: %v", m.SourceNames())
+	}
+	if b, _ := m.Clone().Marshal(); !bytes.Equal(b, want) {
+		t.Errorf("clones as\n%s", b)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Meta is the replicated metadata of the cluster: patterns, sources, the
@@ -157,6 +158,31 @@ type Source struct {
 	// recorded before identities were).
 	StreamCreated int64  `json:"streamCreated,omitempty"`
 	CreatedIndex  uint64 `json:"createdIndex"`
+	// Limits are the retention limits of a stream the cluster created for
+	// the source; omitted when there are none, so a source without them
+	// encodes as the releases before wrote it.
+	Limits SourceLimits `json:"limits,omitzero"`
+}
+
+// SourceLimits bound what a source's stream keeps; a zero field is no
+// bound.
+type SourceLimits struct {
+	MaxAge   time.Duration `json:"maxAge,omitempty"` // nanoseconds
+	MaxBytes int64         `json:"maxBytes,omitempty"`
+	MaxMsgs  int64         `json:"maxMsgs,omitempty"`
+}
+
+// Valid reports what is wrong with the limits, if anything.
+func (l SourceLimits) Valid() error {
+	switch {
+	case l.MaxAge < 0 || l.MaxAge > 0 && l.MaxAge < time.Second:
+		return fmt.Errorf("max age %v: none (0) or at least 1s", l.MaxAge)
+	case l.MaxBytes < 0:
+		return fmt.Errorf("max bytes %d: none (0) or positive", l.MaxBytes)
+	case l.MaxMsgs < 0:
+		return fmt.Errorf("max messages %d: none (0) or positive", l.MaxMsgs)
+	}
+	return nil
 }
 
 // Savepoint records a completed savepoint.

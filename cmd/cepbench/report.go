@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cepcluster/cep/internal/thousands"
+	"github.com/dustin/go-humanize"
 )
 
 // Report is everything one run measured (--json prints it as is).
@@ -168,7 +168,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func sortDurations(d []time.Duration) { sort.Slice(d, func(i, j int) bool { return d[i] < d[j] }) }
 
 // group formats a number, rounded, with thousands separators.
-func group(v float64) string { return thousands.Format(int64(v + 0.5)) }
+func group(v float64) string { return humanize.Comma(int64(v + 0.5)) }
 
 func mark(ok bool) string {
 	if ok {

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/cepcluster/cep/internal/thousands"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -183,4 +183,4 @@ func (r benchRun) describe(lines int) string {
 }
 
 // group writes n with thousands separators.
-func group(n uint64) string { return thousands.Format(int64(n)) }
+func group(n uint64) string { return humanize.Comma(int64(n)) }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 
@@ -422,6 +423,10 @@ func TestSources(t *testing.T) {
 		},
 		GetFunc: func(_ context.Context, r *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error) {
 			asked = r.GetName()
+			if r.GetName() == "metrics" {
+				return &cepv1.GetSourceResponse{Source: &cepv1.Source{Name: "metrics", Stream: "CEP_METRICS", Managed: true,
+					Limits: &cepv1.SourceLimits{MaxAge: durationpb.New(72 * time.Hour), MaxBytes: 50 << 30, MaxMsgs: 1_000_000}}}, nil
+			}
 			if r.GetName() != "logins" {
 				return nil, fmt.Errorf("source %q: %w", r.GetName(), api.ErrNotFound)
 			}
@@ -480,6 +485,23 @@ func TestSources(t *testing.T) {
 		t.Errorf("get yaml %q: %v", out, err)
 	}
 	cepctl(t, url, "source", "get", "nope").mustFail(t, `source "nope": api: not found`)
+	if out := cepctl(t, url, "source", "get", "logins").mustOK(t).stdout; !hasRow(out, "Retention:", "-") {
+		t.Errorf("a source without limits shows retention:\n%s", out)
+	}
+
+	// retention limits: sent as given, shown by get
+	cepctl(t, url, "source", "create", "metrics", "--max-age", "72h", "--max-bytes", "50G", "--max-msgs", "1000000").mustOK(t)
+	if l := created.GetLimits(); l.GetMaxAge().AsDuration() != 72*time.Hour || l.GetMaxBytes() != 50<<30 || l.GetMaxMsgs() != 1_000_000 {
+		t.Errorf("create request limits %v", l)
+	}
+	cepctl(t, url, "source", "create", "plain").mustOK(t)
+	if created.GetLimits() != nil {
+		t.Errorf("create without limits sent %v", created.GetLimits())
+	}
+	out = cepctl(t, url, "source", "get", "metrics").mustOK(t).stdout
+	if !strings.Contains(out, "max age 72h0m0s, max bytes 50 GiB, max msgs 1,000,000") {
+		t.Errorf("get of a source with limits:\n%s", out)
+	}
 }
 
 func TestSavepoints(t *testing.T) {

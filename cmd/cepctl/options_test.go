@@ -274,6 +274,12 @@ func TestSourceOptions(t *testing.T) {
 			want: sourceCreateOptions{globalOptions: defaults, Name: "logins"}},
 		{name: "all flags", args: []string{"source", "create", "orders", "--subjects", "orders.>,shop.orders.*", "--subjects", "x.y", "--key", "e.customer.id", "--stream", "ORDERS"},
 			want: sourceCreateOptions{globalOptions: defaults, Name: "orders", Subjects: []string{"orders.>", "shop.orders.*", "x.y"}, Key: "e.customer.id", Stream: "ORDERS"}},
+		{name: "limits", args: []string{"source", "create", "metrics", "--max-age", "72h", "--max-bytes", "50G", "--max-msgs", "1000000"},
+			want: sourceCreateOptions{globalOptions: defaults, Name: "metrics", MaxAge: 72 * time.Hour, MaxBytes: 50 << 30, MaxMsgs: 1000000}},
+		{name: "bad max bytes", args: []string{"source", "create", "m", "--max-bytes", "lots"}, wantErr: "--max-bytes"},
+		{name: "short max age", args: []string{"source", "create", "m", "--max-age", "10ms"}, wantErr: "--max-age"},
+		{name: "negative max msgs", args: []string{"source", "create", "m", "--max-msgs", "-1"}, wantErr: "--max-msgs"},
+		{name: "limits on an existing stream", args: []string{"source", "create", "m", "--stream", "M", "--max-age", "1h"}, wantErr: "nats stream edit"},
 		{name: "no name", args: []string{"source", "create"}, wantErr: "accepts 1 arg"},
 	})
 	checkOptions(t, "source", newSourceListCmd, []optCase[sourceListOptions]{

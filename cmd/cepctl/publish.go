@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/dustin/go-humanize"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
@@ -721,10 +723,23 @@ func lineList(lines []int) string {
 	return b.String()
 }
 
-// startProgress redraws a progress line on w (a terminal) at most ten
-// times a second until the returned stop is called; stop erases the line.
-// size is the input's size in bytes, 0 when unknown (then no bar).
+// startProgress draws a progress line on w (a terminal), redrawn at most
+// ten times a second until the returned stop is called; stop erases it.
+// size is the input's size in bytes, 0 when unknown (then a spinner, no
+// bar). The bar follows the bytes read, the text the events sent.
 func startProgress(w io.Writer, start time.Time, sent, read *atomic.Int64, size int64) (stop func()) {
+	total := size
+	if total <= 0 {
+		total = -1 // progressbar's "unknown": a spinner
+	}
+	bar := progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w), progressbar.OptionSetWidth(30), progressbar.OptionSetTheme(progressbar.ThemeASCII),
+		progressbar.OptionThrottle(0), // this loop sets the pace
+		// no spinner goroutine of its own (it has no stop and races with
+		// Describe): the spinner turns as this loop redraws
+		progressbar.OptionSetSpinnerChangeInterval(0),
+		progressbar.OptionSetPredictTime(false), progressbar.OptionSetElapsedTime(false),
+		progressbar.OptionShowDescriptionAtLineEnd(), progressbar.OptionUseANSICodes(true), progressbar.OptionSetRenderBlankState(false))
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {
@@ -734,10 +749,11 @@ func startProgress(w io.Writer, start time.Time, sent, read *atomic.Int64, size 
 		for {
 			select {
 			case <-done:
-				fmt.Fprint(w, "\r\033[K")
+				_ = bar.Clear()
 				return
 			case now := <-t.C:
-				fmt.Fprint(w, progressLine(sent.Load(), read.Load(), size, now.Sub(start)))
+				bar.Describe(progressText(sent.Load(), now.Sub(start)))
+				_ = bar.Set64(min(read.Load(), max(size, 0)))
 			}
 		}
 	}()
@@ -747,26 +763,11 @@ func startProgress(w io.Writer, start time.Time, sent, read *atomic.Int64, size 
 	}
 }
 
-// progressLine is "\r[=========>          ]  45%  450000 events  150000/s".
-func progressLine(sent, read, size int64, elapsed time.Duration) string {
-	const width = 30
-	var b strings.Builder
-	b.WriteString("\r")
-	if size > 0 {
-		frac := min(float64(read)/float64(size), 1)
-		n := int(frac * width)
-		b.WriteString("[")
-		b.WriteString(strings.Repeat("=", n))
-		if n < width {
-			b.WriteString(">")
-			b.WriteString(strings.Repeat(" ", width-n-1))
-		}
-		fmt.Fprintf(&b, "] %3.0f%%  ", frac*100)
-	}
+// progressText is "450,000 events  150,000/s".
+func progressText(sent int64, elapsed time.Duration) string {
 	rate := 0.0
 	if s := elapsed.Seconds(); s > 0 {
 		rate = float64(sent) / s
 	}
-	fmt.Fprintf(&b, "%d events  %.0f/s\033[K", sent, rate)
-	return b.String()
+	return humanize.Comma(sent) + " events  " + humanize.Comma(int64(rate+0.5)) + "/s"
 }

@@ -338,30 +338,43 @@ func TestSubjectsCover(t *testing.T) {
 	}
 }
 
+// The progress line shows the share of the input read (a bar, when its
+// size is known), the events sent and their rate, and is erased at the
+// end.
 func TestProgress(t *testing.T) {
-	got := progressLine(450, 45, 100, 3*time.Second)
-	if !strings.HasPrefix(got, "\r[=============>                ]  45%  450 events  150/s") {
-		t.Errorf("progress with size: %q", got)
+	if got := progressText(450_000, 3*time.Second); got != "450,000 events  150,000/s" {
+		t.Errorf("progress text %q", got)
 	}
-	got = progressLine(10, 5, 0, time.Second)
-	if got != "\r10 events  10/s\033[K" {
-		t.Errorf("progress without size: %q", got)
+	if got := progressText(10, 0); got != "10 events  0/s" {
+		t.Errorf("progress text at the start %q", got)
 	}
-	if got := progressLine(10, 200, 100, time.Second); !strings.Contains(got, "[==============================] 100%") {
-		t.Errorf("progress past the end: %q", got)
-	}
-
-	var sent, read atomic.Int64
-	sent.Store(7)
-	w := &syncBuffer{}
-	stop := startProgress(w, time.Now(), &sent, &read, 0)
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(w.String(), "7 events") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	stop()
-	if out := w.String(); !strings.Contains(out, "7 events") || !strings.HasSuffix(out, "\r\033[K") {
-		t.Errorf("progress output %q", out)
+	for _, tc := range []struct {
+		size, read int64
+		want       string
+	}{
+		{100, 45, " 45% [============>"},
+		{100, 200, "100% [==============================]"},
+		{0, 5, "7 events"},
+	} {
+		var sent, read atomic.Int64
+		sent.Store(7)
+		read.Store(tc.read)
+		w := &syncBuffer{}
+		stop := startProgress(w, time.Now(), &sent, &read, tc.size)
+		testutil.Eventually(t, 5*time.Second, func() error {
+			if !strings.Contains(w.String(), "7 events") {
+				return fmt.Errorf("no progress yet: %q", w.String())
+			}
+			return nil
+		})
+		stop()
+		out := w.String()
+		if !strings.Contains(out, tc.want) || !strings.Contains(out, "7 events") || !strings.HasSuffix(out, "\x1b[2K\r") {
+			t.Errorf("size %d, read %d: progress output %q, want %q, the events and an erased line", tc.size, tc.read, out, tc.want)
+		}
+		if tc.size == 0 && strings.Contains(out, "%") {
+			t.Errorf("a bar for an input of unknown size: %q", out)
+		}
 	}
 }
 

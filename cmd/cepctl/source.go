@@ -4,9 +4,11 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/internal/size"
 )
 
 func newSourceCmd(d *deps) *cobra.Command {
@@ -44,6 +46,22 @@ func writeSource(w io.Writer, format string, s *cepv1.Source) error {
 	}
 	row(tw, "Key groups:", s.GetKeyGroups())
 	row(tw, "Managed:", s.GetManaged())
+	row(tw, "Retention:", retention(s.GetLimits()))
 	row(tw, "Created index:", s.GetCreatedIndex())
 	return tw.Flush()
+}
+
+// retention describes a source's limits, "-" without any.
+func retention(l *cepv1.SourceLimits) string {
+	var parts []string
+	if d := l.GetMaxAge(); d != nil {
+		parts = append(parts, "max age "+d.AsDuration().String())
+	}
+	if n := l.GetMaxBytes(); n > 0 {
+		parts = append(parts, "max bytes "+size.Format(n))
+	}
+	if n := l.GetMaxMsgs(); n > 0 {
+		parts = append(parts, "max msgs "+humanize.Comma(n))
+	}
+	return orDash(strings.Join(parts, ", "))
 }

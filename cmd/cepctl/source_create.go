@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/internal/size"
 )
 
 type sourceCreateOptions struct {
@@ -16,7 +19,29 @@ type sourceCreateOptions struct {
 	Subjects []string
 	Key      string
 	Stream   string
+	// retention limits of the stream the cluster creates; 0: none
+	MaxAge   time.Duration
+	MaxBytes sizeValue
+	MaxMsgs  int64
 }
+
+// sizeValue is a byte-count flag: "512M", "10GiB" (see package size).
+type sizeValue int64
+
+func (v *sizeValue) String() string {
+	if *v == 0 {
+		return "0"
+	}
+	return size.Format(int64(*v))
+}
+
+func (v *sizeValue) Set(s string) error {
+	n, err := size.Parse(s)
+	*v = sizeValue(n)
+	return err
+}
+
+func (*sizeValue) Type() string { return "size" }
 
 func newSourceCreateCmd(d *deps, runF func(*sourceCreateOptions) error) *cobra.Command {
 	opts := &sourceCreateOptions{}
@@ -31,9 +56,16 @@ keyed like the source read it directly. With --subjects the cluster creates a
 stream for those subjects; with --stream the source reads that existing
 stream (only the --subjects given, if any). Such sources are not stored by
 block: every pattern reads them re-keyed by its own key (one shard forwards
-each event into a derived source, listed by cepctl source list).`,
+each event into a derived source, listed by cepctl source list).
+
+--max-age, --max-bytes and --max-msgs bound what the stream the cluster
+creates keeps: past a limit its oldest events are removed, read or not (a
+pattern that falls further behind than that loses them, and says so in the
+log). Without them the stream keeps every event. Derived sources keep the
+same limits; an existing --stream keeps its own.`,
 		Example: `  cepctl source create logins --key e.user
   cepctl source create clicks --subjects 'web.clicks.*'
+  cepctl source create metrics --key e.host --max-age 72h --max-bytes 50G
   cepctl source create eu-orders --stream ORDERS --subjects 'shop.orders.eu.>' --key e.customer.id`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -42,6 +74,14 @@ each event into a derived source, listed by cepctl source list).`,
 				return err
 			}
 			opts.globalOptions, opts.Name = g, args[0]
+			switch {
+			case opts.MaxAge < 0 || opts.MaxAge > 0 && opts.MaxAge < time.Second:
+				return fmt.Errorf("--max-age %v: at least 1s (or 0, no limit)", opts.MaxAge)
+			case opts.MaxMsgs < 0:
+				return fmt.Errorf("--max-msgs %d: positive (or 0, no limit)", opts.MaxMsgs)
+			case opts.Stream != "" && (opts.MaxAge > 0 || opts.MaxBytes > 0 || opts.MaxMsgs > 0):
+				return fmt.Errorf("--max-age, --max-bytes and --max-msgs bound a stream the cluster creates, not --stream %s (set its limits with nats stream edit)", opts.Stream)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -51,13 +91,16 @@ each event into a derived source, listed by cepctl source list).`,
 	cmd.Flags().StringSliceVar(&opts.Subjects, "subjects", nil, "subjects to read, comma-separated or repeated; NATS wildcards allowed (default: the cluster's, NAME.<key token>)")
 	cmd.Flags().StringVar(&opts.Key, "key", "", "CEL expression for the partition key, e.g. e.user.id (default: the publisher's subject token)")
 	cmd.Flags().StringVar(&opts.Stream, "stream", "", "existing JetStream stream to read (default: the cluster creates one)")
+	cmd.Flags().DurationVar(&opts.MaxAge, "max-age", 0, "remove events older than this from the stream, e.g. 72h (default: keep them)")
+	cmd.Flags().Var(&opts.MaxBytes, "max-bytes", "remove the oldest events once the stream holds more, e.g. 50G (K, M, G, T: powers of 1024; default: no limit)")
+	cmd.Flags().Int64Var(&opts.MaxMsgs, "max-msgs", 0, "remove the oldest events once the stream holds more events than this (default: no limit)")
 	return cmd
 }
 
 func runSourceCreate(ctx context.Context, d *deps, opts *sourceCreateOptions) error {
 	c := newClients(d, opts.globalOptions)
 	res, err := c.sources.CreateSource(ctx, connect.NewRequest(&cepv1.CreateSourceRequest{
-		Name: opts.Name, Subjects: opts.Subjects, Stream: opts.Stream, Key: opts.Key,
+		Name: opts.Name, Subjects: opts.Subjects, Stream: opts.Stream, Key: opts.Key, Limits: opts.limits(),
 	}))
 	if err != nil {
 		return err
@@ -69,4 +112,16 @@ func runSourceCreate(ctx context.Context, d *deps, opts *sourceCreateOptions) er
 	_, err = fmt.Fprintf(d.stdout, "created source %s (stream %s, subjects %s, key %s)\n",
 		s.GetName(), orDash(s.GetStream()), joinOrDash(s.GetSubjects()), orDash(s.GetKey()))
 	return err
+}
+
+// limits is the request's SourceLimits, nil without any.
+func (o *sourceCreateOptions) limits() *cepv1.SourceLimits {
+	if o.MaxAge == 0 && o.MaxBytes == 0 && o.MaxMsgs == 0 {
+		return nil
+	}
+	l := &cepv1.SourceLimits{MaxBytes: int64(o.MaxBytes), MaxMsgs: o.MaxMsgs}
+	if o.MaxAge > 0 {
+		l.MaxAge = durationpb.New(o.MaxAge)
+	}
+	return l
 }

@@ -22,12 +22,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,6 +34,7 @@ import (
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/cluster/transport"
+	"github.com/cepcluster/cep/internal/size"
 )
 
 func main() {
@@ -447,20 +446,5 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 	return out, nil
 }
 
-// parseSize reads a byte count: digits with an optional K, M, G or T
-// suffix (powers of 1024, "B" or "iB" after it allowed), as "512M" or
-// "10GiB".
-func parseSize(v string) (int64, error) {
-	num := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(v)), "B"), "I")
-	shift := 0
-	if i := len(num) - 1; i >= 0 {
-		if k := strings.IndexByte("KMGT", num[i]); k >= 0 {
-			shift, num = 10*(k+1), num[:i]
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
-		return 0, fmt.Errorf("%q is not a positive size in bytes (such as 512M or 10G)", v)
-	}
-	return n << shift, nil
-}
+// parseSize reads a byte count, as "512M" or "10GiB" (see package size).
+func parseSize(v string) (int64, error) { return size.Parse(v) }

@@ -9,6 +9,7 @@ package cepv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -49,7 +50,11 @@ type Source struct {
 	// For a source the cluster derived to re-key another one by a pattern's
 	// key (named "<origin>.k<hash>"): the source it re-keys, by key. Empty
 	// for a source someone created.
-	Origin        string `protobuf:"bytes,8,opt,name=origin,proto3" json:"origin,omitempty"`
+	Origin string `protobuf:"bytes,8,opt,name=origin,proto3" json:"origin,omitempty"`
+	// Retention limits of the stream the cluster created for the source
+	// (unset: none, the stream keeps every event). The oldest events go once
+	// the stream holds more than a limit.
+	Limits        *SourceLimits `protobuf:"bytes,20,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +145,78 @@ func (x *Source) GetOrigin() string {
 	return ""
 }
 
+func (x *Source) GetLimits() *SourceLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// SourceLimits bound what a source's stream keeps; a zero field is no
+// bound.
+type SourceLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Events older than this are removed (at least 1 s).
+	MaxAge *durationpb.Duration `protobuf:"bytes,1,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
+	// Bytes the stream holds at most.
+	MaxBytes int64 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// Events the stream holds at most.
+	MaxMsgs       int64 `protobuf:"varint,3,opt,name=max_msgs,json=maxMsgs,proto3" json:"max_msgs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourceLimits) Reset() {
+	*x = SourceLimits{}
+	mi := &file_cep_v1_source_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceLimits) ProtoMessage() {}
+
+func (x *SourceLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_source_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceLimits.ProtoReflect.Descriptor instead.
+func (*SourceLimits) Descriptor() ([]byte, []int) {
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SourceLimits) GetMaxAge() *durationpb.Duration {
+	if x != nil {
+		return x.MaxAge
+	}
+	return nil
+}
+
+func (x *SourceLimits) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *SourceLimits) GetMaxMsgs() int64 {
+	if x != nil {
+		return x.MaxMsgs
+	}
+	return 0
+}
+
 type CreateSourceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -149,14 +226,18 @@ type CreateSourceRequest struct {
 	Stream string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
 	// The partition key expression (see Source.key); empty leaves the key to
 	// the publisher's choice of subject token.
-	Key           string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// Retention limits for the stream the cluster creates (not allowed with
+	// stream, whose configuration is its owner's). Errors: InvalidArgument
+	// (a negative limit, a max age under 1 s, or limits with stream).
+	Limits        *SourceLimits `protobuf:"bytes,20,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSourceRequest) Reset() {
 	*x = CreateSourceRequest{}
-	mi := &file_cep_v1_source_proto_msgTypes[1]
+	mi := &file_cep_v1_source_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -168,7 +249,7 @@ func (x *CreateSourceRequest) String() string {
 func (*CreateSourceRequest) ProtoMessage() {}
 
 func (x *CreateSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[1]
+	mi := &file_cep_v1_source_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,7 +262,7 @@ func (x *CreateSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSourceRequest.ProtoReflect.Descriptor instead.
 func (*CreateSourceRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{1}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateSourceRequest) GetName() string {
@@ -212,6 +293,13 @@ func (x *CreateSourceRequest) GetKey() string {
 	return ""
 }
 
+func (x *CreateSourceRequest) GetLimits() *SourceLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type CreateSourceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Source        *Source                `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
@@ -221,7 +309,7 @@ type CreateSourceResponse struct {
 
 func (x *CreateSourceResponse) Reset() {
 	*x = CreateSourceResponse{}
-	mi := &file_cep_v1_source_proto_msgTypes[2]
+	mi := &file_cep_v1_source_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -233,7 +321,7 @@ func (x *CreateSourceResponse) String() string {
 func (*CreateSourceResponse) ProtoMessage() {}
 
 func (x *CreateSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[2]
+	mi := &file_cep_v1_source_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -246,7 +334,7 @@ func (x *CreateSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSourceResponse.ProtoReflect.Descriptor instead.
 func (*CreateSourceResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{2}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateSourceResponse) GetSource() *Source {
@@ -264,7 +352,7 @@ type ListSourcesRequest struct {
 
 func (x *ListSourcesRequest) Reset() {
 	*x = ListSourcesRequest{}
-	mi := &file_cep_v1_source_proto_msgTypes[3]
+	mi := &file_cep_v1_source_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +364,7 @@ func (x *ListSourcesRequest) String() string {
 func (*ListSourcesRequest) ProtoMessage() {}
 
 func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[3]
+	mi := &file_cep_v1_source_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +377,7 @@ func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{3}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{4}
 }
 
 type ListSourcesResponse struct {
@@ -302,7 +390,7 @@ type ListSourcesResponse struct {
 
 func (x *ListSourcesResponse) Reset() {
 	*x = ListSourcesResponse{}
-	mi := &file_cep_v1_source_proto_msgTypes[4]
+	mi := &file_cep_v1_source_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +402,7 @@ func (x *ListSourcesResponse) String() string {
 func (*ListSourcesResponse) ProtoMessage() {}
 
 func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[4]
+	mi := &file_cep_v1_source_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +415,7 @@ func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{4}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListSourcesResponse) GetSources() []*Source {
@@ -346,7 +434,7 @@ type GetSourceRequest struct {
 
 func (x *GetSourceRequest) Reset() {
 	*x = GetSourceRequest{}
-	mi := &file_cep_v1_source_proto_msgTypes[5]
+	mi := &file_cep_v1_source_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +446,7 @@ func (x *GetSourceRequest) String() string {
 func (*GetSourceRequest) ProtoMessage() {}
 
 func (x *GetSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[5]
+	mi := &file_cep_v1_source_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +459,7 @@ func (x *GetSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSourceRequest.ProtoReflect.Descriptor instead.
 func (*GetSourceRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{5}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetSourceRequest) GetName() string {
@@ -390,7 +478,7 @@ type GetSourceResponse struct {
 
 func (x *GetSourceResponse) Reset() {
 	*x = GetSourceResponse{}
-	mi := &file_cep_v1_source_proto_msgTypes[6]
+	mi := &file_cep_v1_source_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +490,7 @@ func (x *GetSourceResponse) String() string {
 func (*GetSourceResponse) ProtoMessage() {}
 
 func (x *GetSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[6]
+	mi := &file_cep_v1_source_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +503,7 @@ func (x *GetSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSourceResponse.ProtoReflect.Descriptor instead.
 func (*GetSourceResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{6}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetSourceResponse) GetSource() *Source {
@@ -437,7 +525,7 @@ type DeleteSourceRequest struct {
 
 func (x *DeleteSourceRequest) Reset() {
 	*x = DeleteSourceRequest{}
-	mi := &file_cep_v1_source_proto_msgTypes[7]
+	mi := &file_cep_v1_source_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +537,7 @@ func (x *DeleteSourceRequest) String() string {
 func (*DeleteSourceRequest) ProtoMessage() {}
 
 func (x *DeleteSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[7]
+	mi := &file_cep_v1_source_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +550,7 @@ func (x *DeleteSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSourceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSourceRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{7}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteSourceRequest) GetName() string {
@@ -491,7 +579,7 @@ type DeleteSourceResponse struct {
 
 func (x *DeleteSourceResponse) Reset() {
 	*x = DeleteSourceResponse{}
-	mi := &file_cep_v1_source_proto_msgTypes[8]
+	mi := &file_cep_v1_source_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +591,7 @@ func (x *DeleteSourceResponse) String() string {
 func (*DeleteSourceResponse) ProtoMessage() {}
 
 func (x *DeleteSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[8]
+	mi := &file_cep_v1_source_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +604,7 @@ func (x *DeleteSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSourceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSourceResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{8}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteSourceResponse) GetSources() []*Source {
@@ -537,7 +625,7 @@ var File_cep_v1_source_proto protoreflect.FileDescriptor
 
 const file_cep_v1_source_proto_rawDesc = "" +
 	"\n" +
-	"\x13cep/v1/source.proto\x12\x06cep.v1\"\xd8\x01\n" +
+	"\x13cep/v1/source.proto\x12\x06cep.v1\x1a\x1egoogle/protobuf/duration.proto\"\x86\x02\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x1a\n" +
@@ -547,12 +635,18 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\amanaged\x18\x05 \x01(\bR\amanaged\x12#\n" +
 	"\rcreated_index\x18\x06 \x01(\x04R\fcreatedIndex\x12\x10\n" +
 	"\x03key\x18\a \x01(\tR\x03key\x12\x16\n" +
-	"\x06origin\x18\b \x01(\tR\x06origin\"o\n" +
+	"\x06origin\x18\b \x01(\tR\x06origin\x12,\n" +
+	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\"z\n" +
+	"\fSourceLimits\x122\n" +
+	"\amax_age\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x19\n" +
+	"\bmax_msgs\x18\x03 \x01(\x03R\amaxMsgs\"\x9d\x01\n" +
 	"\x13CreateSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bsubjects\x18\x02 \x03(\tR\bsubjects\x12\x16\n" +
 	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x10\n" +
-	"\x03key\x18\x04 \x01(\tR\x03key\">\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12,\n" +
+	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\">\n" +
 	"\x14CreateSourceResponse\x12&\n" +
 	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source\"\x14\n" +
 	"\x12ListSourcesRequest\"?\n" +
@@ -586,36 +680,41 @@ func file_cep_v1_source_proto_rawDescGZIP() []byte {
 	return file_cep_v1_source_proto_rawDescData
 }
 
-var file_cep_v1_source_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_cep_v1_source_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_cep_v1_source_proto_goTypes = []any{
 	(*Source)(nil),               // 0: cep.v1.Source
-	(*CreateSourceRequest)(nil),  // 1: cep.v1.CreateSourceRequest
-	(*CreateSourceResponse)(nil), // 2: cep.v1.CreateSourceResponse
-	(*ListSourcesRequest)(nil),   // 3: cep.v1.ListSourcesRequest
-	(*ListSourcesResponse)(nil),  // 4: cep.v1.ListSourcesResponse
-	(*GetSourceRequest)(nil),     // 5: cep.v1.GetSourceRequest
-	(*GetSourceResponse)(nil),    // 6: cep.v1.GetSourceResponse
-	(*DeleteSourceRequest)(nil),  // 7: cep.v1.DeleteSourceRequest
-	(*DeleteSourceResponse)(nil), // 8: cep.v1.DeleteSourceResponse
+	(*SourceLimits)(nil),         // 1: cep.v1.SourceLimits
+	(*CreateSourceRequest)(nil),  // 2: cep.v1.CreateSourceRequest
+	(*CreateSourceResponse)(nil), // 3: cep.v1.CreateSourceResponse
+	(*ListSourcesRequest)(nil),   // 4: cep.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),  // 5: cep.v1.ListSourcesResponse
+	(*GetSourceRequest)(nil),     // 6: cep.v1.GetSourceRequest
+	(*GetSourceResponse)(nil),    // 7: cep.v1.GetSourceResponse
+	(*DeleteSourceRequest)(nil),  // 8: cep.v1.DeleteSourceRequest
+	(*DeleteSourceResponse)(nil), // 9: cep.v1.DeleteSourceResponse
+	(*durationpb.Duration)(nil),  // 10: google.protobuf.Duration
 }
 var file_cep_v1_source_proto_depIdxs = []int32{
-	0, // 0: cep.v1.CreateSourceResponse.source:type_name -> cep.v1.Source
-	0, // 1: cep.v1.ListSourcesResponse.sources:type_name -> cep.v1.Source
-	0, // 2: cep.v1.GetSourceResponse.source:type_name -> cep.v1.Source
-	0, // 3: cep.v1.DeleteSourceResponse.sources:type_name -> cep.v1.Source
-	1, // 4: cep.v1.SourceService.CreateSource:input_type -> cep.v1.CreateSourceRequest
-	3, // 5: cep.v1.SourceService.ListSources:input_type -> cep.v1.ListSourcesRequest
-	5, // 6: cep.v1.SourceService.GetSource:input_type -> cep.v1.GetSourceRequest
-	7, // 7: cep.v1.SourceService.DeleteSource:input_type -> cep.v1.DeleteSourceRequest
-	2, // 8: cep.v1.SourceService.CreateSource:output_type -> cep.v1.CreateSourceResponse
-	4, // 9: cep.v1.SourceService.ListSources:output_type -> cep.v1.ListSourcesResponse
-	6, // 10: cep.v1.SourceService.GetSource:output_type -> cep.v1.GetSourceResponse
-	8, // 11: cep.v1.SourceService.DeleteSource:output_type -> cep.v1.DeleteSourceResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1,  // 0: cep.v1.Source.limits:type_name -> cep.v1.SourceLimits
+	10, // 1: cep.v1.SourceLimits.max_age:type_name -> google.protobuf.Duration
+	1,  // 2: cep.v1.CreateSourceRequest.limits:type_name -> cep.v1.SourceLimits
+	0,  // 3: cep.v1.CreateSourceResponse.source:type_name -> cep.v1.Source
+	0,  // 4: cep.v1.ListSourcesResponse.sources:type_name -> cep.v1.Source
+	0,  // 5: cep.v1.GetSourceResponse.source:type_name -> cep.v1.Source
+	0,  // 6: cep.v1.DeleteSourceResponse.sources:type_name -> cep.v1.Source
+	2,  // 7: cep.v1.SourceService.CreateSource:input_type -> cep.v1.CreateSourceRequest
+	4,  // 8: cep.v1.SourceService.ListSources:input_type -> cep.v1.ListSourcesRequest
+	6,  // 9: cep.v1.SourceService.GetSource:input_type -> cep.v1.GetSourceRequest
+	8,  // 10: cep.v1.SourceService.DeleteSource:input_type -> cep.v1.DeleteSourceRequest
+	3,  // 11: cep.v1.SourceService.CreateSource:output_type -> cep.v1.CreateSourceResponse
+	5,  // 12: cep.v1.SourceService.ListSources:output_type -> cep.v1.ListSourcesResponse
+	7,  // 13: cep.v1.SourceService.GetSource:output_type -> cep.v1.GetSourceResponse
+	9,  // 14: cep.v1.SourceService.DeleteSource:output_type -> cep.v1.DeleteSourceResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_source_proto_init() }
@@ -629,7 +728,7 @@ func file_cep_v1_source_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_source_proto_rawDesc), len(file_cep_v1_source_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
