@@ -75,6 +75,8 @@ type Node struct {
 	readPaused *prometheus.GaugeVec
 	// streamMissing is 1 while a stream a shard leader reads is gone
 	streamMissing *prometheus.GaugeVec
+	// quarantine: this node's replicas with damaged files (quarantine.go)
+	quarantine *quarantines
 
 	// lock is held on the data directory until Close has stopped all
 	lock *dataDirLock
@@ -134,6 +136,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Name: "cep_source_stream_missing",
 		Help: "1 while a stream a shard leader reads (a source's, or a derived source's) does not exist.",
 	}, []string{"shard", "stream"})
+	n.quarantine = newQuarantines()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {

@@ -540,8 +540,12 @@ type Replica struct {
 	// The node holding the replica did not report it (it did not answer, or
 	// has not opened the replica): applied_index is not known, not 0.
 	AppliedUnknown bool `protobuf:"varint,4,opt,name=applied_unknown,json=appliedUnknown,proto3" json:"applied_unknown,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Why this replica is quarantined (its log or snapshot is damaged:
+	// closed, its files moved aside, to be rebuilt from a healthy peer),
+	// naming the file; empty while it is not.
+	Quarantined   string `protobuf:"bytes,10,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -602,6 +606,13 @@ func (x *Replica) GetAppliedUnknown() bool {
 	return false
 }
 
+func (x *Replica) GetQuarantined() string {
+	if x != nil {
+		return x.Quarantined
+	}
+	return ""
+}
+
 // Shard is a key-group range and the Raft group that owns its state.
 type Shard struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -632,6 +643,12 @@ type Shard struct {
 	RestoreId string `protobuf:"bytes,12,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
 	// The index of this replica's last Raft snapshot; 0 for none.
 	SnapshotIndex uint64 `protobuf:"varint,13,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	// Why the replica is quarantined, naming the damaged file: in a node's
+	// own list, its replica; in the cluster-wide list, set when no replica
+	// leads the shard and one is quarantined (the shard is stopped).
+	Quarantined string `protobuf:"bytes,20,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// Where the quarantined replica's files were moved (a node's own list).
+	QuarantineDir string `protobuf:"bytes,21,opt,name=quarantine_dir,json=quarantineDir,proto3" json:"quarantine_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -755,6 +772,20 @@ func (x *Shard) GetSnapshotIndex() uint64 {
 		return x.SnapshotIndex
 	}
 	return 0
+}
+
+func (x *Shard) GetQuarantined() string {
+	if x != nil {
+		return x.Quarantined
+	}
+	return ""
+}
+
+func (x *Shard) GetQuarantineDir() string {
+	if x != nil {
+		return x.QuarantineDir
+	}
+	return ""
 }
 
 type ListShardsRequest struct {
@@ -1219,12 +1250,14 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\asummary\x18\x02 \x01(\v2\x16.cep.v1.ClusterSummaryR\asummary\"9\n" +
 	"\rKeyGroupRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\rR\x05first\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\rR\x04last\"\x9e\x01\n" +
+	"\x04last\x18\x02 \x01(\rR\x04last\"\xc0\x01\n" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12'\n" +
-	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\"\xfe\x03\n" +
+	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\x12 \n" +
+	"\vquarantined\x18\n" +
+	" \x01(\tR\vquarantined\"\xc7\x04\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -1241,7 +1274,9 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\arunning\x18\v \x03(\v2\x16.cep.v1.PatternVersionR\arunning\x12\x1d\n" +
 	"\n" +
 	"restore_id\x18\f \x01(\tR\trestoreId\x12%\n" +
-	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\"6\n" +
+	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\x12 \n" +
+	"\vquarantined\x18\x14 \x01(\tR\vquarantined\x12%\n" +
+	"\x0equarantine_dir\x18\x15 \x01(\tR\rquarantineDir\"6\n" +
 	"\x11ListShardsRequest\x12!\n" +
 	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +

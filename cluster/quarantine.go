@@ -1,0 +1,302 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/shard"
+)
+
+// A replica whose files hold something it cannot trust (a damaged log
+// entry, an unreadable log or snapshot: shard.CorruptError) is
+// quarantined: closed, its files moved to <data>/quarantine/<shard>-<time>/
+// and replaced by a marker (quarantineMarker) that a restart honours. It
+// stays closed until the shard's leader has made it a non-voter (a
+// replica that lost its log must not vote with a forgotten term or vote,
+// nor count towards a quorum for entries it no longer has): the leader
+// sees the marker in this node's list of shards and demotes it. Then it
+// opens empty and is caught up and promoted as any added replica
+// (reconcileMembers). A shard with no other replica stays stopped, with
+// the error in the status, /readyz and cep_shard_quarantined.
+
+// quarantineMarker, in a quarantined replica's directory, holds a
+// quarantineRecord.
+const quarantineMarker = "quarantined.json"
+
+type quarantineRecord struct {
+	Shard uint64    `json:"shard"`
+	Err   string    `json:"error"`
+	Dir   string    `json:"dir"` // where the files went
+	Since time.Time `json:"since"`
+}
+
+// quarantines are this node's quarantined replicas.
+type quarantines struct {
+	mu     sync.Mutex
+	shards map[uint64]quarantineRecord
+	gauge  *prometheus.GaugeVec
+	// peerShards caches other nodes' lists of shards for leaders asking
+	// whether a voter is quarantined (one call per node a second)
+	peerShards map[string]cachedShards
+}
+
+type cachedShards struct {
+	at     time.Time
+	shards []*cepv1.Shard
+}
+
+func newQuarantines() *quarantines {
+	return &quarantines{shards: map[uint64]quarantineRecord{}, peerShards: map[string]cachedShards{},
+		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cep_shard_quarantined",
+			Help: "1 while this node's replica of the shard is quarantined (its log or snapshot is damaged): closed, its files moved aside, until it is rebuilt from a healthy peer; with no other replica the shard is stopped.",
+		}, []string{"shard"})}
+}
+
+func (q *quarantines) get(id uint64) (quarantineRecord, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r, ok := q.shards[id]
+	return r, ok
+}
+
+func (q *quarantines) list() []quarantineRecord {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]quarantineRecord, 0, len(q.shards))
+	for _, r := range q.shards {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b quarantineRecord) int { return int(a.Shard) - int(b.Shard) })
+	return out
+}
+
+func (q *quarantines) set(r quarantineRecord) {
+	q.mu.Lock()
+	q.shards[r.Shard] = r
+	q.mu.Unlock()
+	q.gauge.WithLabelValues(strconv.FormatUint(r.Shard, 10)).Set(1)
+}
+
+func (q *quarantines) clear(id uint64) {
+	q.mu.Lock()
+	delete(q.shards, id)
+	q.mu.Unlock()
+	q.gauge.DeleteLabelValues(strconv.FormatUint(id, 10))
+}
+
+// quarantineReplica closes this node's replica of shard id (when open),
+// moves its files aside and records why. It never fails the node: what
+// cannot be moved is logged, and the replica stays closed.
+func (n *Node) quarantineReplica(id uint64, cause error) {
+	if _, ok := n.quarantine.get(id); ok {
+		return
+	}
+	if err := n.closeReplica(id, false); err != nil {
+		n.log.Warn("closing a damaged replica", "shard", id, "err", err)
+	}
+	dir := n.shardDir(id)
+	to := filepath.Join(n.cfg.DataDir, "quarantine", fmt.Sprintf("%d-%s", id, time.Now().UTC().Format("20060102T150405.000Z")))
+	rec := quarantineRecord{Shard: id, Err: cause.Error(), Dir: to, Since: time.Now().UTC()}
+	err := os.MkdirAll(filepath.Dir(to), 0o755)
+	if err == nil {
+		err = os.Rename(dir, to)
+	}
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		b, _ := json.Marshal(rec)
+		err = os.WriteFile(filepath.Join(dir, quarantineMarker), b, 0o644)
+	}
+	if err != nil {
+		rec.Dir = ""
+		n.log.Error("cannot move a damaged replica's files aside", "shard", id, "dir", dir, "err", err)
+	}
+	n.quarantine.set(rec)
+	n.log.Error("replica quarantined: its files are damaged; it is rebuilt from a healthy peer, if the shard has one", "shard", id, "err", cause, "moved_to", to)
+}
+
+// readQuarantine reads the marker of a replica quarantined before a
+// restart (ok false: none).
+func readQuarantine(dir string) (quarantineRecord, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, quarantineMarker))
+	if err != nil {
+		return quarantineRecord{}, false
+	}
+	var r quarantineRecord
+	if json.Unmarshal(b, &r) != nil || r.Err == "" {
+		r.Err = fmt.Sprintf("%s: unreadable quarantine marker", filepath.Join(dir, quarantineMarker))
+	}
+	return r, true
+}
+
+// onCorrupt is shard.Config.OnCorrupt: a replica met a damaged entry
+// while running. It is told on the state machine's goroutine, which the
+// replica's close waits for: the quarantine runs on its own.
+func (n *Node) onCorrupt(ce *shard.CorruptError) {
+	if n.ctx.Err() != nil {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.quarantineReplica(ce.Shard, ce)
+	}()
+}
+
+// rebuildQuarantined opens, empty, a quarantined replica of info once the
+// shard's leader no longer counts it as a voter, so that the leader
+// catches it up; it reports whether it did. A shard with no other
+// replica in the map cannot be rebuilt: it stays stopped.
+func (n *Node) rebuildQuarantined(info meta.ShardInfo, groups int) bool {
+	rec, ok := n.quarantine.get(info.ID)
+	if !ok {
+		return false
+	}
+	others := slices.DeleteFunc(slices.Clone(info.Replicas), func(id string) bool { return id == n.cfg.NodeID })
+	if len(others) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	voter, known := true, false
+	for _, id := range others {
+		p, ok := n.peer(id)
+		if !ok {
+			continue
+		}
+		shards, err := n.peerAt(p.APIAddr).Shards(ctx)
+		if err != nil {
+			continue
+		}
+		for _, s := range shards {
+			if uint64(s.Id) != info.ID || s.LeaderNodeId != id {
+				continue
+			}
+			known, voter = true, false
+			for _, r := range s.Replicas {
+				if r.NodeId == n.cfg.NodeID && r.Suffrage == cepv1.Suffrage_SUFFRAGE_VOTER {
+					voter = true
+				}
+			}
+		}
+	}
+	if !known || voter {
+		return false // no leader heard, or it has not demoted this one yet
+	}
+	if err := os.Remove(filepath.Join(n.shardDir(info.ID), quarantineMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		n.log.Error("rebuilding a quarantined replica", "shard", info.ID, "err", err)
+		return false
+	}
+	n.quarantine.clear(info.ID)
+	start := info
+	start.First, start.Last = info.StartRange()
+	if err := n.openReplica(start, groups, nil, nil); err != nil {
+		n.log.Error("rebuilding a quarantined replica", "shard", info.ID, "err", err)
+		return false
+	}
+	n.log.Info("quarantined replica rebuilding from the shard's leader", "shard", info.ID, "was", rec.Err, "files", rec.Dir)
+	return true
+}
+
+// forgetQuarantined drops the quarantine of a replica the shard map no
+// longer gives this node (its moved files stay where they are).
+func (n *Node) forgetQuarantined(m *meta.Meta) {
+	for _, rec := range n.quarantine.list() {
+		i := m.ShardIndex(rec.Shard)
+		if i >= 0 && slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) {
+			continue
+		}
+		if i < 0 && m.KeyGroups == 0 {
+			continue
+		}
+		os.RemoveAll(n.shardDir(rec.Shard))
+		n.quarantine.clear(rec.Shard)
+		n.log.Info("quarantined replica no longer placed here", "shard", rec.Shard, "files", rec.Dir)
+	}
+}
+
+// demoteQuarantined makes a voter of the shard whose node reports its
+// replica quarantined a non-voter (the leader r runs it before each
+// configuration change): it lost its log, so it must not vote until it is
+// caught up and promoted again. It reports whether it changed anything.
+func (r *leader) demoteQuarantined(ctx context.Context, cfg raft.Configuration) (bool, error) {
+	for _, s := range cfg.Servers {
+		id := string(s.ID)
+		if s.Suffrage != raft.Voter || id == r.n.cfg.NodeID {
+			continue
+		}
+		p, ok := r.n.peer(id)
+		if !ok {
+			continue
+		}
+		shards, err := r.n.cachedPeerShards(ctx, p.APIAddr)
+		if err != nil {
+			continue
+		}
+		for _, sh := range shards {
+			if uint64(sh.Id) != r.sh.ID() || sh.Quarantined == "" {
+				continue
+			}
+			if err := shard.Wait(ctx, r.sh.Raft().DemoteVoter(s.ID, 0, 10*time.Second)); err != nil {
+				return false, fmt.Errorf("demoting quarantined replica %s: %w", id, err)
+			}
+			r.log.Warn("quarantined replica made a non-voter until it is rebuilt", "member", id, "reason", sh.Quarantined)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// cachedPeerShards is the node's list of shards (ListShards), at most a
+// second old.
+func (n *Node) cachedPeerShards(ctx context.Context, addr string) ([]*cepv1.Shard, error) {
+	q := n.quarantine
+	q.mu.Lock()
+	c, ok := q.peerShards[addr]
+	q.mu.Unlock()
+	if ok && time.Since(c.at) < time.Second {
+		return c.shards, nil
+	}
+	shards, err := n.peerAt(addr).Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	q.peerShards[addr] = cachedShards{at: time.Now(), shards: shards}
+	q.mu.Unlock()
+	return shards, nil
+}
+
+// quarantinedShards reports this node's quarantined replicas as its list
+// of shards does.
+func (n *Node) quarantinedShards() []*cepv1.Shard {
+	var out []*cepv1.Shard
+	for _, rec := range n.quarantine.list() {
+		out = append(out, &cepv1.Shard{Id: uint32(rec.Shard), Quarantined: rec.Err, QuarantineDir: rec.Dir})
+	}
+	return out
+}
+
+// quarantineReady is Ready's part: an error naming the first quarantined
+// replica of this node.
+func (n *Node) quarantineReady() error {
+	for _, rec := range n.quarantine.list() {
+		return fmt.Errorf("shard %d is quarantined (stopped until rebuilt from a healthy peer): %s", rec.Shard, rec.Err)
+	}
+	return nil
+}
