@@ -250,7 +250,7 @@ func (n *Node) Ready() error {
 // initialised and every local shard has a leader.
 func (n *Node) HTTPHandlers() map[string]http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(n), n.applyLatency, n.readPaused, n.streamMissing, n.quarantine.gauge, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(newCollector(n), n.applyLatency, n.readPaused, n.streamMissing, n.quarantine, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return map[string]http.Handler{
 		"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }),

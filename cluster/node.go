@@ -225,7 +225,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return n, err
 	}
-	n.meta, err = openMetaGroup(filepath.Join(cfg.DataDir, "meta"), cfg.NodeID, transport.NewTransport(layer, n.log), voters, cfg.Raft, n.log)
+	n.meta, err = n.openMeta(filepath.Join(cfg.DataDir, "meta"), transport.NewTransport(layer, n.log), voters)
 	if err != nil {
 		return n, fmt.Errorf("metadata group: %w", err)
 	}

@@ -67,7 +67,7 @@ func openBatch(data []byte) (b *Batch, corrupt bool, err error) {
 // does.
 func CheckShardEntry(l *raft.Log) error {
 	if l.Type != raft.LogCommand {
-		return checkRaftEntry(l)
+		return CheckRaftEntry(l)
 	}
 	if _, corrupt, err := openBatch(l.Data); corrupt {
 		return err
@@ -75,10 +75,10 @@ func CheckShardEntry(l *raft.Log) error {
 	return nil
 }
 
-// checkRaftEntry checks an entry raft itself encodes: a configuration
+// CheckRaftEntry checks an entry raft itself encodes: a configuration
 // must decode (raft panics on one that does not) and the type must be
 // one raft knows.
-func checkRaftEntry(l *raft.Log) (err error) {
+func CheckRaftEntry(l *raft.Log) (err error) {
 	switch l.Type {
 	case raft.LogConfiguration:
 		defer func() {
