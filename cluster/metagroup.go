@@ -99,10 +99,7 @@ func checkMetaEntry(l *raft.Log) error {
 	if l.Type != raft.LogCommand {
 		return shard.CheckRaftEntry(l)
 	}
-	if _, corrupt, err := meta.DecodeEntry(l.Data); corrupt {
-		return err
-	}
-	return nil
+	return meta.CheckEntry(l.Data)
 }
 
 // errNotMetaLeader is returned when a change reaches a node that does not

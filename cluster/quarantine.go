@@ -307,6 +307,11 @@ func (n *Node) quarantineReady() error {
 	if mq != nil {
 		return fmt.Errorf("the metadata replica is quarantined (rebuilding from its peers): %s", mq.rec.Err)
 	}
+	if n.meta != nil {
+		if err := n.meta.fsm.Corrupt(); err != nil {
+			return fmt.Errorf("the metadata replica stopped at a damaged log entry (a restart rebuilds it from its peers): %w", err)
+		}
+	}
 	for _, rec := range n.quarantine.list() {
 		return fmt.Errorf("shard %d is quarantined (stopped until rebuilt from a healthy peer): %s", rec.Shard, rec.Err)
 	}

@@ -64,15 +64,18 @@ func openBatch(data []byte) (b *Batch, corrupt bool, err error) {
 }
 
 // CheckShardEntry checks one entry of a shard's log as the start-up scan
-// does.
+// does: a sealed entry by its checksum alone (it is decoded when
+// applied), a legacy one by decoding it.
 func CheckShardEntry(l *raft.Log) error {
 	if l.Type != raft.LogCommand {
 		return CheckRaftEntry(l)
 	}
-	if _, corrupt, err := openBatch(l.Data); corrupt {
+	d, sealed, err := batchEnvelope.Open(l.Data)
+	if err != nil || sealed {
 		return err
 	}
-	return nil
+	_, err = DecodeBatch(d)
+	return err
 }
 
 // CheckRaftEntry checks an entry raft itself encodes: a configuration
