@@ -125,12 +125,12 @@ func (n *Node) quarantineReplica(id uint64, cause error) {
 	if _, ok := n.quarantine.get(id); ok {
 		return
 	}
+	// recorded before the replica closes, so that nothing sees it neither
+	// open nor quarantined (placeReplicas would open it afresh)
+	n.quarantine.set(quarantineRecord{Shard: id, Err: cause.Error(), Since: time.Now().UTC()})
 	if err := n.closeReplica(id, false); err != nil {
 		n.log.Warn("closing a damaged replica", "shard", id, "err", err)
 	}
-	// recorded before the files move, so that nothing sees the replica
-	// neither open nor quarantined
-	n.quarantine.set(quarantineRecord{Shard: id, Err: cause.Error(), Since: time.Now().UTC()})
 	rec := n.moveAside(n.shardDir(id), strconv.FormatUint(id, 10), id, cause)
 	n.quarantine.set(rec)
 	n.log.Error("replica quarantined: its files are damaged; it is rebuilt from a healthy peer, if the shard has one", "shard", id, "err", cause, "moved_to", rec.Dir)
@@ -223,11 +223,10 @@ func (n *Node) rebuildQuarantined(info meta.ShardInfo, groups int) bool {
 // longer gives this node (its moved files stay where they are).
 func (n *Node) forgetQuarantined(m *meta.Meta) {
 	for _, rec := range n.quarantine.list() {
+		// a shard this copy of the metadata does not list yet (catching
+		// up) stays quarantined
 		i := m.ShardIndex(rec.Shard)
-		if i >= 0 && slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) {
-			continue
-		}
-		if i < 0 && m.KeyGroups == 0 {
+		if i < 0 || slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) {
 			continue
 		}
 		os.RemoveAll(n.shardDir(rec.Shard))
