@@ -345,7 +345,7 @@ func (n *Node) openMeta(dir string, trans *transport.Transport, voters []raft.Se
 		if rec.Dir == "" {
 			return nil, err
 		}
-		n.log.Error("metadata replica quarantined: its files are damaged; it is rebuilt from its peers", "err", err, "moved_to", rec.Dir)
+		n.log.Error("metadata replica quarantined: its files are damaged; it is rebuilt from its peers", "group", "meta", "err", err, "moved_to", rec.Dir)
 	}
 	guard := newVoteGuard(trans)
 	g, err := openMetaGroup(dir, n.cfg.NodeID, guard, nil, n.cfg.Raft, n.log)

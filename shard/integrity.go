@@ -30,15 +30,17 @@ type CorruptError struct {
 	Err   error
 }
 
+// Error names the shard (the metadata group's callers say it is
+// theirs), the file and the entry.
 func (e *CorruptError) Error() string {
-	what := fmt.Sprintf("shard %d", e.Shard)
-	if e.Shard == 0 {
-		what = "metadata group"
-	}
+	where := e.File
 	if e.Index != 0 {
-		return fmt.Sprintf("%s: %s: log entry %d: %v", what, e.File, e.Index, e.Err)
+		where = fmt.Sprintf("%s: log entry %d", e.File, e.Index)
 	}
-	return fmt.Sprintf("%s: %s: %v", what, e.File, e.Err)
+	if e.Shard == 0 {
+		return fmt.Sprintf("%s: %v", where, e.Err)
+	}
+	return fmt.Sprintf("shard %d: %s: %v", e.Shard, where, e.Err)
 }
 
 func (e *CorruptError) Unwrap() error { return e.Err }

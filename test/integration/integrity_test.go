@@ -408,7 +408,7 @@ func TestIntegrityDamagedMetaLog(t *testing.T) {
 			v[j] ^= 0x20 // a letter's case: still JSON, the same length
 			return v
 		})
-		return file, fmt.Sprintf("metadata group: %s: log entry %d", file, i)
+		return file, fmt.Sprintf("%s: log entry %d", file, i)
 	})
 	// the metadata replicas agree, and n3 votes in the metadata group again
 	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
@@ -430,5 +430,34 @@ func TestIntegrityDamagedMetaLog(t *testing.T) {
 	}
 	if !strings.HasPrefix(tc.quarantined(2)[0], "meta-") {
 		t.Fatalf("moved %v, want the metadata replica's files", tc.quarantined(2))
+	}
+}
+
+// A single node whose metadata log is damaged has no peer to rebuild it
+// from: it does not start, the error naming the file and the entry, and
+// the files stay where they are.
+func TestIntegritySingleNodeMetaLog(t *testing.T) {
+	tc := newSingle(t, time.Minute, cluster.Config{DataDir: filepath.Join(t.TempDir(), "n1")})
+	tc.createBank(tc.client(0))
+	if err := tc.stop(0); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(tc.cfgs[0].DataDir, "meta", "raft.db")
+	i := editLogEntryWith(t, file, []byte(`"kind":"`), func(v []byte) []byte {
+		j := bytes.Index(v, []byte(`"kind":"`)) + len(`"kind":"`)
+		v[j] ^= 0x20
+		return v
+	})
+	n, err := cluster.Start(tc.ctx, tc.withSecret(tc.cfgs[0]))
+	if err == nil {
+		n.Close()
+		t.Fatal("the node started with a damaged metadata log")
+	}
+	if want := fmt.Sprintf("metadata group: %s: log entry %d", file, i); !strings.Contains(err.Error(), want) {
+		t.Fatalf("start: %v, want it to say %q", err, want)
+	}
+	t.Log(err)
+	if _, err := os.Stat(file); err != nil || len(tc.quarantined(0)) != 0 {
+		t.Fatalf("the files moved (%v, quarantine %v): a single node keeps them", err, tc.quarantined(0))
 	}
 }
