@@ -74,6 +74,9 @@ func (r *leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool,
 	if err := f.Error(); err != nil {
 		return false, err
 	}
+	if changed, err := r.demoteQuarantined(ctx, f.Configuration()); changed || err != nil {
+		return changed, err
+	}
 	caughtUp := func(p Peer) bool {
 		applied, err := r.n.peerAt(p.APIAddr).Applied(ctx, r.sh.ID())
 		return err == nil && applied+catchUpLag >= r.sh.FSM().Index()

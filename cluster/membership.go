@@ -290,6 +290,9 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 	if err := f.Error(); err != nil {
 		return true, err
 	}
+	if changed, err := n.demoteQuarantinedMeta(ctx, f.Configuration()); changed || err != nil {
+		return true, err
+	}
 	var servers []plan.Server
 	for _, s := range f.Configuration().Servers {
 		servers = append(servers, plan.Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})

@@ -16,6 +16,7 @@ import (
 	"github.com/cepcluster/cep/shard"
 
 	"github.com/cepcluster/cep/internal/hclogslog"
+	"github.com/cepcluster/cep/internal/integrity"
 )
 
 // peerOf is a member's addresses.
@@ -38,15 +39,27 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 	c := *rc
 	c.LocalID = raft.ServerID(localID)
 	c.Logger = hclogslog.New(logger.With("group", "meta"))
-	store, err := shard.OpenLog(filepath.Join(dir, "raft.db"))
+	logFile := filepath.Join(dir, "raft.db")
+	store, err := shard.OpenLog(logFile)
 	if err != nil {
-		return nil, fmt.Errorf("metadata log: %w", err)
+		if shard.IsLocked(err) {
+			return nil, fmt.Errorf("metadata log: %w", err)
+		}
+		return nil, &shard.CorruptError{File: logFile, Err: err}
+	}
+	if i, err := shard.VerifyLog(store, checkMetaEntry); err != nil {
+		store.Close()
+		return nil, &shard.CorruptError{File: logFile, Index: i, Err: err}
 	}
 	shard.RemoveUnfinishedSnapshots(filepath.Join(dir, "snapshots"), logger.With("group", "meta"))
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, c.Logger)
 	if err != nil {
 		store.Close()
 		return nil, err
+	}
+	if ce := shard.VerifySnapshots(dir, snaps); ce != nil {
+		store.Close()
+		return nil, ce
 	}
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
@@ -60,12 +73,33 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 		}
 	}
 	fsm := meta.NewFSM()
-	r, err := raft.NewRaft(&c, fsm, store, store, snaps, trans)
+	fsm.OnCorrupt(func(index uint64, err error) {
+		// the replica stops applying; a restart finds the entry and
+		// rebuilds the replica from its peers
+		logger.Error("metadata replica stopped at a damaged log entry: restart the node to rebuild it from its peers", "file", logFile, "index", index, "err", err)
+	})
+	r, err := shard.NewRaft(&c, fsm, store, snaps, trans)
+	if err == nil && fsm.RestoreErr() != nil {
+		err = &shard.CorruptError{File: filepath.Join(dir, "snapshots"), Err: fsm.RestoreErr()}
+		r.Shutdown().Error()
+	}
 	if err != nil {
 		store.Close()
+		if ce := (*shard.CorruptError)(nil); errors.As(err, &ce) && ce.File == "" {
+			ce.File = logFile
+		}
 		return nil, err
 	}
 	return &metaGroup{fsm: fsm, raft: r, store: store, fresh: !existing}, nil
+}
+
+// checkMetaEntry checks one entry of the metadata log as the start-up
+// scan does.
+func checkMetaEntry(l *raft.Log) error {
+	if l.Type != raft.LogCommand {
+		return shard.CheckRaftEntry(l)
+	}
+	return meta.CheckEntry(l.Data)
 }
 
 // errNotMetaLeader is returned when a change reaches a node that does not
@@ -80,6 +114,7 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	b = integrity.Seal(b)
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)

@@ -236,7 +236,7 @@ func (n *Node) Ready() error {
 			return fmt.Errorf("shard %d has no leader", sh.ID())
 		}
 	}
-	return nil
+	return n.quarantineReady()
 }
 
 // HTTPHandlers returns /metrics, /healthz and /readyz for the node.

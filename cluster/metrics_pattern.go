@@ -96,7 +96,7 @@ func buildInfo() prometheus.Collector {
 // metricCollectors are what the node's /metrics serves.
 func (n *Node) metricCollectors() []prometheus.Collector {
 	return []prometheus.Collector{newCollector(n), newPatternCollector(n), newNATSCollector(n), buildInfo(), n.rpcMetrics,
-		n.applyLatency, n.readPaused, n.streamMissing,
+		n.applyLatency, n.readPaused, n.streamMissing, n.quarantine,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})}
 }
 

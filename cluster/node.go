@@ -81,6 +81,8 @@ type Node struct {
 	// unread are the streams this node's shard leaders do not read, and why
 	unread     unreadStreams
 	rpcMetrics *api.RPCMetrics // the API's calls, by procedure and code
+	// quarantine: this node's replicas with damaged files (quarantine.go)
+	quarantine *quarantines
 
 	// lock is held on the data directory until Close has stopped all
 	lock *dataDirLock
@@ -141,6 +143,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Help: "1 while a stream a shard leader reads (a source's, or a derived source's) does not exist.",
 	}, []string{"shard", "stream"})
 	n.rpcMetrics = api.NewRPCMetrics()
+	n.quarantine = newQuarantines()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
@@ -229,7 +232,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return n, err
 	}
-	n.meta, err = openMetaGroup(filepath.Join(cfg.DataDir, "meta"), cfg.NodeID, transport.NewTransport(layer, n.log), voters, cfg.Raft, n.log)
+	n.meta, err = n.openMeta(filepath.Join(cfg.DataDir, "meta"), transport.NewTransport(layer, n.log), voters)
 	if err != nil {
 		return n, fmt.Errorf("metadata group: %w", err)
 	}

@@ -62,6 +62,11 @@ func (n *Node) openLocalReplicas() error {
 		if err != nil || !e.IsDir() {
 			continue
 		}
+		if rec, ok := readQuarantine(n.shardDir(id)); ok {
+			// quarantined before this start: closed until rebuilt
+			n.quarantine.set(rec)
+			continue
+		}
 		rr, err := readRange(n.shardDir(id))
 		if err != nil {
 			// written before ranges were recorded: the initial layout's
@@ -145,7 +150,7 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	scfg := shard.Config{
 		ID: info.ID, First: info.First, Last: info.Last, Groups: groups, ClusterID: "cep",
 		Dir: dir, LocalID: n.cfg.NodeID, Transport: trans, Bootstrap: bootstrap, Logger: n.log, Raft: n.cfg.Raft,
-		Initial: initial, OnSplit: n.storeSplit,
+		Initial: initial, OnSplit: n.storeSplit, OnCorrupt: n.onCorrupt,
 	}
 	if d := n.cfg.knobs().ApplyDelay; d > 0 {
 		scfg.Testing = &shard.Testing{ApplyDelay: d}
@@ -153,6 +158,11 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	sh, err := shard.Open(scfg)
 	if err != nil {
 		trans.Close()
+		if shard.IsCorrupt(err) {
+			// this replica alone: the node's others go on
+			n.quarantineReplica(info.ID, err)
+			return nil
+		}
 		return err
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
@@ -224,6 +234,10 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 		if !slices.Contains(info.Replicas, n.cfg.NodeID) {
 			continue
 		}
+		if _, ok := n.quarantine.get(info.ID); ok {
+			n.rebuildQuarantined(info, m.KeyGroups)
+			continue
+		}
 		if n.replica(info.ID) != nil {
 			n.forgetSplit(info.ID)
 			continue
@@ -247,6 +261,7 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 		n.log.Info("replica added", "shard", info.ID, "from_split", ok)
 	}
 	n.dropStraySplits(m)
+	n.forgetQuarantined(m)
 	for _, sh := range n.Shards() {
 		// a shard this copy of the metadata does not list yet (one split
 		// off, on a node whose metadata is catching up after a restart)

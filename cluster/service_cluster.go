@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -184,7 +185,7 @@ func (n *Node) localShards() []*cepv1.Shard {
 		s.UnreadStreams = n.unread.list(sh.ID())
 		out = append(out, s)
 	}
-	return out
+	return append(out, n.quarantinedShards()...)
 }
 
 // clusterShards lists every shard of the cluster as its leader reports it,
@@ -212,8 +213,17 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 	// the nodes whose NATS does not answer
 	own := map[string]map[uint32]uint64{}
 	natsDown := map[string]bool{}
+	// quarantined: the replicas their nodes report quarantined
+	quarantined := map[uint32]map[string]string{}
 	for i, p := range peers {
 		for _, s := range answers[i] {
+			if s.Quarantined != "" {
+				if quarantined[s.Id] == nil {
+					quarantined[s.Id] = map[string]string{}
+				}
+				quarantined[s.Id][p.ID] = s.Quarantined
+				continue
+			}
 			if s.LeaderNodeId == p.ID || best[s.Id] == nil {
 				best[s.Id] = s // the leader's own report wins
 			}
@@ -242,6 +252,16 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 				applied, ok := own[id][s.Id]
 				s.Replicas = append(s.Replicas, &cepv1.Replica{NodeId: id, Suffrage: cepv1.Suffrage_SUFFRAGE_UNSPECIFIED,
 					AppliedIndex: applied, AppliedUnknown: !ok, NatsUnreachable: natsDown[id]})
+			}
+		}
+		for _, rep := range s.Replicas {
+			rep.Quarantined = quarantined[s.Id][rep.NodeId]
+		}
+		if s.LeaderNodeId == "" {
+			// stopped: say why, when a replica is quarantined
+			for _, id := range slices.Sorted(maps.Keys(quarantined[s.Id])) {
+				s.Quarantined = fmt.Sprintf("%s: %s", id, quarantined[s.Id][id])
+				break
 			}
 		}
 		out.Shards = append(out.Shards, s)

@@ -15,11 +15,25 @@ import (
 // reached some other way, such as a copied or shared directory).
 const LogOpenTimeout = 3 * time.Second
 
-// OpenLog opens (or creates) the bolt Raft log at path.
-func OpenLog(path string) (*raftboltdb.BoltStore, error) {
-	store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: LogOpenTimeout}})
+// ErrLogLocked is wrapped by OpenLog's error when another process holds
+// the file.
+var ErrLogLocked = errors.New("locked by another process")
+
+// IsLocked reports whether err is OpenLog's for a file another process
+// holds (any other failure to open a log is the file's own).
+func IsLocked(err error) bool { return errors.Is(err, ErrLogLocked) }
+
+// OpenLog opens (or creates) the bolt Raft log at path. A file bolt
+// panics on (a damaged meta page) fails the open.
+func OpenLog(path string) (store *raftboltdb.BoltStore, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			store, err = nil, fmt.Errorf("%s: unreadable: %v", path, r)
+		}
+	}()
+	store, err = raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: LogOpenTimeout}})
 	if errors.Is(err, bbolt.ErrTimeout) {
-		return nil, fmt.Errorf("%s is locked by another process (waited %v)", path, LogOpenTimeout)
+		return nil, fmt.Errorf("%s is %w (waited %v)", path, ErrLogLocked, LogOpenTimeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

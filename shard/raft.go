@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/cepcluster/cep/snapshot"
 
 	"github.com/cepcluster/cep/internal/hclogslog"
+	"github.com/cepcluster/cep/internal/integrity"
 )
 
 // FSM is the raft.FSM of a shard: a thin bridge that decodes log entries
@@ -48,6 +50,15 @@ type FSM struct {
 	onSnapshot func(encode, busy time.Duration, entries uint64)
 	onSplit    func(sp Split, state []byte) // Config.OnSplit
 	lastEncode atomic.Int64                 // nanoseconds the last snapshot's encoding took (metrics)
+
+	// corrupt is the first damaged entry met: nothing is applied after
+	// it, and no snapshot is taken (raft would compact the log into a
+	// state that skipped it)
+	corrupt    *CorruptError
+	onCorrupt  func(*CorruptError) // Config.OnCorrupt
+	shardID    uint64
+	logFile    string
+	restoreErr error // the first failed restore (Open fails on one)
 }
 
 // NewFSM returns the FSM of an empty shard owning [first, last] of groups.
@@ -57,17 +68,33 @@ func NewFSM(first, last, groups int, clusterID string) *FSM {
 
 var _ raft.FSM = (*FSM)(nil)
 
-// Apply applies one log entry. An entry that does not decode is skipped on
-// every replica alike (and reported to the proposer).
+// Apply applies one log entry. A sealed entry that does not decode is
+// skipped on every replica alike (and reported to the proposer). A
+// damaged one (its checksum does not match, or an entry written before
+// entries were sealed does not decode) is never applied: the replica
+// stops applying there and reports it (Config.OnCorrupt).
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
+	}
+	if ce := f.Corrupt(); ce != nil {
+		return ce
 	}
 	start := time.Now()
 	if f.delay > 0 {
 		time.Sleep(f.delay)
 	}
-	b, err := DecodeBatch(l.Data)
+	b, corrupt, err := openBatch(l.Data)
+	if corrupt {
+		ce := &CorruptError{Shard: f.shardID, File: f.logFile, Index: l.Index, Err: err}
+		f.mu.Lock()
+		f.corrupt = ce
+		f.mu.Unlock()
+		if f.onCorrupt != nil {
+			f.onCorrupt(ce)
+		}
+		return ce
+	}
 	f.mu.Lock()
 	f.index = l.Index
 	if err == nil {
@@ -111,6 +138,13 @@ func (f *FSM) Index() uint64 {
 	return f.index
 }
 
+// Corrupt is the damaged entry this replica stopped at, nil while none.
+func (f *FSM) Corrupt() *CorruptError {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.corrupt
+}
+
 // Applied is signalled after entries are applied (coalesced).
 func (f *FSM) Applied() <-chan struct{} { return f.applied }
 
@@ -141,6 +175,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	// entries belong to the state machine's goroutine alone)
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.corrupt != nil {
+		return nil, f.corrupt
+	}
 	if f.snapDelay > 0 {
 		time.Sleep(f.snapDelay)
 	}
@@ -201,9 +238,18 @@ func snapshotThreshold(encode, busy time.Duration, entries, min uint64) uint64 {
 	return uint64(n)
 }
 
-// Restore replaces the state with a snapshot's.
-func (f *FSM) Restore(rc io.ReadCloser) error {
+// Restore replaces the state with a snapshot's. A snapshot that does not
+// decode (or panics the decoder) fails it, recorded for Open.
+func (f *FSM) Restore(rc io.ReadCloser) (err error) {
 	defer rc.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("snapshot does not decode: %v", r)
+		}
+		if err != nil && f.restoreErr == nil {
+			f.restoreErr = err
+		}
+	}()
 	data, err := io.ReadAll(rc)
 	if err != nil {
 		return err
@@ -291,6 +337,10 @@ type Config struct {
 	// of each shard this one splits off (OpSplit), encoded as a snapshot
 	// file; it should store it durably before returning.
 	OnSplit func(sp Split, state []byte)
+	// OnCorrupt is told, on the state machine's goroutine, of the first
+	// damaged entry the replica meets once open (it applies nothing
+	// after it); it must not block.
+	OnCorrupt func(*CorruptError)
 }
 
 // DefaultRaftConfig is the Raft configuration shards ship with.
@@ -358,9 +408,17 @@ func Open(cfg Config) (*Shard, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c.Logger = raftLogger(logger.With("shard", cfg.ID))
-	store, err := OpenLog(filepath.Join(cfg.Dir, "raft.db"))
+	logFile := filepath.Join(cfg.Dir, "raft.db")
+	store, err := OpenLog(logFile)
 	if err != nil {
-		return nil, fmt.Errorf("shard %d: open log: %w", cfg.ID, err)
+		if IsLocked(err) {
+			return nil, fmt.Errorf("shard %d: open log: %w", cfg.ID, err)
+		}
+		return nil, &CorruptError{Shard: cfg.ID, File: logFile, Err: err}
+	}
+	if i, err := VerifyLog(store, CheckShardEntry); err != nil {
+		store.Close()
+		return nil, &CorruptError{Shard: cfg.ID, File: logFile, Index: i, Err: err}
 	}
 	keep := cfg.SnapshotKeep
 	if keep == 0 {
@@ -372,7 +430,13 @@ func Open(cfg Config) (*Shard, error) {
 		store.Close()
 		return nil, err
 	}
+	if err := VerifySnapshots(cfg.Dir, snaps); err != nil {
+		store.Close()
+		err.Shard = cfg.ID
+		return nil, err
+	}
 	fsm := NewFSM(cfg.First, cfg.Last, cfg.Groups, cfg.ClusterID)
+	fsm.shardID, fsm.logFile, fsm.onCorrupt = cfg.ID, logFile, cfg.OnCorrupt
 	if cfg.Testing != nil {
 		fsm.delay, fsm.snapDelay = cfg.Testing.ApplyDelay, cfg.Testing.SnapshotDelay
 	}
@@ -395,9 +459,19 @@ func Open(cfg Config) (*Shard, error) {
 			return nil, fmt.Errorf("shard %d: bootstrap: %w", cfg.ID, err)
 		}
 	}
-	r, err := raft.NewRaft(&c, fsm, store, store, snaps, cfg.Transport)
+	r, err := NewRaft(&c, fsm, store, snaps, cfg.Transport)
+	if err == nil && fsm.restoreErr != nil {
+		// raft went on with an older snapshot, or none: the log it has
+		// may not reach back to it
+		err = &CorruptError{Shard: cfg.ID, File: filepath.Join(cfg.Dir, "snapshots"), Err: fsm.restoreErr}
+		r.Shutdown().Error()
+	}
 	if err != nil {
 		store.Close()
+		if ce := (*CorruptError)(nil); errors.As(err, &ce) {
+			ce.Shard, ce.File = cfg.ID, cmp.Or(ce.File, logFile)
+			return nil, ce
+		}
 		return nil, fmt.Errorf("shard %d: %w", cfg.ID, err)
 	}
 	sh := &Shard{cfg: cfg, fsm: fsm, raft: r, store: store}
@@ -481,7 +555,7 @@ func (s *Shard) Propose(ctx context.Context, b *Batch) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	return Result(ctx, s.raft.Apply(b.Encode(nil), timeout))
+	return Result(ctx, s.raft.Apply(integrity.Seal(b.Encode(nil)), timeout))
 }
 
 // Wait is f.Error(), or ctx's error once ctx ends first. When Raft shuts
@@ -521,7 +595,7 @@ func Result(ctx context.Context, f raft.ApplyFuture) error {
 // ProposeAsync appends a batch without waiting; the future reports the
 // outcome. Pipelining several keeps the log busy while the leader reads.
 func (s *Shard) ProposeAsync(b *Batch) raft.ApplyFuture {
-	return s.raft.Apply(b.Encode(nil), 10*time.Second)
+	return s.raft.Apply(integrity.Seal(b.Encode(nil)), 10*time.Second)
 }
 
 // Barrier waits until everything committed before it is applied here (a new
@@ -530,7 +604,7 @@ func (s *Shard) ProposeAsync(b *Batch) raft.ApplyFuture {
 // it, so its applied index (Index) reaches the end of the log, past the
 // entries it is never shown (a new leader's no-op, configurations).
 func (s *Shard) Barrier(ctx context.Context, timeout time.Duration) error {
-	return Result(ctx, s.raft.Apply((&Batch{}).Encode(nil), timeout))
+	return Result(ctx, s.raft.Apply(integrity.Seal((&Batch{}).Encode(nil)), timeout))
 }
 
 // Close shuts the replica down and closes its log. Safe to call twice.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/cepcluster/cep/internal/integrity"
 )
 
 // Command is one entry of the metadata log: one of the types below, each
@@ -212,6 +214,35 @@ func Encode(c Command) ([]byte, error) {
 	}
 	b.Write(body[1:])
 	return b.Bytes(), nil
+}
+
+// entryEnvelope opens the metadata log's entries: sealed ones
+// (integrity.Seal of Encode's), and JSON objects written before entries
+// were sealed.
+var entryEnvelope = integrity.Envelope{Legacy: func(b byte) bool { return b == '{' }}
+
+// DecodeEntry decodes a log entry as the state machine does. corrupt
+// reports damage: the checksum does not match, or an entry written
+// before entries were sealed does not decode. A sealed entry that does
+// not decode is as its proposer wrote it (rejected alike everywhere).
+func DecodeEntry(data []byte) (c Command, corrupt bool, err error) {
+	b, sealed, err := entryEnvelope.Open(data)
+	if err != nil {
+		return nil, true, err
+	}
+	c, err = Decode(b)
+	return c, err != nil && !sealed, err
+}
+
+// CheckEntry checks a log entry as a replica's start-up scan does: a
+// sealed entry by its checksum, a legacy one by decoding it.
+func CheckEntry(data []byte) error {
+	b, sealed, err := entryEnvelope.Open(data)
+	if err != nil || sealed {
+		return err
+	}
+	_, err = Decode(b)
+	return err
 }
 
 // envelope is what every entry has: its kind.

@@ -20,7 +20,27 @@ type FSM struct {
 	mu      sync.RWMutex
 	meta    *Meta
 	changed chan struct{} // closed and replaced on every change
+
+	// corrupt is the first damaged entry met: nothing is applied after
+	// it and no snapshot taken
+	corrupt    error
+	onCorrupt  func(index uint64, err error)
+	restoreErr error // the first failed restore
 }
+
+// OnCorrupt sets what is told, on the state machine's goroutine, of the
+// first damaged entry (set before raft starts).
+func (f *FSM) OnCorrupt(fn func(index uint64, err error)) { f.onCorrupt = fn }
+
+// Corrupt is why this replica stopped applying, nil while it has not.
+func (f *FSM) Corrupt() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.corrupt
+}
+
+// RestoreErr is the first error of a restore (nil: none failed).
+func (f *FSM) RestoreErr() error { return f.restoreErr }
 
 // NewFSM returns the FSM of empty metadata.
 func NewFSM() *FSM {
@@ -38,7 +58,20 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	c, err := Decode(l.Data)
+	if err := f.Corrupt(); err != nil {
+		return Result{Err: err}
+	}
+	c, corrupt, err := DecodeEntry(l.Data)
+	if corrupt {
+		err = fmt.Errorf("cluster: damaged metadata entry %d: %w", l.Index, err)
+		f.mu.Lock()
+		f.corrupt = err
+		f.mu.Unlock()
+		if f.onCorrupt != nil {
+			f.onCorrupt(l.Index, err)
+		}
+		return Result{Err: err}
+	}
 	if err != nil {
 		return Result{Err: fmt.Errorf("cluster: bad metadata entry: %w", err)}
 	}
@@ -54,6 +87,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.corrupt != nil {
+		return nil, f.corrupt
+	}
 	b, err := f.meta.Marshal()
 	if err != nil {
 		return nil, err
@@ -61,8 +97,18 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	return fsmSnapshot(b), nil
 }
 
-func (f *FSM) Restore(rc io.ReadCloser) error {
+// Restore replaces the metadata with a snapshot's; one that does not
+// decode (or panics the decoder) fails it, recorded for RestoreErr.
+func (f *FSM) Restore(rc io.ReadCloser) (err error) {
 	defer rc.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("metadata snapshot does not decode: %v", r)
+		}
+		if err != nil && f.restoreErr == nil {
+			f.restoreErr = err
+		}
+	}()
 	b, err := io.ReadAll(rc)
 	if err != nil {
 		return err

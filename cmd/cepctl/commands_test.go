@@ -80,6 +80,30 @@ func TestStatus(t *testing.T) {
 	if strings.Contains(out, "INSECURE") {
 		t.Errorf("a secure cluster said insecure:\n%s", out)
 	}
+	if strings.Contains(out, "quarantined") || strings.Contains(out, "STOPPED") {
+		t.Errorf("a healthy cluster shows a quarantine:\n%s", out)
+	}
+	t.Run("quarantined", func(t *testing.T) {
+		fc := statusCluster()
+		healthy := fc.ShardsFunc
+		fc.ShardsFunc = func(ctx context.Context, r *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
+			res, err := healthy(ctx, r)
+			res.Shards[0].Replicas[1].Quarantined = "shard 1: /data/n2/shards/1/raft.db: log entry 7: damaged log entry"
+			res.Shards[1].Quarantined = "n1: shard 2: /data/n1/shards/2/raft.db: log entry 3: damaged log entry"
+			return res, err
+		}
+		url := startAPI(t, api.Backends{Cluster: fc})
+		out := cepctl(t, url, "status").mustOK(t).stdout
+		for _, want := range []string{
+			"n1,n2(nonvoter)(quarantined),n3",
+			"shard 1: replica on n2 quarantined, rebuilding: shard 1: /data/n2/shards/1/raft.db: log entry 7",
+			"shard 2 STOPPED: replica n1: shard 2: /data/n1/shards/2/raft.db: log entry 3",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("status lacks %q:\n%s", want, out)
+			}
+		}
+	})
 	t.Run("insecure", func(t *testing.T) {
 		fc := statusCluster()
 		secure := fc.StatusFunc

@@ -119,6 +119,19 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 		}
 	}
 	fmt.Fprintln(w)
+	// a damaged replica, closed until it is rebuilt (the shard stopped
+	// when it has no other)
+	for _, s := range sh.GetShards() {
+		if s.GetQuarantined() != "" {
+			fmt.Fprintf(w, "shard %d STOPPED: replica %s\n", s.GetId(), s.GetQuarantined())
+			continue
+		}
+		for _, r := range s.GetReplicas() {
+			if r.GetQuarantined() != "" {
+				fmt.Fprintf(w, "shard %d: replica on %s quarantined, rebuilding: %s\n", s.GetId(), r.GetNodeId(), r.GetQuarantined())
+			}
+		}
+	}
 	fmt.Fprintln(w, summaryLine(st.GetSummary()))
 }
 
@@ -132,6 +145,9 @@ func replicas(rs []*cepv1.Replica) string {
 		}
 		if r.GetNatsUnreachable() {
 			parts[i] += "(no NATS)"
+		}
+		if r.GetQuarantined() != "" {
+			parts[i] += "(quarantined)"
 		}
 	}
 	return joinOrDash(parts)

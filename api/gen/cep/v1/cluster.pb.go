@@ -544,8 +544,12 @@ type Replica struct {
 	// answer to its probes for longer than its hand-over time); it is not
 	// given the shard's leadership while so.
 	NatsUnreachable bool `protobuf:"varint,13,opt,name=nats_unreachable,json=natsUnreachable,proto3" json:"nats_unreachable,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Why this replica is quarantined (its log or snapshot is damaged:
+	// closed, its files moved aside, to be rebuilt from a healthy peer),
+	// naming the file; empty while it is not.
+	Quarantined   string `protobuf:"bytes,10,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -613,6 +617,13 @@ func (x *Replica) GetNatsUnreachable() bool {
 	return false
 }
 
+func (x *Replica) GetQuarantined() string {
+	if x != nil {
+		return x.Quarantined
+	}
+	return ""
+}
+
 // Shard is a key-group range and the Raft group that owns its state.
 type Shard struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -652,6 +663,12 @@ type Shard struct {
 	// "STREAM: reason", sorted (a stream created anew since its positions
 	// were applied: its sequences are not the ones they count in).
 	UnreadStreams []string `protobuf:"bytes,35,rep,name=unread_streams,json=unreadStreams,proto3" json:"unread_streams,omitempty"`
+	// Why the replica is quarantined, naming the damaged file: in a node's
+	// own list, its replica; in the cluster-wide list, set when no replica
+	// leads the shard and one is quarantined (the shard is stopped).
+	Quarantined string `protobuf:"bytes,20,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// Where the quarantined replica's files were moved (a node's own list).
+	QuarantineDir string `protobuf:"bytes,21,opt,name=quarantine_dir,json=quarantineDir,proto3" json:"quarantine_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -789,6 +806,20 @@ func (x *Shard) GetUnreadStreams() []string {
 		return x.UnreadStreams
 	}
 	return nil
+}
+
+func (x *Shard) GetQuarantined() string {
+	if x != nil {
+		return x.Quarantined
+	}
+	return ""
+}
+
+func (x *Shard) GetQuarantineDir() string {
+	if x != nil {
+		return x.QuarantineDir
+	}
+	return ""
 }
 
 type ListShardsRequest struct {
@@ -1253,13 +1284,15 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\asummary\x18\x02 \x01(\v2\x16.cep.v1.ClusterSummaryR\asummary\"9\n" +
 	"\rKeyGroupRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\rR\x05first\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\rR\x04last\"\xc9\x01\n" +
+	"\x04last\x18\x02 \x01(\rR\x04last\"\xeb\x01\n" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\bsuffrage\x18\x02 \x01(\x0e2\x10.cep.v1.SuffrageR\bsuffrage\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12'\n" +
 	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\x12)\n" +
-	"\x10nats_unreachable\x18\r \x01(\bR\x0fnatsUnreachable\"\xd5\x04\n" +
+	"\x10nats_unreachable\x18\r \x01(\bR\x0fnatsUnreachable\x12 \n" +
+	"\vquarantined\x18\n" +
+	" \x01(\tR\vquarantined\"\x9e\x05\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -1278,7 +1311,9 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"restore_id\x18\f \x01(\tR\trestoreId\x12%\n" +
 	"\x0esnapshot_index\x18\r \x01(\x04R\rsnapshotIndex\x12.\n" +
 	"\x13nats_unreachable_ms\x18\x1e \x01(\x04R\x11natsUnreachableMs\x12%\n" +
-	"\x0eunread_streams\x18# \x03(\tR\runreadStreams\"6\n" +
+	"\x0eunread_streams\x18# \x03(\tR\runreadStreams\x12 \n" +
+	"\vquarantined\x18\x14 \x01(\tR\vquarantined\x12%\n" +
+	"\x0equarantine_dir\x18\x15 \x01(\tR\rquarantineDir\"6\n" +
 	"\x11ListShardsRequest\x12!\n" +
 	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
