@@ -345,18 +345,25 @@ func dropEvents(ks *keyState, ev *event, n int32) {
 // livesFrom returns whether each tree still has partial matches waiting,
 // indexed by tree number minus base (the first tree's).
 func (sk *seqKey) livesFrom() (base int32, lives []bool) {
+	base, sk.lives = sk.livesInto(sk.lives[:0])
+	return base, sk.lives
+}
+
+// livesInto is livesFrom into buf, leaving the key's scratch alone: what
+// only reads the key (encoding it, while others may too) calls it with a
+// buffer of its own.
+func (sk *seqKey) livesInto(buf []bool) (base int32, lives []bool) {
 	if len(sk.groups) == 0 {
-		return 0, nil
+		return 0, buf
 	}
 	base = sk.groups[0].id
-	lives = sk.lives[:0]
+	lives = buf
 	for range sk.nextID - base {
 		lives = append(lives, false)
 	}
 	for _, g := range sk.groups {
 		lives[g.id-base] = !g.ended
 	}
-	sk.lives = lives
 	return base, lives
 }
 
@@ -364,8 +371,13 @@ func (sk *seqKey) livesFrom() (base int32, lives []bool) {
 // completed match ending there and each kept node after it. A node is
 // kept while its count is not 0.
 func (sk *seqKey) refsOf() []int32 {
-	refs := sk.refs[:0]
-	base, lives := sk.livesFrom()
+	sk.refs, sk.lives = sk.refsInto(sk.refs[:0], sk.lives[:0])
+	return sk.refs
+}
+
+// refsInto is refsOf into buffers of the caller's (see livesInto).
+func (sk *seqKey) refsInto(refs []int32, livesBuf []bool) ([]int32, []bool) {
+	base, lives := sk.livesInto(livesBuf)
 	for i := range sk.nodes {
 		n := &sk.nodes[i]
 		r := int32(0)
@@ -379,8 +391,7 @@ func (sk *seqKey) refsOf() []int32 {
 			refs[p]++
 		}
 	}
-	sk.refs = refs
-	return refs
+	return refs, lives
 }
 
 // seqCompact drops the nodes no longer kept (those of trees that ended,
@@ -980,7 +991,9 @@ func (m *Matcher) seqGeneralCounting(ks *keyState) (*keyState, map[*event]int32)
 	sk, pl := ks.seq, m.p.seq
 	out := &keyState{key: ks.key, nextOrder: ks.nextOrder, preDrain: ks.preDrain, due: ks.due, hidx: ks.hidx,
 		gen: ks.gen, deadline: ks.deadline, queue: ks.queue}
-	refs := sk.refsOf()
+	// encoding calls this under a read lock, maybe several at once: the
+	// key's scratch is not for it
+	refs, _ := sk.refsInto(nil, nil)
 	evRefs := map[*event]int32{}
 	gn := make([]*node, len(sk.nodes))
 	edgeVer := func(i int32) dewey {
