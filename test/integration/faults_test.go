@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -204,6 +205,33 @@ var faults = []fault{
 		}
 		r.t.Logf("it failed in %v: %s", took.Round(time.Millisecond), strings.TrimSpace(lastLines(out, 1)))
 		return func() {}
+	}},
+	{name: "corrupt-log-edit", inject: func(r *faultRun, rng *rand.Rand) func() {
+		// an event's amount changed in a stopped node's shard log, the
+		// entry still decoding: its checksum refuses it
+		return r.damageStopped(rng, func(p *proc) string {
+			file := r.shardLogWithEvents(p)
+			i := editLogEntry(r.t, file, changeAmount)
+			return fmt.Sprintf("%s entry %d: an amount changed", file, i)
+		})
+	}},
+	{name: "corrupt-log-random", inject: func(r *faultRun, rng *rand.Rand) func() {
+		return r.damageStopped(rng, func(p *proc) string {
+			file := r.shardLogWithEvents(p)
+			i := editLogEntry(r.t, file, overwriteRandomly)
+			return fmt.Sprintf("%s entry %d: random bytes", file, i)
+		})
+	}},
+	{name: "corrupt-meta-log", inject: func(r *faultRun, rng *rand.Rand) func() {
+		return r.damageStopped(rng, func(p *proc) string {
+			file := filepath.Join(p.dir, "meta", "raft.db")
+			i := editLogEntryWith(r.t, file, []byte(`"kind":"`), func(v []byte) []byte {
+				j := bytes.Index(v, []byte(`"kind":"`)) + len(`"kind":"`)
+				v[j] ^= 0x20 // a letter's case: still JSON, the same length
+				return v
+			})
+			return fmt.Sprintf("%s entry %d: a letter's case changed", file, i)
+		})
 	}},
 	{name: "nats-restart", inject: func(r *faultRun, rng *rand.Rand) func() {
 		r.t.Log("kill -9 NATS")
@@ -603,6 +631,37 @@ func (r *faultRun) busiest() *proc {
 		}
 	}
 	return best
+}
+
+// damageStopped kills a node (by rng), damages its files with damage
+// (which says what it did), and starts it again when the fault heals: it
+// must quarantine the damaged replica, rebuild it from its peers, and
+// serve with every replica.
+func (r *faultRun) damageStopped(rng *rand.Rand, damage func(p *proc) string) func() {
+	p := r.procs[rng.IntN(len(r.procs))]
+	p.kill()
+	r.t.Logf("kill -9 %s, then %s", p.id, damage(p))
+	return func() {
+		p.start(r.t)
+		testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
+			if moved, _ := filepath.Glob(filepath.Join(p.dir, "quarantine", "*")); len(moved) == 0 {
+				return fmt.Errorf("%s quarantined nothing", p.id)
+			}
+			return nil
+		})
+	}
+}
+
+// shardLogWithEvents is the log of a shard of p that holds events.
+func (r *faultRun) shardLogWithEvents(p *proc) string {
+	files, _ := filepath.Glob(filepath.Join(p.dir, "shards", "*", "raft.db"))
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(`"v":`)) {
+			return f
+		}
+	}
+	r.t.Fatalf("no shard log of %s holds an event (of %v)", p.id, files)
+	return ""
 }
 
 func (r *faultRun) othersThan(id string) []string {
