@@ -122,6 +122,11 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.OutboxLimit, cfg.DeployWait, cfg.DeadAfter, cfg.Replicas, cfg.NoAutoSplit = *outboxLimit, *deployWait, *deadAfter, *replicas, !*autoSplit
 	cfg.SavepointDir, cfg.NATSHandOverAfter = *savepointDir, *f.natsHandOverAfter
 	cfg.GossipAddr, cfg.AdvertiseHost, cfg.MetricsAuth = *gossipAddr, *advertiseHost, *metricsAuth
+	for _, o := range strings.Split(*f.corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.CORSOrigins = append(cfg.CORSOrigins, o)
+		}
+	}
 	if *tokenFile != "" {
 		t, err := api.ReadTokenFile(*tokenFile)
 		if err != nil {
@@ -257,6 +262,7 @@ type nodeFlags struct {
 	token             *string
 	tokenFile         *string
 	metricsAuth       *bool
+	corsOrigins       *string
 	tlsCert           *string
 	tlsKey            *string
 	tlsCA             *string
@@ -301,6 +307,7 @@ func defineFlags(fs *flag.FlagSet, d cluster.Config) *nodeFlags {
 	f.token = fs.String("token", "", "an admin's bearer token for the API; without it and --token-file the API is open to anyone who reaches it; prefer the environment or --token-file, as a command line is visible to others on the machine")
 	f.tokenFile = fs.String("token-file", "", "file of the API's bearer tokens, one a line as ROLE TOKEN (ROLE admin: everything; operator: patterns, sources, savepoints and what reader may; reader: status, list, get, tail), # comments; calls without a valid token are refused")
 	f.metricsAuth = fs.Bool("metrics-auth", false, "/metrics wants a bearer token of role reader or more (needs --token or --token-file); without it anyone reaching the API address reads the metrics")
+	f.corsOrigins = fs.String("cors-origin", "", "origins (scheme://host[:port], comma-separated; * for any, or within one for part of a name) whose browser pages may call the API; empty, the default, answers no cross-origin request (calls still need their token)")
 	f.tlsCert = fs.String("tls-cert", "", "PEM certificate of this node: with --tls-key and --tls-ca, peers talk mutual TLS on the Raft port and the API serves HTTPS; it must name the host of this node's Raft and API addresses and allow server and client use")
 	f.tlsKey = fs.String("tls-key", "", "PEM private key of --tls-cert: whoever holds it (with the cluster secret) can act as this node; keep it mode 0600")
 	f.tlsCA = fs.String("tls-ca", "", "PEM file of the CA(s) that sign the nodes' certificates and any client certificate")
@@ -355,7 +362,7 @@ func startNode(ctx context.Context, cfg cluster.Config, logger *slog.Logger) (*c
 var flags = map[string]string{
 	"DeadAfter": "--dead-after", "NATSHandOverAfter": "--nats-handover-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
 	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "OutputLimits.MaxAge": "--output-max-age",
-	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "NATSCA": "--nats-ca", "Join": "--join",
+	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "CORSOrigins": "--cors-origin", "NATSCA": "--nats-ca", "Join": "--join",
 	"Secret": "--cluster-secret-file", "Insecure": "--insecure",
 	"APIToken": "--token", "MetricsAuth": "--metrics-auth",
 	"NATSPort": "--nats-port", "RaftAddr": "--raft-addr", "APIAddr": "--api-addr", "GossipAddr": "--gossip-addr",

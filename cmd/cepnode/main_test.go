@@ -52,6 +52,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--join", "seed", "--nats", "nats://127.0.0.1:1"}, `--join: "seed" is not host:port`},
 		{[]string{"--dead-after", "1s"}, "--dead-after must be at least 10s"},
 		{[]string{"--nats-handover-after", "10ms"}, "--nats-handover-after must be at least 1s"},
+		{[]string{"--cors-origin", "example.com"}, "--cors-origin"},
 		{[]string{"--replicas", "0"}, "--replicas must be at least 1"},
 		{[]string{"--gossip-key", "c2hvcnQ="}, "--gossip-key: not the base64 of a 16, 24 or 32-byte key"},
 		{[]string{"--raft-addr", "nohost"}, `--raft-addr "nohost"`},
