@@ -60,6 +60,13 @@ type Matcher struct {
 	// calls advance it, as in a cluster where the leader logs watermarks.
 	AutoWatermark bool
 
+	// Clocked: the watermark is a source's clock across shards, logged by
+	// the leader (Clock). The events still move the source's own
+	// progress (SourceProgress, what this shard reports of the source)
+	// but not the watermark: a shard must not run ahead of the other
+	// partitions of its sources. Set by the shard from its deployment.
+	Clocked bool
+
 	// MaxPartialMatches bounds the partial matches holding events that one
 	// key keeps (DefaultMaxPartialMatches unless changed; 0 or less: no
 	// bound). Flink keeps every one, so a pattern whose partial matches
@@ -224,6 +231,9 @@ func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
 // minimum over the sources that are not idle.
 func (m *Matcher) observeAligned(gen *watermark.Generator, source string, ts int64) {
 	gen.Observe(ts)
+	if m.Clocked {
+		return // the source's clock, not its events, moves the aligner (Clock)
+	}
 	m.aligner.Observe(source, gen.Current(), m.procNow)
 	if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
 		m.gen.Advance(wm)
@@ -244,12 +254,76 @@ func (m *Matcher) ObserveFrom(source string, ts int64) []Record {
 		m.observeAligned(gen, source, ts)
 		return m.out
 	}
+	m.observe(ts)
+	return m.out
+}
+
+// observe moves the watermark with an event at ts: the pattern's
+// generator, and with it the watermark unless it is Clocked.
+func (m *Matcher) observe(ts int64) {
+	if m.Clocked {
+		if m.aligner == nil { // several sources: their own generators (observeAligned)
+			m.gen.Observe(ts)
+		}
+		return
+	}
 	if m.AutoWatermark {
 		if wm, adv := m.gen.Observe(ts); adv {
 			m.advance(wm)
 		}
 	}
+}
+
+// Clock moves the watermark of source (the pattern's name for it; "" for
+// its only source) to the source's clock across shards, wm: for one
+// source, the pattern's watermark; for several, that source's watermark
+// in the alignment. A value that does not advance is ignored.
+func (m *Matcher) Clock(source string, wm int64) []Record {
+	m.startCall()
+	if m.p.timeFn == nil {
+		return m.out
+	}
+	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
+		gen.Advance(wm)
+		m.aligner.Observe(source, wm, m.procNow)
+		if c := m.aligner.Watermark(m.procNow); c > m.wm {
+			m.gen.Advance(c)
+			m.advance(c)
+		}
+		return m.out
+	}
+	m.gen.Advance(wm)
+	m.advance(m.gen.Current())
 	return m.out
+}
+
+// SourceProgress is the event time the events of source (the pattern's
+// name for it; "" for its only source) taken here have shown: the
+// watermark they give (max time − outOfOrderness − 1), never below the
+// source's clock. MinTime before any.
+func (m *Matcher) SourceProgress(source string) int64 {
+	if g := m.srcGen[source]; g != nil {
+		return g.Current()
+	}
+	return m.gen.Current()
+}
+
+// SourceClock is the source's watermark as logged (Clock): what
+// SourceProgress is combined into.
+func (m *Matcher) SourceClock(source string) int64 {
+	if m.aligner != nil && m.srcGen[source] != nil {
+		return m.aligner.SourceWatermark(source)
+	}
+	return m.wm
+}
+
+// SourceMaxTime is the latest event time of source taken here (MinTime
+// before any).
+func (m *Matcher) SourceMaxTime(source string) int64 {
+	if g := m.srcGen[source]; g != nil {
+		return g.MaxTimestamp()
+	}
+	return m.gen.MaxTimestamp()
 }
 
 // Tick advances processing time: a processing-time pattern's clock, or, for
@@ -414,11 +488,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 			m.reschedule(ks)
 		}
 	}
-	if m.AutoWatermark {
-		if wm, adv := m.gen.Observe(ts); adv {
-			m.advance(wm)
-		}
-	}
+	m.observe(ts)
 	return m.out
 }
 
