@@ -57,6 +57,7 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
 				MaxKeys: int64(patternMaxKeys(p.Spec, p.Format, r.n.cfg.MaxKeys)),
+				Clock:   true, // the sources' clocks across the shards (leader.clock)
 			}})
 			for _, src := range p.ReadsOf() {
 				if unread[src] {
