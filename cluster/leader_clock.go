@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/watermark"
 )
@@ -235,4 +237,20 @@ func (n *Node) ClockStatus(shardID uint64) (st []ClockStatus, ok bool) {
 	defer n.clocks.mu.Unlock()
 	st, ok = n.clocks.m[shardID]
 	return slices.Clone(st), ok
+}
+
+// sourceClocks is a shard's clocks as the API lists them.
+func sourceClocks(cs []shard.SourceClock) []*cepv1.SourceClock {
+	out := make([]*cepv1.SourceClock, 0, len(cs))
+	for _, c := range cs {
+		sc := &cepv1.SourceClock{Pattern: c.Pattern, Source: c.Source}
+		if c.Clock != watermark.MinTime {
+			sc.WatermarkMs, sc.HasWatermark = c.Clock, true
+		}
+		if c.MaxTime != watermark.MinTime {
+			sc.NewestEventMs, sc.HasNewestEvent = c.MaxTime, true
+		}
+		out = append(out, sc)
+	}
+	return out
 }
