@@ -935,3 +935,19 @@ func (h *timerHeap) pop() *keyState {
 	h.remove(ks)
 	return ks
 }
+
+// OldestPartialStart is the start time of the oldest partial match that
+// has taken events (ok false for none): how long the pattern has kept a
+// match waiting, against its watermark. Keys kept in the sequential form
+// (Pattern.seq) are left out.
+func (m *Matcher) OldestPartialStart() (ts int64, ok bool) {
+	ts = watermark.MaxTime
+	for _, ks := range m.keys {
+		for i := range ks.partial.a {
+			if e := &ks.partial.a[i]; e.started() && e.ts < ts {
+				ts, ok = e.ts, true
+			}
+		}
+	}
+	return ts, ok
+}

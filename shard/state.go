@@ -197,6 +197,10 @@ type PatternInfo struct {
 	PartialMatches int
 	BufferedEvents int
 	Watermark      int64
+	// OldestPartialStart is the start time of its oldest partial match
+	// holding events (nfa.Matcher.OldestPartialStart), when HasPartial.
+	OldestPartialStart int64
+	HasPartial         bool
 	// MaxPartialMatches is the bound per key its matchers keep (0: none).
 	MaxPartialMatches int
 	// MaxKeys is its bound on keys on this shard (0: none), and
@@ -224,7 +228,11 @@ func (s *State) Patterns() []PatternInfo {
 		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(),
 			MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused}
 		info.addStats(p.m)
+		info.OldestPartialStart, info.HasPartial = p.m.OldestPartialStart()
 		for _, d := range p.draining {
+			if ts, ok := d.m.OldestPartialStart(); ok && (!info.HasPartial || ts < info.OldestPartialStart) {
+				info.OldestPartialStart, info.HasPartial = ts, true
+			}
 			dp, db := d.m.Totals()
 			info.PartialMatches += dp
 			info.BufferedEvents += db
