@@ -10,6 +10,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // quickStartLatency is how long after the last event the README quick
@@ -119,5 +120,96 @@ func TestClockEqualsOfflineAnyShardCount(t *testing.T) {
 			tc.deployOnBank(0, spec)
 			tc.publishAndCompare(spec, "cep.out.eq", lines, 30*time.Second)
 		})
+	}
+}
+
+// shardClocks reads every shard's clocks through c, by shard id.
+func shardClocks(tc *testCluster, c clients) map[uint32][]*cepv1.SourceClock {
+	tc.t.Helper()
+	res, err := c.cluster.ListShards(tc.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	out := map[uint32][]*cepv1.SourceClock{}
+	for _, s := range res.Msg.GetShards() {
+		out[s.GetId()] = s.GetClocks()
+	}
+	return out
+}
+
+// waitClocks waits until every shard's clock of pattern on bank is at
+// least wm.
+func waitClocks(tc *testCluster, c clients, pattern string, wm int64, timeout time.Duration) map[uint32][]*cepv1.SourceClock {
+	tc.t.Helper()
+	var got map[uint32][]*cepv1.SourceClock
+	testutil.EventuallyEvery(tc.t, timeout, poll, func() error {
+		got = shardClocks(tc, c)
+		for id, cs := range got {
+			found := false
+			for _, k := range cs {
+				if k.GetPattern() == pattern && k.GetSource() == "bank" {
+					found = true
+					if !k.GetHasWatermark() || k.GetWatermarkMs() < wm {
+						return fmt.Errorf("shard %d: clock of %s at %v (has %v), want %d", id, pattern, k.GetWatermarkMs(), k.GetHasWatermark(), wm)
+					}
+				}
+			}
+			if !found {
+				return fmt.Errorf("shard %d lists no clock of %s", id, pattern)
+			}
+		}
+		return nil
+	})
+	return got
+}
+
+// An event stamped two days ahead of the source's clock, on a running
+// cluster of several shards, is dead-lettered with the maxFutureSkew
+// bound as its reason, whichever shard takes it, moves no shard's clock,
+// and a match completed by later ordinary events still arrives.
+func TestClockFarFutureEvent(t *testing.T) {
+	spec, err := os.ReadFile("../../examples/login-fail-logout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := newSingle(t, 90*time.Second, cluster.Config{Shards: 3})
+	c := tc.deployOnBank(0, spec)
+	key := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	var warm []string
+	for i := 0; i < 12; i++ { // every shard takes some
+		warm = append(warm, fmt.Sprintf(`{"account":"w-%d","type":"PAYMENT_OK","ts":%d}`, i, 10_000+i))
+	}
+	tc.publish("bank", key, warm)
+	waitClocks(tc, c, "login-fail-logout", 10_000-2000-1, 10*time.Second)
+
+	far := int64(10_011 + 2*24*3600*1000)
+	for i := 0; i < 6; i++ { // on several shards
+		tc.publish("bank", key, []string{fmt.Sprintf(`{"account":"f-%d","type":"LOGIN","ts":%d}`, i, far)})
+	}
+	tc.publish("bank", key, []string{
+		`{"account":"acc-5","type":"LOGIN","ts":11000}`,
+		`{"account":"acc-5","type":"PAYMENT_FAILED","amount":7,"ts":12000}`,
+		`{"account":"acc-5","type":"LOGOUT","ts":13000}`,
+		`{"account":"w-0","type":"PAYMENT_OK","ts":16000}`,
+	})
+	dead := tc.waitOutputs("cep.deadletter.bank", 6, 20*time.Second)
+	if len(dead) != 6 {
+		t.Fatalf("%d dead letters, want the 6 far-future events: %v", len(dead), dead)
+	}
+	for _, d := range dead {
+		if !strings.Contains(d, "maxFutureSkew") || !strings.Contains(d, "ahead of source bank") {
+			t.Fatalf("dead letter without the bound as its reason: %s", d)
+		}
+	}
+	got := tc.outputsOnceThere("cep.out.login-fail-logout", 1, quickStartLatency+5*time.Second)
+	if len(got) != 1 || !strings.Contains(got[0], `"account":"acc-5"`) || !strings.Contains(got[0], `"type":"match"`) {
+		t.Fatalf("records after the far-future events: %v, want acc-5's match", got)
+	}
+	for id, cs := range shardClocks(tc, c) {
+		for _, k := range cs {
+			if k.GetWatermarkMs() > 16_000 || k.GetNewestEventMs() > 16_000 {
+				t.Fatalf("shard %d: the far-future events moved the clock: %v", id, k)
+			}
+		}
 	}
 }
