@@ -11,6 +11,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/internal/testutil"
+	"github.com/cepcluster/cep/keygroup"
 )
 
 // quickStartLatency is how long after the last event the README quick
@@ -212,4 +213,119 @@ func TestClockFarFutureEvent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A failover of the busy shard's leader while another shard is idle: no
+// shard's logged clock ever goes back (sampled through the API all along,
+// the logged values themselves), the idle shard does not hold the clock
+// back before or after, and the records equal the offline engine's (so no
+// timeout fires twice and none is lost).
+func TestClockFailoverIdleAndBusy(t *testing.T) {
+	tc := newPeers(t, 3, 3*time.Minute)
+	tc.startAll()
+	spec := []byte(`{"name":"fo","source":"bank","key":"e.account","time":"e.ts","outOfOrderness":"1s","within":"2s","idleTimeout":"1s",
+	 "stages":[{"name":"login","where":"e.type == 'LOGIN'"},{"name":"logout","where":"e.type == 'LOGOUT'","contiguity":"followedBy"}]}`)
+	c := tc.deployOnBank(0, spec)
+	res, err := c.cluster.ListShards(tc.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := res.Msg.GetShards()
+	if len(shards) < 2 {
+		t.Fatalf("%d shards, want several", len(shards))
+	}
+	shardOf := func(key string) *cepv1.Shard {
+		kg := uint32(keygroup.OfKey(key, 256))
+		for _, s := range shards {
+			if kg >= s.GetKeyGroups().GetFirst() && kg <= s.GetKeyGroups().GetLast() {
+				return s
+			}
+		}
+		t.Fatalf("no shard holds key group %d", kg)
+		return nil
+	}
+	busy := shards[0]
+	var busyKeys []string
+	for i := 0; len(busyKeys) < 4 && i < 1000; i++ {
+		if k := fmt.Sprintf("b-%d", i); shardOf(k).GetId() == busy.GetId() {
+			busyKeys = append(busyKeys, k)
+		}
+	}
+	key := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	var all []string
+	ts := int64(50_000)
+	// every shard takes LOGINs that time out, then only the busy shard
+	// takes events: the others go idle
+	var first []string
+	for i := 0; i < 30; i++ {
+		first = append(first, fmt.Sprintf(`{"account":"a-%d","type":"LOGIN","ts":%d}`, i, ts))
+		ts += 10
+	}
+	tc.publish("bank", key, first)
+	all = append(all, first...)
+
+	high := map[uint32]int64{} // the highest clock seen per shard
+	sample := func(c clients) {
+		t.Helper()
+		for id, cs := range shardClocks(tc, c) {
+			for _, k := range cs {
+				if !k.GetHasWatermark() {
+					continue
+				}
+				if k.GetWatermarkMs() < high[id] {
+					t.Fatalf("shard %d: clock went back from %d to %d", id, high[id], k.GetWatermarkMs())
+				}
+				high[id] = k.GetWatermarkMs()
+			}
+		}
+	}
+	round := func(c clients, n int) {
+		t.Helper()
+		var lines []string
+		for i := 0; i < n; i++ {
+			typ := "LOGIN"
+			if i%2 == 1 {
+				typ = "LOGOUT"
+			}
+			lines = append(lines, fmt.Sprintf(`{"account":%q,"type":%q,"ts":%d}`, busyKeys[i%len(busyKeys)], typ, ts))
+			ts += 150
+		}
+		tc.publish("bank", key, lines)
+		all = append(all, lines...)
+		sample(c)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; i < 15 && time.Now().Before(deadline); i++ { // past the idle timeout
+		round(c, 8)
+		time.Sleep(200 * time.Millisecond) // the publisher's pace, not a synchronisation
+	}
+	// the idle shards no longer hold it back: every clock passes the
+	// first LOGINs' window
+	waitClocks(tc, c, "fo", 50_000+2000, 10*time.Second)
+	sample(c)
+
+	leader := -1
+	for i, cfg := range tc.cfgs {
+		if cfg.NodeID == busy.GetLeaderNodeId() {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatalf("busy shard %d has no leader node (%q)", busy.GetId(), busy.GetLeaderNodeId())
+	}
+	if err := tc.stop(leader); err != nil {
+		t.Fatal(err)
+	}
+	other := tc.client((leader + 1) % len(tc.nodes))
+	for i := 0; i < 15 && time.Now().Before(deadline.Add(20*time.Second)); i++ {
+		round(other, 8)
+		time.Sleep(200 * time.Millisecond)
+	}
+	before := high[busy.GetId()]
+	waitClocks(tc, other, "fo", ts-150-1000-1, 20*time.Second)
+	sample(other)
+	if high[busy.GetId()] <= before {
+		t.Fatalf("the busy shard's clock did not move after the failover: %d", high[busy.GetId()])
+	}
+	tc.sameAsOffline("fo", spec, all)
 }
