@@ -62,6 +62,18 @@ func TestClockedFollowsTheLoggedClock(t *testing.T) {
 	if fmt.Sprint(want) != fmt.Sprint(got) {
 		t.Fatalf("clocked records differ:\n got %v\nwant %v", got, want)
 	}
+	// a clock behind this matcher's own progress moves the watermark to
+	// the clock, not to the progress
+	ahead := NewMatcher(p)
+	ahead.Clocked = true
+	for i, l := range []string{`{"account":"a","type":"LOGIN","ts":1000}`, `{"account":"b","type":"LOGIN","ts":90000}`} {
+		ev, _ := expr.DecodeEvent([]byte(l))
+		mustEvent(t, ahead, Input{Data: ev, Raw: []byte(l), Pos: uint64(i + 1)})
+	}
+	ahead.Clock("", 500)
+	if ahead.CurrentWatermark() != 500 || ahead.SourceProgress("") != 90000-2000-1 {
+		t.Fatalf("after Clock(500): watermark %d, progress %d", ahead.CurrentWatermark(), ahead.SourceProgress(""))
+	}
 	// a clock going back is ignored
 	wm := clocked.CurrentWatermark()
 	clocked.Clock("", wm-1000)

@@ -292,8 +292,10 @@ func (m *Matcher) Clock(source string, wm int64) []Record {
 		}
 		return m.out
 	}
+	// the generator takes the clock (the future-skew bound judges against
+	// it); the watermark takes the clock only, never this shard's progress
 	m.gen.Advance(wm)
-	m.advance(m.gen.Current())
+	m.advance(wm)
 	return m.out
 }
 
