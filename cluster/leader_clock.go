@@ -178,7 +178,10 @@ func (r *leader) clock(ctx context.Context) error {
 			if timeout == 0 {
 				timeout = r.n.cfg.IdleTimeout.Milliseconds()
 			}
-			own := watermark.Part{Watermark: c.Progress, Idle: a.Observe(c.Progress, now, timeout)}
+			// idle by the newest event time, which only events move (the
+			// progress also takes the logged clock: a clock that moves must
+			// not make the shard look busy)
+			own := watermark.Part{Watermark: c.Progress, Idle: a.Observe(c.MaxTime, now, timeout)}
 			byRead[c.Read] = append(byRead[c.Read], clockEntry{Pattern: c.Pattern, Source: c.Source, Watermark: own.Watermark, Idle: own.Idle})
 			wm := c.Clock
 			if comb, ok := table.combined(k, shards, self, own); ok {

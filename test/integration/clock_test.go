@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/keygroup"
+	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/watermark"
 )
 
 // quickStartLatency is how long after the last event the README quick
@@ -328,4 +331,74 @@ func TestClockFailoverIdleAndBusy(t *testing.T) {
 		t.Fatalf("the busy shard's clock did not move after the failover: %d", high[busy.GetId()])
 	}
 	tc.sameAsOffline("fo", spec, all)
+}
+
+// How long a watermark takes to cross the shards: each round publishes
+// one event per shard at a new time T (the newest of every shard, so the
+// source's clock can reach T − outOfOrderness − 1) and measures, from the
+// publish of the last one, until every shard has logged that clock
+// (read from the replicas' state). Logged as the figures BENCHMARKS.md
+// quotes; the median must stay under a second on loopback.
+func TestClockLatency(t *testing.T) {
+	const shards, rounds = 3, 30
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: shards})
+	spec := []byte(`{"name":"lat","source":"bank","key":"e.account","time":"e.ts","outOfOrderness":"1s","within":"1s",
+	 "stages":[{"name":"a","where":"e.type == 'A'"},{"name":"b","where":"e.type == 'B'"}]}`)
+	tc.deployOnBank(0, spec)
+	// one key per shard
+	res, err := tc.client(0).cluster.ListShards(tc.ctx, req(&cepv1.ListShardsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, s := range res.Msg.GetShards() {
+		for i := 0; i < 1000; i++ {
+			k := fmt.Sprintf("k-%d", i)
+			if kg := uint32(keygroup.OfKey(k, 256)); kg >= s.GetKeyGroups().GetFirst() && kg <= s.GetKeyGroups().GetLast() {
+				keys = append(keys, k)
+				break
+			}
+		}
+	}
+	if len(keys) != shards {
+		t.Fatalf("keys %v for %d shards", keys, shards)
+	}
+	nc, js := tc.connect()
+	defer nc.Close()
+	lowest := func() int64 {
+		lo := watermark.MaxTime
+		for _, sh := range tc.nodes[0].Shards() {
+			sh.FSM().View(func(s *shard.State, _ uint64) {
+				for _, c := range s.Clocks() {
+					lo = min(lo, c.Clock)
+				}
+			})
+		}
+		return lo
+	}
+	var took []time.Duration
+	for r := 0; r < rounds; r++ {
+		ts := int64(1_000_000 + r*10_000)
+		for _, k := range keys {
+			if _, err := js.Publish(tc.ctx, "bank."+k, []byte(fmt.Sprintf(`{"account":%q,"type":"C","ts":%d}`, k, ts))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sent := time.Now()
+		want := ts - 1000 - 1
+		testutil.EventuallyEvery(t, 10*time.Second, time.Millisecond, func() error {
+			if lo := lowest(); lo < want {
+				return fmt.Errorf("round %d: lowest clock %d, want %d", r, lo, want)
+			}
+			return nil
+		})
+		took = append(took, time.Since(sent))
+	}
+	slices.Sort(took)
+	med, p90, worst := took[len(took)/2], took[len(took)*9/10], took[len(took)-1]
+	t.Logf("watermark across %d shards, %d rounds: median %v, p90 %v, max %v (ClockEvery %v)", shards, rounds,
+		med.Round(time.Millisecond), p90.Round(time.Millisecond), worst.Round(time.Millisecond), 50*time.Millisecond)
+	if med > time.Second {
+		t.Fatalf("median latency %v, over a second", med)
+	}
 }
