@@ -45,6 +45,23 @@ func TestClockQuickStart(t *testing.T) {
 		c := tc.client(0)
 		tc.createBank(c)
 		tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(spec)})
+		// a leader that takes over counts its shard busy for the idle
+		// timeout: measured once each shard's preferred replica leads
+		// (leadership moves there HandOverAfter a start)
+		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+			res, err := c.cluster.ListShards(tc.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+			if err != nil {
+				return err
+			}
+			for _, s := range res.Msg.GetShards() {
+				for _, info := range tc.nodes[0].Meta().Shards {
+					if uint32(info.ID) == s.GetId() && (len(info.Replicas) == 0 || info.Replicas[0] != s.GetLeaderNodeId()) {
+						return fmt.Errorf("shard %d led by %q, preferred %v", s.GetId(), s.GetLeaderNodeId(), info.Replicas)
+					}
+				}
+			}
+			return nil
+		})
 		tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 		last := time.Now()
 		got := withoutIDs(tc.outputsOnceThere("cep.out.login-fail-logout", 1, quickStartLatency))
