@@ -353,6 +353,24 @@ func (m *Matcher) Paused(source string) bool {
 	if m.aligner == nil || m.srcGen[source] == nil {
 		return false
 	}
+	if m.Clocked {
+		// this shard's own progress of the source (its split, in Flink's
+		// terms) against the pattern's watermark: the logged clock
+		// trails the events read by a report's round trip
+		// trails the events read by a report's round trip, so each source
+		// counts at its own progress here (which has taken its clock)
+		drift := m.aligner.MaxDrift()
+		if drift == 0 {
+			return false
+		}
+		parts := make([]watermark.Part, 0, len(m.srcGen))
+		for _, s := range m.aligner.Sources() {
+			parts = append(parts, watermark.Part{Watermark: m.srcGen[s].Current(), Idle: m.aligner.Idle(s, m.procNow)})
+		}
+		w, _ := watermark.Combine(parts)
+		g := m.srcGen[source].Current()
+		return g > w && uint64(g)-uint64(w) > uint64(drift)
+	}
 	return m.aligner.Paused(source, m.procNow)
 }
 
