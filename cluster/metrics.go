@@ -299,7 +299,7 @@ func (c *collector) collectClocks(ch chan<- prometheus.Metric, clocks []shard.So
 			order = append(order, k.Source)
 		}
 		a.wm = min(a.wm, k.Clock)
-		if k.MaxTime != watermark.MinTime && k.MaxTime >= k.Clock {
+		if k.MaxTime != watermark.MinTime { // 0 for a shard whose newest event the clock has passed
 			a.lag, a.has = max(a.lag, watermark.Since(k.MaxTime, k.Clock)), true
 		}
 	}

@@ -224,8 +224,8 @@ func writeClocks(w io.Writer, sh *cepv1.ListShardsResponse) {
 			wm, lag, idle := "-", "-", "-"
 			if c.GetHasWatermark() {
 				wm = strconv.FormatInt(c.GetWatermarkMs(), 10)
-				if c.GetHasNewestEvent() && c.GetNewestEventMs() >= c.GetWatermarkMs() {
-					lag = (time.Duration(c.GetNewestEventMs()-c.GetWatermarkMs()) * time.Millisecond).String()
+				if c.GetHasNewestEvent() {
+					lag = (time.Duration(max(0, c.GetNewestEventMs()-c.GetWatermarkMs())) * time.Millisecond).String()
 				}
 			}
 			if c.GetIdleKnown() {

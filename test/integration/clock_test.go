@@ -231,8 +231,29 @@ func TestClockFarFutureEvent(t *testing.T) {
 			if k.GetWatermarkMs() > 16_000 || k.GetNewestEventMs() > 16_000 {
 				t.Fatalf("shard %d: the far-future events moved the clock: %v", id, k)
 			}
+			// /metrics shows the same clock and the lag behind the
+			// shard's newest event
+			sh := fmt.Sprintf(`shard="%d"`, id)
+			if wm := tc.metric(0, "cep_watermark_ms", sh, `source="bank"`); int64(wm) != k.GetWatermarkMs() {
+				t.Errorf("shard %d: cep_watermark_ms %v, the API's clock %d", id, wm, k.GetWatermarkMs())
+			}
+			lag, ok := tc.metricValue(0, "cep_watermark_lag_ms", sh, `source="bank"`)
+			if want := max(0, k.GetNewestEventMs()-k.GetWatermarkMs()); ok != k.GetHasNewestEvent() || int64(lag) != want && ok {
+				t.Errorf("shard %d: cep_watermark_lag_ms %v (listed %v), want %d (newest event %v)", id, lag, ok, want, k.GetHasNewestEvent())
+			}
 		}
 	}
+	// acc-3 style partial matches wait: the far-future LOGINs took no
+	// state, the warm-up keys have none; a LOGIN without logout does
+	tc.publish("bank", key, []string{`{"account":"p-1","type":"LOGIN","ts":16001}`, `{"account":"w-1","type":"PAYMENT_OK","ts":26000}`})
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		for i := 1; i <= 3; i++ {
+			if age, ok := tc.metricValue(0, "cep_partial_match_oldest_age_ms", fmt.Sprintf(`shard="%d"`, i), `pattern="login-fail-logout"`); ok && age == 26000-2000-1-16001 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no shard reports p-1's partial match as %d ms old", 26000-2000-1-16001)
+	})
 }
 
 // A failover of the busy shard's leader while another shard is idle: no
