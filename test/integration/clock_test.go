@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/internal/testutil"
@@ -439,4 +441,54 @@ func TestClockLatency(t *testing.T) {
 	if med > time.Second {
 		t.Fatalf("median latency %v, over a second", med)
 	}
+}
+
+// A publisher may not forge the shards' clock reports: a report claiming
+// every shard far ahead, published as the publisher user, is refused by
+// NATS (a permissions violation) and moves no shard's clock. Allowed, it
+// would have made every shard's clock jump: each leader takes the other
+// shards' reports as they come.
+func TestClockForgedReportRefused(t *testing.T) {
+	tc, _ := securedNode(t, 90*time.Second, cluster.Config{Shards: 3})
+	spec, err := os.ReadFile("../../examples/login-fail-logout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tc.deployOnBank(0, spec)
+	res, err := c.cluster.GetPublishAccess(tc.ctx, req(&cepv1.GetPublishAccessRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _, perrs := dialAs(t, tc.natsURL(), nats.UserInfo(res.Msg.User, res.Msg.Password))
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, []string{`{"account":"acc-1","type":"LOGIN","ts":1000}`})
+	for id := 1; id <= 3; id++ {
+		forged := fmt.Sprintf(`{"shard":%d,"clocks":[{"pattern":"login-fail-logout","source":"bank","wm":1000000000000}]}`, id)
+		if err := pub.Publish(cluster.ClockSubjectRoot+"bank", []byte(forged)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// the shards go idle and the clock reaches what the event showed, no more
+	waitClocks(tc, c, "login-fail-logout", 1000-2000-1, 10*time.Second)
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		for id, cs := range shardClocks(tc, c) {
+			for _, k := range cs {
+				if !k.GetIdle() {
+					return fmt.Errorf("shard %d not idle yet", id)
+				}
+			}
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // a few report rounds, for a clock that would move
+	for id, cs := range shardClocks(tc, c) {
+		for _, k := range cs {
+			if k.GetWatermarkMs() > 1000 {
+				t.Fatalf("shard %d: a forged report moved the clock to %d", id, k.GetWatermarkMs())
+			}
+		}
+	}
+	perrs.violated(t, cluster.ClockSubjectRoot+"bank")
 }
