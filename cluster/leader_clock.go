@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -152,7 +153,8 @@ func (r *leader) clock(ctx context.Context) error {
 		case <-t.C:
 		}
 		var clocks []shard.SourceClock
-		r.sh.FSM().View(func(s *shard.State, _ uint64) { clocks = s.Clocks() })
+		var modes map[string]bool
+		r.sh.FSM().View(func(s *shard.State, _ uint64) { clocks, modes = s.Clocks(), s.ClockModes() })
 		now := time.Now().UnixMilli() // idleness is the leader's: only its decisions are logged
 		m, _ := r.n.meta.fsm.View()
 		shards := make([]uint64, 0, len(m.Shards))
@@ -162,8 +164,16 @@ func (r *leader) clock(ctx context.Context) error {
 		if !slices.Contains(shards, self) {
 			shards = append(shards, self)
 		}
-		byRead := map[string][]clockEntry{}
 		var ops []shard.Op
+		// a shard alone is the source's only partition: its events move
+		// the watermark directly, exactly as `cepctl run`'s; with others
+		// (a split) the patterns go on the clock
+		for _, name := range slices.Sorted(maps.Keys(modes)) {
+			if on := len(shards) > 1; modes[name] != on {
+				ops = append(ops, shard.Op{Kind: shard.OpClockMode, Pattern: name, On: on})
+			}
+		}
+		byRead := map[string][]clockEntry{}
 		status := make([]ClockStatus, 0, len(clocks))
 		seen := map[clockKey]bool{}
 		for _, c := range clocks {

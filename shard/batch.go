@@ -45,6 +45,10 @@ const (
 	// shards reached Time for Pattern (State.clock): the combined
 	// watermark its leader logs, so that every replica applies the same.
 	OpClock OpKind = 10
+	// OpClockMode: Pattern runs on its sources' clocks across the shards
+	// (On) or on this shard's own events (a shard alone, exactly as
+	// `cepctl run`): the leader logs it as the shard map changes.
+	OpClockMode OpKind = 11
 )
 
 // Split is an OpSplit: the key group the new shard starts at, its id, and
@@ -66,6 +70,7 @@ type Op struct {
 	Seq     uint64  // OpAck, OpSkip
 	Target  string  // OpForward, OpSkip: the derived source
 	Split   *Split  // OpSplit
+	On      bool    // OpClockMode
 }
 
 // Event is one message read from a source stream.
@@ -189,7 +194,7 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	return m
 }
 
-// batchVersion 6: OpClock exists and deployments say whether they run on
+// batchVersion 6: OpClock and OpClockMode exist and deployments say whether they run on
 // it (5, still read: deployments carry the bound on keys; 4, still read:
 // deployments carry the bound on partial matches and the record types
 // published; 3, still read: deployments carry the sources
@@ -248,6 +253,9 @@ func (bt *Batch) Encode(b []byte) []byte {
 			b = appendString(b, op.Pattern)
 			b = appendString(b, op.Source)
 			b = binary.AppendVarint(b, op.Time)
+		case OpClockMode:
+			b = appendString(b, op.Pattern)
+			b = append(b, boolByte(op.On))
 		case OpDelete:
 			b = appendString(b, op.Pattern)
 		case OpAck:
@@ -334,6 +342,20 @@ func DecodeBatch(data []byte) (*Batch, error) {
 				d.err = fmt.Errorf("%w: clock op in version %d", ErrBadBatch, version)
 			}
 			op.Pattern, op.Source, op.Time = d.string(), d.string(), d.varint()
+		case OpClockMode:
+			if version < 6 && d.err == nil {
+				d.err = fmt.Errorf("%w: clock op in version %d", ErrBadBatch, version)
+			}
+			op.Pattern = d.string()
+			switch d.byte() {
+			case 0:
+			case 1:
+				op.On = true
+			default:
+				if d.err == nil {
+					d.err = fmt.Errorf("%w: bad clock flag", ErrBadBatch)
+				}
+			}
 		case OpDelete:
 			op.Pattern = d.string()
 		case OpAck:

@@ -17,7 +17,8 @@ func clockedDeploy() Op {
 // OpClock and a deployment's clock flag survive encoding; a version 5
 // entry has no clock flag (false) and may not carry OpClock.
 func TestClockBatchEncoding(t *testing.T) {
-	b := &Batch{Ops: []Op{clockedDeploy(), {Kind: OpClock, Pattern: "ab", Source: "src", Time: -7}}}
+	b := &Batch{Ops: []Op{clockedDeploy(), {Kind: OpClock, Pattern: "ab", Source: "src", Time: -7},
+		{Kind: OpClockMode, Pattern: "ab", On: true}, {Kind: OpClockMode, Pattern: "ab"}}}
 	enc := b.Encode(nil)
 	got, err := DecodeBatch(enc)
 	if err != nil {
@@ -86,5 +87,27 @@ func TestUnclockedDeploymentKeepsOwnWatermark(t *testing.T) {
 	s.Apply(&Batch{Ops: []Op{eventsOp(ev(1, "x", "A", 10), ev(2, "x", "B", 20), ev(3, "y", "C", 500))}})
 	if len(s.Clocks()) != 0 || len(s.Outbox()) != 1 {
 		t.Fatalf("clocks %+v, outbox %v", s.Clocks(), payloads(s))
+	}
+}
+
+// OpClockMode switches a pattern between its own events (a shard alone)
+// and the clock, for the matchers and for what a snapshot keeps.
+func TestClockMode(t *testing.T) {
+	s := NewState(0, 15, 16)
+	s.Apply(&Batch{Ops: []Op{clockedDeploy(), {Kind: OpClockMode, Pattern: "ab", On: false}}})
+	if m := s.ClockModes(); len(m) != 1 || m["ab"] {
+		t.Fatalf("modes %v", m)
+	}
+	s.Apply(&Batch{Ops: []Op{eventsOp(ev(1, "x", "A", 10), ev(2, "x", "B", 20), ev(3, "y", "C", 500))}})
+	if len(s.Outbox()) != 1 || len(s.Clocks()) != 0 {
+		t.Fatalf("off the clock, events move the watermark: outbox %v, clocks %+v", payloads(s), s.Clocks())
+	}
+	s.Apply(&Batch{Ops: []Op{{Kind: OpClockMode, Pattern: "ab", On: true}}})
+	r := restore(t, 0, 15, snap(t, s, "m"))
+	for _, st := range []*State{s, r} {
+		st.Apply(&Batch{Ops: []Op{eventsOp(ev(4, "z", "A", 600), ev(5, "z", "B", 610), ev(6, "y", "C", 2000))}})
+		if len(st.Outbox()) != 1 || !st.ClockModes()["ab"] {
+			t.Fatalf("on the clock again (restored %v), events moved the watermark: %v", st == r, payloads(st))
+		}
 	}
 }

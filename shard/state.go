@@ -345,6 +345,14 @@ func (s *State) Apply(b *Batch) {
 			}
 		case OpClock:
 			s.clock(op.Pattern, op.Source, op.Time)
+		case OpClockMode:
+			if _, p := s.find(op.Pattern); p != nil {
+				p.deploy.Clock = op.On
+				p.m.Clocked = op.On
+				for _, d := range p.draining {
+					d.m.Clocked = op.On
+				}
+			}
 		case OpTick:
 			for _, p := range s.patterns {
 				if !p.pattern.EventTime() || p.m.MultiSource() {
@@ -885,18 +893,36 @@ func (s *State) Clocks() []SourceClock {
 		if !p.deploy.Clock || !p.pattern.EventTime() {
 			continue
 		}
-		var idle int64
-		if it := p.pattern.Spec().IdleTimeout; it != nil {
-			idle = it.Millis
+		out = append(out, s.clocksOf(p)...)
+	}
+	return out
+}
+
+// ClockModes says, per event-time pattern by name, whether it runs on
+// its sources' clocks (OpClockMode, Deploy.Clock).
+func (s *State) ClockModes() map[string]bool {
+	out := map[string]bool{}
+	for _, p := range s.patterns {
+		if p.pattern.EventTime() {
+			out[p.deploy.Name] = p.deploy.Clock
 		}
-		for i, src := range p.deploy.Sources {
-			read := src
-			if i < len(p.deploy.Reads) && p.deploy.Reads[i] != "" {
-				read = p.deploy.Reads[i]
-			}
-			out = append(out, SourceClock{Pattern: p.deploy.Name, Source: src, Read: read,
-				Progress: p.m.SourceProgress(src), MaxTime: p.m.SourceMaxTime(src), Clock: p.m.SourceClock(src), IdleTimeout: idle})
+	}
+	return out
+}
+
+func (s *State) clocksOf(p *patternRT) []SourceClock {
+	var idle int64
+	if it := p.pattern.Spec().IdleTimeout; it != nil {
+		idle = it.Millis
+	}
+	out := make([]SourceClock, 0, len(p.deploy.Sources))
+	for i, src := range p.deploy.Sources {
+		read := src
+		if i < len(p.deploy.Reads) && p.deploy.Reads[i] != "" {
+			read = p.deploy.Reads[i]
 		}
+		out = append(out, SourceClock{Pattern: p.deploy.Name, Source: src, Read: read,
+			Progress: p.m.SourceProgress(src), MaxTime: p.m.SourceMaxTime(src), Clock: p.m.SourceClock(src), IdleTimeout: idle})
 	}
 	return out
 }
