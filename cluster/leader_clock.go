@@ -54,6 +54,47 @@ type clockKey struct{ pattern, source string }
 type clockTable struct {
 	mu    sync.Mutex
 	parts map[clockKey]map[uint64]watermark.Part
+	// settled[k][shard] is the shard's watermark as it was at least
+	// settle ago (clockSettled): what an idle shard is left out against
+	settled map[clockKey]map[uint64]*clockSettled
+	now     func() time.Time // time.Now; tests control it
+}
+
+func (t *clockTable) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
+}
+
+// clockSettled follows one partition's watermark with the time each value
+// came, to tell what it was a while ago.
+type clockSettled struct {
+	cur, old int64
+	at       time.Time // when cur came
+}
+
+// observe records wm at now; a lower or equal one changes nothing.
+func (c *clockSettled) observe(wm int64, now time.Time, settle time.Duration) {
+	if wm <= c.cur {
+		return
+	}
+	if now.Sub(c.at) >= settle {
+		c.old = c.cur
+	}
+	c.cur, c.at = wm, now
+}
+
+// value is the watermark as it was settle before now (or earlier).
+func (c *clockSettled) value(now time.Time, settle time.Duration) int64 {
+	if now.Sub(c.at) >= settle {
+		return c.cur
+	}
+	return c.old
+}
+
+func newClockSettled(wm int64, now time.Time) *clockSettled {
+	return &clockSettled{cur: wm, old: watermark.MinTime, at: now}
 }
 
 // take records a report. A shard's watermark only moves forward: a
@@ -73,8 +114,33 @@ func (t *clockTable) take(rep *clockReport) {
 			continue
 		}
 		m[rep.Shard] = watermark.Part{Watermark: e.Watermark, Idle: e.Idle}
+		t.settle(k, rep.Shard, e.Watermark, t.clock())
 	}
 }
+
+// settle records a partition's watermark for clockSettled.
+func (t *clockTable) settle(k clockKey, shardID uint64, wm int64, now time.Time) {
+	if t.settled == nil {
+		t.settled = map[clockKey]map[uint64]*clockSettled{}
+	}
+	m := t.settled[k]
+	if m == nil {
+		m = map[uint64]*clockSettled{}
+		t.settled[k] = m
+	}
+	if c := m[shardID]; c != nil {
+		c.observe(wm, now, clockSettle)
+	} else {
+		m[shardID] = newClockSettled(wm, now)
+	}
+}
+
+// clockSettle is how long a shard's watermark must have stood before an
+// idle shard is left out against it: a source that resumes with a burst
+// reaches every shard within it (a report's round trip and the reading),
+// so a shard still reported idle, whose part of the burst is on its way,
+// is not overtaken by the first shard to read it.
+const clockSettle = 250 * time.Millisecond
 
 // combined is the clock of k over the shards: watermark.Combine of each
 // shard's partition, with own for this leader's shard; ok is false while
@@ -82,17 +148,29 @@ func (t *clockTable) take(rep *clockReport) {
 func (t *clockTable) combined(k clockKey, shards []uint64, self uint64, own watermark.Part) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.clock()
+	t.settle(k, self, own.Watermark, now)
 	parts := make([]watermark.Part, 0, len(shards))
+	idle, active := false, false
 	for _, id := range shards {
-		if id == self {
-			parts = append(parts, own)
-			continue
+		p, ok := own, true
+		if id != self {
+			p, ok = t.parts[k][id]
 		}
-		p, ok := t.parts[k][id]
 		if !ok {
 			return watermark.MinTime, false
 		}
+		idle, active = idle || p.Idle, active || !p.Idle
 		parts = append(parts, p)
+	}
+	if idle && active {
+		// left out, an idle shard is overtaken only by what the others
+		// had shown for clockSettle
+		for i, id := range shards {
+			if !parts[i].Idle {
+				parts[i].Watermark = min(parts[i].Watermark, t.settled[k][id].value(now, clockSettle))
+			}
+		}
 	}
 	return watermark.Combine(parts)
 }
