@@ -72,10 +72,12 @@ func (t *clockTable) clock() time.Time {
 type clockSettled struct {
 	cur, old int64
 	at       time.Time // when cur came
+	heard    time.Time // the partition's latest report
 }
 
 // observe records wm at now; a lower or equal one changes nothing.
 func (c *clockSettled) observe(wm int64, now time.Time, settle time.Duration) {
+	c.heard = now
 	if wm <= c.cur {
 		return
 	}
@@ -94,7 +96,7 @@ func (c *clockSettled) value(now time.Time, settle time.Duration) int64 {
 }
 
 func newClockSettled(wm int64, now time.Time) *clockSettled {
-	return &clockSettled{cur: wm, old: watermark.MinTime, at: now}
+	return &clockSettled{cur: wm, old: watermark.MinTime, at: now, heard: now}
 }
 
 // take records a report. A shard's watermark only moves forward: a
@@ -142,6 +144,11 @@ func (t *clockTable) settle(k clockKey, shardID uint64, wm int64, now time.Time)
 // is not overtaken by the first shard to read it.
 const clockSettle = 250 * time.Millisecond
 
+// clockStale is how long without a report a shard's last one stands
+// as it was: past it, the shard holds the clock back even if it said it
+// was idle (a shard without a leader is not known to be idle).
+const clockStale = 500 * time.Millisecond
+
 // combined is the clock of k over the shards: watermark.Combine of each
 // shard's partition, with own for this leader's shard; ok is false while
 // some shard has not reported (it may hold the clock back).
@@ -159,6 +166,11 @@ func (t *clockTable) combined(k clockKey, shards []uint64, self uint64, own wate
 		}
 		if !ok {
 			return watermark.MinTime, false
+		}
+		if id != self && now.Sub(t.settled[k][id].heard) > clockStale {
+			// no report for a while (its leader is gone): it may have
+			// events to read, so it counts, idle or not
+			p.Idle = false
 		}
 		idle, active = idle || p.Idle, active || !p.Idle
 		parts = append(parts, p)
