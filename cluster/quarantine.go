@@ -177,27 +177,12 @@ func (n *Node) rebuildQuarantined(info meta.ShardInfo, groups int) bool {
 	if len(others) == 0 {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
-	defer cancel()
-	voter, known := true, false
-	for _, id := range others {
-		p, ok := n.peer(id)
-		if !ok {
-			continue
-		}
-		shards, err := n.peerAt(p.APIAddr).Shards(ctx)
-		if err != nil {
-			continue
-		}
-		for _, s := range shards {
-			if uint64(s.Id) != info.ID || s.LeaderNodeId != id {
-				continue
-			}
-			known, voter = true, false
-			for _, r := range s.Replicas {
-				if r.NodeId == n.cfg.NodeID && r.Suffrage == cepv1.Suffrage_SUFFRAGE_VOTER {
-					voter = true
-				}
+	s, known := n.leaderReport(info, others)
+	voter := !known
+	if known {
+		for _, r := range s.Replicas {
+			if r.NodeId == n.cfg.NodeID && r.Suffrage == cepv1.Suffrage_SUFFRAGE_VOTER {
+				voter = true
 			}
 		}
 	}

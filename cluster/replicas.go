@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
@@ -287,11 +288,28 @@ func (n *Node) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
 			return true
 		}
 	}
+	s, ok := n.leaderReport(info, info.Replicas)
+	if !ok {
+		return false
+	}
+	for _, r := range s.Replicas {
+		if r.NodeId == n.cfg.NodeID {
+			return false
+		}
+	}
+	return true
+}
+
+// leaderReport asks the nodes of ids (within 2s) for their replicas of the
+// shard and returns the report of the one that leads it: only the leader's
+// own configuration counts (a replica just added knows the leader before it
+// has the configuration). ok is false when no leader answers.
+func (n *Node) leaderReport(info meta.ShardInfo, ids []string) (s *cepv1.Shard, ok bool) {
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 	defer cancel()
-	for _, id := range info.Replicas {
-		p, ok := n.peer(id)
-		if !ok {
+	for _, id := range ids {
+		p, found := n.peer(id)
+		if !found {
 			continue
 		}
 		shards, err := n.peerAt(p.APIAddr).Shards(ctx)
@@ -299,19 +317,12 @@ func (n *Node) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
 			continue
 		}
 		for _, s := range shards {
-			// only the leader's own configuration counts: a replica just
-			// added knows the leader before it has the configuration
-			if uint64(s.Id) != info.ID || s.LeaderNodeId != id {
-				continue
+			if uint64(s.Id) == info.ID && s.LeaderNodeId == id {
+				return s, true
 			}
-			found := false
-			for _, r := range s.Replicas {
-				found = found || r.NodeId == n.cfg.NodeID
-			}
-			return !found
 		}
 	}
-	return false
+	return nil, false
 }
 
 func hasServer(c raft.Configuration, id string) bool {

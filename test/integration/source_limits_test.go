@@ -148,7 +148,10 @@ func TestSourceLimitsSurviveARestore(t *testing.T) {
 
 	b := tc.addOne(cluster.Config{DataDir: filepath.Join(base, "b"), Shards: 1})
 	cb := tc.client(b)
-	if _, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location}})); err != nil {
+	// the stream is another than the one saved: the positions must be
+	// said to count from its start
+	if _, err := cb.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Msg.Savepoint.Location},
+		Positions: cepv1.PositionMapping_POSITION_MAPPING_FROM_START})); err != nil {
 		t.Fatal(err)
 	}
 	st, err := js.Stream(ctx, stream)
