@@ -80,6 +80,9 @@ type fault struct {
 	needsLab bool
 	smoke    bool // in the default set, which go test ./... runs
 	inject   func(r *faultRun, rng *rand.Rand) (heal func())
+	// scenario, instead of inject, runs the whole publishing itself and
+	// returns the records of a cluster it replaced, by pattern
+	scenario func(r *faultRun, lines []string) (before map[string][]string)
 }
 
 // faultTime is how long a fault lasts.
@@ -233,6 +236,7 @@ var faults = []fault{
 			return fmt.Sprintf("%s entry %d: a letter's case changed", file, i)
 		})
 	}},
+	{name: "fresh-restore", scenario: freshRestore},
 	{name: "nats-restart", inject: func(r *faultRun, rng *rand.Rand) func() {
 		r.t.Log("kill -9 NATS")
 		r.stopNATS()
@@ -323,7 +327,7 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 	for _, p := range append(tc.procs, r.joiner) {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
 			"--nats", tc.natsAt, "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"),
-			"--dead-after", "30s", "--cluster-secret-file", r.secretFile}
+			"--dead-after", "30s", "--cluster-secret-file", r.secretFile, "--savepoint-dir", filepath.Join(tc.base, "savepoints")}
 		p.env = []string{"CEPNODE_TOKEN=" + r.token}
 		if p != r.joiner {
 			p.start(t)
@@ -363,20 +367,25 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 	r.waitServing(time.Minute)
 	lines := sessionEvents(rng, 3000)
 
-	// publish through the whole run, the fault a third of the way in
-	const spread = 3 * faultTime
-	published := make(chan error, 1)
-	go func() { published <- r.publishSpread(lines, spread) }()
-	time.Sleep(spread / 3)
-	heal := f.inject(r, rng)
-	time.Sleep(faultTime)
-	heal()
-	healed := time.Now()
-	// events still flow meanwhile
-	r.waitServing(60 * time.Second)
-	t.Logf("%s: every node serves, every replica caught up, %v after the fault ended", f.name, time.Since(healed).Round(100*time.Millisecond))
-	if err := <-published; err != nil {
-		t.Fatal(err)
+	var before map[string][]string
+	if f.scenario != nil {
+		before = f.scenario(r, lines)
+	} else {
+		// publish through the whole run, the fault a third of the way in
+		const spread = 3 * faultTime
+		published := make(chan error, 1)
+		go func() { published <- r.publishSpread(lines, spread) }()
+		time.Sleep(spread / 3)
+		heal := f.inject(r, rng)
+		time.Sleep(faultTime)
+		heal()
+		healed := time.Now()
+		// events still flow meanwhile
+		r.waitServing(60 * time.Second)
+		t.Logf("%s: every node serves, every replica caught up, %v after the fault ended", f.name, time.Since(healed).Round(100*time.Millisecond))
+		if err := <-published; err != nil {
+			t.Fatal(err)
+		}
 	}
 	r.waitServing(30 * time.Second)
 
@@ -385,7 +394,19 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 	for _, s := range specs {
 		name := specName(t, s)
 		want := withoutIDs(offline(t, s, lines))
-		raw := tc.outputsOnceThere("cep.out."+name, len(want), time.Minute)
+		var raw []string
+		if before == nil {
+			raw = tc.outputsOnceThere("cep.out."+name, len(want), time.Minute)
+		} else {
+			// the replaced cluster's records and this one's, each id once:
+			// a record in the outbox at the savepoint is published by both
+			testutil.EventuallyEvery(t, time.Minute, 200*time.Millisecond, func() error {
+				if raw = unionByID(t, before[name], tc.outputs("cep.out."+name)); len(raw) < len(want) {
+					return fmt.Errorf("%s: %d records of %d", name, len(raw), len(want))
+				}
+				return nil
+			})
+		}
 		ids := map[string]bool{}
 		for _, rec := range raw {
 			var v struct {
@@ -772,4 +793,127 @@ func runWithin(cmd *exec.Cmd, d time.Duration) (string, error) {
 		<-done
 		return out.String(), fmt.Errorf("still running after %v", d)
 	}
+}
+
+// freshRestore is a savepoint restored into a fresh cluster, as a user
+// moving to new machines does it: half the events published, every one
+// applied, a savepoint taken; every node and NATS stopped, and started
+// again on new data directories and a new NATS store (whose streams
+// number from 1); the savepoint restored with its positions counting from
+// the new stream's start; the other half published. The records of both
+// clusters, each id once, must be the offline engine's over all events.
+func freshRestore(r *faultRun, lines []string) map[string][]string {
+	t := r.t
+	half := len(lines) / 2
+	if err := r.publishSpread(lines[:half], faultTime); err != nil {
+		t.Fatal(err)
+	}
+	r.waitDrained()
+	c := r.client()
+	var sp *cepv1.Savepoint
+	testutil.EventuallyEvery(t, time.Minute, 200*time.Millisecond, func() error {
+		res, err := c.savepoints.CreateSavepoint(r.ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + filepath.Join(r.base, "savepoints")}))
+		if err != nil {
+			return err
+		}
+		sp = res.Msg.Savepoint
+		return nil
+	})
+	before := map[string][]string{}
+	for _, s := range faultSpecNames(t, r) {
+		before[s] = r.outputs("cep.out." + s)
+	}
+	t.Logf("savepoint %s after %d events; every node and NATS stopped and started afresh", sp.GetId(), half)
+	for _, p := range r.procs {
+		p.kill()
+		if err := os.Rename(p.dir, p.dir+".before"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.stopNATS()
+	for i, a := range r.natsArgs {
+		if a == "-store" {
+			r.natsArgs[i+1] += "-fresh"
+		}
+	}
+	r.startNATS()
+	for _, p := range r.procs {
+		p.start(t)
+	}
+	c = r.client()
+	r.createBank(c)
+	testutil.EventuallyEvery(t, time.Minute, 200*time.Millisecond, func() error {
+		_, err := c.savepoints.RestoreSavepoint(r.ctx, req(&cepv1.RestoreSavepointRequest{
+			Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Location}, Positions: cepv1.PositionMapping_POSITION_MAPPING_FROM_START}))
+		return err
+	})
+	r.waitServing(time.Minute)
+	if err := r.publishSpread(lines[half:], faultTime); err != nil {
+		t.Fatal(err)
+	}
+	return before
+}
+
+// faultSpecNames are the names of the patterns the run's cluster runs.
+func faultSpecNames(t *testing.T, r *faultRun) []string {
+	res, err := r.client().patterns.ListPatterns(r.ctx, req(&cepv1.ListPatternsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range res.Msg.Patterns {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// waitDrained waits until every shard leader has applied every message of
+// its sources and forwarded every one it re-keys.
+func (r *faultRun) waitDrained() {
+	r.t.Helper()
+	testutil.EventuallyEvery(r.t, time.Minute, 200*time.Millisecond, func() error {
+		seen := 0
+		for _, p := range r.procs {
+			res, err := http.Get("http://" + p.api + "/metrics")
+			if err != nil {
+				return err
+			}
+			body, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(body), "\n") {
+				if strings.HasPrefix(line, "cep_ingest_lag_messages{") || strings.HasPrefix(line, "cep_forward_lag_messages{") {
+					seen++
+					if !strings.HasSuffix(line, " 0") {
+						return fmt.Errorf("%s: %s", p.id, line)
+					}
+				}
+			}
+		}
+		if seen == 0 {
+			return fmt.Errorf("no leader reports its lag")
+		}
+		return nil
+	})
+}
+
+// unionByID is a and b, each record id once.
+func unionByID(t *testing.T, a, b []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range append(slices.Clone(a), b...) {
+		var v struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(r), &v); err != nil || v.ID == "" {
+			t.Fatalf("a record without an id: %s", r)
+		}
+		if !seen[v.ID] {
+			seen[v.ID] = true
+			out = append(out, r)
+		}
+	}
+	return out
 }
