@@ -207,23 +207,9 @@ func newContextUseCmd(d *deps) *cobra.Command {
 		Short: "Make a context the current one",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := contextFile(d, cmd)
-			if err != nil {
-				return err
-			}
-			cfg, err := loadContexts(path)
-			if err != nil {
-				return err
-			}
-			if cfg.Contexts[args[0]] == nil {
-				return fmt.Errorf("no context %q in %s (cepctl context list shows them)", args[0], path)
-			}
-			cfg.CurrentContext = args[0]
-			if err := saveConfig(path, cfg); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(d.stdout, "using context %s\n", args[0])
-			return err
+			return editContext(d, cmd, args[0], "using context %s\n", func(cfg *configFile) {
+				cfg.CurrentContext = args[0]
+			})
 		},
 	}
 }
@@ -235,28 +221,36 @@ func newContextDeleteCmd(d *deps) *cobra.Command {
 		Long:  "Delete a context from the config file (not the files it names). Deleting the current one leaves no current context.",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := contextFile(d, cmd)
-			if err != nil {
-				return err
-			}
-			cfg, err := loadContexts(path)
-			if err != nil {
-				return err
-			}
-			if cfg.Contexts[args[0]] == nil {
-				return fmt.Errorf("no context %q in %s", args[0], path)
-			}
-			delete(cfg.Contexts, args[0])
-			if cfg.CurrentContext == args[0] {
-				cfg.CurrentContext = ""
-			}
-			if err := saveConfig(path, cfg); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(d.stdout, "context %s deleted\n", args[0])
-			return err
+			return editContext(d, cmd, args[0], "context %s deleted\n", func(cfg *configFile) {
+				delete(cfg.Contexts, args[0])
+				if cfg.CurrentContext == args[0] {
+					cfg.CurrentContext = ""
+				}
+			})
 		},
 	}
+}
+
+// editContext changes the config file with edit, for the context name,
+// which must be there, and says done (a format of the name).
+func editContext(d *deps, cmd *cobra.Command, name, done string, edit func(cfg *configFile)) error {
+	path, err := contextFile(d, cmd)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadContexts(path)
+	if err != nil {
+		return err
+	}
+	if cfg.Contexts[name] == nil {
+		return fmt.Errorf("no context %q in %s (cepctl context list shows them)", name, path)
+	}
+	edit(&cfg)
+	if err := saveConfig(path, cfg); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(d.stdout, done, name)
+	return err
 }
 
 // currentContext is the context in use and what chose it.

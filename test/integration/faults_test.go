@@ -559,16 +559,11 @@ func (r *faultRun) replicasAgree() {
 	testutil.EventuallyEvery(r.t, 30*time.Second, 200*time.Millisecond, func() error {
 		per := map[string]map[string]float64{} // shard/metric -> node -> value
 		for _, p := range r.procs {
-			res, err := http.Get("http://" + p.api + "/metrics")
+			lines, err := metricLines(p)
 			if err != nil {
 				return err
 			}
-			body, err := io.ReadAll(res.Body)
-			res.Body.Close()
-			if err != nil {
-				return err
-			}
-			for _, line := range strings.Split(string(body), "\n") {
+			for _, line := range lines {
 				for _, n := range names {
 					if strings.HasPrefix(line, n+`{shard="`) {
 						key, val, _ := strings.Cut(line, " ")
@@ -874,16 +869,11 @@ func (r *faultRun) waitDrained() {
 	testutil.EventuallyEvery(r.t, time.Minute, 200*time.Millisecond, func() error {
 		seen := 0
 		for _, p := range r.procs {
-			res, err := http.Get("http://" + p.api + "/metrics")
+			lines, err := metricLines(p)
 			if err != nil {
 				return err
 			}
-			body, err := io.ReadAll(res.Body)
-			res.Body.Close()
-			if err != nil {
-				return err
-			}
-			for _, line := range strings.Split(string(body), "\n") {
+			for _, line := range lines {
 				if strings.HasPrefix(line, "cep_ingest_lag_messages{") || strings.HasPrefix(line, "cep_forward_lag_messages{") {
 					seen++
 					if !strings.HasSuffix(line, " 0") {
@@ -916,4 +906,18 @@ func unionByID(t *testing.T, a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// metricLines reads the lines of p's /metrics.
+func metricLines(p *proc) ([]string, error) {
+	res, err := http.Get("http://" + p.api + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", p.id, err)
+	}
+	return strings.Split(string(body), "\n"), nil
 }
