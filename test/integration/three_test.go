@@ -332,7 +332,9 @@ func killLeaders(t *testing.T, useTLS bool) {
 		if len(want) < 20 && !strings.HasPrefix(tt.name, "rnd") {
 			t.Fatalf("%s: the offline run produced only %d records", tt.name, len(want))
 		}
-		got := withoutIDs(tc.waitOutputs("cep.out."+tt.name, len(want), 60*time.Second))
+		// (read once they are all there or the time is up, so that a
+		// failure names the records missing, not only their count)
+		got := withoutIDs(tc.outputsOnceThere("cep.out."+tt.name, len(want), 60*time.Second))
 		t.Logf("%s: %d events, %d records on NATS, %d from the offline engine", tt.name, len(lines), len(got), len(want))
 		if d := differsFromOffline(got, want, string(tt.spec)); d != "" {
 			t.Fatalf("%s: the cluster's output differs from the offline engine's: %s", tt.name, d)
