@@ -80,7 +80,16 @@ func newCollector(n *Node) *collector {
 	}
 }
 
-func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+// Describe lists every family, those a scrape shows only in some states
+// (a partial match held, a re-keyed source) too.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.events, c.duplicates, c.late, c.dead, c.matches, c.timeouts,
+		c.partial, c.buffered, c.outbox, c.applied, c.commit, c.leader, c.metaLeader, c.lag, c.forwardLag,
+		c.snapThreshold, c.snapEncode, c.dropped, c.keysRefused, c.keys, c.voters, c.wanted, c.members,
+		c.watermark, c.watermarkLag, c.oldestPartial} {
+		ch <- d
+	}
+}
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, sh := range c.n.Shards() {
