@@ -249,7 +249,9 @@ func (r *leader) clock(ctx context.Context) error {
 		m, _ := r.n.meta.fsm.View()
 		shards := make([]uint64, 0, len(m.Shards))
 		for _, s := range m.Shards {
-			shards = append(shards, s.ID)
+			if !r.n.stoppedHere(s) {
+				shards = append(shards, s.ID)
+			}
 		}
 		if !slices.Contains(shards, self) {
 			shards = append(shards, self)

@@ -3,6 +3,7 @@ package nfa
 import (
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/cepcluster/cep/nfa/expr"
@@ -98,4 +99,68 @@ func mustEvent(t *testing.T, m *Matcher, in Input) []Record {
 func recString(r Record) string {
 	b, _ := r.AppendJSON(nil)
 	return string(b)
+}
+
+// A clocked matcher that stops taking the clock (a shard left alone)
+// catches up at once with what its events show: from any point, its
+// records so far equal those of a matcher that never took the clock (in
+// another order across keys: they come at once), one source or several.
+func TestUnclockCatchesUp(t *testing.T) {
+	one, err := os.ReadFile("../examples/login-fail-logout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := []byte("name: two\nsource: [a, b]\nkey: e.account\ntime: e.ts\noutOfOrderness: 500\nstages:\n  - name: login\n    where: e.type == \"LOGIN\"\n  - name: logout\n    where: e.type == \"LOGOUT\"\n")
+	for _, spec := range [][]byte{one, two} {
+		p, err := CompileBytes(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := p.Name()
+		var lines []string
+		for i := 0; i < 120; i++ {
+			typ := []string{"LOGIN", "PAYMENT_FAILED", "PAYMENT_FAILED", "LOGOUT"}[i%4]
+			lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","type":%q,"amount":1,"ts":%d}`, (i/4)%7, typ, 1000+i*400-(i%3)*300))
+		}
+		feed := func(m *Matcher, i int, l string) []Record {
+			ev, err := expr.DecodeEvent([]byte(l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := Input{Data: ev, Raw: []byte(l), Pos: uint64(i + 1)}
+			if !m.MultiSource() {
+				return mustEvent(t, m, in)
+			}
+			key, err1 := m.KeyOf(in)
+			ts, err2 := m.TimeOf(in)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			return m.EventFrom([]string{"a", "b"}[i%2], key, ts, in)
+		}
+		for _, cut := range []int{1, 17, 60, 119} {
+			auto, clocked := NewMatcher(p), NewMatcher(p)
+			clocked.Clocked = true
+			var want, got []string
+			for i, l := range lines[:cut+1] {
+				for _, r := range feed(auto, i, l) {
+					want = append(want, recString(r))
+				}
+				for _, r := range feed(clocked, i, l) {
+					got = append(got, recString(r))
+				}
+			}
+			for _, r := range clocked.Unclock() {
+				got = append(got, recString(r))
+			}
+			slices.Sort(want)
+			slices.Sort(got)
+			if cut == 119 && len(want) == 0 {
+				t.Fatalf("%s: the input produced no record: the comparison shows nothing", name)
+			}
+			if fmt.Sprint(want) != fmt.Sprint(got) || clocked.CurrentWatermark() != auto.CurrentWatermark() {
+				t.Fatalf("%s, unclocked after event %d: watermark %d, want %d; records\n got %v\nwant %v", name, cut, clocked.CurrentWatermark(), auto.CurrentWatermark(), got, want)
+			}
+		}
+	}
 }

@@ -299,6 +299,38 @@ func (m *Matcher) Clock(source string, wm int64) []Record {
 	return m.out
 }
 
+// Unclock stops taking the clock across shards (Clocked false) and moves
+// the watermark at once to what the events taken show, as if they had
+// come without the clock: a shard left alone (a restore into fewer
+// shards) must not wait for an event more to emit what those already
+// read complete.
+func (m *Matcher) Unclock() []Record {
+	m.startCall()
+	if !m.Clocked {
+		return m.out
+	}
+	m.Clocked = false
+	if m.p.timeFn == nil {
+		return m.out
+	}
+	if m.aligner != nil {
+		for _, src := range m.aligner.Sources() {
+			if g := m.srcGen[src]; g != nil && g.MaxTimestamp() != watermark.MinTime {
+				m.aligner.Observe(src, g.Current(), m.procNow)
+			}
+		}
+		if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
+			m.gen.Advance(wm)
+			m.advance(wm)
+		}
+		return m.out
+	}
+	if wm := m.gen.Current(); m.AutoWatermark && wm > m.wm {
+		m.advance(wm)
+	}
+	return m.out
+}
+
 // SourceProgress is the event time the events of source (the pattern's
 // name for it; "" for its only source) taken here have shown: the
 // watermark they give (max time − outOfOrderness − 1), never below the
@@ -356,7 +388,6 @@ func (m *Matcher) Paused(source string) bool {
 	if m.Clocked {
 		// this shard's own progress of the source (its split, in Flink's
 		// terms) against the pattern's watermark: the logged clock
-		// trails the events read by a report's round trip
 		// trails the events read by a report's round trip, so each source
 		// counts at its own progress here (which has taken its clock)
 		drift := m.aligner.MaxDrift()

@@ -371,10 +371,16 @@ func (s *State) Apply(b *Batch) {
 		case OpClockMode:
 			if _, p := s.find(op.Pattern); p != nil {
 				p.deploy.Clock = op.On
-				p.m.Clocked = op.On
-				for _, d := range p.draining {
-					d.m.Clocked = op.On
+				if op.On {
+					p.m.Clocked = true
+					for _, d := range p.draining {
+						d.m.Clocked = true
+					}
+					break
 				}
+				// alone, the events already read may complete matches
+				// now
+				s.engineFailed(p, s.emitAll(p, (*nfa.Matcher).Unclock))
 			}
 		case OpTick:
 			for _, p := range s.patterns {
