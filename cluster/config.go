@@ -125,6 +125,14 @@ type Config struct {
 	OutputLimits OutputLimits
 	// TickEvery is the processing-time tick period (default 1s).
 	TickEvery time.Duration
+	// ClockEvery is how often a shard leader reports its sources' event
+	// time to the other shards and logs the clocks across them (default
+	// 50ms): the delay a watermark takes to cross shards.
+	ClockEvery time.Duration
+	// IdleTimeout is a pattern's idleTimeout when its document sets none
+	// (default DefaultIdleTimeout): how long a shard without events of a
+	// source may hold the source's clock back.
+	IdleTimeout time.Duration
 	// StreamCheckEvery is how often a shard leader checks that the streams
 	// it reads still exist (default 10s).
 	StreamCheckEvery time.Duration
@@ -205,6 +213,8 @@ func DefaultConfig() Config {
 		IngestLinger:      5 * time.Millisecond,
 		OutboxLimit:       50_000,
 		TickEvery:         time.Second,
+		ClockEvery:        50 * time.Millisecond,
+		IdleTimeout:       DefaultIdleTimeout,
 		StreamCheckEvery:  10 * time.Second,
 		HandOverAfter:     2 * time.Second,
 		NATSHandOverAfter: 5 * time.Second,
@@ -244,6 +254,8 @@ func (c *Config) setDefaults() {
 	orDefault(&c.IngestLinger, d.IngestLinger)
 	orDefault(&c.OutboxLimit, d.OutboxLimit)
 	orDefault(&c.TickEvery, d.TickEvery)
+	orDefault(&c.ClockEvery, d.ClockEvery)
+	orDefault(&c.IdleTimeout, d.IdleTimeout)
 	orDefault(&c.StreamCheckEvery, d.StreamCheckEvery)
 	orDefault(&c.HandOverAfter, d.HandOverAfter)
 	orDefault(&c.NATSHandOverAfter, d.NATSHandOverAfter)

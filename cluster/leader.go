@@ -21,7 +21,7 @@ import (
 //   - the session: started by run while the replica leads; run cancels
 //     it when leadership goes or leader.ctx ends, and waits for it; a
 //     session that ends by itself is waited for before the next starts.
-//   - manageMembers, watchStreams, publishRetrying, tick, handOver,
+//   - manageMembers, watchStreams, publishRetrying, tick, clock, handOver,
 //     leaveIfCutOffFromNATS: one
 //     each per session, under the session's context; the session cancels
 //     it as it returns (or as one of them fails) and waits for them.
@@ -153,7 +153,8 @@ func (r *leader) session(ctx context.Context) {
 			cancel()
 		}
 	}
-	wg.Add(6)
+	wg.Add(7)
+	go func() { defer wg.Done(); fail(r.clock(ctx)) }()
 	go func() { defer wg.Done(); r.manageMembers(ctx) }()
 	go func() { defer wg.Done(); r.watchStreams(ctx, fail) }()
 	go func() { defer wg.Done(); fail(r.publishRetrying(ctx)) }()

@@ -57,6 +57,9 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
 				MaxKeys: int64(patternMaxKeys(p.Spec, p.Format, r.n.cfg.MaxKeys)),
+				// the sources' clocks across the shards (leader.clock); a shard
+				// alone runs on its events, as `cepctl run`
+				Clock: len(m.Shards) > 1,
 			}})
 			for _, src := range p.ReadsOf() {
 				if unread[src] {

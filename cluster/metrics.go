@@ -18,6 +18,7 @@ import (
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/watermark"
 )
 
 // collector exposes a node's shard statistics to Prometheus. Values are
@@ -32,6 +33,7 @@ type collector struct {
 	dropped                                           *prometheus.Desc
 	keysRefused, keys                                 *prometheus.Desc
 	voters, wanted, members                           *prometheus.Desc
+	watermark, watermarkLag, oldestPartial            *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -68,11 +70,26 @@ func newCollector(n *Node) *collector {
 			"Replicas the shard map gives the shard (on the shard leader).", l, nil),
 		members: prometheus.NewDesc("cep_cluster_members",
 			"Members of the cluster by their state as this node's gossip sees them: alive, suspect, dead (unreachable), removing.", []string{"state"}, nil),
+		watermark: prometheus.NewDesc("cep_watermark_ms",
+			"A source's event-time clock across the shards as this shard logged it (milliseconds since the Unix epoch; the lowest of the source's patterns').", []string{"shard", "source"}, nil),
+		watermarkLag: prometheus.NewDesc("cep_watermark_lag_ms",
+			"How far a source's watermark on the shard trails the newest event time of the source there (the largest over its patterns).", []string{"shard", "source"}, nil),
+		oldestPartial: prometheus.NewDesc("cep_partial_match_oldest_age_ms",
+			"Event time between the start of a pattern's oldest partial match on the shard and its watermark.", []string{"shard", "pattern"}, nil),
 		forwardLag: prometheus.NewDesc("cep_forward_lag_messages", "Messages in the origin stream after the position the shard re-keyed into a derived source (on the leader of the shard that forwards it).", []string{"shard", "source"}, nil),
 	}
 }
 
-func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+// Describe lists every family, those a scrape shows only in some states
+// (a partial match held, a re-keyed source) too.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.events, c.duplicates, c.late, c.dead, c.matches, c.timeouts,
+		c.partial, c.buffered, c.outbox, c.applied, c.commit, c.leader, c.metaLeader, c.lag, c.forwardLag,
+		c.snapThreshold, c.snapEncode, c.dropped, c.keysRefused, c.keys, c.voters, c.wanted, c.members,
+		c.watermark, c.watermarkLag, c.oldestPartial} {
+		ch <- d
+	}
+}
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, sh := range c.n.Shards() {
@@ -80,9 +97,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		var cnt shard.Counters
 		var partial, buffered, outbox int
 		var patterns []shard.PatternInfo
+		var clocks []shard.SourceClock
 		sh.FSM().View(func(s *shard.State, _ uint64) {
 			cnt = s.Counters()
 			patterns = s.Patterns()
+			clocks = s.Clocks()
 			for _, p := range patterns {
 				partial += p.PartialMatches
 				buffered += p.BufferedEvents
@@ -108,7 +127,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(p.Dropped), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.keysRefused, prometheus.CounterValue, float64(p.KeysRefused), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(p.Keys), id, p.Name)
+			if p.HasPartial && p.Watermark >= p.OldestPartialStart {
+				ch <- prometheus.MustNewConstMetric(c.oldestPartial, prometheus.GaugeValue, float64(watermark.Since(p.Watermark, p.OldestPartialStart)), id, p.Name)
+			}
 		}
+		c.collectClocks(ch, clocks, id)
 		gauge(c.applied, float64(sh.FSM().Index()))
 		commit, _ := strconv.ParseUint(sh.Raft().Stats()["commit_index"], 10, 64)
 		gauge(c.commit, float64(commit))
@@ -255,5 +278,39 @@ func (n *Node) HTTPHandlers() map[string]http.Handler {
 			}
 			fmt.Fprintln(w, "ready")
 		}),
+	}
+}
+
+// collectClocks exports a shard's source clocks: per source, the lowest
+// watermark of its patterns and the largest lag behind the newest event.
+func (c *collector) collectClocks(ch chan<- prometheus.Metric, clocks []shard.SourceClock, id string) {
+	type agg struct {
+		wm  int64
+		lag uint64
+		has bool
+	}
+	by := map[string]*agg{}
+	var order []string
+	for _, k := range clocks {
+		if k.Clock == watermark.MinTime {
+			continue
+		}
+		a := by[k.Source]
+		if a == nil {
+			a = &agg{wm: k.Clock}
+			by[k.Source] = a
+			order = append(order, k.Source)
+		}
+		a.wm = min(a.wm, k.Clock)
+		if k.MaxTime != watermark.MinTime { // 0 for a shard whose newest event the clock has passed
+			a.lag, a.has = max(a.lag, watermark.Since(k.MaxTime, k.Clock)), true
+		}
+	}
+	for _, src := range order {
+		a := by[src]
+		ch <- prometheus.MustNewConstMetric(c.watermark, prometheus.GaugeValue, float64(a.wm), id, src)
+		if a.has {
+			ch <- prometheus.MustNewConstMetric(c.watermarkLag, prometheus.GaugeValue, float64(a.lag), id, src)
+		}
 	}
 }

@@ -44,9 +44,10 @@ const (
 // publisherPermissions let a producer publish events and receive the
 // JetStream acks of its publishes (on _INBOX.>, where nats clients take
 // replies), and nothing else: never the output or dead-letter subjects
-// (forged matches), NATS's and JetStream's own subjects ($JS.API: stream
-// and consumer management; $JS.ACK: acking the node's deliveries), nor
-// the inboxes (forged replies). Any other subject may be published to,
+// (forged matches), the shards' clock reports (forged event time),
+// NATS's and JetStream's own subjects ($JS.API: stream and consumer
+// management; $JS.ACK: acking the node's deliveries), nor the inboxes
+// (forged replies). Any other subject may be published to,
 // since sources may read subjects of the operator's choice (cepctl source
 // create --subjects); a subject no stream stores goes nowhere, as the
 // publisher can subscribe to nothing but _INBOX.>. It needs no response
@@ -59,7 +60,7 @@ func publisherPermissions(deny ...string) *server.Permissions {
 		Publish: &server.SubjectPermission{
 			Allow: []string{">"},
 			Deny: append([]string{
-				keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">",
+				keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">", ClockSubjectRoot + ">",
 				"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>",
 				"_INBOX.>", nodeInboxPrefix + ".>",
 			}, deny...),

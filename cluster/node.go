@@ -50,6 +50,8 @@ type Node struct {
 	replicasMu   sync.RWMutex
 	replicas     map[uint64]*replica
 	replicasKick chan struct{} // wakes manageReplicas (a split stored)
+	// clocks are the source clocks of the shards this node leads
+	clocks clockStatuses
 	// infos is the shard layout a new cluster starts with (Config.Peers)
 	infos []meta.ShardInfo
 	// advertised are the addresses others reach this node at (its entry

@@ -204,6 +204,17 @@ func (n *Node) rebuildQuarantined(info meta.ShardInfo, groups int) bool {
 	return true
 }
 
+// stoppedHere reports whether the shard is quarantined on this node with
+// no other replica to rebuild it from (a single node): it reads nothing
+// until a restore, so it is left out of its sources' clocks instead of
+// holding every other shard's matches back.
+func (n *Node) stoppedHere(info meta.ShardInfo) bool {
+	if _, ok := n.quarantine.get(info.ID); !ok {
+		return false
+	}
+	return !slices.ContainsFunc(info.Replicas, func(id string) bool { return id != n.cfg.NodeID })
+}
+
 // forgetQuarantined drops the quarantine of a replica the shard map no
 // longer gives this node (its moved files stay where they are).
 func (n *Node) forgetQuarantined(m *meta.Meta) {

@@ -181,8 +181,18 @@ func (n *Node) localShards() []*cepv1.Shard {
 			}
 			s.OutboxRecords = uint64(len(st.Outbox()))
 			s.RestoreId = st.RestoreID()
+			s.Clocks = sourceClocks(st.Clocks())
 		})
 		s.UnreadStreams = n.unread.list(sh.ID())
+		if led, ok := n.ClockStatus(sh.ID()); ok {
+			for _, c := range s.Clocks {
+				for _, l := range led {
+					if l.Pattern == c.Pattern && l.Source == c.Source {
+						c.Idle, c.IdleKnown = l.Idle, true
+					}
+				}
+			}
+		}
 		out = append(out, s)
 	}
 	return append(out, n.quarantinedShards()...)

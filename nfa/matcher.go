@@ -60,6 +60,13 @@ type Matcher struct {
 	// calls advance it, as in a cluster where the leader logs watermarks.
 	AutoWatermark bool
 
+	// Clocked: the watermark is a source's clock across shards, logged by
+	// the leader (Clock). The events still move the source's own
+	// progress (SourceProgress, what this shard reports of the source)
+	// but not the watermark: a shard must not run ahead of the other
+	// partitions of its sources. Set by the shard from its deployment.
+	Clocked bool
+
 	// MaxPartialMatches bounds the partial matches holding events that one
 	// key keeps (DefaultMaxPartialMatches unless changed; 0 or less: no
 	// bound). Flink keeps every one, so a pattern whose partial matches
@@ -224,6 +231,9 @@ func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
 // minimum over the sources that are not idle.
 func (m *Matcher) observeAligned(gen *watermark.Generator, source string, ts int64) {
 	gen.Observe(ts)
+	if m.Clocked {
+		return // the source's clock, not its events, moves the aligner (Clock)
+	}
 	m.aligner.Observe(source, gen.Current(), m.procNow)
 	if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
 		m.gen.Advance(wm)
@@ -244,12 +254,110 @@ func (m *Matcher) ObserveFrom(source string, ts int64) []Record {
 		m.observeAligned(gen, source, ts)
 		return m.out
 	}
+	m.observe(ts)
+	return m.out
+}
+
+// observe moves the watermark with an event at ts: the pattern's
+// generator, and with it the watermark unless it is Clocked.
+func (m *Matcher) observe(ts int64) {
+	if m.Clocked {
+		if m.aligner == nil { // several sources: their own generators (observeAligned)
+			m.gen.Observe(ts)
+		}
+		return
+	}
 	if m.AutoWatermark {
 		if wm, adv := m.gen.Observe(ts); adv {
 			m.advance(wm)
 		}
 	}
+}
+
+// Clock moves the watermark of source (the pattern's name for it; "" for
+// its only source) to the source's clock across shards, wm: for one
+// source, the pattern's watermark; for several, that source's watermark
+// in the alignment. A value that does not advance is ignored.
+func (m *Matcher) Clock(source string, wm int64) []Record {
+	m.startCall()
+	if m.p.timeFn == nil {
+		return m.out
+	}
+	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
+		gen.Advance(wm)
+		m.aligner.Observe(source, wm, m.procNow)
+		if c := m.aligner.Watermark(m.procNow); c > m.wm {
+			m.gen.Advance(c)
+			m.advance(c)
+		}
+		return m.out
+	}
+	// the generator takes the clock (the future-skew bound judges against
+	// it); the watermark takes the clock only, never this shard's progress
+	m.gen.Advance(wm)
+	m.advance(wm)
 	return m.out
+}
+
+// Unclock stops taking the clock across shards (Clocked false) and moves
+// the watermark at once to what the events taken show, as if they had
+// come without the clock: a shard left alone (a restore into fewer
+// shards) must not wait for an event more to emit what those already
+// read complete.
+func (m *Matcher) Unclock() []Record {
+	m.startCall()
+	if !m.Clocked {
+		return m.out
+	}
+	m.Clocked = false
+	if m.p.timeFn == nil {
+		return m.out
+	}
+	if m.aligner != nil {
+		for _, src := range m.aligner.Sources() {
+			if g := m.srcGen[src]; g != nil && g.MaxTimestamp() != watermark.MinTime {
+				m.aligner.Observe(src, g.Current(), m.procNow)
+			}
+		}
+		if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
+			m.gen.Advance(wm)
+			m.advance(wm)
+		}
+		return m.out
+	}
+	if wm := m.gen.Current(); m.AutoWatermark && wm > m.wm {
+		m.advance(wm)
+	}
+	return m.out
+}
+
+// SourceProgress is the event time the events of source (the pattern's
+// name for it; "" for its only source) taken here have shown: the
+// watermark they give (max time − outOfOrderness − 1), never below the
+// source's clock. MinTime before any.
+func (m *Matcher) SourceProgress(source string) int64 {
+	if g := m.srcGen[source]; g != nil {
+		return g.Current()
+	}
+	return m.gen.Current()
+}
+
+// SourceClock is the source's watermark as logged (Clock): what
+// SourceProgress is combined into.
+func (m *Matcher) SourceClock(source string) int64 {
+	if m.aligner != nil && m.srcGen[source] != nil {
+		return m.aligner.SourceWatermark(source)
+	}
+	return m.wm
+}
+
+// SourceMaxTime is the latest event time of source taken here (MinTime
+// before any).
+func (m *Matcher) SourceMaxTime(source string) int64 {
+	if g := m.srcGen[source]; g != nil {
+		return g.MaxTimestamp()
+	}
+	return m.gen.MaxTimestamp()
 }
 
 // Tick advances processing time: a processing-time pattern's clock, or, for
@@ -276,6 +384,23 @@ func (m *Matcher) Tick(now int64) []Record {
 func (m *Matcher) Paused(source string) bool {
 	if m.aligner == nil || m.srcGen[source] == nil {
 		return false
+	}
+	if m.Clocked {
+		// this shard's own progress of the source (its split, in Flink's
+		// terms) against the pattern's watermark: the logged clock
+		// trails the events read by a report's round trip, so each source
+		// counts at its own progress here (which has taken its clock)
+		drift := m.aligner.MaxDrift()
+		if drift == 0 {
+			return false
+		}
+		parts := make([]watermark.Part, 0, len(m.srcGen))
+		for _, s := range m.aligner.Sources() {
+			parts = append(parts, watermark.Part{Watermark: m.srcGen[s].Current(), Idle: m.aligner.Idle(s, m.procNow)})
+		}
+		w, _ := watermark.Combine(parts)
+		g := m.srcGen[source].Current()
+		return g > w && uint64(g)-uint64(w) > uint64(drift)
 	}
 	return m.aligner.Paused(source, m.procNow)
 }
@@ -414,11 +539,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 			m.reschedule(ks)
 		}
 	}
-	if m.AutoWatermark {
-		if wm, adv := m.gen.Observe(ts); adv {
-			m.advance(wm)
-		}
-	}
+	m.observe(ts)
 	return m.out
 }
 
@@ -864,4 +985,20 @@ func (h *timerHeap) pop() *keyState {
 	ks := (*h)[0]
 	h.remove(ks)
 	return ks
+}
+
+// OldestPartialStart is the start time of the oldest partial match that
+// has taken events (ok false for none): how long the pattern has kept a
+// match waiting, against its watermark. Keys kept in the sequential form
+// (Pattern.seq) are left out.
+func (m *Matcher) OldestPartialStart() (ts int64, ok bool) {
+	ts = watermark.MaxTime
+	for _, ks := range m.keys {
+		for i := range ks.partial.a {
+			if e := &ks.partial.a[i]; e.started() && e.ts < ts {
+				ts, ok = e.ts, true
+			}
+		}
+	}
+	return ts, ok
 }

@@ -12,6 +12,7 @@ import "slices"
 func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 	nm := NewMatcher(p)
 	nm.AutoWatermark = old.AutoWatermark
+	nm.Clocked = old.Clocked
 	nm.wm = old.wm
 	nm.arrivals, nm.noStarts, nm.drainFrom, nm.procNow = old.arrivals, old.noStarts, old.drainFrom, old.procNow
 	if old.aligner != nil && nm.aligner != nil && len(old.srcGen) == len(nm.srcGen) {

@@ -41,6 +41,14 @@ const (
 	// (State.split): every replica makes the new shard's first state from
 	// its own at this point of the log.
 	OpSplit OpKind = 9
+	// OpClock: the clock of Source (the pattern's name for it) across the
+	// shards reached Time for Pattern (State.clock): the combined
+	// watermark its leader logs, so that every replica applies the same.
+	OpClock OpKind = 10
+	// OpClockMode: Pattern runs on its sources' clocks across the shards
+	// (On) or on this shard's own events (a shard alone, exactly as
+	// `cepctl run`): the leader logs it as the shard map changes.
+	OpClockMode OpKind = 11
 )
 
 // Split is an OpSplit: the key group the new shard starts at, its id, and
@@ -54,14 +62,15 @@ type Split struct {
 // Op is one operation of a batch. Which fields matter depends on Kind.
 type Op struct {
 	Kind    OpKind
-	Source  string  // OpEvents
+	Source  string  // OpEvents, OpClock
 	Events  []Event // OpEvents
-	Pattern string  // OpWatermark, OpDeploy, OpDelete
-	Time    int64   // OpWatermark, OpTick
+	Pattern string  // OpWatermark, OpDeploy, OpDelete, OpClock
+	Time    int64   // OpWatermark, OpTick, OpClock
 	Deploy  *Deploy // OpDeploy
 	Seq     uint64  // OpAck, OpSkip
 	Target  string  // OpForward, OpSkip: the derived source
 	Split   *Split  // OpSplit
+	On      bool    // OpClockMode
 }
 
 // Event is one message read from a source stream.
@@ -108,6 +117,11 @@ type Deploy struct {
 	// Records are the record types put in the outbox (RecordMatch, ...);
 	// 0 for all of them. The others are counted and dropped.
 	Records RecordTypes
+	// Clock: the pattern's watermark is its sources' clocks across the
+	// shards (OpClock), not this shard's events (nfa.Matcher.Clocked).
+	// Deployments logged before batch version 6 have it false and keep
+	// the watermark of the shard's own events.
+	Clock bool
 }
 
 // RecordTypes is a set of output record types.
@@ -176,15 +190,17 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	}
 	// timeouts not published are not built (still counted)
 	m.ReportTimeouts = d.Records.has("timeout")
+	m.Clocked = d.Clock
 	return m
 }
 
-// batchVersion 5: deployments carry the bound on keys (4, still read:
+// batchVersion 6: OpClock and OpClockMode exist and deployments say whether they run on
+// it (5, still read: deployments carry the bound on keys; 4, still read:
 // deployments carry the bound on partial matches and the record types
 // published; 3, still read: deployments carry the sources
 // read, events their origin position, OpForward and OpSkip exist; 2:
 // events carry their block; 1 carried a key group).
-const batchVersion = 5
+const batchVersion = 6
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
 var ErrBadBatch = errors.New("shard: bad batch encoding")
@@ -232,6 +248,14 @@ func (bt *Batch) Encode(b []byte) []byte {
 			b = binary.AppendVarint(b, d.MaxPartialMatches)
 			b = append(b, byte(d.Records))
 			b = binary.AppendVarint(b, d.MaxKeys)
+			b = append(b, boolByte(d.Clock))
+		case OpClock:
+			b = appendString(b, op.Pattern)
+			b = appendString(b, op.Source)
+			b = binary.AppendVarint(b, op.Time)
+		case OpClockMode:
+			b = appendString(b, op.Pattern)
+			b = append(b, boolByte(op.On))
 		case OpDelete:
 			b = appendString(b, op.Pattern)
 		case OpAck:
@@ -260,7 +284,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 func DecodeBatch(data []byte) (*Batch, error) {
 	d := &dec{b: data}
 	version := d.byte()
-	if version != batchVersion && version != 4 && version != 3 {
+	if version != batchVersion && version != 5 && version != 4 && version != 3 {
 		return nil, fmt.Errorf("%w: version %d", ErrBadBatch, version)
 	}
 	n := d.count()
@@ -301,7 +325,37 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			if version >= 5 {
 				dp.MaxKeys = d.varint()
 			}
+			if version >= 6 {
+				switch d.byte() {
+				case 0:
+				case 1:
+					dp.Clock = true
+				default:
+					if d.err == nil {
+						d.err = fmt.Errorf("%w: bad clock flag", ErrBadBatch)
+					}
+				}
+			}
 			op.Deploy = dp
+		case OpClock:
+			if version < 6 && d.err == nil {
+				d.err = fmt.Errorf("%w: clock op in version %d", ErrBadBatch, version)
+			}
+			op.Pattern, op.Source, op.Time = d.string(), d.string(), d.varint()
+		case OpClockMode:
+			if version < 6 && d.err == nil {
+				d.err = fmt.Errorf("%w: clock op in version %d", ErrBadBatch, version)
+			}
+			op.Pattern = d.string()
+			switch d.byte() {
+			case 0:
+			case 1:
+				op.On = true
+			default:
+				if d.err == nil {
+					d.err = fmt.Errorf("%w: bad clock flag", ErrBadBatch)
+				}
+			}
 		case OpDelete:
 			op.Pattern = d.string()
 		case OpAck:
@@ -329,6 +383,13 @@ func DecodeBatch(data []byte) (*Batch, error) {
 		return nil, d.err
 	}
 	return bt, nil
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 func appendBytes(b, v []byte) []byte {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -197,6 +198,10 @@ type PatternInfo struct {
 	PartialMatches int
 	BufferedEvents int
 	Watermark      int64
+	// OldestPartialStart is the start time of its oldest partial match
+	// holding events (nfa.Matcher.OldestPartialStart), when HasPartial.
+	OldestPartialStart int64
+	HasPartial         bool
 	// MaxPartialMatches is the bound per key its matchers keep (0: none).
 	MaxPartialMatches int
 	// MaxKeys is its bound on keys on this shard (0: none), and
@@ -224,7 +229,11 @@ func (s *State) Patterns() []PatternInfo {
 		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(),
 			MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused}
 		info.addStats(p.m)
+		info.OldestPartialStart, info.HasPartial = p.m.OldestPartialStart()
 		for _, d := range p.draining {
+			if ts, ok := d.m.OldestPartialStart(); ok && (!info.HasPartial || ts < info.OldestPartialStart) {
+				info.OldestPartialStart, info.HasPartial = ts, true
+			}
 			dp, db := d.m.Totals()
 			info.PartialMatches += dp
 			info.BufferedEvents += db
@@ -356,6 +365,22 @@ func (s *State) Apply(b *Batch) {
 		case OpWatermark:
 			if _, p := s.find(op.Pattern); p != nil {
 				s.engineFailed(p, s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Watermark(op.Time) }))
+			}
+		case OpClock:
+			s.clock(op.Pattern, op.Source, op.Time)
+		case OpClockMode:
+			if _, p := s.find(op.Pattern); p != nil {
+				p.deploy.Clock = op.On
+				if op.On {
+					p.m.Clocked = true
+					for _, d := range p.draining {
+						d.m.Clocked = true
+					}
+					break
+				}
+				// alone, the events already read may complete matches
+				// now
+				s.engineFailed(p, s.emitAll(p, (*nfa.Matcher).Unclock))
 			}
 		case OpTick:
 			for _, p := range s.patterns {
@@ -875,4 +900,74 @@ func RecordID(pattern string, version uint64, r *nfa.Record) string {
 // String summarises the state for logs.
 func (s *State) String() string {
 	return fmt.Sprintf("shard[%d-%d] patterns=%d outbox=%d", s.first, s.last, len(s.patterns), len(s.outbox))
+}
+
+// SourceClock is what a shard holds of one source's clock for one pattern
+// that runs on it (Deploy.Clock): what its own events show and what its
+// leader logged of the clock across the shards.
+type SourceClock struct {
+	Pattern string
+	Source  string // the pattern's name for the source
+	Read    string // the source read for it (a derived source, re-keyed, or Source)
+	// Progress is the watermark this shard's events of the source give
+	// (max time − outOfOrderness − 1, never below Clock), and MaxTime the
+	// latest of those times (watermark.MinTime for none).
+	Progress, MaxTime int64
+	// Clock is the source's watermark as logged (OpClock).
+	Clock int64
+	// IdleTimeout is the pattern's idleTimeout in milliseconds (0: unset).
+	IdleTimeout int64
+}
+
+// Clocks lists the clocks of the event-time patterns that run on them,
+// by pattern then source.
+func (s *State) Clocks() []SourceClock {
+	var out []SourceClock
+	for _, p := range s.patterns {
+		if !p.deploy.Clock || !p.pattern.EventTime() {
+			continue
+		}
+		out = append(out, s.clocksOf(p)...)
+	}
+	return out
+}
+
+// ClockModes says, per event-time pattern by name, whether it runs on
+// its sources' clocks (OpClockMode, Deploy.Clock).
+func (s *State) ClockModes() map[string]bool {
+	out := map[string]bool{}
+	for _, p := range s.patterns {
+		if p.pattern.EventTime() {
+			out[p.deploy.Name] = p.deploy.Clock
+		}
+	}
+	return out
+}
+
+func (s *State) clocksOf(p *patternRT) []SourceClock {
+	var idle int64
+	if it := p.pattern.Spec().IdleTimeout; it != nil {
+		idle = it.Millis
+	}
+	out := make([]SourceClock, 0, len(p.deploy.Sources))
+	for i, src := range p.deploy.Sources {
+		read := src
+		if i < len(p.deploy.Reads) && p.deploy.Reads[i] != "" {
+			read = p.deploy.Reads[i]
+		}
+		out = append(out, SourceClock{Pattern: p.deploy.Name, Source: src, Read: read,
+			Progress: p.m.SourceProgress(src), MaxTime: p.m.SourceMaxTime(src), Clock: p.m.SourceClock(src), IdleTimeout: idle})
+	}
+	return out
+}
+
+// clock applies OpClock: the pattern's matchers (the draining versions
+// too) take the source's clock. A clock that does not advance, for a
+// pattern not running on the clock or not here, changes nothing.
+func (s *State) clock(pattern, source string, t int64) {
+	_, p := s.find(pattern)
+	if p == nil || !p.deploy.Clock || !slices.Contains(p.deploy.Sources, source) {
+		return
+	}
+	s.engineFailed(p, s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Clock(source, t) }))
 }

@@ -154,14 +154,15 @@ func TestDecodesVersion3Batch(t *testing.T) {
 	dep := deployOp(abSpec, 7, PolicyDrain)
 	b := &Batch{Ops: []Op{dep, eventsOp(ev(1, "x", "A", 10))}}
 	enc := b.Encode(nil)
-	// version 3 wrote the deployment without the last three fields (zero
-	// varints around a zero byte), version 4 without the last one
+	// version 3 wrote the deployment without the last four fields (zero
+	// varints around a zero byte, then the clock flag), version 4 without
+	// the last two, version 5 without the clock flag
 	deployEnd := bytes.Index(enc, []byte("cep.out.ab")) + len("cep.out.ab") + 1 + 1 // subject, policy, no reads
-	if !bytes.Equal(enc[deployEnd:deployEnd+3], []byte{0, 0, 0}) {
-		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+3])
+	if !bytes.Equal(enc[deployEnd:deployEnd+4], []byte{0, 0, 0, 0}) {
+		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+4])
 	}
-	for version, n := range map[byte]int{3: 3, 4: 1} {
-		old := slices.Concat([]byte{version}, enc[1:deployEnd+3-n], enc[deployEnd+3:])
+	for version, n := range map[byte]int{3: 4, 4: 2, 5: 1} {
+		old := slices.Concat([]byte{version}, enc[1:deployEnd+4-n], enc[deployEnd+4:])
 		got, err := DecodeBatch(old)
 		if err != nil {
 			t.Fatalf("version %d: %v", version, err)

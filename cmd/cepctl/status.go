@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,6 +133,7 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 			}
 		}
 	}
+	writeClocks(w, sh)
 	fmt.Fprintln(w, summaryLine(st.GetSummary()))
 }
 
@@ -233,4 +235,35 @@ func summaryLine(s *cepv1.ClusterSummary) string {
 		b.WriteString("; INSECURE: no cluster secret, members do not authenticate each other (cepnode --insecure)")
 	}
 	return b.String()
+}
+
+// writeClocks lists each shard's source clocks (docs/time.md): the
+// watermark it logged, how far it trails the newest event there, and
+// whether the shard is idle for the source. Nothing without clocks.
+func writeClocks(w io.Writer, sh *cepv1.ListShardsResponse) {
+	tw := newTable(w)
+	anyClock := false
+	for _, s := range sh.GetShards() {
+		for _, c := range s.GetClocks() {
+			if !anyClock {
+				row(tw, "SHARD", "SOURCE", "PATTERN", "WATERMARK", "LAG", "IDLE")
+				anyClock = true
+			}
+			wm, lag, idle := "-", "-", "-"
+			if c.GetHasWatermark() {
+				wm = strconv.FormatInt(c.GetWatermarkMs(), 10)
+				if c.GetHasNewestEvent() {
+					lag = (time.Duration(max(0, c.GetNewestEventMs()-c.GetWatermarkMs())) * time.Millisecond).String()
+				}
+			}
+			if c.GetIdleKnown() {
+				idle = strconv.FormatBool(c.GetIdle())
+			}
+			row(tw, s.GetId(), c.GetSource(), c.GetPattern(), wm, lag, idle)
+		}
+	}
+	if anyClock {
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
 }

@@ -225,6 +225,24 @@ var faults = []fault{
 			return fmt.Sprintf("%s entry %d: random bytes", file, i)
 		})
 	}},
+	{name: "corrupt-snapshot", inject: func(r *faultRun, rng *rand.Rand) func() {
+		// a byte of a stopped node's latest shard snapshot flipped (the
+		// shard logs take a snapshot every few hundred entries)
+		return r.damageStopped(rng, func(p *proc) string {
+			files, _ := filepath.Glob(filepath.Join(p.dir, "shards", "*", "snapshots", "*", "state.bin"))
+			if len(files) == 0 {
+				r.t.Fatalf("%s has no shard snapshot", p.id)
+			}
+			f, newest := "", time.Time{} // the latest one written
+			for _, c := range files {
+				if st, err := os.Stat(c); err == nil && st.ModTime().After(newest) {
+					f, newest = c, st.ModTime()
+				}
+			}
+			flipFileByte(r.t, f)
+			return f + ": a byte flipped"
+		})
+	}},
 	{name: "corrupt-meta-log", inject: func(r *faultRun, rng *rand.Rand) func() {
 		return r.damageStopped(rng, func(p *proc) string {
 			file := filepath.Join(p.dir, "meta", "raft.db")

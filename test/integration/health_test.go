@@ -122,12 +122,25 @@ func TestIngestLagWhilePaused(t *testing.T) {
 	if err := js.DeleteStream(tc.ctx, cluster.OutputStream); err != nil {
 		t.Fatal(err)
 	}
-	const published = 300
+	const published = 600
 	var lines []string
 	for i := range published {
 		lines = append(lines, fmt.Sprintf(`{"account":"acc-0","type":"LOGIN","ts":%d}`, 1000+i))
 	}
-	tc.publish("tx", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
+	// the matches come as the source's clock passes the logins, a moment
+	// after they were read: the first half fills the outbox past its
+	// limit, the second is then not read
+	tc.publish("tx", keyOf, lines[:published/2])
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		for s := 1; s <= 3; s++ {
+			if n := tc.metric(0, "cep_outbox_records", fmt.Sprintf(`shard="%d"`, s)); n >= limit {
+				return nil
+			}
+		}
+		return fmt.Errorf("no outbox at its limit (%d) yet", limit)
+	})
+	tc.publish("tx", keyOf, lines[published/2:])
 
 	// the shard of acc-0 is the one that applied events
 	own := ""

@@ -349,21 +349,26 @@ func TestSecurityTombstonesDeployDeleteCycles(t *testing.T) {
 		return nil
 	})
 	big := strings.Replace(string(lflSpec), "name: lfl", "name: big", 1) + "# " + strings.Repeat("x", 32<<10) + "\n"
+	// a delete returns once the shard leaders stopped the pattern; a
+	// follower applies it a moment later (a resurrected pattern would stay)
 	runningNowhere := func(what string) {
 		t.Helper()
-		for i := range tc.nodes {
-			res, err := tc.client(i).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, sh := range res.Msg.Shards {
-				for _, pv := range sh.Running {
-					if pv.Name == "big" {
-						t.Fatalf("%s: node %d's replica of shard %d runs big@%d", what, i, sh.Id, pv.Version)
+		testutil.EventuallyEvery(t, 5*time.Second, poll, func() error {
+			for i := range tc.nodes {
+				res, err := tc.client(i).cluster.ListShards(ctx, req(&cepv1.ListShardsRequest{}))
+				if err != nil {
+					return err
+				}
+				for _, sh := range res.Msg.Shards {
+					for _, pv := range sh.Running {
+						if pv.Name == "big" {
+							return fmt.Errorf("%s: node %d's replica of shard %d runs big@%d", what, i, sh.Id, pv.Version)
+						}
 					}
 				}
 			}
-		}
+			return nil
+		})
 	}
 	var last uint64
 	deadline := time.Now().Add(90 * time.Second)

@@ -195,13 +195,21 @@ func killLeaders(t *testing.T, useTLS bool) {
 		t.Fatalf("request without the token: %v", err)
 	}
 	for _, p := range tc.procs { // at least one of them forwards to the leader
-		res, err := tc.clients(p.api, api.WithClientToken("s3cret")).patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)}))
-		if err != nil && !strings.Contains(err.Error(), "already") {
-			t.Fatalf("deploy through %s: %v", p.id, err)
-		}
-		if err == nil && len(res.Msg.PendingShards) > 0 {
-			t.Fatalf("deploy through %s returned with shards %v not running it", p.id, res.Msg.PendingShards)
-		}
+		// (a metadata group still electing answers Unavailable: a client
+		// asks again)
+		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+			res, err := tc.clients(p.api, api.WithClientToken("s3cret")).patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: string(spec)}))
+			if connect.CodeOf(err) == connect.CodeUnavailable {
+				return err
+			}
+			if err != nil && !strings.Contains(err.Error(), "already") {
+				t.Fatalf("deploy through %s: %v", p.id, err)
+			}
+			if err == nil && len(res.Msg.PendingShards) > 0 {
+				t.Fatalf("deploy through %s returned with shards %v not running it", p.id, res.Msg.PendingShards)
+			}
+			return nil
+		})
 	}
 	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(userSpec)})
 	// a sequence of followedByAny stages: the engine keeps its keys as

@@ -669,6 +669,10 @@ type Shard struct {
 	Quarantined string `protobuf:"bytes,20,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
 	// Where the quarantined replica's files were moved (a node's own list).
 	QuarantineDir string `protobuf:"bytes,21,opt,name=quarantine_dir,json=quarantineDir,proto3" json:"quarantine_dir,omitempty"`
+	// The event-time clock of each source of each event-time pattern the
+	// shard runs, by pattern then source (docs/time.md). Field numbers
+	// 25-29 are this feature's.
+	Clocks        []*SourceClock `protobuf:"bytes,25,rep,name=clocks,proto3" json:"clocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -822,6 +826,123 @@ func (x *Shard) GetQuarantineDir() string {
 	return ""
 }
 
+func (x *Shard) GetClocks() []*SourceClock {
+	if x != nil {
+		return x.Clocks
+	}
+	return nil
+}
+
+// SourceClock is a source's event time for one pattern on one shard.
+type SourceClock struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Pattern string                 `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// The pattern's name for the source.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// The source's watermark across the shards as this shard logged it,
+	// in milliseconds since the Unix epoch; has_watermark is false before
+	// there is one.
+	WatermarkMs  int64 `protobuf:"varint,3,opt,name=watermark_ms,json=watermarkMs,proto3" json:"watermark_ms,omitempty"`
+	HasWatermark bool  `protobuf:"varint,4,opt,name=has_watermark,json=hasWatermark,proto3" json:"has_watermark,omitempty"`
+	// The newest event time of the source on this shard; has_newest_event
+	// is false before it took one.
+	NewestEventMs  int64 `protobuf:"varint,5,opt,name=newest_event_ms,json=newestEventMs,proto3" json:"newest_event_ms,omitempty"`
+	HasNewestEvent bool  `protobuf:"varint,6,opt,name=has_newest_event,json=hasNewestEvent,proto3" json:"has_newest_event,omitempty"`
+	// This shard has had no event of the source for the pattern's
+	// idleTimeout and no longer holds the source's clock back. Known on the
+	// shard's leader only (false elsewhere: idle_known is false there).
+	Idle          bool `protobuf:"varint,7,opt,name=idle,proto3" json:"idle,omitempty"`
+	IdleKnown     bool `protobuf:"varint,8,opt,name=idle_known,json=idleKnown,proto3" json:"idle_known,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourceClock) Reset() {
+	*x = SourceClock{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceClock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceClock) ProtoMessage() {}
+
+func (x *SourceClock) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceClock.ProtoReflect.Descriptor instead.
+func (*SourceClock) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SourceClock) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *SourceClock) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SourceClock) GetWatermarkMs() int64 {
+	if x != nil {
+		return x.WatermarkMs
+	}
+	return 0
+}
+
+func (x *SourceClock) GetHasWatermark() bool {
+	if x != nil {
+		return x.HasWatermark
+	}
+	return false
+}
+
+func (x *SourceClock) GetNewestEventMs() int64 {
+	if x != nil {
+		return x.NewestEventMs
+	}
+	return 0
+}
+
+func (x *SourceClock) GetHasNewestEvent() bool {
+	if x != nil {
+		return x.HasNewestEvent
+	}
+	return false
+}
+
+func (x *SourceClock) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
+func (x *SourceClock) GetIdleKnown() bool {
+	if x != nil {
+		return x.IdleKnown
+	}
+	return false
+}
+
 type ListShardsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every shard of the cluster, each as its leader reports it (the node
@@ -835,7 +956,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[7]
+	mi := &file_cep_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +968,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[7]
+	mi := &file_cep_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +981,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListShardsRequest) GetClusterWide() bool {
@@ -883,7 +1004,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[8]
+	mi := &file_cep_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1016,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[8]
+	mi := &file_cep_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1029,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -938,7 +1059,7 @@ type SplitShardRequest struct {
 
 func (x *SplitShardRequest) Reset() {
 	*x = SplitShardRequest{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[9]
+	mi := &file_cep_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1071,7 @@ func (x *SplitShardRequest) String() string {
 func (*SplitShardRequest) ProtoMessage() {}
 
 func (x *SplitShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[9]
+	mi := &file_cep_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1084,7 @@ func (x *SplitShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitShardRequest.ProtoReflect.Descriptor instead.
 func (*SplitShardRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SplitShardRequest) GetShardId() uint32 {
@@ -996,7 +1117,7 @@ type SplitShardResponse struct {
 
 func (x *SplitShardResponse) Reset() {
 	*x = SplitShardResponse{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[10]
+	mi := &file_cep_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1129,7 @@ func (x *SplitShardResponse) String() string {
 func (*SplitShardResponse) ProtoMessage() {}
 
 func (x *SplitShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[10]
+	mi := &file_cep_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1142,7 @@ func (x *SplitShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitShardResponse.ProtoReflect.Descriptor instead.
 func (*SplitShardResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SplitShardResponse) GetShardId() uint32 {
@@ -1069,7 +1190,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[11]
+	mi := &file_cep_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1202,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[11]
+	mi := &file_cep_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1215,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveNodeResponse) GetNode() *Node {
@@ -1114,7 +1235,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[12]
+	mi := &file_cep_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1247,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[12]
+	mi := &file_cep_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1260,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -1157,7 +1278,7 @@ type GetPublishAccessRequest struct {
 
 func (x *GetPublishAccessRequest) Reset() {
 	*x = GetPublishAccessRequest{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[13]
+	mi := &file_cep_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1290,7 @@ func (x *GetPublishAccessRequest) String() string {
 func (*GetPublishAccessRequest) ProtoMessage() {}
 
 func (x *GetPublishAccessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[13]
+	mi := &file_cep_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1303,7 @@ func (x *GetPublishAccessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishAccessRequest.ProtoReflect.Descriptor instead.
 func (*GetPublishAccessRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 type GetPublishAccessResponse struct {
@@ -1198,7 +1319,7 @@ type GetPublishAccessResponse struct {
 
 func (x *GetPublishAccessResponse) Reset() {
 	*x = GetPublishAccessResponse{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[14]
+	mi := &file_cep_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1331,7 @@ func (x *GetPublishAccessResponse) String() string {
 func (*GetPublishAccessResponse) ProtoMessage() {}
 
 func (x *GetPublishAccessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[14]
+	mi := &file_cep_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1344,7 @@ func (x *GetPublishAccessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishAccessResponse.ProtoReflect.Descriptor instead.
 func (*GetPublishAccessResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetPublishAccessResponse) GetNatsUrls() []string {
@@ -1292,7 +1413,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x0fapplied_unknown\x18\x04 \x01(\bR\x0eappliedUnknown\x12)\n" +
 	"\x10nats_unreachable\x18\r \x01(\bR\x0fnatsUnreachable\x12 \n" +
 	"\vquarantined\x18\n" +
-	" \x01(\tR\vquarantined\"\x9e\x05\n" +
+	" \x01(\tR\vquarantined\"\xcb\x05\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x124\n" +
 	"\n" +
@@ -1313,7 +1434,18 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x13nats_unreachable_ms\x18\x1e \x01(\x04R\x11natsUnreachableMs\x12%\n" +
 	"\x0eunread_streams\x18# \x03(\tR\runreadStreams\x12 \n" +
 	"\vquarantined\x18\x14 \x01(\tR\vquarantined\x12%\n" +
-	"\x0equarantine_dir\x18\x15 \x01(\tR\rquarantineDir\"6\n" +
+	"\x0equarantine_dir\x18\x15 \x01(\tR\rquarantineDir\x12+\n" +
+	"\x06clocks\x18\x19 \x03(\v2\x13.cep.v1.SourceClockR\x06clocks\"\x8c\x02\n" +
+	"\vSourceClock\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12!\n" +
+	"\fwatermark_ms\x18\x03 \x01(\x03R\vwatermarkMs\x12#\n" +
+	"\rhas_watermark\x18\x04 \x01(\bR\fhasWatermark\x12&\n" +
+	"\x0fnewest_event_ms\x18\x05 \x01(\x03R\rnewestEventMs\x12(\n" +
+	"\x10has_newest_event\x18\x06 \x01(\bR\x0ehasNewestEvent\x12\x12\n" +
+	"\x04idle\x18\a \x01(\bR\x04idle\x12\x1d\n" +
+	"\n" +
+	"idle_known\x18\b \x01(\bR\tidleKnown\"6\n" +
 	"\x11ListShardsRequest\x12!\n" +
 	"\fcluster_wide\x18\x01 \x01(\bR\vclusterWide\"^\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
@@ -1372,7 +1504,7 @@ func file_cep_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_cep_v1_cluster_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: cep.v1.NodeState
 	(Suffrage)(0),                    // 1: cep.v1.Suffrage
@@ -1383,15 +1515,16 @@ var file_cep_v1_cluster_proto_goTypes = []any{
 	(*KeyGroupRange)(nil),            // 6: cep.v1.KeyGroupRange
 	(*Replica)(nil),                  // 7: cep.v1.Replica
 	(*Shard)(nil),                    // 8: cep.v1.Shard
-	(*ListShardsRequest)(nil),        // 9: cep.v1.ListShardsRequest
-	(*RemoveNodeRequest)(nil),        // 10: cep.v1.RemoveNodeRequest
-	(*SplitShardRequest)(nil),        // 11: cep.v1.SplitShardRequest
-	(*SplitShardResponse)(nil),       // 12: cep.v1.SplitShardResponse
-	(*RemoveNodeResponse)(nil),       // 13: cep.v1.RemoveNodeResponse
-	(*ListShardsResponse)(nil),       // 14: cep.v1.ListShardsResponse
-	(*GetPublishAccessRequest)(nil),  // 15: cep.v1.GetPublishAccessRequest
-	(*GetPublishAccessResponse)(nil), // 16: cep.v1.GetPublishAccessResponse
-	(*PatternVersion)(nil),           // 17: cep.v1.PatternVersion
+	(*SourceClock)(nil),              // 9: cep.v1.SourceClock
+	(*ListShardsRequest)(nil),        // 10: cep.v1.ListShardsRequest
+	(*RemoveNodeRequest)(nil),        // 11: cep.v1.RemoveNodeRequest
+	(*SplitShardRequest)(nil),        // 12: cep.v1.SplitShardRequest
+	(*SplitShardResponse)(nil),       // 13: cep.v1.SplitShardResponse
+	(*RemoveNodeResponse)(nil),       // 14: cep.v1.RemoveNodeResponse
+	(*ListShardsResponse)(nil),       // 15: cep.v1.ListShardsResponse
+	(*GetPublishAccessRequest)(nil),  // 16: cep.v1.GetPublishAccessRequest
+	(*GetPublishAccessResponse)(nil), // 17: cep.v1.GetPublishAccessResponse
+	(*PatternVersion)(nil),           // 18: cep.v1.PatternVersion
 }
 var file_cep_v1_cluster_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Node.state:type_name -> cep.v1.NodeState
@@ -1400,26 +1533,27 @@ var file_cep_v1_cluster_proto_depIdxs = []int32{
 	1,  // 3: cep.v1.Replica.suffrage:type_name -> cep.v1.Suffrage
 	6,  // 4: cep.v1.Shard.key_groups:type_name -> cep.v1.KeyGroupRange
 	7,  // 5: cep.v1.Shard.replicas:type_name -> cep.v1.Replica
-	17, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
-	6,  // 7: cep.v1.SplitShardResponse.key_groups:type_name -> cep.v1.KeyGroupRange
-	6,  // 8: cep.v1.SplitShardResponse.new_key_groups:type_name -> cep.v1.KeyGroupRange
-	2,  // 9: cep.v1.RemoveNodeResponse.node:type_name -> cep.v1.Node
-	8,  // 10: cep.v1.ListShardsResponse.shards:type_name -> cep.v1.Shard
-	4,  // 11: cep.v1.ClusterService.GetStatus:input_type -> cep.v1.GetStatusRequest
-	9,  // 12: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
-	10, // 13: cep.v1.ClusterService.RemoveNode:input_type -> cep.v1.RemoveNodeRequest
-	11, // 14: cep.v1.ClusterService.SplitShard:input_type -> cep.v1.SplitShardRequest
-	15, // 15: cep.v1.ClusterService.GetPublishAccess:input_type -> cep.v1.GetPublishAccessRequest
-	5,  // 16: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
-	14, // 17: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
-	13, // 18: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
-	12, // 19: cep.v1.ClusterService.SplitShard:output_type -> cep.v1.SplitShardResponse
-	16, // 20: cep.v1.ClusterService.GetPublishAccess:output_type -> cep.v1.GetPublishAccessResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	18, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
+	9,  // 7: cep.v1.Shard.clocks:type_name -> cep.v1.SourceClock
+	6,  // 8: cep.v1.SplitShardResponse.key_groups:type_name -> cep.v1.KeyGroupRange
+	6,  // 9: cep.v1.SplitShardResponse.new_key_groups:type_name -> cep.v1.KeyGroupRange
+	2,  // 10: cep.v1.RemoveNodeResponse.node:type_name -> cep.v1.Node
+	8,  // 11: cep.v1.ListShardsResponse.shards:type_name -> cep.v1.Shard
+	4,  // 12: cep.v1.ClusterService.GetStatus:input_type -> cep.v1.GetStatusRequest
+	10, // 13: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
+	11, // 14: cep.v1.ClusterService.RemoveNode:input_type -> cep.v1.RemoveNodeRequest
+	12, // 15: cep.v1.ClusterService.SplitShard:input_type -> cep.v1.SplitShardRequest
+	16, // 16: cep.v1.ClusterService.GetPublishAccess:input_type -> cep.v1.GetPublishAccessRequest
+	5,  // 17: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
+	15, // 18: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
+	14, // 19: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
+	13, // 20: cep.v1.ClusterService.SplitShard:output_type -> cep.v1.SplitShardResponse
+	17, // 21: cep.v1.ClusterService.GetPublishAccess:output_type -> cep.v1.GetPublishAccessResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_cluster_proto_init() }
@@ -1434,7 +1568,7 @@ func file_cep_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_cluster_proto_rawDesc), len(file_cep_v1_cluster_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

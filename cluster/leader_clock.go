@@ -1,0 +1,361 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+
+	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/watermark"
+)
+
+// DefaultIdleTimeout is a pattern's idleTimeout when its document sets
+// none: a shard that has had no event of a source for this long stops
+// holding the source's clock back (Flink's withIdleness). A second keeps
+// a quiet key's matches (the README's quick start) about a second behind
+// the last event, and is long against the gaps of a busy source.
+const DefaultIdleTimeout = time.Second
+
+// ClockSubjectRoot prefixes the subjects shard leaders report their
+// sources' event time on (ClockSubjectRoot + source read). Only the
+// node's NATS user may publish there (publisherPermissions).
+const ClockSubjectRoot = "cep.clock."
+
+// clockReport is what a shard leader publishes every ClockEvery for one
+// source it reads: per pattern, the watermark its events give and whether
+// it is idle.
+type clockReport struct {
+	Shard  uint64       `json:"shard"`
+	Clocks []clockEntry `json:"clocks"`
+}
+
+type clockEntry struct {
+	Pattern   string `json:"pattern"`
+	Source    string `json:"source"`
+	Watermark int64  `json:"wm"`
+	Idle      bool   `json:"idle"`
+}
+
+// maxClockEntries bounds the entries of a report taken from the network.
+const maxClockEntries = 10_000
+
+// clockKey names one clock: a pattern's source.
+type clockKey struct{ pattern, source string }
+
+// clockTable is what a leader has heard of the other shards' partitions,
+// by clock then shard. The NATS callback fills it, the clock loop reads it.
+type clockTable struct {
+	mu    sync.Mutex
+	parts map[clockKey]map[uint64]watermark.Part
+	// settled[k][shard] is the shard's watermark as it was at least
+	// settle ago (clockSettled): what an idle shard is left out against
+	settled map[clockKey]map[uint64]*clockSettled
+	now     func() time.Time // time.Now; tests control it
+}
+
+func (t *clockTable) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
+}
+
+// clockSettled follows one partition's watermark with the time each value
+// came, to tell what it was a while ago.
+type clockSettled struct {
+	cur, old int64
+	at       time.Time // when cur came
+	heard    time.Time // the partition's latest report
+}
+
+// observe records wm at now; a lower or equal one changes nothing.
+func (c *clockSettled) observe(wm int64, now time.Time, settle time.Duration) {
+	c.heard = now
+	if wm <= c.cur {
+		return
+	}
+	if now.Sub(c.at) >= settle {
+		c.old = c.cur
+	}
+	c.cur, c.at = wm, now
+}
+
+// value is the watermark as it was settle before now (or earlier).
+func (c *clockSettled) value(now time.Time, settle time.Duration) int64 {
+	if now.Sub(c.at) >= settle {
+		return c.cur
+	}
+	return c.old
+}
+
+func newClockSettled(wm int64, now time.Time) *clockSettled {
+	return &clockSettled{cur: wm, old: watermark.MinTime, at: now, heard: now}
+}
+
+// take records a report. A shard's watermark only moves forward: a
+// report lower than one taken (from a former leader, delivered late) is
+// not taken.
+func (t *clockTable) take(rep *clockReport) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range rep.Clocks {
+		k := clockKey{e.Pattern, e.Source}
+		m := t.parts[k]
+		if m == nil {
+			m = map[uint64]watermark.Part{}
+			t.parts[k] = m
+		}
+		if old, ok := m[rep.Shard]; ok && old.Watermark > e.Watermark {
+			continue
+		}
+		m[rep.Shard] = watermark.Part{Watermark: e.Watermark, Idle: e.Idle}
+		t.settle(k, rep.Shard, e.Watermark, t.clock())
+	}
+}
+
+// settle records a partition's watermark for clockSettled.
+func (t *clockTable) settle(k clockKey, shardID uint64, wm int64, now time.Time) {
+	if t.settled == nil {
+		t.settled = map[clockKey]map[uint64]*clockSettled{}
+	}
+	m := t.settled[k]
+	if m == nil {
+		m = map[uint64]*clockSettled{}
+		t.settled[k] = m
+	}
+	if c := m[shardID]; c != nil {
+		c.observe(wm, now, clockSettle)
+	} else {
+		m[shardID] = newClockSettled(wm, now)
+	}
+}
+
+// clockSettle is how long a shard's watermark must have stood before an
+// idle shard is left out against it: a source that resumes with a burst
+// reaches every shard within it (a report's round trip and the reading),
+// so a shard still reported idle, whose part of the burst is on its way,
+// is not overtaken by the first shard to read it.
+const clockSettle = 250 * time.Millisecond
+
+// clockStale is how long without a report a shard's last one stands
+// as it was: past it, the shard holds the clock back even if it said it
+// was idle (a shard without a leader is not known to be idle).
+const clockStale = 500 * time.Millisecond
+
+// combined is the clock of k over the shards: watermark.Combine of each
+// shard's partition, with own for this leader's shard; ok is false while
+// some shard has not reported (it may hold the clock back).
+func (t *clockTable) combined(k clockKey, shards []uint64, self uint64, own watermark.Part) (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock()
+	t.settle(k, self, own.Watermark, now)
+	parts := make([]watermark.Part, 0, len(shards))
+	idle, active := false, false
+	for _, id := range shards {
+		p, ok := own, true
+		if id != self {
+			p, ok = t.parts[k][id]
+		}
+		if !ok {
+			return watermark.MinTime, false
+		}
+		if id != self && now.Sub(t.settled[k][id].heard) > clockStale {
+			// no report for a while (its leader is gone): it may have
+			// events to read, so it counts, idle or not
+			p.Idle = false
+		}
+		idle, active = idle || p.Idle, active || !p.Idle
+		parts = append(parts, p)
+	}
+	if idle && active {
+		// left out, an idle shard is overtaken only by what the others
+		// had shown for clockSettle
+		for i, id := range shards {
+			if !parts[i].Idle {
+				parts[i].Watermark = min(parts[i].Watermark, t.settled[k][id].value(now, clockSettle))
+			}
+		}
+	}
+	return watermark.Combine(parts)
+}
+
+// decodeClockReport checks a report read from NATS before it is taken.
+func decodeClockReport(data []byte) (*clockReport, bool) {
+	var rep clockReport
+	if err := json.Unmarshal(data, &rep); err != nil || rep.Shard == 0 || len(rep.Clocks) > maxClockEntries {
+		return nil, false
+	}
+	for _, e := range rep.Clocks {
+		if e.Pattern == "" || e.Source == "" {
+			return nil, false
+		}
+	}
+	return &rep, true
+}
+
+// ClockStatus is one source clock of a shard as its leader sees it.
+type ClockStatus struct {
+	Pattern, Source string
+	// Watermark is the logged clock, Progress what this shard's events
+	// show and MaxTime the newest event time of the source here
+	// (watermark.MinTime for none).
+	Watermark, Progress, MaxTime int64
+	// Idle: this shard has had no event of the source for the idle
+	// timeout and no longer holds the clock back.
+	Idle bool
+}
+
+// clock reports this shard's partitions of its sources to the other
+// shard leaders and logs each source's clock across the shards
+// (OpClock) as it moves: the minimum over the shards that are not idle,
+// every one of them having reported. What is logged never goes back
+// (watermark.Next; the state machine ignores a lower one too), and a new
+// leader starts from the logged clocks, so a failover neither moves a
+// watermark back nor loses one.
+func (r *leader) clock(ctx context.Context) error {
+	self := r.sh.ID()
+	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}}
+	sub, err := r.n.nc.Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {
+		if rep, ok := decodeClockReport(m.Data); ok && rep.Shard != self {
+			table.take(rep)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	defer r.n.setClockStatus(self, nil)
+	activity := map[clockKey]*watermark.Activity{}
+	t := time.NewTicker(r.n.cfg.ClockEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		var clocks []shard.SourceClock
+		var modes map[string]bool
+		r.sh.FSM().View(func(s *shard.State, _ uint64) { clocks, modes = s.Clocks(), s.ClockModes() })
+		now := time.Now().UnixMilli() // idleness is the leader's: only its decisions are logged
+		m, _ := r.n.meta.fsm.View()
+		shards := make([]uint64, 0, len(m.Shards))
+		for _, s := range m.Shards {
+			if !r.n.stoppedHere(s) {
+				shards = append(shards, s.ID)
+			}
+		}
+		if !slices.Contains(shards, self) {
+			shards = append(shards, self)
+		}
+		var ops []shard.Op
+		// a shard alone is the source's only partition: its events move
+		// the watermark directly, exactly as `cepctl run`'s; with others
+		// (a split) the patterns go on the clock
+		for _, name := range slices.Sorted(maps.Keys(modes)) {
+			if on := len(shards) > 1; modes[name] != on {
+				ops = append(ops, shard.Op{Kind: shard.OpClockMode, Pattern: name, On: on})
+			}
+		}
+		byRead := map[string][]clockEntry{}
+		status := make([]ClockStatus, 0, len(clocks))
+		seen := map[clockKey]bool{}
+		for _, c := range clocks {
+			k := clockKey{c.Pattern, c.Source}
+			seen[k] = true
+			a := activity[k]
+			if a == nil {
+				a = &watermark.Activity{}
+				activity[k] = a
+			}
+			timeout := c.IdleTimeout
+			if timeout == 0 {
+				timeout = r.n.cfg.IdleTimeout.Milliseconds()
+			}
+			// idle by the newest event time, which only events move (the
+			// progress also takes the logged clock: a clock that moves must
+			// not make the shard look busy)
+			own := watermark.Part{Watermark: c.Progress, Idle: a.Observe(c.MaxTime, now, timeout)}
+			byRead[c.Read] = append(byRead[c.Read], clockEntry{Pattern: c.Pattern, Source: c.Source, Watermark: own.Watermark, Idle: own.Idle})
+			wm := c.Clock
+			if comb, ok := table.combined(k, shards, self, own); ok {
+				if next, move := watermark.Next(c.Clock, comb); move {
+					ops = append(ops, shard.Op{Kind: shard.OpClock, Pattern: c.Pattern, Source: c.Source, Time: next})
+					wm = next
+				}
+			}
+			status = append(status, ClockStatus{Pattern: c.Pattern, Source: c.Source, Watermark: wm, Progress: c.Progress, MaxTime: c.MaxTime, Idle: own.Idle})
+		}
+		for k := range activity {
+			if !seen[k] {
+				delete(activity, k)
+			}
+		}
+		for read, entries := range byRead {
+			data, _ := json.Marshal(clockReport{Shard: self, Clocks: entries})
+			// a report lost is sent again within ClockEvery
+			_ = r.n.nc.Publish(ClockSubjectRoot+read, data)
+		}
+		r.n.setClockStatus(self, status)
+		if len(ops) > 0 {
+			if err := r.sh.Propose(ctx, &shard.Batch{Ops: ops}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// clockStatuses are the source clocks of the shards a node leads, as
+// their leaders last computed them (for the status and the metrics).
+type clockStatuses struct {
+	mu sync.Mutex
+	m  map[uint64][]ClockStatus
+}
+
+// setClockStatus records shard's clocks; nil forgets them (the leader
+// session ended).
+func (n *Node) setClockStatus(shardID uint64, st []ClockStatus) {
+	n.clocks.mu.Lock()
+	defer n.clocks.mu.Unlock()
+	if st == nil {
+		delete(n.clocks.m, shardID)
+		return
+	}
+	if n.clocks.m == nil {
+		n.clocks.m = map[uint64][]ClockStatus{}
+	}
+	n.clocks.m[shardID] = st
+}
+
+// ClockStatus returns the source clocks of shardID if this node leads
+// it (ok false otherwise), by pattern then source.
+func (n *Node) ClockStatus(shardID uint64) (st []ClockStatus, ok bool) {
+	n.clocks.mu.Lock()
+	defer n.clocks.mu.Unlock()
+	st, ok = n.clocks.m[shardID]
+	return slices.Clone(st), ok
+}
+
+// sourceClocks is a shard's clocks as the API lists them.
+func sourceClocks(cs []shard.SourceClock) []*cepv1.SourceClock {
+	out := make([]*cepv1.SourceClock, 0, len(cs))
+	for _, c := range cs {
+		sc := &cepv1.SourceClock{Pattern: c.Pattern, Source: c.Source}
+		if c.Clock != watermark.MinTime {
+			sc.WatermarkMs, sc.HasWatermark = c.Clock, true
+		}
+		if c.MaxTime != watermark.MinTime {
+			sc.NewestEventMs, sc.HasNewestEvent = c.MaxTime, true
+		}
+		out = append(out, sc)
+	}
+	return out
+}
