@@ -37,6 +37,10 @@ const (
 // errSlowConsumer ends a tail whose client does not take its records.
 var errSlowConsumer = errors.New("slow consumer")
 
+// errPatternDeleted ends a pattern's tail, without error, once the
+// pattern is deleted: nothing more comes.
+var errPatternDeleted = errors.New("pattern deleted")
+
 // Tail streams a pattern's records from an ephemeral JetStream consumer of
 // its own on the output stream. JetStream's records go into a buffer
 // bounded in records and bytes (Config.TailBuffer*), which the request's
@@ -128,10 +132,35 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 			}
 		}
 	})
+	if !r.DeadLetters {
+		done := make(chan struct{})
+		defer close(done) // (runs before the wait)
+		wg.Go(func() {
+			for {
+				var gone bool
+				changed := n.meta.fsm.Watch(func(m *meta.Meta) {
+					p := m.Patterns[r.Pattern]
+					gone = p == nil || p.Deleted
+				})
+				if gone {
+					buf.close(errPatternDeleted)
+					it.Stop()
+					return
+				}
+				select {
+				case <-changed:
+				case <-done:
+					return
+				}
+			}
+		})
+	}
 	for {
 		rec, err := buf.take()
 		if rec == nil {
 			switch {
+			case errors.Is(err, errPatternDeleted):
+				return nil
 			case errors.Is(err, errSlowConsumer):
 				return fmt.Errorf("%w: tail %s: slow consumer: the client fell %d records or %d bytes behind, cut off", api.ErrResourceExhausted, what, n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)
 			case ctx.Err() != nil:

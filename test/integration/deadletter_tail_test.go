@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +116,60 @@ func TestTailDeadLetters(t *testing.T) {
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("%v: %v, want InvalidArgument", bad, err)
 		}
+	}
+}
+
+// A pattern's tail ends, without error, when the pattern is deleted (the
+// API's promise), after the records it had; a tail of dead letters goes on.
+func TestTailEndsWhenThePatternIsDeleted(t *testing.T) {
+	tc := newSingle(t, time.Minute, cluster.Config{})
+	c := tc.deployOnBank(0, lflSpec)
+	// another pattern on bank, so that its events are still read (and
+	// dead-lettered) once lfl is gone
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: strings.Replace(string(lflSpec), "name: lfl", "name: other", 1)})
+	ctx, cancel := context.WithCancel(tc.ctx)
+	defer cancel()
+	lines := bankEvents(7, 200)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	want := tc.waitOutputs("cep.out.lfl", 1, 20*time.Second)
+	s, err := c.matches.Tail(ctx, req(&cepv1.TailRequest{Pattern: "lfl", Start: cepv1.TailStart_TAIL_START_ALL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// (a stream call returns with its first record: one dead letter first)
+	tc.publishRaw("bank.acc-5", "not json")
+	tc.waitOutputs("cep.deadletter.bank", 1, 20*time.Second)
+	dl, err := c.matches.Tail(ctx, req(&cepv1.TailRequest{DeadLetters: true, Start: cepv1.TailStart_TAIL_START_ALL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	receiveN(t, dl, 1)
+	got := receiveN(t, s, len(want))
+	if string(got[0].Json) != want[0] {
+		t.Fatalf("first record %s, want %s", got[0].Json, want[0])
+	}
+	if _, err := c.patterns.DeletePattern(tc.ctx, req(&cepv1.DeletePatternRequest{Name: "lfl"})); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for s.Receive() {
+		}
+		ended <- s.Err()
+	}()
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("the tail of a deleted pattern ended with %v, want no error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tail of lfl still runs 10 s after the pattern was deleted")
+	}
+	// the dead letters' tail is not the pattern's: it still delivers
+	tc.publishRaw("bank.acc-5", "not json")
+	if r := receiveN(t, dl, 1); r[0].Type != "deadletter" {
+		t.Fatalf("dead letter tail after the delete: %+v", r[0])
 	}
 }
