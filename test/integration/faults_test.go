@@ -691,7 +691,9 @@ func corruptSnapshot(r *faultRun, rng *rand.Rand) func() {
 	})
 	p.kill()
 	// the latest once stopped: another may have been taken meanwhile
-	taken = snapshotsOf(p, id)
+	if taken = snapshotsOf(p, id); len(taken) == 0 {
+		r.t.Fatalf("%s: the snapshots of shard %d went while it stopped", p.id, id)
+	}
 	file := filepath.Join(p.dir, "shards", fmt.Sprint(id), "snapshots", taken[0], "state.bin")
 	b, err := os.ReadFile(file)
 	if err != nil || len(b) == 0 {
@@ -745,41 +747,39 @@ func corruptSnapshot(r *faultRun, rng *rand.Rand) func() {
 // not lead it.
 func (r *faultRun) followerOfSome(rng *rand.Rand) (*proc, uint64) {
 	r.t.Helper()
-	var id uint64
-	var pick string
+	var shards []*cepv1.Shard
 	testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
 		res, err := r.client().cluster.ListShards(r.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
 		if err != nil {
 			return err
 		}
-		shards := res.Msg.Shards
-		if len(shards) == 0 {
+		if shards = res.Msg.Shards; len(shards) == 0 {
 			return fmt.Errorf("no shards")
 		}
-		slices.SortFunc(shards, func(a, b *cepv1.Shard) int { return cmp.Compare(a.Id, b.Id) })
-		s := shards[rng.IntN(len(shards))]
-		if s.LeaderNodeId == "" {
-			return fmt.Errorf("shard %d has no leader", s.Id)
-		}
-		var followers []string
-		for _, rep := range s.Replicas {
-			if rep.NodeId != s.LeaderNodeId {
-				followers = append(followers, rep.NodeId)
+		for _, s := range shards {
+			if s.LeaderNodeId == "" || len(s.Replicas) < 2 {
+				return fmt.Errorf("shard %d: leader %q, %d replicas", s.Id, s.LeaderNodeId, len(s.Replicas))
 			}
 		}
-		if len(followers) == 0 {
-			return fmt.Errorf("shard %d has no follower", s.Id)
-		}
-		slices.Sort(followers)
-		id, pick = uint64(s.Id), followers[rng.IntN(len(followers))]
 		return nil
 	})
-	for _, p := range r.procs {
-		if p.id == pick {
-			return p, id
+	// drawn once the shards are known, so that a seed draws the same
+	slices.SortFunc(shards, func(a, b *cepv1.Shard) int { return cmp.Compare(a.Id, b.Id) })
+	s := shards[rng.IntN(len(shards))]
+	var followers []string
+	for _, rep := range s.Replicas {
+		if rep.NodeId != s.LeaderNodeId {
+			followers = append(followers, rep.NodeId)
 		}
 	}
-	r.t.Fatalf("no process for %s", pick)
+	slices.Sort(followers)
+	pick := followers[rng.IntN(len(followers))]
+	for _, p := range r.procs {
+		if p.id == pick {
+			return p, uint64(s.Id)
+		}
+	}
+	r.t.Fatalf("no process for %s, a follower of shard %d", pick, s.Id)
 	return nil, 0
 }
 
