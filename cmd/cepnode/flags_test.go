@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // Every flag is read from its CEPNODE_* variable, and the README's table
@@ -120,6 +123,8 @@ func TestVariablesAreRead(t *testing.T) {
 		{"CEPNODE_AUTO_SPLIT", "maybe", `CEPNODE_AUTO_SPLIT`},
 		{"CEPNODE_MAX_KEYS", "0", "--max-keys: 0 is not a positive number"},
 		{"CEPNODE_LOG_FORMAT", "xml", `--log-format: "xml" is neither text nor json`},
+		{"CEPNODE_RAFT_SNAPSHOT_THRESHOLD", "-3", "--raft-snapshot-threshold must be at least 1 (got -3)"},
+		{"CEPNODE_RAFT_SNAPSHOT_INTERVAL", "0s", "--raft-snapshot-interval must be at least 100ms (got 0s)"},
 	} {
 		t.Run(c.env, func(t *testing.T) {
 			t.Setenv(c.env, c.value)
@@ -253,4 +258,85 @@ func TestVersion(t *testing.T) {
 			t.Errorf("cepnode %v: %v, %q", args, err, out)
 		}
 	}
+}
+
+// The snapshot flags, from the command line, the environment or the
+// config file, reach the Raft configuration of the node's groups, on a
+// copy: the defaults stay as they are.
+func TestRaftSnapshotFlagsReachTheConfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cepnode.yaml")
+	os.WriteFile(file, []byte("raft-snapshot-threshold: 40\nraft-snapshot-interval: 3s\n"), 0o600)
+	for _, c := range []struct {
+		name      string
+		args, env []string
+		threshold uint64
+		interval  time.Duration
+	}{
+		{"defaults", nil, nil, 256, 10 * time.Second},
+		{"flags", []string{"--raft-snapshot-threshold", "16", "--raft-snapshot-interval", "500ms"}, nil, 16, 500 * time.Millisecond},
+		{"environment", nil, []string{"CEPNODE_RAFT_SNAPSHOT_THRESHOLD=1", "CEPNODE_RAFT_SNAPSHOT_INTERVAL=100ms"}, 1, 100 * time.Millisecond},
+		{"file", []string{"--config", file}, nil, 40, 3 * time.Second},
+		{"file and flag", []string{"--config", file, "--raft-snapshot-interval", "2m"}, nil, 40, 2 * time.Minute},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, e := range c.env {
+				k, v, _ := strings.Cut(e, "=")
+				t.Setenv(k, v)
+			}
+			d := cluster.DefaultConfig()
+			fs := flag.NewFlagSet("cepnode", flag.ContinueOnError)
+			f := defineFlags(fs, d)
+			if err := parseFlags(fs, c.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg := d
+			if err := setSnapshots(&cfg, *f.snapThreshold, *f.snapInterval); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Raft.SnapshotThreshold != c.threshold || cfg.Raft.SnapshotInterval != c.interval {
+				t.Errorf("Raft snapshots every %d entries, checked every %v; want %d, %v", cfg.Raft.SnapshotThreshold, cfg.Raft.SnapshotInterval, c.threshold, c.interval)
+			}
+			if def := cluster.DefaultConfig().Raft; d.Raft.SnapshotThreshold != def.SnapshotThreshold || d.Raft.SnapshotInterval != def.SnapshotInterval ||
+				cfg.Raft.HeartbeatTimeout != def.HeartbeatTimeout || cfg.Raft.TrailingLogs != def.TrailingLogs {
+				t.Errorf("the defaults changed, or the rest of the Raft configuration was lost: %+v", cfg.Raft)
+			}
+		})
+	}
+}
+
+// A node run with a threshold of one entry checked every 100ms has
+// snapshots of its shard and of its metadata group on disk within
+// seconds: with the defaults (256 entries, every 10s) an idle node takes
+// none in that time.
+func TestRaftSnapshotFlagsReachTheNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"--data", dir, "--raft-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--nats-port", "-1",
+			"--log-level", "error", "--raft-snapshot-threshold", "1", "--raft-snapshot-interval", "100ms"}, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the node: %v", err)
+		}
+	}()
+	testutil.EventuallyEvery(t, 5*time.Second, 50*time.Millisecond, func() error {
+		select {
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("the node stopped: %v", err)
+		default:
+		}
+		shards, _ := filepath.Glob(filepath.Join(dir, "shards", "*", "snapshots", "*", "state.bin"))
+		metas, _ := filepath.Glob(filepath.Join(dir, "meta", "snapshots", "*", "state.bin"))
+		if len(shards) == 0 || len(metas) == 0 {
+			return fmt.Errorf("snapshots of shards %v, of the metadata %v", shards, metas)
+		}
+		return nil
+	})
 }

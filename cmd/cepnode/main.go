@@ -147,6 +147,9 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		*f.to = f.v
 	}
+	if err := setSnapshots(&cfg, *f.snapThreshold, *f.snapInterval); err != nil {
+		return err
+	}
 	if *gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(*gossipKey)
 		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
@@ -275,6 +278,8 @@ type nodeFlags struct {
 	showVersion       *bool
 	tailMax           *int
 	tailMaxCaller     *int
+	snapThreshold     *int
+	snapInterval      *time.Duration
 }
 
 // defineFlags defines cepnode's flags on fs, with the defaults of d.
@@ -322,8 +327,29 @@ func defineFlags(fs *flag.FlagSet, d cluster.Config) *nodeFlags {
 	f.showVersion = fs.Bool("version", false, "print the version and exit")
 	f.tailMax = fs.Int("tail-max-streams", d.TailMaxStreams, "MatchService.Tail streams (cepctl tail) this node serves at once; one more is refused, so that no client can hold JetStream consumers and buffers without bound")
 	f.tailMaxCaller = fs.Int("tail-max-per-caller", d.TailMaxStreamsPerCaller, "Tail streams one caller (its bearer token, else its host) holds at once on this node")
+	f.snapThreshold = fs.Int("raft-snapshot-threshold", int(d.Raft.SnapshotThreshold), "log entries a Raft group (each shard, and the metadata group) lets accumulate before it snapshots and compacts its log; a shard whose state takes long to encode lets more accumulate. Lower: shorter replay at restart, more snapshot work")
+	f.snapInterval = fs.Duration("raft-snapshot-interval", d.Raft.SnapshotInterval, "how often each Raft group (each shard, and the metadata group) checks whether --raft-snapshot-threshold entries have accumulated (at a random moment between one and two intervals), at least 100ms")
 	withEnvNames(fs)
 	return f
+}
+
+// minSnapshotInterval bounds --raft-snapshot-interval: checking more
+// often only costs.
+const minSnapshotInterval = 100 * time.Millisecond
+
+// setSnapshots gives cfg the snapshot threshold and interval of the
+// flags, on a copy of its Raft configuration (the metadata group's too).
+func setSnapshots(cfg *cluster.Config, threshold int, interval time.Duration) error {
+	if threshold < 1 {
+		return fmt.Errorf("--raft-snapshot-threshold must be at least 1 (got %d)", threshold)
+	}
+	if interval < minSnapshotInterval {
+		return fmt.Errorf("--raft-snapshot-interval must be at least %v (got %v)", minSnapshotInterval, interval)
+	}
+	rc := *cfg.Raft
+	rc.SnapshotThreshold, rc.SnapshotInterval = uint64(threshold), interval
+	cfg.Raft = &rc
+	return nil
 }
 
 // startAbandon bounds how long a start that a signal interrupted may take

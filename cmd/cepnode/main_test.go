@@ -69,6 +69,9 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--metrics-auth"}, "--metrics-auth needs --token or --token-file"},
 		{[]string{"--token", "tok-r-secret", "--token-file", goodTokens}, "--token is in --token-file as well"},
 		{[]string{"--token", "two words"}, "--token: a token with white space"},
+		{[]string{"--raft-snapshot-threshold", "0"}, "--raft-snapshot-threshold must be at least 1 (got 0)"},
+		{[]string{"--raft-snapshot-interval", "50ms"}, "--raft-snapshot-interval must be at least 100ms (got 50ms)"},
+		{[]string{"--raft-snapshot-interval", "often"}, `invalid value "often" for flag -raft-snapshot-interval`},
 	} {
 		var stderr bytes.Buffer
 		err := Run(context.Background(), append([]string{"--data", dir + "/data"}, c.args...), &stderr)

@@ -83,6 +83,8 @@ type fault struct {
 	// scenario, instead of inject, runs the whole publishing itself and
 	// returns the records of a cluster it replaced, by pattern
 	scenario func(r *faultRun, lines []string) (before map[string][]string)
+	// args are more cepnode flags for every node of the fault's runs
+	args []string
 }
 
 // faultTime is how long a fault lasts.
@@ -254,6 +256,10 @@ var faults = []fault{
 			return fmt.Sprintf("%s entry %d: a letter's case changed", file, i)
 		})
 	}},
+	{name: "corrupt-snapshot", inject: corruptSnapshot,
+		// a snapshot within a second or two of the run's entries, instead
+		// of after 256 of them: there is one to damage at the fault
+		args: []string{"--raft-snapshot-threshold", "16", "--raft-snapshot-interval", "500ms"}},
 	{name: "fresh-restore", scenario: freshRestore},
 	{name: "nats-restart", inject: func(r *faultRun, rng *rand.Rand) func() {
 		r.t.Log("kill -9 NATS")
@@ -346,6 +352,7 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
 			"--nats", tc.natsAt, "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"),
 			"--dead-after", "30s", "--cluster-secret-file", r.secretFile, "--savepoint-dir", filepath.Join(tc.base, "savepoints")}
+		p.args = append(p.args, f.args...)
 		p.env = []string{"CEPNODE_TOKEN=" + r.token}
 		if p != r.joiner {
 			p.start(t)
@@ -684,6 +691,147 @@ func (r *faultRun) damageStopped(rng *rand.Rand, damage func(p *proc) string) fu
 			return nil
 		})
 	}
+}
+
+// corruptSnapshot flips a byte of the latest snapshot of a shard on a
+// node that follows it, stopped: the snapshot's checksum refuses it at the
+// restart, and the node must quarantine that replica (its files moved
+// aside, a marker in their place naming the file) and rebuild it from the
+// shard's leader.
+func corruptSnapshot(r *faultRun, rng *rand.Rand) func() {
+	p, id := r.followerOfSome(rng)
+	var taken []string
+	testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
+		if taken = snapshotsOf(p, id); len(taken) == 0 {
+			return fmt.Errorf("%s has no snapshot of shard %d", p.id, id)
+		}
+		return nil
+	})
+	p.kill()
+	// the latest once stopped: another may have been taken meanwhile
+	if taken = snapshotsOf(p, id); len(taken) == 0 {
+		r.t.Fatalf("%s: the snapshots of shard %d went while it stopped", p.id, id)
+	}
+	file := filepath.Join(p.dir, "shards", fmt.Sprint(id), "snapshots", taken[0], "state.bin")
+	b, err := os.ReadFile(file)
+	if err != nil || len(b) == 0 {
+		r.t.Fatalf("%s: %d bytes, %v", file, len(b), err)
+	}
+	at := rng.IntN(len(b))
+	b[at] ^= 0xff
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Logf("kill -9 %s (a follower of shard %d), then %s (the latest of %d snapshots, %d bytes): byte %d flipped", p.id, id, file, len(taken), len(b), at)
+	return func() {
+		start := time.Now()
+		p.start(r.t)
+		shardDir := filepath.Join(p.dir, "shards", fmt.Sprint(id))
+		var marker, moved string
+		testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
+			// the marker stands until the leader has demoted the replica
+			// and it opens empty: read it whenever it is there
+			if m, err := os.ReadFile(filepath.Join(shardDir, "quarantined.json")); err == nil && marker == "" {
+				marker = string(m)
+			}
+			dirs, _ := filepath.Glob(filepath.Join(p.dir, "quarantine", fmt.Sprintf("%d-*", id)))
+			if len(dirs) == 0 {
+				return fmt.Errorf("%s has not quarantined shard %d", p.id, id)
+			}
+			moved = dirs[0]
+			if marker == "" {
+				return fmt.Errorf("%s moved shard %d to %s; no marker in %s seen", p.id, id, moved, shardDir)
+			}
+			return nil
+		})
+		var rec struct {
+			Shard uint64 `json:"shard"`
+			Err   string `json:"error"`
+			Dir   string `json:"dir"`
+		}
+		if err := json.Unmarshal([]byte(marker), &rec); err != nil || rec.Shard != id || rec.Dir != moved || !strings.Contains(rec.Err, file) {
+			r.t.Errorf("the quarantine marker of shard %d (%v) does not name the shard, %s and %s: %s", id, err, moved, file, marker)
+		}
+		// what was moved aside is the damaged snapshot
+		kept, err := os.ReadFile(filepath.Join(moved, "snapshots", taken[0], "state.bin"))
+		if err != nil || !bytes.Equal(kept, b) {
+			r.t.Errorf("%s does not hold the damaged snapshot %s (%v)", moved, taken[0], err)
+		}
+		r.t.Logf("%s quarantined shard %d %v after its start: %s", p.id, id, time.Since(start).Round(10*time.Millisecond), rec.Err)
+	}
+}
+
+// followerOfSome picks a shard (by rng) and one of its replicas that does
+// not lead it.
+func (r *faultRun) followerOfSome(rng *rand.Rand) (*proc, uint64) {
+	r.t.Helper()
+	var shards []*cepv1.Shard
+	testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
+		res, err := r.client().cluster.ListShards(r.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+		if err != nil {
+			return err
+		}
+		if shards = res.Msg.Shards; len(shards) == 0 {
+			return fmt.Errorf("no shards")
+		}
+		for _, s := range shards {
+			if s.LeaderNodeId == "" || len(s.Replicas) < 2 {
+				return fmt.Errorf("shard %d: leader %q, %d replicas", s.Id, s.LeaderNodeId, len(s.Replicas))
+			}
+		}
+		return nil
+	})
+	// drawn once the shards are known, so that a seed draws the same
+	slices.SortFunc(shards, func(a, b *cepv1.Shard) int { return cmp.Compare(a.Id, b.Id) })
+	s := shards[rng.IntN(len(shards))]
+	var followers []string
+	for _, rep := range s.Replicas {
+		if rep.NodeId != s.LeaderNodeId {
+			followers = append(followers, rep.NodeId)
+		}
+	}
+	slices.Sort(followers)
+	pick := followers[rng.IntN(len(followers))]
+	for _, p := range r.procs {
+		if p.id == pick {
+			return p, uint64(s.Id)
+		}
+	}
+	r.t.Fatalf("no process for %s, a follower of shard %d", pick, s.Id)
+	return nil, 0
+}
+
+// snapshotsOf lists the names of the finished snapshots of shard id on p,
+// the latest first, in raft's order: by term, then index, then time.
+func snapshotsOf(p *proc, id uint64) []string {
+	ents, _ := os.ReadDir(filepath.Join(p.dir, "shards", fmt.Sprint(id), "snapshots"))
+	type snap struct {
+		name            string
+		term, index, ms uint64
+	}
+	var out []snap
+	for _, e := range ents {
+		var s snap
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue // one being taken
+		}
+		if n, _ := fmt.Sscanf(e.Name(), "%d-%d-%d", &s.term, &s.index, &s.ms); n != 3 {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(p.dir, "shards", fmt.Sprint(id), "snapshots", e.Name(), "meta.json")); err != nil {
+			continue
+		}
+		s.name = e.Name()
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b snap) int {
+		return cmp.Or(cmp.Compare(b.term, a.term), cmp.Compare(b.index, a.index), cmp.Compare(b.ms, a.ms))
+	})
+	names := make([]string, len(out))
+	for i, s := range out {
+		names[i] = s.name
+	}
+	return names
 }
 
 // shardLogWithEvents is the log of a shard of p that holds events.
