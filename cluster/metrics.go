@@ -55,7 +55,7 @@ func newCollector(n *Node) *collector {
 		metaLeader: prometheus.NewDesc("cep_meta_leader", "1 if this node leads the metadata group.", nil, nil),
 		lag:        prometheus.NewDesc("cep_ingest_lag_messages", "Messages of the shard's own key groups in the source stream after the position the shard applied (on the shard leader).", []string{"shard", "source"}, nil),
 		snapThreshold: prometheus.NewDesc("cep_raft_snapshot_threshold_entries",
-			"Log entries this replica lets accumulate before its next snapshot (at least the configured 256; more when encoding the state takes long).", l, nil),
+			"Log entries this replica lets accumulate before its next snapshot (at least cepnode --raft-snapshot-threshold, 256 by default; more when encoding the state takes long).", l, nil),
 		snapEncode: prometheus.NewDesc("cep_raft_snapshot_encode_seconds",
 			"How long encoding the state took for this replica's last snapshot (applying waits meanwhile).", l, nil),
 		dropped: prometheus.NewDesc("cep_partial_matches_dropped_total",
