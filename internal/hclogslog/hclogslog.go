@@ -5,6 +5,7 @@ package hclogslog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // hclogAdapter is an hclog.Logger that writes to a *slog.Logger, so that
@@ -59,6 +61,9 @@ func (a *hclogAdapter) enabled(l hclog.Level) bool {
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level > hclog.Debug && benign(msg, args) {
+		level = hclog.Debug
+	}
 	if level == hclog.Off || !a.enabled(level) {
 		return
 	}
@@ -67,6 +72,22 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		args = append([]any{"logger", a.name}, args...)
 	}
 	a.base.Log(context.Background(), slogLevel(level), msg, args...)
+}
+
+// benign reports a message raft logs as an error that is none: a
+// periodic snapshot check that finds nothing applied since the last
+// snapshot (a restarted replica with a low --raft-snapshot-threshold
+// logs it at every check until its first new entry).
+func benign(msg string, args []any) bool {
+	if msg != "failed to take snapshot" {
+		return false
+	}
+	for _, v := range args {
+		if err, ok := v.(error); ok && errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return true
+		}
+	}
+	return false
 }
 
 // formatArgs renders the values hclog formats itself (hclog.Fmt, Hex,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // hclog's levels, names and key/value pairs arrive in slog as slog's own,
@@ -60,5 +61,24 @@ func TestFormattedValues(t *testing.T) {
 	}
 	if strings.Contains(got, "%+v") || strings.Contains(got, "%d") {
 		t.Errorf("a format string left unformatted:\n%s", got)
+	}
+}
+
+// raft's periodic snapshot check that finds nothing new logs an error;
+// it arrives as a debug line, and any other failure to snapshot as the
+// error it is.
+func TestNothingNewToSnapshotIsNoError(t *testing.T) {
+	var buf bytes.Buffer
+	l := New(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	l.Error("failed to take snapshot", "error", raft.ErrNothingNewToSnapshot)
+	l.Error("failed to take snapshot", "error", fmt.Errorf("disk full"))
+	got := buf.String()
+	for _, want := range []string{
+		`level=DEBUG msg="failed to take snapshot" error="nothing new to snapshot"`,
+		`level=ERROR msg="failed to take snapshot" error="disk full"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
 	}
 }
