@@ -206,7 +206,12 @@ func describeJSONError(doc []byte, err error) string {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Sprintf("field %q: want %s, got %s", te.Field, te.Type.String(), te.Value)
+		msg := fmt.Sprintf("field %q: want %s, got %s", te.Field, te.Type.String(), te.Value)
+		if te.Value == "bool" && te.Type.Kind() == reflect.String {
+			// YAML 1.1, as Kubernetes reads it: y, n, yes, no, on, off
+			msg += " (YAML reads y, n, yes, no, on and off unquoted as true or false: quote the value)"
+		}
+		return msg
 	}
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "json: ")
