@@ -167,17 +167,19 @@ var faults = []fault{
 		p.start(r.t)
 		r.waitServing(time.Minute)
 		gone := r.procs[rng.IntN(len(r.procs))]
+		// the leader killed during the removal is picked before it, among
+		// the others (picked during it, it was sometimes the node removed,
+		// and then nothing was killed)
+		q := r.leaderOfSome(rng, gone)
 		r.t.Logf("removing %s", gone.id)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			time.Sleep(time.Second)
-			if q := r.leaderOfSome(rng); q != gone {
-				r.t.Logf("kill -9 %s (a shard leader) while %s's replicas move away", q.id, gone.id)
-				q.kill()
-				time.Sleep(faultTime / 4)
-				q.start(r.t)
-			}
+			r.t.Logf("kill -9 %s (a shard leader) while %s's replicas move away", q.id, gone.id)
+			q.kill()
+			time.Sleep(faultTime / 4)
+			q.start(r.t)
 		}()
 		r.removeNode(gone.id)
 		<-done
@@ -625,8 +627,9 @@ func (r *faultRun) replicasAgree() {
 	})
 }
 
-// leaderOfSome picks a node that leads a shard (which one, by rng).
-func (r *faultRun) leaderOfSome(rng *rand.Rand) *proc {
+// leaderOfSome picks a node that leads a shard (which one, by rng), none
+// of except.
+func (r *faultRun) leaderOfSome(rng *rand.Rand, except ...*proc) *proc {
 	r.t.Helper()
 	var leaders []string
 	testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
@@ -639,7 +642,12 @@ func (r *faultRun) leaderOfSome(rng *rand.Rand) *proc {
 			if s.LeaderNodeId == "" {
 				return fmt.Errorf("shard %d has no leader", s.Id)
 			}
-			leaders = append(leaders, s.LeaderNodeId)
+			if !slices.ContainsFunc(except, func(p *proc) bool { return p.id == s.LeaderNodeId }) {
+				leaders = append(leaders, s.LeaderNodeId)
+			}
+		}
+		if len(leaders) == 0 {
+			return fmt.Errorf("every shard is led by a node left out")
 		}
 		return nil
 	})
