@@ -133,12 +133,19 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 			return err
 		}
 		b := &shard.Batch{Ops: []shard.Op{rs.op(events)}}
+		first, last := events[0].Pos, events[len(events)-1].Pos
 		events = nil
 		if !r.sh.IsLeader() {
 			return shard.ErrNotLeader
 		}
+		var f raft.ApplyFuture
+		if refuse := r.n.cfg.knobs().RefuseProposal; refuse != nil && refuse(r.sh.ID(), rs.stream, first, last) {
+			f = refusedFuture{raft.ErrLeadershipTransferInProgress}
+		} else {
+			f = r.sh.ProposeAsync(b)
+		}
 		select {
-		case pending <- proposal{r.sh.ProposeAsync(b), time.Now()}:
+		case pending <- proposal{f, time.Now()}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -310,3 +317,10 @@ func forwarderOf(m *meta.Meta, derived string) uint64 {
 	}
 	return base[h.Sum32()%uint32(len(base))]
 }
+
+// refusedFuture is an entry Raft refused (Testing.RefuseProposal).
+type refusedFuture struct{ err error }
+
+func (f refusedFuture) Error() error  { return f.err }
+func (f refusedFuture) Index() uint64 { return 0 }
+func (f refusedFuture) Response() any { return nil }
