@@ -121,7 +121,7 @@ func TestBatchRoundTrip(t *testing.T) {
 		deployOp(abSpec, 7, PolicyDrain),
 		rekeyed,
 		eventsOp(ev(1, "x", "A", 10), ev(2, "y", "B", 11), derived),
-		{Kind: OpForward, Source: "src", Target: "src.k0011aabb", Events: []Event{ev(4, "w", "B", 13)}},
+		{Kind: OpForward, Source: "src", Target: "src.k0011aabb", Events: []Event{ev(4, "w", "B", 13)}, After: 3},
 		{Kind: OpWatermark, Pattern: "ab", Time: -5},
 		{Kind: OpTick, Time: 1234},
 		{Kind: OpDelete, Pattern: "ab"},
@@ -147,21 +147,27 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
-// Entries of batch version 3 (no bound, no record types in deployments)
-// are still read: logs and snapshots written by the release before hold
+// Entries of batch version 3 (no bound, no record types in deployments),
+// 4 (no bound on keys) and 5 (no position entries of events follow on)
+// are still read: logs and snapshots written by the releases before hold
 // them.
 func TestDecodesVersion3Batch(t *testing.T) {
 	dep := deployOp(abSpec, 7, PolicyDrain)
 	b := &Batch{Ops: []Op{dep, eventsOp(ev(1, "x", "A", 10))}}
 	enc := b.Encode(nil)
 	// version 3 wrote the deployment without the last three fields (zero
-	// varints around a zero byte), version 4 without the last one
+	// varints around a zero byte), version 4 without the last one; before
+	// 6 the events came right after their source
 	deployEnd := bytes.Index(enc, []byte("cep.out.ab")) + len("cep.out.ab") + 1 + 1 // subject, policy, no reads
 	if !bytes.Equal(enc[deployEnd:deployEnd+3], []byte{0, 0, 0}) {
 		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+3])
 	}
-	for version, n := range map[byte]int{3: 3, 4: 1} {
-		old := slices.Concat([]byte{version}, enc[1:deployEnd+3-n], enc[deployEnd+3:])
+	after := deployEnd + 3 + 1 + 1 + len("src") // the events' kind and source
+	if enc[after] != 0 {
+		t.Fatalf("unexpected encoding of the position events follow on: % x", enc[after])
+	}
+	for version, n := range map[byte]int{3: 3, 4: 1, 5: 0} {
+		old := slices.Concat([]byte{version}, enc[1:deployEnd+3-n], enc[deployEnd+3:after], enc[after+1:])
 		got, err := DecodeBatch(old)
 		if err != nil {
 			t.Fatalf("version %d: %v", version, err)
