@@ -182,7 +182,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 			return shard.ErrNotLeader
 		}
 		var f raft.ApplyFuture
-		if refuse := r.n.cfg.knobs().RefuseProposal; refuse != nil && refuse(r.sh.ID(), rs.stream, first, last) {
+		if refuse := r.n.cfg.knobs().RefuseProposal; refuse != nil && refuse(r.sh.ID(), rs.stream, op.Kind, first, last) {
 			f = refusedFuture{raft.ErrLeadershipTransferInProgress}
 		} else {
 			f = r.sh.ProposeAsync(b)
