@@ -3,6 +3,7 @@ package shard
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -85,20 +86,68 @@ func metaEvent(pos uint64, line string) Event {
 	return Event{Pos: pos, Block: keygroup.BlockOf(keygroup.OfKey(e.Account, metaGroups), metaGroups), Data: []byte(line)}
 }
 
-// metaReplica is one shard's state as a replica holds it.
-type metaReplica struct{ s *State }
+// catchUp has the reader read from the shard's position to the end of
+// evs, as a new leader does.
+func (r *metaReplica) catchUp(t *testing.T, evs []Event) {
+	t.Helper()
+	r.after = r.s.Positions()["src"]
+	if int(r.after) >= len(evs) {
+		return
+	}
+	if b := r.entry(evs[r.after:]); b != nil {
+		if err := r.s.Apply(b); err != nil {
+			t.Fatalf("read from position %d: %v", b.Ops[0].After, err)
+		}
+	}
+}
 
-// feed applies the events of b that the shard reads (its blocks), as its
-// leader proposes them.
-func (r *metaReplica) feed(evs []Event) {
+// metaReplica is one shard's state as a replica holds it, and where its
+// leader's reader is.
+type metaReplica struct {
+	s     *State
+	after uint64 // the last position the reader proposed (Op.After)
+}
+
+// entry is the entry of the events of evs that the shard reads (its
+// blocks), as its leader proposes them, or nil for none.
+func (r *metaReplica) entry(evs []Event) *Batch {
 	var own []Event
 	for _, e := range evs {
 		if bf, bl := keygroup.BlockKeyGroups(e.Block, metaGroups); bf <= r.s.last && bl >= r.s.first {
 			own = append(own, e)
 		}
 	}
-	if len(own) > 0 {
-		r.s.Apply(&Batch{Ops: []Op{{Kind: OpEvents, Source: "src", Events: own}}})
+	if len(own) == 0 {
+		return nil
+	}
+	b := &Batch{Ops: []Op{{Kind: OpEvents, Source: "src", Events: own, After: r.after}}}
+	r.after = own[len(own)-1].Pos
+	return b
+}
+
+// feed applies the entry of evs. An entry refused (one before it was
+// not applied) has the reader read again from the shard's position, up
+// to the last of evs, as the leader does: all of all (positions count
+// from 1).
+func (r *metaReplica) feed(t *testing.T, all, evs []Event) {
+	t.Helper()
+	b := r.entry(evs)
+	if b == nil {
+		return
+	}
+	err := r.s.Apply(b)
+	var gap *GapError
+	if err == nil || !errors.As(err, &gap) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	r.after = r.s.Positions()["src"]
+	if b := r.entry(all[r.after:evs[len(evs)-1].Pos]); b != nil {
+		if err := r.s.Apply(b); err != nil {
+			t.Fatalf("read again from position %d: %v", gap.Applied, err)
+		}
 	}
 }
 
@@ -154,10 +203,12 @@ func offlineRecords(t *testing.T, spec string, lines []string) []string {
 // snapshot restored (a restart, a raft snapshot installed on a new
 // replica), restored again from the restored state's snapshot, the last
 // batches read again with the next (a new leader resuming from the lowest
-// position applied), a split (each side fed the blocks it reads, their
-// records together).
+// position applied), an entry of one shard refused by Raft while the next
+// is taken (the state refuses that one too, and the reader reads again
+// from where the state is), a split (each side fed the blocks it reads,
+// their records together).
 func TestMetamorphicFaults(t *testing.T) {
-	seeds := 12
+	seeds := 8
 	if testing.Short() {
 		seeds = 3
 	}
@@ -175,10 +226,10 @@ func TestMetamorphicFaults(t *testing.T) {
 			deploy.Ops = append(deploy.Ops, Op{Kind: OpDeploy, Deploy: &Deploy{Name: name, Version: 1, Spec: []byte(sp),
 				Sources: []string{"src"}, Subject: "cep.out." + name, Policy: PolicyReset}})
 		}
-		ref := &metaReplica{NewState(0, metaGroups-1, metaGroups)}
+		ref := &metaReplica{s: NewState(0, metaGroups-1, metaGroups)}
 		ref.s.Apply(deploy)
 		// the perturbed shards: one at first, more after splits
-		reps := []*metaReplica{{NewState(0, metaGroups-1, metaGroups)}}
+		reps := []*metaReplica{{s: NewState(0, metaGroups-1, metaGroups)}}
 		reps[0].s.Apply(deploy)
 		var steps []string
 		var batches [][]Event
@@ -186,7 +237,7 @@ func TestMetamorphicFaults(t *testing.T) {
 			n := min(len(evs)-from, 1+rng.IntN(40))
 			b := evs[from : from+n]
 			from += n
-			ref.feed(b)
+			ref.feed(t, evs, b)
 			switch rng.IntN(12) {
 			case 0: // a restart, or a new replica's snapshot install
 				for _, r := range reps {
@@ -209,8 +260,24 @@ func TestMetamorphicFaults(t *testing.T) {
 				for _, ob := range batches[len(batches)-k:] {
 					again = append(again, ob...)
 				}
-				b = append(slices.Clip(again), b...)
+				if len(again) > 0 {
+					for _, r := range reps {
+						r.after = min(r.after, again[0].Pos-1)
+					}
+					b = append(slices.Clip(again), b...)
+				}
 				steps = append(steps, fmt.Sprintf("reread%d@%d", k, from))
+			case 4: // Raft refuses a shard's entry (a leadership transfer), and takes the next
+				r := reps[rng.IntN(len(reps))]
+				r.entry(b) // proposed, never applied
+				batches = append(batches, evs[from-n:from])
+				steps = append(steps, fmt.Sprintf("refused@%d", from))
+				for _, o := range reps {
+					if o != r {
+						o.feed(t, evs, b)
+					}
+				}
+				continue
 			case 3: // a split of the widest shard
 				slices.SortFunc(reps, func(a, b *metaReplica) int { return (b.s.last - b.s.first) - (a.s.last - a.s.first) })
 				r := reps[0]
@@ -218,15 +285,23 @@ func TestMetamorphicFaults(t *testing.T) {
 					at := r.s.first + 1 + rng.IntN(r.s.last-r.s.first)
 					r.s.Apply(&Batch{Ops: []Op{{Kind: OpSplit, Split: &Split{At: at, Shard: uint64(len(reps) + 1)}}}})
 					for _, so := range r.s.TakeSplitOff() {
-						reps = append(reps, &metaReplica{so.State})
+						// its reader starts where the split left it and
+						// reads what the shard split did not apply
+						nr := &metaReplica{s: so.State}
+						nr.catchUp(t, evs[:from-n])
+						reps = append(reps, nr)
 					}
 					steps = append(steps, fmt.Sprintf("split%d@%d", at, from))
 				}
 			}
 			batches = append(batches, evs[from-n:from])
 			for _, r := range reps {
-				r.feed(b)
+				r.feed(t, evs, b)
 			}
+		}
+		// a reader goes on after the last entry refused
+		for _, r := range reps {
+			r.catchUp(t, evs)
 		}
 		// what the offline engine makes of the events, the fillers moving
 		// the watermark past them
