@@ -176,7 +176,13 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		op.After = after
 		b := &shard.Batch{Ops: []shard.Op{op}}
 		first, last := events[0].Pos, events[len(events)-1].Pos
-		after = max(after, last)
+		for _, e := range events {
+			// the state moves its positions past the events of its
+			// blocks (one not partitioned as expected moves nothing)
+			if op.Kind == shard.OpForward || e.Block >= 0 {
+				after = max(after, e.Pos)
+			}
+		}
 		events = nil
 		if !r.sh.IsLeader() {
 			return shard.ErrNotLeader
