@@ -64,8 +64,12 @@ func (r *leader) forward(ctx context.Context, origin *meta.Source, derived strin
 // next ones once it has failed, and the state refuses those that follow
 // an entry it never applied (shard.Op.After).
 func (r *leader) readFromApplied(ctx context.Context, spec func() readSpec) error {
+	// (a transfer refuses entries until it ends: the reads again wait for
+	// it rather than make a consumer each time)
+	retry := newRetryDelay()
 	for {
 		rs := spec()
+		retry.started()
 		err := r.read(ctx, rs)
 		var gap *shard.GapError
 		if ctx.Err() != nil || !(errors.As(err, &gap) || errors.Is(err, raft.ErrLeadershipTransferInProgress)) {
@@ -75,7 +79,7 @@ func (r *leader) readFromApplied(ctx context.Context, spec func() readSpec) erro
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(r.n.cfg.IngestLinger):
+		case <-time.After(retry.next()):
 		}
 		if !r.sh.IsLeader() {
 			return shard.ErrNotLeader
