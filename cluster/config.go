@@ -191,6 +191,12 @@ type Testing struct {
 	// ApplyDelay: every shard state machine of this node sleeps this long
 	// before applying each log entry.
 	ApplyDelay time.Duration
+	// RefuseProposal: a shard leader of this node does not propose the
+	// entry (of kind shard.OpEvents or shard.OpForward) of the events read
+	// from stream whose positions are first to last when it returns true,
+	// and takes it as refused, as Raft refuses an entry during a
+	// leadership transfer.
+	RefuseProposal func(shard uint64, stream string, kind shard.OpKind, first, last uint64) bool
 }
 
 // DefaultConfig returns a Config with every default filled in: the values

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -21,19 +22,21 @@ import (
 // position the shard's key groups applied; anything re-read is skipped by
 // the state machine.
 func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
-	var pos uint64
-	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
-	first, last := r.sh.Range()
-	derived := ""
-	if src.Origin != "" {
-		derived = src.Name
-	}
-	return r.read(ctx, readSpec{
-		source: src.Name, stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
-		op: func(events []shard.Event) shard.Op {
-			return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
-		},
-		paused: func(s *shard.State) bool { return s.Paused(src.Name) },
+	return r.readFromApplied(ctx, func() readSpec {
+		var pos uint64
+		r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
+		first, last := r.sh.Range()
+		derived := ""
+		if src.Origin != "" {
+			derived = src.Name
+		}
+		return readSpec{
+			source: src.Name, stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
+			op: func(events []shard.Event) shard.Op {
+				return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
+			},
+			paused: func(s *shard.State) bool { return s.Paused(src.Name) },
+		}
 	})
 }
 
@@ -42,15 +45,46 @@ func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
 // events in the origin's order and its readers' watermarks follow it as a
 // direct read's would) and forwards each event through its outbox.
 func (r *leader) forward(ctx context.Context, origin *meta.Source, derived string) error {
-	var pos uint64
-	r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
-	return r.read(ctx, readSpec{
-		source: origin.Name, stream: origin.Stream, filters: origin.Filter, from: pos,
-		op: func(events []shard.Event) shard.Op {
-			return shard.Op{Kind: shard.OpForward, Source: origin.Name, Target: derived, Events: events}
-		},
-		paused: func(*shard.State) bool { return false },
+	return r.readFromApplied(ctx, func() readSpec {
+		var pos uint64
+		r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
+		return readSpec{
+			source: origin.Name, stream: origin.Stream, filters: origin.Filter, from: pos,
+			op: func(events []shard.Event) shard.Op {
+				return shard.Op{Kind: shard.OpForward, Source: origin.Name, Target: derived, Events: events}
+			},
+			paused: func(*shard.State) bool { return false },
+		}
 	})
+}
+
+// readFromApplied runs read from where the state is (spec reads it) and,
+// after an entry refused while this replica still leads, again from
+// there: Raft refuses entries during a leadership transfer and takes the
+// next ones once it has failed, and the state refuses those that follow
+// an entry it never applied (shard.Op.After).
+func (r *leader) readFromApplied(ctx context.Context, spec func() readSpec) error {
+	// (a transfer refuses entries until it ends: the reads again wait for
+	// it rather than make a consumer each time)
+	retry := newRetryDelay()
+	for {
+		rs := spec()
+		retry.started()
+		err := r.read(ctx, rs)
+		var gap *shard.GapError
+		if ctx.Err() != nil || !(errors.As(err, &gap) || errors.Is(err, raft.ErrLeadershipTransferInProgress)) {
+			return err
+		}
+		r.log.Info("an entry was refused: reading again from the applied position", "stream", rs.stream, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retry.next()):
+		}
+		if !r.sh.IsLeader() {
+			return shard.ErrNotLeader
+		}
+	}
 }
 
 // readSpec is what read reads and how it logs it.
@@ -95,28 +129,35 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	msgs, stopReading := readMessages(ctx, it, r.n.cfg.IngestBatch)
 	defer stopReading()
 
-	// proposals are pipelined: up to 4 batches in flight, checked in order
+	// proposals are pipelined: up to 4 batches in flight, checked in order.
+	// The first that fails ends the read (refused stops it): the ones
+	// after it would leave a gap, and the state refuses them.
 	type proposal struct {
 		f     raft.ApplyFuture
 		start time.Time
 	}
+	refusedCtx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
 	pending := make(chan proposal, 4)
-	checkDone := make(chan error, 1)
+	checkDone := make(chan struct{})
 	go func() {
-		var firstErr error
+		defer close(checkDone)
 		for p := range pending {
+			// (waited for whatever the read does: once read returns, what
+			// it proposed is applied or refused)
 			err := shard.Result(ctx, p.f)
 			r.n.applyLatency.Observe(time.Since(p.start).Seconds())
-			if err != nil && firstErr == nil {
-				firstErr = err
+			if err != nil {
+				refused(err)
 			}
 		}
-		checkDone <- firstErr
 	}()
 	defer func() {
 		close(pending)
 		<-checkDone
 	}()
+	// after is where the next entry's events follow on (shard.Op.After)
+	after := pos
 
 	linger := r.n.cfg.IngestLinger
 	timer := time.NewTimer(time.Hour)
@@ -127,20 +168,39 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		if len(events) == 0 {
 			return nil
 		}
+		if refusedCtx.Err() != nil {
+			return context.Cause(refusedCtx) // nothing after an entry that failed
+		}
 		// no entry while the outbox is over its limit (each new session
 		// would otherwise add one before its first check)
 		if err := r.waitToRead(ctx, rs, false); err != nil {
 			return err
 		}
-		b := &shard.Batch{Ops: []shard.Op{rs.op(events)}}
+		op := rs.op(events)
+		op.After = after
+		b := &shard.Batch{Ops: []shard.Op{op}}
+		first, last := events[0].Pos, events[len(events)-1].Pos
+		for _, e := range events {
+			// the state moves its positions past the events of its
+			// blocks (one not partitioned as expected moves nothing)
+			if op.Kind == shard.OpForward || e.Block >= 0 {
+				after = max(after, e.Pos)
+			}
+		}
 		events = nil
 		if !r.sh.IsLeader() {
 			return shard.ErrNotLeader
 		}
+		var f raft.ApplyFuture
+		if refuse := r.n.cfg.knobs().RefuseProposal; refuse != nil && refuse(r.sh.ID(), rs.stream, op.Kind, first, last) {
+			f = refusedFuture{raft.ErrLeadershipTransferInProgress}
+		} else {
+			f = r.sh.ProposeAsync(b)
+		}
 		select {
-		case pending <- proposal{r.sh.ProposeAsync(b), time.Now()}:
-		case <-ctx.Done():
-			return ctx.Err()
+		case pending <- proposal{f, time.Now()}:
+		case <-refusedCtx.Done():
+			return context.Cause(refusedCtx)
 		}
 		// watermark alignment: while this source runs too far ahead of the
 		// others a pattern aligns, stop reading it (the consumer's buffer
@@ -149,8 +209,11 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	}
 	for {
 		select {
-		case <-ctx.Done():
-			return nil
+		case <-refusedCtx.Done():
+			if ctx.Err() != nil {
+				return nil
+			}
+			return context.Cause(refusedCtx)
 		case m, ok := <-msgs:
 			if !ok {
 				return flush()
@@ -310,3 +373,10 @@ func forwarderOf(m *meta.Meta, derived string) uint64 {
 	}
 	return base[h.Sum32()%uint32(len(base))]
 }
+
+// refusedFuture is an entry Raft refused (Testing.RefuseProposal).
+type refusedFuture struct{ err error }
+
+func (f refusedFuture) Error() error  { return f.err }
+func (f refusedFuture) Index() uint64 { return 0 }
+func (f refusedFuture) Response() any { return nil }

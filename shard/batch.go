@@ -71,6 +71,12 @@ type Op struct {
 	Target  string  // OpForward, OpSkip: the derived source
 	Split   *Split  // OpSplit
 	On      bool    // OpClockMode
+	// After, for OpEvents and OpForward, is the position the entry's
+	// reader read after: the last of its entry before, or where it
+	// started. An entry is refused when the shard has not applied the
+	// source up to there (an entry in between was not applied): its
+	// events would be skipped as read. 0: not checked.
+	After uint64
 }
 
 // Event is one message read from a source stream.
@@ -194,13 +200,14 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	return m
 }
 
-// batchVersion 6: OpClock and OpClockMode exist and deployments say whether they run on
-// it (5, still read: deployments carry the bound on keys; 4, still read:
-// deployments carry the bound on partial matches and the record types
-// published; 3, still read: deployments carry the sources
-// read, events their origin position, OpForward and OpSkip exist; 2:
-// events carry their block; 1 carried a key group).
-const batchVersion = 6
+// batchVersion 7: entries of events carry the position their reader read
+// after (6, still read: OpClock and OpClockMode exist and deployments say
+// whether they run on the clock; 5, still read: deployments carry the
+// bound on keys; 4, still read: deployments carry the bound on partial
+// matches and the record types published; 3, still read: deployments
+// carry the sources read, events their origin position, OpForward and
+// OpSkip exist; 2: events carry their block; 1 carried a key group).
+const batchVersion = 7
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
 var ErrBadBatch = errors.New("shard: bad batch encoding")
@@ -218,6 +225,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 			if op.Kind == OpForward {
 				b = appendString(b, op.Target)
 			}
+			b = binary.AppendUvarint(b, op.After)
 			b = binary.AppendUvarint(b, uint64(len(op.Events)))
 			for _, e := range op.Events {
 				b = binary.AppendUvarint(b, e.Pos)
@@ -284,7 +292,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 func DecodeBatch(data []byte) (*Batch, error) {
 	d := &dec{b: data}
 	version := d.byte()
-	if version != batchVersion && version != 5 && version != 4 && version != 3 {
+	if version != batchVersion && version != 6 && version != 5 && version != 4 && version != 3 {
 		return nil, fmt.Errorf("%w: version %d", ErrBadBatch, version)
 	}
 	n := d.count()
@@ -296,6 +304,9 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			op.Source = d.string()
 			if op.Kind == OpForward {
 				op.Target = d.string()
+			}
+			if version >= 7 {
+				op.After = d.uvarint()
 			}
 			ne := d.count()
 			op.Events = make([]Event, 0, ne)

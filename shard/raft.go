@@ -98,7 +98,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	f.index = l.Index
 	if err == nil {
-		f.state.Apply(b)
+		err = f.state.Apply(b) // an entry refused: its reader reads again
 	}
 	splits := f.state.TakeSplitOff()
 	f.busy += time.Since(start)

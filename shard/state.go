@@ -353,14 +353,37 @@ func (s *State) find(name string) (int, *patternRT) {
 	return i, nil
 }
 
-// Apply applies one batch.
-func (s *State) Apply(b *Batch) {
+// GapError is an entry of events refused (Op.After): the shard has
+// applied its source only up to Applied, the entry continues after After.
+// Its reader reads again from where the shard is.
+type GapError struct {
+	Source         string
+	After, Applied uint64
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("shard: an entry of %s read after position %d refused: the shard applied it up to %d only (an entry before it was not applied)",
+		e.Source, e.After, e.Applied)
+}
+
+// Apply applies one batch. The error is that of an operation refused (a
+// GapError); the others are applied.
+func (s *State) Apply(b *Batch) error {
+	var refused error
 	for i := range b.Ops {
 		op := &b.Ops[i]
 		switch op.Kind {
 		case OpEvents:
+			if applied := s.appliedAll(op.Source); op.After > applied {
+				refused = &GapError{Source: op.Source, After: op.After, Applied: applied}
+				continue
+			}
 			s.applyEvents(op.Source, op.Events)
 		case OpForward:
+			if applied := s.forwarded[op.Target]; op.After > applied {
+				refused = &GapError{Source: op.Target, After: op.After, Applied: applied}
+				continue
+			}
 			s.applyForward(op.Source, op.Target, op.Events)
 		case OpWatermark:
 			if _, p := s.find(op.Pattern); p != nil {
@@ -405,6 +428,19 @@ func (s *State) Apply(b *Batch) {
 			}
 		}
 	}
+	return refused
+}
+
+// appliedAll is the position up to which every key group of the shard has
+// applied source (Positions).
+func (s *State) appliedAll(source string) uint64 {
+	var low uint64
+	for i, pos := range s.positions {
+		if p := pos[source]; i == 0 || p < low {
+			low = p
+		}
+	}
+	return low
 }
 
 // split hands key groups [sp.At, last] to a new shard: their positions,

@@ -121,7 +121,7 @@ func TestBatchRoundTrip(t *testing.T) {
 		deployOp(abSpec, 7, PolicyDrain),
 		rekeyed,
 		eventsOp(ev(1, "x", "A", 10), ev(2, "y", "B", 11), derived),
-		{Kind: OpForward, Source: "src", Target: "src.k0011aabb", Events: []Event{ev(4, "w", "B", 13)}},
+		{Kind: OpForward, Source: "src", Target: "src.k0011aabb", Events: []Event{ev(4, "w", "B", 13)}, After: 3},
 		{Kind: OpWatermark, Pattern: "ab", Time: -5},
 		{Kind: OpTick, Time: 1234},
 		{Kind: OpDelete, Pattern: "ab"},
@@ -147,8 +147,9 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
-// Entries of batch version 3 (no bound, no record types in deployments)
-// are still read: logs and snapshots written by the release before hold
+// Entries of batch version 3 (no bound, no record types in deployments),
+// 4 (no bound on keys), 5 (no clock) and 6 (no position entries of events
+// follow on) are still read: logs and snapshots written by the releases before hold
 // them.
 func TestDecodesVersion3Batch(t *testing.T) {
 	dep := deployOp(abSpec, 7, PolicyDrain)
@@ -156,13 +157,18 @@ func TestDecodesVersion3Batch(t *testing.T) {
 	enc := b.Encode(nil)
 	// version 3 wrote the deployment without the last four fields (zero
 	// varints around a zero byte, then the clock flag), version 4 without
-	// the last two, version 5 without the clock flag
+	// the last two, version 5 without the clock flag; before 7 the events
+	// came right after their source
 	deployEnd := bytes.Index(enc, []byte("cep.out.ab")) + len("cep.out.ab") + 1 + 1 // subject, policy, no reads
 	if !bytes.Equal(enc[deployEnd:deployEnd+4], []byte{0, 0, 0, 0}) {
 		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+4])
 	}
-	for version, n := range map[byte]int{3: 4, 4: 2, 5: 1} {
-		old := slices.Concat([]byte{version}, enc[1:deployEnd+4-n], enc[deployEnd+4:])
+	after := deployEnd + 4 + 1 + 1 + len("src") // the events' kind and source
+	if enc[after] != 0 {
+		t.Fatalf("unexpected encoding of the position events follow on: % x", enc[after])
+	}
+	for version, n := range map[byte]int{3: 4, 4: 2, 5: 1, 6: 0} {
+		old := slices.Concat([]byte{version}, enc[1:deployEnd+4-n], enc[deployEnd+4:after], enc[after+1:])
 		got, err := DecodeBatch(old)
 		if err != nil {
 			t.Fatalf("version %d: %v", version, err)
