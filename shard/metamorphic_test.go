@@ -12,69 +12,12 @@ import (
 	"testing"
 
 	"github.com/cepcluster/cep/internal/multiset"
+	"github.com/cepcluster/cep/internal/workload"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 )
 
-// The cluster's fault suite runs these patterns over session events while
-// it kills leaders, adds a node (a raft snapshot installed on it, a split)
-// and removes one: a sequence with next stages, and one of followedByAny
-// stages (which the engine keeps as trees per start event).
-const (
-	metaNextSpec = `name: lfl
-source: src
-key: e.account
-time: e.ts
-skip: skipPastLastEvent
-stages:
-  - name: login
-    where: e.type == "LOGIN"
-  - name: failed
-    contiguity: next
-    where: e.type == "FAIL"
-    oneOrMore: true
-    consecutive: true
-  - name: logout
-    contiguity: next
-    where: e.type == "LOGOUT"
-`
-	metaAnySpec = `name: lfl-any
-source: src
-key: e.account
-time: e.ts
-within: 1500
-skip: skipPastLastEvent
-stages:
-  - name: login
-    where: e.type == "LOGIN"
-  - name: failed
-    contiguity: followedByAny
-    where: e.type == "FAIL"
-  - name: logout
-    contiguity: followedByAny
-    where: e.type == "LOGOUT"
-`
-)
-
 const metaGroups = 256
-
-// metaEvents draws n events in time order over 60 accounts cycling
-// through sessions, then fillers far later for many keys, so that every
-// key group's watermark passes every event (the fault suite's workload).
-func metaEvents(rng *rand.Rand, n int) []string {
-	var lines []string
-	ts := int64(1_000)
-	for range n {
-		ts += int64(1 + rng.IntN(3))
-		a := rng.IntN(60)
-		typ := []string{"LOGIN", "FAIL", "FAIL", "LOGOUT", "OK"}[rng.IntN(5)]
-		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","user":"u-%d","type":%q,"ts":%d}`, a, rng.IntN(25), typ, ts))
-	}
-	for i := range 200 {
-		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","user":"filler-%d","type":"NOISE","ts":%d}`, i, i, ts+1_000_000))
-	}
-	return lines
-}
 
 // metaEvent is line as read from the source stream at position pos: on
 // its key's subject, so in its key's block.
@@ -175,9 +118,9 @@ func stripID(rec string) string {
 }
 
 // offlineRecords is what the offline engine (cepctl run) makes of lines.
-func offlineRecords(t *testing.T, spec string, lines []string) []string {
+func offlineRecords(t *testing.T, spec []byte, lines []string) []string {
 	t.Helper()
-	p, err := nfa.CompileBytes([]byte(spec))
+	p, err := nfa.CompileBytes(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,10 +155,14 @@ func TestMetamorphicFaults(t *testing.T) {
 	if testing.Short() {
 		seeds = 3
 	}
-	specs := []string{metaNextSpec, metaAnySpec}
+	// the fault suite's patterns and events (it kills leaders, adds a
+	// node: a raft snapshot installed on it, a split; and removes one): a
+	// sequence with next stages, and one of followedByAny stages, which
+	// the engine keeps as trees per start event
+	specs := [][]byte{workload.LFL("src"), workload.LFLAny("src")}
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		rng := rand.New(rand.NewPCG(seed, 99))
-		lines := metaEvents(rng, 1500+rng.IntN(1500))
+		lines := workload.Sessions(rng, 1500+rng.IntN(1500))
 		var evs []Event
 		for i, l := range lines {
 			evs = append(evs, metaEvent(uint64(i+1), l))
@@ -223,7 +170,7 @@ func TestMetamorphicFaults(t *testing.T) {
 		deploy := &Batch{}
 		for i, sp := range specs {
 			name := []string{"lfl", "lfl-any"}[i]
-			deploy.Ops = append(deploy.Ops, Op{Kind: OpDeploy, Deploy: &Deploy{Name: name, Version: 1, Spec: []byte(sp),
+			deploy.Ops = append(deploy.Ops, Op{Kind: OpDeploy, Deploy: &Deploy{Name: name, Version: 1, Spec: sp,
 				Sources: []string{"src"}, Subject: "cep.out." + name, Policy: PolicyReset}})
 		}
 		ref := &metaReplica{s: NewState(0, metaGroups-1, metaGroups)}

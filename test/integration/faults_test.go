@@ -26,6 +26,7 @@ import (
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/internal/testutil"
+	"github.com/cepcluster/cep/internal/workload"
 	"github.com/cepcluster/cep/nfa"
 )
 
@@ -864,45 +865,12 @@ func (r *faultRun) othersThan(id string) []string {
 	return out
 }
 
-// killSpec is logins, consecutive failures and a logout per account, the
-// pattern the kill runs carry through their faults.
-var killSpec = []byte(`name: lfl
-source: bank
-key: e.account
-time: e.ts
-skip: skipPastLastEvent
-stages:
-  - name: login
-    where: e.type == "LOGIN"
-  - name: failed
-    contiguity: next
-    where: e.type == "FAIL"
-    oneOrMore: true
-    consecutive: true
-  - name: logout
-    contiguity: next
-    where: e.type == "LOGOUT"
-`)
-
-// killAnySpec is a sequence of followedByAny stages with a window: the
-// engine keeps its keys as trees per start event, encoded as the general
-// step's state.
-var killAnySpec = []byte(`name: lfl-any
-source: bank
-key: e.account
-time: e.ts
-within: 1500
-skip: skipPastLastEvent
-stages:
-  - name: login
-    where: e.type == "LOGIN"
-  - name: failed
-    contiguity: followedByAny
-    where: e.type == "FAIL"
-  - name: logout
-    contiguity: followedByAny
-    where: e.type == "LOGOUT"
-`)
+// killSpec and killAnySpec are the patterns the kill runs carry through
+// their faults (workload: the shard's metamorphic test runs them too).
+var (
+	killSpec    = workload.LFL("bank")
+	killAnySpec = workload.LFLAny("bank")
+)
 
 // byUser is an account pattern (named lfl) keyed by user instead: it reads
 // the source re-keyed by e.user, which one shard forwards.
@@ -917,24 +885,8 @@ func faultSpecs(rng *rand.Rand) [][]byte {
 	return append(specs, randomSpecs(rng, "rnd", 3, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true, cadenceFree: true})...)
 }
 
-// sessionEvents draws n events in time order over 60 accounts, each
-// cycling through sessions, and 25 users, then fillers with later times
-// for many keys, so that every shard's watermark passes the events.
-func sessionEvents(rng *rand.Rand, n int) []string {
-	var lines []string
-	ts := int64(1_000)
-	for range n {
-		ts += int64(1 + rng.IntN(3))
-		a := rng.IntN(60)
-		typ := []string{"LOGIN", "FAIL", "FAIL", "LOGOUT", "OK"}[rng.IntN(5)]
-		lines = append(lines, fmt.Sprintf(`{"account":"acc-%d","region":"r%d","user":"u-%d","type":%q,"kind":%q,"v":%d,"ts":%d}`,
-			a, a%4, rng.IntN(25), typ, string(rune('A'+rng.IntN(4))), rng.IntN(100), ts))
-	}
-	for i := range 200 {
-		lines = append(lines, fmt.Sprintf(`{"account":"filler-%d","region":"filler-%d","user":"filler-%d","type":"NOISE","kind":"N","v":0,"ts":%d}`, i, i, i, ts+1_000_000))
-	}
-	return lines
-}
+// sessionEvents is the suite's workload (workload.Sessions).
+func sessionEvents(rng *rand.Rand, n int) []string { return workload.Sessions(rng, n) }
 
 // specName is a pattern document's name.
 func specName(t *testing.T, spec []byte) string {
