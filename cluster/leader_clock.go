@@ -222,7 +222,7 @@ type ClockStatus struct {
 // watermark back nor loses one.
 func (r *leader) clock(ctx context.Context) error {
 	self := r.sh.ID()
-	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}}
+	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}, now: r.n.cfg.Now}
 	sub, err := r.n.nc.Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {
 		if rep, ok := decodeClockReport(m.Data); ok && rep.Shard != self {
 			table.take(rep)
@@ -245,7 +245,7 @@ func (r *leader) clock(ctx context.Context) error {
 		var clocks []shard.SourceClock
 		var modes map[string]bool
 		r.sh.FSM().View(func(s *shard.State, _ uint64) { clocks, modes = s.Clocks(), s.ClockModes() })
-		now := time.Now().UnixMilli() // idleness is the leader's: only its decisions are logged
+		now := r.n.cfg.Now().UnixMilli() // idleness is the leader's: only its decisions are logged
 		m, _ := r.n.meta.fsm.View()
 		shards := make([]uint64, 0, len(m.Shards))
 		for _, s := range m.Shards {
