@@ -37,22 +37,18 @@ the environment (CEPCTL_SERVER, ...) and the flags override it.`,
 	return cmd
 }
 
-// contextFile is the config file contexts are read from and written to.
-func contextFile(d *deps, cmd *cobra.Command) (string, error) {
-	path, _ := configPath(d, cmd)
+// loadContexts reads the config file contexts are read from and written
+// to (a missing one is empty), and says which it is.
+func loadContexts(d *deps, cmd *cobra.Command) (path string, cfg configFile, err error) {
+	path, _ = configPath(d, cmd)
 	if path == "" {
-		return "", errors.New("no config file: give --config FILE (no home directory or XDG_CONFIG_HOME)")
+		return "", configFile{}, errors.New("no config file: give --config FILE (no home directory or XDG_CONFIG_HOME)")
 	}
-	return path, nil
-}
-
-// loadContexts reads the config file at path; a missing one is empty.
-func loadContexts(path string) (configFile, error) {
-	cfg, err := readConfig(path)
+	cfg, err = readConfig(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return configFile{}, nil
+		return path, configFile{}, nil
 	}
-	return cfg, err
+	return path, cfg, err
 }
 
 // saveConfig writes cfg to path, mode 0600 (its directory 0700 when
@@ -114,11 +110,7 @@ holds a token. The first context made becomes the current one.`,
 			if flagChanged(cmd, "token") {
 				return errors.New("a context keeps a token file, not a token: write the token to a file readable by you only and give --token-file FILE")
 			}
-			path, err := contextFile(d, cmd)
-			if err != nil {
-				return err
-			}
-			cfg, err := loadContexts(path)
+			path, cfg, err := loadContexts(d, cmd)
 			if err != nil {
 				return err
 			}
@@ -234,11 +226,7 @@ func newContextDeleteCmd(d *deps) *cobra.Command {
 // editContext changes the config file with edit, for the context name,
 // which must be there, and says done (a format of the name).
 func editContext(d *deps, cmd *cobra.Command, name, done string, edit func(cfg *configFile)) error {
-	path, err := contextFile(d, cmd)
-	if err != nil {
-		return err
-	}
-	cfg, err := loadContexts(path)
+	path, cfg, err := loadContexts(d, cmd)
 	if err != nil {
 		return err
 	}
@@ -270,11 +258,7 @@ func newContextCurrentCmd(d *deps) *cobra.Command {
 		Short: "Print the context in use",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := contextFile(d, cmd)
-			if err != nil {
-				return err
-			}
-			cfg, err := loadContexts(path)
+			path, cfg, err := loadContexts(d, cmd)
 			if err != nil {
 				return err
 			}
@@ -298,11 +282,7 @@ func newContextListCmd(d *deps) *cobra.Command {
 		Short:   "List the contexts",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := contextFile(d, cmd)
-			if err != nil {
-				return err
-			}
-			cfg, err := loadContexts(path)
+			_, cfg, err := loadContexts(d, cmd)
 			if err != nil {
 				return err
 			}
@@ -351,11 +331,7 @@ func newContextListCmd(d *deps) *cobra.Command {
 
 // contextNames are the contexts of the config file, for completion.
 func contextNames(d *deps, cmd *cobra.Command) []cobra.Completion {
-	path, err := contextFile(d, cmd)
-	if err != nil {
-		return nil
-	}
-	cfg, err := loadContexts(path)
+	_, cfg, err := loadContexts(d, cmd)
 	if err != nil {
 		return nil
 	}
