@@ -375,7 +375,7 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 		})
 	}
 	r.waitServing(time.Minute)
-	lines := sessionEvents(rng, 3000)
+	lines := workload.Sessions(rng, 3000)
 
 	var before map[string][]string
 	if f.scenario != nil {
@@ -866,9 +866,6 @@ func faultSpecs(rng *rand.Rand) [][]byte {
 	specs := [][]byte{killSpec, byUser(killSpec), killAnySpec}
 	return append(specs, randomSpecs(rng, "rnd", 3, specShape{typeField: "kind", window: [2]int{200, 2000}, always: true, cadenceFree: true})...)
 }
-
-// sessionEvents is the suite's workload (workload.Sessions).
-func sessionEvents(rng *rand.Rand, n int) []string { return workload.Sessions(rng, n) }
 
 // specName is a pattern document's name.
 func specName(t *testing.T, spec []byte) string {

@@ -9,6 +9,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/workload"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 )
@@ -42,7 +43,7 @@ func TestRefusedEntryIsReadAgain(t *testing.T) {
 	userSpec := byUser(killAnySpec)
 	c := tc.deployOnBank(0, killAnySpec)
 	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(userSpec)})
-	lines := sessionEvents(rand.New(rand.NewPCG(7, 1)), 1000)
+	lines := workload.Sessions(rand.New(rand.NewPCG(7, 1)), 1000)
 	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 	for _, spec := range [][]byte{killAnySpec, userSpec} {
 		name := specName(t, spec)

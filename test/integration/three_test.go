@@ -21,6 +21,7 @@ import (
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/internal/testcerts"
 	"github.com/cepcluster/cep/internal/testutil"
+	"github.com/cepcluster/cep/internal/workload"
 )
 
 var cepnodeBin, natsdBin string
@@ -225,7 +226,7 @@ func killLeaders(t *testing.T, useTLS bool) {
 		tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(s)})
 	}
 	// events in time order: many accounts, each cycling through sessions
-	lines := sessionEvents(rng, total)
+	lines := workload.Sessions(rng, total)
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	// publish in chunks, killing a shard leader between chunks
 	chunks := 2 * kills
