@@ -82,7 +82,7 @@ func RequireToken(token string, h http.Handler) http.Handler {
 // protocol (Connect, gRPC, gRPC-Web); anything else 401 or 403.
 func Authorize(t *Tokens, h http.Handler) http.Handler {
 	c := &tokenChecker{t: t}
-	return guard(h, func(r *http.Request) error { return c.check(r.URL.Path, r.Header) })
+	return guard(h, func(r *http.Request) (bool, error) { return c.check(r.URL.Path, r.Header) })
 }
 
 // AuthorizeRole is Authorize for a handler outside the API (metrics,
@@ -91,14 +91,18 @@ func Authorize(t *Tokens, h http.Handler) http.Handler {
 // counts as RoleAdmin.
 func AuthorizeRole(t *Tokens, a Access, h http.Handler) http.Handler {
 	c := &tokenChecker{t: t}
-	return guard(h, func(r *http.Request) error { return c.allow(r.URL.Path, a, r.Header) })
+	return guard(h, func(r *http.Request) (bool, error) { return false, c.allow(r.URL.Path, a, r.Header) })
 }
 
-func guard(h http.Handler, check func(*http.Request) error) http.Handler {
+// guard serves h the requests check allows, those with a token it
+// verified marked so (CallerKeyOf).
+func guard(h http.Handler, check func(*http.Request) (verified bool, err error)) http.Handler {
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := check(r)
+		verified, err := check(r)
 		switch {
+		case err == nil && verified:
+			h.ServeHTTP(w, r.WithContext(withVerified(r.Context())))
 		case err == nil:
 			h.ServeHTTP(w, r)
 		case ew.IsSupported(r):
@@ -119,8 +123,12 @@ type tokenChecker struct {
 
 func (c *tokenChecker) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if err := c.check(req.Spec().Procedure, req.Header()); err != nil {
+		verified, err := c.check(req.Spec().Procedure, req.Header())
+		if err != nil {
 			return nil, err
+		}
+		if verified {
+			ctx = withVerified(ctx)
 		}
 		return next(ctx, req)
 	}
@@ -132,8 +140,12 @@ func (c *tokenChecker) WrapStreamingClient(next connect.StreamingClientFunc) con
 
 func (c *tokenChecker) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := c.check(conn.Spec().Procedure, conn.RequestHeader()); err != nil {
+		verified, err := c.check(conn.Spec().Procedure, conn.RequestHeader())
+		if err != nil {
 			return err
+		}
+		if verified {
+			ctx = withVerified(ctx)
 		}
 		return next(ctx, conn)
 	}
@@ -146,14 +158,19 @@ var openPrefixes = []string{
 	"/" + grpcreflect.ReflectV1AlphaServiceName + "/",
 }
 
-func (c *tokenChecker) check(procedure string, h http.Header) error {
+// check decides on a call to procedure; verified reports that its bearer
+// token is one the server knows.
+func (c *tokenChecker) check(procedure string, h http.Header) (verified bool, err error) {
+	if token, ok := bearerToken(h); ok && c.t.Role(token) != RoleNone {
+		verified = true
+	}
 	for _, p := range openPrefixes {
 		if strings.HasPrefix(procedure, p) {
-			return nil
+			return verified, nil
 		}
 	}
 	a, _ := AccessOf(procedure)
-	return c.allow(procedure, a, h)
+	return verified, c.allow(procedure, a, h)
 }
 
 // allow decides on the role of the headers' token for what (a procedure

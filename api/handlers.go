@@ -152,7 +152,7 @@ func (h *matchHandler) Tail(ctx context.Context, req *connect.Request[cepv1.Tail
 		}
 		return stream.Send(r)
 	}
-	ctx = withCaller(ctx, CallerKeyOf(req.Header(), req.Peer()))
+	ctx = withCaller(ctx, CallerKeyOf(ctx, req.Header(), req.Peer()))
 	return toConnectError(h.b.Tail(ctx, req.Msg, send))
 }
 

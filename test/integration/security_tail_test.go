@@ -101,81 +101,124 @@ func TestTailDroppedStreamsLeaveNothing(t *testing.T) {
 	})
 }
 
-// Concurrent tails are bounded per caller (its bearer token; here on a
-// node that checks none, so that callers can differ) and per node: the
-// one past a limit gets ResourceExhausted, and a place freed is taken
-// again.
-func TestTailConcurrencyLimits(t *testing.T) {
-	tc := newSingle(t, time.Minute, cluster.Config{TailMaxStreams: 6, TailMaxStreamsPerCaller: 4})
-	tc.deployOnBank(0, lflSpec)
+// tailReaders are three readers' tokens and an operator's.
+func tailReaders(t *testing.T) *api.Tokens {
+	t.Helper()
+	tk, err := api.ParseTokens("tokens", strings.NewReader(`operator operator-0123456789abcdef
+reader a-0123456789abcdef
+reader b-0123456789abcdef
+reader c-0123456789abcdef
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// tailProbe opens tails of lfl on a node and checks whether each is
+// accepted or refused, counting those open by their consumers on the
+// output stream.
+type tailProbe struct {
+	t          *testing.T
+	tc         *testCluster
+	js         jetstream.JetStream
+	consumers0 int
+	open       int
+}
+
+func newTailProbe(t *testing.T, tc *testCluster) *tailProbe {
 	js := tc.jetStream()
-	ctx := tc.ctx
-	consumers0 := outputConsumers(t, ctx, js)
-	open := 0
-	tail := func(token string) (<-chan tailCall, context.CancelFunc) {
-		t.Helper()
-		tctx, cancel := context.WithCancel(ctx)
-		t.Cleanup(cancel)
-		return startTail(tctx, tc.client(0, api.WithClientToken(token)).matches, "lfl"), cancel
-	}
-	accepted := func(token string) context.CancelFunc {
-		t.Helper()
-		call, cancel := tail(token)
-		open++
-		testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
-			select {
-			case r := <-call:
-				err := r.err
-				if err == nil {
-					r.stream.Receive()
-					err = r.stream.Err()
-				}
-				t.Fatalf("tail %d (caller %s) ended: %v", open, token, err)
-			default:
+	return &tailProbe{t: t, tc: tc, js: js, consumers0: outputConsumers(t, tc.ctx, js)}
+}
+
+func (p *tailProbe) tail(opt connect.ClientOption) (<-chan tailCall, context.CancelFunc) {
+	tctx, cancel := context.WithCancel(p.tc.ctx)
+	p.t.Cleanup(cancel)
+	return startTail(tctx, p.tc.client(0, opt).matches, "lfl"), cancel
+}
+
+// accepted opens a tail that must stay open.
+func (p *tailProbe) accepted(who string, opt connect.ClientOption) context.CancelFunc {
+	p.t.Helper()
+	call, cancel := p.tail(opt)
+	p.open++
+	testutil.EventuallyEvery(p.t, 10*time.Second, poll, func() error {
+		select {
+		case r := <-call:
+			err := r.err
+			if err == nil {
+				r.stream.Receive()
+				err = r.stream.Err()
 			}
-			if n := outputConsumers(t, ctx, js); n != consumers0+open {
-				return fmt.Errorf("%d tails' consumers on the output stream, want %d", n-consumers0, open)
-			}
-			return nil
-		})
-		return cancel
-	}
-	refused := func(token, limit string) {
-		t.Helper()
-		call, cancel := tail(token)
-		defer cancel()
-		r := <-call
-		err := r.err
-		if err == nil {
-			if r.stream.Receive() {
-				t.Fatalf("a tail past the %s limit got a record", limit)
-			}
-			err = r.stream.Err()
+			p.t.Fatalf("tail %d (caller %s) ended: %v", p.open, who, err)
+		default:
 		}
-		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), limit) {
-			t.Fatalf("a tail past the %s limit: %v, want resource exhausted naming the limit", limit, err)
+		return p.wantOpen()
+	})
+	return cancel
+}
+
+// refused opens a tail that must be refused naming limit.
+func (p *tailProbe) refused(who, limit string, opt connect.ClientOption) {
+	p.t.Helper()
+	call, cancel := p.tail(opt)
+	defer cancel()
+	r := <-call
+	err := r.err
+	if err == nil {
+		if r.stream.Receive() {
+			p.t.Fatalf("a tail of %s past the %s limit got a record", who, limit)
 		}
+		err = r.stream.Err()
 	}
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), limit) {
+		p.t.Fatalf("a tail of %s past the %s limit: %v, want resource exhausted naming the limit", who, limit, err)
+	}
+}
+
+func (p *tailProbe) wantOpen() error {
+	if n := outputConsumers(p.t, p.tc.ctx, p.js); n != p.consumers0+p.open {
+		return fmt.Errorf("%d tails' consumers on the output stream, want %d", n-p.consumers0, p.open)
+	}
+	return nil
+}
+
+// Concurrent tails are bounded per caller (its verified bearer token)
+// and per node: the one past a limit gets ResourceExhausted, and a place
+// freed is taken again.
+func TestTailConcurrencyLimits(t *testing.T) {
+	tc := newSingle(t, time.Minute, cluster.Config{TailMaxStreams: 6, TailMaxStreamsPerCaller: 4, Tokens: tailReaders(t)})
+	tc.createBank(tc.client(0, as("operator")))
+	tc.deploy(tc.client(0, as("operator")), &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	p := newTailProbe(t, tc)
 	var first context.CancelFunc
 	for i := range 4 {
-		if cancel := accepted("a"); i == 0 {
+		if cancel := p.accepted("a", as("a")); i == 0 {
 			first = cancel
 		}
 	}
-	refused("a", "per caller")
-	accepted("b")
-	accepted("b")
-	refused("b", "per node")
-	refused("c", "per node")
+	p.refused("a", "per caller", as("a"))
+	p.accepted("b", as("b"))
+	p.accepted("b", as("b"))
+	p.refused("b", "per node", as("b"))
+	p.refused("c", "per node", as("c"))
 	first()
-	open--
-	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
-		if n := outputConsumers(t, ctx, js); n != consumers0+open {
-			return fmt.Errorf("%d tails' consumers after one ended, want %d", n-consumers0, open)
-		}
-		return nil
-	})
-	accepted("b")
+	p.open--
+	testutil.EventuallyEvery(t, 10*time.Second, poll, p.wantOpen)
+	p.accepted("b", as("b"))
+}
+
+// On an API that checks no token, a bearer token names no caller: tails
+// sent with made-up tokens from one host are that host's, under its one
+// limit (before, each made-up token was a caller of its own).
+func TestTailMadeUpTokensAreOneCaller(t *testing.T) {
+	tc := newSingle(t, time.Minute, cluster.Config{TailMaxStreams: 10, TailMaxStreamsPerCaller: 2})
+	tc.deployOnBank(0, lflSpec)
+	p := newTailProbe(t, tc)
+	p.accepted("made-up token 1", api.WithClientToken("made-up-1"))
+	p.accepted("made-up token 2", api.WithClientToken("made-up-2"))
+	p.refused("made-up token 3", "per caller", api.WithClientToken("made-up-3"))
+	p.refused("no token", "per caller", api.WithClientToken(""))
 }
 
 // A tail whose client does not read while output flows is cut off once
