@@ -37,7 +37,8 @@ const CORSMaxAge = 2 * 60 * 60
 // the answers. Without origins h is returned as it is: no origin is
 // allowed. The calls still need their tokens; no cookies are involved.
 // An origin is scheme://host[:port], or "*" for any; one "*" may stand
-// for part of it (https://*.example.com). CheckOrigins validates them.
+// for the first labels of the host (https://*.example.com: its
+// subdomains). CheckOrigins validates them.
 func CORS(origins []string, h http.Handler) http.Handler {
 	if len(origins) == 0 {
 		return h // rs/cors would allow every origin
@@ -52,7 +53,8 @@ func CORS(origins []string, h http.Handler) http.Handler {
 }
 
 // CheckOrigins reports the first origin that is not "*" nor
-// scheme://host[:port] (http or https, with at most one "*").
+// scheme://host[:port] (http or https, with at most one "*", as the
+// host's first labels).
 func CheckOrigins(origins []string) error {
 	for _, o := range origins {
 		if o == "*" {
@@ -60,6 +62,12 @@ func CheckOrigins(origins []string) error {
 		}
 		if strings.Count(o, "*") > 1 {
 			return fmt.Errorf("origin %q: more than one *", o)
+		}
+		// A * elsewhere than as the whole first label would match more
+		// than subdomains: https://*example.com matches
+		// https://evilexample.com.
+		if i := strings.Index(o, "*"); i >= 0 && !strings.HasPrefix(o[i:], "*.") || i > 0 && !strings.HasSuffix(o[:i], "://") {
+			return fmt.Errorf("origin %q: a * stands only for the first labels of the host, as in https://*.example.com", o)
 		}
 		u, err := url.Parse(strings.Replace(o, "*", "x", 1))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||

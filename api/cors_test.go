@@ -99,7 +99,7 @@ func TestCheckOrigins(t *testing.T) {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "example.com", "ftp://a.example.com", "https://a.example.com/", "https://a.example.com/x", "https://*.*.com", "https://u@a.example.com", "https://"} {
+	for _, bad := range []string{"", "example.com", "ftp://a.example.com", "https://a.example.com/", "https://a.example.com/x", "https://*.*.com", "https://u@a.example.com", "https://", "https://*example.com", "https://a*.example.com", "https://a.*.example.com", "https://example.*", "*.example.com"} {
 		err := CheckOrigins([]string{"https://fine.example.com", bad})
 		if err == nil || !strings.Contains(err.Error(), `"`+bad+`"`) {
 			t.Errorf("%q: %v, want an error naming it", bad, err)
