@@ -135,7 +135,7 @@ func server(addr string, h http.Handler, bodyTimeout time.Duration) *http.Server
 		Protocols:         &protocols,
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    1 << 20,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: 30 * time.Second,
 			PingTimeout:     15 * time.Second,

@@ -188,6 +188,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	cfg.APIAddr = n.apiLn.Addr().String()
 	n.cfg.APIAddr = cfg.APIAddr
+	n.apiLn = api.LimitConns(n.apiLn, api.MaxConns, api.MaxConnsPerHost)
 	if cfg.TLS != nil {
 		n.apiLn = tls.NewListener(n.apiLn, cfg.TLS.APIServer())
 	}
