@@ -97,6 +97,7 @@ func NewCompiler(opts ...Option) (*Compiler, error) {
 		cel.CrossTypeNumericComparisons(true),
 		cel.DefaultUTCTimeZone(true),
 		cel.ParserExpressionSizeLimit(MaxSourceLen),
+		cel.RegexProgramSizeLimit(MaxRegexProgramSize),
 		ext.Strings(),
 		cel.Function("events",
 			cel.Overload(overloadEvents, []*cel.Type{cel.StringType}, listDyn, cel.LateFunctionBinding())),
@@ -150,6 +151,9 @@ func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
 	if iss != nil && iss.Err() != nil {
 		return nil, nil, issuesError(iss)
 	}
+	if dynamicRegex(checked.NativeRep().Expr()) {
+		return nil, nil, errors.New("matches() takes its regex as a string literal: a regex read from events would be compiled at every event, at a cost no limit sees in advance (see docs/limits.md)")
+	}
 	est, err := c.env.EstimateCost(checked, estimator{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("estimate cost: %s", oneLine(err.Error()))
@@ -165,7 +169,10 @@ func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
 			cost.OverloadTracker(overloadAvg, trackListSize),
 			cost.OverloadTracker(overloadMin, trackListSize),
 			cost.OverloadTracker(overloadMax, trackListSize),
+			cost.OverloadTracker(regexOverloads[0], trackMatches),
+			cost.OverloadTracker(regexOverloads[1], trackMatches),
 		),
+		cel.OptimizeRegex(matchesOnce),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("plan expression: %s", oneLine(err.Error()))
@@ -228,6 +235,26 @@ func callsFunction(e celast.Expr, fn string) bool {
 	found := false
 	visit(e, func(x celast.Expr) {
 		if x.Kind() == celast.CallKind && x.AsCall().FunctionName() == fn && !x.AsCall().IsMemberFunction() {
+			found = true
+		}
+	})
+	return found
+}
+
+// dynamicRegex reports whether e calls matches() with a regex that is
+// not a string literal.
+func dynamicRegex(e celast.Expr) bool {
+	found := false
+	visit(e, func(x celast.Expr) {
+		if x.Kind() != celast.CallKind || x.AsCall().FunctionName() != "matches" {
+			return
+		}
+		call := x.AsCall()
+		i := 1
+		if call.IsMemberFunction() {
+			i = 0
+		}
+		if args := call.Args(); len(args) > i && args[i].Kind() != celast.LiteralKind {
 			found = true
 		}
 	})
