@@ -246,6 +246,12 @@ func EnsureSourceStream(ctx context.Context, js jetstream.JetStream, source stri
 	return cfg.Name, nil
 }
 
+// DefaultOutputMaxBytes bounds the output stream the cluster creates
+// when no limit is given: without one, a flood of bad events (each
+// dead-lettered with its payload) would fill the disk NATS shares with
+// the sources' streams. The oldest records go first.
+const DefaultOutputMaxBytes = 1 << 30
+
 // OutputLimits are retention limits for the output stream; a zero field
 // leaves the stream's own.
 type OutputLimits struct {
@@ -254,7 +260,7 @@ type OutputLimits struct {
 }
 
 // EnsureOutputStream creates the output stream if it is missing, with
-// limits. An existing stream keeps the limits it has (an operator's `nats
+// limits (DefaultOutputMaxBytes where they set no size). An existing stream keeps the limits it has (an operator's `nats
 // stream edit` survives a node restart) except those limits sets, and gets
 // back the subjects and duplicate window the cluster relies on if they
 // were changed.
@@ -271,7 +277,7 @@ func EnsureOutputStream(ctx context.Context, js jetstream.JetStream, limits Outp
 		MaxBytes:   limits.MaxBytes,
 	}
 	if cfg.MaxBytes == 0 {
-		cfg.MaxBytes = -1 // unlimited
+		cfg.MaxBytes = DefaultOutputMaxBytes
 	}
 	_, err := js.CreateStream(ctx, cfg)
 	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

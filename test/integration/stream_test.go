@@ -44,8 +44,9 @@ func TestMissingSourceStreamIsReported(t *testing.T) {
 	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error { return missing(0) })
 }
 
-// The output stream keeps the retention limits an operator gives it (`nats
-// stream edit`) across node restarts, and a node started with limits sets
+// The output stream is created bounded in size (a flood of dead letters
+// cannot fill the disk), keeps the retention limits an operator gives it
+// (`nats stream edit`) across node restarts, and a node started with limits sets
 // them; the subjects and duplicate window the cluster relies on come back
 // if they were changed.
 func TestOutputStreamLimits(t *testing.T) {
@@ -63,7 +64,7 @@ func TestOutputStreamLimits(t *testing.T) {
 		return st.CachedInfo().Config
 	}
 	cfg := config()
-	if cfg.MaxAge != 0 || cfg.MaxBytes != -1 || cfg.Duplicates != cluster.OutputDuplicateWin {
+	if cfg.MaxAge != 0 || cfg.MaxBytes != cluster.DefaultOutputMaxBytes || cfg.Duplicates != cluster.OutputDuplicateWin {
 		t.Fatalf("a new output stream: max age %v, max bytes %d, duplicate window %v", cfg.MaxAge, cfg.MaxBytes, cfg.Duplicates)
 	}
 	// an operator sets limits and (by mistake) drops a subject
