@@ -630,10 +630,27 @@ type decodedEvent struct {
 // decoding is a pure function of each event's bytes, so the result does
 // not depend on their timing, and the leader's NATS reads leave part of a
 // second core idle while the state machine runs.
+// Bounds on one event's bytes. The embedded NATS server takes messages
+// of up to 8 MiB, which matches (carrying their events) need; an event
+// that large would make a pattern's state grow by megabytes at a time.
+const (
+	// MaxEventBytes bounds an event: a larger one is dead-lettered
+	// naming the bound, and no pattern sees it.
+	MaxEventBytes = 1 << 20
+	// MaxDeadLetterData bounds the part of an event a dead letter
+	// carries: a larger event's dead letter has its first bytes as
+	// text and its size in "truncated".
+	MaxDeadLetterData = 64 << 10
+)
+
 func decodeAll(events []Event) []decodedEvent {
 	out := make([]decodedEvent, len(events))
 	decode := func(from, to int) {
 		for i := from; i < to; i++ {
+			if n := len(events[i].Data); n > MaxEventBytes {
+				out[i].err = fmt.Errorf("event of %d bytes is over the limit MaxEventBytes = %d (see docs/limits.md)", n, MaxEventBytes)
+				continue
+			}
 			out[i].ev, out[i].err = expr.DecodeEvent(events[i].Data)
 		}
 	}
@@ -879,16 +896,22 @@ func (s *State) deadLetter(source, pattern string, e Event, kg int, reason strin
 	s.counters.DeadLetters++
 	s.countDeadLetter(pattern)
 	rec := struct {
-		Source   string          `json:"source"`
-		Pattern  string          `json:"pattern,omitempty"`
-		Position uint64          `json:"position"`
-		Reason   string          `json:"reason"`
-		Data     json.RawMessage `json:"data,omitempty"`
-		Text     string          `json:"text,omitempty"`
+		Source    string          `json:"source"`
+		Pattern   string          `json:"pattern,omitempty"`
+		Position  uint64          `json:"position"`
+		Reason    string          `json:"reason"`
+		Data      json.RawMessage `json:"data,omitempty"`
+		Text      string          `json:"text,omitempty"`
+		Truncated int             `json:"truncated,omitempty"`
 	}{Source: source, Pattern: pattern, Position: e.Pos, Reason: reason}
-	if json.Valid(e.Data) {
+	switch {
+	case len(e.Data) > MaxDeadLetterData:
+		// the start of it, as text: enough to recognise the event, and a
+		// bound on what a flood of large bad events writes to the output
+		rec.Text, rec.Truncated = strings.ToValidUTF8(string(e.Data[:MaxDeadLetterData]), "\uFFFD"), len(e.Data)
+	case json.Valid(e.Data):
 		rec.Data = e.Data
-	} else {
+	default:
 		rec.Text = string(e.Data)
 	}
 	payload, _ := json.Marshal(rec)

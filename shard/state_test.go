@@ -78,6 +78,50 @@ func TestApplyDeadLetters(t *testing.T) {
 	}
 }
 
+// An event over MaxEventBytes is dead-lettered naming the bound and no
+// pattern takes it; a dead letter carries at most MaxDeadLetterData of
+// its event, with the event's size.
+func TestApplyEventBytesBounded(t *testing.T) {
+	s := NewState(0, 15, 16)
+	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}})
+	block := keygroup.BlockOf(keygroup.OfKey("x", 16), 16)
+	pad := func(n int) string { return strings.Repeat("p", n) }
+	big := []byte(fmt.Sprintf(`{"k":"x","t":"A","ts":10,"pad":%q}`, pad(MaxEventBytes)))
+	// a valid event of 200 KiB with no time: refused by the pattern
+	mid := []byte(fmt.Sprintf(`{"k":"x","t":"A","pad":%q}`, pad(200<<10)))
+	s.Apply(&Batch{Ops: []Op{eventsOp(Event{Pos: 1, Block: block, Data: big}, Event{Pos: 2, Block: block, Data: mid}, ev(3, "x", "B", 20))}})
+	type deadLetter struct {
+		Pattern   string          `json:"pattern"`
+		Reason    string          `json:"reason"`
+		Text      string          `json:"text"`
+		Truncated int             `json:"truncated"`
+		Data      json.RawMessage `json:"data"`
+	}
+	var recs []deadLetter
+	for _, r := range s.Outbox() {
+		if r.Subject != DeadLetterSubject("src") {
+			t.Fatalf("a record on %s: %.200s", r.Subject, r.Payload)
+		}
+		if len(r.Payload) > MaxDeadLetterData+1024 {
+			t.Fatalf("a dead letter of %d bytes", len(r.Payload))
+		}
+		var one deadLetter
+		if err := json.Unmarshal(r.Payload, &one); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, one)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(recs))
+	}
+	if r := recs[0]; r.Pattern != "" || !strings.Contains(r.Reason, "MaxEventBytes") || r.Truncated != len(big) || len(r.Text) != MaxDeadLetterData || r.Data != nil {
+		t.Fatalf("the event over MaxEventBytes: pattern %q, reason %q, truncated %d, text of %d bytes", r.Pattern, r.Reason, r.Truncated, len(r.Text))
+	}
+	if r := recs[1]; r.Pattern != "ab" || !strings.Contains(r.Reason, "time e.ts") || r.Truncated != len(mid) || len(r.Text) != MaxDeadLetterData {
+		t.Fatalf("an event of 200 KiB refused by its pattern: pattern %q, reason %q, truncated %d, text of %d bytes", r.Pattern, r.Reason, r.Truncated, len(r.Text))
+	}
+}
+
 func TestUpdatePolicies(t *testing.T) {
 	v2 := strings.Replace(abSpec, `"within":100`, `"within":50`, 1)
 	for _, tc := range []struct {
