@@ -2,9 +2,12 @@ package snapshot
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"sort"
@@ -31,6 +34,10 @@ type Reader struct {
 	sections []SectionInfo // in file order
 	kgs      []int         // index into sections, sorted by key group
 	named    map[string]int
+
+	// set by Authenticated: the key and the MAC of each section but the seal
+	macKey []byte
+	macs   [][macSize]byte
 }
 
 // NewReader opens a file of the given size. It verifies, in this order, the
@@ -265,7 +272,7 @@ func (rd *Reader) KeyGroup(kg int) ([]byte, error) {
 	if i == len(rd.kgs) || rd.sections[rd.kgs[i]].KeyGroup != kg {
 		return nil, nil
 	}
-	return rd.read(rd.sections[rd.kgs[i]])
+	return rd.read(rd.kgs[i])
 }
 
 // Named returns the payload of the named section, checked like KeyGroup's,
@@ -275,11 +282,13 @@ func (rd *Reader) Named(name string) ([]byte, error) {
 	if !ok {
 		return nil, nil
 	}
-	return rd.read(rd.sections[i])
+	return rd.read(i)
 }
 
-// read reads one whole frame with a single ReadAt and checks it.
-func (rd *Reader) read(s SectionInfo) ([]byte, error) {
+// read reads section i's whole frame with a single ReadAt and checks it
+// (and its MAC, when authenticated).
+func (rd *Reader) read(i int) ([]byte, error) {
+	s := rd.sections[i]
 	buf := make([]byte, s.frameLen()) // bounded: parseIndex checked the frame lies in the file
 	if err := readFull(rd.r, buf, s.Offset); err != nil {
 		return nil, corruptErr(s.String(), s.Offset, err)
@@ -295,6 +304,9 @@ func (rd *Reader) read(s SectionInfo) ([]byte, error) {
 	}
 	if crc(payload) != s.CRC {
 		return nil, corruptErr(s.String(), s.Offset, ErrChecksum)
+	}
+	if err := rd.checkMAC(i, payload); err != nil {
+		return nil, err
 	}
 	return payload, nil
 }
@@ -325,7 +337,7 @@ func (rd *Reader) Verify() error {
 	if err := stream("header", 0, rd.hdrEnd); err != nil {
 		return err
 	}
-	for _, s := range rd.sections {
+	for i, s := range rd.sections {
 		hl := s.frameHeaderLen()
 		var head []byte
 		if err := stream(s.String(), s.Offset, hl, func(b []byte) { head = append(head, b...) }); err != nil {
@@ -335,8 +347,19 @@ func (rd *Reader) Verify() error {
 			return corrupt(s.String(), s.Offset, "frame header does not match the index")
 		}
 		pc := crc32.New(castagnoli)
-		if err := stream(s.String(), s.Offset+hl, s.Length, func(b []byte) { pc.Write(b) }); err != nil {
+		hashes := []func([]byte){func(b []byte) { pc.Write(b) }}
+		var mac hash.Hash
+		if rd.macs != nil && i < len(rd.macs) {
+			mac = hmac.New(sha256.New, rd.macKey)
+			mac.Write([]byte("section"))
+			mac.Write(s.appendID(nil))
+			hashes = append(hashes, func(b []byte) { mac.Write(b) })
+		}
+		if err := stream(s.String(), s.Offset+hl, s.Length, hashes...); err != nil {
 			return err
+		}
+		if mac != nil && !hmac.Equal(mac.Sum(nil), rd.macs[i][:]) {
+			return corruptErr(s.String(), s.Offset, ErrMAC)
 		}
 		var tail []byte
 		if err := stream(s.String(), s.Offset+hl+s.Length, crcSize, func(b []byte) { tail = append(tail, b...) }); err != nil {

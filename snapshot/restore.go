@@ -51,7 +51,7 @@ func ForEachKeyGroup(readers []*Reader, first, last int, fn func(kg int, payload
 			if kg < first || kg > last {
 				continue
 			}
-			p, err := r.read(r.sections[si])
+			p, err := r.read(si)
 			if err != nil {
 				return err
 			}

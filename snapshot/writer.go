@@ -2,7 +2,10 @@ package snapshot
 
 import (
 	"bufio"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -27,11 +30,17 @@ type Writer struct {
 	err      error
 	closed   bool
 	scratch  []byte
+
+	// sealing (WithMAC): the header's bytes and each section's MAC
+	macKey []byte
+	mac    hash.Hash
+	header []byte
+	macs   [][macSize]byte
 }
 
 // NewWriter validates h and writes the preamble and the header to w. It does
 // not close w: after Close, the caller closes (and, for a file, syncs) w.
-func NewWriter(w io.Writer, h Header) (*Writer, error) {
+func NewWriter(w io.Writer, h Header, opts ...WriterOption) (*Writer, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
 	}
@@ -48,6 +57,15 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 		fileCRC: crc32.New(castagnoli),
 		names:   map[string]bool{},
 		lastKG:  -1,
+	}
+	for _, o := range opts {
+		o(sw)
+	}
+	if sw.macKey != nil {
+		if len(sw.macKey) < 16 {
+			return nil, errors.New("snapshot: a MAC key of fewer than 16 bytes")
+		}
+		sw.mac, sw.header = hmac.New(sha256.New, sw.macKey), js
 	}
 	b := make([]byte, 0, preambleSize+len(js)+crcSize)
 	b = append(b, Magic...)
@@ -110,7 +128,7 @@ func (w *Writer) Named(name string, payload []byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	if !ValidName(name) {
+	if !ValidName(name) || name == MACSection {
 		return fmt.Errorf("snapshot: invalid section name %q", name)
 	}
 	if w.names[name] {
@@ -136,6 +154,9 @@ func (w *Writer) section(s SectionInfo, payload []byte) error {
 		return err
 	}
 	w.sections = append(w.sections, s)
+	if w.mac != nil {
+		w.macs = append(w.macs, sectionMAC(w.mac, s, payload))
+	}
 	return nil
 }
 
@@ -144,6 +165,13 @@ func (w *Writer) section(s SectionInfo, payload []byte) error {
 func (w *Writer) Close() error {
 	if err := w.check(); err != nil {
 		return err
+	}
+	if w.mac != nil {
+		seal := sealPayload(w.macKey, w.header, w.sections, w.macs)
+		w.mac = nil // the seal has no MAC of its own in the list
+		if err := w.section(SectionInfo{Kind: NamedSection, Name: MACSection}, seal); err != nil {
+			return err
+		}
 	}
 	w.closed = true
 	idx := append([]byte(nil), indexMagic...)
