@@ -248,7 +248,11 @@ func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
 	if err != nil {
 		return err
 	}
-	readers, closeAll, err := openSavepoint(ctx, store, rm.Savepoint)
+	key := r.n.savepointKey()
+	if rm.Unsealed {
+		key = nil
+	}
+	readers, closeAll, err := openSavepoint(ctx, store, rm.Savepoint, key)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -40,8 +41,18 @@ func splitLocation(loc string) (store, id string) {
 	return store, id
 }
 
-// openSavepoint opens every file of a savepoint.
-func openSavepoint(ctx context.Context, store snapshot.Store, id string) ([]*snapshot.Reader, func(), error) {
+// savepointKey is the key that seals this cluster's savepoint parts, nil
+// for a cluster without a secret (--insecure).
+func (n *Node) savepointKey() []byte {
+	if n.cfg.Secret.IsZero() {
+		return nil
+	}
+	return n.cfg.Secret.Derive(secret.Savepoint, 32)
+}
+
+// openSavepoint opens every file of a savepoint; with a key, only files
+// sealed with it (each section's MAC is then checked as it is read).
+func openSavepoint(ctx context.Context, store snapshot.Store, id string, key []byte) ([]*snapshot.Reader, func(), error) {
 	ids, err := store.List(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -64,6 +75,9 @@ func openSavepoint(ctx context.Context, store snapshot.Store, id string) ([]*sna
 		}
 		objs = append(objs, o)
 		r, err := snapshot.NewReader(o, o.Size())
+		if err == nil && key != nil {
+			r, err = r.Authenticated(key)
+		}
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("%w: savepoint %q: part %s: %w", damaged(err), id, f, err)
@@ -82,6 +96,10 @@ func openSavepoint(ctx context.Context, store snapshot.Store, id string) ([]*sna
 // release cannot read.
 func damaged(err error) error {
 	switch {
+	case errors.Is(err, snapshot.ErrUnsealed), errors.Is(err, snapshot.ErrMAC):
+		// another cluster's, an older release's, or edited: the operator
+		// may restore it all the same (RestoreSavepointRequest.unsealed)
+		return api.ErrFailedPrecondition
 	case errors.Is(err, snapshot.ErrVersion):
 		return api.ErrFailedPrecondition
 	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrTruncated), errors.Is(err, snapshot.ErrNotSnapshot):
@@ -140,7 +158,11 @@ func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, par
 		h := snapshot.Header{ID: part.File, Kind: snapshot.KindSavepoint, ClusterID: "cep",
 			CreatedIndex: index, LoggedTimeMs: part.LoggedTimeMs, Shards: part.Shards, Sources: part.Streams,
 			Metadata: map[string]string{metaPatterns: part.Patterns, metaSources: part.Sources}}
-		werr = st.WriteSnapshot(sink, h)
+		var opts []snapshot.WriterOption
+		if key := n.savepointKey(); key != nil {
+			opts = append(opts, snapshot.WithMAC(key))
+		}
+		werr = st.WriteSnapshot(sink, h, opts...)
 		positions = st.Positions()
 	})
 	if werr != nil {
@@ -307,8 +329,8 @@ func resolveExisting(p string) (string, error) {
 // every key group once; the patterns and sources pass a deploy's checks
 // (checkPattern, checkSource), and read only sources the savepoint or
 // the cluster has.
-func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *meta.Meta) (snapshot.Header, []meta.Pattern, []meta.Source, map[string]uint64, error) {
-	readers, closeAll, err := openSavepoint(ctx, store, id)
+func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *meta.Meta, key []byte) (snapshot.Header, []meta.Pattern, []meta.Source, map[string]uint64, error) {
+	readers, closeAll, err := openSavepoint(ctx, store, id, key)
 	if err != nil {
 		return snapshot.Header{}, nil, nil, nil, err
 	}

@@ -195,7 +195,11 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	// every part, read whole, and every pattern and source it carries, are
 	// checked before anything is proposed: a savepoint a shard could not
 	// restore, or metadata a deploy would refuse, leaves the cluster as it is
-	h, pats, srcs, saved, err := verifySavepoint(ctx, store, id, m)
+	key := n.savepointKey()
+	if r.Unsealed {
+		key = nil
+	}
+	h, pats, srcs, saved, err := verifySavepoint(ctx, store, id, m, key)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +230,7 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	if err != nil {
 		return nil, err
 	}
-	cmd := meta.RestoreSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: loc}, Patterns: pats, Sources: srcs}
+	cmd := meta.RestoreSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: loc}, Patterns: pats, Sources: srcs, Unsealed: key == nil}
 	plan.apply(&cmd)
 	for _, note := range plan.notes {
 		n.log.Info("savepoint restore: positions mapped", "savepoint", id, "mapping", note)

@@ -39,12 +39,12 @@ const sectionVersionKeys2 = 4
 // WriteSnapshot writes the state in the snapshot format. h supplies the
 // identity fields (id, kind, cluster, index, logged time); the key-group
 // range is the state's own.
-func (s *State) WriteSnapshot(w io.Writer, h snapshot.Header) error {
+func (s *State) WriteSnapshot(w io.Writer, h snapshot.Header, opts ...snapshot.WriterOption) error {
 	h.KeyGroups, h.FirstKeyGroup, h.LastKeyGroup = s.groups, s.first, s.last
 	for _, p := range s.patterns {
 		h.Patterns = append(h.Patterns, snapshot.Pattern{Name: p.deploy.Name, Version: int64(p.deploy.Version), Spec: string(p.deploy.Spec)})
 	}
-	sw, err := snapshot.NewWriter(w, h)
+	sw, err := snapshot.NewWriter(w, h, opts...)
 	if err != nil {
 		return err
 	}

@@ -358,9 +358,6 @@ func (rd *Reader) Verify() error {
 		if err := stream(s.String(), s.Offset+hl, s.Length, hashes...); err != nil {
 			return err
 		}
-		if mac != nil && !hmac.Equal(mac.Sum(nil), rd.macs[i][:]) {
-			return corruptErr(s.String(), s.Offset, ErrMAC)
-		}
 		var tail []byte
 		if err := stream(s.String(), s.Offset+hl+s.Length, crcSize, func(b []byte) { tail = append(tail, b...) }); err != nil {
 			return err
@@ -370,6 +367,10 @@ func (rd *Reader) Verify() error {
 		}
 		if pc.Sum32() != s.CRC {
 			return corruptErr(s.String(), s.Offset, ErrChecksum)
+		}
+		// damage is a checksum's to name; a MAC finds what checksums hold for
+		if mac != nil && !hmac.Equal(mac.Sum(nil), rd.macs[i][:]) {
+			return corruptErr(s.String(), s.Offset, ErrMAC)
 		}
 	}
 	if err := stream("index", rd.indexOff, rd.indexLen); err != nil {

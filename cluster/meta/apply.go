@@ -355,7 +355,7 @@ func (m *Meta) applyRestoreSavepoint(idx uint64, c RestoreSavepoint) (any, error
 		}
 	}
 	m.Restore = &Restore{ID: fmt.Sprintf("%s@%d", sp.ID, idx), Savepoint: sp.ID, Location: sp.Location,
-		Positions: c.Positions, Forwarded: c.Forwarded}
+		Positions: c.Positions, Forwarded: c.Forwarded, Unsealed: c.Unsealed}
 	return m.Restore, nil
 }
 

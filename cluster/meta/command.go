@@ -87,6 +87,9 @@ type RestoreSavepoint struct {
 	Sources   []Source          `json:"sources,omitempty"`
 	Positions map[string]uint64 `json:"positions,omitempty"`
 	Forwarded map[string]uint64 `json:"forwarded,omitempty"`
+	// Unsealed: the operator restores parts that carry no seal of this
+	// cluster's secret (another cluster's, an older release's).
+	Unsealed bool `json:"unsealed,omitempty"`
 }
 
 // PutNode: a node joins, or its addresses change. For an id removed

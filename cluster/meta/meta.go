@@ -76,6 +76,8 @@ type Restore struct {
 	// re-keyed from. A source in neither keeps its saved positions.
 	Positions map[string]uint64 `json:"positions,omitempty"`
 	Forwarded map[string]uint64 `json:"forwarded,omitempty"`
+	// Unsealed: the parts' seals are not checked (RestoreSavepoint.Unsealed)
+	Unsealed bool `json:"unsealed,omitempty"`
 }
 
 // ShardInfo is one entry of the shard map.

@@ -38,6 +38,7 @@ const (
 	Node       = "cep node credential v1" // bearer credential of node-to-node API calls
 	NATSNode   = "cep nats node v1"       // the embedded NATS server's password for the node itself
 	NATSPublic = "cep nats publisher v1"  // the embedded NATS server's password for publishers
+	Savepoint  = "cep savepoint seal v1"  // HMAC key sealing savepoint parts
 )
 
 // Secret is a cluster secret. The zero value is no secret.

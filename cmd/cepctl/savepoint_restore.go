@@ -26,6 +26,8 @@ type savepointRestoreOptions struct {
 	// stream is not the saved one: keep, from-start, from-end or
 	// from-time=RFC3339; empty: such a restore is refused.
 	Positions string
+	// Unsealed restores parts without this cluster's seal.
+	Unsealed bool
 }
 
 func newSavepointRestoreCmd(d *deps, runF func(*savepointRestoreOptions) error) *cobra.Command {
@@ -45,6 +47,13 @@ deploy makes: a damaged part fails the restore (DataLoss, naming the part
 and section), metadata a deploy would refuse fails it too (InvalidArgument),
 and the cluster stays as it was. A dir:// path must lie in the node's
 savepoint directory (cepnode --savepoint-dir).
+
+Every part a cluster writes is sealed with a key of its cluster secret,
+and a restore takes only parts sealed by this cluster's secret: another
+cluster's savepoint, one of a release that did not seal them, or an
+edited part fails it (FailedPrecondition naming the part). --unsealed
+restores them all the same, their checksums checked but not who wrote
+them: only for files you trust.
 
 A savepoint's positions are stream sequences of the streams it was taken
 from. Restored where a source's stream is another (a fresh cluster, a
@@ -82,6 +91,7 @@ Sources whose stream is the saved one resume where they were.`,
 		},
 	}
 	cmd.Flags().Uint32Var(&opts.Shards, "shards", 0, "number of shards to restore into (default: the savepoint's)")
+	cmd.Flags().BoolVar(&opts.Unsealed, "unsealed", false, "restore parts that carry no seal of this cluster's secret (another cluster's savepoint, an older release's): only for files you trust")
 	cmd.Flags().StringVar(&opts.Positions, "positions", "", "where a source whose stream is not the saved one is read from: keep, from-start, from-end or from-time=RFC3339 (default: refuse)")
 	return cmd
 }
@@ -91,7 +101,7 @@ func runSavepointRestore(ctx context.Context, d *deps, opts *savepointRestoreOpt
 	if err != nil {
 		return err
 	}
-	req := &cepv1.RestoreSavepointRequest{ShardCount: opts.Shards, Positions: mapping, PositionsFrom: from}
+	req := &cepv1.RestoreSavepointRequest{ShardCount: opts.Shards, Positions: mapping, PositionsFrom: from, Unsealed: opts.Unsealed}
 	if opts.Location != "" {
 		req.Savepoint = &cepv1.RestoreSavepointRequest_Location{Location: opts.Location}
 	} else {

@@ -21,10 +21,14 @@ import (
 
 // positionsCluster is a one-node cluster with its own embedded NATS
 // server (a fresh cluster: its streams number from 1) and data directory,
-// whose savepoints go to dir.
-func positionsCluster(t *testing.T, dir string) (*testCluster, clients) {
+// whose savepoints go to dir; with the cluster secret of from, when given
+// (a cluster restores only savepoints sealed by its own secret).
+func positionsCluster(t *testing.T, dir string, from ...*testCluster) (*testCluster, clients) {
 	t.Helper()
 	tc := newCluster(t, 3*time.Minute)
+	for _, f := range from {
+		tc.secret = f.secret
+	}
 	i := tc.addOne(cluster.Config{DataDir: filepath.Join(tc.base, "data"), SavepointDir: dir, Shards: 1})
 	return tc, tc.client(i)
 }
@@ -127,7 +131,7 @@ func TestPositionsRestoreIntoFreshCluster(t *testing.T) {
 	}
 
 	t.Run("default refuses", func(t *testing.T) {
-		b, cb := positionsCluster(t, spDir)
+		b, cb := positionsCluster(t, spDir, a)
 		// the same source as A's, so the stream exists before the restore
 		if _, err := cb.sources.CreateSource(b.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 			t.Fatal(err)
@@ -147,8 +151,28 @@ func TestPositionsRestoreIntoFreshCluster(t *testing.T) {
 		}
 	})
 
-	t.Run("from-start", func(t *testing.T) {
+	// a cluster of another secret takes the savepoint only as unsealed
+	t.Run("another secret", func(t *testing.T) {
 		b, cb := positionsCluster(t, spDir)
+		if _, err := cb.sources.CreateSource(b.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
+			t.Fatal(err)
+		}
+		_, err := restore(cb, cepv1.PositionMapping_POSITION_MAPPING_FROM_START, nil)
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "MAC does not match") || !strings.Contains(err.Error(), sp.Id+"-shard-1") {
+			t.Fatalf("restore of another cluster's savepoint: %v, want FailedPrecondition naming the part and its MAC", err)
+		}
+		if l, err := cb.patterns.ListPatterns(b.ctx, req(&cepv1.ListPatternsRequest{})); err != nil || len(l.Msg.Patterns) != 0 {
+			t.Fatalf("the refused restore changed the cluster: %v %v", l, err)
+		}
+		res, err := cb.savepoints.RestoreSavepoint(b.ctx, req(&cepv1.RestoreSavepointRequest{
+			Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: sp.Location}, Positions: cepv1.PositionMapping_POSITION_MAPPING_FROM_START, Unsealed: true}))
+		if err != nil || len(res.Msg.PendingShards) > 0 {
+			t.Fatalf("unsealed restore of another cluster's savepoint: %v", err)
+		}
+	})
+
+	t.Run("from-start", func(t *testing.T) {
+		b, cb := positionsCluster(t, spDir, a)
 		if _, err := cb.sources.CreateSource(b.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +191,7 @@ func TestPositionsRestoreIntoFreshCluster(t *testing.T) {
 	})
 
 	t.Run("keep", func(t *testing.T) {
-		c, cc := positionsCluster(t, spDir)
+		c, cc := positionsCluster(t, spDir, a)
 		if _, err := cc.sources.CreateSource(c.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +212,7 @@ func TestPositionsRestoreIntoFreshCluster(t *testing.T) {
 	})
 
 	t.Run("from-time", func(t *testing.T) {
-		d, cd := positionsCluster(t, spDir)
+		d, cd := positionsCluster(t, spDir, a)
 		if _, err := cd.sources.CreateSource(d.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +412,7 @@ func TestPositionsRestoreRekeyedIntoFreshCluster(t *testing.T) {
 	}
 	sp := res.Msg.Savepoint
 
-	b, cb := positionsCluster(t, spDir)
+	b, cb := positionsCluster(t, spDir, a)
 	if _, err := cb.sources.CreateSource(b.ctx, req(&cepv1.CreateSourceRequest{Name: "bank", Key: "e.account"})); err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,10 @@ func TestSecuritySavepoints(t *testing.T) {
 		_, err := c.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: loc}}))
 		return err
 	}
+	restoreUnsealed := func(loc string) error {
+		_, err := c.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: loc}, Unsealed: true}))
+		return err
+	}
 	wantRefused := func(t *testing.T, what string, err error, code connect.Code, mentions ...string) {
 		t.Helper()
 		if connect.CodeOf(err) != code {
@@ -145,8 +149,12 @@ func TestSecuritySavepoints(t *testing.T) {
 			for _, part := range parts {
 				editPatterns(t, filepath.Join(dir, filepath.Base(part)), tt.edit)
 			}
+			// the parts were written again without the cluster's seal
 			err := restore("dir://" + dir + "#" + id)
-			wantRefused(t, "restore with an edited "+tt.name, err, connect.CodeInvalidArgument, tt.mention)
+			wantRefused(t, "restore with an edited "+tt.name, err, connect.CodeFailedPrecondition, id+"-shard-", "not sealed")
+			// restored as unsealed, the metadata is checked as a deploy's
+			err = restoreUnsealed("dir://" + dir + "#" + id)
+			wantRefused(t, "unsealed restore with an edited "+tt.name, err, connect.CodeInvalidArgument, tt.mention)
 			unchanged(t, "the restore with an edited "+tt.name)
 		}
 		// as a deploy of the same is
@@ -154,6 +162,20 @@ func TestSecuritySavepoints(t *testing.T) {
 		wantRefused(t, "deploy to $JS.API.INFO", err, connect.CodeInvalidArgument, "$JS.API.INFO")
 		_, err = c.patterns.DeployPattern(ctx, req(&cepv1.DeployPatternRequest{Spec: strings.Replace(string(lflSpec), "name: lfl", "name: ../x", 1)}))
 		wantRefused(t, "deploy of ../x", err, connect.CodeInvalidArgument, `"../x"`)
+	})
+
+	// a part written again with this project's own packages, a key
+	// group's state changed and every checksum valid, as someone who can
+	// write the store can: the part has no seal of the cluster's secret,
+	// and the restore is refused naming it (it restored, and published
+	// what the edited state held)
+	t.Run("rewritten part", func(t *testing.T) {
+		dir := copyParts(t, parts, filepath.Join(spDir, "rewritten"))
+		part := filepath.Join(dir, id+"-shard-2.ceps")
+		rewritePart(t, part)
+		err := restore("dir://" + dir + "#" + id)
+		wantRefused(t, "restore of a rewritten part", err, connect.CodeFailedPrecondition, id+"-shard-2", "not sealed")
+		unchanged(t, "the restore of a rewritten part")
 	})
 
 	t.Run("outside the savepoint directory", func(t *testing.T) {
@@ -241,6 +263,63 @@ func copyParts(t *testing.T, parts []string, dir string) string {
 	return dir
 }
 
+// rewritePart writes a savepoint file again, its first key group's state
+// cut short by a byte (a change to the state; what it decodes to does
+// not matter to a seal), with every checksum valid.
+func rewritePart(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := snapshot.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	w, err := snapshot.NewWriter(&out, r.Header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := false
+	for _, s := range r.Sections() {
+		switch {
+		case s.Name == snapshot.MACSection:
+		case s.Kind == snapshot.KeyGroupSection:
+			p, err := r.KeyGroup(s.KeyGroup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !edited && len(p) > 0 {
+				p, edited = p[:len(p)-1], true
+			}
+			if err := w.KeyGroup(s.KeyGroup, p); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			p, err := r.Named(s.Name)
+			if err == nil {
+				err = w.Named(s.Name, p)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !edited {
+		t.Fatalf("%s has no key-group state to edit", path)
+	}
+	if _, err := snapshot.NewReader(bytes.NewReader(out.Bytes()), int64(out.Len())); err != nil {
+		t.Fatalf("the rewritten part's checksums: %v", err)
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // editPatterns rewrites a savepoint file with every pattern of its header
 // metadata edited, and every checksum valid: what someone who can write
 // the store can do.
@@ -270,6 +349,9 @@ func editPatterns(t *testing.T, path string, edit func(*meta.Pattern)) {
 		t.Fatal(err)
 	}
 	for _, s := range r.Sections() {
+		if s.Name == snapshot.MACSection {
+			continue // a seal cannot be written without the cluster's secret
+		}
 		if s.Kind == snapshot.KeyGroupSection {
 			p, err := r.KeyGroup(s.KeyGroup)
 			if err == nil {

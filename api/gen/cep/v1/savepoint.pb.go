@@ -621,6 +621,12 @@ type RestoreSavepointRequest struct {
 	Positions PositionMapping `protobuf:"varint,4,opt,name=positions,proto3,enum=cep.v1.PositionMapping" json:"positions,omitempty"`
 	// With POSITION_MAPPING_FROM_TIME: the time of the first message to read.
 	PositionsFrom *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=positions_from,json=positionsFrom,proto3" json:"positions_from,omitempty"`
+	// Restore parts that carry no seal of this cluster's secret: another
+	// cluster's savepoint, or one of a release that did not seal them. Their
+	// checksums are still checked, but not who wrote them, so only set it
+	// for files you trust. Without it such a restore fails with
+	// FailedPrecondition naming the part.
+	Unsealed      bool `protobuf:"varint,6,opt,name=unsealed,proto3" json:"unsealed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,6 +705,13 @@ func (x *RestoreSavepointRequest) GetPositionsFrom() *timestamppb.Timestamp {
 		return x.PositionsFrom
 	}
 	return nil
+}
+
+func (x *RestoreSavepointRequest) GetUnsealed() bool {
+	if x != nil {
+		return x.Unsealed
+	}
+	return false
 }
 
 type isRestoreSavepointRequest_Savepoint interface {
@@ -841,14 +854,15 @@ const file_cep_v1_savepoint_proto_rawDesc = "" +
 	"keep_files\x18\x02 \x01(\bR\tkeepFiles\"o\n" +
 	"\x17DeleteSavepointResponse\x12/\n" +
 	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\x12#\n" +
-	"\rdeleted_files\x18\x02 \x03(\tR\fdeletedFiles\"\xf1\x01\n" +
+	"\rdeleted_files\x18\x02 \x03(\tR\fdeletedFiles\"\x8d\x02\n" +
 	"\x17RestoreSavepointRequest\x12\x10\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x12\x1c\n" +
 	"\blocation\x18\x02 \x01(\tH\x00R\blocation\x12\x1f\n" +
 	"\vshard_count\x18\x03 \x01(\rR\n" +
 	"shardCount\x125\n" +
 	"\tpositions\x18\x04 \x01(\x0e2\x17.cep.v1.PositionMappingR\tpositions\x12A\n" +
-	"\x0epositions_from\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rpositionsFromB\v\n" +
+	"\x0epositions_from\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rpositionsFrom\x12\x1a\n" +
+	"\bunsealed\x18\x06 \x01(\bR\bunsealedB\v\n" +
 	"\tsavepoint\"\xfd\x01\n" +
 	"\x18RestoreSavepointResponse\x12/\n" +
 	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\x12\x1f\n" +
