@@ -11,8 +11,8 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -563,9 +563,13 @@ func sourcesOf(m *meta.Meta) []string {
 func outputSubject(pattern string) string { return keygroup.OutputSubjectRoot + pattern }
 
 // validSourceName checks a source name is usable as a subject token.
+// (the name is in its subjects, its dead-letter subject and its stream's
+// name: kept short and plain, none of them is past a NATS bound).
 func validSourceName(s string) error {
-	if s == "" || strings.ContainsAny(s, ".*> \t") || len(s) > 64 {
-		return fmt.Errorf("source name %q: use letters, digits, '-' and '_' (at most 64)", s)
+	if !sourceNameRE.MatchString(s) {
+		return fmt.Errorf("source name %.64q: use letters, digits, '-' and '_' (at most 64)", s)
 	}
 	return nil
 }
+
+var sourceNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -202,8 +202,13 @@ func tailSubject(m *meta.Meta, r *cepv1.TailRequest) (subject, what string, err 
 		return "", "", fmt.Errorf("%w: dead_letter_source %q is not a source name", api.ErrInvalidArgument, src)
 	default:
 		// a deleted source's dead letters stay in the stream: any name is
-		// tailed, known or not
-		return shard.DeadLetterSubject(src), "dead letters of " + src, nil
+		// tailed, known or not; the name goes into the subject of a
+		// JetStream API request, which NATS bounds
+		subject := shard.DeadLetterSubject(src)
+		if err := keygroup.CheckSubjectBounds(subject); err != nil {
+			return "", "", fmt.Errorf("%w: field dead_letter_source: %v", api.ErrInvalidArgument, err)
+		}
+		return subject, "dead letters of " + src, nil
 	}
 }
 

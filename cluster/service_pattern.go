@@ -171,6 +171,9 @@ func toPattern(p *meta.Pattern) *cepv1.Pattern {
 // under the output stream's root, or its records would go to a subject
 // no stream keeps (or to the server's own, $JS.API...) and vanish.
 func checkOutputSubject(subject string) error {
+	if err := keygroup.CheckSubjectBounds(subject); err != nil {
+		return fmt.Errorf("%w: field output_subject: %v", api.ErrInvalidArgument, err)
+	}
 	if !strings.HasPrefix(subject, keygroup.OutputSubjectRoot) {
 		return fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, keygroup.OutputSubjectRoot)
 	}

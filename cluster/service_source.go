@@ -225,12 +225,24 @@ func checkSource(s *meta.Source) error {
 	if s.Stream != "" && (len(s.Stream) > 255 || strings.ContainsAny(s.Stream, ".*>/\\ \t\r\n") || strings.HasPrefix(s.Stream, "$")) {
 		return bad("stream name %q: no '.', '*', '>', '/', '\\', white space or leading '$'", s.Stream)
 	}
-	for _, subj := range slices.Concat(s.Subjects, s.Filter) {
+	subjects := slices.Concat(s.Subjects, s.Filter)
+	if len(subjects) == 0 && s.Stream == "" {
+		subjects = []string{keygroup.SourceWildcard(s.Name)} // what a create gives it
+	}
+	for _, subj := range subjects {
+		if err := keygroup.CheckSubjectBounds(subj); err != nil {
+			return bad("field subjects: %v", err)
+		}
 		if err := validSubject(subj); err != nil {
 			return bad("subject %q: %v", subj, err)
 		}
-		if strings.HasPrefix(subj, "$") || strings.HasPrefix(subj, "_INBOX.") || subj == ">" || strings.HasPrefix(subj, "*.") || subj == "*" {
-			return bad("subject %q would take the server's own subjects ($JS, $SYS, _INBOX)", subj)
+		if first, _, _ := strings.Cut(subj, "."); strings.HasPrefix(first, "$") || first == "*" || first == ">" {
+			return bad("subject %q would take the server's own subjects ($JS, $SYS, ...)", subj)
+		}
+		for _, own := range internalSubjects {
+			if subjectsOverlap(subj, own) {
+				return bad("subject %q overlaps %s, the cluster's own subjects", subj, own)
+			}
 		}
 	}
 	if s.Key != "" {
@@ -246,6 +258,29 @@ func checkSource(s *meta.Source) error {
 }
 
 var derivedHashRE = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+// internalSubjects are subjects a source's stream must not take: the
+// inboxes of the node's and the publishers' replies (a stream storing
+// them would swallow the JetStream API's answers), and the cluster's
+// output, dead-letter and clock subjects.
+var internalSubjects = []string{"_INBOX.>", nodeInboxPrefix + ".>", "cep.>"}
+
+// subjectsOverlap reports whether some subject matches both a and b
+// (subjects with wildcards).
+func subjectsOverlap(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; ; i++ {
+		if i == len(at) || i == len(bt) {
+			return len(at) == len(bt)
+		}
+		if at[i] == ">" || bt[i] == ">" {
+			return true
+		}
+		if at[i] != "*" && bt[i] != "*" && at[i] != bt[i] {
+			return false
+		}
+	}
+}
 
 // validSubject checks a subject a source reads: NATS tokens, '*' and a
 // final '>'.
