@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -39,12 +40,17 @@ type Node struct {
 	cfg    Config
 	log    *slog.Logger
 	ns     *server.Server
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	conn   atomic.Pointer[natsConn] // the node's NATS connection: made anew when NATS closes it (redialNATS), so read it each time
 	mux    *transport.Mux
 	muxErr chan error
 	meta   *metaGroup
 	gossip *gossip.Gossip
+	// dialNATS connects as the node connected at start; redialed, guarded
+	// by redialedMu, is closed (and replaced) each time conn is made anew:
+	// what hangs on the old connection is made again
+	dialNATS   func() (*nats.Conn, error)
+	redialedMu sync.Mutex
+	redialed   chan struct{}
 	// replicas are this node's shard replicas by shard id, each with its
 	// leader loop; they change as the cluster places replicas
 	replicasMu   sync.RWMutex
@@ -168,13 +174,21 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		url = n.ns.ClientURL()
 	}
-	if n.nc, err = dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID, cfg.Secret); err != nil {
+	n.dialNATS = func() (*nats.Conn, error) {
+		return dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID, cfg.Secret)
+	}
+	n.redialed = make(chan struct{})
+	nc, err := n.dialNATS()
+	if err != nil {
 		return n, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
-	if n.js, err = jetstream.New(n.nc); err != nil {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
 		return n, err
 	}
-	if err := EnsureOutputStream(ctx, n.js, cfg.OutputLimits); err != nil {
+	n.conn.Store(&natsConn{nc, js})
+	if err := EnsureOutputStream(ctx, n.JetStream(), cfg.OutputLimits); err != nil {
 		return n, fmt.Errorf("output stream: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
@@ -400,8 +414,8 @@ func (n *Node) Close() error {
 	// a replica manageReplicas opened while the first call closed them
 	errs = append(errs, n.closeReplicas())
 	n.meta = nil
-	if n.nc != nil {
-		n.nc.Close()
+	if c := n.conn.Load(); c != nil {
+		c.nc.Close()
 	}
 	if n.ns != nil {
 		n.ns.Shutdown()
@@ -484,7 +498,7 @@ func (n *Node) NATSURL() string {
 }
 
 // JetStream returns the node's JetStream context.
-func (n *Node) JetStream() jetstream.JetStream { return n.js }
+func (n *Node) JetStream() jetstream.JetStream { return n.conn.Load().js }
 
 // Meta returns a copy of the current metadata.
 func (n *Node) Meta() *meta.Meta {

@@ -82,11 +82,11 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 		release() // the place is free once the tail has stopped reading
 		dctx, cancel := context.WithTimeout(context.Background(), tailCleanup)
 		defer cancel()
-		if err := n.js.DeleteConsumer(dctx, OutputStream, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err := n.JetStream().DeleteConsumer(dctx, OutputStream, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			n.log.Warn("tail: delete its consumer (the server drops it once inactive)", "pattern", what, "consumer", cfg.Name, "err", err)
 		}
 	}()
-	cons, err := n.js.CreateConsumer(ctx, OutputStream, cfg)
+	cons, err := n.JetStream().CreateConsumer(ctx, OutputStream, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -276,14 +276,14 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 		if o := md.Sources[src]; o != nil {
 			limits = o.Limits
 		}
-		stream, err := EnsureSourceStream(ctx, b.s.n.js, d, b.s.n.keyGroups())
+		stream, err := EnsureSourceStream(ctx, b.s.n.JetStream(), d, b.s.n.keyGroups())
 		if err == nil {
-			err = setStreamLimits(ctx, b.s.n.js, stream, limits)
+			err = setStreamLimits(ctx, b.s.n.JetStream(), stream, limits)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: create the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
-		created, err := streamCreated(ctx, b.s.n.js, stream)
+		created, err := streamCreated(ctx, b.s.n.JetStream(), stream)
 		if err != nil {
 			return nil, fmt.Errorf("%w: the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
