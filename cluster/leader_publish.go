@@ -154,12 +154,12 @@ round:
 				switch bad := keygroup.CheckSubjectBounds(o.Subject); {
 				case refused[o.Seq] != "":
 					// JetStream refused it before: it would at every try
-					msg.Subject, msg.Data = undeliverable(o, refused[o.Seq])
+					msg.Subject, msg.Data = undeliverable(o, refused[o.Seq], false)
 				case bad != nil:
 					// NATS would close the node's connection for it (a
 					// control line too long), at every try and on every
 					// replica that takes the shard over
-					msg.Subject, msg.Data = undeliverable(o, "its subject "+bad.Error())
+					msg.Subject, msg.Data = undeliverable(o, "its subject "+bad.Error(), true)
 					r.n.natsLink.count(refusedSubject)
 					r.log.Warn("an output record's subject is past the bound on subjects: a summary goes to the dead-letter subject",
 						"id", o.ID, "subject_bytes", len(o.Subject), "err", bad, "dead_letter", msg.Subject)
@@ -247,14 +247,19 @@ func refusedForGood(err error) bool {
 }
 
 // undeliverable is what is published instead of a record NATS does not
-// take (reason): on the dead-letter subject of its source for a
-// forwarded event (DeadLetterRoot + the derived source's name), else on
-// DeadLetterRoot + "output", a summary naming the record's id, the start
-// and length of its subject, the reason, and the record itself when it
-// is JSON (its size is within the max payload: only the subject was
-// refused).
-func undeliverable(o shard.OutRecord, reason string) (subject string, data []byte) {
+// take (reason): a summary naming the record's id, the start and length
+// of its subject and the reason, with the record itself when withData
+// (only its subject was refused: it is within the max payload). It goes
+// to the dead-letter subject of its source for a forwarded event
+// (DeadLetterRoot + the derived source's name), else, as oversized
+// records do, to DeadLetterRoot + "output." + the rest of its subject, or
+// DeadLetterRoot + "output" when that is past the bounds.
+func undeliverable(o shard.OutRecord, reason string, withData bool) (subject string, data []byte) {
 	subject = keygroup.DeadLetterRoot + "output"
+	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, keygroup.OutputSubjectRoot), keygroup.DeadLetterRoot)
+	if s := subject + "." + rest; !strings.HasPrefix(o.ID, "fw-") && keygroup.CheckSubjectBounds(s) == nil {
+		subject = s
+	}
 	if strings.HasPrefix(o.ID, "fw-") {
 		// "<origin>.k<hash>.<key token>"
 		if toks := strings.SplitN(o.Subject, ".", 3); len(toks) == 3 {
@@ -274,7 +279,7 @@ func undeliverable(o shard.OutRecord, reason string) (subject string, data []byt
 		Reason       string          `json:"reason"`
 		Data         json.RawMessage `json:"data,omitempty"`
 	}{Subject: strings.ToValidUTF8(head, "?"), SubjectBytes: len(o.Subject), ID: o.ID, Reason: reason}
-	if json.Valid(o.Payload) {
+	if withData && json.Valid(o.Payload) {
 		out.Data = o.Payload
 	}
 	data, _ = json.Marshal(out)

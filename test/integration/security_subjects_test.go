@@ -44,9 +44,14 @@ func (tc *testCluster) keepsNATS() {
 		if v := tc.metric(i, "cep_nats_reachable"); v != 1 {
 			tc.t.Errorf("%s: cep_nats_reachable = %v", tc.cfgs[i].NodeID, v)
 		}
-		if code, body := tc.readyz(i); code != http.StatusOK {
-			tc.t.Errorf("%s: /readyz %d %q", tc.cfgs[i].NodeID, code, body)
-		}
+		// (a shard may be between leaders for a moment, as leadership
+		// moves to its preferred replica)
+		testutil.EventuallyEvery(tc.t, 10*time.Second, poll, func() error {
+			if code, body := tc.readyz(i); code != http.StatusOK {
+				return fmt.Errorf("%s: /readyz %d %q", tc.cfgs[i].NodeID, code, body)
+			}
+			return nil
+		})
 	}
 }
 
@@ -220,6 +225,91 @@ func TestClosedNATSConnectionIsRedialed(t *testing.T) {
 	defer tail.Close()
 	if !tail.Receive() {
 		t.Fatalf("tail on the new connection: %v", tail.Err())
+	}
+	tc.keepsNATS()
+}
+
+// A record JetStream refuses for good (here: larger than the output
+// stream's max message size, which an operator may set) once stayed in the
+// replicated outbox, retried forever: the outbox filled, the shard stopped
+// reading, and so would every leader after. Now each such record is
+// published as a dead-letter summary on cep.deadletter.output.<pattern>
+// (acknowledged through the log like any record), counted in
+// cep_outbox_refused_total, and the shard goes on: its outbox drains and
+// the records JetStream takes are published.
+func TestRecordsJetStreamRefusesAreDeadLettered(t *testing.T) {
+	tc := newSingle(t, 2*time.Minute, cluster.Config{Shards: 2})
+	tc.deployOnBank(0, lflSpec)
+	ctx := tc.ctx
+	// events padded so that every match is well over the max message size
+	lines := bankEvents(13, 300)
+	for i, l := range lines {
+		lines[i] = strings.Replace(l, `{`, `{"pad":"`+strings.Repeat("p", 1500)+`",`, 1)
+	}
+	want := offline(t, lflSpec, lines)
+	smallest := len(want[0])
+	for _, r := range want {
+		smallest = min(smallest, len(r))
+	}
+	// every match is refused, a summary (about 300 bytes) is not
+	const maxMsg = 1000
+	if smallest <= maxMsg {
+		t.Fatalf("the offline engine's smallest record is %d bytes: not over the max message size %d", smallest, maxMsg)
+	}
+	js := tc.jetStream()
+	st, err := js.Stream(ctx, cluster.OutputStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxMsgSize = maxMsg
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	summaries := tc.waitOutputs(keygroup.DeadLetterRoot+"output.lfl", len(want), 30*time.Second)
+	if len(summaries) != len(want) {
+		t.Fatalf("%d summaries on %soutput.lfl, want one per match (%d)", len(summaries), keygroup.DeadLetterRoot, len(want))
+	}
+	for _, s := range summaries {
+		var sum struct{ Subject, ID, Reason string }
+		if err := json.Unmarshal([]byte(s), &sum); err != nil || sum.Subject != "cep.out.lfl" || sum.ID == "" || !strings.Contains(sum.Reason, "JetStream refused it") {
+			t.Fatalf("summary %s", s)
+		}
+	}
+	if n := tc.outputCount("cep.out.lfl"); n != 0 {
+		t.Errorf("%d records on cep.out.lfl over the max message size", n)
+	}
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		for _, sh := range []string{"1", "2"} {
+			if v := tc.metric(0, "cep_outbox_records", "shard", sh); v != 0 {
+				return fmt.Errorf("shard %s: %v records in the outbox", sh, v)
+			}
+		}
+		return nil
+	})
+	if v := tc.metric(0, "cep_outbox_refused_total", "cause", "server"); v != float64(len(want)) {
+		t.Errorf("cep_outbox_refused_total{cause=server} = %v, want %d", v, len(want))
+	}
+	// the shards go on: with the limit lifted, the matches of later events
+	// are published as the offline engine finds them
+	cfg.MaxMsgSize = -1
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	more := bankEvents(14, 300)
+	for i, l := range more {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		e["ts"] = e["ts"].(float64) + 2_000_000 // after every event before
+		b, _ := json.Marshal(e)
+		more[i] = string(b)
+	}
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, more)
+	if d := tc.newRecordsDiffer("cep.out.lfl", 0, lflSpec, more); d != "" {
+		t.Fatalf("after the limit is lifted: %s", d)
 	}
 	tc.keepsNATS()
 }
