@@ -190,6 +190,11 @@ func tailSubject(m *meta.Meta, r *cepv1.TailRequest) (subject, what string, err 
 		if p == nil || p.Deleted {
 			return "", "", fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Pattern)
 		}
+		if err := keygroup.CheckSubjectBounds(p.OutputSubject); err != nil {
+			// metadata from before the bound: the subject would go into a
+			// JetStream API request NATS closes the connection for
+			return "", "", fmt.Errorf("%w: pattern %q: its output subject %v", api.ErrFailedPrecondition, r.Pattern, err)
+		}
 		return p.OutputSubject, r.Pattern, nil
 	}
 	switch src := r.DeadLetterSource; {
