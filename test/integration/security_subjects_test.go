@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/keygroup"
 )
@@ -310,6 +312,43 @@ func TestRecordsJetStreamRefusesAreDeadLettered(t *testing.T) {
 	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, more)
 	if d := tc.newRecordsDiffer("cep.out.lfl", 0, lflSpec, more); d != "" {
 		t.Fatalf("after the limit is lifted: %s", d)
+	}
+	tc.keepsNATS()
+}
+
+// A savepoint whose pattern publishes on a subject past the bound (an
+// edited one: the checksums are valid) is refused as a deploy of it is,
+// naming the bound, and the cluster stays as it was; its restore would
+// otherwise put a subject NATS closes the connection for into every
+// shard's outbox.
+func TestSavepointWithLongOutputSubjectRefused(t *testing.T) {
+	tc := newCluster(t, 2*time.Minute)
+	spDir := filepath.Join(tc.base, "sp")
+	a := tc.addOne(cluster.Config{DataDir: filepath.Join(tc.base, "a"), Shards: 2, SavepointDir: spDir})
+	c, ctx := tc.client(a), tc.ctx
+	tc.createBank(c)
+	tc.deploy(c, &cepv1.DeployPatternRequest{Spec: string(lflSpec)})
+	sp, err := c.savepoints.CreateSavepoint(ctx, req(&cepv1.CreateSavepointRequest{Target: "dir://" + filepath.Join(spDir, "good")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sp.Msg.Savepoint.Id
+	parts, _ := filepath.Glob(filepath.Join(spDir, "good", id+"-shard-*.ceps"))
+	if len(parts) != 2 {
+		t.Fatalf("savepoint %s: parts %v", id, parts)
+	}
+	dir := copyParts(t, parts, filepath.Join(spDir, "edited"))
+	long := "cep.out." + strings.Repeat("o", 5000)
+	for _, part := range parts {
+		editPatterns(t, filepath.Join(dir, filepath.Base(part)), func(p *meta.Pattern) { p.OutputSubject = long })
+	}
+	_, err = c.savepoints.RestoreSavepoint(ctx, req(&cepv1.RestoreSavepointRequest{Savepoint: &cepv1.RestoreSavepointRequest_Location{Location: "dir://" + dir + "#" + id}}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "MaxSubjectBytes") || len(err.Error()) > 600 {
+		t.Fatalf("restore of a savepoint with a 5,000-byte output subject: %v", err)
+	}
+	res, err := c.patterns.GetPattern(ctx, req(&cepv1.GetPatternRequest{Name: "lfl"}))
+	if err != nil || res.Msg.Pattern.OutputSubject != "cep.out.lfl" {
+		t.Fatalf("after the refused restore: %v %v", res, err)
 	}
 	tc.keepsNATS()
 }
