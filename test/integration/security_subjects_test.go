@@ -190,6 +190,7 @@ func TestClosedNATSConnectionIsRedialed(t *testing.T) {
 		t.Fatal(err)
 	}
 	old.Flush() // sends it; the server answers by closing the connection
+	closedAt := time.Now()
 	testutil.EventuallyEvery(t, 5*time.Second, time.Millisecond, func() error {
 		if !old.IsClosed() {
 			return fmt.Errorf("the server has not closed the node's connection")
@@ -210,6 +211,7 @@ func TestClosedNATSConnectionIsRedialed(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("ready again %v after the connection was closed", time.Since(closedAt).Round(time.Millisecond))
 	if res, err := hc.Check(tc.ctx, &grpchealth.CheckRequest{}); err != nil || res.Status != grpchealth.StatusServing {
 		t.Fatalf("gRPC health once NATS answers again: %v %v", res, err)
 	}
