@@ -126,6 +126,10 @@ func (r *leader) run() {
 	}
 }
 
+// errNATSRedialed ends a leader session whose NATS connection was
+// replaced.
+var errNATSRedialed = errors.New("connected to NATS anew")
+
 // session is one leadership term's work.
 func (r *leader) session(ctx context.Context) {
 	began := time.Now()
@@ -153,7 +157,18 @@ func (r *leader) session(ctx context.Context) {
 			cancel()
 		}
 	}
-	wg.Add(7)
+	// the reads, publishes and subscriptions below hang on the node's NATS
+	// connection of the moment: a new one (redialNATS) starts a new session
+	redialed := r.n.natsRedialed()
+	wg.Add(8)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-redialed:
+			fail(errNATSRedialed)
+		}
+	}()
 	go func() { defer wg.Done(); fail(r.clock(ctx)) }()
 	go func() { defer wg.Done(); r.manageMembers(ctx) }()
 	go func() { defer wg.Done(); r.watchStreams(ctx, fail) }()

@@ -223,7 +223,7 @@ type ClockStatus struct {
 func (r *leader) clock(ctx context.Context) error {
 	self := r.sh.ID()
 	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}, now: r.n.cfg.Now}
-	sub, err := r.n.nc.Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {
+	sub, err := r.n.natsConn().Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {
 		if rep, ok := decodeClockReport(m.Data); ok && rep.Shard != self {
 			table.take(rep)
 		}
@@ -302,7 +302,7 @@ func (r *leader) clock(ctx context.Context) error {
 		for read, entries := range byRead {
 			data, _ := json.Marshal(clockReport{Shard: self, Clocks: entries})
 			// a report lost is sent again within ClockEvery
-			_ = r.n.nc.Publish(ClockSubjectRoot+read, data)
+			_ = r.n.natsConn().Publish(ClockSubjectRoot+read, data)
 		}
 		r.n.setClockStatus(self, status)
 		if len(ops) > 0 {

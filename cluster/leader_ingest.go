@@ -115,7 +115,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	}
 	began := time.Now()
 	r.warnIfRemoved(ctx, rs.stream, pos)
-	cons, err := r.n.js.OrderedConsumer(ctx, rs.stream, cfg)
+	cons, err := r.n.JetStream().OrderedConsumer(ctx, rs.stream, cfg)
 	if err != nil {
 		return err
 	}

@@ -133,6 +133,12 @@ func (r *leader) publish(ctx context.Context) error {
 		return shard.Result(ctx, f)
 	}
 	defer waitAck()
+	// refused are the records JetStream refused for good in this term, by
+	// outbox seq, with why: each is published as a dead-letter summary
+	// instead, and acknowledged through the log like any record, so every
+	// replica drops it from its outbox
+	refused := map[uint64]string{}
+round:
 	for {
 		var recs []shard.OutRecord
 		r.sh.FSM().View(func(s *shard.State, _ uint64) {
@@ -142,13 +148,26 @@ func (r *leader) publish(ctx context.Context) error {
 		})
 		if len(recs) > 0 {
 			futures := make([]jetstream.PubAckFuture, 0, len(recs))
-			max := r.n.nc.MaxPayload() // the server's, known once connected
+			max := r.n.natsConn().MaxPayload() // the server's, known once connected
 			for _, o := range recs {
 				msg := &nats.Msg{Subject: o.Subject, Data: o.Payload, Header: nats.Header{}}
-				if int64(len(o.Payload)) > max-headerRoom {
+				switch bad := keygroup.CheckSubjectBounds(o.Subject); {
+				case refused[o.Seq] != "":
+					// JetStream refused it before: it would at every try
+					msg.Subject, msg.Data = undeliverable(o, refused[o.Seq], false)
+				case bad != nil:
+					// NATS would close the node's connection for it (a
+					// control line too long), at every try and on every
+					// replica that takes the shard over
+					msg.Subject, msg.Data = undeliverable(o, "its subject "+bad.Error(), true)
+					r.n.natsLink.count(refusedSubject)
+					r.log.Warn("an output record's subject is past the bound on subjects: a summary goes to the dead-letter subject",
+						"id", o.ID, "subject_bytes", len(o.Subject), "err", bad, "dead_letter", msg.Subject)
+				case int64(len(o.Payload)) > max-headerRoom:
 					// the server would refuse it at every try and the shard
 					// would never publish past it
 					msg.Subject, msg.Data = oversized(o, max)
+					r.n.natsLink.count(refusedPayload)
 					r.log.Warn("an output record exceeds the NATS max payload: its summary goes to the dead-letter subject",
 						"id", o.ID, "subject", o.Subject, "bytes", len(o.Payload), "max_payload", max, "dead_letter", msg.Subject)
 				}
@@ -159,16 +178,30 @@ func (r *leader) publish(ctx context.Context) error {
 				} else {
 					msg.Header.Set(jetstream.MsgIDHeader, o.ID)
 				}
-				f, err := r.n.js.PublishMsgAsync(msg)
+				f, err := r.n.JetStream().PublishMsgAsync(msg)
 				if err != nil {
+					if refusedForGood(err) && refused[o.Seq] == "" {
+						refused[o.Seq] = "NATS refused it: " + err.Error()
+						r.n.natsLink.count(refusedServer)
+						r.log.Warn("NATS refuses an output record: a summary goes to the dead-letter subject", "id", o.ID, "err", err)
+						continue round
+					}
 					return err
 				}
 				futures = append(futures, f)
 			}
-			for _, f := range futures {
+			for i, f := range futures {
 				select {
 				case <-f.Ok():
 				case err := <-f.Err():
+					if o := recs[i]; refusedForGood(err) && refused[o.Seq] == "" {
+						// the round again, this record's summary in its
+						// place (the records before it are de-duplicated)
+						refused[o.Seq] = "JetStream refused it: " + err.Error()
+						r.n.natsLink.count(refusedServer)
+						r.log.Warn("JetStream refuses an output record: a summary goes to the dead-letter subject", "id", o.ID, "err", err)
+						continue round
+					}
 					return err
 				case <-ctx.Done():
 					return nil
@@ -194,4 +227,61 @@ func (r *leader) publish(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// refusedForGood reports whether a publish error is about the message
+// itself (its subject, its size), so that publishing it again fails
+// again, rather than about NATS being unreachable or the stream missing.
+func refusedForGood(err error) bool {
+	if errors.Is(err, nats.ErrBadSubject) || errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadHeaderMsg) {
+		return true
+	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum, jetstream.JSErrCodeBadRequest:
+			return true
+		}
+	}
+	return false
+}
+
+// undeliverable is what is published instead of a record NATS does not
+// take (reason): a summary naming the record's id, the start and length
+// of its subject and the reason, with the record itself when withData
+// (only its subject was refused: it is within the max payload). It goes
+// to the dead-letter subject of its source for a forwarded event
+// (DeadLetterRoot + the derived source's name), else, as oversized
+// records do, to DeadLetterRoot + "output." + the rest of its subject, or
+// DeadLetterRoot + "output" when that is past the bounds.
+func undeliverable(o shard.OutRecord, reason string, withData bool) (subject string, data []byte) {
+	subject = keygroup.DeadLetterRoot + "output"
+	rest := strings.TrimPrefix(strings.TrimPrefix(o.Subject, keygroup.OutputSubjectRoot), keygroup.DeadLetterRoot)
+	if s := subject + "." + rest; !strings.HasPrefix(o.ID, "fw-") && keygroup.CheckSubjectBounds(s) == nil {
+		subject = s
+	}
+	if strings.HasPrefix(o.ID, "fw-") {
+		// "<origin>.k<hash>.<key token>"
+		if toks := strings.SplitN(o.Subject, ".", 3); len(toks) == 3 {
+			if s := keygroup.DeadLetterRoot + toks[0] + "." + toks[1]; keygroup.CheckSubjectBounds(s) == nil {
+				subject = s
+			}
+		}
+	}
+	head := o.Subject
+	if len(head) > 128 {
+		head = head[:128] + "…"
+	}
+	out := struct {
+		Subject      string          `json:"subject"`
+		SubjectBytes int             `json:"subjectBytes"`
+		ID           string          `json:"id"`
+		Reason       string          `json:"reason"`
+		Data         json.RawMessage `json:"data,omitempty"`
+	}{Subject: strings.ToValidUTF8(head, "?"), SubjectBytes: len(o.Subject), ID: o.ID, Reason: reason}
+	if withData && json.Valid(o.Payload) {
+		out.Data = o.Payload
+	}
+	data, _ = json.Marshal(out)
+	return subject, data
 }

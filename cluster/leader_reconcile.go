@@ -117,7 +117,7 @@ func (r *leader) skipHistory(ctx context.Context, m *meta.Meta, src string, from
 
 // streamEnd returns the last sequence number of a source's stream.
 func (r *leader) streamEnd(ctx context.Context, stream, src string) (uint64, bool) {
-	st, err := r.n.js.Stream(ctx, stream)
+	st, err := r.n.JetStream().Stream(ctx, stream)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("a new pattern reads the source from where its reading last stopped: its stream's end is unknown", "source", src, "stream", stream, "err", err)

@@ -21,7 +21,7 @@ import (
 // when restoring an old savepoint — and reading goes on from the first
 // event it still holds.
 func (r *leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
-	st, err := r.n.js.Stream(ctx, stream)
+	st, err := r.n.JetStream().Stream(ctx, stream)
 	if err != nil {
 		return // reading reports it
 	}
@@ -62,7 +62,7 @@ func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
 		}
 		for stream, source := range streams {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			st, err := r.n.js.Stream(cctx, stream)
+			st, err := r.n.JetStream().Stream(cctx, stream)
 			cancel()
 			if err == nil {
 				created, want := st.CachedInfo().Created.UnixNano(), identity[stream]
@@ -196,7 +196,7 @@ func (r *leader) streamReplaced(ctx context.Context, rs readSpec) (want, created
 		want = s.StreamCreated
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	created, err := streamCreated(cctx, r.n.js, rs.stream)
+	created, err := streamCreated(cctx, r.n.JetStream(), rs.stream)
 	cancel()
 	return want, created, err == nil && want != 0 && created != want
 }

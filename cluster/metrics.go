@@ -208,7 +208,7 @@ func (c *collector) collectLag(ch chan<- prometheus.Metric, sh *shard.Shard, id 
 		if origin == nil || forwarderOf(m, src) != sh.ID() {
 			continue
 		}
-		if ost, err := c.n.js.Stream(ctx, origin.Stream); err == nil {
+		if ost, err := c.n.JetStream().Stream(ctx, origin.Stream); err == nil {
 			ch <- prometheus.MustNewConstMetric(c.forwardLag, prometheus.GaugeValue, float64(behind(ost.CachedInfo().State.LastSeq, fwd[src])), id, src)
 		}
 	}
@@ -232,12 +232,12 @@ func (c *collector) unread(ctx context.Context, sh *shard.Shard, sm *meta.Source
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = pos + 1
 	}
-	cons, err := c.n.js.CreateConsumer(ctx, sm.Stream, cfg)
+	cons, err := c.n.JetStream().CreateConsumer(ctx, sm.Stream, cfg)
 	if err != nil {
 		return 0, err
 	}
 	info := cons.CachedInfo()
-	_ = c.n.js.DeleteConsumer(ctx, sm.Stream, info.Name)
+	_ = c.n.JetStream().DeleteConsumer(ctx, sm.Stream, info.Name)
 	return info.NumPending, nil
 }
 
@@ -248,11 +248,18 @@ func behind(last, pos uint64) uint64 {
 	return 0
 }
 
-// Ready returns nil once the cluster is initialised and every local shard
-// has a leader, else what is missing. /readyz and gRPC health answer from it.
+// Ready returns nil once the cluster is initialised, every local shard
+// has a leader and the node's NATS connection answers, else what is
+// missing. /readyz and gRPC health answer from it.
 func (n *Node) Ready() error {
 	if n.meta == nil || n.Meta().KeyGroups == 0 {
 		return errors.New("cluster not initialised")
+	}
+	if c := n.conn.Load(); c == nil || c.nc.IsClosed() {
+		return errors.New("the NATS connection is closed (connecting anew)")
+	}
+	if d := n.natsLink.unreachableFor(time.Now()); d > 0 {
+		return fmt.Errorf("NATS has not answered for %s", d.Round(time.Millisecond))
 	}
 	for _, sh := range n.Shards() {
 		if addr, _ := sh.Raft().LeaderWithID(); addr == "" {
@@ -263,8 +270,8 @@ func (n *Node) Ready() error {
 }
 
 // HTTPHandlers returns /metrics, /healthz and /readyz for the node.
-// /healthz answers while the process serves; /readyz once the cluster is
-// initialised and every local shard has a leader.
+// /healthz answers while the process serves; /readyz while the node is
+// Ready.
 func (n *Node) HTTPHandlers() map[string]http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(n.metricCollectors()...)

@@ -11,9 +11,10 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -39,12 +40,17 @@ type Node struct {
 	cfg    Config
 	log    *slog.Logger
 	ns     *server.Server
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	conn   atomic.Pointer[natsConn] // the node's NATS connection: made anew when NATS closes it (redialNATS), so read it each time
 	mux    *transport.Mux
 	muxErr chan error
 	meta   *metaGroup
 	gossip *gossip.Gossip
+	// dialNATS connects as the node connected at start; redialed, guarded
+	// by redialedMu, is closed (and replaced) each time conn is made anew:
+	// what hangs on the old connection is made again
+	dialNATS   func() (*nats.Conn, error)
+	redialedMu sync.Mutex
+	redialed   chan struct{}
 	// replicas are this node's shard replicas by shard id, each with its
 	// leader loop; they change as the cluster places replicas
 	replicasMu   sync.RWMutex
@@ -168,13 +174,21 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		url = n.ns.ClientURL()
 	}
-	if n.nc, err = dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID, cfg.Secret); err != nil {
+	n.dialNATS = func() (*nats.Conn, error) {
+		return dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID, cfg.Secret)
+	}
+	n.redialed = make(chan struct{})
+	nc, err := n.dialNATS()
+	if err != nil {
 		return n, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
-	if n.js, err = jetstream.New(n.nc); err != nil {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
 		return n, err
 	}
-	if err := EnsureOutputStream(ctx, n.js, cfg.OutputLimits); err != nil {
+	n.conn.Store(&natsConn{nc, js})
+	if err := EnsureOutputStream(ctx, n.JetStream(), cfg.OutputLimits); err != nil {
 		return n, fmt.Errorf("output stream: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
@@ -401,8 +415,8 @@ func (n *Node) Close() error {
 	// a replica manageReplicas opened while the first call closed them
 	errs = append(errs, n.closeReplicas())
 	n.meta = nil
-	if n.nc != nil {
-		n.nc.Close()
+	if c := n.conn.Load(); c != nil {
+		c.nc.Close()
 	}
 	if n.ns != nil {
 		n.ns.Shutdown()
@@ -485,7 +499,7 @@ func (n *Node) NATSURL() string {
 }
 
 // JetStream returns the node's JetStream context.
-func (n *Node) JetStream() jetstream.JetStream { return n.js }
+func (n *Node) JetStream() jetstream.JetStream { return n.conn.Load().js }
 
 // Meta returns a copy of the current metadata.
 func (n *Node) Meta() *meta.Meta {
@@ -564,9 +578,13 @@ func sourcesOf(m *meta.Meta) []string {
 func outputSubject(pattern string) string { return keygroup.OutputSubjectRoot + pattern }
 
 // validSourceName checks a source name is usable as a subject token.
+// (the name is in its subjects, its dead-letter subject and its stream's
+// name: kept short and plain, none of them is past a NATS bound).
 func validSourceName(s string) error {
-	if s == "" || strings.ContainsAny(s, ".*> \t") || len(s) > 64 {
-		return fmt.Errorf("source name %q: use letters, digits, '-' and '_' (at most 64)", s)
+	if !sourceNameRE.MatchString(s) {
+		return fmt.Errorf("source name %.64q: use letters, digits, '-' and '_' (at most 64)", s)
 	}
 	return nil
 }
+
+var sourceNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -239,7 +239,7 @@ func (n *Node) openStore(ctx context.Context, loc string) (snapshot.Store, error
 		return nil, fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)
 	}
 	if scheme != snapshot.SchemeDir {
-		s, err := snapshot.OpenStore(ctx, loc, n.js)
+		s, err := snapshot.OpenStore(ctx, loc, n.JetStream())
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 		}

@@ -82,11 +82,11 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 		release() // the place is free once the tail has stopped reading
 		dctx, cancel := context.WithTimeout(context.Background(), tailCleanup)
 		defer cancel()
-		if err := n.js.DeleteConsumer(dctx, OutputStream, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err := n.JetStream().DeleteConsumer(dctx, OutputStream, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			n.log.Warn("tail: delete its consumer (the server drops it once inactive)", "pattern", what, "consumer", cfg.Name, "err", err)
 		}
 	}()
-	cons, err := n.js.CreateConsumer(ctx, OutputStream, cfg)
+	cons, err := n.JetStream().CreateConsumer(ctx, OutputStream, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -190,6 +190,11 @@ func tailSubject(m *meta.Meta, r *cepv1.TailRequest) (subject, what string, err 
 		if p == nil || p.Deleted {
 			return "", "", fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Pattern)
 		}
+		if err := keygroup.CheckSubjectBounds(p.OutputSubject); err != nil {
+			// metadata from before the bound: the subject would go into a
+			// JetStream API request NATS closes the connection for
+			return "", "", fmt.Errorf("%w: pattern %q: its output subject %v", api.ErrFailedPrecondition, r.Pattern, err)
+		}
 		return p.OutputSubject, r.Pattern, nil
 	}
 	switch src := r.DeadLetterSource; {
@@ -202,8 +207,13 @@ func tailSubject(m *meta.Meta, r *cepv1.TailRequest) (subject, what string, err 
 		return "", "", fmt.Errorf("%w: dead_letter_source %q is not a source name", api.ErrInvalidArgument, src)
 	default:
 		// a deleted source's dead letters stay in the stream: any name is
-		// tailed, known or not
-		return shard.DeadLetterSubject(src), "dead letters of " + src, nil
+		// tailed, known or not; the name goes into the subject of a
+		// JetStream API request, which NATS bounds
+		subject := shard.DeadLetterSubject(src)
+		if err := keygroup.CheckSubjectBounds(subject); err != nil {
+			return "", "", fmt.Errorf("%w: field dead_letter_source: %v", api.ErrInvalidArgument, err)
+		}
+		return subject, "dead letters of " + src, nil
 	}
 }
 

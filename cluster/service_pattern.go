@@ -171,6 +171,9 @@ func toPattern(p *meta.Pattern) *cepv1.Pattern {
 // under the output stream's root, or its records would go to a subject
 // no stream keeps (or to the server's own, $JS.API...) and vanish.
 func checkOutputSubject(subject string) error {
+	if err := keygroup.CheckSubjectBounds(subject); err != nil {
+		return fmt.Errorf("%w: field output_subject: %v", api.ErrInvalidArgument, err)
+	}
 	if !strings.HasPrefix(subject, keygroup.OutputSubjectRoot) {
 		return fmt.Errorf("%w: output subject %q must start with %q (the output stream's subjects)", api.ErrInvalidArgument, subject, keygroup.OutputSubjectRoot)
 	}
@@ -273,14 +276,14 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 		if o := md.Sources[src]; o != nil {
 			limits = o.Limits
 		}
-		stream, err := EnsureSourceStream(ctx, b.s.n.js, d, b.s.n.keyGroups())
+		stream, err := EnsureSourceStream(ctx, b.s.n.JetStream(), d, b.s.n.keyGroups())
 		if err == nil {
-			err = setStreamLimits(ctx, b.s.n.js, stream, limits)
+			err = setStreamLimits(ctx, b.s.n.JetStream(), stream, limits)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: create the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}
-		created, err := streamCreated(ctx, b.s.n.js, stream)
+		created, err := streamCreated(ctx, b.s.n.JetStream(), stream)
 		if err != nil {
 			return nil, fmt.Errorf("%w: the stream re-keying %s: %v", api.ErrUnavailable, src, err)
 		}

@@ -49,7 +49,7 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	}
 	pj, _ := json.Marshal(pats)
 	sj, _ := json.Marshal(srcs)
-	streams := savepointStreams(ctx, n.js, m)
+	streams := savepointStreams(ctx, n.JetStream(), m)
 	positions := map[string]uint64{}
 	seen := map[string]bool{}
 	for _, info := range m.Shards {
@@ -207,17 +207,17 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 		var err error
 		switch {
 		case s.Unpartitioned && s.Managed:
-			_, err = n.js.CreateStream(ctx, jetstream.StreamConfig{Name: s.Stream, Subjects: s.Subjects, Storage: jetstream.FileStorage})
+			_, err = n.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: s.Stream, Subjects: s.Subjects, Storage: jetstream.FileStorage})
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				err = nil
 			}
 		case s.Unpartitioned:
-			_, err = n.js.Stream(ctx, s.Stream) // an existing stream: it must be there
+			_, err = n.JetStream().Stream(ctx, s.Stream) // an existing stream: it must be there
 		default:
-			_, err = EnsureSourceStream(ctx, n.js, s.Name, m.KeyGroups)
+			_, err = EnsureSourceStream(ctx, n.JetStream(), s.Name, m.KeyGroups)
 		}
 		if err == nil && s.Managed {
-			err = setStreamLimits(ctx, n.js, s.Stream, s.Limits) // the stream may be new
+			err = setStreamLimits(ctx, n.JetStream(), s.Stream, s.Limits) // the stream may be new
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: source %s (stream %s): %v", api.ErrUnavailable, s.Name, s.Stream, err)
@@ -226,7 +226,7 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	// the positions of a source whose stream is not the one they count in
 	// mean nothing there: refused, or mapped as asked, the mapping logged
 	// with the restore so that every shard applies the same
-	plan, err := planPositions(ctx, n.js, m, srcs, h.Sources, mode)
+	plan, err := planPositions(ctx, n.JetStream(), m, srcs, h.Sources, mode)
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	switch {
 	case r.Stream != "":
 		// an existing stream, read whole or through the given subjects
-		st, err := b.s.n.js.Stream(ctx, r.Stream)
+		st, err := b.s.n.JetStream().Stream(ctx, r.Stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, fmt.Errorf("%w: stream %q (create it, or leave --stream out to let the cluster create one)", api.ErrNotFound, r.Stream)
 		}
@@ -127,18 +127,18 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		name := keygroup.SourceStreamName(r.Name)
 		cfg := jetstream.StreamConfig{Name: name, Subjects: r.Subjects, Storage: jetstream.FileStorage}
 		applyLimits(&cfg, limits)
-		_, err := b.s.n.js.CreateStream(ctx, cfg)
+		_, err := b.s.n.JetStream().CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			err = setStreamLimits(ctx, b.s.n.js, name, limits)
+			err = setStreamLimits(ctx, b.s.n.JetStream(), name, limits)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: create stream %s for %s: %v", api.ErrFailedPrecondition, name, strings.Join(r.Subjects, " "), err)
 		}
 		sm = &meta.Source{Name: r.Name, Stream: name, Subjects: r.Subjects, Key: r.Key, Managed: true, Unpartitioned: true, Limits: limits}
 	default:
-		stream, err := EnsureSourceStream(ctx, b.s.n.js, r.Name, k)
+		stream, err := EnsureSourceStream(ctx, b.s.n.JetStream(), r.Name, k)
 		if err == nil {
-			err = setStreamLimits(ctx, b.s.n.js, stream, limits)
+			err = setStreamLimits(ctx, b.s.n.JetStream(), stream, limits)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: create stream: %v", api.ErrUnavailable, err)
@@ -146,7 +146,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		sm = &meta.Source{Name: r.Name, Stream: stream, Subjects: []string{keygroup.SourceWildcard(r.Name)}, Key: r.Key, Managed: true, Limits: limits}
 	}
 	// the identity of the stream its positions will count in
-	created, err := streamCreated(ctx, b.s.n.js, sm.Stream)
+	created, err := streamCreated(ctx, b.s.n.JetStream(), sm.Stream)
 	if err != nil {
 		return nil, fmt.Errorf("%w: stream %s: %v", api.ErrUnavailable, sm.Stream, err)
 	}
@@ -190,7 +190,7 @@ func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest)
 		if !r.DeleteStream || !s.Managed {
 			continue // an existing stream stays
 		}
-		err := b.s.n.js.DeleteStream(ctx, s.Stream)
+		err := b.s.n.JetStream().DeleteStream(ctx, s.Stream)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 		case err != nil:
@@ -225,12 +225,24 @@ func checkSource(s *meta.Source) error {
 	if s.Stream != "" && (len(s.Stream) > 255 || strings.ContainsAny(s.Stream, ".*>/\\ \t\r\n") || strings.HasPrefix(s.Stream, "$")) {
 		return bad("stream name %q: no '.', '*', '>', '/', '\\', white space or leading '$'", s.Stream)
 	}
-	for _, subj := range slices.Concat(s.Subjects, s.Filter) {
+	subjects := slices.Concat(s.Subjects, s.Filter)
+	if len(subjects) == 0 && s.Stream == "" {
+		subjects = []string{keygroup.SourceWildcard(s.Name)} // what a create gives it
+	}
+	for _, subj := range subjects {
+		if err := keygroup.CheckSubjectBounds(subj); err != nil {
+			return bad("field subjects: %v", err)
+		}
 		if err := validSubject(subj); err != nil {
 			return bad("subject %q: %v", subj, err)
 		}
-		if strings.HasPrefix(subj, "$") || strings.HasPrefix(subj, "_INBOX.") || subj == ">" || strings.HasPrefix(subj, "*.") || subj == "*" {
-			return bad("subject %q would take the server's own subjects ($JS, $SYS, _INBOX)", subj)
+		if first, _, _ := strings.Cut(subj, "."); strings.HasPrefix(first, "$") || first == "*" || first == ">" {
+			return bad("subject %q would take the server's own subjects ($JS, $SYS, ...)", subj)
+		}
+		for _, own := range internalSubjects {
+			if subjectsOverlap(subj, own) {
+				return bad("subject %q overlaps %s, the cluster's own subjects", subj, own)
+			}
 		}
 	}
 	if s.Key != "" {
@@ -246,6 +258,29 @@ func checkSource(s *meta.Source) error {
 }
 
 var derivedHashRE = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+// internalSubjects are subjects a source's stream must not take: the
+// inboxes of the node's and the publishers' replies (a stream storing
+// them would swallow the JetStream API's answers), and the cluster's
+// output, dead-letter and clock subjects.
+var internalSubjects = []string{"_INBOX.>", nodeInboxPrefix + ".>", "cep.>"}
+
+// subjectsOverlap reports whether some subject matches both a and b
+// (subjects with wildcards).
+func subjectsOverlap(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; ; i++ {
+		if i == len(at) || i == len(bt) {
+			return len(at) == len(bt)
+		}
+		if at[i] == ">" || bt[i] == ">" {
+			return true
+		}
+		if at[i] != "*" && bt[i] != "*" && at[i] != bt[i] {
+			return false
+		}
+	}
+}
 
 // validSubject checks a subject a source reads: NATS tokens, '*' and a
 // final '>'.

@@ -575,6 +575,11 @@ func (s *State) applyForward(source, derived string, events []Event) {
 			continue
 		}
 		key, err := by.m.KeyOf(in)
+		if err == nil {
+			// the derived source's subject is built from the key: one too
+			// long for NATS would cut the publishing node off it
+			err = keygroup.CheckKeyToken(key)
+		}
 		if err != nil {
 			s.deadLetter(source, by.deploy.Name, e, s.first, err.Error())
 			continue
