@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestNATSServerConfig(t *testing.T) {
 	sec := secret.Generate()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(path, []byte(NATSServerConfig(sec, filepath.Join(dir, "js"), 0)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(NATSServerConfig(sec, filepath.Join(dir, "js"), 0, DefaultPublisherLimits)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := server.ProcessConfigFile(path)
@@ -34,10 +35,15 @@ func TestNATSServerConfig(t *testing.T) {
 	if len(opts.Users) != len(want) {
 		t.Fatalf("users: %d, want %d", len(opts.Users), len(want))
 	}
-	for i, u := range opts.Users {
-		w := want[i]
-		if u.Username != w.Username || u.Password != w.Password || !reflect.DeepEqual(u.Permissions, w.Permissions) {
-			t.Errorf("user %d: %+v %+v, want %+v %+v", i, u, u.Permissions, w, w.Permissions)
+	accounts := map[string]string{NATSNodeUser: NATSNodeAccount, NATSPublisherUser: NATSPublisherAccount}
+	for _, w := range want {
+		i := slices.IndexFunc(opts.Users, func(u *server.User) bool { return u.Username == w.Username })
+		if i < 0 {
+			t.Fatalf("no user %s", w.Username)
+		}
+		u := opts.Users[i]
+		if u.Password != w.Password || !reflect.DeepEqual(u.Permissions, w.Permissions) || u.Account == nil || u.Account.Name != accounts[w.Username] {
+			t.Errorf("user %+v %+v, want %+v %+v in account %s", u, u.Permissions, w, w.Permissions, accounts[w.Username])
 		}
 	}
 	if !opts.JetStream || opts.StoreDir != filepath.Join(dir, "js") {
@@ -87,5 +93,58 @@ func TestNATSServerConfig(t *testing.T) {
 	}
 	if info, err := js.Stream(ctx, "OUT"); err != nil || info.CachedInfo().State.Msgs != 0 {
 		t.Fatalf("output stream after the publisher: %v", err)
+	}
+}
+
+// A store written while the users were in NATS's global account (every
+// stream under jetstream/$G) is the node account's after the change: the
+// node user finds its stream and the messages in it.
+func TestEmbeddedNATSKeepsGlobalAccountStreams(t *testing.T) {
+	sec := secret.Generate()
+	dir := t.TempDir()
+	old := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+		Users: []*server.User{{Username: NATSNodeUser, Password: sec.Token(secret.NATSNode)}}}
+	s, err := server.NewServer(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := dialNATS(s.ClientURL(), "", "", "test-node", sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "KEEP", Subjects: []string{"keep.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "keep.a", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	s.Shutdown()
+	s.WaitForShutdown()
+
+	s, err = StartSecureEmbeddedNATS(dir, "127.0.0.1", -1, nil, sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	nc, err = dialNATS(s.ClientURL(), "", "", "test-node", sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ = jetstream.New(nc)
+	st, err := js.Stream(ctx, "KEEP")
+	if err != nil {
+		t.Fatalf("the stream of the global account after the change: %v", err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("stream KEEP holds %d messages, 1 before", n)
 	}
 }
