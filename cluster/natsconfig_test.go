@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -146,5 +147,73 @@ func TestEmbeddedNATSKeepsGlobalAccountStreams(t *testing.T) {
 	}
 	if n := st.CachedInfo().State.Msgs; n != 1 {
 		t.Fatalf("stream KEEP holds %d messages, 1 before", n)
+	}
+}
+
+// Reloading the embedded server's accounts (guardDerivedSources does, as
+// derived sources come and go) keeps the node account's streams working
+// and the publisher's import: a publish of the publisher after the reload
+// is acked and stored, its ack never reaches a node subject named as the
+// reply, and a subject denied by the reload is refused.
+func TestEmbeddedNATSReloadKeepsAccounts(t *testing.T) {
+	sec := secret.Generate()
+	dir := t.TempDir()
+	s, err := StartSecureEmbeddedNATS(dir, "127.0.0.1", -1, nil, sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	node, err := dialNATS(s.ClientURL(), "", "", "test-node", sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	js, _ := jetstream.New(node)
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SRC", Subjects: []string{"src.>", "derived.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := embeddedOptions(dir, "127.0.0.1", s.Addr().(*net.TCPAddr).Port, sec, "derived.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReloadOptions(opts); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	pub, err := nats.Connect(s.ClientURL(), nats.UserInfo(NATSPublisherUser, sec.Token(secret.NATSPublic)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	pjs, _ := jetstream.New(pub)
+	out, err := node.SubscribeSync("cep.out.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.PublishMsg(&nats.Msg{Subject: "src.b", Reply: "cep.out.x", Data: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pjs.Publish(ctx, "src.a", []byte("{}")); err != nil {
+		t.Fatalf("the publisher's publish after the reload: %v", err)
+	}
+	if m, err := out.NextMsg(300 * time.Millisecond); err == nil {
+		t.Fatalf("the publisher's reply wrote on the node's cep.out.x: %s", m.Data)
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if _, err := pjs.Publish(short, "derived.a", []byte("{}")); err == nil {
+		t.Fatal("the publisher wrote to a subject the reload denied")
+	}
+	if _, err := js.Publish(ctx, "derived.a", []byte("{}")); err != nil {
+		t.Fatalf("the node's publish after the reload: %v", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.State.Msgs != 3 {
+		t.Fatalf("stream after the reload: %v, %+v", err, info)
 	}
 }
