@@ -178,6 +178,9 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		}
 		op := rs.op(events)
 		op.After = after
+		// the wall time the events are read at: the bound on how far
+		// ahead they may be, which no event can move (nfa.CheckTimeAt)
+		op.Ingest = r.n.cfg.Now().UnixMilli()
 		b := &shard.Batch{Ops: []shard.Op{op}}
 		first, last := events[0].Pos, events[len(events)-1].Pos
 		for _, e := range events {

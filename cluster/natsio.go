@@ -41,42 +41,6 @@ const (
 	nodeInboxPrefix = "_CEP_NODE_INBOX"
 )
 
-// publisherPermissions let a producer publish events and receive the
-// JetStream acks of its publishes (on _INBOX.>, where nats clients take
-// replies), and nothing else: never the output or dead-letter subjects
-// (forged matches), the shards' clock reports (forged event time),
-// NATS's and JetStream's own subjects ($JS.API: stream and consumer
-// management; $JS.ACK: acking the node's deliveries), nor the inboxes
-// (forged replies). Any other subject may be published to,
-// since sources may read subjects of the operator's choice (cepctl source
-// create --subjects); a subject no stream stores goes nowhere, as the
-// publisher can subscribe to nothing but _INBOX.>. It needs no response
-// permission: it serves no requests. Publishers share the user, so one
-// may see the acks (stream and sequence, not the events) of another.
-// The subjects of derived sources (deny) are the cluster's too: a shard
-// writes the re-keyed events there (guardDerivedSources).
-func publisherPermissions(deny ...string) *server.Permissions {
-	return &server.Permissions{
-		Publish: &server.SubjectPermission{
-			Allow: []string{">"},
-			Deny: append([]string{
-				keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">", ClockSubjectRoot + ">",
-				"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>",
-				"_INBOX.>", nodeInboxPrefix + ".>",
-			}, deny...),
-		},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
-	}
-}
-
-// natsUsers are the embedded server's users for the cluster secret sec.
-func natsUsers(sec secret.Secret, deny ...string) []*server.User {
-	return []*server.User{
-		{Username: NATSNodeUser, Password: sec.Token(secret.NATSNode)},
-		{Username: NATSPublisherUser, Password: sec.Token(secret.NATSPublic), Permissions: publisherPermissions(deny...)},
-	}
-}
-
 // StartEmbeddedNATS starts an in-process NATS server with JetStream,
 // storing under dir, listening on host:port (port -1 picks a free one),
 // open to anyone who reaches it: StartSecureEmbeddedNATS with no secret.
@@ -100,7 +64,14 @@ func StartSecureEmbeddedNATS(dir, host string, port int, logger *slog.Logger, se
 		}
 		ln.Close()
 	}
-	s, err := server.NewServer(embeddedOptions(dir, host, port, sec))
+	opts, err := embeddedOptions(dir, host, port, sec)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if err := moveGlobalStore(dir, sec); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
@@ -135,7 +106,7 @@ type natsListenError struct{ msg string }
 
 func (e *natsListenError) Error() string { return e.msg }
 
-func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...string) *server.Options {
+func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...string) (*server.Options, error) {
 	opts := &server.Options{
 		ServerName: "cep-embedded",
 		Host:       host,
@@ -146,9 +117,13 @@ func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...stri
 		MaxPayload: 8 << 20,
 	}
 	if !sec.IsZero() {
-		opts.Users = natsUsers(sec, deny...)
+		// the accounts and users of an external server's configuration
+		// (NATSServerConfig), parsed from the same text
+		if err := setNATSAccounts(opts, sec, DefaultPublisherLimits, deny...); err != nil {
+			return nil, err
+		}
 	}
-	return opts
+	return opts, nil
 }
 
 // guardDerivedSources keeps the publisher user of this node's embedded
@@ -169,7 +144,11 @@ func (n *Node) guardDerivedSources(dir string) {
 		slices.Sort(deny)
 		if !slices.Equal(deny, have) {
 			port := n.ns.Addr().(*net.TCPAddr).Port
-			if err := n.ns.ReloadOptions(embeddedOptions(dir, n.cfg.NATSHost, port, n.cfg.Secret, deny...)); err != nil {
+			opts, err := embeddedOptions(dir, n.cfg.NATSHost, port, n.cfg.Secret, deny...)
+			if err == nil {
+				err = n.ns.ReloadOptions(opts)
+			}
+			if err != nil {
 				n.log.Warn("embedded nats: cannot deny publishers the derived sources' subjects", "err", err)
 			} else {
 				have = deny

@@ -19,10 +19,12 @@
 // With a time expression, events are buffered per key until the watermark
 // (max event time − outOfOrderness − 1, or an explicit one) passes them, then
 // fed in event-time order, ties in arrival order; an event at or below the
-// watermark is late. An event further than maxFutureSkew ahead of its
-// source's event time, or at either end of int64, is refused before it
-// reaches the pattern (Matcher.TimeFrom, CheckTime; docs/time.md), so one
-// bad timestamp cannot move the watermark to the end of time. Without one, events are processed on arrival, at the
+// watermark is late. An event further than maxFutureSkew ahead of the
+// time it was read at (its ingest time, which the caller gives: no event
+// moves it) or of its source's event time, or at either end of int64, is
+// refused before it reaches the pattern (Matcher.TimeAt, CheckTimeAt;
+// docs/time.md), so neither one bad timestamp nor a series of steps can
+// move the watermark far ahead. Without one, events are processed on arrival, at the
 // processing time the caller advances with Watermark. Setting
 // Matcher.AutoWatermark to false leaves every watermark to the caller, as a
 // cluster does when its leader logs them.

@@ -10,18 +10,19 @@ import (
 
 // DefaultMaxFutureSkew is a pattern's maxFutureSkew when its document
 // sets none (milliseconds): one day. An event further ahead than this of
-// its source's event time would otherwise move the watermark there and
-// make every later event of every key late; a day is long enough that a
-// source quiet for a night or a weekend's batch does not hit it by
-// accident, and short enough that an event stamped in the wrong unit
-// (seconds as milliseconds' thousand-fold, nanoseconds) or at the end of
-// time is refused. See docs/time.md.
+// the time it was read at, or of its source's event time, would otherwise
+// move the watermark there and make every later event of every key late;
+// a day is long enough that a source quiet for a night or a weekend's
+// batch does not hit it by accident, and short enough that an event
+// stamped in the wrong unit (seconds as milliseconds' thousand-fold,
+// nanoseconds) or at the end of time is refused. See docs/time.md.
 const DefaultMaxFutureSkew = int64(24 * time.Hour / time.Millisecond)
 
-// TimeError is an event time the pattern refuses: too far ahead of its
-// source's event time (maxFutureSkew), or so close to either end of int64
-// that adding a duration of the pattern to it would overflow. The event
-// is dead-lettered with Error as its reason and changes nothing.
+// TimeError is an event time the pattern refuses: too far ahead of the
+// time it was read at or of its source's event time (maxFutureSkew), or
+// so close to either end of int64 that adding a duration of the pattern
+// to it would overflow. The event is dead-lettered with Error as its
+// reason and changes nothing.
 type TimeError struct {
 	Pattern string
 	Time    int64
@@ -77,26 +78,48 @@ func (p *Pattern) computeTimeBounds() timeBounds {
 // source's event time an event may be, in milliseconds.
 func (p *Pattern) MaxFutureSkew() int64 { return p.bounds.skew }
 
-// TimeFrom evaluates the pattern's time expression for an event of source
-// (the pattern's name for it; "" or an unknown name: the pattern's
-// watermark) and checks the time against the pattern's bounds
-// (CheckTime). An error is the event's fault: dead-letter it.
+// NoIngestTime is an ingest time that is not known (CheckTimeAt): only
+// the bound against the source's event time applies.
+const NoIngestTime = watermark.MinTime
+
+// TimeFrom is TimeAt with no ingest time known.
 func (m *Matcher) TimeFrom(source string, in Input) (int64, error) {
+	return m.TimeAt(source, in, NoIngestTime)
+}
+
+// TimeAt evaluates the pattern's time expression for an event of source
+// (the pattern's name for it; "" or an unknown name: the pattern's
+// watermark) read at ingest (milliseconds, NoIngestTime if not known) and
+// checks the time against the pattern's bounds (CheckTimeAt). An error is
+// the event's fault: dead-letter it.
+func (m *Matcher) TimeAt(source string, in Input, ingest int64) (int64, error) {
 	ts, err := m.TimeOf(in)
 	if err != nil {
 		return 0, err
 	}
-	if err := m.CheckTime(source, ts); err != nil {
+	if err := m.CheckTimeAt(source, ts, ingest); err != nil {
 		return 0, err
 	}
 	return ts, nil
 }
 
-// CheckTime reports, as a *TimeError, why an event of source at ts must
-// not reach the pattern, or nil. It depends only on the events the matcher
-// has taken (never a clock), so a cluster's replicas and `cepctl run`
-// decide alike:
+// CheckTime is CheckTimeAt with no ingest time known.
+func (m *Matcher) CheckTime(source string, ts int64) error {
+	return m.CheckTimeAt(source, ts, NoIngestTime)
+}
+
+// CheckTimeAt reports, as a *TimeError, why an event of source at ts read
+// at ingest must not reach the pattern, or nil. It depends only on its
+// arguments and the events the matcher has taken (never a clock: a
+// cluster logs ingest with the event), so a cluster's replicas and
+// `cepctl run` decide alike:
 //   - ts within the pattern's largest duration of either end of int64;
+//   - ts more than maxFutureSkew ahead of ingest, the wall time the event
+//     was read at (a shard leader's, logged in the entry; `cepctl run`'s
+//     when it reads the line, or --now). No event can move this bound:
+//     events each a little less than maxFutureSkew after the one before
+//     would otherwise carry the source's event time (below) as far ahead
+//     as they like, and make every later real event late;
 //   - ts more than maxFutureSkew ahead of the source's event time: its
 //     watermark + outOfOrderness + 1, which for a watermark that follows
 //     the events is the latest event time taken. Before the source has a
@@ -104,7 +127,7 @@ func (m *Matcher) TimeFrom(source string, in Input) (int64, error) {
 //     the clock.
 //
 // A processing-time pattern takes no event times and refuses none.
-func (m *Matcher) CheckTime(source string, ts int64) error {
+func (m *Matcher) CheckTimeAt(source string, ts, ingest int64) error {
 	if m.p.timeFn == nil {
 		return nil
 	}
@@ -112,6 +135,13 @@ func (m *Matcher) CheckTime(source string, ts int64) error {
 	if _, ok := watermark.AddChecked(ts, tb.margin); !ok || ts <= watermark.MinTime+tb.margin {
 		return &TimeError{Pattern: m.p.Name(), Time: ts, Reason: fmt.Sprintf(
 			"is too close to the end of the time range: %s = %s from it would overflow", tb.field, fmtMillis(tb.margin))}
+	}
+	if ingest != NoIngestTime {
+		if ahead := watermark.Since(ts, ingest); ahead > uint64(tb.skew) {
+			return &TimeError{Pattern: m.p.Name(), Time: ts, Reason: fmt.Sprintf(
+				"is %s ahead of the time it was read at (ingest time %d), more than maxFutureSkew = %s: refused so that it does not move the watermark",
+				fmtAhead(ahead), ingest, fmtMillis(tb.skew))}
+		}
 	}
 	wm := m.gen.Current()
 	if g := m.srcGen[source]; g != nil {

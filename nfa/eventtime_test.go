@@ -221,3 +221,38 @@ func TestExtremeTimesNeverWrap(t *testing.T) {
 		}
 	})
 }
+
+// The ingest time bounds an event's time from above by exactly
+// maxFutureSkew, whatever the events before moved the source's clock to;
+// without one (NoIngestTime) only the source's event time bounds it.
+func TestIngestTimeBound(t *testing.T) {
+	p, err := nfa.CompileBytes([]byte(skewPattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nfa.NewMatcher(p)
+	day := nfa.DefaultMaxFutureSkew
+	const ingest = int64(1_764_633_600_000)
+	// the clock at ingest + 23h, taken
+	if _, err := m.Event(nfa.Input{Data: map[string]any{"k": "r", "t": "C", "ts": ingest + day - 3_600_000}, Pos: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ts, ingest int64
+		refused    bool
+	}{
+		{ingest + day, ingest, false},
+		{ingest + day + 1, ingest, true},
+		{ingest + day + 1, nfa.NoIngestTime, false}, // 1h ahead of the clock
+		{ingest - 365*day, ingest, false},           // the past is the watermark's to judge
+		{ingest + day + 1, ingest + 1, false},
+	} {
+		err := m.CheckTimeAt("", c.ts, c.ingest)
+		if refused := err != nil; refused != c.refused || (err != nil && !nfa.IsTimeError(err)) {
+			t.Errorf("ts %d ingest %d: %v, want refused %v", c.ts, c.ingest, err, c.refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("ahead of the time it was read at (ingest time %d), more than maxFutureSkew = 24h0m0s", c.ingest)) {
+			t.Errorf("reason %q does not name the ingest time and the bound", err)
+		}
+	}
+}

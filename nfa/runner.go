@@ -15,6 +15,13 @@ import (
 // {"$watermark": T} marker. It does no IO itself; the caller reads lines and
 // writes records.
 type Runner struct {
+	// IngestTime, when set, is the time each event line is read at
+	// (milliseconds; `cepctl run`: the wall clock, or --now): an event
+	// more than maxFutureSkew ahead of it is dead-lettered, as a shard
+	// does against its leader's logged ingest time (Matcher.CheckTimeAt).
+	// nil: not known, only the bound against the event time applies.
+	IngestTime func() int64
+
 	matchers []*Matcher
 	line     int
 	out      []Record
@@ -118,6 +125,10 @@ func (r *Runner) Line(line []byte) ([]Record, error) {
 		skip bool
 	}
 	kts := make([]kt, len(r.matchers))
+	ingest := NoIngestTime
+	if r.IngestTime != nil {
+		ingest = r.IngestTime() // once per line: every pattern decides on the same
+	}
 	for i, m := range r.matchers {
 		in, keep, err := m.Project(in)
 		if err != nil {
@@ -131,7 +142,7 @@ func (r *Runner) Line(line []byte) ([]Record, error) {
 		if err != nil {
 			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
 		}
-		ts, err := m.TimeFrom("", in)
+		ts, err := m.TimeAt("", in, ingest)
 		if IsTimeError(err) {
 			// refused by this pattern alone, as a shard dead-letters it
 			var src string

@@ -77,6 +77,12 @@ type Op struct {
 	// source up to there (an entry in between was not applied): its
 	// events would be skipped as read. 0: not checked.
 	After uint64
+	// Ingest, for OpEvents and OpForward, is the leader's wall clock when
+	// it built the entry (Unix milliseconds): an event more than its
+	// pattern's maxFutureSkew ahead of it is dead-lettered
+	// (nfa.Matcher.CheckTimeAt), a bound no event can move. 0: not
+	// logged (entries before batch version 8).
+	Ingest int64
 }
 
 // Event is one message read from a source stream.
@@ -200,14 +206,15 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	return m
 }
 
-// batchVersion 7: entries of events carry the position their reader read
-// after (6, still read: OpClock and OpClockMode exist and deployments say
-// whether they run on the clock; 5, still read: deployments carry the
+// batchVersion 8: entries of events carry their ingest time (7, still
+// read: entries of events carry the position their reader read after; 6,
+// still read: OpClock and OpClockMode exist and deployments say whether
+// they run on the clock; 5, still read: deployments carry the
 // bound on keys; 4, still read: deployments carry the bound on partial
 // matches and the record types published; 3, still read: deployments
 // carry the sources read, events their origin position, OpForward and
 // OpSkip exist; 2: events carry their block; 1 carried a key group).
-const batchVersion = 7
+const batchVersion = 8
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
 var ErrBadBatch = errors.New("shard: bad batch encoding")
@@ -226,6 +233,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 				b = appendString(b, op.Target)
 			}
 			b = binary.AppendUvarint(b, op.After)
+			b = binary.AppendVarint(b, op.Ingest)
 			b = binary.AppendUvarint(b, uint64(len(op.Events)))
 			for _, e := range op.Events {
 				b = binary.AppendUvarint(b, e.Pos)
@@ -292,7 +300,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 func DecodeBatch(data []byte) (*Batch, error) {
 	d := &dec{b: data}
 	version := d.byte()
-	if version != batchVersion && version != 6 && version != 5 && version != 4 && version != 3 {
+	if version < 3 || version > batchVersion {
 		return nil, fmt.Errorf("%w: version %d", ErrBadBatch, version)
 	}
 	n := d.count()
@@ -307,6 +315,9 @@ func DecodeBatch(data []byte) (*Batch, error) {
 			}
 			if version >= 7 {
 				op.After = d.uvarint()
+			}
+			if version >= 8 {
+				op.Ingest = d.varint()
 			}
 			ne := d.count()
 			op.Events = make([]Event, 0, ne)

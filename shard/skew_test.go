@@ -110,3 +110,90 @@ func TestFarFutureEventsAsOffline(t *testing.T) {
 		t.Fatalf("counters %+v", c)
 	}
 }
+
+// Thirty events each 23h59m after the one before cannot carry a shard's
+// event time a month ahead: each is measured against the ingest time the
+// leader logged in the entry, which no event moves, so only the first
+// step (within maxFutureSkew of the wall clock) is taken and every later
+// one is dead-lettered naming that bound; a day later the real events
+// match instead of coming out late (before, the watermark stood 30 days
+// ahead). The shard decides exactly as the offline engine given the same
+// ingest times.
+func TestEventTimeRatchetRefusedAsOffline(t *testing.T) {
+	const spec = `{"name":"skew","source":"src","key":"e.k","time":"e.ts","within":"10s",
+	 "stages":[{"name":"a","where":"e.t == 'A'"},{"name":"b","where":"e.t == 'B'","contiguity":"followedBy"}]}`
+	const t0 = int64(1_764_633_600_000) // 2025-12-02T00:00:00Z
+	day := int64(24 * 60 * 60_000)
+	step := day - 60_000 // 23h59m
+	var attack []Event
+	for i := range 31 {
+		attack = append(attack, ev(uint64(i+1), "r", "C", t0+int64(i)*step))
+	}
+	// a day later, in wall time
+	real := []Event{ev(32, "x", "A", t0+day+1000), ev(33, "x", "B", t0+day+2000), ev(34, "w", "C", t0+day+20000)}
+	entries := []struct {
+		events []Event
+		ingest int64
+	}{{attack, t0}, {real, t0 + day}}
+
+	s := NewState(0, 15, 16)
+	op := deployOp(spec, 1, PolicyReset)
+	op.Deploy.Sources = []string{"src"}
+	s.Apply(&Batch{Ops: []Op{op}})
+	for _, e := range entries {
+		eo := eventsOp(e.events...)
+		eo.Ingest = e.ingest
+		logged, err := DecodeBatch((&Batch{Ops: []Op{eo}}).Encode(nil))
+		if err != nil || logged.Ops[0].Ingest != e.ingest {
+			t.Fatalf("the ingest time does not survive the log: %v, %+v", err, logged)
+		}
+		s.Apply(logged)
+	}
+
+	var gotRecs, gotDead []string
+	for _, r := range s.Outbox() {
+		switch r.Subject {
+		case "cep.out.skew":
+			gotRecs = append(gotRecs, idField.ReplaceAllString(string(r.Payload), ""))
+		case DeadLetterSubject("src"):
+			gotDead = append(gotDead, string(r.Payload))
+		}
+	}
+	if len(gotRecs) != 1 || !strings.Contains(gotRecs[0], `"type":"match"`) {
+		t.Fatalf("records after the ratchet, want x's match and nothing late:\n%s", strings.Join(gotRecs, "\n"))
+	}
+	if len(gotDead) != 29 || !strings.Contains(gotDead[0], "ahead of the time it was read at (ingest time 1764633600000), more than maxFutureSkew = 24h0m0s") {
+		t.Fatalf("%d dead letters, want 29 naming the ingest bound:\n%s", len(gotDead), strings.Join(gotDead, "\n"))
+	}
+
+	p, err := nfa.CompileBytes([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := nfa.NewRunner(p)
+	var wantRecs, wantDead []string
+	for _, e := range entries {
+		r.IngestTime = func() int64 { return e.ingest }
+		for _, ev := range e.events {
+			recs, err := r.Line(ev.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range recs {
+				b, _ := recs[i].AppendJSON(nil)
+				wantRecs = append(wantRecs, string(b))
+			}
+			for _, d := range r.DeadLetters() {
+				d.Position = ev.Pos
+				b, _ := json.Marshal(d)
+				wantDead = append(wantDead, string(b))
+			}
+		}
+	}
+	if a, b := strings.Join(gotRecs, "\n"), strings.Join(wantRecs, "\n"); a != b {
+		t.Fatalf("shard records:\n%s\noffline:\n%s", a, b)
+	}
+	if a, b := strings.Join(gotDead, "\n"), strings.Join(wantDead, "\n"); a != b {
+		t.Fatalf("shard dead letters:\n%s\noffline:\n%s", a, b)
+	}
+}

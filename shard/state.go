@@ -378,7 +378,7 @@ func (s *State) Apply(b *Batch) error {
 				refused = &GapError{Source: op.Source, After: op.After, Applied: applied}
 				continue
 			}
-			s.applyEvents(op.Source, op.Events)
+			s.applyEvents(op.Source, op.Events, op.Ingest)
 		case OpForward:
 			if applied := s.forwarded[op.Target]; op.After > applied {
 				refused = &GapError{Source: op.Target, After: op.After, Applied: applied}
@@ -674,7 +674,7 @@ func decodeAll(events []Event) []decodedEvent {
 	return out
 }
 
-func (s *State) applyEvents(source string, events []Event) {
+func (s *State) applyEvents(source string, events []Event, ingest int64) {
 	// The leader reads the shard's blocks of a source in stream order, so
 	// once a batch is applied every key group of the shard has seen all of
 	// its events up to the batch's last position, whether it had any: every
@@ -697,6 +697,13 @@ func (s *State) applyEvents(source string, events []Event) {
 		}
 	}()
 	decoded := decodeAll(events)
+	// the ingest time the leader logged bounds how far ahead an event may
+	// be; an entry that logged none (before batch version 8) has only the
+	// bound against the event time
+	ingestTime := nfa.NoIngestTime
+	if ingest != 0 {
+		ingestTime = ingest
+	}
 	// The block's key groups have applied the source up to different
 	// positions only after a restore into another layout; an event at or
 	// below all of them is a re-read, one above some of them is checked
@@ -779,8 +786,9 @@ func (s *State) applyEvents(source string, events []Event) {
 				}
 			}
 			// a time refused (nfa.TimeError) is dead-lettered and moves no
-			// watermark: the same check as `cepctl run`'s
-			ts, err := p.m.TimeFrom(logical, in)
+			// watermark: the same check as `cepctl run`'s, against the
+			// ingest time the leader logged
+			ts, err := p.m.TimeAt(logical, in, ingestTime)
 			if err != nil {
 				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
 				continue

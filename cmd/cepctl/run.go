@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +27,7 @@ type runOptions struct {
 	maxPartial     int
 	stats          bool     // run only: each pattern's counts on stderr at the end
 	records        []string // run only: the record types printed (empty: all)
+	now            string   // run only: the ingest time of every line (--now); empty: the wall clock
 }
 
 func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
@@ -38,10 +41,13 @@ events) as JSON lines. A line {"$watermark": T} advances event time to T.
 At the end of the input every buffered event is processed and, unless
 --final-watermark=false, time advances to +infinity so windows time out.
 An event whose time a pattern refuses (more than maxFutureSkew, default
-24h, ahead of the source's event time, or at the ends of the int64 range;
-see docs/time.md) is written to stderr as "cepctl: dead letter: {...}",
-the record a cluster publishes on cep.deadletter.<source>, and the run
-goes on.`,
+24h, ahead of the time its line is read at or of the source's event time,
+or at the ends of the int64 range; see docs/time.md) is written to stderr
+as "cepctl: dead letter: {...}", the record a cluster publishes on
+cep.deadletter.<source>, and the run goes on. A cluster measures the first
+bound from the wall time its shard leader read the event at; run from the
+wall clock as it reads each line, or from --now for a run that gives the
+same output whenever it is repeated.`,
 		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,6 +67,7 @@ goes on.`,
 	}
 	opts.addFlags(cmd)
 	cmd.Flags().BoolVar(&opts.stats, "stats", false, "at the end, write each pattern's counts to stderr (events, late events, matches, timeouts, and the state left)")
+	cmd.Flags().StringVar(&opts.now, "now", "", "the time every line is read at, against which maxFutureSkew bounds event times: Unix milliseconds or RFC 3339 (default: the wall clock as each line is read)")
 	cmd.Flags().StringSliceVar(&opts.records, "records", nil, "print only these record types, of match, timeout and late, as a deployment with --records publishes them (default: all)")
 	return cmd
 }
@@ -85,6 +92,26 @@ func (o *runOptions) newRunner(patterns []*nfa.Pattern) *nfa.Runner {
 		m.ReportTimeouts = len(o.records) == 0 || slices.Contains(o.records, "timeout")
 	}
 	return r
+}
+
+// ingestClock is the time each line is read at (nfa.Runner.IngestTime):
+// --now's, or the wall clock's.
+func ingestClock(now string) (func() int64, error) {
+	if now == "" {
+		return func() int64 { return time.Now().UnixMilli() }, nil
+	}
+	ms, err := strconv.ParseInt(now, 10, 64)
+	if err != nil {
+		t, perr := time.Parse(time.RFC3339Nano, now)
+		if perr != nil {
+			return nil, fmt.Errorf("--now %q: want Unix milliseconds or an RFC 3339 time such as 2025-12-02T10:00:00Z", now)
+		}
+		ms = t.UnixMilli()
+	}
+	if ms == nfa.NoIngestTime {
+		return nil, fmt.Errorf("--now %q: out of range", now)
+	}
+	return func() int64 { return ms }, nil
 }
 
 // writeStats writes a line of counts per pattern to w.
@@ -146,6 +173,9 @@ func runRun(d *deps, opts *runOptions) error {
 		return err
 	}
 	r := opts.newRunner(patterns)
+	if r.IngestTime, err = ingestClock(opts.now); err != nil {
+		return err
+	}
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
 	var buf []byte
 	// events a pattern refused go to stderr, one JSON object a line, as a

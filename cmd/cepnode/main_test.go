@@ -186,7 +186,7 @@ func TestNATSConfig(t *testing.T) {
 	}
 	b, err := os.ReadFile(out)
 	fi, _ := os.Stat(out)
-	if err != nil || fi.Mode().Perm() != 0o600 || string(b) != cluster.NATSServerConfig(sec, "/data", 8222) {
+	if err != nil || fi.Mode().Perm() != 0o600 || string(b) != cluster.NATSServerConfig(sec, "/data", 8222, cluster.DefaultPublisherLimits) {
 		t.Fatalf("%s (%v, %v):\n%s", out, err, fi.Mode(), b)
 	}
 	t.Setenv("CEPNODE_CLUSTER_SECRET_FILE", "")
