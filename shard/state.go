@@ -75,6 +75,9 @@ type State struct {
 	// injectFault, set by tests only, makes the engine fail on the event
 	// of pattern and key it reports true for (not part of the state)
 	injectFault func(pattern, key string) bool
+	// refused collects the refusals of the event being applied (scratch,
+	// not part of the state)
+	refused []refusal
 }
 
 // SplitOff is the first state of a shard split off this one (OpSplit).
@@ -740,6 +743,7 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 		// a forwarded copy is recognised once per event: every pattern
 		// reading a derived source has the key it was re-keyed by
 		originKG, originDup := -1, false
+		s.refused = s.refused[:0]
 		for _, p := range s.patterns {
 			logical, ok := s.reads(p, source)
 			if !ok {
@@ -747,7 +751,7 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 			}
 			in, keep, err := p.m.Project(raw)
 			if err != nil {
-				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
+				s.refuse(p.deploy.Name, err.Error())
 				continue
 			}
 			if !keep {
@@ -755,7 +759,7 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 			}
 			key, err := p.m.KeyOf(in)
 			if err != nil {
-				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
+				s.refuse(p.deploy.Name, err.Error())
 				continue
 			}
 			kg := keygroup.OfKey(key, s.groups)
@@ -763,7 +767,7 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 				if keygroup.BlockOf(kg, s.groups) != e.Block {
 					// the shard owning the key never reads this block
 					s.counters.Misrouted++
-					s.deadLetter(source, p.deploy.Name, e, bf, fmt.Sprintf(
+					s.refuse(p.deploy.Name, fmt.Sprintf(
 						"key %q was published on another key's subject: publish it on %s.%s", key, source, keygroup.KeyToken(key)))
 				}
 				// else: a block shared with a neighbour shard, its event
@@ -790,15 +794,15 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 			// ingest time the leader logged
 			ts, err := p.m.TimeAt(logical, in, ingestTime)
 			if err != nil {
-				s.deadLetter(source, p.deploy.Name, e, bf, err.Error())
+				s.refuse(p.deploy.Name, err.Error())
 				continue
 			}
 			if reason := keyRefused(p, key, ts); reason != "" {
 				p.keysRefused++
-				s.deadLetter(source, p.deploy.Name, e, bf, reason)
+				s.refuse(p.deploy.Name, reason)
 				// its time still moves the watermark, as for any event
 				if failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.ObserveFrom(logical, ts) }); failure != "" {
-					s.deadLetter(source, p.deploy.Name, e, bf, failure)
+					s.refuse(p.deploy.Name, failure)
 				}
 				continue
 			}
@@ -809,8 +813,11 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 				return m.EventFrom(logical, key, ts, in)
 			})
 			if failure != "" {
-				s.deadLetter(source, p.deploy.Name, e, bf, failure)
+				s.refuse(p.deploy.Name, failure)
 			}
+		}
+		if len(s.refused) > 0 {
+			s.deadLetterAll(source, e, bf, s.refused)
 		}
 	}
 }
@@ -905,18 +912,45 @@ func (s *State) push(id, subject string, payload []byte, kg int) {
 // DeadLetterSubject is where bad events of a source are published.
 func DeadLetterSubject(source string) string { return keygroup.DeadLetterRoot + source }
 
+// refusal is one pattern's reason to refuse an event.
+type refusal struct {
+	Pattern string `json:"pattern"`
+	Reason  string `json:"reason"`
+}
+
+// refuse notes that pattern refuses the event being applied: the event
+// gets one dead letter for all its patterns' refusals (deadLetterAll),
+// so that a bad event read by many patterns is not written many times.
+func (s *State) refuse(pattern, reason string) {
+	s.refused = append(s.refused, refusal{Pattern: pattern, Reason: reason})
+}
+
 func (s *State) deadLetter(source, pattern string, e Event, kg int, reason string) {
+	s.deadLetterAll(source, e, kg, []refusal{{Pattern: pattern, Reason: reason}})
+}
+
+// deadLetterAll publishes one dead letter for an event the patterns of
+// refused refuse (at least one): its pattern and reason are the first's,
+// and "refusals" lists them all when there are several.
+func (s *State) deadLetterAll(source string, e Event, kg int, refused []refusal) {
 	s.counters.DeadLetters++
-	s.countDeadLetter(pattern)
+	for _, r := range refused {
+		s.countDeadLetter(r.Pattern)
+	}
+	pattern := refused[0].Pattern
 	rec := struct {
 		Source    string          `json:"source"`
 		Pattern   string          `json:"pattern,omitempty"`
 		Position  uint64          `json:"position"`
 		Reason    string          `json:"reason"`
+		Refusals  []refusal       `json:"refusals,omitempty"`
 		Data      json.RawMessage `json:"data,omitempty"`
 		Text      string          `json:"text,omitempty"`
 		Truncated int             `json:"truncated,omitempty"`
-	}{Source: source, Pattern: pattern, Position: e.Pos, Reason: reason}
+	}{Source: source, Pattern: pattern, Position: e.Pos, Reason: refused[0].Reason}
+	if len(refused) > 1 {
+		rec.Refusals = refused
+	}
 	switch {
 	case len(e.Data) > MaxDeadLetterData:
 		// the start of it, as text: enough to recognise the event, and a

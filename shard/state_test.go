@@ -122,6 +122,41 @@ func TestApplyEventBytesBounded(t *testing.T) {
 	}
 }
 
+// An event several patterns refuse gets one dead letter naming each
+// refusal, carrying the event once (a bad event read by N patterns was
+// written N times).
+func TestApplyOneDeadLetterPerEvent(t *testing.T) {
+	s := NewState(0, 15, 16)
+	other := strings.Replace(abSpec, `"name":"ab"`, `"name":"other"`, 1)
+	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset), deployOp(other, 2, PolicyReset)}})
+	block := keygroup.BlockOf(keygroup.OfKey("x", 16), 16)
+	s.Apply(&Batch{Ops: []Op{eventsOp(Event{Pos: 1, Block: block, Data: []byte(`{"k":"x","t":"A"}`)})}}) // no ts
+	out := s.Outbox()
+	if len(out) != 1 {
+		t.Fatalf("%d dead letters for one event two patterns refuse, want 1: %v", len(out), payloads(s))
+	}
+	var rec struct {
+		Pattern, Reason string
+		Refusals        []struct{ Pattern, Reason string }
+		Data            json.RawMessage
+	}
+	if err := json.Unmarshal(out[0].Payload, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Refusals) != 2 || rec.Refusals[0].Pattern != rec.Pattern || rec.Refusals[0].Reason != rec.Reason ||
+		!strings.Contains(rec.Reason, "time e.ts") || !strings.Contains(rec.Refusals[1].Reason, "time e.ts") || rec.Refusals[0].Pattern == rec.Refusals[1].Pattern || len(rec.Data) == 0 {
+		t.Fatalf("dead letter %s", out[0].Payload)
+	}
+	if c := s.Counters(); c.DeadLetters != 1 {
+		t.Fatalf("dead-lettered events: %d", c.DeadLetters)
+	}
+	for _, pc := range s.PatternCounters() {
+		if pc.DeadLetters != 1 {
+			t.Fatalf("pattern %s counts %d refusals", pc.Name, pc.DeadLetters)
+		}
+	}
+}
+
 func TestUpdatePolicies(t *testing.T) {
 	v2 := strings.Replace(abSpec, `"within":100`, `"within":50`, 1)
 	for _, tc := range []struct {
