@@ -1,0 +1,310 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cepcluster/cep/cluster/secret"
+	"github.com/cepcluster/cep/internal/testutil"
+)
+
+// proxy is a TCP relay on the loopback between a dialer and upstream: it
+// forwards both ways and records what goes each way; while hold is set it
+// records what the dialer sends without forwarding it, and inject writes
+// to upstream as if the dialer had sent it.
+type proxy struct {
+	ln       net.Listener
+	upstream string
+
+	mu     sync.Mutex
+	hold   bool
+	toUp   bytes.Buffer // what the dialer sent
+	toDown bytes.Buffer // what upstream sent
+	up     net.Conn
+}
+
+func newProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, upstream: upstream}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.upstream)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			t.Cleanup(func() { down.Close(); up.Close() })
+			p.mu.Lock()
+			p.up = up
+			p.mu.Unlock()
+			go p.pipe(down, up, true)
+			go p.pipe(up, down, false)
+		}
+	}()
+	return p
+}
+
+func (p *proxy) pipe(from, to net.Conn, toUp bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			hold := toUp && p.hold
+			if toUp {
+				p.toUp.Write(buf[:n])
+			} else {
+				p.toDown.Write(buf[:n])
+			}
+			p.mu.Unlock()
+			if !hold {
+				if _, err := to.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			to.Close()
+			return
+		}
+	}
+}
+
+// recorded returns what went each way so far.
+func (p *proxy) recorded() (toUp, toDown []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return bytes.Clone(p.toUp.Bytes()), bytes.Clone(p.toDown.Bytes())
+}
+
+func (p *proxy) setHold(h bool) { p.mu.Lock(); p.hold = h; p.mu.Unlock() }
+
+func (p *proxy) inject(b []byte) error {
+	p.mu.Lock()
+	up := p.up
+	p.mu.Unlock()
+	_, err := up.Write(b)
+	return err
+}
+
+// A stream whose dialer means to reach one node but is relayed to another
+// member is refused by that member, whether the relay passes the
+// handshake on as it is or puts the member's own address in it: the
+// proofs bind the address dialled.
+func TestMuxRelayToAnotherMemberIsRefused(t *testing.T) {
+	log := testutil.Logger(t, slog.LevelDebug)
+	s := secret.Generate()
+	a := newTestMux(t, log.With("mux", "a"), 2*time.Second, withSecret(s))
+	b := newTestMux(t, log.With("mux", "b"), 2*time.Second, withSecret(s))
+	la, lb := mustLayer(t, a, 0), mustLayer(t, b, 0)
+	relay := newProxy(t, b.Addr().String()) // at an address a member dials
+
+	// the member itself, dialled at its address, takes streams (first:
+	// expectNothingAccepted leaves an Accept waiting)
+	c, err := la.Dial(raft.ServerAddress(b.Addr().String()), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, c, acceptWithin(t, lb, 5*time.Second), "direct")
+
+	if c, err := la.Dial(raft.ServerAddress(relay.ln.Addr().String()), 5*time.Second); err == nil {
+		c.Write([]byte("AppendEntries"))
+		expectClosed(t, c, 5*time.Second)
+		t.Error("a stream relayed to another member was opened")
+	} else {
+		t.Log(err)
+	}
+	expectNothingAccepted(t, lb, 300*time.Millisecond)
+
+	// the relay rewrites the address dialled to the member's own: the
+	// dialer's proof, over the address it dialled, no longer checks out
+	rewrite := &rewriteRelay{from: relay.ln.Addr().String(), to: b.Addr().String()}
+	rw := rewrite.start(t, b.Addr().String())
+	if c, err := la.Dial(raft.ServerAddress(rw), 5*time.Second); err == nil {
+		c.Write([]byte("AppendEntries"))
+		expectClosed(t, c, 5*time.Second)
+		t.Error("a stream relayed with the target rewritten was opened")
+	} else {
+		t.Log(err)
+	}
+	expectNothingAccepted(t, lb, 300*time.Millisecond)
+
+}
+
+// rewriteRelay forwards one connection to upstream, replacing the first
+// occurrence of the address dialled in the dialer's opening with to's
+// (lengths equal on the loopback: both 127.0.0.1 with 5-digit ports, or
+// the test is skipped).
+type rewriteRelay struct{ from, to string }
+
+func (r *rewriteRelay) start(t *testing.T, upstream string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	self := ln.Addr().String()
+	if len(self) != len(r.to) {
+		t.Skipf("addresses %s and %s differ in length", self, r.to)
+	}
+	go func() {
+		down, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", upstream)
+		if err != nil {
+			down.Close()
+			return
+		}
+		t.Cleanup(func() { down.Close(); up.Close() })
+		go func() { io.Copy(down, up); down.Close() }()
+		buf := make([]byte, 32<<10)
+		var seen []byte
+		rewritten := false
+		for {
+			n, err := down.Read(buf)
+			if n > 0 {
+				chunk := buf[:n]
+				if !rewritten {
+					seen = append(seen, chunk...)
+					if i := bytes.Index(seen, []byte(self)); i >= 0 {
+						copy(seen[i:], r.to)
+						rewritten = true
+						chunk = seen
+					} else if len(seen) < 64 {
+						continue // not all of the opening yet
+					}
+				}
+				if _, err := up.Write(chunk); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				up.Close()
+				return
+			}
+		}
+	}()
+	return self
+}
+
+// What the dialer's opening of the header takes on the wire before the
+// first frame: header, nonce, both addresses, proof.
+func openingLen(group uint64, target, from string) int {
+	return len(appendHeader(nil, muxVersionAuth, group)) + nonceSize + 1 + len(target) + 1 + len(from) + proofSize
+}
+
+// frames splits b into its whole frames (a partial one at the end left out).
+func frames(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) >= frameHeader {
+		n := frameHeader + int(binary.BigEndian.Uint32(b)) + frameTag
+		if len(b) < n {
+			break
+		}
+		out = append(out, b[:n])
+		b = b[n:]
+	}
+	return out
+}
+
+// After the handshake, a frame replayed, sent back to its sender,
+// reordered or with a bit flipped is refused: the reading end fails and
+// closes the stream. The same frames injected unchanged read as sent, so
+// the injection itself is sound.
+func TestSealedStreamRefusesForgedFrames(t *testing.T) {
+	s := secret.Generate()
+	log := testutil.Logger(t, slog.LevelDebug)
+	for _, c := range []struct {
+		name   string
+		forged func(t *testing.T, sent, answer [][]byte, held [][]byte) []byte
+		ok     bool
+	}{
+		{"unchanged", func(t *testing.T, sent, answer, held [][]byte) []byte { return bytes.Join(held, nil) }, true},
+		{"replayed", func(t *testing.T, sent, answer, held [][]byte) []byte { return sent[0] }, false},
+		{"reflected", func(t *testing.T, sent, answer, held [][]byte) []byte { return answer[0] }, false},
+		{"reordered", func(t *testing.T, sent, answer, held [][]byte) []byte { return append(bytes.Clone(held[1]), held[0]...) }, false},
+		{"tampered", func(t *testing.T, sent, answer, held [][]byte) []byte {
+			f := bytes.Clone(held[0])
+			f[frameHeader+1] ^= 0x01
+			return f
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// b advertises the proxy's address: dialled there, it is
+			// the node meant
+			var relay *proxy
+			b := newTestMux(t, log.With("mux", "b"), 2*time.Second, withSecret(s), func(m *Mux) {
+				relay = newProxy(t, m.ln.Addr().String())
+				m.advertise = relay.ln.Addr()
+			})
+			a := newTestMux(t, log.With("mux", "a"), 2*time.Second, withSecret(s))
+			la, lb := mustLayer(t, a, 5), mustLayer(t, b, 5)
+			dc, err := la.Dial(raft.ServerAddress(b.Addr().String()), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ac := acceptWithin(t, lb, 5*time.Second)
+			roundTrip(t, dc, ac, "first")
+
+			relay.setHold(true)
+			toUp, toDown := relay.recorded()
+			skip := openingLen(5, b.Addr().String(), a.Addr().String())
+			sent := frames(toUp[skip:])
+			answer := frames(toDown[nonceSize+proofSize:])
+			dc.Write([]byte("second"))
+			dc.Write([]byte("third"))
+			var held [][]byte
+			testutil.Eventually(t, 5*time.Second, func() error {
+				all, _ := relay.recorded()
+				held = frames(all[len(toUp):])
+				if len(held) < 2 {
+					return fmt.Errorf("%d frames held", len(held))
+				}
+				return nil
+			})
+			if err := relay.inject(c.forged(t, sent, answer, held)); err != nil {
+				t.Fatal(err)
+			}
+			ac.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, len("second"))
+			_, err = io.ReadFull(ac, buf)
+			if c.ok {
+				if err != nil || string(buf) != "second" {
+					t.Fatalf("the frames injected unchanged read %q, %v", buf, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("a %s frame was read: %q", c.name, buf)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("a %s frame: the stream neither read nor refused it", c.name)
+			}
+			t.Log(err)
+			expectClosed(t, dc, 5*time.Second) // the acceptor closed the stream
+		})
+	}
+}
