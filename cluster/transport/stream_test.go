@@ -244,7 +244,9 @@ func TestSealedStreamRefusesForgedFrames(t *testing.T) {
 		{"unchanged", func(t *testing.T, sent, answer, held [][]byte) []byte { return bytes.Join(held, nil) }, true},
 		{"replayed", func(t *testing.T, sent, answer, held [][]byte) []byte { return sent[0] }, false},
 		{"reflected", func(t *testing.T, sent, answer, held [][]byte) []byte { return answer[0] }, false},
-		{"reordered", func(t *testing.T, sent, answer, held [][]byte) []byte { return append(bytes.Clone(held[1]), held[0]...) }, false},
+		{"reordered", func(t *testing.T, sent, answer, held [][]byte) []byte {
+			return append(bytes.Clone(held[1]), held[0]...)
+		}, false},
 		{"tampered", func(t *testing.T, sent, answer, held [][]byte) []byte {
 			f := bytes.Clone(held[0])
 			f[frameHeader+1] ^= 0x01
