@@ -61,8 +61,11 @@ type Node struct {
 	// unreachable: since when each member has been unreachable, as the
 	// metadata leader's loop (manageCluster, its only user) found
 	unreachable map[string]time.Time
-	apiLn       net.Listener
-	apiSrv      *http.Server
+	// unprovenWarned: the gossip claims without a proof of the secret
+	// already warned of (manageCluster's loop only)
+	unprovenWarned map[string]bool
+	apiLn          net.Listener
+	apiSrv         *http.Server
 	// peerHTTP calls other nodes' APIs (forwarded changes, savepoint parts,
 	// health and progress probes); peerTLS is its own transport with TLS.
 	peerHTTP *http.Client
