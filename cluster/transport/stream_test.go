@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -127,9 +128,8 @@ func TestMuxRelayToAnotherMemberIsRefused(t *testing.T) {
 	roundTrip(t, c, acceptWithin(t, lb, 5*time.Second), "direct")
 
 	if c, err := la.Dial(raft.ServerAddress(relay.ln.Addr().String()), 5*time.Second); err == nil {
-		c.Write([]byte("AppendEntries"))
-		expectClosed(t, c, 5*time.Second)
-		t.Error("a stream relayed to another member was opened")
+		c.Close()
+		t.Fatal("a stream relayed to another member was opened")
 	} else {
 		t.Log(err)
 	}
@@ -140,9 +140,8 @@ func TestMuxRelayToAnotherMemberIsRefused(t *testing.T) {
 	rewrite := &rewriteRelay{from: relay.ln.Addr().String(), to: b.Addr().String()}
 	rw := rewrite.start(t, b.Addr().String())
 	if c, err := la.Dial(raft.ServerAddress(rw), 5*time.Second); err == nil {
-		c.Write([]byte("AppendEntries"))
-		expectClosed(t, c, 5*time.Second)
-		t.Error("a stream relayed with the target rewritten was opened")
+		c.Close()
+		t.Fatal("a stream relayed with the target rewritten was opened")
 	} else {
 		t.Log(err)
 	}
@@ -230,27 +229,39 @@ func frames(b []byte) [][]byte {
 }
 
 // After the handshake, a frame replayed, sent back to its sender,
-// reordered or with a bit flipped is refused: the reading end fails and
-// closes the stream. The same frames injected unchanged read as sent, so
-// the injection itself is sound.
+// reordered or with a bit flipped is refused: the reading end reads
+// nothing of it, fails and closes the stream. The same bytes injected
+// unchanged read as sent, so the injection itself is sound. (The bytes are
+// taken as the relay saw them, whatever their format: the writes after
+// the header, the answer after the acceptor's nonce and proof.)
 func TestSealedStreamRefusesForgedFrames(t *testing.T) {
 	s := secret.Generate()
 	log := testutil.Logger(t, slog.LevelDebug)
+	// split cuts the two held writes apart: at the frame boundary, or
+	// for bytes that are no frames after the first write's
+	split := func(held []byte) ([]byte, []byte) {
+		if f := frames(held); len(f) == 2 {
+			return f[0], f[1]
+		}
+		return held[:len("second")], held[len("second"):]
+	}
 	for _, c := range []struct {
 		name   string
-		forged func(t *testing.T, sent, answer [][]byte, held [][]byte) []byte
+		forged func(sent, answer, held []byte) []byte
 		ok     bool
 	}{
-		{"unchanged", func(t *testing.T, sent, answer, held [][]byte) []byte { return bytes.Join(held, nil) }, true},
-		{"replayed", func(t *testing.T, sent, answer, held [][]byte) []byte { return sent[0] }, false},
-		{"reflected", func(t *testing.T, sent, answer, held [][]byte) []byte { return answer[0] }, false},
-		{"reordered", func(t *testing.T, sent, answer, held [][]byte) []byte {
-			return append(bytes.Clone(held[1]), held[0]...)
+		{"unchanged", func(sent, answer, held []byte) []byte { return held }, true},
+		{"replayed", func(sent, answer, held []byte) []byte { return sent }, false},
+		{"reflected", func(sent, answer, held []byte) []byte { return answer }, false},
+		{"reordered", func(sent, answer, held []byte) []byte {
+			first, second := split(held)
+			return append(bytes.Clone(second), first...)
 		}, false},
-		{"tampered", func(t *testing.T, sent, answer, held [][]byte) []byte {
-			f := bytes.Clone(held[0])
-			f[frameHeader+1] ^= 0x01
-			return f
+		{"tampered", func(sent, answer, held []byte) []byte {
+			first, second := split(held)
+			f := bytes.Clone(first)
+			f[len(f)-1] ^= 0x01 // the first write's last byte
+			return append(f, second...)
 		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -272,41 +283,89 @@ func TestSealedStreamRefusesForgedFrames(t *testing.T) {
 
 			relay.setHold(true)
 			toUp, toDown := relay.recorded()
-			skip := openingLen(5, b.Addr().String(), a.Addr().String())
-			sent := frames(toUp[skip:])
-			answer := frames(toDown[nonceSize+proofSize:])
+			sent := toUp[openingLen(5, b.Addr().String(), a.Addr().String()):]
+			answer := toDown[nonceSize+proofSize:]
 			dc.Write([]byte("second"))
 			dc.Write([]byte("third"))
-			var held [][]byte
+			var held []byte
 			testutil.Eventually(t, 5*time.Second, func() error {
 				all, _ := relay.recorded()
-				held = frames(all[len(toUp):])
-				if len(held) < 2 {
-					return fmt.Errorf("%d frames held", len(held))
+				held = all[len(toUp):]
+				if f := frames(held); len(f) < 2 && len(held) != len("secondthird") {
+					return fmt.Errorf("%d bytes held", len(held))
 				}
 				return nil
 			})
-			if err := relay.inject(c.forged(t, sent, answer, held)); err != nil {
+			if err := relay.inject(c.forged(sent, answer, held)); err != nil {
 				t.Fatal(err)
 			}
 			ac.SetReadDeadline(time.Now().Add(5 * time.Second))
-			buf := make([]byte, len("second"))
-			_, err = io.ReadFull(ac, buf)
 			if c.ok {
-				if err != nil || string(buf) != "second" {
-					t.Fatalf("the frames injected unchanged read %q, %v", buf, err)
+				buf := make([]byte, len("secondthird"))
+				if _, err := io.ReadFull(ac, buf); err != nil || string(buf) != "secondthird" {
+					t.Fatalf("the bytes injected unchanged read %q, %v", buf, err)
 				}
 				return
 			}
-			if err == nil {
-				t.Fatalf("a %s frame was read: %q", c.name, buf)
+			buf := make([]byte, 64)
+			n, err := ac.Read(buf)
+			if n > 0 {
+				t.Fatalf("%s bytes were read: %q", c.name, buf[:n])
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatalf("a %s frame: the stream neither read nor refused it", c.name)
+				t.Fatalf("%s bytes: the stream neither read nor refused them", c.name)
 			}
 			t.Log(err)
 			expectClosed(t, dc, 5*time.Second) // the acceptor closed the stream
 		})
 	}
+}
+
+// With TLS, a process holding a certificate of the cluster's CA (but not
+// the secret) that sits between two members, ending the dialer's TLS and
+// opening its own to the acceptor, passes the handshake on byte for byte:
+// the proofs cover what each TLS session exports, which differs on its
+// two sessions, so both sides refuse.
+func TestMuxTLSHandshakeBoundToTheSession(t *testing.T) {
+	certs := testTLS(t, "cluster", "n1", "n2", "mitm")
+	s := secret.Generate()
+	log := testutil.Logger(t, slog.LevelDebug)
+	a := newTestMux(t, log.With("mux", "a"), 2*time.Second, func(m *Mux) { m.UseTLS(certs[0].PeerServer(), certs[0].Client()); m.UseSecret(s) })
+	var mitm net.Listener
+	b := newTestMux(t, log.With("mux", "b"), 2*time.Second, func(m *Mux) {
+		m.UseTLS(certs[1].PeerServer(), certs[1].Client())
+		m.UseSecret(s)
+		// b is reached at the man in the middle's address
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mitm = tls.NewListener(ln, certs[2].PeerServer())
+		m.advertise = ln.Addr()
+	})
+	t.Cleanup(func() { mitm.Close() })
+	la, lb := mustLayer(t, a, 2), mustLayer(t, b, 2)
+	bAt := b.ln.Addr().String()
+	go func() {
+		down, err := mitm.Accept()
+		if err != nil {
+			return
+		}
+		defer down.Close()
+		up, err := tls.Dial("tcp", bAt, clientFor(certs[2].Client(), bAt))
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		go io.Copy(down, up)
+		io.Copy(up, down)
+	}()
+	c, err := la.Dial(raft.ServerAddress(b.Addr().String()), 5*time.Second)
+	if err == nil {
+		c.Close()
+		t.Fatal("a stream through a man in the middle with a certificate of the CA was opened")
+	}
+	t.Log(err)
+	expectNothingAccepted(t, lb, 300*time.Millisecond)
 }
