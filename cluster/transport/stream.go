@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
@@ -42,6 +43,7 @@ type sealedConn struct {
 	net.Conn
 
 	rmu   sync.Mutex
+	br    *bufio.Reader // over Conn: a frame's header and body in one read
 	rd    cipher.AEAD
 	rseq  uint64
 	rbuf  []byte
@@ -70,6 +72,7 @@ func (c *sealedConn) setKeys(send, recv []byte) error {
 	c.wmu.Unlock()
 	c.rmu.Lock()
 	c.rd = rd
+	c.br = bufio.NewReaderSize(c.Conn, frameHeader+frameMax+frameTag)
 	c.rmu.Unlock()
 	return nil
 }
@@ -110,7 +113,7 @@ func (c *sealedConn) readFrame() error {
 		return errors.New("transport: raft stream read before its keys were set")
 	}
 	var hdr [frameHeader]byte
-	if n, err := io.ReadFull(c.Conn, hdr[:]); err != nil {
+	if n, err := io.ReadFull(c.br, hdr[:]); err != nil {
 		var ne net.Error
 		if n == 0 && errors.As(err, &ne) && ne.Timeout() {
 			return err // nothing consumed: the stream is intact
@@ -128,7 +131,7 @@ func (c *sealedConn) readFrame() error {
 		c.rbuf = make([]byte, int(size)+frameTag, frameMax+frameTag)
 	}
 	buf := c.rbuf[:int(size)+frameTag]
-	if _, err := io.ReadFull(c.Conn, buf); err != nil {
+	if _, err := io.ReadFull(c.br, buf); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
