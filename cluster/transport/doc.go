@@ -41,7 +41,7 @@
 // a sequence number per frame, so that a frame tampered with, replayed,
 // reordered or sent back is refused and the stream closed; the cost is
 // measured by BenchmarkStreamThroughput (about a fifth of the loopback's
-// throughput on a 2-core machine). With TLS (Mux.UseTLS) the header runs
+// throughput on 256 KiB writes; BENCHMARKS.md). With TLS (Mux.UseTLS) the header runs
 // inside the TLS connection and its proofs cover what the TLS session
 // exports, so a peer needs both a certificate of the CA and the secret,
 // and TLS protects the stream.
