@@ -39,12 +39,12 @@
 // Without TLS, what follows the header is sealed (stream.go): AES-256-GCM
 // frames under keys of the secret and both nonces, one per direction, with
 // a sequence number per frame, so that a frame tampered with, replayed,
-// reordered or sent back is refused and the stream closed; the cost is
-// measured by BenchmarkStreamThroughput (about a fifth of the loopback's
-// throughput on 256 KiB writes; BENCHMARKS.md). With TLS (Mux.UseTLS) the header runs
-// inside the TLS connection and its proofs cover what the TLS session
-// exports, so a peer needs both a certificate of the CA and the secret,
-// and TLS protects the stream.
+// reordered or sent back is refused and the stream closed. It costs about
+// a fifth of the loopback's throughput on 256 KiB writes
+// (BenchmarkStreamThroughput; BENCHMARKS.md). With TLS (Mux.UseTLS) the
+// header runs inside the TLS connection and its proofs cover what the TLS
+// session exports, so a peer needs both a certificate of the CA and the
+// secret, and TLS protects the stream.
 //
 // A Mux with a secret refuses versions 1 (no proof) and 2 (the exchange
 // without the addresses); one without a secret (an insecure cluster)
