@@ -85,6 +85,37 @@ func (n *Node) proven(mb gossip.Member) bool {
 	return err == nil && hmac.Equal(p, n.cfg.Secret.MAC(secret.Member, mb.Claim().Bytes()))
 }
 
+// raftIDAt is the id of the member whose Raft address is addr, as the
+// metadata has the members (the configured peers before it has any), ""
+// unless exactly one has it: the id the mux states when it dials addr,
+// which a node of another id there refuses.
+func (n *Node) raftIDAt(addr string) string {
+	var ids []string
+	if fsm := n.metaFSM.Load(); fsm != nil {
+		fsm.Read(func(m *meta.Meta) {
+			for _, nd := range m.Nodes {
+				if nd.RaftAddr == addr {
+					ids = append(ids, nd.ID)
+				}
+			}
+			if len(m.Nodes) > 0 && len(ids) == 0 {
+				ids = []string{""} // not a member's address: do not guess
+			}
+		})
+	}
+	if ids == nil {
+		for _, p := range n.cfg.Peers {
+			if p.RaftAddr == addr {
+				ids = append(ids, p.ID)
+			}
+		}
+	}
+	if len(ids) != 1 {
+		return ""
+	}
+	return ids[0]
+}
+
 // keepJoined joins the gossip of every member this node should see and
 // does not (the Join seeds while it sees no one), every 10 seconds, or
 // every second while joining fails.

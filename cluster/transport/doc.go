@@ -26,15 +26,17 @@
 // the group id as a uvarint, written by Layer.Dial before it returns. With
 // a cluster secret (Mux.UseSecret) the version is 3 and a mutual
 // challenge-response follows (mux.go has the bytes): the dialer sends a
-// random nonce, the address it dialled and its own, the acceptor answers
-// with its own nonce and an HMAC of both nonces, the group and both
-// addresses under the secret's Raft key, and the dialer answers with its
+// random nonce, the address it dialled, its own, and the id of the node
+// it means to reach when it knows it (Mux.ResolveID), the acceptor answers
+// with its own nonce and an HMAC of both nonces, the group, the addresses
+// and the id under the secret's Raft key, and the dialer answers with its
 // HMAC; each side closes the connection when the other's proof is wrong,
 // so the group's Layer sees no byte from a peer without the secret. The
 // acceptor also closes it unless the address dialled is its own
-// advertised address: a handshake relayed by whoever holds an address
-// members dial (a stopped member's, a reused pod IP) to another member
-// fails there.
+// advertised address and the id, if given, its own (Mux.SetNodeID): a
+// handshake relayed by whoever holds an address members dial (a stopped
+// member's, a reused pod IP) to another member fails there, and so does
+// a stream to a node that took a member's old address.
 //
 // Without TLS, what follows the header is sealed (stream.go): AES-256-GCM
 // frames under keys of the secret and both nonces, one per direction, with

@@ -33,9 +33,10 @@ import (
 //	dialer   → acceptor  nonce    32 random bytes (Nd)
 //	                     target   1-byte length, the address dialled (T)
 //	                     from     1-byte length, the dialer's own address (F)
+//	                     id       1-byte length, the node id it means to reach (I), or empty
 //	acceptor → dialer    nonce    32 random bytes (Na)
-//	                     proof    MAC(secret.Raft, "acceptor", group, Nd, Na, T, F, B)
-//	dialer   → acceptor  proof    MAC(secret.Raft, "dialer", group, Nd, Na, T, F, B)
+//	                     proof    MAC(secret.Raft, "acceptor", group, Nd, Na, T, F, I, B)
+//	dialer   → acceptor  proof    MAC(secret.Raft, "dialer", group, Nd, Na, T, F, I, B)
 //
 // (secret.MAC: HMAC-SHA256 of length-prefixed parts, group as 8 bytes big
 // endian; B is empty without TLS, and with TLS 32 bytes the TLS session
@@ -43,11 +44,13 @@ import (
 // side proves it holds the secret over the other's fresh nonce, so a
 // recorded handshake cannot be replayed, and the role label keeps an
 // acceptor's proof from serving as a dialer's. The acceptor closes the
-// stream unless T is its own advertised address: the address is what a
-// Raft server is dialled by, so a handshake relayed to another member
-// (by whoever holds an address members dial: a stopped member's, a
-// reused pod IP) names a node that is not the one reached and fails.
-// Version 2, the same exchange without T, F and B, is refused.
+// stream unless T is its own advertised address and I, when given, its
+// node id (Mux.SetNodeID; the dialer gives the id its Mux.ResolveID finds
+// for the address): a Raft server is dialled by address, so a handshake
+// relayed to another member (by whoever holds an address members dial: a
+// stopped member's, a reused pod IP) names a node that is not the one
+// reached and fails. Version 2, the same exchange without T, F, I and B,
+// is refused.
 //
 // Without TLS everything after the header is framed and sealed (stream.go)
 // under keys of the secret and both nonces, one per direction; with TLS it
@@ -124,6 +127,11 @@ type Mux struct {
 	// header (muxVersionAuth) and only those are accepted; zero: version 1,
 	// no authentication
 	secret secret.Secret
+	// id is this node's id, checked against the one a dialer means to
+	// reach (SetNodeID); resolveID gives the id of the node a Layer
+	// dials at an address, "" when unknown (ResolveID)
+	id        string
+	resolveID func(addr string) string
 
 	// handshakeTimeout is the header read deadline; idleTimeout closes a
 	// stream quiet that long; maxHandshakes bounds the connections in
@@ -188,6 +196,16 @@ func (m *Mux) UseTLS(server, client *tls.Config) {
 // reaches the port speaks Raft to every group. Call it before Serve. It
 // combines with UseTLS: the handshake then runs inside TLS.
 func (m *Mux) UseSecret(s secret.Secret) { m.secret = s }
+
+// SetNodeID makes the Mux refuse streams whose dialer means to reach a
+// node of another id. Call it before Serve.
+func (m *Mux) SetNodeID(id string) { m.id = id }
+
+// ResolveID gives the Mux the node id its Layers mean to reach when they
+// dial an address (fn returns "" when it does not know, and the address
+// alone is checked). fn is called on every dial, from any goroutine. Call
+// it before any Layer dials.
+func (m *Mux) ResolveID(fn func(addr string) string) { m.resolveID = fn }
 
 // Addr returns the advertised address of the Mux.
 func (m *Mux) Addr() net.Addr { return m.advertise }
@@ -387,17 +405,24 @@ func (m *Mux) challenge(conn net.Conn, group uint64) (*streamKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the dialer's address: %w", err)
 	}
+	wantID, err := readShort(conn)
+	if err != nil {
+		return nil, fmt.Errorf("read the node id dialled: %w", err)
+	}
 	if !known {
 		return nil, fmt.Errorf("unknown group %d", group)
 	}
 	if target != m.advertise.String() {
 		return nil, fmt.Errorf("%w: the dialer (%q) means to reach %q, this node is %q", errWrongNode, from, target, m.advertise)
 	}
+	if wantID != "" && wantID != m.id {
+		return nil, fmt.Errorf("%w: the dialer (%q) means to reach node %q, this node is %q", errWrongNode, from, wantID, m.id)
+	}
 	bind, err := tlsBinding(conn)
 	if err != nil {
 		return nil, err
 	}
-	h := handshake{group: group, dn: dn[:], target: target, from: from, bind: bind}
+	h := handshake{group: group, dn: dn[:], target: target, from: from, id: wantID, bind: bind}
 	var an [nonceSize]byte
 	_, _ = rand.Read(an[:]) // never fails (Go 1.24+)
 	h.an = an[:]
@@ -440,13 +465,14 @@ type handshake struct {
 	group        uint64
 	dn, an       []byte // the dialer's and the acceptor's nonces
 	target, from string // the address dialled, the dialer's own
+	id           string // the node id dialled, "" if the dialer did not know it
 	bind         []byte // the TLS session's, empty without TLS
 }
 
 // proof is what the side role shows for the stream of h.
 func (m *Mux) proof(role string, h handshake) []byte {
 	return m.secret.MAC(secret.Raft, []byte(role), binary.BigEndian.AppendUint64(nil, h.group), h.dn, h.an,
-		[]byte(h.target), []byte(h.from), h.bind)
+		[]byte(h.target), []byte(h.from), []byte(h.id), h.bind)
 }
 
 // streamKeys are the sealing keys of a stream, one per direction.
@@ -460,7 +486,7 @@ func (m *Mux) streamKeys(conn net.Conn, h handshake) *streamKeys {
 	}
 	key := func(dir string) []byte {
 		return m.secret.MAC(secret.RaftStream, []byte(dir), binary.BigEndian.AppendUint64(nil, h.group), h.dn, h.an,
-			[]byte(h.target), []byte(h.from))
+			[]byte(h.target), []byte(h.from), []byte(h.id))
 	}
 	return &streamKeys{toAcceptor: key("dialer to acceptor"), toDialer: key("acceptor to dialer")}
 }
@@ -496,7 +522,7 @@ func readShort(r io.Reader) (string, error) {
 // appendShort appends s with a 1-byte length in front.
 func appendShort(b []byte, s string) ([]byte, error) {
 	if len(s) > 255 {
-		return nil, fmt.Errorf("address %q longer than 255 bytes", s)
+		return nil, fmt.Errorf("%q longer than 255 bytes", s)
 	}
 	return append(append(b, byte(len(s))), s...), nil
 }
@@ -513,9 +539,15 @@ func (m *Mux) open(conn net.Conn, tc *tls.Conn, group uint64, target string) (*s
 	var dn [nonceSize]byte
 	_, _ = rand.Read(dn[:])
 	h := handshake{group: group, dn: dn[:], target: target, from: m.advertise.String()}
+	if m.resolveID != nil {
+		h.id = m.resolveID(target)
+	}
 	hello, err := appendShort(append(appendHeader(nil, muxVersionAuth, group), dn[:]...), h.target)
 	if err == nil {
 		hello, err = appendShort(hello, h.from)
+	}
+	if err == nil {
+		hello, err = appendShort(hello, h.id)
 	}
 	if err != nil {
 		return nil, err

@@ -23,7 +23,8 @@ func withSecret(s secret.Secret) func(*Mux) { return func(m *Mux) { m.UseSecret(
 func hello(group uint64, dn []byte, target, from string) []byte {
 	b := append(binary.AppendUvarint([]byte("CEPR\x03"), group), dn...)
 	b = append(append(b, byte(len(target))), target...)
-	return append(append(b, byte(len(from))), from...)
+	b = append(append(b, byte(len(from))), from...)
+	return append(b, 0) // no node id
 }
 
 // handClient runs the dialer's side of the authenticated header by hand,
@@ -43,14 +44,14 @@ func handClient(t *testing.T, m *Mux, group uint64, key secret.Secret) (net.Conn
 	}
 	g := binary.BigEndian.AppendUint64(nil, group)
 	an := reply[:32]
-	acceptorOK := string(reply[32:]) == string(key.MAC(secret.Raft, []byte("acceptor"), g, dn[:], an, []byte(target), []byte(from), nil))
-	if _, err := c.Write(key.MAC(secret.Raft, []byte("dialer"), g, dn[:], an, []byte(target), []byte(from), nil)); err != nil {
+	acceptorOK := string(reply[32:]) == string(key.MAC(secret.Raft, []byte("acceptor"), g, dn[:], an, []byte(target), []byte(from), []byte{}, nil))
+	if _, err := c.Write(key.MAC(secret.Raft, []byte("dialer"), g, dn[:], an, []byte(target), []byte(from), []byte{}, nil)); err != nil {
 		t.Fatal(err)
 	}
 	c.SetDeadline(time.Time{})
 	sc := &sealedConn{Conn: c}
 	k := func(dir string) []byte {
-		return key.MAC(secret.RaftStream, []byte(dir), g, dn[:], an, []byte(target), []byte(from))
+		return key.MAC(secret.RaftStream, []byte(dir), g, dn[:], an, []byte(target), []byte(from), []byte{})
 	}
 	if err := sc.setKeys(k("dialer to acceptor"), k("acceptor to dialer")); err != nil {
 		t.Fatal(err)

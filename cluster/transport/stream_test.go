@@ -209,9 +209,9 @@ func (r *rewriteRelay) start(t *testing.T, upstream string) string {
 }
 
 // What the dialer's opening of the header takes on the wire before the
-// first frame: header, nonce, both addresses, proof.
+// first frame: header, nonce, both addresses, no node id, proof.
 func openingLen(group uint64, target, from string) int {
-	return len(appendHeader(nil, muxVersionAuth, group)) + nonceSize + 1 + len(target) + 1 + len(from) + proofSize
+	return len(appendHeader(nil, muxVersionAuth, group)) + nonceSize + 1 + len(target) + 1 + len(from) + 1 + proofSize
 }
 
 // frames splits b into its whole frames (a partial one at the end left out).
@@ -368,4 +368,36 @@ func TestMuxTLSHandshakeBoundToTheSession(t *testing.T) {
 	}
 	t.Log(err)
 	expectNothingAccepted(t, lb, 300*time.Millisecond)
+}
+
+// A dialer that knows the id of the node at an address states it, and a
+// node of another id there refuses the stream: a member that now holds a
+// removed member's address is not taken for it.
+func TestMuxRefusesAStreamMeantForAnotherNodeID(t *testing.T) {
+	s := secret.Generate()
+	log := testutil.Logger(t, slog.LevelDebug)
+	ids := map[string]string{}
+	a := newTestMux(t, log.With("mux", "a"), 2*time.Second, withSecret(s), func(m *Mux) {
+		m.SetNodeID("n1")
+		m.ResolveID(func(addr string) string { return ids[addr] })
+	})
+	n3 := newTestMux(t, log.With("mux", "n3"), 2*time.Second, withSecret(s), func(m *Mux) { m.SetNodeID("n3") })
+	la, l3 := mustLayer(t, a, 1), mustLayer(t, n3, 1)
+	at := n3.Addr().String()
+
+	ids[at] = "n3" // (set before each dial: the resolver runs in Dial)
+	c, err := la.Dial(raft.ServerAddress(at), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, c, acceptWithin(t, l3, 5*time.Second), "the node meant")
+
+	ids[at] = "n2"
+	if c, err := la.Dial(raft.ServerAddress(at), 5*time.Second); err == nil {
+		c.Close()
+		t.Fatal("a node opened a stream meant for another node id")
+	} else {
+		t.Log(err)
+	}
+	expectNothingAccepted(t, l3, 300*time.Millisecond)
 }
