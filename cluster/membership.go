@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,10 +43,15 @@ func (n *Node) joinGossip() error {
 	if len(key) == 0 && !n.cfg.Secret.IsZero() {
 		key = n.cfg.Secret.Derive(secret.Gossip, 32)
 	}
+	var prove func(gossip.Claim) string
+	if !n.cfg.Secret.IsZero() {
+		prove = n.memberProof
+	}
 	g, err := gossip.Start(gossip.Config{
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
 		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
 		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: key, Fresh: n.meta.fresh, Proto: protoSplit,
+		Prove: prove,
 	})
 	if err != nil {
 		return err // says "gossip: ..." itself
@@ -56,6 +63,57 @@ func (n *Node) joinGossip() error {
 	n.wg.Add(1)
 	go n.keepJoined()
 	return nil
+}
+
+// memberProof is a member's proof of its claim (its id, addresses and
+// start), gossiped in its metadata: an HMAC under a key of the cluster
+// secret, which the gossip key does not give. A process that has only the
+// gossip key (--gossip-key) gossips, but is never registered as a member,
+// cannot move a member's id to its own addresses, and so is never handed
+// replicas, a seat in the metadata group, or the node credential.
+func (n *Node) memberProof(c gossip.Claim) string {
+	return hex.EncodeToString(n.cfg.Secret.MAC(secret.Member, c.Bytes()))
+}
+
+// proven reports whether mb proves its claim with the cluster secret
+// (always, in an insecure cluster, which has none).
+func (n *Node) proven(mb gossip.Member) bool {
+	if n.cfg.Secret.IsZero() {
+		return true
+	}
+	p, err := hex.DecodeString(mb.Proof)
+	return err == nil && hmac.Equal(p, n.cfg.Secret.MAC(secret.Member, mb.Claim().Bytes()))
+}
+
+// raftIDAt is the id of the member whose Raft address is addr, as the
+// metadata has the members (the configured peers before it has any), ""
+// unless exactly one has it: the id the mux states when it dials addr,
+// which a node of another id there refuses.
+func (n *Node) raftIDAt(addr string) string {
+	var ids []string
+	if fsm := n.metaFSM.Load(); fsm != nil {
+		fsm.Read(func(m *meta.Meta) {
+			for _, nd := range m.Nodes {
+				if nd.RaftAddr == addr {
+					ids = append(ids, nd.ID)
+				}
+			}
+			if len(m.Nodes) > 0 && len(ids) == 0 {
+				ids = []string{""} // not a member's address: do not guess
+			}
+		})
+	}
+	if ids == nil {
+		for _, p := range n.cfg.Peers {
+			if p.RaftAddr == addr {
+				ids = append(ids, p.ID)
+			}
+		}
+	}
+	if len(ids) != 1 {
+		return ""
+	}
+	return ids[0]
 }
 
 // keepJoined joins the gossip of every member this node should see and
@@ -196,6 +254,12 @@ func (n *Node) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) 
 		if nd != nil && nd.RaftAddr == mb.RaftAddr && nd.APIAddr == mb.APIAddr && nd.GossipAddr == mb.GossipAddr {
 			continue
 		}
+		if !n.proven(mb) {
+			// has the gossip key (or replays a member's metadata with
+			// other addresses) but not the cluster secret
+			n.warnUnproven(mb)
+			continue
+		}
 		if n.peerAt(mb.APIAddr).Probe(ctx) != cepv1.NodeState_NODE_STATE_ALIVE {
 			n.log.Debug("a member of the gossip does not answer on its API yet", "member", mb.ID, "api", mb.APIAddr)
 			continue
@@ -217,6 +281,24 @@ func (n *Node) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) 
 		return true, nil
 	}
 	return false, nil
+}
+
+// warnUnproven warns, once per claim, of a gossip member whose claim does
+// not prove the cluster secret.
+func (n *Node) warnUnproven(mb gossip.Member) {
+	key := mb.ID + "\x00" + string(mb.Claim().Bytes())
+	if n.unprovenWarned == nil {
+		n.unprovenWarned = map[string]bool{}
+	}
+	if n.unprovenWarned[key] {
+		return
+	}
+	if len(n.unprovenWarned) > 1000 {
+		clear(n.unprovenWarned) // bounded: a flood of claims is warned of again
+	}
+	n.unprovenWarned[key] = true
+	n.log.Warn("a member of the gossip does not prove the cluster secret; not registering it (a process with the gossip key only, or a node of another cluster)",
+		"member", mb.ID, "gossip", mb.GossipAddr, "raft", mb.RaftAddr, "api", mb.APIAddr)
 }
 
 // down reports whether member id has been unreachable for DeadAfter, as

@@ -67,8 +67,14 @@ type Node struct {
 	// unreachable: since when each member has been unreachable, as the
 	// metadata leader's loop (manageCluster, its only user) found
 	unreachable map[string]time.Time
-	apiLn       net.Listener
-	apiSrv      *http.Server
+	// metaFSM is n.meta's state machine once it is open, for what runs
+	// before (the mux's dials look member ids up in it)
+	metaFSM atomic.Pointer[meta.FSM]
+	// unprovenWarned: the gossip claims without a proof of the secret
+	// already warned of (manageCluster's loop only)
+	unprovenWarned map[string]bool
+	apiLn          net.Listener
+	apiSrv         *http.Server
 	// peerHTTP calls other nodes' APIs (forwarded changes, savepoint parts,
 	// health and progress probes); peerTLS is its own transport with TLS.
 	peerHTTP *http.Client
@@ -235,6 +241,8 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.mux.UseTLS(cfg.TLS.PeerServer(), cfg.TLS.Client())
 	}
 	n.mux.UseSecret(cfg.Secret) // zero (Insecure): unauthenticated streams
+	n.mux.SetNodeID(cfg.NodeID)
+	n.mux.ResolveID(n.raftIDAt)
 	n.muxErr = make(chan error, 1)
 	n.wg.Add(1)
 	go func() {
@@ -253,6 +261,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return n, fmt.Errorf("metadata group: %w", err)
 	}
+	n.metaFSM.Store(n.meta.fsm)
 	// a new cluster's shard layout follows from the configuration; the
 	// metadata group records it when the cluster is first initialised
 	replication := min(cfg.Replicas, len(cfg.Peers))

@@ -50,6 +50,24 @@ type Config struct {
 	// Proto is what the node's release can apply, carried in its metadata;
 	// the node defines the numbers (the gossip only carries them).
 	Proto int
+	// Prove, when set, gives the proof of the node's Claim carried in its
+	// metadata (Member.Proof): what lets the others check, with a key the
+	// gossip does not hold, that the node may claim its id and addresses.
+	Prove func(Claim) string
+}
+
+// Claim is what a member says of itself: its id, its addresses and when
+// it started. Member.Proof is a proof of it.
+type Claim struct {
+	ID, GossipAddr, RaftAddr, APIAddr string
+	Fresh                             bool
+	Started                           int64
+}
+
+// Bytes encodes c for a MAC: one encoding per claim.
+func (c Claim) Bytes() []byte {
+	b, _ := json.Marshal(c) // fields in order; cannot fail
+	return b
 }
 
 // State is a node's liveness as seen by this node.
@@ -78,6 +96,12 @@ type Member struct {
 	Fresh                             bool      // it started without state,
 	Started                           int64     // at this time (Unix ms, its clock)
 	Proto                             int       // what its release can apply (Config.Proto)
+	Proof                             string    // its proof of Claim (Config.Prove), "" if none
+}
+
+// Claim is what m says of itself, as its proof covers it.
+func (m Member) Claim() Claim {
+	return Claim{ID: m.ID, GossipAddr: m.GossipAddr, RaftAddr: m.RaftAddr, APIAddr: m.APIAddr, Fresh: m.Fresh, Started: m.Started}
 }
 
 // Meta is the node metadata gossiped with every alive message. Exported
@@ -92,6 +116,8 @@ type Meta struct {
 	API     string `json:"api"`
 	// Proto is what the node's release can apply (Config.Proto)
 	Proto int `json:"proto,omitempty"`
+	// Proof is the node's proof of its Claim (Config.Prove)
+	Proof string `json:"proof,omitempty"`
 }
 
 // Gossip is a node's view of the cluster's membership, kept by a memberlist
@@ -124,11 +150,6 @@ func Start(cfg Config) (*Gossip, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	meta, _ := json.Marshal(Meta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: cfg.Proto}) // cannot fail
-	if len(meta) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("gossip: node metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
-	}
-
 	conf := memberlist.DefaultLANConfig()
 	if cfg.Fast {
 		conf = memberlist.DefaultLocalConfig()
@@ -183,6 +204,24 @@ func Start(cfg Config) (*Gossip, error) {
 		conf.AdvertisePort = conf.BindPort
 	}
 	conf.Transport = nt
+
+	// The address the others will see, as memberlist.Create settles it,
+	// so that the proof can cover it.
+	ip, port, err := nt.FinalAdvertiseAddr(conf.AdvertiseAddr, conf.AdvertisePort)
+	if err != nil {
+		nt.Shutdown()
+		return nil, fmt.Errorf("gossip: start on %s: %w", cfg.BindAddr, err)
+	}
+	md := Meta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: cfg.Proto}
+	if cfg.Prove != nil {
+		md.Proof = cfg.Prove(Claim{ID: cfg.NodeID, GossipAddr: net.JoinHostPort(ip.String(), strconv.Itoa(port)),
+			RaftAddr: md.Raft, APIAddr: md.API, Fresh: md.Fresh, Started: md.Started})
+	}
+	meta, _ := json.Marshal(md) // cannot fail
+	if len(meta) > memberlist.MetaMaxSize {
+		nt.Shutdown()
+		return nil, fmt.Errorf("gossip: node metadata of %d bytes, over memberlist's %d", len(meta), memberlist.MetaMaxSize)
+	}
 
 	g := &Gossip{meta: meta, log: logger, members: make(map[string]Member), changed: make(chan struct{})}
 	conf.Delegate = (*hooks)(g)
@@ -329,7 +368,7 @@ func (g *Gossip) observe(n *memberlist.Node, state State) {
 	m.ID = n.Name
 	if state == Alive || !known { // a death repeats the last addresses
 		m.GossipAddr, m.RaftAddr, m.APIAddr = n.Address(), md.Raft, md.API
-		m.Fresh, m.Started, m.Proto = md.Fresh, md.Started, md.Proto
+		m.Fresh, m.Started, m.Proto, m.Proof = md.Fresh, md.Started, md.Proto, md.Proof
 	}
 	transition := !known || old.State != state
 	if transition {

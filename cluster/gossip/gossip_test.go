@@ -298,3 +298,27 @@ func TestGossipBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// A member's proof travels in its metadata, made over the claim the
+// others see: the gossip address they reach it at included.
+func TestProofCoversTheClaimSeen(t *testing.T) {
+	prove := func(c Claim) string { return "proof of " + string(c.Bytes()) }
+	start := func(id string) *Gossip {
+		g, err := Start(Config{NodeID: id, BindAddr: "127.0.0.1:0", RaftAddr: id + "-raft:1", APIAddr: id + "-api:1",
+			Logger: testutil.Logger(t, slog.LevelDebug), Fast: true, Fresh: true, Prove: prove})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		return g
+	}
+	a, b := start("a"), start("b")
+	joinTo(t, b, a)
+	mb := waitMember(t, a, "b", Alive, -1, 10*time.Second)
+	if mb.Proof == "" || mb.Proof != prove(mb.Claim()) {
+		t.Fatalf("b's proof %q, want one of the claim a sees, %q", mb.Proof, prove(mb.Claim()))
+	}
+	if mb.GossipAddr != b.Addr() || !mb.Fresh || mb.Started == 0 {
+		t.Fatalf("claim seen %+v, b at %s", mb.Claim(), b.Addr())
+	}
+}

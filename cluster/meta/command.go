@@ -3,6 +3,7 @@ package meta
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/cepcluster/cep/internal/integrity"
@@ -229,13 +230,22 @@ var entryEnvelope = integrity.Envelope{Legacy: func(b byte) bool { return b == '
 // before entries were sealed does not decode. A sealed entry that does
 // not decode is as its proposer wrote it (rejected alike everywhere).
 func DecodeEntry(data []byte) (c Command, corrupt bool, err error) {
+	c, _, corrupt, err = decodeEntry(data)
+	return c, corrupt, err
+}
+
+// decodeEntry is DecodeEntry that also tells whether the entry was sealed.
+func decodeEntry(data []byte) (c Command, sealed, corrupt bool, err error) {
 	b, sealed, err := entryEnvelope.Open(data)
 	if err != nil {
-		return nil, true, err
+		return nil, false, true, err
 	}
 	c, err = Decode(b)
-	return c, err != nil && !sealed, err
+	return c, sealed, err != nil && !sealed, err
 }
+
+// ErrLegacyEntry is why an unsealed entry after a sealed one is refused.
+var ErrLegacyEntry = errors.New("an unchecksummed (legacy JSON) entry after checksummed ones")
 
 // CheckEntry checks a log entry as a replica's start-up scan does: a
 // sealed entry by its checksum, a legacy one by decoding it.

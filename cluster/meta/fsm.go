@@ -61,7 +61,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if err := f.Corrupt(); err != nil {
 		return Result{Err: err}
 	}
-	c, corrupt, err := DecodeEntry(l.Data)
+	c, sealed, corrupt, err := decodeEntry(l.Data)
 	if corrupt {
 		err = fmt.Errorf("cluster: damaged metadata entry %d: %w", l.Index, err)
 		f.mu.Lock()
@@ -76,6 +76,18 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return Result{Err: fmt.Errorf("cluster: bad metadata entry: %w", err)}
 	}
 	f.mu.Lock()
+	switch {
+	case sealed:
+		f.meta.Sealed = true
+	case f.meta.Sealed:
+		// Every release that seals its entries wrote this log since
+		// the first sealed one: an unsealed entry now was not written
+		// by a member's metadata group but put in the log by hand
+		// (the way a forged AppendEntries would). Refused alike on
+		// every replica, since the rule reads only the log.
+		f.mu.Unlock()
+		return Result{Err: fmt.Errorf("cluster: metadata entry %d refused: %w", l.Index, ErrLegacyEntry)}
+	}
 	obj, err := f.meta.Apply(l.Index, c)
 	ch := f.changed
 	f.changed = make(chan struct{})

@@ -2,6 +2,8 @@ package meta
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"testing"
 
 	"github.com/cepcluster/cep/internal/integrity"
@@ -31,7 +33,7 @@ func TestFSMRefusesDamagedEntry(t *testing.T) {
 			t.Fatalf("entry %d at or after the damaged %d applied", idx, bad+1)
 		}
 	}
-	if !bytes.Equal(metaBytes(t, legacy), metaBytes(t, sealed)) {
+	if sealed.meta.Sealed = false; !bytes.Equal(metaBytes(t, legacy), metaBytes(t, sealed)) {
 		t.Fatal("sealed entries make other metadata than the legacy ones")
 	}
 	if !bytes.Equal(metaBytes(t, damaged), atBad) {
@@ -47,6 +49,49 @@ func TestFSMRefusesDamagedEntry(t *testing.T) {
 	f := NewFSM()
 	if res := applyEntry(f, 1, []byte(`{"kind":`)); res.Err == nil || f.Corrupt() == nil {
 		t.Fatalf("a truncated legacy entry: %v, corrupt %v", res.Err, f.Corrupt())
+	}
+}
+
+// Once a checksummed entry is applied, an unchecksummed (legacy JSON) one
+// is refused, whatever it says: a forged entry cannot come as legacy JSON
+// past the checksum. Before the first checksummed entry legacy ones apply
+// (a log written by an older release), and checksummed ones after the
+// refusal still do.
+func TestFSMRefusesLegacyAfterSealed(t *testing.T) {
+	entries := readLines(t, "testdata/entries.jsonl")
+	del, err := Encode(DeletePattern{Name: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM()
+	if res := applyEntry(f, 1, entries[0]); res.Err != nil {
+		t.Fatalf("a legacy entry in a log of legacy entries: %v", res.Err)
+	}
+	if res := applyEntry(f, 2, integrity.Seal(entries[1])); errors.Is(res.Err, ErrLegacyEntry) {
+		t.Fatalf("a sealed entry: %v", res.Err)
+	}
+	before := metaBytes(t, f)
+	res := applyEntry(f, 3, del)
+	if !errors.Is(res.Err, ErrLegacyEntry) {
+		t.Fatalf("a legacy entry after a sealed one: %v, want %v", res.Err, ErrLegacyEntry)
+	}
+	t.Log(res.Err)
+	if !bytes.Equal(metaBytes(t, f), before) {
+		t.Fatal("the refused legacy entry changed the metadata")
+	}
+	if f.Corrupt() != nil {
+		t.Fatalf("a refused entry stopped the replica: %v", f.Corrupt())
+	}
+	// the rule is in the snapshot: a replica restored from it refuses too
+	g := NewFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	if res := applyEntry(g, 3, del); !errors.Is(res.Err, ErrLegacyEntry) {
+		t.Fatalf("after a restore: %v, want %v", res.Err, ErrLegacyEntry)
+	}
+	if res := applyEntry(f, 4, integrity.Seal(del)); errors.Is(res.Err, ErrLegacyEntry) || f.meta.Index != 4 {
+		t.Fatalf("a sealed entry after the refused one: %v, index %d", res.Err, f.meta.Index)
 	}
 }
 

@@ -44,6 +44,9 @@ type Meta struct {
 	// tombstone was removed (ForgetPattern): new versions start above it.
 	ForgottenVersion uint64 `json:"forgottenVersion,omitempty"`
 	Index            uint64 `json:"index"` // last applied log index
+	// Sealed: a checksummed entry was applied; unchecksummed (legacy
+	// JSON) entries are refused from then on (FSM.Apply).
+	Sealed bool `json:"sealed,omitempty"`
 }
 
 // Removed is a node removed from the cluster, at Time (Unix ms, as

@@ -35,6 +35,8 @@ const File = "cluster-secret"
 const (
 	Gossip     = "cep gossip key v1"      // memberlist's AES key
 	Raft       = "cep raft handshake v1"  // HMAC key of the Raft mux handshake
+	RaftStream = "cep raft stream v1"     // keys sealing a Raft stream after the handshake
+	Member     = "cep member proof v1"    // a member's proof of its id and addresses, gossiped
 	Node       = "cep node credential v1" // bearer credential of node-to-node API calls
 	NATSNode   = "cep nats node v1"       // the embedded NATS server's password for the node itself
 	NATSPublic = "cep nats publisher v1"  // the embedded NATS server's password for publishers

@@ -23,33 +23,51 @@ import (
 // Wire format of the connection header that opens every multiplexed stream:
 //
 //	magic   4 bytes  "CEPR"
-//	version 1 byte   muxVersion (1) or muxVersionAuth (2)
+//	version 1 byte   muxVersion (1) or muxVersionAuth (3)
 //	group   uvarint  Raft group id (1 to binary.MaxVarintLen64 bytes)
 //
-// Version 1 ends there. Version 2, the only one a Mux with a cluster secret
-// accepts, goes on with a mutual challenge-response:
+// Version 1 ends there. Version 3, the only one a Mux with a cluster secret
+// accepts, goes on with a mutual challenge-response bound to the node
+// dialled:
 //
 //	dialer   → acceptor  nonce    32 random bytes (Nd)
+//	                     target   1-byte length, the address dialled (T)
+//	                     from     1-byte length, the dialer's own address (F)
+//	                     id       1-byte length, the node id it means to reach (I), or empty
 //	acceptor → dialer    nonce    32 random bytes (Na)
-//	                     proof    MAC(secret.Raft, "acceptor", group, Nd, Na)
-//	dialer   → acceptor  proof    MAC(secret.Raft, "dialer", group, Nd, Na)
+//	                     proof    MAC(secret.Raft, "acceptor", group, Nd, Na, T, F, I, B)
+//	dialer   → acceptor  proof    MAC(secret.Raft, "dialer", group, Nd, Na, T, F, I, B)
 //
 // (secret.MAC: HMAC-SHA256 of length-prefixed parts, group as 8 bytes big
-// endian). Each side proves it holds the secret over the other's fresh
-// nonce, so a recorded handshake cannot be replayed, and the role label
-// keeps an acceptor's proof from serving as a dialer's. A dialer refuses
-// an acceptor whose proof is wrong; an acceptor closes a connection whose
-// proof is wrong before the group's Layer sees a byte.
+// endian; B is empty without TLS, and with TLS 32 bytes the TLS session
+// exports, so that the proofs hold for that TLS connection only.) Each
+// side proves it holds the secret over the other's fresh nonce, so a
+// recorded handshake cannot be replayed, and the role label keeps an
+// acceptor's proof from serving as a dialer's. The acceptor closes the
+// stream unless T is its own advertised address and I, when given, its
+// node id (Mux.SetNodeID; the dialer gives the id its Mux.ResolveID finds
+// for the address): a Raft server is dialled by address, so a handshake
+// relayed to another member (by whoever holds an address members dial: a
+// stopped member's, a reused pod IP) names a node that is not the one
+// reached and fails. Version 2, the same exchange without T, F, I and B,
+// is refused.
 //
-// Everything after the header belongs to the group's Raft transport. A
-// stream for an unknown group, with a bad magic or a version this Mux does
-// not take is simply closed, unanswered.
+// Without TLS everything after the header is framed and sealed (stream.go)
+// under keys of the secret and both nonces, one per direction; with TLS it
+// is TLS's, bound to the handshake by B. Either way the group's Raft
+// transport reads only what the authenticated peer wrote.
+//
+// A stream for an unknown group, with a bad magic or a version this Mux
+// does not take is simply closed, unanswered.
 const (
 	muxMagic       = "CEPR"
 	muxVersion     = 1
-	muxVersionAuth = 2
+	muxVersionV2   = 2 // the exchange without the binding: refused
+	muxVersionAuth = 3
 	nonceSize      = 32
 	proofSize      = 32 // HMAC-SHA256
+	// tlsBindingLabel names what the TLS session exports for B
+	tlsBindingLabel = "EXPORTER-cep-raft-mux-v3"
 )
 
 // Defaults of the Mux and of the transports built by NewTransport.
@@ -109,6 +127,11 @@ type Mux struct {
 	// header (muxVersionAuth) and only those are accepted; zero: version 1,
 	// no authentication
 	secret secret.Secret
+	// id is this node's id, checked against the one a dialer means to
+	// reach (SetNodeID); resolveID gives the id of the node a Layer
+	// dials at an address, "" when unknown (ResolveID)
+	id        string
+	resolveID func(addr string) string
 
 	// handshakeTimeout is the header read deadline; idleTimeout closes a
 	// stream quiet that long; maxHandshakes bounds the connections in
@@ -173,6 +196,16 @@ func (m *Mux) UseTLS(server, client *tls.Config) {
 // reaches the port speaks Raft to every group. Call it before Serve. It
 // combines with UseTLS: the handshake then runs inside TLS.
 func (m *Mux) UseSecret(s secret.Secret) { m.secret = s }
+
+// SetNodeID makes the Mux refuse streams whose dialer means to reach a
+// node of another id. Call it before Serve.
+func (m *Mux) SetNodeID(id string) { m.id = id }
+
+// ResolveID gives the Mux the node id its Layers mean to reach when they
+// dial an address (fn returns "" when it does not know, and the address
+// alone is checked). fn is called on every dial, from any goroutine. Call
+// it before any Layer dials.
+func (m *Mux) ResolveID(fn func(addr string) string) { m.resolveID = fn }
 
 // Addr returns the advertised address of the Mux.
 func (m *Mux) Addr() net.Addr { return m.advertise }
@@ -252,7 +285,7 @@ func (m *Mux) startHandshake(conn net.Conn) {
 // handshake reads the header of conn within the handshake timeout and hands
 // conn to the group's Layer, or closes it.
 func (m *Mux) handshake(conn net.Conn) {
-	group, err := m.accept(conn)
+	group, keys, err := m.accept(conn)
 
 	m.mu.Lock()
 	delete(m.pending, conn)
@@ -272,6 +305,10 @@ func (m *Mux) handshake(conn net.Conn) {
 		// most one every warnEvery so that a flood does not flood the log
 		lg.Warn("raft mux: the peer does not prove the cluster secret; dropping connection", "err", err)
 		conn.Close()
+	case errors.Is(err, errWrongNode) && m.warnNow():
+		// a relay, or a member still dialling an address this node took
+		lg.Warn("raft mux: the peer dialled another node's address; dropping connection", "err", err)
+		conn.Close()
 	case err != nil:
 		lg.Debug("raft mux: dropping connection", "err", err)
 		conn.Close()
@@ -279,88 +316,128 @@ func (m *Mux) handshake(conn net.Conn) {
 		lg.Debug("raft mux: dropping connection for unknown group", "group", group)
 		conn.Close()
 	default:
-		l.deliver(newIdleConn(conn, m.idleTimeout), m.handshakeTimeout)
+		c := newIdleConn(conn, m.idleTimeout)
+		if keys != nil {
+			sc := &sealedConn{Conn: c}
+			if err := sc.setKeys(keys.toDialer, keys.toAcceptor); err != nil {
+				lg.Warn("raft mux: stream keys", "err", err)
+				conn.Close()
+				return
+			}
+			c = sc
+		}
+		l.deliver(c, m.handshakeTimeout)
 	}
 }
 
 // accept reads the header of an accepted conn, and with a secret runs the
 // acceptor's part of the challenge-response, all within the handshake
 // timeout; it returns the group.
-func (m *Mux) accept(conn net.Conn) (uint64, error) {
+func (m *Mux) accept(conn net.Conn) (uint64, *streamKeys, error) {
 	// (both directions: over TLS the first read also runs the handshake,
 	// which writes)
 	if err := conn.SetDeadline(time.Now().Add(m.handshakeTimeout)); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	// Read the fixed part and the first varint byte at once, then the rest
 	// of the varint byte by byte: nothing past the header may be consumed.
 	var buf [len(muxMagic) + 1 + binary.MaxVarintLen64]byte
 	n := len(muxMagic) + 2
 	if _, err := io.ReadFull(conn, buf[:n]); err != nil {
-		return 0, fmt.Errorf("read header: %w", err)
+		return 0, nil, fmt.Errorf("read header: %w", err)
 	}
 	if string(buf[:len(muxMagic)]) != muxMagic {
-		return 0, fmt.Errorf("bad magic %q", buf[:len(muxMagic)])
+		return 0, nil, fmt.Errorf("bad magic %q", buf[:len(muxMagic)])
 	}
 	want := byte(muxVersion)
 	if !m.secret.IsZero() {
 		want = muxVersionAuth
 	}
 	switch v := buf[len(muxMagic)]; {
+	case v == muxVersionV2 && want == muxVersionAuth:
+		return 0, nil, errors.New("handshake of version 2 (not bound to the node dialled): the peer runs an older release")
 	case v == muxVersion && want == muxVersionAuth:
-		return 0, errors.New("unauthenticated header (version 1): this node requires the cluster secret")
+		return 0, nil, errors.New("unauthenticated header (version 1): this node requires the cluster secret")
 	case v != want:
-		return 0, fmt.Errorf("unsupported version %d", v)
+		return 0, nil, fmt.Errorf("unsupported version %d", v)
 	}
 	for buf[n-1]&0x80 != 0 && n < len(buf) {
 		if _, err := io.ReadFull(conn, buf[n:n+1]); err != nil {
-			return 0, fmt.Errorf("read header: %w", err)
+			return 0, nil, fmt.Errorf("read header: %w", err)
 		}
 		n++
 	}
 	group, k := binary.Uvarint(buf[len(muxMagic)+1 : n])
 	if k <= 0 {
-		return 0, errors.New("bad group id")
+		return 0, nil, errors.New("bad group id")
 	}
+	var keys *streamKeys
 	if want == muxVersionAuth {
-		if err := m.challenge(conn, group); err != nil {
-			return 0, err
+		var err error
+		if keys, err = m.challenge(conn, group); err != nil {
+			return 0, nil, err
 		}
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return group, nil
+	return group, keys, nil
 }
 
 // challenge is the acceptor's part of the authenticated header, after the
-// group: it answers the dialer's nonce with its own and its proof, and
-// checks the dialer's proof. An unknown group is not answered.
-func (m *Mux) challenge(conn net.Conn, group uint64) error {
+// group: it reads the dialer's nonce and the addresses, answers with its
+// own nonce and its proof when the dialer means to reach this node, and
+// checks the dialer's proof. An unknown group is not answered. It returns
+// the stream's keys, nil with TLS (which then protects the stream).
+func (m *Mux) challenge(conn net.Conn, group uint64) (*streamKeys, error) {
 	m.mu.Lock()
 	_, known := m.layers[group]
 	m.mu.Unlock()
 	var dn [nonceSize]byte
 	if _, err := io.ReadFull(conn, dn[:]); err != nil {
-		return fmt.Errorf("read nonce: %w", err)
+		return nil, fmt.Errorf("read nonce: %w", err)
+	}
+	target, err := readShort(conn)
+	if err != nil {
+		return nil, fmt.Errorf("read the address dialled: %w", err)
+	}
+	from, err := readShort(conn)
+	if err != nil {
+		return nil, fmt.Errorf("read the dialer's address: %w", err)
+	}
+	wantID, err := readShort(conn)
+	if err != nil {
+		return nil, fmt.Errorf("read the node id dialled: %w", err)
 	}
 	if !known {
-		return fmt.Errorf("unknown group %d", group)
+		return nil, fmt.Errorf("unknown group %d", group)
 	}
+	if target != m.advertise.String() {
+		return nil, fmt.Errorf("%w: the dialer (%q) means to reach %q, this node is %q", errWrongNode, from, target, m.advertise)
+	}
+	if wantID != "" && wantID != m.id {
+		return nil, fmt.Errorf("%w: the dialer (%q) means to reach node %q, this node is %q", errWrongNode, from, wantID, m.id)
+	}
+	bind, err := tlsBinding(conn)
+	if err != nil {
+		return nil, err
+	}
+	h := handshake{group: group, dn: dn[:], target: target, from: from, id: wantID, bind: bind}
 	var an [nonceSize]byte
 	_, _ = rand.Read(an[:]) // never fails (Go 1.24+)
-	reply := append(an[:], m.proof("acceptor", group, dn[:], an[:])...)
+	h.an = an[:]
+	reply := append(an[:], m.proof("acceptor", h)...)
 	if _, err := conn.Write(reply); err != nil {
-		return fmt.Errorf("write challenge: %w", err)
+		return nil, fmt.Errorf("write challenge: %w", err)
 	}
 	var got [proofSize]byte
 	if _, err := io.ReadFull(conn, got[:]); err != nil {
-		return fmt.Errorf("read proof: %w", err)
+		return nil, fmt.Errorf("read proof: %w", err)
 	}
-	if !hmac.Equal(got[:], m.proof("dialer", group, dn[:], an[:])) {
-		return errBadProof
+	if !hmac.Equal(got[:], m.proof("dialer", h)) {
+		return nil, errBadProof
 	}
-	return nil
+	return m.streamKeys(conn, h), nil
 }
 
 // warnEvery is the least time between two warnings of refused proofs.
@@ -380,37 +457,126 @@ func (m *Mux) warnNow() bool {
 // errBadProof: the other side does not hold this node's cluster secret.
 var errBadProof = errors.New("wrong proof of the cluster secret")
 
-// proof is what the side role shows for the stream of group with the
-// dialer's and the acceptor's nonces.
-func (m *Mux) proof(role string, group uint64, dialerNonce, acceptorNonce []byte) []byte {
-	return m.secret.MAC(secret.Raft, []byte(role), binary.BigEndian.AppendUint64(nil, group), dialerNonce, acceptorNonce)
+// errWrongNode: the dialer means to reach another node (a relayed stream).
+var errWrongNode = errors.New("stream meant for another node")
+
+// handshake is what a stream's proofs and keys are bound to.
+type handshake struct {
+	group        uint64
+	dn, an       []byte // the dialer's and the acceptor's nonces
+	target, from string // the address dialled, the dialer's own
+	id           string // the node id dialled, "" if the dialer did not know it
+	bind         []byte // the TLS session's, empty without TLS
 }
 
-// open runs the dialer's part of the header on conn: the header, and with
-// a secret the challenge-response.
-func (m *Mux) open(conn net.Conn, group uint64) error {
+// proof is what the side role shows for the stream of h.
+func (m *Mux) proof(role string, h handshake) []byte {
+	return m.secret.MAC(secret.Raft, []byte(role), binary.BigEndian.AppendUint64(nil, h.group), h.dn, h.an,
+		[]byte(h.target), []byte(h.from), []byte(h.id), h.bind)
+}
+
+// streamKeys are the sealing keys of a stream, one per direction.
+type streamKeys struct{ toAcceptor, toDialer []byte }
+
+// streamKeys returns the keys of the stream of h, nil over TLS (TLS
+// protects the stream).
+func (m *Mux) streamKeys(conn net.Conn, h handshake) *streamKeys {
+	if _, ok := conn.(*tls.Conn); ok {
+		return nil
+	}
+	key := func(dir string) []byte {
+		return m.secret.MAC(secret.RaftStream, []byte(dir), binary.BigEndian.AppendUint64(nil, h.group), h.dn, h.an,
+			[]byte(h.target), []byte(h.from), []byte(h.id))
+	}
+	return &streamKeys{toAcceptor: key("dialer to acceptor"), toDialer: key("acceptor to dialer")}
+}
+
+// tlsBinding is what conn's TLS session exports for the handshake to
+// bind; nil when conn is not TLS.
+func tlsBinding(conn net.Conn) ([]byte, error) {
+	tc, ok := conn.(*tls.Conn)
+	if !ok {
+		return nil, nil
+	}
+	st := tc.ConnectionState()
+	b, err := st.ExportKeyingMaterial(tlsBindingLabel, nil, 32)
+	if err != nil {
+		return nil, fmt.Errorf("TLS channel binding: %w", err)
+	}
+	return b, nil
+}
+
+// readShort reads a string with a 1-byte length in front.
+func readShort(r io.Reader) (string, error) {
+	var n [1]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return "", err
+	}
+	b := make([]byte, n[0])
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// appendShort appends s with a 1-byte length in front.
+func appendShort(b []byte, s string) ([]byte, error) {
+	if len(s) > 255 {
+		return nil, fmt.Errorf("%q longer than 255 bytes", s)
+	}
+	return append(append(b, byte(len(s))), s...), nil
+}
+
+// open runs the dialer's part of the header on conn (tc: conn's TLS, if
+// any), meaning to reach the node advertised as target: the header, and
+// with a secret the challenge-response. It returns the stream's keys, nil
+// without a secret or with TLS.
+func (m *Mux) open(conn net.Conn, tc *tls.Conn, group uint64, target string) (*streamKeys, error) {
 	if m.secret.IsZero() {
 		_, err := conn.Write(appendHeader(nil, muxVersion, group))
-		return err
+		return nil, err
 	}
 	var dn [nonceSize]byte
 	_, _ = rand.Read(dn[:])
-	if _, err := conn.Write(append(appendHeader(nil, muxVersionAuth, group), dn[:]...)); err != nil {
-		return err
+	h := handshake{group: group, dn: dn[:], target: target, from: m.advertise.String()}
+	if m.resolveID != nil {
+		h.id = m.resolveID(target)
+	}
+	hello, err := appendShort(append(appendHeader(nil, muxVersionAuth, group), dn[:]...), h.target)
+	if err == nil {
+		hello, err = appendShort(hello, h.from)
+	}
+	if err == nil {
+		hello, err = appendShort(hello, h.id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(hello); err != nil {
+		return nil, err
 	}
 	var reply [nonceSize + proofSize]byte
 	if _, err := io.ReadFull(conn, reply[:]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return errors.New("closed by the peer during the handshake (no such group there, or it does not take this node's cluster secret)")
+			return nil, errors.New("closed by the peer during the handshake (no such group there, it is not the node advertised at this address, or it does not take this node's cluster secret)")
 		}
-		return fmt.Errorf("read challenge: %w", err)
+		return nil, fmt.Errorf("read challenge: %w", err)
 	}
-	an := reply[:nonceSize]
-	if !hmac.Equal(reply[nonceSize:], m.proof("acceptor", group, dn[:], an)) {
-		return fmt.Errorf("the peer does not hold this node's cluster secret: %w", errBadProof)
+	h.an = reply[:nonceSize]
+	var bconn net.Conn = conn
+	if tc != nil {
+		bconn = tc
 	}
-	_, err := conn.Write(m.proof("dialer", group, dn[:], an))
-	return err
+	if h.bind, err = tlsBinding(bconn); err != nil {
+		return nil, err
+	}
+	if !hmac.Equal(reply[nonceSize:], m.proof("acceptor", h)) {
+		return nil, fmt.Errorf("the peer does not hold this node's cluster secret: %w", errBadProof)
+	}
+	if _, err := conn.Write(m.proof("dialer", h)); err != nil {
+		return nil, err
+	}
+	return m.streamKeys(bconn, h), nil
 }
 
 // appendHeader appends the connection header of version for group to b
@@ -566,8 +732,18 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		conn = tc
 	}
 	// Track the conn before the handshake and the header, so that Close
-	// aborts them by closing it.
-	lc, ok := l.track(newIdleConn(conn, l.mux.idleTimeout))
+	// aborts them by closing it. Without TLS, a stream with a secret is
+	// sealed once the header gives it its keys.
+	inner := newIdleConn(conn, l.mux.idleTimeout)
+	var sc *sealedConn
+	if !l.mux.secret.IsZero() && tc == nil {
+		sc = &sealedConn{Conn: inner}
+	}
+	tracked := inner
+	if sc != nil {
+		tracked = sc
+	}
+	lc, ok := l.track(tracked)
 	if !ok {
 		return nil, ErrLayerClosed
 	}
@@ -584,8 +760,16 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 	if err == nil {
 		err = lc.SetDeadline(dl)
 	}
+	var keys *streamKeys
 	if err == nil {
-		err = l.mux.open(lc.Conn, l.group)
+		keys, err = l.mux.open(inner, tc, l.group, string(address))
+	}
+	if err == nil && sc != nil {
+		if keys == nil {
+			err = errors.New("no stream keys")
+		} else {
+			err = sc.setKeys(keys.toAcceptor, keys.toDialer)
+		}
 	}
 	if err == nil {
 		err = lc.SetDeadline(time.Time{})

@@ -18,28 +18,45 @@ import (
 
 func withSecret(s secret.Secret) func(*Mux) { return func(m *Mux) { m.UseSecret(s) } }
 
+// hello is the dialer's opening of the authenticated header, meaning to
+// reach target from from.
+func hello(group uint64, dn []byte, target, from string) []byte {
+	b := append(binary.AppendUvarint([]byte("CEPR\x03"), group), dn...)
+	b = append(append(b, byte(len(target))), target...)
+	b = append(append(b, byte(len(from))), from...)
+	return append(b, 0) // no node id
+}
+
 // handClient runs the dialer's side of the authenticated header by hand,
 // as the package doc describes it, with key as the secret it claims: it
-// returns the conn after sending its proof, and whether the acceptor's
-// proof was right.
+// returns the conn after sending its proof, sealed with the keys the doc
+// gives, and whether the acceptor's proof was right.
 func handClient(t *testing.T, m *Mux, group uint64, key secret.Secret) (net.Conn, bool) {
 	t.Helper()
 	var dn [32]byte
 	copy(dn[:], "a nonce the test picked, 32 byte")
-	hdr := binary.AppendUvarint([]byte("CEPR\x02"), group)
-	c := rawDial(t, m, append(hdr, dn[:]...))
+	target, from := m.Addr().String(), "127.0.0.1:1"
+	c := rawDial(t, m, hello(group, dn[:], target, from))
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	var reply [64]byte
 	if _, err := io.ReadFull(c, reply[:]); err != nil {
 		t.Fatalf("reading the acceptor's nonce and proof: %v", err)
 	}
 	g := binary.BigEndian.AppendUint64(nil, group)
-	acceptorOK := string(reply[32:]) == string(key.MAC(secret.Raft, []byte("acceptor"), g, dn[:], reply[:32]))
-	if _, err := c.Write(key.MAC(secret.Raft, []byte("dialer"), g, dn[:], reply[:32])); err != nil {
+	an := reply[:32]
+	acceptorOK := string(reply[32:]) == string(key.MAC(secret.Raft, []byte("acceptor"), g, dn[:], an, []byte(target), []byte(from), []byte{}, nil))
+	if _, err := c.Write(key.MAC(secret.Raft, []byte("dialer"), g, dn[:], an, []byte(target), []byte(from), []byte{}, nil)); err != nil {
 		t.Fatal(err)
 	}
 	c.SetDeadline(time.Time{})
-	return c, acceptorOK
+	sc := &sealedConn{Conn: c}
+	k := func(dir string) []byte {
+		return key.MAC(secret.RaftStream, []byte(dir), g, dn[:], an, []byte(target), []byte(from), []byte{})
+	}
+	if err := sc.setKeys(k("dialer to acceptor"), k("acceptor to dialer")); err != nil {
+		t.Fatal(err)
+	}
+	return sc, acceptorOK
 }
 
 // expectNothingAccepted fails if l accepts a stream within d.
@@ -151,7 +168,7 @@ func TestMuxSlowClients(t *testing.T) {
 	l := mustLayer(t, m, 1)
 	silent := rawDial(t, m, nil)
 	header := rawDial(t, m, appendHeader(nil, muxVersionAuth, 1))
-	nonce := rawDial(t, m, append(appendHeader(nil, muxVersionAuth, 1), make([]byte, 32)...))
+	nonce := rawDial(t, m, hello(1, make([]byte, 32), m.Addr().String(), "x"))
 	trickle := rawDial(t, m, nil)
 	start := time.Now()
 	go func() {

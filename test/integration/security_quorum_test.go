@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/internal/testutil"
 )
 
@@ -25,14 +27,16 @@ var quorumGossipKey = []byte("0123456789abcdef")
 
 // fakeMember joins a node's gossip as a member whose API answers health
 // checks (which is all registering a node asks of it) and nothing else,
-// and whose Raft address nothing listens on.
+// and whose Raft address nothing listens on. It proves the cluster secret
+// (without it, it would never be registered): a node that crashed half
+// started, or a process that has the secret and runs no Raft.
 type fakeMember struct {
 	id  string
 	api *httptest.Server
 	g   *gossip.Gossip
 }
 
-func startFakeMember(t *testing.T, id, join string) *fakeMember {
+func startFakeMember(t *testing.T, id, join string, s secret.Secret) *fakeMember {
 	t.Helper()
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
@@ -48,7 +52,8 @@ func startFakeMember(t *testing.T, id, join string) *fakeMember {
 	raftAddr := l.Addr().String()
 	l.Close() // refused from now on
 	g, err := gossip.Start(gossip.Config{NodeID: id, BindAddr: "127.0.0.1:0", RaftAddr: raftAddr, APIAddr: strings.TrimPrefix(api.URL, "http://"),
-		Fast: true, SecretKey: quorumGossipKey, Fresh: true, Proto: 1 << 20})
+		Fast: true, SecretKey: quorumGossipKey, Fresh: true, Proto: 1 << 20,
+		Prove: func(c gossip.Claim) string { return hex.EncodeToString(s.MAC(secret.Member, c.Bytes())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +180,7 @@ func TestQuorumSingleNodeOutlivesAFakeMember(t *testing.T) {
 	tc.createBank(c)
 	w := watchQuorum(t, func() []*cluster.Node { return []*cluster.Node{n} }, "intruder")
 
-	f := startFakeMember(t, "intruder", n.GossipAddr())
+	f := startFakeMember(t, "intruder", n.GossipAddr(), tc.secret)
 	waitNonvoter(t, n, "intruder")
 	f.vanish()
 	waitNoServer(t, n, "intruder") // down once the dead-after time is over
@@ -247,7 +252,7 @@ func TestQuorumThreeNodesOutliveAFakeMemberAndADeadOne(t *testing.T) {
 	}
 	w := watchQuorum(t, func() []*cluster.Node { return left }, "intruder")
 
-	f := startFakeMember(t, "intruder", left[0].GossipAddr())
+	f := startFakeMember(t, "intruder", left[0].GossipAddr(), tc.secret)
 	waitNonvoter(t, left[0], "intruder")
 	killedID := tc.cfgs[killed].NodeID
 	tc.stop(killed)
