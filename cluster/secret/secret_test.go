@@ -28,7 +28,7 @@ func TestDerivedKeysDifferByPurposeAndSecret(t *testing.T) {
 	a, b := Generate(), Generate()
 	seen := map[string]string{}
 	for _, s := range []Secret{a, b} {
-		for _, p := range []string{Gossip, Raft, RaftStream, Member, Node, NATSNode, NATSPublic} {
+		for _, p := range []string{Gossip, Raft, RaftStream, Member, Node, NATSNode, NATSPublic, Savepoint} {
 			k := string(s.Derive(p, 32))
 			if prev, ok := seen[k]; ok {
 				t.Fatalf("key of %s equals key of %s", p, prev)
