@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -14,11 +15,33 @@ import (
 type Service struct {
 	n     *Node
 	tails *tailLimits
+	// compiling is taken while a reader's request compiles a document
+	// (ValidatePattern, ExplainPattern of a spec): up to 256 KiB of
+	// pattern can take a core for a second, and a reader may ask in a
+	// loop, so such compilations take turns, one at a time on a node.
+	compiling chan struct{}
 }
 
 // NewService returns the API backends of a node.
 func NewService(n *Node) *Service {
-	return &Service{n: n, tails: newTailLimits(n.cfg.TailMaxStreams, n.cfg.TailMaxStreamsPerCaller)}
+	return &Service{n: n, tails: newTailLimits(n.cfg.TailMaxStreams, n.cfg.TailMaxStreamsPerCaller), compiling: make(chan struct{}, 1)}
+}
+
+// compileTurn waits for the turn to compile a reader's document, until
+// ctx ends.
+func (s *Service) compileTurn(ctx context.Context) (release func(), err error) {
+	release = func() { <-s.compiling }
+	select {
+	case s.compiling <- struct{}{}: // free: taken whatever ctx says
+		return release, nil
+	default:
+	}
+	select {
+	case s.compiling <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: waiting for another document to compile on this node: %v", api.ErrUnavailable, ctx.Err())
+	}
 }
 
 // Backends returns the service as api.Backends.

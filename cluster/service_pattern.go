@@ -236,6 +236,11 @@ func checkPattern(pm *meta.Pattern) error {
 type patternBackend struct{ s *Service }
 
 func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {
+	release, err := b.s.compileTurn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	p, f, err := checkedSpec(r.Spec, r.Format, r.Name)
 	if err != nil {
 		return &cepv1.ValidatePatternResponse{Valid: false, Format: f, Error: specError(err)}, nil
@@ -413,11 +418,15 @@ func (b patternBackend) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*c
 
 // Explain draws the automaton of a deployed pattern, as its shards run
 // it, or of a spec given in the request, as a deploy would compile it.
-func (b patternBackend) Explain(_ context.Context, r *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error) {
+func (b patternBackend) Explain(ctx context.Context, r *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error) {
 	var p *nfa.Pattern
 	var version uint64
 	if r.Spec != "" {
-		var err error
+		release, err := b.s.compileTurn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		if p, _, err = checkedSpec(r.Spec, r.Format, r.Name); err != nil {
 			return nil, err
 		}

@@ -110,3 +110,24 @@ func TestSourceSubjects(t *testing.T) {
 		}
 	}
 }
+
+// A reader's documents compile one at a time on a node: a second waits
+// for the first's turn to end, or gives up with its context.
+func TestCompileTurns(t *testing.T) {
+	s := &Service{compiling: make(chan struct{}, 1)}
+	release, err := s.compileTurn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.compileTurn(ctx); !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("a second turn while the first runs: %v, want to wait and give up with its context", err)
+	}
+	release()
+	release2, err := s.compileTurn(ctx) // free: taken even with a context that ended
+	if err != nil {
+		t.Fatalf("a turn after the first ended: %v", err)
+	}
+	release2()
+}
