@@ -85,8 +85,8 @@ const indexFrom = 24
 // one number and groups of indexFrom edges or more.
 type edgeIndex struct {
 	first []firstEnt // the edges by (version's first number, edge index), removed ones included
-	empty bool              // an edge has an empty version: compatible with every version, in no group
-	built bool              // ents, lens and long are set
+	empty bool       // an edge has an empty version: compatible with every version, in no group
+	built bool       // ents, lens and long are set
 	ents  []indexEnt
 	lens  uint64
 	long  bool // some version is 64 numbers or longer: try every length
