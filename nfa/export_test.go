@@ -96,6 +96,17 @@ func NumberDuplicates(recs []Record) {
 // bumpsInPlace).
 func DisableBumpInPlace(m *Matcher) { m.test.noBump = true }
 
+// DisableExtendInPlace makes every take copy its version (the reference
+// for versions extended in place).
+func DisableExtendInPlace(m *Matcher) { m.test.noExtend = true }
+
+// DisableLazyRows makes a DEFINE condition read every row of the partial
+// match before it is evaluated (the reference for reading back lazily).
+func DisableLazyRows(m *Matcher) { m.test.noLazyRows = true }
+
+// ExtendedInPlace is the number of versions extended in place.
+func ExtendedInPlace(m *Matcher) int { return m.test.extended }
+
 // BumpedInPlace counts the versions m increased in place, without locking
 // and releasing.
 func BumpedInPlace(m *Matcher) int { return m.test.bumped }

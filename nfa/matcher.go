@@ -152,6 +152,8 @@ type Matcher struct {
 type testKnobs struct {
 	noPassBy     bool  // always visit the partial matches, offer them one by one, look at each for timeouts
 	noBump       bool  // lock and release for every new version (no bumpsInPlace)
+	noExtend     bool  // copy every take's version (no extension in place)
+	noLazyRows   bool  // a DEFINE condition reads every row of the partial match first
 	noEvCache    bool  // walk the path on every events() (the reference for evalCtx's cache)
 	noFieldCache bool  // evaluate every condition by itself
 	shareNodes   bool  // one node per event and stage, and records listed by stage, even when Pattern.ownPaths
@@ -161,6 +163,7 @@ type testKnobs struct {
 
 	evCacheHits int // events() answered from a partial match's cache
 	bumped      int // versions increased in place (bumpsInPlace)
+	extended    int // versions extended in place
 	passedBy    int // events passesBy let by
 }
 

@@ -296,14 +296,16 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	// the rows live in the matcher's scratch buffer: nothing keeps them
 	// beyond this evaluation
 	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Rows: ctx.m.sqlRows[:0]}
-	defer func() {
+	defer func(env *sqleval.Env) {
 		clear(env.Rows)
 		ctx.m.sqlRows = env.Rows[:0]
-	}()
+	}(env)
 	env.Rows = append(env.Rows, sqleval.Row{Var: d.v, Time: ctx.ev.ts, Data: e})
 	env.Cur = 0
 	var w pathWalker
-	if d.usesCtx && ctx.cs != nil {
+	if d.usesCtx && ctx.cs != nil && ctx.m.test.noLazyRows {
+		w.lost = true // the reference: every row first
+	} else if d.usesCtx && ctx.cs != nil {
 		// the partial match's rows, read back from its last one only as far
 		// as the condition looks (LAST(B.x, 1) reads two, whatever the
 		// match's length)
@@ -316,7 +318,11 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 			return sqleval.Row{Var: ctx.m.p.stageNames[n.key.stage], Time: n.ev.ts, Data: n.ev.data}, true
 		}
 	}
-	v, err := env.Eval(d.e)
+	var v any
+	var err error
+	if !w.lost {
+		v, err = env.Eval(d.e)
+	}
 	if w.lost {
 		// not a path a partial match made: read it as extraction does
 		env = &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol}

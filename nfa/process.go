@@ -406,6 +406,14 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	res := m.resBuf[:0]
 	reused := false
 	bump := 0 // increase of cs's own version, once the old one is no longer read
+	// extend: the only take may append to cs's version in place (see
+	// dewey): cs then ends here, and a take's version is cs's plus a 0.
+	extend := !cur.start && og.totalTake == 1 && !m.test.noExtend
+	for _, e := range og.edges {
+		if extend && e.action == aIgnore && e.target == cur {
+			extend = false // cs stays
+		}
+	}
 	for _, e := range og.edges {
 		switch e.action {
 		case aIgnore:
@@ -445,7 +453,13 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 				takeToVisit--
 				continue
 			}
-			nextVer := cs.ver.increaseAddStage(takeToVisit)
+			var nextVer dewey
+			if extend {
+				nextVer = append(cs.ver, 0)
+				m.test.extended++
+			} else {
+				nextVer = cs.ver.increaseAddStage(takeToVisit)
+			}
 			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
 			takeToVisit--
 			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
