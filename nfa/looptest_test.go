@@ -160,3 +160,50 @@ func TestExtendInPlaceEqualsCopying(t *testing.T) {
 	}
 	t.Logf("%d versions extended in place", extended)
 }
+
+// A DEFINE condition that reads the partial match's rows back lazily
+// (PREV, LAST, a variable's last row) decides as one given every row
+// first, and FIRST and the aggregates, which read them all, too: records,
+// statistics and encoded state agree after every line.
+func TestLazyRowsEqualsReadingAll(t *testing.T) {
+	defines := []string{
+		"A AS A.t = 'A', B AS B.t = 'B' AND B.v > LAST(A.v), C AS C.v < PREV(C.v)",
+		"A AS A.v > 2, B AS (LAST(B.v, 1) IS NULL OR B.v < LAST(B.v, 1)), C AS C.v > LAST(B.v) + 1",
+		"A AS A.t <> 'D', B AS B.v >= FIRST(A.v) AND B.v <= LAST(A.v, 2), C AS C.v > AVG(B.v)",
+		"A AS A.t = 'A', B AS PREV(B.v, 2) IS NULL OR B.v <> PREV(B.v, 2), C AS COUNT(A.v) > 1 AND C.v > MAX(B.v)",
+		"A AS A.t = 'A', B AS B.v > A.v AND SUM(B.v) < 30, C AS C.t = 'C' AND LAST(B.v, 0) > LAST(A.v, 1)",
+	}
+	patterns := []string{"A+ B C", "A B+ C{2,}?", "A B* C", "A+? B{1,3} C"}
+	var pats []*nfa.Pattern
+	for _, pat := range patterns {
+		for _, d := range defines {
+			q := fmt.Sprintf(`SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+  MEASURES FIRST(A.ts) AS s, LAST(C.v) AS c AFTER MATCH SKIP TO NEXT ROW PATTERN (%s) DEFINE %s)`, pat, d)
+			p, err := nfa.CompileSQL(q, "q")
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			pats = append(pats, p)
+		}
+	}
+	matches := 0
+	rapid.Check(t, func(t *rapid.T) {
+		p := rapid.SampledFrom(pats).Draw(t, "pattern")
+		n := rapid.IntRange(0, 40).Draw(t, "events")
+		var lines [][]byte
+		for i := 0; i < n; i++ {
+			k := rapid.SampledFrom([]string{"x", "y"}).Draw(t, "k")
+			typ := rapid.SampledFrom([]string{"A", "B", "C", "D"}).Draw(t, "t")
+			v := rapid.IntRange(0, 9).Draw(t, "v")
+			lines = append(lines, fmt.Appendf(nil, `{"k":%q,"t":%q,"v":%d,"ts":%d}`, k, typ, v, i))
+		}
+		m, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
+		nfa.DisableLazyRows(ref)
+		runInStep(t, m, ref, lines)
+		matches += int(m.Stats().Matches)
+	})
+	if matches == 0 {
+		t.Fatal("no case had a match: the test checks little")
+	}
+	t.Logf("%d matches", matches)
+}
