@@ -76,18 +76,20 @@ const indexFrom = 24
 // length for each start event — has one or two edges in each group, and a
 // lookup tests those instead of searching every length that occurs.
 //
-// In the ordered entries, the edges whose version has a given prefix,
-// ordered by their last number, are a run found by binary search. The
+// In the ordered entries, the edges whose version has a given prefix are
+// listed by their last number, and a run of them is found by binary search
+// (one list per prefix: adding an edge moves only its prefix's entries,
+// where one array of all shifted half of them). The
 // prefix is all but the last number, hashed with FNV-1a over the numbers;
 // a hash collision is told apart by comparing the edge's version itself.
 // lens has bit l set when some edge's version has length l (l < 64), so a
 // lookup only tries the prefix lengths that occur. They serve versions of
 // one number and groups of indexFrom edges or more.
 type edgeIndex struct {
-	first []firstEnt // the edges by (version's first number, edge index), removed ones included
-	empty bool       // an edge has an empty version: compatible with every version, in no group
-	built bool       // ents, lens and long are set
-	ents  []indexEnt
+	first []firstEnt            // the edges by (version's first number, edge index), removed ones included
+	empty bool                  // an edge has an empty version: compatible with every version, in no group
+	built bool                  // ents, lens and long are set
+	ents  map[uint64][]indexEnt // by the hash of the version's prefix, ordered by (last number, edge index)
 	lens  uint64
 	long  bool // some version is 64 numbers or longer: try every length
 }
@@ -105,9 +107,8 @@ func (ix *edgeIndex) group(f int32) []firstEnt {
 }
 
 type indexEnt struct {
-	h    uint64 // hash of the version's prefix
-	last int32  // the version's last number
-	at   int32  // edge index
+	last int32 // the version's last number
+	at   int32 // edge index
 }
 
 const prefixHashSeed uint64 = 14695981039346656037
@@ -118,13 +119,13 @@ func prefixHash(h uint64, x int32) uint64 {
 	return (h ^ uint64(uint32(x))) * 1099511628211
 }
 
-// search returns the first entry at or after (h, last, at).
-func (ix *edgeIndex) search(h uint64, last, at int32) int {
-	lo, hi := 0, len(ix.ents)
+// search returns the first entry of es at or after (last, at).
+func search(es []indexEnt, last, at int32) int {
+	lo, hi := 0, len(es)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		e := &ix.ents[mid]
-		if e.h < h || (e.h == h && (e.last < last || (e.last == last && e.at < at))) {
+		e := &es[mid]
+		if e.last < last || (e.last == last && e.at < at) {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -157,7 +158,7 @@ func (n *node) indexEdge(i int) {
 // order adds edge i, of version v, to the ordered entries.
 func (ix *edgeIndex) order(v dewey, i int) {
 	if len(v) == 0 {
-		return // found by the length-0 case of no lookup: see compatibleEdges
+		return // compatibleEdges tests every edge when one has an empty version
 	}
 	last := len(v) - 1
 	if len(v) < 64 {
@@ -169,8 +170,8 @@ func (ix *edgeIndex) order(v dewey, i int) {
 	for _, x := range v[:last] {
 		h = prefixHash(h, x)
 	}
-	e := indexEnt{h: h, last: v[last], at: int32(i)}
-	ix.ents = slices.Insert(ix.ents, ix.search(e.h, e.last, e.at), e)
+	es := ix.ents[h]
+	ix.ents[h] = slices.Insert(es, search(es, v[last], int32(i)), indexEnt{last: v[last], at: int32(i)})
 }
 
 // compatibleEdges appends to out the indexes, ascending, of the live edges
@@ -214,7 +215,7 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 	}
 	if !ix.built {
 		ix.built = true
-		ix.ents = make([]indexEnt, 0, len(n.edges))
+		ix.ents = make(map[uint64][]indexEnt)
 		for i := range n.edges {
 			if !n.edges[i].removed {
 				ix.order(n.edges[i].ver, i)
@@ -222,7 +223,6 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 		}
 	}
 	from := len(out)
-	ents := ix.ents
 	h := prefixHashSeed // of ver[:l-1]
 	for l := 1; l <= len(ver); l++ {
 		if l > 1 {
@@ -231,16 +231,17 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 		if !ix.long && (l >= 64 || ix.lens&(1<<l) == 0) {
 			continue // no edge version of this length
 		}
+		ents := ix.ents[h]
 		var j int
 		var hi int32
 		if l < len(ver) {
 			// a shorter edge version must equal ver's prefix of its length
-			j, hi = ix.search(h, ver[l-1], 0), ver[l-1]
+			j, hi = search(ents, ver[l-1], 0), ver[l-1]
 		} else {
 			// the same length: the edge's last number must not be larger
-			j, hi = ix.search(h, minInt32, 0), ver[l-1]
+			j, hi = search(ents, minInt32, 0), ver[l-1]
 		}
-		for ; j < len(ents) && ents[j].h == h && ents[j].last <= hi; j++ {
+		for ; j < len(ents) && ents[j].last <= hi; j++ {
 			i := ents[j].at
 			if e := &n.edges[i]; !e.removed && len(e.ver) == l && slices.Equal(e.ver[:l-1], ver[:l-1]) {
 				out = append(out, i)
