@@ -1,7 +1,9 @@
 package nfa_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -206,4 +208,81 @@ func TestLazyRowsEqualsReadingAll(t *testing.T) {
 		t.Fatal("no case had a match: the test checks little")
 	}
 	t.Logf("%d matches", matches)
+}
+
+// testdata/loop-state holds the state of three loops (SQL A+ B with a
+// LAST condition, a strict and a relaxed loop document) after 40 lines,
+// written by the release before versions were extended in place: this
+// code writes the same bytes after the same lines, and restored from
+// them it goes on to the records of an uninterrupted run.
+func TestRestoresLoopStateOfPreviousRelease(t *testing.T) {
+	dir := "testdata/loop-state/"
+	in, err := os.ReadFile(dir + "input.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(in), []byte("\n"))
+	feed := func(m *nfa.Matcher, lines [][]byte, finish bool) []string {
+		var out []string
+		for _, l := range lines {
+			pi, _, _, err := nfa.ParseLine(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := m.Event(pi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, recordsJSON(t, recs)...)
+		}
+		if finish {
+			out = append(out, recordsJSON(t, m.Finish(true))...)
+		}
+		return out
+	}
+	for _, name := range []string{"sql", "strict", "relaxed"} {
+		var p *nfa.Pattern
+		if name == "sql" {
+			q, err := os.ReadFile(dir + "sql.sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err = nfa.CompileSQL(string(q), "loop"); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			d, err := os.ReadFile(dir + name + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err = nfa.CompileBytes(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old, err := os.ReadFile(dir + name + "-after-40.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := nfa.NewMatcher(p)
+		feed(whole, lines[:40], false)
+		now, err := whole.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(now, old) {
+			t.Errorf("%s: the state after 40 lines is not the previous release's", name)
+		}
+		want := feed(whole, lines[40:], true)
+		restored, err := nfa.UnmarshalMatcher(p, old)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := feed(restored, lines[40:], true)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: restored from the previous release's state:\n%s\nuninterrupted:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if len(want) == 0 {
+			t.Errorf("%s: no record after the restore: the test checks little", name)
+		}
+	}
 }
