@@ -104,6 +104,10 @@ func DisableExtendInPlace(m *Matcher) { m.test.noExtend = true }
 // match before it is evaluated (the reference for reading back lazily).
 func DisableLazyRows(m *Matcher) { m.test.noLazyRows = true }
 
+// NodeMemoHits is the number of conditions answered for a partial match
+// from another's evaluation at the same node.
+func NodeMemoHits(m *Matcher) int { return m.test.nodeMemoHits }
+
 // ExtendedInPlace is the number of versions extended in place.
 func ExtendedInPlace(m *Matcher) int { return m.test.extended }
 

@@ -303,6 +303,7 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	env.Rows = append(env.Rows, sqleval.Row{Var: d.v, Time: ctx.ev.ts, Data: e})
 	env.Cur = 0
 	var w pathWalker
+	read := 0 // rows Past gave or was asked for
 	if d.usesCtx && ctx.cs != nil && ctx.m.test.noLazyRows {
 		w.lost = true // the reference: every row first
 	} else if d.usesCtx && ctx.cs != nil {
@@ -311,6 +312,7 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 		// match's length)
 		w = pathWalker{n: ctx.cs.prev, ver: ctx.cs.ver}
 		env.Past = func(int) (sqleval.Row, bool) {
+			read++
 			n := w.next()
 			if n == nil {
 				return sqleval.Row{}, false
@@ -323,6 +325,8 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	if !w.lost {
 		v, err = env.Eval(d.e)
 	}
+	// at most the last row, which every partial match at its node shares
+	ctx.lastRow = !w.lost && read <= 1 && d.usesCtx && ctx.cs != nil
 	if w.lost {
 		// not a path a partial match made: read it as extraction does
 		env = &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol}
