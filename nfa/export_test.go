@@ -96,6 +96,21 @@ func NumberDuplicates(recs []Record) {
 // bumpsInPlace).
 func DisableBumpInPlace(m *Matcher) { m.test.noBump = true }
 
+// DisableExtendInPlace makes every take copy its version (the reference
+// for versions extended in place).
+func DisableExtendInPlace(m *Matcher) { m.test.noExtend = true }
+
+// DisableLazyRows makes a DEFINE condition read every row of the partial
+// match before it is evaluated (the reference for reading back lazily).
+func DisableLazyRows(m *Matcher) { m.test.noLazyRows = true }
+
+// NodeMemoHits is the number of conditions answered for a partial match
+// from another's evaluation at the same node.
+func NodeMemoHits(m *Matcher) int { return m.test.nodeMemoHits }
+
+// ExtendedInPlace is the number of versions extended in place.
+func ExtendedInPlace(m *Matcher) int { return m.test.extended }
+
 // BumpedInPlace counts the versions m increased in place, without locking
 // and releasing.
 func BumpedInPlace(m *Matcher) int { return m.test.bumped }

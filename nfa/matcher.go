@@ -108,6 +108,7 @@ type Matcher struct {
 	ctxGen        uint32   // one per partial match tested against an event
 	memoGen       []uint32 // per leaf: the ctxGen memoVal is for
 	memoVal       []bool
+	nodeMemo      []nodeMemo     // per leaf
 	ctxEvents     [][]expr.Event // per stage: the events of the partial match under test
 	pathBuf       []*node
 	toNodes       []*node   // advanceTime: the events of the timed-out partial matches
@@ -152,6 +153,8 @@ type Matcher struct {
 type testKnobs struct {
 	noPassBy     bool  // always visit the partial matches, offer them one by one, look at each for timeouts
 	noBump       bool  // lock and release for every new version (no bumpsInPlace)
+	noExtend     bool  // copy every take's version (no extension in place)
+	noLazyRows   bool  // a DEFINE condition reads every row of the partial match first
 	noEvCache    bool  // walk the path on every events() (the reference for evalCtx's cache)
 	noFieldCache bool  // evaluate every condition by itself
 	shareNodes   bool  // one node per event and stage, and records listed by stage, even when Pattern.ownPaths
@@ -159,9 +162,11 @@ type testKnobs struct {
 	passFrom     int   // partial matches from which passesBy is tried (passByFrom unless a test lowers it)
 	maxTreeID    int32 // where keys under Pattern.seq number their trees from 0 again (0: the constant maxTreeID)
 
-	evCacheHits int // events() answered from a partial match's cache
-	bumped      int // versions increased in place (bumpsInPlace)
-	passedBy    int // events passesBy let by
+	evCacheHits  int // events() answered from a partial match's cache
+	bumped       int // versions increased in place (bumpsInPlace)
+	extended     int // versions extended in place
+	nodeMemoHits int // conditions answered from nodeMemo
+	passedBy     int // events passesBy let by
 }
 
 // NewMatcher returns a Matcher for p with no state.
@@ -182,6 +187,7 @@ func NewMatcher(p *Pattern) *Matcher {
 		guardFalse:        make([]bool, len(p.leaves)),
 		memoGen:           make([]uint32, len(p.leaves)),
 		memoVal:           make([]bool, len(p.leaves)),
+		nodeMemo:          make([]nodeMemo, len(p.leaves)),
 		fieldGen:          make([]uint32, p.fieldSlots()),
 		fieldVal:          make([]any, p.fieldSlots()),
 		fieldErr:          make([]error, p.fieldSlots()),

@@ -296,18 +296,47 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	// the rows live in the matcher's scratch buffer: nothing keeps them
 	// beyond this evaluation
 	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Rows: ctx.m.sqlRows[:0]}
-	defer func() {
+	defer func(env *sqleval.Env) {
 		clear(env.Rows)
 		ctx.m.sqlRows = env.Rows[:0]
-	}()
-	if d.usesCtx {
+	}(env)
+	env.Rows = append(env.Rows, sqleval.Row{Var: d.v, Time: ctx.ev.ts, Data: e})
+	env.Cur = 0
+	var w pathWalker
+	read := 0 // rows Past gave or was asked for
+	if d.usesCtx && ctx.cs != nil && ctx.m.test.noLazyRows {
+		w.lost = true // the reference: every row first
+	} else if d.usesCtx && ctx.cs != nil {
+		// the partial match's rows, read back from its last one only as far
+		// as the condition looks (LAST(B.x, 1) reads two, whatever the
+		// match's length)
+		w = pathWalker{n: ctx.cs.prev, ver: ctx.cs.ver}
+		env.Past = func(int) (sqleval.Row, bool) {
+			read++
+			n := w.next()
+			if n == nil {
+				return sqleval.Row{}, false
+			}
+			return sqleval.Row{Var: ctx.m.p.stageNames[n.key.stage], Time: n.ev.ts, Data: n.ev.data}, true
+		}
+	}
+	var v any
+	var err error
+	if !w.lost {
+		v, err = env.Eval(d.e)
+	}
+	// at most the last row, which every partial match at its node shares
+	ctx.lastRow = !w.lost && read <= 1 && d.usesCtx && ctx.cs != nil
+	if w.lost {
+		// not a path a partial match made: read it as extraction does
+		env = &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol}
 		for _, r := range ctx.rows() {
 			env.Rows = append(env.Rows, sqleval.Row{Var: r.stage, Time: r.ts, Data: r.data})
 		}
+		env.Rows = append(env.Rows, sqleval.Row{Var: d.v, Time: ctx.ev.ts, Data: e})
+		env.Cur = len(env.Rows) - 1
+		v, err = env.Eval(d.e)
 	}
-	env.Rows = append(env.Rows, sqleval.Row{Var: d.v, Time: ctx.ev.ts, Data: e})
-	env.Cur = len(env.Rows) - 1
-	v, err := env.Eval(d.e)
 	if err != nil {
 		return false, err
 	}

@@ -17,6 +17,10 @@ type evalCtx struct {
 	ev   *event
 	done bool           // evs is set
 	evs  [][]expr.Event // per stage: the partial match's events, once a condition asked
+	// lastRow: the condition just evaluated read at most the partial
+	// match's last row (a SQL DEFINE's LAST(B.x, 1) at a B): its value
+	// holds for every partial match at the same node (see nodeMemo)
+	lastRow bool
 }
 
 // matchedRow is one event of a partial match with the stage that took it.
@@ -161,7 +165,13 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 		if m.memoGen[c.leaf] == m.ctxGen {
 			return m.memoVal[c.leaf]
 		}
+		if nm := &m.nodeMemo[c.leaf]; nm.gen == m.gen32 && ctx.cs != nil && ctx.cs.prev != nil && nm.n == ctx.cs.prev {
+			m.memoGen[c.leaf], m.memoVal[c.leaf] = m.ctxGen, nm.v
+			m.test.nodeMemoHits++
+			return nm.v
+		}
 	}
+	ctx.lastRow = false
 	var ok, decided bool
 	var err error
 	if l.field >= 0 && !m.test.noFieldCache {
@@ -195,8 +205,24 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	} else {
 		m.memoGen[c.leaf] = m.ctxGen
 		m.memoVal[c.leaf] = ok
+		if ctx.lastRow && err == nil && ctx.cs != nil && ctx.cs.prev != nil {
+			m.nodeMemo[c.leaf] = nodeMemo{gen: m.gen32, n: ctx.cs.prev, v: ok}
+		}
 	}
 	return ok
+}
+
+// nodeMemo is the value of a condition over the partial matches' events
+// for the event of generation gen and every partial match at node n, set
+// by one whose evaluation read no row before n's (evalCtx.lastRow): n is
+// (event, stage), the last row of each of them. In a loop every partial
+// match that took the previous event there is at one node, so a condition
+// such as B.x < LAST(B.x, 1) is evaluated once per event instead of once
+// per partial match. (An evaluation error is not kept: each counts.)
+type nodeMemo struct {
+	gen uint32
+	n   *node
+	v   bool
 }
 
 // readField reads field slot f of the current event with c (a condition
@@ -406,6 +432,14 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	res := m.resBuf[:0]
 	reused := false
 	bump := 0 // increase of cs's own version, once the old one is no longer read
+	// extend: the only take may append to cs's version in place (see
+	// dewey): cs then ends here, and a take's version is cs's plus a 0.
+	extend := !cur.start && og.totalTake == 1 && !m.test.noExtend
+	for _, e := range og.edges {
+		if extend && e.action == aIgnore && e.target == cur {
+			extend = false // cs stays
+		}
+	}
 	for _, e := range og.edges {
 		switch e.action {
 		case aIgnore:
@@ -445,7 +479,13 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 				takeToVisit--
 				continue
 			}
-			nextVer := cs.ver.increaseAddStage(takeToVisit)
+			var nextVer dewey
+			if extend {
+				nextVer = append(cs.ver, 0)
+				m.test.extended++
+			} else {
+				nextVer = cs.ver.increaseAddStage(takeToVisit)
+			}
 			curVer := nextVer[: len(nextVer)-1 : len(nextVer)-1]
 			takeToVisit--
 			entry := ks.put(m.p.stageOf[e.src.id], ev, cs.prev, curVer)
@@ -574,6 +614,7 @@ func (m *Matcher) nextGen() {
 		clear(m.cacheGen)
 		clear(m.guardGen)
 		clear(m.fieldGen)
+		clear(m.nodeMemo)
 		for i := range m.graphs {
 			m.graphs[i].gen = 0
 		}

@@ -63,24 +63,52 @@ type edge struct {
 // pattern can have thousands of edges, few compatible with any version).
 const indexFrom = 24
 
-// edgeIndex orders a node's live edges by (hash of the version's prefix,
-// last number, edge index), one entry per edge in one array: the edges
-// whose version has a given prefix, ordered by their last number, are a
-// run of it found by binary search. The prefix is all but the last
-// number, hashed with FNV-1a over the numbers; a hash collision is told
-// apart by comparing the edge's version itself. lens has bit l set when
-// some edge's version has length l (l < 64), so a lookup only tries the
-// prefix lengths that occur.
+// edgeIndex groups a node's edges by the first number of their version
+// and, once some lookup needs it, orders them by (hash of the version's
+// prefix, last number, edge index), one entry per edge in one array.
+//
+// A version longer than one number is compatible only with edges whose
+// version starts with the same number (a prefix of it, or of its length
+// and agreeing on all but the last), and the first number is the start
+// state's version, which differs between partial matches started by
+// different events. So a node of a loop, which collects an edge from
+// every partial match that took its event — a version of a different
+// length for each start event — has one or two edges in each group, and a
+// lookup tests those instead of searching every length that occurs.
+//
+// In the ordered entries, the edges whose version has a given prefix are
+// listed by their last number, and a run of them is found by binary search
+// (one list per prefix: adding an edge moves only its prefix's entries,
+// where one array of all shifted half of them). The
+// prefix is all but the last number, hashed with FNV-1a over the numbers;
+// a hash collision is told apart by comparing the edge's version itself.
+// lens has bit l set when some edge's version has length l (l < 64), so a
+// lookup only tries the prefix lengths that occur. They serve versions of
+// one number and groups of indexFrom edges or more.
 type edgeIndex struct {
-	ents []indexEnt
-	lens uint64
-	long bool // some version is 64 numbers or longer: try every length
+	first []firstEnt            // the edges by (version's first number, edge index), removed ones included
+	empty bool                  // an edge has an empty version: compatible with every version, in no group
+	built bool                  // ents, lens and long are set
+	ents  map[uint64][]indexEnt // by the hash of the version's prefix, ordered by (last number, edge index)
+	lens  uint64
+	long  bool // some version is 64 numbers or longer: try every length
+}
+
+type firstEnt struct{ first, at int32 }
+
+// group returns the entries of the edges whose version starts with f.
+func (ix *edgeIndex) group(f int32) []firstEnt {
+	lo, _ := slices.BinarySearchFunc(ix.first, f, func(e firstEnt, f int32) int { return cmp.Compare(e.first, f) })
+	hi := lo
+	for hi < len(ix.first) && ix.first[hi].first == f {
+		hi++
+	}
+	return ix.first[lo:hi]
 }
 
 type indexEnt struct {
-	h    uint64 // hash of the version's prefix
-	last int32  // the version's last number
-	at   int32  // edge index
+	last int32 // the version's last number
+	at   int32 // edge index
 }
 
 const prefixHashSeed uint64 = 14695981039346656037
@@ -91,13 +119,13 @@ func prefixHash(h uint64, x int32) uint64 {
 	return (h ^ uint64(uint32(x))) * 1099511628211
 }
 
-// search returns the first entry at or after (h, last, at).
-func (ix *edgeIndex) search(h uint64, last, at int32) int {
-	lo, hi := 0, len(ix.ents)
+// search returns the first entry of es at or after (last, at).
+func search(es []indexEnt, last, at int32) int {
+	lo, hi := 0, len(es)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		e := &ix.ents[mid]
-		if e.h < h || (e.h == h && (e.last < last || (e.last == last && e.at < at))) {
+		e := &es[mid]
+		if e.last < last || (e.last == last && e.at < at) {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -106,20 +134,44 @@ func (ix *edgeIndex) search(h uint64, last, at int32) int {
 	return lo
 }
 
+// indexEdge adds edge i (the last one added, or any while the index is
+// built) to the index.
 func (n *node) indexEdge(i int) {
 	v := n.edges[i].ver
+	if len(v) == 0 {
+		n.index.empty = true
+	} else {
+		e := firstEnt{first: v[0], at: int32(i)}
+		at, _ := slices.BinarySearchFunc(n.index.first, e, func(a, b firstEnt) int {
+			if c := cmp.Compare(a.first, b.first); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.at, b.at)
+		})
+		n.index.first = slices.Insert(n.index.first, at, e)
+	}
+	if n.index.built {
+		n.index.order(v, i)
+	}
+}
+
+// order adds edge i, of version v, to the ordered entries.
+func (ix *edgeIndex) order(v dewey, i int) {
+	if len(v) == 0 {
+		return // compatibleEdges tests every edge when one has an empty version
+	}
 	last := len(v) - 1
 	if len(v) < 64 {
-		n.index.lens |= 1 << len(v)
+		ix.lens |= 1 << len(v)
 	} else {
-		n.index.long = true
+		ix.long = true
 	}
 	h := prefixHashSeed
 	for _, x := range v[:last] {
 		h = prefixHash(h, x)
 	}
-	e := indexEnt{h: h, last: v[last], at: int32(i)}
-	n.index.ents = slices.Insert(n.index.ents, n.index.search(e.h, e.last, e.at), e)
+	es := ix.ents[h]
+	ix.ents[h] = slices.Insert(es, search(es, v[last], int32(i)), indexEnt{last: v[last], at: int32(i)})
 }
 
 // compatibleEdges appends to out the indexes, ascending, of the live edges
@@ -134,33 +186,62 @@ func (n *node) compatibleEdges(ver dewey, out []int32) []int32 {
 			}
 			return out
 		}
-		n.index = &edgeIndex{ents: make([]indexEnt, 0, len(n.edges))}
+		n.index = &edgeIndex{first: make([]firstEnt, 0, len(n.edges))}
 		for i := range n.edges {
 			if !n.edges[i].removed {
 				n.indexEdge(i)
 			}
 		}
 	}
+	ix := n.index
+	if ix.empty {
+		// an empty version is compatible with every version: test all
+		for i := range n.edges {
+			if e := &n.edges[i]; !e.removed && ver.compatible(e.ver) {
+				out = append(out, int32(i))
+			}
+		}
+		return out
+	}
+	if len(ver) > 1 {
+		if g := ix.group(ver[0]); len(g) < indexFrom {
+			for _, f := range g {
+				if e := &n.edges[f.at]; !e.removed && ver.compatible(e.ver) {
+					out = append(out, f.at)
+				}
+			}
+			return out
+		}
+	}
+	if !ix.built {
+		ix.built = true
+		ix.ents = make(map[uint64][]indexEnt)
+		for i := range n.edges {
+			if !n.edges[i].removed {
+				ix.order(n.edges[i].ver, i)
+			}
+		}
+	}
 	from := len(out)
-	ents := n.index.ents
 	h := prefixHashSeed // of ver[:l-1]
 	for l := 1; l <= len(ver); l++ {
 		if l > 1 {
 			h = prefixHash(h, ver[l-2])
 		}
-		if !n.index.long && (l >= 64 || n.index.lens&(1<<l) == 0) {
+		if !ix.long && (l >= 64 || ix.lens&(1<<l) == 0) {
 			continue // no edge version of this length
 		}
+		ents := ix.ents[h]
 		var j int
 		var hi int32
 		if l < len(ver) {
 			// a shorter edge version must equal ver's prefix of its length
-			j, hi = n.index.search(h, ver[l-1], 0), ver[l-1]
+			j, hi = search(ents, ver[l-1], 0), ver[l-1]
 		} else {
 			// the same length: the edge's last number must not be larger
-			j, hi = n.index.search(h, minInt32, 0), ver[l-1]
+			j, hi = search(ents, minInt32, 0), ver[l-1]
 		}
-		for ; j < len(ents) && ents[j].h == h && ents[j].last <= hi; j++ {
+		for ; j < len(ents) && ents[j].last <= hi; j++ {
 			i := ents[j].at
 			if e := &n.edges[i]; !e.removed && len(e.ver) == l && slices.Equal(e.ver[:l-1], ver[:l-1]) {
 				out = append(out, i)
@@ -662,6 +743,44 @@ func firstPath(n *node, ver dewey, buf *[]*node) bool {
 	}
 	*buf = (*buf)[:len(*buf)-1]
 	return false
+}
+
+// pathWalker reads a partial match's path back from its last node, one
+// node at a time, as firstPath finds it: at each node the last compatible
+// edge. firstPath backtracks from a node without compatible edges; a path
+// processing made has none (an edge into a node locks the edges there its
+// version is compatible with, so they stay while it does), so the walk
+// never meets one. Should it, lost is set and the caller reads the path
+// with firstPath instead.
+type pathWalker struct {
+	n    *node
+	ver  dewey
+	lost bool
+}
+
+// next returns the next node back, nil after the first one.
+func (w *pathWalker) next() *node {
+	cur := w.n
+	if cur == nil || w.lost {
+		return nil
+	}
+	if len(cur.edges) == 1 {
+		if e := &cur.edges[0]; !e.removed && w.ver.compatible(e.ver) {
+			w.n, w.ver = e.target, e.ver
+			return cur
+		}
+		w.lost = true
+		return nil
+	}
+	var ib [8]int32
+	idx := cur.compatibleEdges(w.ver, ib[:0])
+	if len(idx) == 0 {
+		w.lost = true
+		return nil
+	}
+	e := &cur.edges[idx[len(idx)-1]]
+	w.n, w.ver = e.target, e.ver
+	return cur
 }
 
 // bufferedEvents returns the events the key's nodes hold, by order.

@@ -25,7 +25,79 @@ type Env struct {
 	Cur     int    // the current row (DEFINE) or the last row (MEASURES)
 	Now     int64  // CURRENT_TIMESTAMP / MATCH_PROCTIME
 	ProcCol string // the processing-time column (ORDER BY proctime), "" for none
-	bound   *Row   // inside navigation/aggregates: every reference reads this row
+	// Past, when set, supplies the rows before Rows lazily, newest first:
+	// Past(0) is the row just before Rows[0] (false: there are no more).
+	// A condition reading the last few rows of a long match (PREV,
+	// LAST(v.x, n), a plain v.x) then reads only those; FIRST and the
+	// aggregates read them all (see full).
+	Past  func(i int) (Row, bool)
+	past  []Row // the rows Past gave, newest first
+	ended bool  // Past has no more rows
+	bound *Row  // inside navigation/aggregates: every reference reads this row
+}
+
+// pastRow returns the i-th row before Rows[0], asking Past for it once.
+func (env *Env) pastRow(i int) *Row {
+	for len(env.past) <= i && !env.ended {
+		r, ok := env.Past(len(env.past))
+		if !ok {
+			env.ended = true
+			break
+		}
+		env.past = append(env.past, r)
+	}
+	if i < len(env.past) {
+		return &env.past[i]
+	}
+	return nil
+}
+
+// full moves every row Past supplies into Rows, in order, for what reads
+// them all.
+func (env *Env) full() {
+	if env.Past == nil {
+		return
+	}
+	for i := 0; env.pastRow(i) != nil; i++ {
+	}
+	rows := make([]Row, 0, len(env.past)+len(env.Rows))
+	for i := len(env.past) - 1; i >= 0; i-- {
+		rows = append(rows, env.past[i])
+	}
+	// a row pointer taken before (env.bound) keeps reading the same
+	// values from the old arrays
+	rows = append(rows, env.Rows...)
+	env.Cur += len(env.past)
+	env.Rows, env.Past, env.past = rows, nil, nil
+}
+
+// back returns the i-th row counting back from the last one (0: the
+// last), or nil.
+func (env *Env) back(i int) *Row {
+	if i < len(env.Rows) {
+		return &env.Rows[len(env.Rows)-1-i]
+	}
+	if env.Past == nil {
+		return nil
+	}
+	return env.pastRow(i - len(env.Rows))
+}
+
+// lastOf returns the n-th row counting back from the last one mapped to v
+// (all rows for ""), or nil, reading only as far back as it must.
+func (env *Env) lastOf(v string, n int) *Row {
+	for i := 0; ; i++ {
+		r := env.back(i)
+		if r == nil {
+			return nil
+		}
+		if v == "" || r.Var == v {
+			if n == 0 {
+				return r
+			}
+			n--
+		}
+	}
 }
 
 var errType = errors.New("type mismatch")
@@ -60,16 +132,12 @@ func (env *Env) rowFor(v string) *Row {
 		}
 		return nil
 	}
-	for i := len(env.Rows) - 1; i >= 0; i-- {
-		if env.Rows[i].Var == v {
-			return &env.Rows[i]
-		}
-	}
-	return nil
+	return env.lastOf(v, 0)
 }
 
 // rowsOf returns the rows mapped to v (all rows for "").
 func (env *Env) rowsOf(v string) []*Row {
+	env.full()
 	var out []*Row
 	for i := range env.Rows {
 		if v == "" || env.Rows[i].Var == v {
@@ -559,17 +627,30 @@ func (env *Env) navigate(c *sql.Call) (any, error) {
 	arg := c.Args[0]
 	var row *Row
 	switch c.Name {
-	case "FIRST", "LAST":
+	case "LAST":
+		if n < 0 {
+			return nil, nil
+		}
+		row = env.lastOf(refVar(arg), int(n))
+		if row == nil {
+			return nil, nil
+		}
+	case "FIRST":
 		rows := env.rowsOf(refVar(arg))
 		i := int(n)
-		if c.Name == "LAST" {
-			i = len(rows) - 1 - int(n)
-		}
 		if i < 0 || i >= len(rows) {
 			return nil, nil
 		}
 		row = rows[i]
 	case "PREV":
+		if env.Past != nil && env.Cur == len(env.Rows)-1 && n >= 0 {
+			// PREV(x, n) in a DEFINE: the n-th row back
+			if row = env.back(int(n)); row == nil {
+				return nil, nil
+			}
+			break
+		}
+		env.full()
 		i := env.Cur - int(n)
 		if i < 0 || i >= len(env.Rows) {
 			return nil, nil
