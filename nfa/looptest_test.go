@@ -232,24 +232,6 @@ func TestRestoresLoopStateOfPreviousRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bytes.Split(bytes.TrimSpace(in), []byte("\n"))
-	feed := func(m *nfa.Matcher, lines [][]byte, finish bool) []string {
-		var out []string
-		for _, l := range lines {
-			pi, _, _, err := nfa.ParseLine(l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := m.Event(pi)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, recordsJSON(t, recs)...)
-		}
-		if finish {
-			out = append(out, recordsJSON(t, m.Finish(true))...)
-		}
-		return out
-	}
 	for _, name := range []string{"sql", "strict", "relaxed"} {
 		var p *nfa.Pattern
 		if name == "sql" {
@@ -274,7 +256,7 @@ func TestRestoresLoopStateOfPreviousRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		whole := nfa.NewMatcher(p)
-		feed(whole, lines[:40], false)
+		feedLines(t, whole, lines[:40], false)
 		now, err := whole.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)
@@ -282,12 +264,12 @@ func TestRestoresLoopStateOfPreviousRelease(t *testing.T) {
 		if !bytes.Equal(now, old) {
 			t.Errorf("%s: the state after 40 lines is not the previous release's", name)
 		}
-		want := feed(whole, lines[40:], true)
+		want := feedLines(t, whole, lines[40:], true)
 		restored, err := nfa.UnmarshalMatcher(p, old)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got := feed(restored, lines[40:], true)
+		got := feedLines(t, restored, lines[40:], true)
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s: restored from the previous release's state:\n%s\nuninterrupted:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}

@@ -204,28 +204,10 @@ func TestRestoresVersion2State(t *testing.T) {
 		t.Fatalf("the state is of version %d, not 2", state[4])
 	}
 	lines := bytes.Split(bytes.TrimSpace(in), []byte("\n"))
-	feed := func(m *nfa.Matcher, lines [][]byte, finish bool) []string {
-		var out []string
-		for _, l := range lines {
-			pi, _, _, err := nfa.ParseLine(l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := m.Event(pi)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, recordsJSON(t, recs)...)
-		}
-		if finish {
-			out = append(out, recordsJSON(t, m.Finish(true))...)
-		}
-		return out
-	}
 	whole := nfa.NewMatcher(p)
-	feed(whole, lines[:40], false)
+	feedLines(t, whole, lines[:40], false)
 	wp, wb := whole.Totals()
-	want := feed(whole, lines[40:], true)
+	want := feedLines(t, whole, lines[40:], true)
 	m, err := nfa.UnmarshalMatcher(p, state)
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +243,7 @@ func TestRestoresVersion2State(t *testing.T) {
 		if gp, gb := r.Totals(); gp != wp || gb != wb || gp == 0 {
 			t.Fatalf("restored %d partial matches and %d buffered events, want %d and %d", gp, gb, wp, wb)
 		}
-		got := feed(r, lines[40:], true)
+		got := feedLines(t, r, lines[40:], true)
 		if !slices.Equal(got, want) || len(want) == 0 {
 			t.Fatalf("records after restoring\n%v\nwant\n%v", got, want)
 		}
@@ -332,4 +314,26 @@ func TestRecordsOfACallStayIntact(t *testing.T) {
 			t.Fatalf("record %d: %d events, positions %v, start %d, timeoutAt %d", i, n, r.Positions, r.Start, r.TimeoutAt)
 		}
 	}
+}
+
+// feedLines feeds input lines to m and returns its records as JSON, with
+// those of the end of input when finish is set.
+func feedLines(t *testing.T, m *nfa.Matcher, lines [][]byte, finish bool) []string {
+	t.Helper()
+	var out []string
+	for _, l := range lines {
+		pi, _, _, err := nfa.ParseLine(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := m.Event(pi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, recordsJSON(t, recs)...)
+	}
+	if finish {
+		out = append(out, recordsJSON(t, m.Finish(true))...)
+	}
+	return out
 }

@@ -175,27 +175,14 @@ func TestRaftHandshakeRelayedToAnotherMemberIsRefused(t *testing.T) {
 	defer trans.Close()
 	target := raft.ServerAddress(victimAddr)
 	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(tc.cfgs[leader].NodeID), Addr: []byte(tc.cfgs[leader].RaftAddr)}
-	var probe raft.AppendEntriesResponse
-	err = trans.AppendEntries("victim", target, &raft.AppendEntriesRequest{RPCHeader: hdr}, &probe)
-	t.Logf("probe: term %d, last log %d, %v", probe.Term, probe.LastLog, err)
-	term := probe.Term + 1
-	var resp raft.AppendEntriesResponse
-	err = trans.AppendEntries("victim", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term,
-		PrevLogEntry: probe.LastLog, PrevLogTerm: probe.Term, LeaderCommitIndex: probe.LastLog + 1,
-		Entries: []*raft.Log{{Index: probe.LastLog + 1, Term: term, Type: raft.LogCommand, Data: del}}}, &resp)
-	t.Logf("forged append: success %v, %v", resp.Success, err)
 	// the forged leader's heartbeats for 3 s: the source must stay
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		trans.AppendEntries("victim", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term, PrevLogEntry: probe.LastLog + 1,
-			PrevLogTerm: term, LeaderCommitIndex: probe.LastLog + 1}, &resp)
+	forgeAppend(t, trans, "victim", target, hdr, del, 3*time.Second, func() {
 		for _, i := range []int{leader, victim} {
 			if tc.nodes[i].Meta().Sources["bank"] == nil {
 				t.Fatalf("the source was deleted on %s through a relayed handshake", tc.cfgs[i].NodeID)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
 	if r.opened.Load() == 0 {
 		t.Fatal("no member dialled the relay: the attack was not tried")
 	}

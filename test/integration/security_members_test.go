@@ -196,30 +196,16 @@ func TestRawRaftAppendEntriesIsRefused(t *testing.T) {
 			trans := raft.NewNetworkTransport(newHandLayer(v.hello), 1, 2*time.Second, io.Discard)
 			defer trans.Close()
 			hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("rogue"), Addr: []byte("127.0.0.1:1")}
-			// learn the term and the last index, as any member would
-			var probe raft.AppendEntriesResponse
-			err := trans.AppendEntries("n1", target, &raft.AppendEntriesRequest{RPCHeader: hdr}, &probe)
-			t.Logf("probe: term %d, last log %d, %v", probe.Term, probe.LastLog, err)
-			term := probe.Term + 1
-			var resp raft.AppendEntriesResponse
-			err = trans.AppendEntries("n1", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term,
-				PrevLogEntry: probe.LastLog, PrevLogTerm: probe.Term, LeaderCommitIndex: probe.LastLog + 1,
-				Entries: []*raft.Log{{Index: probe.LastLog + 1, Term: term, Type: raft.LogCommand, Data: del}}}, &resp)
-			t.Logf("append: success %v, %v", resp.Success, err)
 			// heartbeats of the rogue leader for 2 s: the node must keep
 			// its leadership and the pattern all along
-			deadline := time.Now().Add(2 * time.Second)
-			for time.Now().Before(deadline) {
-				trans.AppendEntries("n1", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term, PrevLogEntry: probe.LastLog + 1,
-					PrevLogTerm: term, LeaderCommitIndex: probe.LastLog + 1}, &resp)
+			forgeAppend(t, trans, "n1", target, hdr, del, 2*time.Second, func() {
 				if n.Meta().Patterns["lfl"] == nil {
 					t.Fatal("the pattern was deleted by a raw AppendEntries")
 				}
 				if !n.IsMetaLeader() {
 					t.Fatalf("the node lost the metadata group's leadership (leader now %q)", n.MetaLeader())
 				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			})
 			// and the group still takes changes
 			if _, err := c.patterns.GetPattern(tc.ctx, req(&cepv1.GetPatternRequest{Name: "lfl"})); err != nil {
 				t.Fatalf("get the pattern: %v", err)
@@ -314,5 +300,27 @@ func TestInsecureNodeSaysSo(t *testing.T) {
 				t.Errorf("secret kept: %v, %v", kept, err)
 			}
 		})
+	}
+}
+
+// forgeAppend plays a leader of a term above target's over trans, as any
+// process that got a stream could: it learns target's term and last
+// index, appends one entry of data at the next term, then sends that
+// leader's heartbeats for d, calling check after each.
+func forgeAppend(t *testing.T, trans *raft.NetworkTransport, id raft.ServerID, target raft.ServerAddress, hdr raft.RPCHeader, data []byte, d time.Duration, check func()) {
+	t.Helper()
+	var probe raft.AppendEntriesResponse
+	err := trans.AppendEntries(id, target, &raft.AppendEntriesRequest{RPCHeader: hdr}, &probe)
+	t.Logf("probe: term %d, last log %d, %v", probe.Term, probe.LastLog, err)
+	term := probe.Term + 1
+	var resp raft.AppendEntriesResponse
+	err = trans.AppendEntries(id, target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term,
+		PrevLogEntry: probe.LastLog, PrevLogTerm: probe.Term, LeaderCommitIndex: probe.LastLog + 1,
+		Entries: []*raft.Log{{Index: probe.LastLog + 1, Term: term, Type: raft.LogCommand, Data: data}}}, &resp)
+	t.Logf("forged append: success %v, %v", resp.Success, err)
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		trans.AppendEntries(id, target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term, PrevLogEntry: probe.LastLog + 1,
+			PrevLogTerm: term, LeaderCommitIndex: probe.LastLog + 1}, &resp)
+		check()
 	}
 }

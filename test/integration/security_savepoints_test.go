@@ -268,55 +268,15 @@ func copyParts(t *testing.T, parts []string, dir string) string {
 // not matter to a seal), with every checksum valid.
 func rewritePart(t *testing.T, path string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := snapshot.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	w, err := snapshot.NewWriter(&out, r.Header())
-	if err != nil {
-		t.Fatal(err)
-	}
 	edited := false
-	for _, s := range r.Sections() {
-		switch {
-		case s.Name == snapshot.MACSection:
-		case s.Kind == snapshot.KeyGroupSection:
-			p, err := r.KeyGroup(s.KeyGroup)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !edited && len(p) > 0 {
-				p, edited = p[:len(p)-1], true
-			}
-			if err := w.KeyGroup(s.KeyGroup, p); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			p, err := r.Named(s.Name)
-			if err == nil {
-				err = w.Named(s.Name, p)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+	rewriteSavepoint(t, path, nil, func(p []byte) []byte {
+		if !edited && len(p) > 0 {
+			p, edited = p[:len(p)-1], true
 		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+		return p
+	})
 	if !edited {
 		t.Fatalf("%s has no key-group state to edit", path)
-	}
-	if _, err := snapshot.NewReader(bytes.NewReader(out.Bytes()), int64(out.Len())); err != nil {
-		t.Fatalf("the rewritten part's checksums: %v", err)
-	}
-	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -324,6 +284,24 @@ func rewritePart(t *testing.T, path string) {
 // metadata edited, and every checksum valid: what someone who can write
 // the store can do.
 func editPatterns(t *testing.T, path string, edit func(*meta.Pattern)) {
+	t.Helper()
+	rewriteSavepoint(t, path, func(h *snapshot.Header) {
+		var pats []meta.Pattern
+		if err := json.Unmarshal([]byte(h.Metadata["patterns"]), &pats); err != nil || len(pats) == 0 {
+			t.Fatalf("%s: patterns %q: %v", path, h.Metadata["patterns"], err)
+		}
+		for i := range pats {
+			edit(&pats[i])
+		}
+		pj, _ := json.Marshal(pats)
+		h.Metadata["patterns"] = string(pj)
+	}, nil)
+}
+
+// rewriteSavepoint writes a savepoint file again with this project's own
+// package, its header and key groups passed through the edits (nil: kept),
+// every checksum valid and no seal (which takes the cluster's secret).
+func rewriteSavepoint(t *testing.T, path string, header func(*snapshot.Header), keyGroup func([]byte) []byte) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -334,37 +312,30 @@ func editPatterns(t *testing.T, path string, edit func(*meta.Pattern)) {
 		t.Fatal(err)
 	}
 	h := r.Header()
-	var pats []meta.Pattern
-	if err := json.Unmarshal([]byte(h.Metadata["patterns"]), &pats); err != nil || len(pats) == 0 {
-		t.Fatalf("%s: patterns %q: %v", path, h.Metadata["patterns"], err)
+	if header != nil {
+		header(&h)
 	}
-	for i := range pats {
-		edit(&pats[i])
-	}
-	pj, _ := json.Marshal(pats)
-	h.Metadata["patterns"] = string(pj)
 	var out bytes.Buffer
 	w, err := snapshot.NewWriter(&out, h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range r.Sections() {
-		if s.Name == snapshot.MACSection {
-			continue // a seal cannot be written without the cluster's secret
-		}
-		if s.Kind == snapshot.KeyGroupSection {
-			p, err := r.KeyGroup(s.KeyGroup)
-			if err == nil {
+		var p []byte
+		switch {
+		case s.Name == snapshot.MACSection:
+			continue
+		case s.Kind == snapshot.KeyGroupSection:
+			if p, err = r.KeyGroup(s.KeyGroup); err == nil {
+				if keyGroup != nil {
+					p = keyGroup(p)
+				}
 				err = w.KeyGroup(s.KeyGroup, p)
 			}
-			if err != nil {
-				t.Fatal(err)
+		default:
+			if p, err = r.Named(s.Name); err == nil {
+				err = w.Named(s.Name, p)
 			}
-			continue
-		}
-		p, err := r.Named(s.Name)
-		if err == nil {
-			err = w.Named(s.Name, p)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -375,6 +346,9 @@ func editPatterns(t *testing.T, path string, edit func(*meta.Pattern)) {
 	}
 	if slices.Equal(out.Bytes(), b) {
 		t.Fatalf("%s: the edit changed nothing", path)
+	}
+	if _, err := snapshot.NewReader(bytes.NewReader(out.Bytes()), int64(out.Len())); err != nil {
+		t.Fatalf("the rewritten part's checksums: %v", err)
 	}
 	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
