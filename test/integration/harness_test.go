@@ -7,6 +7,7 @@ package integration
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -84,18 +85,29 @@ func offlineRunner(t *testing.T, p *nfa.Pattern, lines []string, configure ...fu
 	for _, f := range configure {
 		f(r.Matchers()[0])
 	}
-	var out []string
+	out, _ := offlineLines(t, r, lines)
+	return r, out
+}
+
+// offlineLines runs lines through r and returns the records and the dead
+// letters (as a cluster publishes them, without ids) of the run.
+func offlineLines(t *testing.T, r *nfa.Runner, lines []string) (recs, dead []string) {
+	t.Helper()
 	for _, l := range lines {
-		recs, err := r.Line([]byte(l))
+		out, err := r.Line([]byte(l))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range recs {
-			b, _ := recs[i].AppendJSON(nil)
-			out = append(out, string(b))
+		for i := range out {
+			b, _ := out[i].AppendJSON(nil)
+			recs = append(recs, string(b))
+		}
+		for _, d := range r.DeadLetters() {
+			b, _ := json.Marshal(d)
+			dead = append(dead, string(b))
 		}
 	}
-	return r, out
+	return recs, dead
 }
 
 // differsFromOffline reports, for a failure message, how records on NATS

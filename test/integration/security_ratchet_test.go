@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -69,20 +68,9 @@ func ratchet(t *testing.T, tc *testCluster, shards int, wait time.Duration) {
 	}
 	r := nfa.NewRunner(p)
 	r.IngestTime = func() int64 { return now }
-	var wantRecs, wantDead []string
-	for _, l := range lines {
-		recs, err := r.Line([]byte(l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range recs {
-			b, _ := recs[i].AppendJSON(nil)
-			wantRecs = append(wantRecs, string(b))
-		}
-		for _, d := range r.DeadLetters() {
-			b, _ := json.Marshal(d)
-			wantDead = append(wantDead, ingestTime.ReplaceAllString(string(b), "is D ahead of the time it was read at (ingest time T)"))
-		}
+	wantRecs, wantDead := offlineLines(t, r, lines)
+	for i, d := range wantDead {
+		wantDead[i] = ingestTime.ReplaceAllString(d, "is D ahead of the time it was read at (ingest time T)")
 	}
 	if len(wantRecs) != 1 || !strings.Contains(wantRecs[0], `"type":"match"`) {
 		t.Fatalf("offline records, want x's match:\n%s", strings.Join(wantRecs, "\n"))

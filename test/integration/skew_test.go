@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -42,22 +41,7 @@ func TestFarFutureEventDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := nfa.NewRunner(p)
-	var wantRecs, wantDead []string
-	for _, l := range lines {
-		recs, err := r.Line([]byte(l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range recs {
-			b, _ := recs[i].AppendJSON(nil)
-			wantRecs = append(wantRecs, string(b))
-		}
-		for _, d := range r.DeadLetters() {
-			b, _ := json.Marshal(d)
-			wantDead = append(wantDead, string(b))
-		}
-	}
+	wantRecs, wantDead := offlineLines(t, nfa.NewRunner(p), lines)
 	if len(wantRecs) != 2 || strings.Contains(strings.Join(wantRecs, ""), `"late"`) {
 		t.Fatalf("offline records, want the matches of x and z:\n%s", strings.Join(wantRecs, "\n"))
 	}
