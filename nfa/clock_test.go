@@ -164,3 +164,40 @@ func TestUnclockCatchesUp(t *testing.T) {
 		}
 	}
 }
+
+// Events of two aligned sources read before the matcher's first tick
+// leave no source idle at that tick: the source ahead stays paused until
+// the other catches up. (They were marked active at processing time 0,
+// so the first tick, at the wall clock, found both silent since 1970:
+// the other idle, the source ahead read on; seen as a shard reading 860
+// events of one source while the other held the watermark.)
+func TestAlignedSourcesNotIdleAtTheFirstTick(t *testing.T) {
+	p, err := CompileBytes([]byte(`{"name":"two","source":["fast","slow"],"key":"e.k","time":"e.ts","maxDrift":1000,"idleTimeout":3600000,
+	  "stages":[{"name":"x","where":"e.t == \"A\""},{"name":"y","where":"e.t == \"B\""}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, clocked := range []bool{false, true} {
+		m := NewMatcher(p)
+		m.Clocked = clocked
+		event := func(source string, ts int64) {
+			in := Input{Data: map[string]any{"k": "k", "t": "A", "ts": ts}, Raw: []byte(`{}`), Pos: uint64(ts)}
+			m.EventFrom(source, "k", ts, in)
+			if clocked {
+				m.Clock(source, ts) // the shard's clock follows its own events
+			}
+		}
+		event("slow", 90)
+		event("fast", 5000)
+		if !m.Paused("fast") {
+			t.Fatalf("clocked %v: fast, 4.9 s ahead of slow, not paused before any tick", clocked)
+		}
+		m.Tick(1_764_000_000_000) // the first tick, at the wall clock
+		if !m.Paused("fast") {
+			t.Fatalf("clocked %v: fast not paused after the first tick: slow counts as idle", clocked)
+		}
+		if m.Paused("slow") {
+			t.Fatalf("clocked %v: slow paused", clocked)
+		}
+	}
+}

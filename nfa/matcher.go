@@ -240,11 +240,33 @@ func (m *Matcher) observeAligned(gen *watermark.Generator, source string, ts int
 	if m.Clocked {
 		return // the source's clock, not its events, moves the aligner (Clock)
 	}
-	m.aligner.Observe(source, gen.Current(), m.procNow)
-	if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
+	m.observeSource(source, gen.Current())
+	if wm := m.alignedWatermark(); wm > m.wm {
 		m.gen.Advance(wm)
 		m.advance(wm)
 	}
+}
+
+// observeSource reports a source's watermark to the aligner at the
+// processing time. Before the first tick there is none (procNow is 0):
+// the watermark is recorded, but the aligner's clock of idleness starts
+// only with a real time, or the first tick would find every source silent
+// since 1970, count them idle and let one source run ahead of the others.
+func (m *Matcher) observeSource(source string, wm int64) {
+	if m.procNow == 0 {
+		m.aligner.ObserveWatermark(source, wm)
+		return
+	}
+	m.aligner.Observe(source, wm, m.procNow)
+}
+
+// alignedWatermark is the aligner's combined watermark at the processing
+// time, or, before the first tick, without one (observeSource).
+func (m *Matcher) alignedWatermark() int64 {
+	if m.procNow == 0 {
+		return m.aligner.WatermarkUntimed()
+	}
+	return m.aligner.Watermark(m.procNow)
 }
 
 // ObserveFrom moves the watermark as EventFrom would for an event of
@@ -291,8 +313,8 @@ func (m *Matcher) Clock(source string, wm int64) []Record {
 	}
 	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
 		gen.Advance(wm)
-		m.aligner.Observe(source, wm, m.procNow)
-		if c := m.aligner.Watermark(m.procNow); c > m.wm {
+		m.observeSource(source, wm)
+		if c := m.alignedWatermark(); c > m.wm {
 			m.gen.Advance(c)
 			m.advance(c)
 		}
@@ -322,10 +344,10 @@ func (m *Matcher) Unclock() []Record {
 	if m.aligner != nil {
 		for _, src := range m.aligner.Sources() {
 			if g := m.srcGen[src]; g != nil && g.MaxTimestamp() != watermark.MinTime {
-				m.aligner.Observe(src, g.Current(), m.procNow)
+				m.observeSource(src, g.Current())
 			}
 		}
-		if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
+		if wm := m.alignedWatermark(); wm > m.wm {
 			m.gen.Advance(wm)
 			m.advance(wm)
 		}
@@ -377,7 +399,7 @@ func (m *Matcher) Tick(now int64) []Record {
 		m.procNow = now
 	}
 	if m.aligner != nil {
-		if wm := m.aligner.Watermark(m.procNow); wm > m.wm {
+		if wm := m.alignedWatermark(); wm > m.wm {
 			m.gen.Advance(wm)
 			m.advance(wm)
 		}

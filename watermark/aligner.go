@@ -107,6 +107,17 @@ func (a *Aligner) Observe(source string, wm int64, now int64) {
 	}
 }
 
+// ObserveWatermark records source's own watermark as Observe does, but
+// without a processing time: it neither starts the clock of idleness nor
+// marks the source active. For a caller that has no processing time yet
+// (a matcher before its first tick), whose first real time would else
+// find every source silent since that made-up time, and idle.
+func (a *Aligner) ObserveWatermark(source string, wm int64) {
+	if s := a.lookup(source); wm > s.wm {
+		s.wm = wm
+	}
+}
+
 // idle reports whether s has had no Observe for >= idleTimeout before now.
 func (a *Aligner) idle(s *alignedSource, now int64) bool {
 	if a.idleTimeout == 0 || !a.started || now < s.lastActive {
@@ -142,6 +153,13 @@ func (a *Aligner) Peek(now int64) int64 {
 func (a *Aligner) Watermark(now int64) int64 {
 	a.start(now)
 	a.last = a.Peek(now)
+	return a.last
+}
+
+// WatermarkUntimed is Watermark for a caller without a processing time
+// yet (ObserveWatermark): the clock of idleness does not start.
+func (a *Aligner) WatermarkUntimed() int64 {
+	a.last = a.Peek(0)
 	return a.last
 }
 
