@@ -328,6 +328,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			thr.Target = 0.50
 		}
 		thr.TargetMet = thr.RatioToReference >= thr.Target
+		if thr.Own != nil && ref.Own != nil && ref.Own.MicrosPerEvent > 0 {
+			thr.OwnCPURatio = thr.Own.MicrosPerEvent / ref.Own.MicrosPerEvent
+		}
+		if thr.CPU != nil && ref.CPU != nil && ref.CPU.MicrosPerEvent > 0 {
+			thr.MachineCPURatio = thr.CPU.MicrosPerEvent / ref.CPU.MicrosPerEvent
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("throughput: %w", err)
@@ -479,7 +485,7 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	pubDone := make(chan pubResult, 1)
-	start, cpu := time.Now(), startCPU()
+	start, cpu, own := time.Now(), startCPU(), startOwn(c)
 	go func() {
 		d, err := pub.publishAll(pctx, evs, subj)
 		pubDone <- pubResult{d, err}
@@ -509,6 +515,9 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 	}
 	d := at.Sub(start)
 	res.CPU = cpu.stop(evs.len())
+	if res.Own, err = own.stop(evs.len()); err != nil {
+		log.Warn("throughput: own CPU unknown", "err", err)
+	}
 	stopProfile()
 	res.AppliedSeconds = d.Seconds()
 	res.EventsPerSec = want / d.Seconds()
@@ -549,7 +558,7 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 		return nil, err
 	}
 	defer stopProfile()
-	start, cpu := time.Now(), startCPU()
+	start, cpu, own := time.Now(), startCPU(), startOwn(c)
 	// the pattern reads what was published before it, as the reference
 	// consumer does
 	if err := deploy(ctx, c, spec, true); err != nil {
@@ -564,6 +573,9 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 		return nil, err
 	}
 	res.CPU = cpu.stop(evs.len())
+	if res.Own, err = own.stop(evs.len()); err != nil {
+		log.Warn("throughput: own CPU unknown", "err", err)
+	}
 	stopProfile()
 	res.AppliedSeconds = at.Sub(start).Seconds()
 	res.EventsPerSec = want / res.AppliedSeconds

@@ -70,6 +70,11 @@ type throughput struct {
 	TargetMet            bool      `json:"target_met"`
 	CPUProfile           string    `json:"cpu_profile,omitempty"`
 	CPU                  *cpuUsage `json:"machine_cpu,omitempty"`
+	Own                  *ownCPU   `json:"own_cpu,omitempty"`
+	// CPU per event over the reference's: the benchmark's processes, and
+	// the machine's
+	OwnCPURatio     float64 `json:"own_cpu_per_event_ratio_to_reference,omitempty"`
+	MachineCPURatio float64 `json:"machine_cpu_per_event_ratio_to_reference,omitempty"`
 }
 
 type latency struct {
@@ -190,6 +195,25 @@ func printCPU(p func(string, ...any), u *cpuUsage) {
 	}
 }
 
+// printOwn prints the CPU of the benchmark's own processes over a phase.
+func printOwn(p func(string, ...any), u *ownCPU) {
+	if u == nil {
+		return
+	}
+	var each []string
+	for _, pr := range u.Processes {
+		each = append(each, fmt.Sprintf("%s %.2f s", pr.Name, pr.Seconds))
+	}
+	p("             own processes' CPU: %.2f cores busy, %.1f µs per event (user+sys: %s)", u.Cores, u.MicrosPerEvent, strings.Join(each, ", "))
+}
+
+func ratioText(r float64) string {
+	if r == 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f x", r)
+}
+
 func (r *Report) writeText(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	s := r.Setup
@@ -229,6 +253,7 @@ func (r *Report) writeText(w io.Writer) {
 				t.PublishSeconds, group(t.PublishEventsPerSec), t.OutboxDrainedSeconds, group(float64(t.Matches)), group(float64(t.Timeouts)), t.DeadLetters)
 		}
 		printCPU(p, t.CPU)
+		printOwn(p, t.Own)
 		if t.CPUProfile != "" {
 			p("             CPU profile of the throughput phase: %s", t.CPUProfile)
 		}
@@ -244,9 +269,13 @@ func (r *Report) writeText(w io.Writer) {
 			p("             the median of %d reads of the stream: %s events/s", len(runs), strings.Join(runs, ", "))
 		}
 		printCPU(p, f.CPU)
+		printOwn(p, f.Own)
 	}
 	if t := r.Thru; t != nil && r.Ref != nil {
 		p("  ratio      %12.3f           target >= %.2f: %s", t.RatioToReference, t.Target, mark(t.TargetMet))
+		if t.OwnCPURatio > 0 || t.MachineCPURatio > 0 {
+			p("  CPU/event  %12s           over the reference's: own processes %s, machine %s", "", ratioText(t.OwnCPURatio), ratioText(t.MachineCPURatio))
+		}
 	}
 	if j := r.Join; j != nil {
 		p("")
