@@ -101,6 +101,24 @@ type options struct {
 	timeout      time.Duration
 	stall        time.Duration
 	nodeLogLevel string
+
+	scale        string // "": the cluster benchmark; keys, patterns or idle
+	scalePattern string
+	counts       string
+	memprofile   string
+	idleFor      time.Duration
+	idleSettle   time.Duration
+}
+
+// scaleCounts is --scale-counts, or the mode's default.
+func (o *options) scaleCounts() string {
+	switch {
+	case o.counts != "":
+		return o.counts
+	case o.scale == "keys":
+		return "1000,100000,1000000"
+	}
+	return "1,10,100"
 }
 
 func main() {
@@ -146,6 +164,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "limit for the whole run")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail when the applied count does not move for this long")
 	fs.StringVar(&o.nodeLogLevel, "node-log-level", "warn", "log level of the nodes (their logs are files in the data directory: n1.log ..., n1-inprocess.log)")
+	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys) or idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic)")
+	fs.StringVar(&o.scalePattern, "scale-pattern", "examples/login-fail-logout.yaml", "--scale keys and patterns: the pattern file (relative to the module root when not found here)")
+	fs.StringVar(&o.counts, "scale-counts", "", "--scale keys: key counts (default 1000,100000,1000000); patterns: pattern counts (default 1,10,100)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "--scale keys: write a heap profile after the last count to this file")
+	fs.DurationVar(&o.idleFor, "idle-for", 30*time.Second, "--scale idle: length of each sample")
+	fs.DurationVar(&o.idleSettle, "idle-settle", 10*time.Second, "--scale idle: wait before each sample (elections, deploys)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: go run ./cmd/cepbench [flags]\n\nBenchmarks the cluster through JetStream: throughput against a plain\nJetStream consumer, publish-to-match latency and (3 nodes) failover.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -160,6 +184,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--mode must be backlog or live")
 	case o.join < 0 || o.join > 0 && o.nodes != 1:
 		return nil, fmt.Errorf("--join N starts N nodes joining the in-process node: it needs --nodes 1")
+	case o.scale != "" && o.scale != "keys" && o.scale != "patterns" && o.scale != "idle":
+		return nil, fmt.Errorf("--scale must be keys, patterns or idle")
+	case o.scale == "idle" && (o.shards < 0 || o.idleFor <= 0 || o.idleSettle < 0):
+		return nil, fmt.Errorf("--scale idle: --shards must not be negative, --idle-for positive")
 	case o.nodes != 1 && o.nodes != 3:
 		return nil, fmt.Errorf("--nodes must be 1 or 3")
 	case o.events < 1000:
@@ -176,6 +204,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--failover-runs must be at least 1")
 	case !validLevel(o.nodeLogLevel):
 		return nil, fmt.Errorf("--node-log-level: want debug, info, warn or error")
+	}
+	if o.scale == "idle" {
+		o.nodes = 3
+		if o.shards == 0 {
+			o.shards = 32
+		}
 	}
 	switch {
 	case o.nodes == 1:
@@ -230,6 +264,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}()
 	log.Info("data directory", "dir", dir)
 
+	if o.scale != "" {
+		return runScale(ctx, o, rep, dir, func() (string, func(), error) {
+			ns, err := cluster.StartEmbeddedNATS(filepath.Join(dir, "nats"), "127.0.0.1", -1, nil)
+			if err != nil {
+				return "", nil, err
+			}
+			return ns.ClientURL(), func() { ns.Shutdown(); ns.WaitForShutdown() }, nil
+		}, log)
+	}
 	ns, err := cluster.StartEmbeddedNATS(filepath.Join(dir, "nats"), "127.0.0.1", -1, nil)
 	if err != nil {
 		return err

@@ -18,18 +18,19 @@ import (
 
 // Report is everything one run measured (--json prints it as is).
 type Report struct {
-	Command  string      `json:"command"`
-	Revision string      `json:"revision,omitempty"`
-	Date     string      `json:"date"`
-	Machine  machine     `json:"machine"`
-	Setup    setupInfo   `json:"setup"`
-	Ref      *refResult  `json:"reference,omitempty"`
-	Thru     *throughput `json:"throughput,omitempty"`
-	Latency  *latency    `json:"latency,omitempty"`
-	Fail     *failoverR  `json:"failover,omitempty"`
-	Join     *joinResult `json:"join,omitempty"`
-	Skipped  string      `json:"skipped,omitempty"` // phases not run, and why
-	Error    string      `json:"error,omitempty"`
+	Command  string       `json:"command"`
+	Revision string       `json:"revision,omitempty"`
+	Date     string       `json:"date"`
+	Machine  machine      `json:"machine"`
+	Setup    setupInfo    `json:"setup"`
+	Ref      *refResult   `json:"reference,omitempty"`
+	Thru     *throughput  `json:"throughput,omitempty"`
+	Latency  *latency     `json:"latency,omitempty"`
+	Fail     *failoverR   `json:"failover,omitempty"`
+	Join     *joinResult  `json:"join,omitempty"`
+	Scale    *scaleResult `json:"scale,omitempty"`
+	Skipped  string       `json:"skipped,omitempty"` // phases not run, and why
+	Error    string       `json:"error,omitempty"`
 }
 
 type machine struct {
@@ -218,7 +219,11 @@ func (r *Report) writeText(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	s := r.Setup
 	p("")
-	p("== cepbench: cluster benchmark, pattern 3 (FollowedByOneOrMore) ==")
+	if r.Scale != nil {
+		p("== cepbench --scale %s ==", r.Scale.Mode)
+	} else {
+		p("== cepbench: cluster benchmark, pattern 3 (FollowedByOneOrMore) ==")
+	}
 	p("command:   %s", r.Command)
 	if r.Revision != "" {
 		p("revision:  %s", r.Revision)
@@ -228,6 +233,16 @@ func (r *Report) writeText(w io.Writer) {
 		cpu = " (" + r.Machine.CPUModel + ")"
 	}
 	p("machine:   %d CPUs%s, %s/%s, %s, %s", r.Machine.CPUs, cpu, r.Machine.GOOS, r.Machine.GOARCH, r.Machine.GoVersion, r.Date)
+	if r.Scale != nil {
+		p("")
+		r.Scale.writeText(p)
+		if r.Error != "" {
+			p("")
+			p("ERROR: %s", r.Error)
+		}
+		p("")
+		return
+	}
 	where := "cepnode processes"
 	switch {
 	case s.InProcess:
