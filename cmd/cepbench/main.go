@@ -160,7 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.dir, "dir", "", "where to create the run's data directory cepbench-* (default: the system temporary directory)")
 	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", -1, "with 3 nodes: GOMAXPROCS of each node process; -1: the machine's CPUs divided among the nodes, rounded up (what Go sets for a container limited to that share), 0: Go's default (all CPUs)")
 	fs.StringVar(&o.cepnode, "cepnode", "", "cepnode binary for --nodes 3 (default: go build ./cmd/cepnode)")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the throughput phase to this file (with --nodes 1 it includes the node)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the throughput phase to this file (with --nodes 1 it includes the node); with --scale idle, of node n1 over each sample, to FILE.0 and FILE.1")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "limit for the whole run")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail when the applied count does not move for this long")
 	fs.StringVar(&o.nodeLogLevel, "node-log-level", "warn", "log level of the nodes (their logs are files in the data directory: n1.log ..., n1-inprocess.log)")

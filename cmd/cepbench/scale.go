@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -306,6 +308,13 @@ func measureIdle(ctx context.Context, o *options, dir, natsURL string, log *slog
 			return err
 		}
 		m := startOwn(c)
+		var prof chan error
+		if o.cpuprofile != "" {
+			prof = make(chan error, 1)
+			go func() {
+				prof <- nodeProfile(ctx, c.members[0].api, o.idleFor, fmt.Sprintf("%s.%d", o.cpuprofile, len(parts)))
+			}()
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -314,6 +323,11 @@ func measureIdle(ctx context.Context, o *options, dir, natsURL string, log *slog
 		own, err := m.stop(0)
 		if err != nil {
 			return err
+		}
+		if prof != nil {
+			if err := <-prof; err != nil {
+				log.Warn("idle: CPU profile of n1", "err", err)
+			}
 		}
 		parts = append(parts, idlePart{What: what, Seconds: o.idleFor.Seconds(), Own: own, LoadAvg: loadAvg()})
 		log.Info("idle", "what", what, "cores", fmt.Sprintf("%.3f", own.Cores))
@@ -326,6 +340,31 @@ func measureIdle(ctx context.Context, o *options, dir, natsURL string, log *slog
 		return parts, err
 	}
 	return parts, window("a source and a pattern deployed, no events")
+}
+
+// nodeProfile writes a CPU profile of the node serving api (run with
+// --pprof) over d to path.
+func nodeProfile(ctx context.Context, api string, d time.Duration, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", api, max(1, int(d.Seconds())))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, res.Status)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // runScale runs --scale's measurement into rep.
