@@ -35,6 +35,18 @@
 //     the kill, against 2 x election timeout + 0.5 s; the node is restarted
 //     and the run checks that every event is applied.
 //
+// Each phase prints the CPU it cost: the machine's (/proc/stat, every
+// process) and the benchmark's own processes' (/proc/PID/stat: this
+// process, with the NATS server, the publisher, the reference consumer and
+// an in-process node, and each cepnode process), per event and over the
+// reference's.
+//
+// --scale measures cost at scale instead, each run bounded:
+//
+//	go run ./cmd/cepbench --scale keys       # offline: events/s and live heap per key, 1k/100k/1M keys
+//	go run ./cmd/cepbench --scale patterns   # offline: events/s with 1, 10 and 100 patterns on one source
+//	go run ./cmd/cepbench --scale idle       # CPU of 3 idle cepnode processes, 32 shards x 3 replicas
+//
 // Everything (NATS store, node data, logs) lives in a temporary directory,
 // removed at the end unless --keep.
 package main
