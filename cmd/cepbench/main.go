@@ -71,9 +71,11 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
@@ -114,6 +116,7 @@ type options struct {
 	stall        time.Duration
 	nodeLogLevel string
 
+	patterns     int
 	scale        string // "": the cluster benchmark; keys, patterns or idle
 	scalePattern string
 	counts       string
@@ -176,6 +179,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "limit for the whole run")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail when the applied count does not move for this long")
 	fs.StringVar(&o.nodeLogLevel, "node-log-level", "warn", "log level of the nodes (their logs are files in the data directory: n1.log ..., n1-inprocess.log)")
+	fs.IntVar(&o.patterns, "patterns", 1, "with --mode live: deploy this many copies of the pattern on the source (each with its own name and output)")
 	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys) or idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic)")
 	fs.StringVar(&o.scalePattern, "scale-pattern", "examples/login-fail-logout.yaml", "--scale keys and patterns: the pattern file (relative to the module root when not found here)")
 	fs.StringVar(&o.counts, "scale-counts", "", "--scale keys: key counts (default 1000,100000,1000000); patterns: pattern counts (default 1,10,100)")
@@ -200,6 +204,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--scale must be keys, patterns or idle")
 	case o.scale == "idle" && (o.shards < 0 || o.idleFor <= 0 || o.idleSettle < 0):
 		return nil, fmt.Errorf("--scale idle: --shards must not be negative, --idle-for positive")
+	case o.patterns < 1 || o.patterns > 1 && o.mode != "live":
+		return nil, fmt.Errorf("--patterns must be at least 1, and more than 1 needs --mode live (a backlog is read from the start by one pattern only)")
 	case o.nodes != 1 && o.nodes != 3:
 		return nil, fmt.Errorf("--nodes must be 1 or 3")
 	case o.events < 1000:
@@ -244,7 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	rep := &Report{
 		Command: commandLine(args), Revision: revision(), Date: time.Now().UTC().Format(time.RFC3339), Machine: machineInfo(),
 		Setup: setupInfo{Nodes: o.nodes, InProcess: o.nodes == 1, Shards: cmp.Or(o.shards, o.nodes), Replicas: min(3, o.nodes), NodeProcs: o.nodeProcs,
-			Events: o.events, Keys: o.keys, WindowEvents: o.window, WithinMs: o.window * o.keys, Pattern: patternName, Inflight: o.inflight},
+			Events: o.events, Keys: o.keys, Patterns: o.patterns, WindowEvents: o.window, WithinMs: o.window * o.keys, Pattern: patternName, Inflight: o.inflight},
 	}
 	// the report is printed whatever happens, with what was measured
 	defer func() {
@@ -364,6 +370,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if err := setup(ctx, c, sourceName, o.sourceKey, spec); err != nil {
 			return err
 		}
+		if err := deployCopies(ctx, c, o); err != nil {
+			return err
+		}
 		log.Info("cluster ready", "nodes", o.nodes, "pattern", patternName)
 		// 2. throughput
 		thr, err = measureThroughput(ctx, o, c, pub, evs, subj, log)
@@ -439,6 +448,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	lat.stop()
 	return nil
+}
+
+// deployCopies deploys --patterns - 1 more copies of the pattern, named
+// <pattern>-1 ..., and waits until every shard runs them all.
+func deployCopies(ctx context.Context, c *benchCluster, o *options) error {
+	for i := 1; i < o.patterns; i++ {
+		if err := deploy(ctx, c, patternSpec(fmt.Sprintf("%s-%d", patternName, i), sourceName, o.keys, o.window), false); err != nil {
+			return fmt.Errorf("copy %d: %w", i, err)
+		}
+	}
+	return poll(ctx, 2*time.Minute, 100*time.Millisecond, func() error {
+		for _, m := range c.alive() {
+			res, err := newClients(m.api).cluster.ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{}))
+			if err != nil {
+				return err
+			}
+			for _, s := range res.Msg.Shards {
+				if int(s.Patterns) < o.patterns {
+					return fmt.Errorf("shard %d on %s runs %d of %d patterns", s.Id, m.id, s.Patterns, o.patterns)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // logCounters logs every node's cep_events_total per shard (and whether it

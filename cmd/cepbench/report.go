@@ -51,6 +51,7 @@ type setupInfo struct {
 	WindowEvents int    `json:"window_events_per_key"`
 	WithinMs     int    `json:"within_ms"`
 	Pattern      string `json:"pattern"`
+	Patterns     int    `json:"patterns"` // copies of the pattern on the source
 	Inflight     int    `json:"publish_inflight"`
 	NodeProcs    int    `json:"node_gomaxprocs,omitempty"` // node processes' GOMAXPROCS (0: Go's default)
 }
@@ -251,6 +252,9 @@ func (r *Report) writeText(w io.Writer) {
 		where = fmt.Sprintf("cepnode processes (GOMAXPROCS=%d each)", s.NodeProcs)
 	}
 	p("cluster:   %d node(s) %s, %d shard(s) x %d replica(s); embedded NATS JetStream in the benchmark process", s.Nodes, where, s.Shards, s.Replicas)
+	if s.Patterns > 1 {
+		p("patterns:  %d copies of the pattern on the source", s.Patterns)
+	}
 	p("workload:  %s events, %s keys, within %s ms (~%d events per key), 1%% A / 20%% B / 79%% other, async publish with %d in flight",
 		group(float64(s.Events)), group(float64(s.Keys)), group(float64(s.WithinMs)), s.WindowEvents, s.Inflight)
 	if r.Ref != nil || r.Thru != nil {
