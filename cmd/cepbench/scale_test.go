@@ -83,3 +83,23 @@ func TestMeasurePatterns(t *testing.T) {
 		t.Fatal("a pattern without a name line accepted")
 	}
 }
+
+// --scale's flags: idle runs three nodes with 32 shards unless told; bad
+// modes and several patterns over a backlog are refused.
+func TestScaleFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--scale", "idle"}, io.Discard)
+	if err != nil || o.nodes != 3 || o.shards != 32 {
+		t.Fatalf("--scale idle: %+v, %v", o, err)
+	}
+	if o, err := parseFlags([]string{"--scale", "idle", "--shards", "8"}, io.Discard); err != nil || o.shards != 8 {
+		t.Fatalf("--scale idle --shards 8: %+v, %v", o, err)
+	}
+	for _, args := range [][]string{{"--scale", "bogus"}, {"--patterns", "2"}, {"--patterns", "0"}, {"--scale", "idle", "--idle-for", "0s"}} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	if _, err := parseCounts("1,x", "--scale-counts"); err == nil {
+		t.Error("--scale-counts 1,x accepted")
+	}
+}
