@@ -35,6 +35,18 @@
 //     the kill, against 2 x election timeout + 0.5 s; the node is restarted
 //     and the run checks that every event is applied.
 //
+// Each phase prints the CPU it cost: the machine's (/proc/stat, every
+// process) and the benchmark's own processes' (/proc/PID/stat: this
+// process, with the NATS server, the publisher, the reference consumer and
+// an in-process node, and each cepnode process), per event and over the
+// reference's.
+//
+// --scale measures cost at scale instead, each run bounded:
+//
+//	go run ./cmd/cepbench --scale keys       # offline: events/s and live heap per key, 1k/100k/1M keys
+//	go run ./cmd/cepbench --scale patterns   # offline: events/s with 1, 10 and 100 patterns on one source
+//	go run ./cmd/cepbench --scale idle       # CPU of 3 idle cepnode processes, 32 shards x 3 replicas
+//
 // Everything (NATS store, node data, logs) lives in a temporary directory,
 // removed at the end unless --keep.
 package main
@@ -59,9 +71,11 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
@@ -101,6 +115,25 @@ type options struct {
 	timeout      time.Duration
 	stall        time.Duration
 	nodeLogLevel string
+
+	patterns     int
+	scale        string // "": the cluster benchmark; keys, patterns or idle
+	scalePattern string
+	counts       string
+	memprofile   string
+	idleFor      time.Duration
+	idleSettle   time.Duration
+}
+
+// scaleCounts is --scale-counts, or the mode's default.
+func (o *options) scaleCounts() string {
+	switch {
+	case o.counts != "":
+		return o.counts
+	case o.scale == "keys":
+		return "1000,100000,1000000"
+	}
+	return "1,10,100"
 }
 
 func main() {
@@ -142,10 +175,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.dir, "dir", "", "where to create the run's data directory cepbench-* (default: the system temporary directory)")
 	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", -1, "with 3 nodes: GOMAXPROCS of each node process; -1: the machine's CPUs divided among the nodes, rounded up (what Go sets for a container limited to that share), 0: Go's default (all CPUs)")
 	fs.StringVar(&o.cepnode, "cepnode", "", "cepnode binary for --nodes 3 (default: go build ./cmd/cepnode)")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the throughput phase to this file (with --nodes 1 it includes the node)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the throughput phase to this file (with --nodes 1 it includes the node); with --scale idle, of node n1 over each sample, to FILE.0 and FILE.1")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "limit for the whole run")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail when the applied count does not move for this long")
 	fs.StringVar(&o.nodeLogLevel, "node-log-level", "warn", "log level of the nodes (their logs are files in the data directory: n1.log ..., n1-inprocess.log)")
+	fs.IntVar(&o.patterns, "patterns", 1, "with --mode live: deploy this many copies of the pattern on the source (each with its own name and output)")
+	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys) or idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic)")
+	fs.StringVar(&o.scalePattern, "scale-pattern", "examples/login-fail-logout.yaml", "--scale keys and patterns: the pattern file (relative to the module root when not found here)")
+	fs.StringVar(&o.counts, "scale-counts", "", "--scale keys: key counts (default 1000,100000,1000000); patterns: pattern counts (default 1,10,100)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "--scale keys: write a heap profile after the last count to this file")
+	fs.DurationVar(&o.idleFor, "idle-for", 30*time.Second, "--scale idle: length of each sample")
+	fs.DurationVar(&o.idleSettle, "idle-settle", 10*time.Second, "--scale idle: wait before each sample (elections, deploys)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: go run ./cmd/cepbench [flags]\n\nBenchmarks the cluster through JetStream: throughput against a plain\nJetStream consumer, publish-to-match latency and (3 nodes) failover.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -160,6 +200,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--mode must be backlog or live")
 	case o.join < 0 || o.join > 0 && o.nodes != 1:
 		return nil, fmt.Errorf("--join N starts N nodes joining the in-process node: it needs --nodes 1")
+	case o.scale != "" && o.scale != "keys" && o.scale != "patterns" && o.scale != "idle":
+		return nil, fmt.Errorf("--scale must be keys, patterns or idle")
+	case o.scale == "idle" && (o.shards < 0 || o.idleFor <= 0 || o.idleSettle < 0):
+		return nil, fmt.Errorf("--scale idle: --shards must not be negative, --idle-for positive")
+	case o.patterns < 1 || o.patterns > 1 && o.mode != "live":
+		return nil, fmt.Errorf("--patterns must be at least 1, and more than 1 needs --mode live (a backlog is read from the start by one pattern only)")
 	case o.nodes != 1 && o.nodes != 3:
 		return nil, fmt.Errorf("--nodes must be 1 or 3")
 	case o.events < 1000:
@@ -176,6 +222,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--failover-runs must be at least 1")
 	case !validLevel(o.nodeLogLevel):
 		return nil, fmt.Errorf("--node-log-level: want debug, info, warn or error")
+	}
+	if o.scale == "idle" {
+		o.nodes = 3
+		if o.shards == 0 {
+			o.shards = 32
+		}
 	}
 	switch {
 	case o.nodes == 1:
@@ -198,7 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	rep := &Report{
 		Command: commandLine(args), Revision: revision(), Date: time.Now().UTC().Format(time.RFC3339), Machine: machineInfo(),
 		Setup: setupInfo{Nodes: o.nodes, InProcess: o.nodes == 1, Shards: cmp.Or(o.shards, o.nodes), Replicas: min(3, o.nodes), NodeProcs: o.nodeProcs,
-			Events: o.events, Keys: o.keys, WindowEvents: o.window, WithinMs: o.window * o.keys, Pattern: patternName, Inflight: o.inflight},
+			Events: o.events, Keys: o.keys, Patterns: o.patterns, WindowEvents: o.window, WithinMs: o.window * o.keys, Pattern: patternName, Inflight: o.inflight},
 	}
 	// the report is printed whatever happens, with what was measured
 	defer func() {
@@ -230,6 +282,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}()
 	log.Info("data directory", "dir", dir)
 
+	if o.scale != "" {
+		return runScale(ctx, o, rep, dir, func() (string, func(), error) {
+			ns, err := cluster.StartEmbeddedNATS(filepath.Join(dir, "nats"), "127.0.0.1", -1, nil)
+			if err != nil {
+				return "", nil, err
+			}
+			return ns.ClientURL(), func() { ns.Shutdown(); ns.WaitForShutdown() }, nil
+		}, log)
+	}
 	ns, err := cluster.StartEmbeddedNATS(filepath.Join(dir, "nats"), "127.0.0.1", -1, nil)
 	if err != nil {
 		return err
@@ -309,6 +370,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if err := setup(ctx, c, sourceName, o.sourceKey, spec); err != nil {
 			return err
 		}
+		if err := deployCopies(ctx, c, o); err != nil {
+			return err
+		}
 		log.Info("cluster ready", "nodes", o.nodes, "pattern", patternName)
 		// 2. throughput
 		thr, err = measureThroughput(ctx, o, c, pub, evs, subj, log)
@@ -328,6 +392,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			thr.Target = 0.50
 		}
 		thr.TargetMet = thr.RatioToReference >= thr.Target
+		if thr.Own != nil && ref.Own != nil && ref.Own.MicrosPerEvent > 0 {
+			thr.OwnCPURatio = thr.Own.MicrosPerEvent / ref.Own.MicrosPerEvent
+		}
+		if thr.CPU != nil && ref.CPU != nil && ref.CPU.MicrosPerEvent > 0 {
+			thr.MachineCPURatio = thr.CPU.MicrosPerEvent / ref.CPU.MicrosPerEvent
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("throughput: %w", err)
@@ -378,6 +448,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	lat.stop()
 	return nil
+}
+
+// deployCopies deploys --patterns - 1 more copies of the pattern, named
+// <pattern>-1 ..., and waits until every shard runs them all.
+func deployCopies(ctx context.Context, c *benchCluster, o *options) error {
+	for i := 1; i < o.patterns; i++ {
+		if err := deploy(ctx, c, patternSpec(fmt.Sprintf("%s-%d", patternName, i), sourceName, o.keys, o.window), false); err != nil {
+			return fmt.Errorf("copy %d: %w", i, err)
+		}
+	}
+	return poll(ctx, 2*time.Minute, 100*time.Millisecond, func() error {
+		for _, m := range c.alive() {
+			res, err := newClients(m.api).cluster.ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{}))
+			if err != nil {
+				return err
+			}
+			for _, s := range res.Msg.Shards {
+				if int(s.Patterns) < o.patterns {
+					return fmt.Errorf("shard %d on %s runs %d of %d patterns", s.Id, m.id, s.Patterns, o.patterns)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // logCounters logs every node's cep_events_total per shard (and whether it
@@ -479,7 +573,7 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	pubDone := make(chan pubResult, 1)
-	start, cpu := time.Now(), startCPU()
+	start, cpu, own := time.Now(), startCPU(), startOwn(c)
 	go func() {
 		d, err := pub.publishAll(pctx, evs, subj)
 		pubDone <- pubResult{d, err}
@@ -509,6 +603,9 @@ func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *pu
 	}
 	d := at.Sub(start)
 	res.CPU = cpu.stop(evs.len())
+	if res.Own, err = own.stop(evs.len()); err != nil {
+		log.Warn("throughput: own CPU unknown", "err", err)
+	}
 	stopProfile()
 	res.AppliedSeconds = d.Seconds()
 	res.EventsPerSec = want / d.Seconds()
@@ -549,7 +646,7 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 		return nil, err
 	}
 	defer stopProfile()
-	start, cpu := time.Now(), startCPU()
+	start, cpu, own := time.Now(), startCPU(), startOwn(c)
 	// the pattern reads what was published before it, as the reference
 	// consumer does
 	if err := deploy(ctx, c, spec, true); err != nil {
@@ -564,6 +661,9 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 		return nil, err
 	}
 	res.CPU = cpu.stop(evs.len())
+	if res.Own, err = own.stop(evs.len()); err != nil {
+		log.Warn("throughput: own CPU unknown", "err", err)
+	}
 	stopProfile()
 	res.AppliedSeconds = at.Sub(start).Seconds()
 	res.EventsPerSec = want / res.AppliedSeconds

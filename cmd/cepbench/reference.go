@@ -29,6 +29,8 @@ type refResult struct {
 	Ack                 string    `json:"ack"`
 	// CPU is the machine's over all the reads (each read the same events)
 	CPU *cpuUsage `json:"machine_cpu,omitempty"`
+	// Own is the benchmark process's (the NATS server and the consumer)
+	Own *ownCPU `json:"own_cpu,omitempty"`
 }
 
 // runReference publishes the events to a plain stream (no subject
@@ -74,7 +76,7 @@ func runReference(ctx context.Context, nc *nats.Conn, p *publisher, evs *events,
 	res.PublishSeconds = pub.Seconds()
 	res.PublishEventsPerSec = float64(evs.len()) / pub.Seconds()
 
-	cpu := startCPU()
+	cpu, own := startCPU(), startOwn(nil)
 	for i := range runs {
 		d, err := consumeReference(ctx, st, fmt.Sprintf("ref%d", i), evs.len(), batch, ackEach, log)
 		if err != nil {
@@ -83,6 +85,9 @@ func runReference(ctx context.Context, nc *nats.Conn, p *publisher, evs *events,
 		res.RunsEventsPerSec = append(res.RunsEventsPerSec, float64(evs.len())/d.Seconds())
 	}
 	res.CPU = cpu.stop(runs * evs.len())
+	if res.Own, err = own.stop(runs * evs.len()); err != nil {
+		log.Warn("reference: own CPU unknown", "err", err)
+	}
 	rates := slices.Clone(res.RunsEventsPerSec)
 	slices.Sort(rates)
 	res.EventsPerSec = rates[len(rates)/2]

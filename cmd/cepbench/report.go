@@ -18,18 +18,19 @@ import (
 
 // Report is everything one run measured (--json prints it as is).
 type Report struct {
-	Command  string      `json:"command"`
-	Revision string      `json:"revision,omitempty"`
-	Date     string      `json:"date"`
-	Machine  machine     `json:"machine"`
-	Setup    setupInfo   `json:"setup"`
-	Ref      *refResult  `json:"reference,omitempty"`
-	Thru     *throughput `json:"throughput,omitempty"`
-	Latency  *latency    `json:"latency,omitempty"`
-	Fail     *failoverR  `json:"failover,omitempty"`
-	Join     *joinResult `json:"join,omitempty"`
-	Skipped  string      `json:"skipped,omitempty"` // phases not run, and why
-	Error    string      `json:"error,omitempty"`
+	Command  string       `json:"command"`
+	Revision string       `json:"revision,omitempty"`
+	Date     string       `json:"date"`
+	Machine  machine      `json:"machine"`
+	Setup    setupInfo    `json:"setup"`
+	Ref      *refResult   `json:"reference,omitempty"`
+	Thru     *throughput  `json:"throughput,omitempty"`
+	Latency  *latency     `json:"latency,omitempty"`
+	Fail     *failoverR   `json:"failover,omitempty"`
+	Join     *joinResult  `json:"join,omitempty"`
+	Scale    *scaleResult `json:"scale,omitempty"`
+	Skipped  string       `json:"skipped,omitempty"` // phases not run, and why
+	Error    string       `json:"error,omitempty"`
 }
 
 type machine struct {
@@ -50,6 +51,7 @@ type setupInfo struct {
 	WindowEvents int    `json:"window_events_per_key"`
 	WithinMs     int    `json:"within_ms"`
 	Pattern      string `json:"pattern"`
+	Patterns     int    `json:"patterns"` // copies of the pattern on the source
 	Inflight     int    `json:"publish_inflight"`
 	NodeProcs    int    `json:"node_gomaxprocs,omitempty"` // node processes' GOMAXPROCS (0: Go's default)
 }
@@ -70,6 +72,11 @@ type throughput struct {
 	TargetMet            bool      `json:"target_met"`
 	CPUProfile           string    `json:"cpu_profile,omitempty"`
 	CPU                  *cpuUsage `json:"machine_cpu,omitempty"`
+	Own                  *ownCPU   `json:"own_cpu,omitempty"`
+	// CPU per event over the reference's: the benchmark's processes, and
+	// the machine's
+	OwnCPURatio     float64 `json:"own_cpu_per_event_ratio_to_reference,omitempty"`
+	MachineCPURatio float64 `json:"machine_cpu_per_event_ratio_to_reference,omitempty"`
 }
 
 type latency struct {
@@ -190,11 +197,34 @@ func printCPU(p func(string, ...any), u *cpuUsage) {
 	}
 }
 
+// printOwn prints the CPU of the benchmark's own processes over a phase.
+func printOwn(p func(string, ...any), u *ownCPU) {
+	if u == nil {
+		return
+	}
+	var each []string
+	for _, pr := range u.Processes {
+		each = append(each, fmt.Sprintf("%s %.2f s", pr.Name, pr.Seconds))
+	}
+	p("             own processes' CPU: %.2f cores busy, %.1f µs per event (user+sys: %s)", u.Cores, u.MicrosPerEvent, strings.Join(each, ", "))
+}
+
+func ratioText(r float64) string {
+	if r == 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f x", r)
+}
+
 func (r *Report) writeText(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	s := r.Setup
 	p("")
-	p("== cepbench: cluster benchmark, pattern 3 (FollowedByOneOrMore) ==")
+	if r.Scale != nil {
+		p("== cepbench --scale %s ==", r.Scale.Mode)
+	} else {
+		p("== cepbench: cluster benchmark, pattern 3 (FollowedByOneOrMore) ==")
+	}
 	p("command:   %s", r.Command)
 	if r.Revision != "" {
 		p("revision:  %s", r.Revision)
@@ -204,6 +234,16 @@ func (r *Report) writeText(w io.Writer) {
 		cpu = " (" + r.Machine.CPUModel + ")"
 	}
 	p("machine:   %d CPUs%s, %s/%s, %s, %s", r.Machine.CPUs, cpu, r.Machine.GOOS, r.Machine.GOARCH, r.Machine.GoVersion, r.Date)
+	if r.Scale != nil {
+		p("")
+		r.Scale.writeText(p)
+		if r.Error != "" {
+			p("")
+			p("ERROR: %s", r.Error)
+		}
+		p("")
+		return
+	}
 	where := "cepnode processes"
 	switch {
 	case s.InProcess:
@@ -212,6 +252,9 @@ func (r *Report) writeText(w io.Writer) {
 		where = fmt.Sprintf("cepnode processes (GOMAXPROCS=%d each)", s.NodeProcs)
 	}
 	p("cluster:   %d node(s) %s, %d shard(s) x %d replica(s); embedded NATS JetStream in the benchmark process", s.Nodes, where, s.Shards, s.Replicas)
+	if s.Patterns > 1 {
+		p("patterns:  %d copies of the pattern on the source", s.Patterns)
+	}
 	p("workload:  %s events, %s keys, within %s ms (~%d events per key), 1%% A / 20%% B / 79%% other, async publish with %d in flight",
 		group(float64(s.Events)), group(float64(s.Keys)), group(float64(s.WithinMs)), s.WindowEvents, s.Inflight)
 	if r.Ref != nil || r.Thru != nil {
@@ -229,6 +272,7 @@ func (r *Report) writeText(w io.Writer) {
 				t.PublishSeconds, group(t.PublishEventsPerSec), t.OutboxDrainedSeconds, group(float64(t.Matches)), group(float64(t.Timeouts)), t.DeadLetters)
 		}
 		printCPU(p, t.CPU)
+		printOwn(p, t.Own)
 		if t.CPUProfile != "" {
 			p("             CPU profile of the throughput phase: %s", t.CPUProfile)
 		}
@@ -244,9 +288,13 @@ func (r *Report) writeText(w io.Writer) {
 			p("             the median of %d reads of the stream: %s events/s", len(runs), strings.Join(runs, ", "))
 		}
 		printCPU(p, f.CPU)
+		printOwn(p, f.Own)
 	}
 	if t := r.Thru; t != nil && r.Ref != nil {
 		p("  ratio      %12.3f           target >= %.2f: %s", t.RatioToReference, t.Target, mark(t.TargetMet))
+		if t.OwnCPURatio > 0 || t.MachineCPURatio > 0 {
+			p("  CPU/event  %12s           over the reference's: own processes %s, machine %s", "", ratioText(t.OwnCPURatio), ratioText(t.MachineCPURatio))
+		}
 	}
 	if j := r.Join; j != nil {
 		p("")
