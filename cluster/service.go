@@ -78,7 +78,7 @@ func mapErr(err error) error {
 		}
 	}
 	if errors.Is(err, errNotMetaLeader) {
-		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one); retry", api.ErrUnavailable)
+		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one): the change was not applied; retry", api.ErrUnavailable)
 	}
 	return err
 }

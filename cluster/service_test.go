@@ -50,7 +50,7 @@ func TestMapErrKinds(t *testing.T) {
 		{"invalid", apply(8, meta.SplitShard{ShardID: 1, At: 4}), connect.CodeInvalidArgument,
 			`api: invalid argument: shard 1 (key groups 0-255) splits at a multiple of 8 after its first key group, not at 4`},
 		{"no leader", errNotMetaLeader, connect.CodeUnavailable,
-			`api: unavailable: no metadata leader yet (the cluster is electing one); retry`},
+			`api: unavailable: no metadata leader yet (the cluster is electing one): the change was not applied; retry`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leader := httptest.NewServer(api.NewHandler(api.Backends{Patterns: &apitest.Patterns{
