@@ -312,19 +312,21 @@ func TestPublishOptions(t *testing.T) {
 func TestTailOptions(t *testing.T) {
 	checkOptions(t, "", newTailCmd, []optCase[tailOptions]{
 		{name: "default from new", args: []string{"tail", "p"},
-			want: tailOptions{globalOptions: defaults, Pattern: "p", Start: cepv1.TailStart_TAIL_START_NEW}},
+			want: tailOptions{Follow: true, globalOptions: defaults, Pattern: "p", Start: cepv1.TailStart_TAIL_START_NEW}},
 		{name: "from all", args: []string{"tail", "p", "--from", "all"},
-			want: tailOptions{globalOptions: defaults, Pattern: "p", Start: cepv1.TailStart_TAIL_START_ALL}},
+			want: tailOptions{Follow: true, globalOptions: defaults, Pattern: "p", Start: cepv1.TailStart_TAIL_START_ALL}},
 		{name: "from sequence", args: []string{"tail", "p", "--from", "42", "-o", "json"},
-			want: tailOptions{globalOptions: with(func(g *globalOptions) { g.Output = "json" }), Pattern: "p", Start: cepv1.TailStart_TAIL_START_SEQUENCE, StartSequence: 42}},
+			want: tailOptions{Follow: true, globalOptions: with(func(g *globalOptions) { g.Output = "json" }), Pattern: "p", Start: cepv1.TailStart_TAIL_START_SEQUENCE, StartSequence: 42}},
 		{name: "bad from", args: []string{"tail", "p", "--from", "yesterday"}, wantErr: `bad --from "yesterday"`},
 		{name: "negative from", args: []string{"tail", "p", "--from", "-1"}, wantErr: "bad --from"},
 		{name: "no pattern", args: []string{"tail"}, wantErr: "tail needs a PATTERN, or --dead-letters"},
 		{name: "dead letters", args: []string{"tail", "--dead-letters", "--from", "all"},
-			want: tailOptions{globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_ALL, DeadLetters: true}},
+			want: tailOptions{Follow: true, globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_ALL, DeadLetters: true}},
 		{name: "dead letters of a source", args: []string{"tail", "--dead-letters", "--source", "bank"},
-			want: tailOptions{globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_NEW, DeadLetters: true, Source: "bank"}},
+			want: tailOptions{Follow: true, globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_NEW, DeadLetters: true, Source: "bank"}},
 		{name: "dead letters and a pattern", args: []string{"tail", "p", "--dead-letters"}, wantErr: "tail --dead-letters takes no pattern"},
+		{name: "no follow", args: []string{"tail", "--dead-letters", "--from", "all", "--follow=false"},
+			want: tailOptions{globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_ALL, DeadLetters: true}},
 		{name: "source without dead letters", args: []string{"tail", "p", "--source", "bank"}, wantErr: "--source goes with --dead-letters"},
 	})
 }

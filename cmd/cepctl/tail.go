@@ -28,10 +28,12 @@ type tailOptions struct {
 	// Source's when it is set.
 	DeadLetters bool
 	Source      string
+	// Follow waits for new records; false ends at the last one stored.
+	Follow bool
 }
 
 func newTailCmd(d *deps, runF func(*tailOptions) error) *cobra.Command {
-	opts := &tailOptions{}
+	opts := &tailOptions{Follow: true}
 	var from string
 	cmd := &cobra.Command{
 		Use:   "tail PATTERN | --dead-letters [--source SOURCE]",
@@ -43,7 +45,8 @@ mode as its sequence, type, key, id and a summary.
 
 --from new (the default) starts with records published from now on, --from
 all with every record still retained, and --from SEQ at that sequence (to
-resume a tail, the last sequence printed plus one).
+resume a tail, the last sequence printed plus one). --follow=false prints
+the records stored from there and returns instead of waiting for more.
 
 A tail outlives the node it reads from: when the stream breaks (the node
 stopped, the connection was reset, the cluster answered Unavailable) it
@@ -61,7 +64,7 @@ mode each is printed as its sequence, source, pattern, reason and the
 event.`,
 		Example: `  cepctl tail login-fail
   cepctl tail login-fail --from all -o json | jq .key
-  cepctl tail --dead-letters --from all
+  cepctl tail --dead-letters --from all --follow=false
   cepctl tail --dead-letters --source bank -o json
   cepctl tail login-fail --server n1:7070,n2:7070,n3:7070`,
 		Args: cobra.MaximumNArgs(1),
@@ -95,6 +98,7 @@ event.`,
 	cmd.Flags().StringVar(&from, "from", "new", "where to start: new, all or a sequence number")
 	cmd.Flags().BoolVar(&opts.DeadLetters, "dead-letters", false, "stream the dead letters instead of a pattern's records")
 	cmd.Flags().StringVar(&opts.Source, "source", "", "with --dead-letters: only those of this source")
+	cmd.Flags().BoolVar(&opts.Follow, "follow", true, "wait for new records; --follow=false prints those stored (from --from) and returns")
 	return cmd
 }
 
@@ -137,7 +141,7 @@ func runTail(ctx context.Context, d *deps, opts *tailOptions) error {
 	}
 	req := &cepv1.TailRequest{
 		Pattern: opts.Pattern, Start: opts.Start, StartSequence: opts.StartSequence,
-		DeadLetters: opts.DeadLetters, DeadLetterSource: opts.Source,
+		DeadLetters: opts.DeadLetters, DeadLetterSource: opts.Source, StopAtEnd: !opts.Follow,
 	}
 	var (
 		printed   bool   // whether a record was printed
@@ -201,7 +205,10 @@ func runTail(ctx context.Context, d *deps, opts *tailOptions) error {
 		backoff = min(2*backoff, tailBackoffMax)
 		serverIdx = (serverIdx + 1) % len(servers)
 	}
-	if opts.DeadLetters {
+	switch {
+	case !opts.Follow:
+		return nil // the end of what is stored
+	case opts.DeadLetters:
 		fmt.Fprintln(d.stderr, "tail: the stream of dead letters ended")
 		return nil
 	}
