@@ -181,13 +181,16 @@ func runTail(ctx context.Context, d *deps, opts *tailOptions) error {
 			}
 			return stream.Err()
 		}()
+		if err == nil && ctx.Err() == nil {
+			err = tailEnded(ctx, d, g, opts)
+		}
 		if err == nil {
 			break
 		}
 		if se := (*stdoutError)(nil); errors.As(err, &se) {
 			return se.err
 		}
-		if ctx.Err() != nil || !tailResumable(err) {
+		if ctx.Err() != nil || !errors.Is(err, errStoppedEarly) && !tailResumable(err) {
 			return interrupted(ctx, err)
 		}
 		if served || time.Since(opened) >= tailServed || failing.IsZero() {
@@ -205,15 +208,36 @@ func runTail(ctx context.Context, d *deps, opts *tailOptions) error {
 		backoff = min(2*backoff, tailBackoffMax)
 		serverIdx = (serverIdx + 1) % len(servers)
 	}
-	switch {
-	case !opts.Follow:
+	if !opts.Follow {
 		return nil // the end of what is stored
-	case opts.DeadLetters:
-		fmt.Fprintln(d.stderr, "tail: the stream of dead letters ended")
-		return nil
 	}
 	fmt.Fprintf(d.stderr, "tail: the stream of pattern %s ended (the pattern was deleted)\n", opts.Pattern)
 	return nil
+}
+
+// errStoppedEarly is a stream the server ended without error that had
+// not ended: a node shutting down ends its tails so.
+var errStoppedEarly = errors.New("the server ended the stream")
+
+// tailEnded checks a stream the server ended without error: nil when it
+// has ended (at the end of what is stored with --follow=false; its
+// pattern deleted), else errStoppedEarly: a dead-letter stream never ends,
+// and a pattern's ends only once the pattern is deleted.
+func tailEnded(ctx context.Context, d *deps, g globalOptions, opts *tailOptions) error {
+	switch {
+	case !opts.Follow:
+		return nil
+	case opts.DeadLetters:
+		return errStoppedEarly
+	}
+	_, err := newClients(d, g).patterns.GetPattern(ctx, connect.NewRequest(&cepv1.GetPatternRequest{Name: opts.Pattern}))
+	if connect.CodeOf(err) == connect.CodeNotFound {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w; is pattern %s deleted? %w", errStoppedEarly, opts.Pattern, err)
+	}
+	return errStoppedEarly
 }
 
 // stdoutError is a failed write of a record: the tail ends with it.

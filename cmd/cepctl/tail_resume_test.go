@@ -38,10 +38,11 @@ func from(recs []*cepv1.Record, r *cepv1.TailRequest) []*cepv1.Record {
 	return out
 }
 
-// A tail whose node goes away mid-stream (the connection breaks) or
-// answers Unavailable goes on on the next server of the list, from the
-// record after the last it printed: every record is printed once, in
-// order.
+// A tail whose node goes away mid-stream (the connection breaks, or the
+// node ends the stream as it shuts down, though the pattern is still
+// there) or answers Unavailable goes on on the next server of the list,
+// from the record after the last it printed: every record is printed
+// once, in order.
 func TestTailResumesOnAnotherServer(t *testing.T) {
 	recs := outputStream(6)
 	var (
@@ -51,7 +52,13 @@ func TestTailResumesOnAnotherServer(t *testing.T) {
 		call = map[string]int{}
 	)
 	serve := func(name string, script func(n int, r *cepv1.TailRequest, send func(*cepv1.Record) error) error) *httptest.Server {
-		return httptest.NewServer(api.NewHandler(api.Backends{Matches: &fakeMatches{
+		patterns := patternDeleted // B, the last, sends to the end: the pattern was deleted
+		if name == "A" {
+			patterns = &fakePatterns{GetFunc: func(context.Context, *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error) {
+				return &cepv1.GetPatternResponse{Pattern: &cepv1.Pattern{Name: "p"}}, nil
+			}}
+		}
+		return httptest.NewServer(api.NewHandler(api.Backends{Patterns: patterns, Matches: &fakeMatches{
 			TailFunc: func(_ context.Context, r *cepv1.TailRequest, send func(*cepv1.Record) error) error {
 				mu.Lock()
 				call[name]++
@@ -78,8 +85,10 @@ func TestTailResumesOnAnotherServer(t *testing.T) {
 		if err := sendN(from(recs, r), 2, send); err != nil {
 			return err
 		}
-		a.CloseClientConnections() // the node is gone mid-stream
-		return nil
+		if n == 1 {
+			a.CloseClientConnections() // the node is gone mid-stream
+		}
+		return nil // a node shutting down ends its tails, its pattern still there
 	})
 	b = serve("B", func(n int, r *cepv1.TailRequest, send func(*cepv1.Record) error) error {
 		if n == 1 {
@@ -98,7 +107,7 @@ func TestTailResumesOnAnotherServer(t *testing.T) {
 	if got := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("printed\n%s\nwant each record once, in order:\n%s", r.stdout, strings.Join(want, "\n"))
 	}
-	// A: 1,2 then gone; B: Unavailable; A: 3,4 then gone; B: 5,6
+	// A: 1,2 then gone; B: Unavailable; A: 3,4 then ends; B: 5,6 and ends
 	if got := strings.Join(reqs, ", "); got != "A ALL, B 3, A 3, B 5" {
 		t.Errorf("requests %s", got)
 	}
