@@ -126,6 +126,7 @@ func TestTailResumesOnAnotherNode(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("cepctl tail printed %d records:\n%s\nthe stream holds %d:\n%s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
 	}
+	t.Logf("cepctl tail's stderr:\n%s", stderr.String())
 	if !strings.Contains(stderr.String(), "resuming") {
 		t.Errorf("stderr does not say the tail resumed: %q", stderr.String())
 	}
