@@ -266,7 +266,7 @@ func (n *Node) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) 
 		}
 		_, err := n.meta.propose(ctx, meta.PutNode{Node: &meta.Node{ID: mb.ID, RaftAddr: mb.RaftAddr, APIAddr: mb.APIAddr, GossipAddr: mb.GossipAddr},
 			Fresh: mb.Fresh, Started: mb.Started})
-		if errors.Is(err, meta.ErrConflict) {
+		if errors.Is(err, meta.ErrPrecondition) {
 			n.log.Debug("not taking back a removed node", "member", mb.ID, "err", err)
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/shard"
 
@@ -121,8 +122,13 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (any, error) {
 	}
 	f := g.raft.Apply(b, timeout)
 	if err := shard.Wait(ctx, f); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return nil, errNotMetaLeader
+		if errors.Is(err, raft.ErrNotLeader) {
+			return nil, errNotMetaLeader // (not appended: not applied)
+		}
+		if errors.Is(err, raft.ErrLeadershipLost) {
+			// appended, perhaps committed by the next leader: a client
+			// must not take it for a change not applied
+			return nil, fmt.Errorf("%w: the metadata leader changed while the change was committed; it may have been applied: check before you retry", api.ErrUnavailable)
 		}
 		return nil, err
 	}

@@ -149,7 +149,7 @@ func (n *Node) metaLeaderPeer() (p peerClient, here bool, err error) {
 	if l, ok := n.peer(n.MetaLeader()); ok && l.APIAddr != "" {
 		return n.peerAt(l.APIAddr), false, nil
 	}
-	return peerClient{}, false, fmt.Errorf("%w: no metadata leader yet; retry", api.ErrUnavailable)
+	return peerClient{}, false, fmt.Errorf("%w: no metadata leader yet: the change was not applied; retry", api.ErrUnavailable)
 }
 
 // forwarded sends a change to the metadata leader when this node does not

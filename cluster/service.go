@@ -58,8 +58,10 @@ func (s *Service) Backends() api.Backends {
 
 // mapErr turns cluster errors into the api sentinels. A refused metadata
 // command is mapped by its kind and shown by its message, which names what
-// was refused; a conflict keeps its kind's text too, which tells the
-// client to retry.
+// was refused; a conflict (a race lost) keeps its kind's text too, which
+// tells the client to retry, and a precondition (the state forbids it, a
+// retry would not help) is shown by its message alone, which says what to
+// do.
 func mapErr(err error) error {
 	if me := (*meta.Error)(nil); errors.As(err, &me) {
 		switch me.Kind {
@@ -69,12 +71,14 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %s", api.ErrNotFound, me.Msg)
 		case meta.ErrConflict:
 			return fmt.Errorf("%w: %s", api.ErrFailedPrecondition, me.Error())
+		case meta.ErrPrecondition:
+			return fmt.Errorf("%w: %s", api.ErrFailedPrecondition, me.Msg)
 		case meta.ErrInvalid:
 			return fmt.Errorf("%w: %s", api.ErrInvalidArgument, me.Msg)
 		}
 	}
 	if errors.Is(err, errNotMetaLeader) {
-		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one); retry", api.ErrUnavailable)
+		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one): the change was not applied; retry", api.ErrUnavailable)
 	}
 	return err
 }

@@ -41,6 +41,10 @@ var errSlowConsumer = errors.New("slow consumer")
 // pattern is deleted: nothing more comes.
 var errPatternDeleted = errors.New("pattern deleted")
 
+// errEndReached ends a tail asked to stop at the end, without error, once
+// it has sent the last record stored.
+var errEndReached = errors.New("end of the stored records")
+
 // Tail streams a pattern's records from an ephemeral JetStream consumer of
 // its own on the output stream. JetStream's records go into a buffer
 // bounded in records and bytes (Config.TailBuffer*), which the request's
@@ -93,6 +97,9 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 		}
 		return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, what, err)
 	}
+	if r.StopAtEnd && cons.CachedInfo().NumPending == 0 {
+		return nil // nothing stored from there
+	}
 	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(tailPullRecords, tailPullBytes))
 	if err != nil {
 		return fmt.Errorf("%w: tail %s: %v", api.ErrUnavailable, what, err)
@@ -114,12 +121,14 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 				return
 			}
 			rec := tailRecord(msg, r.DeadLetters)
+			end := false
 			if md, err := msg.Metadata(); err == nil {
 				if next != 0 && md.Sequence.Consumer != next {
 					buf.close(fmt.Errorf("%w: records were missed after stream sequence %d; tail again from there", api.ErrUnavailable, rec.Sequence))
 					return
 				}
 				next = md.Sequence.Consumer + 1
+				end = r.StopAtEnd && md.NumPending == 0 // the last stored when it was delivered
 			}
 			if !buf.put(rec) {
 				n.log.Warn("tail: cut off a slow consumer", "pattern", what, "caller", api.CallerKey(ctx))
@@ -128,6 +137,11 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 				if err := api.AbortResponse(ctx); err != nil { // unblock its send
 					n.log.Warn("tail: cannot abort the response of a slow consumer", "err", err)
 				}
+				return
+			}
+			if end {
+				buf.close(errEndReached)
+				it.Stop()
 				return
 			}
 		}
@@ -159,7 +173,7 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 		rec, err := buf.take()
 		if rec == nil {
 			switch {
-			case errors.Is(err, errPatternDeleted):
+			case errors.Is(err, errPatternDeleted), errors.Is(err, errEndReached):
 				return nil
 			case errors.Is(err, errSlowConsumer):
 				return fmt.Errorf("%w: tail %s: slow consumer: the client fell %d records or %d bytes behind, cut off", api.ErrResourceExhausted, what, n.cfg.TailBufferRecords, n.cfg.TailBufferBytes)

@@ -43,12 +43,14 @@ func TestMapErrKinds(t *testing.T) {
 			`api: already exists: pattern "p" (version 1); use update to change it`},
 		{"not found", apply(6, meta.DeletePattern{Name: "nope"}), connect.CodeNotFound,
 			`api: not found: pattern "nope"`},
-		{"conflict", apply(7, meta.DeleteSource{Name: "bank"}), connect.CodeFailedPrecondition,
-			`api: failed precondition: cluster: changed concurrently; retry: source "bank" is read by pattern(s) p; delete them first`},
+		{"precondition", apply(7, meta.DeleteSource{Name: "bank"}), connect.CodeFailedPrecondition,
+			`api: failed precondition: source "bank" is read by pattern(s) p; delete them first`},
+		{"conflict", apply(7, meta.PutPattern{Expect: 9, Pattern: &meta.Pattern{Name: "p", Sources: []string{"bank"}}}), connect.CodeFailedPrecondition,
+			`api: failed precondition: cluster: changed concurrently; retry: pattern "p" is at version 1`},
 		{"invalid", apply(8, meta.SplitShard{ShardID: 1, At: 4}), connect.CodeInvalidArgument,
 			`api: invalid argument: shard 1 (key groups 0-255) splits at a multiple of 8 after its first key group, not at 4`},
 		{"no leader", errNotMetaLeader, connect.CodeUnavailable,
-			`api: unavailable: no metadata leader yet (the cluster is electing one); retry`},
+			`api: unavailable: no metadata leader yet (the cluster is electing one): the change was not applied; retry`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leader := httptest.NewServer(api.NewHandler(api.Backends{Patterns: &apitest.Patterns{

@@ -59,7 +59,7 @@ func (m *Meta) applyPutNode(idx uint64, c PutNode) (any, error) {
 	nd := *c.Node
 	if i, removed := m.removedAt(nd.ID); removed {
 		if !m.MayRejoin(nd.ID, c.Fresh, c.Started) {
-			return nil, refused(ErrConflict, "node %q was removed from the cluster; it joins again only started with an empty data directory", nd.ID)
+			return nil, refused(ErrPrecondition, "node %q was removed from the cluster; it joins again only started with an empty data directory", nd.ID)
 		}
 		m.Removed = slices.Delete(m.Removed, i, i+1)
 	}
@@ -81,9 +81,9 @@ func (m *Meta) applyRemoveNode(_ uint64, c RemoveNode) (any, error) {
 	switch {
 	case nd.Removing:
 	case active == 1:
-		return nil, refused(ErrConflict, "node %q is the cluster's last; its replicas have nowhere to go", c.Name)
+		return nil, refused(ErrPrecondition, "node %q is the cluster's last; its replicas have nowhere to go: add a node first", c.Name)
 	case active-1 < min(m.EffectiveReplication(), active) && !c.Force:
-		return nil, refused(ErrConflict, "without node %q, %d nodes are left for %d replicas of each shard; add a node first, or allow the shards fewer replicas", c.Name, active-1, min(m.EffectiveReplication(), active))
+		return nil, refused(ErrPrecondition, "without node %q, %d nodes are left for %d replicas of each shard; add a node first, or allow the shards fewer replicas", c.Name, active-1, min(m.EffectiveReplication(), active))
 	}
 	nd.Removing = true
 	cp := *nd
@@ -133,7 +133,7 @@ func (m *Meta) applySplitShard(_ uint64, c SplitShard) (any, error) {
 	}
 	switch {
 	case s.Last-s.First+1 < 2*per:
-		return nil, refused(ErrConflict, "shard %d holds one block of key groups (%d-%d); it cannot split further", id, s.First, s.Last)
+		return nil, refused(ErrPrecondition, "shard %d holds one block of key groups (%d-%d); it cannot split further", id, s.First, s.Last)
 	case at%per != 0 || at <= s.First || at > s.Last:
 		return nil, refused(ErrInvalid, "shard %d (key groups %d-%d) splits at a multiple of %d after its first key group, not at %d", id, s.First, s.Last, per, at)
 	}
@@ -219,7 +219,7 @@ func (m *Meta) applyPutPattern(idx uint64, c PutPattern) (any, error) {
 		for _, name := range m.PatternNames() {
 			for _, s := range p.ReadsOf() {
 				if o := m.Patterns[name]; name != p.Name && slices.Contains(o.ReadsOf(), s) {
-					return nil, refused(ErrConflict, "pattern %q reads %q already, so a pattern can start on it only at its deployment, not from its start", name, s)
+					return nil, refused(ErrPrecondition, "pattern %q reads %q already, so a pattern can start on it only at its deployment, not from its start", name, s)
 				}
 			}
 		}
@@ -321,7 +321,7 @@ func (m *Meta) applyDeleteSource(_ uint64, c DeleteSource) (any, error) {
 		}
 	}
 	if len(readers) > 0 {
-		return nil, refused(ErrConflict, "source %q is read by pattern(s) %s; delete them first", c.Name, strings.Join(readers, ", "))
+		return nil, refused(ErrPrecondition, "source %q is read by pattern(s) %s; delete them first", c.Name, strings.Join(readers, ", "))
 	}
 	out := make([]Source, len(gone))
 	for i, g := range gone {

@@ -206,13 +206,18 @@ var (
 	ErrNotFound = errors.New("cluster: not found")
 	ErrConflict = errors.New("cluster: changed concurrently; retry")
 	ErrInvalid  = errors.New("cluster: invalid request")
+	// ErrPrecondition refuses a command the metadata's state forbids and
+	// a retry cannot change (a source patterns read, the last node): Msg
+	// says what is wrong and what to do. ErrConflict is kept for a
+	// command that lost a race (an expected version that moved), which a
+	// retry can win.
+	ErrPrecondition = errors.New("cluster: failed precondition")
 )
 
 // Error is a refused command: Kind is one of ErrExists, ErrNotFound,
-// ErrConflict and ErrInvalid, Msg what was refused, in the caller's terms
-// (pattern "p"). Callers pick their own code and wording by Kind and
-// show Msg; the text of Error stays the one older releases logged (the
-// Kind's, then Msg), as the golden results hold it.
+// ErrConflict, ErrPrecondition and ErrInvalid, Msg what was refused, in
+// the caller's terms (pattern "p"). Callers pick their own code and
+// wording by Kind and show Msg; the text of Error is the Kind's, then Msg.
 type Error struct {
 	Kind error
 	Msg  string

@@ -69,11 +69,11 @@ func TestMetaDeleteSource(t *testing.T) {
 		t.Fatalf("unknown source: %v", err)
 	}
 	_, err := m.Apply(7, DeleteSource{Name: "bank"})
-	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "pattern(s) byuser, direct") {
+	if !errors.Is(err, ErrPrecondition) || !strings.Contains(err.Error(), "pattern(s) byuser, direct") {
 		t.Fatalf("a source patterns read: %v", err)
 	}
 	m.Apply(8, DeletePattern{Name: "direct"})
-	if _, err := m.Apply(9, DeleteSource{Name: "bank"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "pattern(s) byuser;") {
+	if _, err := m.Apply(9, DeleteSource{Name: "bank"}); !errors.Is(err, ErrPrecondition) || !strings.Contains(err.Error(), "pattern(s) byuser;") {
 		t.Fatalf("a source a pattern reads re-keyed: %v", err)
 	}
 	m.Apply(10, DeletePattern{Name: "byuser"})
@@ -106,14 +106,14 @@ func TestMetaFromStart(t *testing.T) {
 	m.Apply(1, PutSource{Source: &Source{Name: "bank"}})
 	m.Apply(2, PutSource{Source: &Source{Name: "bank.kab12", Origin: "bank"}})
 	m.Apply(3, PutPattern{Create: true, Pattern: &Pattern{Name: "direct", Sources: []string{"bank"}}})
-	if _, err := m.Apply(4, PutPattern{Create: true, Pattern: &Pattern{Name: "p", Sources: []string{"bank"}, FromStart: true}}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `pattern "direct" reads "bank"`) {
+	if _, err := m.Apply(4, PutPattern{Create: true, Pattern: &Pattern{Name: "p", Sources: []string{"bank"}, FromStart: true}}); !errors.Is(err, ErrPrecondition) || !strings.Contains(err.Error(), `pattern "direct" reads "bank"`) {
 		t.Fatalf("from the start of a source another pattern reads: %v", err)
 	}
 	// through a derived source: the forwarder reads the origin on its own
 	if _, err := m.Apply(5, PutPattern{Create: true, Pattern: &Pattern{Name: "byuser", Sources: []string{"bank"}, Reads: []string{"bank.kab12"}, FromStart: true}}); err != nil {
 		t.Fatalf("from the start of a derived source nothing reads: %v", err)
 	}
-	if _, err := m.Apply(6, PutPattern{Create: true, Pattern: &Pattern{Name: "byuser2", Sources: []string{"bank"}, Reads: []string{"bank.kab12"}, FromStart: true}}); !errors.Is(err, ErrConflict) {
+	if _, err := m.Apply(6, PutPattern{Create: true, Pattern: &Pattern{Name: "byuser2", Sources: []string{"bank"}, Reads: []string{"bank.kab12"}, FromStart: true}}); !errors.Is(err, ErrPrecondition) {
 		t.Fatalf("from the start of a derived source another pattern reads: %v", err)
 	}
 	// once the other pattern is deleted it is accepted
@@ -148,7 +148,7 @@ func TestMetaMembers(t *testing.T) {
 	if m.Replication != 3 || len(m.Nodes) != 1 || m.Nodes[0].AddedIndex != 1 {
 		t.Fatalf("init: %+v", m)
 	}
-	if _, err := m.Apply(2, RemoveNode{Name: "n1"}); !errors.Is(err, ErrConflict) {
+	if _, err := m.Apply(2, RemoveNode{Name: "n1"}); !errors.Is(err, ErrPrecondition) {
 		t.Fatalf("removing the last node: %v", err)
 	}
 	for i, id := range []string{"n3", "n2"} {
@@ -175,7 +175,7 @@ func TestMetaMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// three nodes, three replicas: the two left could not hold them
-	if _, err := m.Apply(9, RemoveNode{Name: "n3"}); !errors.Is(err, ErrConflict) || m.Node("n3").Removing {
+	if _, err := m.Apply(9, RemoveNode{Name: "n3"}); !errors.Is(err, ErrPrecondition) || m.Node("n3").Removing {
 		t.Fatalf("removing one of three nodes with three replicas: %v", err)
 	}
 	if _, err := m.Apply(9, RemoveNode{Name: "n3", Force: true}); err != nil || !m.Node("n3").Removing {
@@ -200,7 +200,7 @@ func TestMetaMembers(t *testing.T) {
 	// started with state, or afresh but before the removal
 	for _, c := range []PutNode{{}, {Started: 6000}, {Fresh: true, Started: 4000}, {Fresh: true, Started: 5000}} {
 		c.Node = &Node{ID: "n3", RaftAddr: "z:1", APIAddr: "z:2"}
-		if _, err := m.Apply(14, c); !errors.Is(err, ErrConflict) {
+		if _, err := m.Apply(14, c); !errors.Is(err, ErrPrecondition) {
 			t.Fatalf("a removed node taken back (fresh %v, started %d): %v", c.Fresh, c.Started, err)
 		}
 	}
@@ -269,7 +269,7 @@ func TestMetaSplitShard(t *testing.T) {
 	// a shard of one block (8 key groups) cannot split
 	m.Apply(8, SplitShard{ShardID: 3, At: 248})
 	m.Apply(9, SplitDone{ShardID: 3})
-	if _, err := m.Apply(10, SplitShard{ShardID: 4}); !errors.Is(err, ErrConflict) {
+	if _, err := m.Apply(10, SplitShard{ShardID: 4}); !errors.Is(err, ErrPrecondition) {
 		t.Fatalf("splitting a one-block shard: %v", err)
 	}
 	// which shard forwards a derived source after the split: cluster's
@@ -404,5 +404,37 @@ func TestMetaRestoreMapsPositions(t *testing.T) {
 	back, err := Unmarshal(b)
 	if err != nil || back.Restore.Positions["new"] != 12 || back.Sources["bank"].StreamCreated != 200 {
 		t.Fatalf("round trip: %v %+v", err, back.Restore)
+	}
+}
+
+// A refusal a retry cannot change is a precondition whose text says what
+// to do, never that the metadata changed concurrently; only a lost race
+// (an expected version that moved) is a conflict, which says to retry.
+func TestRefusalsSayWhetherToRetry(t *testing.T) {
+	m := New()
+	m.Apply(1, Init{ClusterID: "c", KeyGroups: 256, Replication: 1,
+		Shards: []ShardInfo{{ID: 1, First: 0, Last: 7, Replicas: []string{"n1"}}, {ID: 2, First: 8, Last: 255, Replicas: []string{"n1"}}},
+		Nodes:  []Node{{ID: "n1", RaftAddr: "h1:1", APIAddr: "h1:2"}}})
+	m.Apply(2, PutSource{Source: &Source{Name: "bank"}})
+	m.Apply(3, PutPattern{Create: true, Pattern: &Pattern{Name: "fraud", Sources: []string{"bank"}}})
+	for _, tc := range []struct {
+		what string
+		cmd  Command
+		kind error
+		want string
+	}{
+		{"delete a source a pattern reads", DeleteSource{Name: "bank"}, ErrPrecondition, `source "bank" is read by pattern(s) fraud; delete them first`},
+		{"remove the last node", RemoveNode{Name: "n1"}, ErrPrecondition, `node "n1" is the cluster's last; its replicas have nowhere to go: add a node first`},
+		{"split a one-block shard", SplitShard{ShardID: 1}, ErrPrecondition, "it cannot split further"},
+		{"start from the start of a source read", PutPattern{Create: true, Pattern: &Pattern{Name: "p", Sources: []string{"bank"}, FromStart: true}}, ErrPrecondition, `pattern "fraud" reads "bank" already`},
+		{"update from a stale version", PutPattern{Expect: 7, Pattern: &Pattern{Name: "fraud", Sources: []string{"bank"}}}, ErrConflict, "changed concurrently; retry: pattern \"fraud\" is at version 1"},
+	} {
+		_, err := m.Apply(4, tc.cmd)
+		if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %v containing %q", tc.what, err, tc.kind, tc.want)
+		}
+		if tc.kind == ErrPrecondition && strings.Contains(err.Error(), "retry") {
+			t.Errorf("%s: %q tells to retry what a retry cannot change", tc.what, err)
+		}
 	}
 }

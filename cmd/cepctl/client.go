@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -32,7 +33,7 @@ func newClients(d *deps, g globalOptions) *apiClients {
 		hc = http.DefaultClient
 	}
 	opts := []connect.ClientOption{
-		connect.WithInterceptors(errorTranslator{server: g.Server, hasToken: g.Token != ""}),
+		connect.WithInterceptors(errorTranslator{server: g.Server, hasToken: g.Token != ""}, retrier{budget: retryBudget}),
 		api.WithClientToken(g.Token),
 	}
 	return &apiClients{
@@ -59,7 +60,7 @@ func (e *rpcError) Unwrap() error { return e.err }
 //	the client could not talk to the server   → cannot reach the server at URL: cause
 //	a URL that does not serve the procedure   → the server at URL does not serve ...
 //	Unauthenticated                           → the server needs a token (--token-file, ...)
-//	Unavailable sent by the server            → the cluster is unavailable ...: message
+//	Unavailable sent by the server            → the cluster is unavailable: message
 //	Internal, Unknown                         → server error: message
 //	Canceled                                  → interrupted
 //	anything else (NotFound, InvalidArgument, AlreadyExists, ...) → the server's message
@@ -108,7 +109,8 @@ func friendlyError(server, procedure string, hasToken bool, err error) error {
 	case connect.CodePermissionDenied:
 		return &rpcError{"permission denied: " + msg, err}
 	case connect.CodeUnavailable:
-		return &rpcError{"the cluster is unavailable, try again: " + msg, err}
+		// (the retrier has already tried again where that was safe)
+		return &rpcError{"the cluster is unavailable: " + msg, err}
 	case connect.CodeUnimplemented:
 		return &rpcError{fmt.Sprintf("the server at %s does not implement %s: %s", server, procedure, msg), err}
 	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
@@ -169,4 +171,61 @@ func (c *translatedConn) wrap(err error) error {
 		return err
 	}
 	return c.t.translate(c.Spec().Procedure, err)
+}
+
+// retryBudget bounds how long a call is retried while the cluster is
+// unavailable before its error is shown (a variable for the tests).
+var retryBudget = 10 * time.Second
+
+const (
+	retryBackoffMin = 100 * time.Millisecond
+	retryBackoffMax = time.Second
+)
+
+// retrier is a client interceptor that calls again, with a backoff and for
+// up to budget, what the cluster answered it could not do for a moment
+// (Unavailable): a call without side effects (the protos'
+// idempotency_level), and a change the server says it did not apply ("not
+// applied" in the message: a node that knows no metadata leader, or is no
+// longer it). A change that may have been applied is not sent again, nor
+// is a call to a server that cannot be reached (a wrong address should
+// not wait; tail resumes on its own). Streams pass through.
+type retrier struct{ budget time.Duration }
+
+func (r retrier) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		end := time.Now().Add(r.budget)
+		backoff := retryBackoffMin
+		for {
+			res, err := next(ctx, req)
+			if err == nil || !retryable(req.Spec(), err) || ctx.Err() != nil || time.Now().Add(backoff).After(end) {
+				return res, err
+			}
+			select {
+			case <-ctx.Done():
+				return res, err
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, retryBackoffMax)
+		}
+	}
+}
+
+func (r retrier) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (r retrier) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// retryable reports whether a call of spec that failed with err may be
+// sent again (see retrier).
+func retryable(spec connect.Spec, err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	noSideEffects := spec.IdempotencyLevel != connect.IdempotencyUnknown
+	return connect.IsWireError(ce) && ce.Code() == connect.CodeUnavailable && (noSideEffects || strings.Contains(ce.Message(), "not applied"))
 }

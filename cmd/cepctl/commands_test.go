@@ -658,11 +658,13 @@ func TestErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"unavailable", fmt.Errorf("shard 3 has no leader: %w", api.ErrUnavailable), "the cluster is unavailable, try again: shard 3 has no leader"},
+		{"unavailable", fmt.Errorf("shard 3 has no leader: %w", api.ErrUnavailable), "the cluster is unavailable: shard 3 has no leader"},
 		{"internal", fmt.Errorf("disk on fire"), "server error: disk on fire"},
 		{"failed precondition", fmt.Errorf("key groups differ: %w", api.ErrFailedPrecondition), "cepctl: key groups differ: api: failed precondition"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer func(b time.Duration) { retryBudget = b }(retryBudget)
+			retryBudget = 0 // the message after the retries
 			url := startAPI(t, api.Backends{Patterns: &fakePatterns{
 				ListFunc: func(context.Context, *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error) {
 					return nil, tc.err

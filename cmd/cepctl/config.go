@@ -21,8 +21,14 @@ const defaultServer = "http://127.0.0.1:7070"
 // globalOptions are the settings every API command shares, resolved from the
 // config file, the environment and the flags.
 type globalOptions struct {
-	// Server is the API base URL, with a scheme and no trailing slash.
+	// Server is the API base URL, with a scheme and no trailing slash:
+	// the first of Servers.
 	Server string
+	// Servers are the API base URLs when several were given as a
+	// comma-separated list (--server, CEPCTL_SERVER or the config's
+	// server:), nodes of one cluster; a command that outlives a node
+	// (tail) goes on with the next. Nil for one server.
+	Servers []string
 	// Token is the bearer token; empty sends none.
 	Token string
 	// Output is "table", "json" or "yaml".
@@ -160,11 +166,18 @@ func resolveGlobals(d *deps, cmd *cobra.Command) (globalOptions, error) {
 	}
 
 	secure := g.CA != "" || g.Cert != "" || g.Key != ""
-	s, err := normalizeServer(g.Server, secure)
-	if err != nil {
-		return g, err
+	g.Servers = nil
+	for _, s := range strings.Split(g.Server, ",") {
+		s, err := normalizeServer(s, secure)
+		if err != nil {
+			return g, err
+		}
+		g.Servers = append(g.Servers, s)
 	}
-	g.Server = s
+	g.Server = g.Servers[0]
+	if len(g.Servers) == 1 {
+		g.Servers = nil // one server: Server
+	}
 	if secure {
 		if err := useTLS(d, g); err != nil {
 			return g, err

@@ -153,8 +153,10 @@ holds a token. The first context made becomes the current one.`,
 					}
 				}
 				if o.flag == "server" && v != "" {
-					if _, err := normalizeServer(v, false); err != nil {
-						return fmt.Errorf("--server: %w", err)
+					for _, s := range strings.Split(v, ",") { // a list of nodes
+						if _, err := normalizeServer(s, false); err != nil {
+							return fmt.Errorf("--server: %w", err)
+						}
 					}
 				}
 				*o.to = v

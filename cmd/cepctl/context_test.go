@@ -214,3 +214,15 @@ func TestVersion(t *testing.T) {
 		t.Errorf("cepctl version -o json: %v, %s", err, out)
 	}
 }
+
+// A context's server may be a list of nodes: commands call the first.
+func TestContextWithAListOfServers(t *testing.T) {
+	env := map[string]string{"XDG_CONFIG_HOME": filepath.Join(t.TempDir(), "xdg")}
+	a := newRecordingAPI(t)
+	cepctlEnv(t, env, "", "context", "set", "c", "--server", a.url+",127.0.0.1:1").mustOK(t)
+	cepctlEnv(t, env, "", "context", "set", "bad", "--server", a.url+",ftp://x").mustFail(t, "--server", "want http://HOST:PORT")
+	cepctlEnv(t, env, "", "--context", "c", "status").mustOK(t)
+	if a.last() != "" {
+		t.Errorf("the first server got %q, want a call without a token", a.last())
+	}
+}

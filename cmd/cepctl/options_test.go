@@ -130,6 +130,8 @@ func TestGlobalOptionsPrecedence(t *testing.T) {
 		args    []string
 		want    globalOptions
 		wantErr string
+		// wantServers is the list of servers when there are several.
+		wantServers []string
 	}{
 		{name: "defaults", want: defaults},
 		{name: "default config in home", pe: parseEnv{home: home},
@@ -174,6 +176,9 @@ func TestGlobalOptionsPrecedence(t *testing.T) {
 		{name: "malformed config", args: []string{"--config", bad}, wantErr: "config " + bad},
 		{name: "unknown config key", args: []string{"--config", unknown}, wantErr: "sever"},
 		{name: "bad scheme", args: []string{"--server", "ftp://x"}, wantErr: "want http://HOST:PORT"},
+		{name: "a list of servers", args: []string{"--server", "10.0.0.1:7070, https://b:443/"},
+			want: with(func(g *globalOptions) { g.Server = "http://10.0.0.1:7070" }), wantServers: []string{"http://10.0.0.1:7070", "https://b:443"}},
+		{name: "an empty server in the list", args: []string{"--server", "a:1,,b:2"}, wantErr: "no server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parse(t, tc.pe, "", newStatusCmd, append([]string{"status"}, tc.args...)...)
@@ -186,7 +191,8 @@ func TestGlobalOptionsPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.globalOptions != tc.want {
+			tc.want.Servers = tc.wantServers
+			if !reflect.DeepEqual(got.globalOptions, tc.want) {
 				t.Errorf("got  %+v\nwant %+v", got.globalOptions, tc.want)
 			}
 		})
@@ -203,7 +209,7 @@ func TestGlobalFlagsAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *a != *b || a.Server != "http://h:1" || a.Output != "json" {
+	if !reflect.DeepEqual(*a, *b) || a.Server != "http://h:1" || a.Output != "json" {
 		t.Errorf("%+v vs %+v", *a, *b)
 	}
 }
@@ -306,19 +312,21 @@ func TestPublishOptions(t *testing.T) {
 func TestTailOptions(t *testing.T) {
 	checkOptions(t, "", newTailCmd, []optCase[tailOptions]{
 		{name: "default from new", args: []string{"tail", "p"},
-			want: tailOptions{globalOptions: defaults, Pattern: "p", Start: cepv1.TailStart_TAIL_START_NEW}},
+			want: tailOptions{Follow: true, globalOptions: defaults, Pattern: "p", Start: cepv1.TailStart_TAIL_START_NEW}},
 		{name: "from all", args: []string{"tail", "p", "--from", "all"},
-			want: tailOptions{globalOptions: defaults, Pattern: "p", Start: cepv1.TailStart_TAIL_START_ALL}},
+			want: tailOptions{Follow: true, globalOptions: defaults, Pattern: "p", Start: cepv1.TailStart_TAIL_START_ALL}},
 		{name: "from sequence", args: []string{"tail", "p", "--from", "42", "-o", "json"},
-			want: tailOptions{globalOptions: with(func(g *globalOptions) { g.Output = "json" }), Pattern: "p", Start: cepv1.TailStart_TAIL_START_SEQUENCE, StartSequence: 42}},
+			want: tailOptions{Follow: true, globalOptions: with(func(g *globalOptions) { g.Output = "json" }), Pattern: "p", Start: cepv1.TailStart_TAIL_START_SEQUENCE, StartSequence: 42}},
 		{name: "bad from", args: []string{"tail", "p", "--from", "yesterday"}, wantErr: `bad --from "yesterday"`},
 		{name: "negative from", args: []string{"tail", "p", "--from", "-1"}, wantErr: "bad --from"},
 		{name: "no pattern", args: []string{"tail"}, wantErr: "tail needs a PATTERN, or --dead-letters"},
 		{name: "dead letters", args: []string{"tail", "--dead-letters", "--from", "all"},
-			want: tailOptions{globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_ALL, DeadLetters: true}},
+			want: tailOptions{Follow: true, globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_ALL, DeadLetters: true}},
 		{name: "dead letters of a source", args: []string{"tail", "--dead-letters", "--source", "bank"},
-			want: tailOptions{globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_NEW, DeadLetters: true, Source: "bank"}},
+			want: tailOptions{Follow: true, globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_NEW, DeadLetters: true, Source: "bank"}},
 		{name: "dead letters and a pattern", args: []string{"tail", "p", "--dead-letters"}, wantErr: "tail --dead-letters takes no pattern"},
+		{name: "no follow", args: []string{"tail", "--dead-letters", "--from", "all", "--follow=false"},
+			want: tailOptions{globalOptions: defaults, Start: cepv1.TailStart_TAIL_START_ALL, DeadLetters: true}},
 		{name: "source without dead letters", args: []string{"tail", "p", "--source", "bank"}, wantErr: "--source goes with --dead-letters"},
 	})
 }

@@ -171,6 +171,28 @@ func TestAgainstANode(t *testing.T) {
 	if len(row) < 5 || row[1] != "deadletter" || row[2] != "bank" || row[3] != "login-fail-logout" || !strings.Contains(table.String(), `{"account":"acc-5","type":"LOGIN"}`) {
 		t.Errorf("table line %q", table.String())
 	}
+
+	// --follow=false prints what is stored from --from and returns: the
+	// one dead letter, as the following tail printed it first
+	stored := func(args ...string) result {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r := cepctlCtx(ctx, t, nil, strings.NewReader(""), &syncBuffer{}, append([]string{"--server", url, "tail", "--follow=false", "-o", "json"}, args...)...)
+		if ctx.Err() != nil {
+			t.Fatalf("tail %q --follow=false did not return within 30s", args)
+		}
+		return r.mustOK(t)
+	}
+	if r := stored("--dead-letters", "--from", "all"); r.stdout != line+"\n" {
+		t.Errorf("tail --dead-letters --from all --follow=false printed\n%s\nwant\n%s", r.stdout, line)
+	}
+	if r := stored("--dead-letters", "--from", "new"); r.stdout != "" {
+		t.Errorf("tail --dead-letters --from new --follow=false printed %q, want nothing", r.stdout)
+	}
+	if r := stored("login-fail-logout", "--from", "all"); r.stdout != "" {
+		t.Errorf("a pattern without records: %q", r.stdout)
+	}
 }
 
 type testError struct{ s string }

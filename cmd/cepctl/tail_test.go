@@ -24,7 +24,7 @@ var tailRecords = []*cepv1.Record{
 
 func TestTailStreamsUntilTheEnd(t *testing.T) {
 	var got *cepv1.TailRequest
-	url := startAPI(t, api.Backends{Matches: &fakeMatches{
+	url := startAPI(t, api.Backends{Patterns: patternDeleted, Matches: &fakeMatches{
 		TailFunc: func(_ context.Context, r *cepv1.TailRequest, send func(*cepv1.Record) error) error {
 			got = r
 			if r.GetPattern() != "login-fail" {
@@ -85,6 +85,11 @@ func TestTailStreamsUntilTheEnd(t *testing.T) {
 
 	cepctl(t, url, "tail", "nope").mustFail(t, `pattern "nope": api: not found`)
 }
+
+// patternDeleted is a server's patterns once the tailed one is deleted.
+var patternDeleted = &fakePatterns{GetFunc: func(_ context.Context, r *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error) {
+	return nil, fmt.Errorf("pattern %q: %w", r.GetName(), api.ErrNotFound)
+}}
 
 func TestTailStopsCleanlyOnInterrupt(t *testing.T) {
 	cancelled := make(chan struct{})

@@ -96,8 +96,13 @@ type TailRequest struct {
 	// With dead_letters, only those of this source (cep.deadletter.<source>);
 	// empty: all of them.
 	DeadLetterSource string `protobuf:"bytes,11,opt,name=dead_letter_source,json=deadLetterSource,proto3" json:"dead_letter_source,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Stop at the end: send the records stored when the tail starts (from
+	// start), and any published while it sends them, then end the stream
+	// without error, instead of following new records. A server that
+	// predates the field follows.
+	StopAtEnd     bool `protobuf:"varint,12,opt,name=stop_at_end,json=stopAtEnd,proto3" json:"stop_at_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TailRequest) Reset() {
@@ -163,6 +168,13 @@ func (x *TailRequest) GetDeadLetterSource() string {
 		return x.DeadLetterSource
 	}
 	return ""
+}
+
+func (x *TailRequest) GetStopAtEnd() bool {
+	if x != nil {
+		return x.StopAtEnd
+	}
+	return false
 }
 
 // Record is one output record of a pattern.
@@ -273,14 +285,15 @@ var File_cep_v1_match_proto protoreflect.FileDescriptor
 
 const file_cep_v1_match_proto_rawDesc = "" +
 	"\n" +
-	"\x12cep/v1/match.proto\x12\x06cep.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xc8\x01\n" +
+	"\x12cep/v1/match.proto\x12\x06cep.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xe8\x01\n" +
 	"\vTailRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12'\n" +
 	"\x05start\x18\x02 \x01(\x0e2\x11.cep.v1.TailStartR\x05start\x12%\n" +
 	"\x0estart_sequence\x18\x03 \x01(\x04R\rstartSequence\x12!\n" +
 	"\fdead_letters\x18\n" +
 	" \x01(\bR\vdeadLetters\x12,\n" +
-	"\x12dead_letter_source\x18\v \x01(\tR\x10deadLetterSource\"\xb9\x01\n" +
+	"\x12dead_letter_source\x18\v \x01(\tR\x10deadLetterSource\x12\x1e\n" +
+	"\vstop_at_end\x18\f \x01(\bR\tstopAtEnd\"\xb9\x01\n" +
 	"\x06Record\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +

@@ -40,8 +40,9 @@ const (
 // MatchServiceClient is a client for the cep.v1.MatchService service.
 type MatchServiceClient interface {
 	// Tail streams a pattern's records (matches, timeouts and late events) in
-	// publish order until the client cancels or the pattern is deleted, when
-	// the stream ends without error; with dead_letters, the dead letters
+	// publish order until the client cancels or the pattern is deleted (or,
+	// with stop_at_end, it has sent what is stored), when the stream ends
+	// without error; with dead_letters, the dead letters
 	// instead, until the client cancels. Errors: NotFound (no such pattern),
 	// InvalidArgument (start sequence beyond the end of the output),
 	// ResourceExhausted (too many tails open on the node, or by the caller;
@@ -83,8 +84,9 @@ func (c *matchServiceClient) Tail(ctx context.Context, req *connect.Request[v1.T
 // MatchServiceHandler is an implementation of the cep.v1.MatchService service.
 type MatchServiceHandler interface {
 	// Tail streams a pattern's records (matches, timeouts and late events) in
-	// publish order until the client cancels or the pattern is deleted, when
-	// the stream ends without error; with dead_letters, the dead letters
+	// publish order until the client cancels or the pattern is deleted (or,
+	// with stop_at_end, it has sent what is stored), when the stream ends
+	// without error; with dead_letters, the dead letters
 	// instead, until the client cancels. Errors: NotFound (no such pattern),
 	// InvalidArgument (start sequence beyond the end of the output),
 	// ResourceExhausted (too many tails open on the node, or by the caller;
