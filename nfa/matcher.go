@@ -54,6 +54,9 @@ type Matcher struct {
 	wm    int64 // current event-time watermark, or processing time
 	timer timerHeap
 	stats Stats
+	// stateBytes is the raw bytes of the events the keys hold, buffered
+	// or queued (StateBytes): each key adds and subtracts its own.
+	stateBytes int64
 
 	// AutoWatermark: when true (the default) the watermark follows the
 	// events (max seen − outOfOrderness − 1); when false only Watermark
@@ -540,6 +543,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 		m.stats.Events++
 		ks := m.keyState(key)
 		ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos, arr: m.arrivals})
+		ks.addBytes(int64(len(in.Raw)))
 		m.arrivals++
 		if ks.hidx < 0 || ts < ks.due {
 			m.reschedule(ks)
@@ -638,9 +642,31 @@ func (m *Matcher) keyState(key string) *keyState {
 			ks.seq.start = !m.noStarts
 			ks.partial.a = ks.partial.a[:0]
 		}
+		ks.acct = &m.stateBytes
 		m.keys[key] = ks
 	}
 	return ks
+}
+
+// StateBytes is the raw bytes of the events the matcher holds: those its
+// keys' partial and completed matches keep (each event once per key,
+// however many partial matches share it) and those waiting for the
+// watermark. It follows from the state alone — a restored matcher
+// counts the same — and costs nothing to read, so a caller can bound a
+// pattern's state by it on every event.
+func (m *Matcher) StateBytes() int64 { return m.stateBytes }
+
+// adopt makes a key built outside keyState (restored, migrated) one of
+// the matcher's, counting its bytes.
+func (m *Matcher) adopt(ks *keyState) {
+	ks.nBytes = 0
+	for _, ev := range ks.bufferedEvents() {
+		ks.nBytes += int64(len(ev.raw))
+	}
+	ks.queue.Items(func(_ int64, q queued) { ks.nBytes += int64(len(q.raw)) })
+	ks.acct = &m.stateBytes
+	m.stateBytes += ks.nBytes
+	m.keys[ks.key] = ks
 }
 
 // seqOn reports whether keys are run under Pattern.seq (not with the
@@ -689,6 +715,7 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 
 // processQueued processes an event that waited for the watermark.
 func (m *Matcher) processQueued(ks *keyState, ts int64, q queued) {
+	ks.addBytes(-int64(len(q.raw)))
 	if !m.noStarts {
 		m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw, Pos: q.pos}, true)
 		return
