@@ -93,9 +93,9 @@ func checkSpecLimits(s *Spec) error {
 		}
 		return overLimit("", "maxKeys", "MaxKeysLimit", "maxKeys", int64(*s.MaxKeys), MaxKeysLimit)
 	}
-	if s.MaxStateBytes != nil && (*s.MaxStateBytes < 1 || *s.MaxStateBytes > MaxStateBytesLimit) {
-		if *s.MaxStateBytes < 1 {
-			return perr("", "maxStateBytes", "maxStateBytes %d is not positive (leave it out for the cluster's default)", *s.MaxStateBytes)
+	if s.MaxStateBytes != nil && (*s.MaxStateBytes < 0 || *s.MaxStateBytes > MaxStateBytesLimit) {
+		if *s.MaxStateBytes < 0 {
+			return perr("", "maxStateBytes", "maxStateBytes %d is negative (leave it out for the cluster's default)", *s.MaxStateBytes)
 		}
 		return overLimit("", "maxStateBytes", "MaxStateBytesLimit", "maxStateBytes", *s.MaxStateBytes, MaxStateBytesLimit)
 	}
