@@ -33,7 +33,13 @@ type Stats struct {
 	// Dropped counts partial matches discarded because their key held
 	// more than MaxPartialMatches (see there).
 	Dropped uint64
+	// StepCapped counts the events whose step on their key reached
+	// MaxStepsPerEvent (see there).
+	StepCapped uint64
 }
+
+// DefaultMaxStepsPerEvent is a new Matcher's MaxStepsPerEvent.
+const DefaultMaxStepsPerEvent = 1_000_000
 
 // DefaultMaxPartialMatches is a new Matcher's MaxPartialMatches.
 const DefaultMaxPartialMatches = 100_000
@@ -82,6 +88,21 @@ type Matcher struct {
 	// The choice depends only on the state, so replicas agree.
 	MaxPartialMatches int
 
+	// MaxStepsPerEvent bounds the work of one event on one key
+	// (DefaultMaxStepsPerEvent unless changed; 0 or less: no bound):
+	// partial matches visited plus events read into completed matches.
+	// MaxPartialMatches bounds how many partial matches a key holds, not
+	// what an event costs: under followedByAny with allowCombinations
+	// each of them completes a match as long as the key's history on every
+	// event. Once a step reaches the bound, the partial matches it has not
+	// visited yet lose the event — the started ones are discarded, start
+	// states kept —, the completed matches not yet read are discarded
+	// without a record, and the key then keeps only the earlier half of its
+	// partial matches (as MaxPartialMatches does), so that the next event
+	// costs less. Stats.Dropped counts what is discarded, Stats.StepCapped
+	// the events. It depends only on the state, so replicas agree.
+	MaxStepsPerEvent int
+
 	// ReportTimeouts: when true (the default) every partial match whose
 	// window passes is returned as a "timeout" record. When false it is
 	// discarded as Flink's NFA does for a job without a timeout handler:
@@ -127,6 +148,8 @@ type Matcher struct {
 	room          recordRoom // the lists inside the records of a call
 	dupKeys       []uint64   // numberDuplicates' scratch
 	capKeys       []qent     // capPartial's scratch
+	steps         int        // the current event's steps on its key (MaxStepsPerEvent)
+	stepCapped    bool       // the current event's step reached MaxStepsPerEvent
 	firstCondErr  string     // the first condition error (FirstErrors)
 	firstEmitErr  string     // the first emit error
 	stateVer      byte       // the encoding version of the header the matcher was restored from (readHeader; 0: none)
@@ -181,6 +204,7 @@ func NewMatcher(p *Pattern) *Matcher {
 		wm:                watermark.MinTime,
 		AutoWatermark:     true,
 		MaxPartialMatches: DefaultMaxPartialMatches,
+		MaxStepsPerEvent:  DefaultMaxStepsPerEvent,
 		ReportTimeouts:    true,
 		test:              testKnobs{passFrom: passByFrom},
 		graphs:            make([]graphMemo, len(p.states)),

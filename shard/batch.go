@@ -220,6 +220,7 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	default:
 		m.MaxPartialMatches = nfa.DefaultMaxPartialMatches
 	}
+	m.MaxStepsPerEvent = nfa.DefaultMaxStepsPerEvent
 	// timeouts not published are not built (still counted)
 	m.ReportTimeouts = d.Records.has("timeout")
 	m.Clocked = d.Clock

@@ -229,6 +229,7 @@ type PatternInfo struct {
 	// failed and are null, and the first failure of each
 	// (Matcher.FirstErrors).
 	Dropped                     uint64
+	StepCapped                  uint64 // events whose step on their key reached nfa's MaxStepsPerEvent
 	ConditionErrors, EmitErrors uint64
 	FirstConditionError         string
 	FirstEmitError              string
@@ -278,6 +279,7 @@ func (s *State) PatternFailures() []PatternInfo {
 func (info *PatternInfo) addStats(m *nfa.Matcher) {
 	st := m.Stats()
 	info.Dropped += st.Dropped
+	info.StepCapped += st.StepCapped
 	info.ConditionErrors += st.ConditionErrors
 	info.EmitErrors += st.EmitErrors
 	cond, emit := m.FirstErrors()
