@@ -39,7 +39,7 @@ type Stats struct {
 }
 
 // DefaultMaxStepsPerEvent is a new Matcher's MaxStepsPerEvent.
-const DefaultMaxStepsPerEvent = 1_000_000
+const DefaultMaxStepsPerEvent = 2 * DefaultMaxPartialMatches
 
 // DefaultMaxPartialMatches is a new Matcher's MaxPartialMatches.
 const DefaultMaxPartialMatches = 100_000
