@@ -155,6 +155,12 @@ type Config struct {
 	// is dead-lettered. It is logged with each deployment, so replicas
 	// agree whatever their configuration.
 	MaxKeys int
+	// MaxStateBytes bounds the raw bytes of the events a pattern holds on
+	// one shard when its document sets no maxStateBytes (default
+	// shard.DefaultMaxStateBytes), and is the most a document may set: an
+	// event that would take them past it is dead-lettered. Logged with
+	// each deployment, as MaxKeys.
+	MaxStateBytes int64
 	// TailMaxStreams bounds the MatchService.Tail streams the node serves
 	// at once (default 64), TailMaxStreamsPerCaller those of one caller
 	// (its bearer token, else its host; default 16): each holds a
@@ -226,6 +232,7 @@ func DefaultConfig() Config {
 		NATSHandOverAfter: 5 * time.Second,
 		DeployWait:        10 * time.Second,
 		MaxKeys:           shard.DefaultMaxKeys,
+		MaxStateBytes:     shard.DefaultMaxStateBytes,
 		Now:               time.Now,
 
 		TailMaxStreams:          64,
@@ -267,6 +274,7 @@ func (c *Config) setDefaults() {
 	orDefault(&c.NATSHandOverAfter, d.NATSHandOverAfter)
 	orDefault(&c.DeployWait, d.DeployWait)
 	orDefault(&c.MaxKeys, d.MaxKeys)
+	orDefault(&c.MaxStateBytes, d.MaxStateBytes)
 	orDefault(&c.TailMaxStreams, d.TailMaxStreams)
 	orDefault(&c.TailMaxStreamsPerCaller, d.TailMaxStreamsPerCaller)
 	orDefault(&c.TailBufferRecords, d.TailBufferRecords)
@@ -322,6 +330,8 @@ func (c *Config) Validate() error {
 		return bad("OutboxLimit", " must be at least 1")
 	case c.MaxKeys < 0 || c.MaxKeys > nfa.MaxKeysLimit:
 		return bad("MaxKeys", " must be between 1 and %d", nfa.MaxKeysLimit)
+	case c.MaxStateBytes < 0 || c.MaxStateBytes > nfa.MaxStateBytesLimit:
+		return bad("MaxStateBytes", " must be between 1 and %d", int64(nfa.MaxStateBytesLimit))
 	case c.DeployWait <= 0:
 		return bad("DeployWait", " must be positive (a deploy that does not wait can miss the events published right after it)")
 	case c.OutputLimits.MaxAge < 0 || c.OutputLimits.MaxAge > 0 && c.OutputLimits.MaxAge < OutputDuplicateWin:

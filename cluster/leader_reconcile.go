@@ -56,7 +56,8 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
-				MaxKeys: int64(patternMaxKeys(p.Spec, p.Format, r.n.cfg.MaxKeys)),
+				MaxKeys:       int64(patternMaxKeys(p.Spec, p.Format, r.n.cfg.MaxKeys)),
+				MaxStateBytes: patternMaxStateBytes(p.Spec, p.Format, r.n.cfg.MaxStateBytes),
 				// the sources' clocks across the shards (leader.clock); a shard
 				// alone runs on its events, as `cepctl run`
 				Clock: len(m.Shards) > 1,

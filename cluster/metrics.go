@@ -32,6 +32,7 @@ type collector struct {
 	snapThreshold, snapEncode                         *prometheus.Desc
 	dropped                                           *prometheus.Desc
 	keysRefused, keys                                 *prometheus.Desc
+	bytesRefused, stateBytes, stepCapped              *prometheus.Desc
 	voters, wanted, members                           *prometheus.Desc
 	watermark, watermarkLag, oldestPartial            *prometheus.Desc
 }
@@ -64,6 +65,12 @@ func newCollector(n *Node) *collector {
 			"Events of a new key a pattern dead-lettered because it held state for its bound on keys on the shard (maxKeys, cepnode --max-keys), counted since this replica built or restored its state.", []string{"shard", "pattern"}, nil),
 		keys: prometheus.NewDesc("cep_pattern_keys",
 			"Keys a pattern holds state for on the shard (bounded by its maxKeys).", []string{"shard", "pattern"}, nil),
+		bytesRefused: prometheus.NewDesc("cep_pattern_state_bytes_refused_total",
+			"Events a pattern dead-lettered because they would take the bytes of events it holds on the shard past its bound (maxStateBytes, cepnode --max-state-bytes), counted since this replica built or restored its state.", []string{"shard", "pattern"}, nil),
+		stateBytes: prometheus.NewDesc("cep_pattern_state_bytes",
+			"Raw bytes of the events a pattern holds on the shard, in partial matches or waiting for the watermark (bounded by its maxStateBytes).", []string{"shard", "pattern"}, nil),
+		stepCapped: prometheus.NewDesc("cep_pattern_steps_capped_total",
+			fmt.Sprintf("Events whose step on their key reached the engine's bound on work per event (%d partial matches visited plus events read into matches): the rest of the step's partial and completed matches were discarded, counted in cep_partial_matches_dropped_total; counted since this replica built or restored its state.", nfa.DefaultMaxStepsPerEvent), []string{"shard", "pattern"}, nil),
 		voters: prometheus.NewDesc("cep_shard_voters",
 			"Voting replicas in the shard's Raft configuration (on the shard leader); below cep_shard_replicas_wanted while a replica is added or replaced, or has nowhere to go.", l, nil),
 		wanted: prometheus.NewDesc("cep_shard_replicas_wanted",
@@ -85,7 +92,7 @@ func newCollector(n *Node) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.events, c.duplicates, c.late, c.dead, c.matches, c.timeouts,
 		c.partial, c.buffered, c.outbox, c.applied, c.commit, c.leader, c.metaLeader, c.lag, c.forwardLag,
-		c.snapThreshold, c.snapEncode, c.dropped, c.keysRefused, c.keys, c.voters, c.wanted, c.members,
+		c.snapThreshold, c.snapEncode, c.dropped, c.keysRefused, c.keys, c.bytesRefused, c.stateBytes, c.stepCapped, c.voters, c.wanted, c.members,
 		c.watermark, c.watermarkLag, c.oldestPartial} {
 		ch <- d
 	}
@@ -127,6 +134,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(p.Dropped), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.keysRefused, prometheus.CounterValue, float64(p.KeysRefused), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(p.Keys), id, p.Name)
+			ch <- prometheus.MustNewConstMetric(c.bytesRefused, prometheus.CounterValue, float64(p.StateBytesRefused), id, p.Name)
+			ch <- prometheus.MustNewConstMetric(c.stateBytes, prometheus.GaugeValue, float64(p.StateBytes), id, p.Name)
+			ch <- prometheus.MustNewConstMetric(c.stepCapped, prometheus.CounterValue, float64(p.StepCapped), id, p.Name)
 			if p.HasPartial && p.Watermark >= p.OldestPartialStart {
 				ch <- prometheus.MustNewConstMetric(c.oldestPartial, prometheus.GaugeValue, float64(watermark.Since(p.Watermark, p.OldestPartialStart)), id, p.Name)
 			}

@@ -57,6 +57,18 @@ func checkedSpec(spec string, format cepv1.SpecFormat, name string) (*nfa.Patter
 	return p, f, nil
 }
 
+// patternMaxStateBytes is the bound on bytes held per shard a deployment
+// of the stored pattern gets: its document's maxStateBytes, else the
+// cluster's.
+func patternMaxStateBytes(spec, format string, clusterMax int64) int64 {
+	if format != "sql" {
+		if s, err := nfa.ParseSpec([]byte(spec)); err == nil && s.MaxStateBytes != nil && *s.MaxStateBytes > 0 {
+			return min(*s.MaxStateBytes, clusterMax)
+		}
+	}
+	return clusterMax
+}
+
 // patternMaxKeys is the bound on keys per shard a deployment of the
 // stored pattern gets: its document's maxKeys, else the cluster's.
 func patternMaxKeys(spec, format string, clusterMax int) int {
@@ -328,6 +340,9 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	}
 	if mk := p.Spec().MaxKeys; mk != nil && *mk > b.s.n.cfg.MaxKeys {
 		return nil, nil, fmt.Errorf("%w: pattern %q: field \"maxKeys\": maxKeys is %d, over this cluster's bound on keys per pattern and shard, cepnode --max-keys = %d (see docs/limits.md)", api.ErrInvalidArgument, p.Name(), *mk, b.s.n.cfg.MaxKeys)
+	}
+	if mb := p.Spec().MaxStateBytes; mb != nil && *mb > b.s.n.cfg.MaxStateBytes {
+		return nil, nil, fmt.Errorf("%w: pattern %q: field \"maxStateBytes\": maxStateBytes is %d, over this cluster's bound on bytes held per pattern and shard, cepnode --max-state-bytes = %d (see docs/limits.md)", api.ErrInvalidArgument, p.Name(), *mb, b.s.n.cfg.MaxStateBytes)
 	}
 	if subject == "" {
 		subject = outputSubject(p.Name())

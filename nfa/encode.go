@@ -562,10 +562,10 @@ func (m *Matcher) readKey(d *decoder, version byte) {
 		d.fail("%d of %d nodes are not reachable from a partial match", ks.nNodes-live, ks.nNodes)
 		return
 	}
+	m.adopt(ks)
 	if m.seqOn() {
 		m.seqFromGeneral(ks)
 	}
-	m.keys[key] = ks
 	m.recomputeDeadline(ks)
 	m.reschedule(ks)
 }

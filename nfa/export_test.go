@@ -251,3 +251,35 @@ func CheckAutomaton(states, transitions int) error {
 	}
 	return checkAutomatonLimits(sts)
 }
+
+// RecountStateBytes counts what Matcher.StateBytes should be from the
+// state itself: each event reachable from a key's partial or completed
+// matches once per key, and each queued event.
+func RecountStateBytes(m *Matcher) int64 {
+	var n int64
+	for _, ks := range generalKeys(m) {
+		seen := map[*event]bool{}
+		var walk func(*node)
+		walk = func(nd *node) {
+			if nd == nil {
+				return
+			}
+			if !seen[nd.ev] {
+				seen[nd.ev] = true
+				n += int64(len(nd.ev.raw))
+			}
+			for _, e := range nd.edges {
+				if !e.removed {
+					walk(e.target)
+				}
+			}
+		}
+		for _, q := range []*csQueue{&ks.partial, &ks.completed} {
+			for _, e := range q.a {
+				walk(e.cs.prev)
+			}
+		}
+		ks.queue.Items(func(_ int64, q queued) { n += int64(len(q.raw)) })
+	}
+	return n
+}

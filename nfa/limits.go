@@ -53,6 +53,10 @@ const (
 
 	// MaxKeysLimit is the largest maxKeys a pattern may ask for.
 	MaxKeysLimit = 100_000_000
+
+	// MaxStateBytesLimit is the largest maxStateBytes a pattern may ask
+	// for (1 TiB).
+	MaxStateBytesLimit = 1 << 40
 )
 
 // LimitError is a pattern refused for going over one of the limits above
@@ -88,6 +92,12 @@ func checkSpecLimits(s *Spec) error {
 			return perr("", "maxKeys", "maxKeys %d is negative (leave it out for the cluster's default)", *s.MaxKeys)
 		}
 		return overLimit("", "maxKeys", "MaxKeysLimit", "maxKeys", int64(*s.MaxKeys), MaxKeysLimit)
+	}
+	if s.MaxStateBytes != nil && (*s.MaxStateBytes < 0 || *s.MaxStateBytes > MaxStateBytesLimit) {
+		if *s.MaxStateBytes < 0 {
+			return perr("", "maxStateBytes", "maxStateBytes %d is negative (leave it out for the cluster's default)", *s.MaxStateBytes)
+		}
+		return overLimit("", "maxStateBytes", "MaxStateBytesLimit", "maxStateBytes", *s.MaxStateBytes, MaxStateBytesLimit)
 	}
 	if n := len(s.Emit); n > MaxEmitFields {
 		return overLimit("", "emit", "MaxEmitFields", "number of emit fields", int64(n), MaxEmitFields)
@@ -212,5 +222,6 @@ func Limits() []Limit {
 		{"MaxCost", expr.MaxCost},
 		{"MaxSourceLen", expr.MaxSourceLen},
 		{"MaxKeysLimit", MaxKeysLimit},
+		{"MaxStateBytesLimit", MaxStateBytesLimit},
 	}
 }

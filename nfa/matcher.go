@@ -33,7 +33,13 @@ type Stats struct {
 	// Dropped counts partial matches discarded because their key held
 	// more than MaxPartialMatches (see there).
 	Dropped uint64
+	// StepCapped counts the events whose step on their key reached
+	// MaxStepsPerEvent (see there).
+	StepCapped uint64
 }
+
+// DefaultMaxStepsPerEvent is a new Matcher's MaxStepsPerEvent.
+const DefaultMaxStepsPerEvent = 2 * DefaultMaxPartialMatches
 
 // DefaultMaxPartialMatches is a new Matcher's MaxPartialMatches.
 const DefaultMaxPartialMatches = 100_000
@@ -54,6 +60,9 @@ type Matcher struct {
 	wm    int64 // current event-time watermark, or processing time
 	timer timerHeap
 	stats Stats
+	// stateBytes is the raw bytes of the events the keys hold, buffered
+	// or queued (StateBytes): each key adds and subtracts its own.
+	stateBytes int64
 
 	// AutoWatermark: when true (the default) the watermark follows the
 	// events (max seen − outOfOrderness − 1); when false only Watermark
@@ -78,6 +87,21 @@ type Matcher struct {
 	// and discards the others without a record; Stats.Dropped counts them.
 	// The choice depends only on the state, so replicas agree.
 	MaxPartialMatches int
+
+	// MaxStepsPerEvent bounds the work of one event on one key
+	// (DefaultMaxStepsPerEvent unless changed; 0 or less: no bound):
+	// partial matches visited plus events read into completed matches.
+	// MaxPartialMatches bounds how many partial matches a key holds, not
+	// what an event costs: under followedByAny with allowCombinations
+	// each of them completes a match as long as the key's history on every
+	// event. Once a step reaches the bound, the partial matches it has not
+	// visited yet lose the event — the started ones are discarded, start
+	// states kept —, the completed matches not yet read are discarded
+	// without a record, and the key then keeps only the earlier half of its
+	// partial matches (as MaxPartialMatches does), so that the next event
+	// costs less. Stats.Dropped counts what is discarded, Stats.StepCapped
+	// the events. It depends only on the state, so replicas agree.
+	MaxStepsPerEvent int
 
 	// ReportTimeouts: when true (the default) every partial match whose
 	// window passes is returned as a "timeout" record. When false it is
@@ -124,6 +148,8 @@ type Matcher struct {
 	room          recordRoom // the lists inside the records of a call
 	dupKeys       []uint64   // numberDuplicates' scratch
 	capKeys       []qent     // capPartial's scratch
+	steps         int        // the current event's steps on its key (MaxStepsPerEvent)
+	stepCapped    bool       // the current event's step reached MaxStepsPerEvent
 	firstCondErr  string     // the first condition error (FirstErrors)
 	firstEmitErr  string     // the first emit error
 	stateVer      byte       // the encoding version of the header the matcher was restored from (readHeader; 0: none)
@@ -178,6 +204,7 @@ func NewMatcher(p *Pattern) *Matcher {
 		wm:                watermark.MinTime,
 		AutoWatermark:     true,
 		MaxPartialMatches: DefaultMaxPartialMatches,
+		MaxStepsPerEvent:  DefaultMaxStepsPerEvent,
 		ReportTimeouts:    true,
 		test:              testKnobs{passFrom: passByFrom},
 		graphs:            make([]graphMemo, len(p.states)),
@@ -562,6 +589,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 		m.stats.Events++
 		ks := m.keyState(key)
 		ks.queue.Push(ts, queued{ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos, arr: m.arrivals})
+		ks.addBytes(int64(len(in.Raw)))
 		m.arrivals++
 		if ks.hidx < 0 || ts < ks.due {
 			m.reschedule(ks)
@@ -660,9 +688,31 @@ func (m *Matcher) keyState(key string) *keyState {
 			ks.seq.start = !m.noStarts
 			ks.partial.a = ks.partial.a[:0]
 		}
+		ks.acct = &m.stateBytes
 		m.keys[key] = ks
 	}
 	return ks
+}
+
+// StateBytes is the raw bytes of the events the matcher holds: those its
+// keys' partial and completed matches keep (each event once per key,
+// however many partial matches share it) and those waiting for the
+// watermark. It follows from the state alone — a restored matcher
+// counts the same — and costs nothing to read, so a caller can bound a
+// pattern's state by it on every event.
+func (m *Matcher) StateBytes() int64 { return m.stateBytes }
+
+// adopt makes a key built outside keyState (restored, migrated) one of
+// the matcher's, counting its bytes.
+func (m *Matcher) adopt(ks *keyState) {
+	ks.nBytes = 0
+	for _, ev := range ks.bufferedEvents() {
+		ks.nBytes += int64(len(ev.raw))
+	}
+	ks.queue.Items(func(_ int64, q queued) { ks.nBytes += int64(len(q.raw)) })
+	ks.acct = &m.stateBytes
+	m.stateBytes += ks.nBytes
+	m.keys[ks.key] = ks
 }
 
 // seqOn reports whether keys are run under Pattern.seq (not with the
@@ -711,6 +761,7 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 
 // processQueued processes an event that waited for the watermark.
 func (m *Matcher) processQueued(ks *keyState, ts int64, q queued) {
+	ks.addBytes(-int64(len(q.raw)))
 	if !m.noStarts {
 		m.processOne(ks, ts, Input{Data: q.data, Raw: q.raw, Pos: q.pos}, true)
 		return

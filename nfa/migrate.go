@@ -142,7 +142,7 @@ func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
 		}
 		oks.queue.Items(func(ts int64, q queued) { ks.queue.Push(ts, q) })
 		ks.deriveLocks()
-		nm.keys[key] = ks
+		nm.adopt(ks)
 		nm.recomputeDeadline(ks)
 		nm.reschedule(ks)
 	}

@@ -530,6 +530,7 @@ func (m *Matcher) heapEvent(ev *event) *event {
 // processEvent feeds one event to the key's automaton and returns the
 // completed matches (Flink's NFA.process).
 func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
+	m.steps, m.stepCapped = 0, false
 	if ks.seq != nil {
 		return m.seqEvent(ks, ev)
 	}
@@ -562,8 +563,21 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 			i = j
 			continue
 		}
+		if m.overSteps() {
+			// the rest lose the event: started ones are discarded
+			for _, e := range a[i:] {
+				if e.started() || e.cs.prev != nil {
+					ks.releaseNode(e.cs.prev, e.cs.ver)
+					m.stats.Dropped++
+				} else {
+					newPartial.offerEnt(e)
+				}
+			}
+			break
+		}
 		e := &a[i]
 		i++
+		m.steps++
 		next := m.nextStates(ks, e.cs, ev)
 		discard := false
 		retain := next[:0]
@@ -596,6 +610,10 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 	out := m.emitCompleted(ks, &potential, &newPartial)
 	m.adoptPartial(ks, &newPartial, &potential)
 	m.capPartial(ks)
+	if m.stepCapped {
+		m.stats.StepCapped++
+		m.capPartialTo(ks, (ks.partialCount()-ks.completed.len()+1)/2)
+	}
 	// the key's deadline stays exact: the earliest over the partial matches
 	// just kept, unless a skip strategy pruned some of them since
 	if m.prunedPartial {
@@ -706,6 +724,7 @@ func timedOut(now, from, window int64) bool {
 // (Flink's NFA.advanceTime): it returns the timed-out partial matches and the
 // matches completed by pending notFollowedBy states.
 func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
+	m.steps, m.stepCapped = 0, false // completions read here count apart from any event
 	newPartial, potential := m.scratchQueues()
 	tos := m.tosBuf[:0]
 	defer func() { m.tosBuf = tos[:0] }()
@@ -784,8 +803,20 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 				break
 			}
 		}
+		if m.overSteps() {
+			// the completed matches not read yet are discarded
+			for ks.completed.len() > 0 {
+				c := ks.completed.poll()
+				ks.releaseNode(c.prev, c.ver)
+				m.stats.Dropped++
+			}
+			break
+		}
 		ks.completed.poll()
 		paths := extract(earliest.prev, earliest.ver)
+		for _, p := range paths {
+			m.steps += len(p)
+		}
 		m.prune(ks, partial, paths)
 		m.prune(ks, &ks.completed, paths)
 		if len(paths) > 0 {
@@ -800,8 +831,20 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 // on the key: the earliest in queue order (start time, start event, then
 // array position), discarding the others as a skip strategy's pruning does
 // (see Matcher.MaxPartialMatches).
-func (m *Matcher) capPartial(ks *keyState) {
-	limit := m.MaxPartialMatches
+func (m *Matcher) capPartial(ks *keyState) { m.capPartialTo(ks, m.MaxPartialMatches) }
+
+// overSteps reports whether the current event's step reached
+// MaxStepsPerEvent, noting it.
+func (m *Matcher) overSteps() bool {
+	if m.MaxStepsPerEvent > 0 && m.steps >= m.MaxStepsPerEvent {
+		m.stepCapped = true
+	}
+	return m.stepCapped
+}
+
+// capPartialTo keeps at most limit partial matches holding events on the
+// key (none kept out when limit <= 0), as capPartial.
+func (m *Matcher) capPartialTo(ks *keyState, limit int) {
 	if limit <= 0 || len(ks.partial.a) <= limit {
 		return
 	}

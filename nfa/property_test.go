@@ -464,7 +464,7 @@ func runInStep(t *rapid.T, m, ref *nfa.Matcher, lines [][]byte) {
 func statsSince(s, base nfa.Stats) nfa.Stats {
 	return nfa.Stats{Events: s.Events - base.Events, Late: s.Late - base.Late, Matches: s.Matches - base.Matches,
 		Timeouts: s.Timeouts - base.Timeouts, ConditionErrors: s.ConditionErrors - base.ConditionErrors, EmitErrors: s.EmitErrors - base.EmitErrors,
-		Dropped: s.Dropped - base.Dropped}
+		Dropped: s.Dropped - base.Dropped, StepCapped: s.StepCapped - base.StepCapped}
 }
 
 // runInStepRestoring is runInStep, with m replaced by restore(m) before

@@ -306,6 +306,8 @@ type keyState struct {
 	completed csQueue
 	seq       *seqKey                 // the partial matches under Pattern.seq (partial is then empty); nil: the general step
 	nEvents   int                     // events held by the buffer's nodes
+	nBytes    int64                   // raw bytes of those events and of the queued ones (Matcher.StateBytes)
+	acct      *int64                  // the matcher's sum of nBytes over its keys (nil: a key being built or converted)
 	nNodes    int                     // live nodes: every one is reachable from a partial match (liveNodes)
 	curEv     *event                  // the event put last made nodes for ...
 	curNodes  []*node                 // ... and those nodes: only the current event gets new nodes
@@ -374,6 +376,16 @@ func (ks *keyState) partialCount() int {
 		}
 	}
 	return n + ks.completed.len()
+}
+
+// addBytes counts n more raw bytes held by the key, in its matcher's sum
+// too: the sum moves with each event buffered or freed, so reading it costs
+// nothing and it follows from the state alone.
+func (ks *keyState) addBytes(n int64) {
+	ks.nBytes += n
+	if ks.acct != nil {
+		*ks.acct += n
+	}
 }
 
 // bufferedCount is the number of events the key's partial and completed
@@ -454,6 +466,7 @@ func (ks *keyState) releaseNode(n *node, ver dewey) {
 		cur.ev.refs--
 		if cur.ev.refs == 0 {
 			ks.nEvents--
+			ks.addBytes(-int64(len(cur.ev.raw)))
 		}
 		for _, e := range cur.edges {
 			if !e.removed && e.target != nil {
@@ -533,6 +546,7 @@ func (ks *keyState) initNode(n *node, k nodeKey, ev *event) {
 	n.edges = n.inline[:0:1]
 	if ev.refs == 0 {
 		ks.nEvents++
+		ks.addBytes(int64(len(ev.raw)))
 	}
 	ev.refs++
 	ks.nNodes++

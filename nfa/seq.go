@@ -330,6 +330,7 @@ func (sk *seqKey) group(id int32) *seqGroup {
 func holdEvent(ks *keyState, ev *event, n int32) {
 	if ev.refs == 0 {
 		ks.nEvents++
+		ks.addBytes(int64(len(ev.raw)))
 	}
 	ev.refs += n
 }
@@ -339,6 +340,7 @@ func dropEvent(ks *keyState, ev *event) { dropEvents(ks, ev, 1) }
 func dropEvents(ks *keyState, ev *event, n int32) {
 	if ev.refs -= n; ev.refs == 0 {
 		ks.nEvents--
+		ks.addBytes(-int64(len(ev.raw)))
 	}
 }
 
@@ -1238,7 +1240,7 @@ func (m *Matcher) seqFromGeneral(ks *keyState) bool {
 	}
 	// taken only when it gives back the same state
 	conv := *ks
-	conv.seq, conv.completed = sk, completed
+	conv.seq, conv.completed, conv.acct = sk, completed, nil
 	if string(m.appendKeyState(nil, m.seqGeneral(&conv))) != string(m.appendKeyState(nil, ks)) {
 		return false
 	}

@@ -38,6 +38,10 @@ type Spec struct {
 	// (cluster mode; absent: the cluster's default). An event of a new key
 	// past it is dead-lettered; see docs/limits.md.
 	MaxKeys *int `json:"maxKeys,omitempty"`
+	// MaxStateBytes bounds the raw bytes of the events the pattern holds
+	// on one shard (cluster mode; absent: the cluster's default). An event
+	// that would take it past is dead-lettered; see docs/limits.md.
+	MaxStateBytes *int64 `json:"maxStateBytes,omitempty"`
 	// Emit maps output field names to CEL expressions evaluated once per match.
 	Emit   map[string]string `json:"emit,omitempty"`
 	Stages []Stage           `json:"stages"`

@@ -126,6 +126,11 @@ type Deploy struct {
 	// 0 for DefaultMaxKeys, negative for none. An event of a new key past
 	// it is dead-lettered (State.applyEvents).
 	MaxKeys int64
+	// MaxStateBytes bounds the raw bytes of the events the pattern's
+	// matchers hold on this shard (nfa.Matcher.StateBytes): 0 for
+	// DefaultMaxStateBytes, negative for none. An event that would take
+	// them past it is dead-lettered (State.applyEvents).
+	MaxStateBytes int64
 	// Records are the record types put in the outbox (RecordMatch, ...);
 	// 0 for all of them. The others are counted and dropped.
 	Records RecordTypes
@@ -176,6 +181,21 @@ func (rt RecordTypes) has(typ string) bool {
 // state per key, a few hundred megabytes.
 const DefaultMaxKeys = 100_000
 
+// DefaultMaxStateBytes is the bound on the bytes of events a pattern
+// holds per shard of a deployment that sets none (Deploy.MaxStateBytes 0).
+const DefaultMaxStateBytes = 256 << 20
+
+// maxStateBytes is the deployment's bound on bytes held (0: none).
+func (d *Deploy) maxStateBytes() int64 {
+	switch {
+	case d.MaxStateBytes > 0:
+		return d.MaxStateBytes
+	case d.MaxStateBytes < 0:
+		return 0
+	}
+	return DefaultMaxStateBytes
+}
+
 // maxKeys is the deployment's bound on keys (0: none).
 func (d *Deploy) maxKeys() int {
 	switch {
@@ -200,13 +220,15 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	default:
 		m.MaxPartialMatches = nfa.DefaultMaxPartialMatches
 	}
+	m.MaxStepsPerEvent = nfa.DefaultMaxStepsPerEvent
 	// timeouts not published are not built (still counted)
 	m.ReportTimeouts = d.Records.has("timeout")
 	m.Clocked = d.Clock
 	return m
 }
 
-// batchVersion 8: entries of events carry their ingest time (7, still
+// batchVersion 9: deployments carry the bound on bytes held (8, still
+// read: entries of events carry their ingest time; 7, still
 // read: entries of events carry the position their reader read after; 6,
 // still read: OpClock and OpClockMode exist and deployments say whether
 // they run on the clock; 5, still read: deployments carry the
@@ -214,7 +236,7 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 // matches and the record types published; 3, still read: deployments
 // carry the sources read, events their origin position, OpForward and
 // OpSkip exist; 2: events carry their block; 1 carried a key group).
-const batchVersion = 8
+const batchVersion = 9
 
 // ErrBadBatch is returned for a log entry that cannot be decoded.
 var ErrBadBatch = errors.New("shard: bad batch encoding")
@@ -265,6 +287,7 @@ func (bt *Batch) Encode(b []byte) []byte {
 			b = append(b, byte(d.Records))
 			b = binary.AppendVarint(b, d.MaxKeys)
 			b = append(b, boolByte(d.Clock))
+			b = binary.AppendVarint(b, d.MaxStateBytes)
 		case OpClock:
 			b = appendString(b, op.Pattern)
 			b = appendString(b, op.Source)
@@ -357,6 +380,9 @@ func DecodeBatch(data []byte) (*Batch, error) {
 						d.err = fmt.Errorf("%w: bad clock flag", ErrBadBatch)
 					}
 				}
+			}
+			if version >= 9 {
+				dp.MaxStateBytes = d.varint()
 			}
 			op.Deploy = dp
 		case OpClock:

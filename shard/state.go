@@ -103,7 +103,10 @@ type patternRT struct {
 	// since this replica built or restored the pattern (not part of the
 	// state; the dead letters are)
 	keysRefused uint64
-	counts      PatternCounters // replicated (pattern_counters.go)
+	// bytesRefused likewise counts the events dead-lettered at the bound
+	// on bytes held
+	bytesRefused uint64
+	counts       PatternCounters // replicated (pattern_counters.go)
 }
 
 type drainingRT struct {
@@ -212,6 +215,13 @@ type PatternInfo struct {
 	// replica built or restored the pattern.
 	MaxKeys     int
 	KeysRefused uint64
+	// StateBytes is the raw bytes of the events its matchers hold
+	// (nfa.Matcher.StateBytes), MaxStateBytes its bound on them on this
+	// shard (0: none), and StateBytesRefused the events dead-lettered at
+	// it since this replica built or restored the pattern.
+	StateBytes        int64
+	MaxStateBytes     int64
+	StateBytesRefused uint64
 	// Since this replica built or restored the pattern's matchers (these
 	// are not part of the replicated state): partial matches discarded at
 	// nfa's bound per key (Matcher.MaxPartialMatches), condition
@@ -219,6 +229,7 @@ type PatternInfo struct {
 	// failed and are null, and the first failure of each
 	// (Matcher.FirstErrors).
 	Dropped                     uint64
+	StepCapped                  uint64 // events whose step on their key reached nfa's MaxStepsPerEvent
 	ConditionErrors, EmitErrors uint64
 	FirstConditionError         string
 	FirstEmitError              string
@@ -230,7 +241,8 @@ func (s *State) Patterns() []PatternInfo {
 	for _, p := range s.patterns {
 		pm, be := p.m.Totals()
 		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(),
-			MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused}
+			MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
+			StateBytes: p.stateBytes(), MaxStateBytes: p.deploy.maxStateBytes(), StateBytesRefused: p.bytesRefused}
 		info.addStats(p.m)
 		info.OldestPartialStart, info.HasPartial = p.m.OldestPartialStart()
 		for _, d := range p.draining {
@@ -253,7 +265,8 @@ func (s *State) Patterns() []PatternInfo {
 func (s *State) PatternFailures() []PatternInfo {
 	out := make([]PatternInfo, 0, len(s.patterns))
 	for _, p := range s.patterns {
-		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused}
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
+			StateBytes: p.stateBytes(), MaxStateBytes: p.deploy.maxStateBytes(), StateBytesRefused: p.bytesRefused}
 		info.addStats(p.m)
 		for _, d := range p.draining {
 			info.addStats(d.m)
@@ -266,6 +279,7 @@ func (s *State) PatternFailures() []PatternInfo {
 func (info *PatternInfo) addStats(m *nfa.Matcher) {
 	st := m.Stats()
 	info.Dropped += st.Dropped
+	info.StepCapped += st.StepCapped
 	info.ConditionErrors += st.ConditionErrors
 	info.EmitErrors += st.EmitErrors
 	cond, emit := m.FirstErrors()
@@ -806,6 +820,14 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 				}
 				continue
 			}
+			if reason := bytesRefused(p, len(in.Raw), ts); reason != "" {
+				p.bytesRefused++
+				s.refuse(p.deploy.Name, reason)
+				if failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.ObserveFrom(logical, ts) }); failure != "" {
+					s.refuse(p.deploy.Name, failure)
+				}
+				continue
+			}
 			failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record {
 				if s.injectFault != nil && s.injectFault(p.deploy.Name, key) {
 					panic("injected fault")
@@ -836,6 +858,37 @@ func keyRefused(p *patternRT, key string, ts int64) string {
 		return ""
 	}
 	return fmt.Sprintf("pattern %s holds state for maxKeys = %d keys on this shard: an event of a new key is refused until some key's state ends (see docs/limits.md)", p.deploy.Name, limit)
+}
+
+// stateBytes is the raw bytes of the events the pattern's matchers hold,
+// its draining versions' too.
+func (p *patternRT) stateBytes() int64 {
+	n := p.m.StateBytes()
+	for _, d := range p.draining {
+		n += d.m.StateBytes()
+	}
+	return n
+}
+
+// bytesRefused says why an event of size bytes is refused at the
+// pattern's bound on bytes held, or "" when it is not: an event that
+// would take the events its matchers hold past maxStateBytes. Every
+// event the pattern takes waits for the watermark in its key's state,
+// buffered or not, so any may take it past; a late event takes no state
+// and is let through. Events leave the state as matches complete, time
+// out or die, and as the watermark passes those no partial match takes,
+// and then events are taken again. The decision depends only on the
+// state, so replicas agree.
+func bytesRefused(p *patternRT, size int, ts int64) string {
+	limit := p.deploy.maxStateBytes()
+	held := p.stateBytes()
+	if limit <= 0 || held+int64(size) <= limit {
+		return ""
+	}
+	if p.pattern.EventTime() && ts <= p.m.CurrentWatermark() {
+		return ""
+	}
+	return fmt.Sprintf("pattern %s holds %d bytes of events on this shard and this event of %d bytes would take it past maxStateBytes = %d: an event is refused until state is freed (see docs/limits.md)", p.deploy.Name, held, size, limit)
 }
 
 // emitAll runs f on the pattern's matcher and on its draining versions, and

@@ -228,28 +228,35 @@ func TestBatchRoundTrip(t *testing.T) {
 
 // Entries of batch version 3 (no bound, no record types in deployments),
 // 4 (no bound on keys), 5 (no clock), 6 (no position entries of events
-// follow on) and 7 (no ingest time) are still read: logs and snapshots written by the releases before hold
-// them.
+// follow on), 7 (no ingest time) and 8 (no bound on bytes held) are still
+// read: logs and snapshots written by the releases before hold them.
 func TestDecodesVersion3Batch(t *testing.T) {
 	dep := deployOp(abSpec, 7, PolicyDrain)
 	b := &Batch{Ops: []Op{dep, eventsOp(ev(1, "x", "A", 10))}}
 	enc := b.Encode(nil)
-	// version 3 wrote the deployment without the last four fields (zero
-	// varints around a zero byte, then the clock flag), version 4 without
-	// the last two, version 5 without the clock flag; before 7 the events
-	// came right after their source, before 8 without their ingest time
+	// version 3 wrote the deployment without the last five fields (zero
+	// varints around a zero byte, the clock flag, the bound on bytes),
+	// version 4 without the last three, version 5 without the last two,
+	// 6 to 8 without the bound on bytes; before 7 the events came right
+	// after their source, before 8 without their ingest time
 	deployEnd := bytes.Index(enc, []byte("cep.out.ab")) + len("cep.out.ab") + 1 + 1 // subject, policy, no reads
-	if !bytes.Equal(enc[deployEnd:deployEnd+4], []byte{0, 0, 0, 0}) {
-		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+4])
+	if !bytes.Equal(enc[deployEnd:deployEnd+5], []byte{0, 0, 0, 0, 0}) {
+		t.Fatalf("unexpected encoding of the new fields: % x", enc[deployEnd:deployEnd+5])
 	}
-	after := deployEnd + 4 + 1 + 1 + len("src") // the events' kind and source
+	after := deployEnd + 5 + 1 + 1 + len("src") // the events' kind and source
 	if enc[after] != 0 || enc[after+1] != 0 {
 		t.Fatalf("unexpected encoding of the position events follow on and the ingest time: % x", enc[after:after+2])
 	}
-	for version, n := range map[byte]int{3: 4, 4: 2, 5: 1, 6: 0, 7: 0} {
-		old := slices.Concat([]byte{version}, enc[1:deployEnd+4-n], enc[deployEnd+4:after], enc[after+2:])
-		if version == 7 {
-			old = slices.Concat([]byte{version}, enc[1:after+1], enc[after+2:])
+	for version, n := range map[byte]int{3: 5, 4: 3, 5: 2, 6: 1, 7: 1, 8: 1} {
+		deploy := slices.Concat([]byte{version}, enc[1:deployEnd+5-n])
+		var old []byte
+		switch version {
+		case 7:
+			old = slices.Concat(deploy, enc[deployEnd+5:after+1], enc[after+2:])
+		case 8:
+			old = slices.Concat(deploy, enc[deployEnd+5:])
+		default:
+			old = slices.Concat(deploy, enc[deployEnd+5:after], enc[after+2:])
 		}
 		got, err := DecodeBatch(old)
 		if err != nil {

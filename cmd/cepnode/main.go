@@ -174,6 +174,14 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	cfg.OutputLimits.MaxAge = *outputMaxAge
+	if n, err := parseSize(*f.maxStateBytes); err != nil || n < 1 {
+		if err == nil {
+			err = fmt.Errorf("%d is not a positive number", n)
+		}
+		return fmt.Errorf("--max-state-bytes: %v", err)
+	} else {
+		cfg.MaxStateBytes = n
+	}
 	if *outputMaxBytes != "" {
 		n, err := parseSize(*outputMaxBytes)
 		if err != nil {
@@ -261,6 +269,7 @@ type nodeFlags struct {
 	outputMaxAge      *time.Duration
 	outputMaxBytes    *string
 	maxKeys           *int
+	maxStateBytes     *string
 	deployWait        *time.Duration
 	savepointDir      *string
 	token             *string
@@ -309,6 +318,7 @@ func defineFlags(fs *flag.FlagSet, d cluster.Config) *nodeFlags {
 	f.outputMaxAge = fs.Duration("output-max-age", 0, "remove output records (matches, timeouts, late events, dead letters) older than this from the output stream, at least 30m; 0 keeps the stream's limit (none when the cluster creates it)")
 	f.outputMaxBytes = fs.String("output-max-bytes", "", "remove the oldest output records once the output stream holds more than this many bytes (suffixes K, M, G, T: powers of 1024); empty keeps the stream's limit (1G when the cluster creates it)")
 	f.maxKeys = fs.Int("max-keys", d.MaxKeys, "keys a pattern may hold state for on one shard, unless its document sets a lower maxKeys: an event of a new key past it is dead-lettered, so a flood of distinct keys cannot exhaust memory; also the most a document's maxKeys may ask for")
+	f.maxStateBytes = fs.String("max-state-bytes", "256M", "bytes of events a pattern may hold on one shard (suffixes K, M, G, T: powers of 1024), unless its document sets a lower maxStateBytes: an event that would take it past is dead-lettered, so a few keys of large events cannot exhaust memory; also the most a document's maxStateBytes may ask for")
 	f.deployWait = fs.Duration("deploy-wait", d.DeployWait, "how long a pattern deploy, update or delete waits for every shard to apply it before it returns naming those that have not")
 	f.savepointDir = fs.String("savepoint-dir", "", "directory that dir:// savepoint targets and restore locations must lie in (a relative dir://NAME is taken inside it); anything resolving outside it, by .., an absolute path or a symbolic link, is refused, so API clients cannot make the node write or read files elsewhere; default: <--data>/savepoints")
 	f.token = fs.String("token", "", "an admin's bearer token for the API; without it and --token-file the API is open to anyone who reaches it; prefer the environment or --token-file, as a command line is visible to others on the machine")
@@ -389,7 +399,7 @@ func startNode(ctx context.Context, cfg cluster.Config, logger *slog.Logger) (*c
 // refuse.
 var flags = map[string]string{
 	"DeadAfter": "--dead-after", "NATSHandOverAfter": "--nats-handover-after", "Replicas": "--replicas", "KeyGroups": "--key-groups", "Shards": "--shards",
-	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "OutputLimits.MaxAge": "--output-max-age",
+	"OutboxLimit": "--outbox-limit", "DeployWait": "--deploy-wait", "MaxKeys": "--max-keys", "MaxStateBytes": "--max-state-bytes", "OutputLimits.MaxAge": "--output-max-age",
 	"OutputLimits.MaxBytes": "--output-max-bytes", "GossipKey": "--gossip-key", "CORSOrigins": "--cors-origin", "NATSCA": "--nats-ca", "Join": "--join",
 	"Secret": "--cluster-secret-file", "Insecure": "--insecure",
 	"APIToken": "--token", "MetricsAuth": "--metrics-auth",
