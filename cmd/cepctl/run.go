@@ -140,7 +140,11 @@ func (o *runOptions) warn(w io.Writer, r *nfa.Runner) {
 			fmt.Fprintf(w, "cepctl: warning: pattern %s: %s emitted fields failed and are null; the first: %s\n",
 				name, group(st.EmitErrors), emit)
 		}
-		if st.Dropped > 0 {
+		switch {
+		case st.Dropped > 0 && st.StepCapped > 0:
+			fmt.Fprintf(w, "cepctl: warning: pattern %s: %s partial matches dropped because a key held more than %s (--max-partial-matches) or %s events' steps reached %s (nfa.MaxStepsPerEvent); records they would have produced are missing\n",
+				name, group(st.Dropped), group(uint64(o.maxPartial)), group(st.StepCapped), group(uint64(nfa.DefaultMaxStepsPerEvent)))
+		case st.Dropped > 0:
 			fmt.Fprintf(w, "cepctl: warning: pattern %s: %s partial matches dropped because a key held more than %s (--max-partial-matches); records they would have produced are missing\n",
 				name, group(st.Dropped), group(uint64(o.maxPartial)))
 		}
