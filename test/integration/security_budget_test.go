@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -74,21 +73,9 @@ func TestStateBytesBounded(t *testing.T) {
 	// one dead letter per event, listing each pattern that refused it
 	dl := tc.waitOutputs("cep.deadletter.bank", wantRefused["budget-small"], 30*time.Second)
 	byPattern := map[string]int{}
-	for _, d := range dl {
-		var rec struct {
-			Pattern, Reason string
-			Refusals        []struct{ Pattern, Reason string }
-		}
-		if err := json.Unmarshal([]byte(d), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if len(rec.Refusals) == 0 {
-			rec.Refusals = append(rec.Refusals, struct{ Pattern, Reason string }{rec.Pattern, rec.Reason})
-		}
-		for _, r := range rec.Refusals {
-			if strings.Contains(r.Reason, fmt.Sprintf("past maxStateBytes = %d", bounds[r.Pattern])) {
-				byPattern[r.Pattern]++
-			}
+	for _, r := range refusalsOf(t, dl) {
+		if strings.Contains(r.Reason, fmt.Sprintf("past maxStateBytes = %d", bounds[r.Pattern])) {
+			byPattern[r.Pattern]++
 		}
 	}
 	for name, want := range wantRefused {

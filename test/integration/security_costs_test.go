@@ -123,20 +123,8 @@ func TestKeyFloodBounded(t *testing.T) {
 	// every key flood refuses, flood-small (the lower bound) refuses too
 	dl := tc.waitOutputs("cep.deadletter.bank", wantRefused["flood-small"], 30*time.Second)
 	byReason := map[string]int{}
-	for _, d := range dl {
-		var rec struct {
-			Pattern, Reason string
-			Refusals        []struct{ Pattern, Reason string }
-		}
-		if err := json.Unmarshal([]byte(d), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if len(rec.Refusals) == 0 {
-			rec.Refusals = append(rec.Refusals, struct{ Pattern, Reason string }{rec.Pattern, rec.Reason})
-		}
-		for _, r := range rec.Refusals {
-			byReason[r.Pattern+": "+r.Reason]++
-		}
+	for _, r := range refusalsOf(t, dl) {
+		byReason[r.Pattern+": "+r.Reason]++
 	}
 	for name, bound := range map[string]int{"flood": clusterMax, "flood-small": docMax} {
 		reason := fmt.Sprintf("%s: pattern %s holds state for maxKeys = %d keys on this shard", name, name, bound)
@@ -157,4 +145,28 @@ func TestKeyFloodBounded(t *testing.T) {
 			t.Fatalf("%s: matches %v, want one for k0000", name, out)
 		}
 	}
+}
+
+// refusal is one pattern's refusal of an event, as a dead letter lists it.
+type refusal struct{ Pattern, Reason string }
+
+// refusalsOf lists the refusals of dead letters: one dead letter per
+// event, its refusals listed when several patterns refused it.
+func refusalsOf(t *testing.T, deadLetters []string) []refusal {
+	t.Helper()
+	var out []refusal
+	for _, d := range deadLetters {
+		var rec struct {
+			Pattern, Reason string
+			Refusals        []refusal
+		}
+		if err := json.Unmarshal([]byte(d), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Refusals) == 0 {
+			rec.Refusals = []refusal{{rec.Pattern, rec.Reason}}
+		}
+		out = append(out, rec.Refusals...)
+	}
+	return out
 }
