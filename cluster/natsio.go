@@ -203,10 +203,33 @@ func SourceConfig(source string, keyGroups int) jetstream.StreamConfig {
 	}
 }
 
+// jsAgain makes a JetStream API call again while nobody answers the API:
+// the embedded server reloads its accounts when derived sources change
+// (guardDerivedSources), and JetStream's API has no responder for that
+// moment. Bounded by ctx and 5 s; any other outcome is returned at once.
+func jsAgain(ctx context.Context, call func() error) error {
+	wait, deadline := 50*time.Millisecond, time.Now().Add(5*time.Second)
+	for {
+		err := call()
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // EnsureSourceStream creates the source's stream, or checks an existing one.
 func EnsureSourceStream(ctx context.Context, js jetstream.JetStream, source string, keyGroups int) (string, error) {
 	cfg := SourceConfig(source, keyGroups)
-	_, err := js.CreateStream(ctx, cfg)
+	err := jsAgain(ctx, func() error {
+		_, err := js.CreateStream(ctx, cfg)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		st, err := js.Stream(ctx, cfg.Name)
 		if err != nil {

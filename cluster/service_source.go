@@ -190,7 +190,7 @@ func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest)
 		if !r.DeleteStream || !s.Managed {
 			continue // an existing stream stays
 		}
-		err := b.s.n.JetStream().DeleteStream(ctx, s.Stream)
+		err := jsAgain(ctx, func() error { return b.s.n.JetStream().DeleteStream(ctx, s.Stream) })
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 		case err != nil:
