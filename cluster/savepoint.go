@@ -135,18 +135,23 @@ func (n *Node) localShard(id uint64) *shard.Shard {
 	return nil
 }
 
-// writeSavepointPart writes this node's replica of a shard into store (its
-// leader's state once everything committed is applied; a follower's as far
-// as it applied) and returns the shard's source positions.
+// writeSavepointPart writes this node's replica of a shard into store
+// and returns the shard's source positions. Only the shard's leader
+// writes it, once everything committed is applied (a barrier): a
+// follower learns that entries committed only with the leader's next
+// message, so its state can lack events the leader applied and published
+// records from — restored where they are not read again (a fresh
+// cluster, from-start) they would be lost.
 func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, part savepointPart) (map[string]uint64, error) {
 	sh := n.localShard(part.Shard)
 	if sh == nil {
 		return nil, fmt.Errorf("%w: shard %d has no replica on node %s", api.ErrFailedPrecondition, part.Shard, n.cfg.NodeID)
 	}
-	if sh.IsLeader() {
-		if err := sh.Barrier(ctx, 10*time.Second); err != nil {
-			return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, part.Shard, err)
-		}
+	if !sh.IsLeader() {
+		return nil, fmt.Errorf("%w: shard %d is not led by node %s (its part is its leader's state)", api.ErrUnavailable, part.Shard, n.cfg.NodeID)
+	}
+	if err := sh.Barrier(ctx, 10*time.Second); err != nil {
+		return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, part.Shard, err)
 	}
 	sink, err := store.Create(ctx, part.File)
 	if err != nil {
@@ -175,16 +180,21 @@ func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, par
 	return positions, nil
 }
 
-// remoteSavepointPart has a node holding a replica of the shard write the
-// shard's part. A "dir:" target is a directory on that
-// node's machine: a cluster spanning machines takes savepoints into a NATS
-// object store.
-func (n *Node) remoteSavepointPart(ctx context.Context, info meta.ShardInfo, part savepointPart) (map[string]uint64, error) {
-	// the first replica is the shard's preferred leader (leadership is
-	// handed to it), whose state is the most recent
+// savepointPartOf has the shard's leader write the shard's part: this
+// node when it leads the shard, else the replica that does (each
+// refuses unless it leads). A "dir:" target is a directory on that
+// node's machine: a cluster spanning machines takes savepoints into a
+// NATS object store.
+func (n *Node) savepointPartOf(ctx context.Context, store snapshot.Store, info meta.ShardInfo, part savepointPart) (map[string]uint64, error) {
+	if sh := n.localShard(info.ID); sh != nil && sh.IsLeader() {
+		return n.writeSavepointPart(ctx, store, part)
+	}
 	body, _ := json.Marshal(part)
 	var errs []string
 	for _, id := range info.Replicas {
+		if id == n.cfg.NodeID {
+			continue
+		}
 		p, _ := n.peer(id)
 		addr := p.APIAddr
 		if addr == "" {
@@ -201,7 +211,7 @@ func (n *Node) remoteSavepointPart(ctx context.Context, info meta.ShardInfo, par
 		}
 		return positions, nil
 	}
-	return nil, fmt.Errorf("%w: shard %d: no replica wrote its part (%s)", api.ErrUnavailable, info.ID, strings.Join(errs, "; "))
+	return nil, fmt.Errorf("%w: shard %d: no leader of it wrote its part (%s)", api.ErrUnavailable, info.ID, strings.Join(errs, "; "))
 }
 
 // savepointPartHandler serves savepointPartPath, to the other nodes only

@@ -55,12 +55,7 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	for _, info := range m.Shards {
 		part := savepointPart{Shard: info.ID, Target: r.Target, File: savepointFile(id, info.ID), Shards: len(m.Shards),
 			LoggedTimeMs: now.UnixMilli(), Patterns: string(pj), Sources: string(sj), Streams: streams}
-		var got map[string]uint64
-		if n.localShard(info.ID) != nil {
-			got, err = n.writeSavepointPart(ctx, store, part)
-		} else {
-			got, err = n.remoteSavepointPart(ctx, info, part)
-		}
+		got, err := n.savepointPartOf(ctx, store, info, part)
 		if err != nil {
 			return nil, err
 		}
