@@ -7,9 +7,9 @@ import (
 )
 
 // The backends below are what the handlers need from the rest of the node
-// (in practice the cluster package, through an adapter that cmd/cepnode
-// wires in). They speak the generated message types so that a handler is a
-// pure pass-through.
+// (the cluster package's Service, whose Backends the node serves). They
+// speak the generated message types so that a handler is a pure
+// pass-through.
 //
 // Contract for every method:
 //   - It may be called from many goroutines at once; implementations must be

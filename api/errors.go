@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"connectrpc.com/connect"
 )
@@ -96,4 +97,17 @@ func codeOf(err error) connect.Code {
 		return connect.CodeDeadlineExceeded
 	}
 	return connect.CodeInternal
+}
+
+// Detail is err's text without the sentinel's words it starts with ("api:
+// invalid argument: "), for a message given again under another code or
+// as a field of its own: a client reads the code once, not twice.
+func Detail(err error) string {
+	msg := err.Error()
+	for _, s := range []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition, ErrUnavailable, ErrDataLoss, ErrResourceExhausted} {
+		if p := s.Error() + ": "; errors.Is(err, s) && strings.HasPrefix(msg, p) {
+			return msg[len(p):]
+		}
+	}
+	return msg
 }

@@ -14,8 +14,6 @@ type (
 	fakeMatches    = apitest.Matches
 )
 
-var errUnset = apitest.ErrUnset
-
 var (
 	_ PatternBackend   = (*fakePatterns)(nil)
 	_ SourceBackend    = (*fakeSources)(nil)

@@ -43,7 +43,8 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 		}
 		return nil, fmt.Errorf("data directory %s: lock %s: %w", dir, path, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cepcluster/cep/internal/version"
 	"github.com/cepcluster/cep/shard"
@@ -97,7 +98,7 @@ func buildInfo() prometheus.Collector {
 func (n *Node) metricCollectors() []prometheus.Collector {
 	return []prometheus.Collector{newCollector(n), newPatternCollector(n), newNATSCollector(n), buildInfo(), n.rpcMetrics,
 		n.applyLatency, n.readPaused, n.streamMissing, n.quarantine,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})}
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 }
 
 var descName = regexp.MustCompile(`fqName: "([^"]+)"`)

@@ -347,15 +347,6 @@ type stringAddr string
 func (a stringAddr) Network() string { return "tcp" }
 func (a stringAddr) String() string  { return string(a) }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // initLoop records the cluster layout in the metadata group once a leader
 // exists (idempotent: only the first init takes effect).
 func (n *Node) initLoop() {

@@ -239,7 +239,7 @@ func positionBefore(ctx context.Context, js jetstream.JetStream, stream string, 
 	if err != nil {
 		return 0, err
 	}
-	for msg := range batch.Messages() {
+	if msg, ok := <-batch.Messages(); ok {
 		md, err := msg.Metadata()
 		if err != nil {
 			return 0, err

@@ -412,7 +412,7 @@ func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *me
 	for i := range srcs {
 		s := &srcs[i]
 		if err := checkSource(s); err != nil {
-			return fail(bad(api.ErrInvalidArgument, "%s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": ")))
+			return fail(bad(api.ErrInvalidArgument, "%s", api.Detail(err)))
 		}
 		if s.Stream == "" {
 			return fail(bad(api.ErrInvalidArgument, "source %q has no stream", s.Name))
@@ -433,7 +433,7 @@ func verifySavepoint(ctx context.Context, store snapshot.Store, id string, m *me
 			return fail(bad(api.ErrInvalidArgument, "pattern %q: version %d, deleted %v", p.Name, p.Version, p.Deleted))
 		}
 		if err := checkPattern(p); err != nil {
-			return fail(bad(api.ErrInvalidArgument, "%s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": ")))
+			return fail(bad(api.ErrInvalidArgument, "%s", api.Detail(err)))
 		}
 		for _, s := range slices.Concat(p.Sources, p.Reads) {
 			if !known[s] {

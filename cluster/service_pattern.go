@@ -81,7 +81,7 @@ func patternMaxKeys(spec, format string, clusterMax int) int {
 }
 
 func specError(err error) *cepv1.SpecError {
-	out := &cepv1.SpecError{Message: strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": ")}
+	out := &cepv1.SpecError{Message: api.Detail(err)}
 	var pe *nfa.PatternError
 	if errors.As(err, &pe) {
 		out.Stage, out.Field = pe.Stage, pe.Field
@@ -459,7 +459,7 @@ func (b patternBackend) Explain(ctx context.Context, r *cepv1.ExplainPatternRequ
 			// it compiled when it was deployed: only a changed compiler
 			// refuses it now (and the shards skip it alike)
 			return nil, fmt.Errorf("%w: pattern %q version %d no longer compiles: %s", api.ErrFailedPrecondition, pm.Name, pm.Version,
-				strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": "))
+				api.Detail(err))
 		}
 		version = pm.Version
 	}

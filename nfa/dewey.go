@@ -39,12 +39,6 @@ func (d dewey) increaseAddStage(n int) dewey {
 	return out
 }
 
-func (d dewey) addStage() dewey {
-	out := make(dewey, len(d)+1)
-	copy(out, d)
-	return out
-}
-
 // compatible reports whether d is compatible with other: other is a prefix of
 // d, or both have the same length, agree on all but the last digit, and d's
 // last digit is at least other's.
@@ -72,16 +66,4 @@ func (d dewey) compatible(other dewey) bool {
 	default:
 		return false
 	}
-}
-
-func (d dewey) equal(o dewey) bool {
-	if len(d) != len(o) {
-		return false
-	}
-	for i := range d {
-		if d[i] != o[i] {
-			return false
-		}
-	}
-	return true
 }

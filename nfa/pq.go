@@ -59,7 +59,6 @@ func cmpCS(x, y *compState) int {
 
 const maxInt64 = int64(^uint64(0) >> 1)
 const minInt32 = -1 << 31
-const minInt64 = -maxInt64 - 1
 
 func startKey(c *compState) (int64, uint64) {
 	if !c.started {

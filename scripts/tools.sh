@@ -16,6 +16,7 @@ TOOLS=(
   "github.com/bufbuild/buf/cmd/buf@v1.75.0"
   "google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12"
   "connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.21.1"
+  "honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 )
 
 # installed_version BIN_PATH prints the main module version embedded in a Go

@@ -94,7 +94,7 @@ func TestEveryFlagHasItsVariable(t *testing.T) {
 // runRefused runs cepnode with args, failing the test unless it returns
 // an error at once (the node never starts: old code that ignored a
 // variable would start one, and run until the deadline).
-func runRefused(t *testing.T, args ...string) (error, string) {
+func runRefused(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -104,7 +104,7 @@ func runRefused(t *testing.T, args ...string) (error, string) {
 	if err == nil {
 		t.Fatalf("%v: started, want an error", args)
 	}
-	return err, stderr.String()
+	return stderr.String(), err
 }
 
 // A variable counts as its flag does: a value the flag refuses is refused
@@ -128,7 +128,7 @@ func TestVariablesAreRead(t *testing.T) {
 	} {
 		t.Run(c.env, func(t *testing.T) {
 			t.Setenv(c.env, c.value)
-			err, _ := runRefused(t)
+			_, err := runRefused(t)
 			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("%s=%s: %v, want one line with %q", c.env, c.value, err, c.want)
 			}
@@ -144,17 +144,17 @@ func TestPrecedence(t *testing.T) {
 	os.WriteFile(yamlFile, []byte("# a node\noutput-max-bytes: from-file\nauto-split: false\njoin: [h1:7946, h2:7946]\n"), 0o600)
 	os.WriteFile(jsonFile, []byte(`{"output-max-bytes": "from-json", "replicas": 2}`), 0o600)
 
-	err, _ := runRefused(t, "--config", yamlFile)
+	_, err := runRefused(t, "--config", yamlFile)
 	if !strings.Contains(err.Error(), `"from-file"`) {
 		t.Errorf("file only: %v", err)
 	}
-	err, _ = runRefused(t, "--config", jsonFile)
+	_, err = runRefused(t, "--config", jsonFile)
 	if !strings.Contains(err.Error(), `"from-json"`) {
 		t.Errorf("JSON file: %v", err)
 	}
 	tomlFile := filepath.Join(dir, "cepnode.toml")
 	os.WriteFile(tomlFile, []byte("# a node\noutput-max-bytes = \"from-toml\"\nreplicas = 2\nauto-split = false\njoin = [\"h1:7946\", \"h2:7946\"]\n"), 0o600)
-	err, _ = runRefused(t, "--config", tomlFile)
+	_, err = runRefused(t, "--config", tomlFile)
 	if !strings.Contains(err.Error(), `"from-toml"`) {
 		t.Errorf("TOML file: %v", err)
 	}
@@ -164,17 +164,17 @@ func TestPrecedence(t *testing.T) {
 		t.Errorf("from the TOML file: %v, replicas %d, auto-split %v, join %q", err, *fT.replicas, *fT.autoSplit, *fT.join)
 	}
 	t.Setenv("CEPNODE_OUTPUT_MAX_BYTES", "from-env")
-	err, _ = runRefused(t, "--config", yamlFile)
+	_, err = runRefused(t, "--config", yamlFile)
 	if !strings.Contains(err.Error(), `"from-env"`) {
 		t.Errorf("file and environment: %v", err)
 	}
-	err, _ = runRefused(t, "--config", yamlFile, "--output-max-bytes", "from-flag")
+	_, err = runRefused(t, "--config", yamlFile, "--output-max-bytes", "from-flag")
 	if !strings.Contains(err.Error(), `"from-flag"`) {
 		t.Errorf("file, environment and flag: %v", err)
 	}
 	os.Unsetenv("CEPNODE_OUTPUT_MAX_BYTES")
 	t.Setenv("CEPNODE_CONFIG", yamlFile)
-	err, _ = runRefused(t)
+	_, err = runRefused(t)
 	if !strings.Contains(err.Error(), `"from-file"`) {
 		t.Errorf("CEPNODE_CONFIG: %v", err)
 	}
@@ -198,12 +198,12 @@ func TestPrecedence(t *testing.T) {
 		{"id: [\n", `--config ` + dir + `/bad.yaml: `},
 	} {
 		os.WriteFile(dir+"/bad.yaml", []byte(c.content), 0o600)
-		err, _ := runRefused(t, "--config", dir+"/bad.yaml")
+		_, err := runRefused(t, "--config", dir+"/bad.yaml")
 		if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want one line with %q", c.content, err, c.want)
 		}
 	}
-	if err, _ := runRefused(t, "--config", dir+"/none.yaml"); !strings.Contains(err.Error(), "--config "+dir+"/none.yaml: open") {
+	if _, err := runRefused(t, "--config", dir+"/none.yaml"); !strings.Contains(err.Error(), "--config "+dir+"/none.yaml: open") {
 		t.Errorf("a missing file: %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestLogFormatJSON(t *testing.T) {
 	defer taken.Close()
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	os.WriteFile(tokens, []byte("admin tok-admin-secret\n"), 0o644) // too open: a warning is logged
-	_, stderr := runRefused(t, "--log-format", "json", "--token-file", tokens, "--gossip-addr", taken.LocalAddr().String())
+	stderr, _ := runRefused(t, "--log-format", "json", "--token-file", tokens, "--gossip-addr", taken.LocalAddr().String())
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	warned := false
 	for _, l := range lines {

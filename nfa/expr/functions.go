@@ -278,7 +278,7 @@ func (estimator) EstimateCallCost(function, overloadID string, target *cost.AstN
 	case overloadSum, overloadAvg, overloadMin, overloadMax:
 		sz := listArgSize(args)
 		one := cost.FixedSizeEstimate(1)
-		return cost.NewCallEstimate(cost.CostEstimate{Min: 1, Max: max(sz.Max, 1)}, &one)
+		return cost.NewCallEstimate(cost.Estimate{Min: 1, Max: max(sz.Max, 1)}, &one)
 	case overloadFirst, overloadLast:
 		sz := listArgSize(args)
 		var res *cost.SizeEstimate

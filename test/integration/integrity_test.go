@@ -42,8 +42,6 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-func (b *logBuffer) logger() *slog.Logger { return b.loggerAt(slog.LevelError) }
-
 func (b *logBuffer) loggerAt(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: level}))
 }

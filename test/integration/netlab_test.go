@@ -149,13 +149,6 @@ func (l *netLab) heal(name string) {
 	m.faulted = false
 }
 
-// healAll removes every member's faults.
-func (l *netLab) healAll() {
-	for name := range l.members {
-		l.heal(name)
-	}
-}
-
 // close removes the namespaces and links (the processes in them are the
 // caller's to end first); deleting a namespace deletes the links in it,
 // and with them their other ends.
