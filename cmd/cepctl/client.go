@@ -32,8 +32,14 @@ func newClients(d *deps, g globalOptions) *apiClients {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
+	server := g.Server
+	if len(g.Servers) > 1 {
+		c := *hc
+		c.Transport = newFailover(hc.Transport, g.Servers)
+		hc, server = &c, "any of "+strings.Join(g.Servers, ", ")
+	}
 	opts := []connect.ClientOption{
-		connect.WithInterceptors(errorTranslator{server: g.Server, hasToken: g.Token != ""}, retrier{budget: retryBudget}),
+		connect.WithInterceptors(errorTranslator{server: server, hasToken: g.Token != ""}, retrier{budget: retryBudget}),
 		api.WithClientToken(g.Token),
 	}
 	return &apiClients{

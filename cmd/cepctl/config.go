@@ -26,8 +26,9 @@ type globalOptions struct {
 	Server string
 	// Servers are the API base URLs when several were given as a
 	// comma-separated list (--server, CEPCTL_SERVER or the config's
-	// server:), nodes of one cluster; a command that outlives a node
-	// (tail) goes on with the next. Nil for one server.
+	// server:), nodes of one cluster: a call that cannot reach one goes
+	// to the next (failover), and a tail whose node fails goes on with
+	// the next. Nil for one server.
 	Servers []string
 	// Token is the bearer token; empty sends none.
 	Token string

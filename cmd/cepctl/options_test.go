@@ -216,7 +216,8 @@ func TestGlobalFlagsAnywhere(t *testing.T) {
 
 func TestStatusOptions(t *testing.T) {
 	checkOptions(t, "", newStatusCmd, []optCase[statusOptions]{
-		{name: "plain", args: []string{"status"}, want: statusOptions{defaults}},
+		{name: "plain", args: []string{"status"}, want: statusOptions{globalOptions: defaults}},
+		{name: "wait", args: []string{"status", "--wait", "30s"}, want: statusOptions{globalOptions: defaults, Wait: 30 * time.Second}},
 		{name: "no args", args: []string{"status", "x"}, wantErr: "unknown command"},
 	})
 }

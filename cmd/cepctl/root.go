@@ -85,7 +85,7 @@ override it.`,
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&d.flags.server, "server", "", "API server URL, or several nodes' as a comma-separated list (the first is used; tail goes on with the next when one fails) (default from the config file, else "+defaultServer+")")
+	pf.StringVar(&d.flags.server, "server", "", "API server URL, or several nodes' as a comma-separated list (a command goes to the next when one cannot be reached; tail goes on with the next when one fails) (default from the config file, else "+defaultServer+")")
 	pf.StringVar(&d.flags.token, "token", "", "API bearer token (default from the config file); prefer --token-file or CEPCTL_TOKEN, as a command line is visible to others on the machine")
 	pf.StringVar(&d.flags.tokenFile, "token-file", "", "file holding the API bearer token (default from the config file's token-file, or CEPCTL_TOKEN_FILE)")
 	pf.StringVar(&d.flags.ca, "tls-ca", "", "PEM file of the CA(s) to trust for an https server (default from the config file, else the system's)")

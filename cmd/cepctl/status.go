@@ -17,6 +17,9 @@ import (
 
 type statusOptions struct {
 	globalOptions
+	// Wait, when positive, is how long to wait for the cluster to be
+	// reachable with a metadata leader and every shard led.
+	Wait time.Duration
 }
 
 func newStatusCmd(d *deps, runF func(*statusOptions) error) *cobra.Command {
@@ -29,7 +32,14 @@ Raft indexes and load, each as its leader reports it: the node asked gathers
 them from the others) and a summary line. Each replica's applied index is
 the one its own node reports; "unknown" (in JSON: appliedUnknown, no
 appliedIndex) when that node did not answer. Indexes may lag the leaders by
-a moment.`,
+a moment.
+
+With --wait, it first waits (up to the duration) until a server answers and
+the cluster has a metadata leader and a leader for every shard — what a
+script that just started the nodes needs — and fails saying what is still
+missing when the time runs out.`,
+		Example: `  cepctl status
+  cepctl status --wait 30s   # right after starting nodes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := resolveGlobals(d, cmd)
@@ -43,11 +53,46 @@ a moment.`,
 			return runStatus(cmd.Context(), d, opts)
 		},
 	}
+	cmd.Flags().DurationVar(&opts.Wait, "wait", 0, "wait up to this long for the cluster to answer, with a metadata leader and every shard led")
 	return cmd
+}
+
+// statusWaitPoll is how often status --wait asks again.
+var statusWaitPoll = 200 * time.Millisecond
+
+// waitLed asks for the status until the cluster answers with a metadata
+// leader and every shard led, or wait runs out: then the last reason.
+func waitLed(ctx context.Context, c *apiClients, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		st, err := c.cluster.GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
+		switch {
+		case err != nil:
+		case st.Msg.GetSummary().GetMetaLeaderId() == "":
+			err = fmt.Errorf("the cluster has no metadata leader yet")
+		case st.Msg.GetSummary().GetShards() == 0:
+			err = fmt.Errorf("the cluster has laid out no shards yet")
+		case st.Msg.GetSummary().GetShardsWithoutLeader() > 0:
+			err = fmt.Errorf("%d shards have no leader yet", st.Msg.GetSummary().GetShardsWithoutLeader())
+		default:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after waiting %v: %w", wait, err)
+		case <-time.After(statusWaitPoll):
+		}
+	}
 }
 
 func runStatus(ctx context.Context, d *deps, opts *statusOptions) error {
 	c := newClients(d, opts.globalOptions)
+	if opts.Wait > 0 {
+		if err := waitLed(ctx, c, opts.Wait); err != nil {
+			return err
+		}
+	}
 	st, err := c.cluster.GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
 	if err != nil {
 		return err
