@@ -11,9 +11,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // fakeCatalog is a cluster's patterns behind the fake API: a spec names
@@ -415,4 +417,52 @@ func TestPatternDiff(t *testing.T) {
 		t.Errorf("diff with no server: exit %d, %q", r.code, r.stderr)
 	}
 	wantCalls(t, "diffs that fail", cat.takeCalls())
+}
+
+// Against a real node: a directory applied with --prune is what runs;
+// a changed file shows in pattern diff (exit 1) until it is applied
+// (exit 0).
+func TestPatternApplyDiffAgainstANode(t *testing.T) {
+	url := startNode(t)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if r := cepctl(t, url, "source", "create", "bank", "--key", "e.account"); r.code != 0 && !strings.Contains(r.stderr, "already") {
+			return &testError{r.stderr}
+		}
+		return nil
+	})
+	example, err := os.ReadFile("../../examples/login-fail-logout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Replace(string(example), "name: login-fail-logout", "name: login-logout", 1)
+	dir := writeTree(t, map[string]string{"login-fail-logout.yaml": string(example), "more/login-logout.yml": other})
+	cepctl(t, url, "pattern", "apply", "-f", filepath.Join(dir, "login-fail-logout.yaml")).mustOK(t)
+	stray := strings.Replace(string(example), "name: login-fail-logout", "name: stray", 1)
+	cepctl(t, url, "pattern", "deploy", writeTemp(t, "stray.yaml", stray)).mustOK(t)
+
+	out := cepctl(t, url, "pattern", "apply", "-f", dir, "-R", "--prune").mustOK(t).stdout
+	if !strings.HasPrefix(out, "pattern login-fail-logout unchanged at version 1\ndeployed pattern login-logout version 1 (sources bank") ||
+		!strings.HasSuffix(out, "\ndeleted pattern stray (not in the files)\n") {
+		t.Errorf("apply -f DIR -R --prune printed\n%s", out)
+	}
+	if r := cepctl(t, url, "pattern", "diff", "-f", dir, "-R", "--prune"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("diff after apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	changed := filepath.Join(dir, "more", "login-logout.yml")
+	os.WriteFile(changed, []byte(strings.Replace(other, "within: 5m", "within: 10m", 1)), 0o644)
+	r := cepctl(t, url, "pattern", "diff", "-f", dir, "-R", "--prune")
+	if r.code != 1 || !strings.Contains(r.stdout, "--- running/login-logout (version 1)\n+++ "+changed+"\n") ||
+		!strings.Contains(r.stdout, "\n-within: 5m\n+within: 10m\n") || strings.Contains(r.stdout, "login-fail-logout") {
+		t.Errorf("diff of a changed file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantOut(t, "apply of a changed file", cepctl(t, url, "pattern", "apply", "-f", dir, "-R", "--prune", "--dry-run").mustOK(t).stdout,
+		"pattern login-fail-logout unchanged at version 1",
+		"would update pattern login-logout to version 2 (policy drain) from "+changed)
+	wantOut(t, "apply of a changed file", cepctl(t, url, "pattern", "apply", "-f", dir, "-R", "--prune", "--policy", "migrate").mustOK(t).stdout,
+		"pattern login-fail-logout unchanged at version 1",
+		"updated pattern login-logout to version 2 (policy migrate, state active)")
+	if r := cepctl(t, url, "pattern", "diff", "-f", dir, "-R", "--prune"); r.code != 0 || r.stdout != "" {
+		t.Errorf("diff after the apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
