@@ -51,7 +51,9 @@ skipped), and with -R those of its subdirectories too. The files are taken
 in lexical order of their paths. Every file is read and validated before
 anything changes: a file that is invalid or cannot be read, two files
 naming the same pattern, or a directory without pattern files fails the
-whole apply, a line per problem, and nothing is applied.
+whole apply, a line per problem, and nothing is applied. A change the
+cluster then refuses (a source it lacks, say) is reported, and the other
+files are applied.
 
 --prune then deletes the patterns running on the cluster that no file
 names: the files are the whole of what should run, even a single FILE
