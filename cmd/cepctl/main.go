@@ -15,11 +15,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 
 	"golang.org/x/term"
 )
@@ -59,11 +61,61 @@ func execute(ctx context.Context, d *deps, args []string) int {
 	root.SetOut(d.stdout)
 	root.SetErr(d.stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(d.stderr, "cepctl: %s\n", oneLine(err.Error()))
-		return 1
+		return report(d.stderr, err)
 	}
 	return 0
 }
+
+// report prints err, a line per problem, and returns the exit status: 1,
+// or an exitError's own.
+func report(w io.Writer, err error) int {
+	code := 1
+	if ee, ok := errors.AsType[*exitError](err); ok {
+		code, err = ee.code, ee.err
+	}
+	if err == nil {
+		return code
+	}
+	lines := []error{err}
+	if ps, ok := errors.AsType[problems](err); ok {
+		lines = ps
+	}
+	for _, e := range lines {
+		fmt.Fprintf(w, "cepctl: %s\n", oneLine(e.Error()))
+	}
+	return code
+}
+
+// exitError gives err an exit status of its own, as `pattern diff` has
+// (1 for differences, 2 for an error, as diff(1)); with a nil err nothing
+// is printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// problems are several errors found together (every file of an apply is
+// checked before any changes), printed a line each.
+type problems []error
+
+func (ps problems) Error() string {
+	s := make([]string, len(ps))
+	for i, e := range ps {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (ps problems) Unwrap() []error { return ps }
 
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {

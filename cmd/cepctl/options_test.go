@@ -261,6 +261,21 @@ func TestPatternOptions(t *testing.T) {
 			want: patternApplyOptions{globalOptions: defaults, File: "q.sql", Name: "q", OutputSubject: "s", Policy: cepv1.UpdatePolicy_UPDATE_POLICY_RESET,
 				outputFlags: outputFlags{MaxPartialMatches: new(uint64(7)), Records: []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_MATCH}}}},
 		{name: "bad policy", args: []string{"pattern", "apply", "p.yaml", "--policy", "x"}, wantErr: `unknown --policy "x"`},
+		{name: "paths", args: []string{"pattern", "apply", "-f", "patterns/", "--filename", "more", "-f", "a,b.yaml", "-R", "--prune", "--dry-run"},
+			want: patternApplyOptions{globalOptions: defaults, Paths: []string{"patterns/", "more", "a,b.yaml"}, Recursive: true, Prune: true, DryRun: true,
+				Policy: cepv1.UpdatePolicy_UPDATE_POLICY_DRAIN}},
+		{name: "FILE and paths", args: []string{"pattern", "apply", "p.yaml", "-f", "q/", "--recursive"},
+			want: patternApplyOptions{globalOptions: defaults, File: "p.yaml", Paths: []string{"q/"}, Recursive: true, Policy: cepv1.UpdatePolicy_UPDATE_POLICY_DRAIN}},
+		{name: "no files", args: []string{"pattern", "apply", "-R", "--prune"}, wantErr: "no pattern files: give FILE, or -f FILE|DIR"},
+		{name: "two FILEs", args: []string{"pattern", "apply", "p.yaml", "q.yaml"}, wantErr: "accepts at most 1 arg"},
+	})
+	checkOptions(t, "pattern", newPatternDiffCmd, []optCase[patternDiffOptions]{
+		{name: "FILE", args: []string{"pattern", "diff", "p.yaml"}, want: patternDiffOptions{globalOptions: defaults, File: "p.yaml"}},
+		{name: "all flags", args: []string{"pattern", "diff", "-f", "patterns/", "-f", "q.sql", "-R", "--prune", "--name", "q", "--output-subject", "s", "--records", "late", "--max-partial-matches", "0"},
+			want: patternDiffOptions{globalOptions: defaults, Paths: []string{"patterns/", "q.sql"}, Recursive: true, Prune: true, Name: "q", OutputSubject: "s",
+				outputFlags: outputFlags{MaxPartialMatches: new(uint64(0)), Records: []cepv1.RecordType{cepv1.RecordType_RECORD_TYPE_LATE}}}},
+		{name: "no files", args: []string{"pattern", "diff", "--prune"}, wantErr: "no pattern files: give FILE, or -f FILE|DIR"},
+		{name: "unknown flag", args: []string{"pattern", "diff", "p.yaml", "--policy", "drain"}, wantErr: "unknown flag: --policy"},
 	})
 	checkOptions(t, "pattern", newPatternDeleteCmd, []optCase[patternDeleteOptions]{
 		{name: "name", args: []string{"pattern", "delete", "p"}, want: patternDeleteOptions{defaults, "p"}},
