@@ -89,37 +89,81 @@ type goldenEntry struct {
 
 // toGolden is the golden form of a decoded op.
 func toGolden(op Op) goldenOp {
-	g := goldenOp{Kind: op.Kind, Source: op.Source, Pattern: op.Pattern, Time: op.Time, Seq: op.Seq, Target: op.Target, On: op.On, After: op.After, Ingest: op.Ingest}
-	for _, e := range op.Events {
-		g.Events = append(g.Events, goldenEvent{Pos: e.Pos, Block: e.Block, Data: string(e.Data), OriginPos: e.OriginPos})
-	}
-	if d := op.Deploy; d != nil {
-		g.Deploy = &goldenDeploy{Name: d.Name, Version: d.Version, Spec: string(d.Spec), Sources: d.Sources, Subject: d.Subject, Policy: d.Policy,
-			Reads: d.Reads, MaxPartialMatches: d.MaxPartialMatches, Records: d.Records, MaxKeys: d.MaxKeys, MaxStateBytes: d.MaxStateBytes, Clock: d.Clock}
-	}
-	if sp := op.Split; sp != nil {
-		g.Split = &goldenSplitOp{At: sp.At, Shard: sp.Shard, Members: sp.Members}
+	g := goldenOp{Kind: op.Kind()}
+	switch op := op.(type) {
+	case EventsOp:
+		g.Source, g.Events, g.After, g.Ingest = op.Source, toGoldenEvents(op.Events), op.After, op.Ingest
+	case ForwardOp:
+		g.Source, g.Target, g.Events, g.After, g.Ingest = op.Source, op.Target, toGoldenEvents(op.Events), op.After, op.Ingest
+	case WatermarkOp:
+		g.Pattern, g.Time = op.Pattern, op.Time
+	case TickOp:
+		g.Time = op.Time
+	case *Deploy:
+		g.Deploy = &goldenDeploy{Name: op.Name, Version: op.Version, Spec: string(op.Spec), Sources: op.Sources, Subject: op.Subject, Policy: op.Policy,
+			Reads: op.Reads, MaxPartialMatches: op.MaxPartialMatches, Records: op.Records, MaxKeys: op.MaxKeys, MaxStateBytes: op.MaxStateBytes, Clock: op.Clock}
+	case DeleteOp:
+		g.Pattern = op.Pattern
+	case AckOp:
+		g.Seq = op.Seq
+	case SkipOp:
+		g.Source, g.Target, g.Seq = op.Source, op.Target, op.Seq
+	case Split:
+		g.Split = &goldenSplitOp{At: op.At, Shard: op.Shard, Members: op.Members}
+	case ClockOp:
+		g.Pattern, g.Source, g.Time = op.Pattern, op.Source, op.Time
+	case ClockModeOp:
+		g.Pattern, g.On = op.Pattern, op.On
+	default:
+		panic(fmt.Sprintf("op %T", op))
 	}
 	return g
 }
 
+func toGoldenEvents(events []Event) []goldenEvent {
+	var out []goldenEvent
+	for _, e := range events {
+		out = append(out, goldenEvent{Pos: e.Pos, Block: e.Block, Data: string(e.Data), OriginPos: e.OriginPos})
+	}
+	return out
+}
+
 // fromGolden is the op of a golden one.
 func fromGolden(g goldenOp) Op {
-	op := Op{Kind: g.Kind, Source: g.Source, Pattern: g.Pattern, Time: g.Time, Seq: g.Seq, Target: g.Target, On: g.On, After: g.After, Ingest: g.Ingest}
+	var events []Event
 	if g.Events != nil {
-		op.Events = []Event{}
+		events = []Event{}
 	}
 	for _, e := range g.Events {
-		op.Events = append(op.Events, Event{Pos: e.Pos, Block: e.Block, Data: []byte(e.Data), OriginPos: e.OriginPos})
+		events = append(events, Event{Pos: e.Pos, Block: e.Block, Data: []byte(e.Data), OriginPos: e.OriginPos})
 	}
-	if d := g.Deploy; d != nil {
-		op.Deploy = &Deploy{Name: d.Name, Version: d.Version, Spec: []byte(d.Spec), Sources: d.Sources, Subject: d.Subject, Policy: d.Policy,
+	switch g.Kind {
+	case OpEvents:
+		return EventsOp{Source: g.Source, Events: events, After: g.After, Ingest: g.Ingest}
+	case OpForward:
+		return ForwardOp{Source: g.Source, Target: g.Target, Events: events, After: g.After, Ingest: g.Ingest}
+	case OpWatermark:
+		return WatermarkOp{Pattern: g.Pattern, Time: g.Time}
+	case OpTick:
+		return TickOp{Time: g.Time}
+	case OpDeploy:
+		d := g.Deploy
+		return &Deploy{Name: d.Name, Version: d.Version, Spec: []byte(d.Spec), Sources: d.Sources, Subject: d.Subject, Policy: d.Policy,
 			Reads: d.Reads, MaxPartialMatches: d.MaxPartialMatches, Records: d.Records, MaxKeys: d.MaxKeys, MaxStateBytes: d.MaxStateBytes, Clock: d.Clock}
+	case OpDelete:
+		return DeleteOp{Pattern: g.Pattern}
+	case OpAck:
+		return AckOp{Seq: g.Seq}
+	case OpSkip:
+		return SkipOp{Source: g.Source, Target: g.Target, Seq: g.Seq}
+	case OpSplit:
+		return Split{At: g.Split.At, Shard: g.Split.Shard, Members: g.Split.Members}
+	case OpClock:
+		return ClockOp{Pattern: g.Pattern, Source: g.Source, Time: g.Time}
+	case OpClockMode:
+		return ClockModeOp{Pattern: g.Pattern, On: g.On}
 	}
-	if sp := g.Split; sp != nil {
-		op.Split = &Split{At: sp.At, Shard: sp.Shard, Members: sp.Members}
-	}
-	return op
+	panic(fmt.Sprintf("op kind %d", g.Kind))
 }
 
 func goldenBatch(ops []goldenOp) *Batch {
