@@ -31,7 +31,8 @@ type Deploy struct {
 	// pattern failure and deploys nothing, on every replica alike.
 	Spec []byte
 	// Sources are the sources it reads, as the pattern names them; the
-	// first is where its engine failures are dead-lettered.
+	// first names the dead-letter subject of its failures on entries that
+	// carry none of its events (State.engineFailed).
 	Sources []string
 	Subject string // where its records are published
 	// Policy says what becomes of the partial matches of the version it
@@ -43,25 +44,28 @@ type Deploy struct {
 	// pattern's key), which Reads names.
 	Reads []string
 	// MaxPartialMatches is the matchers' bound on partial matches per key
-	// (nfa.Matcher.MaxPartialMatches): 0 for nfa's default, negative for
-	// none.
+	// (nfa.Matcher.MaxPartialMatches): 0 for nfa's default (as in
+	// entries before batch version 4), negative for none.
 	MaxPartialMatches int64
 	// MaxKeys bounds the keys the pattern holds state for on this shard:
-	// 0 for DefaultMaxKeys, negative for none. An event of a new key past
+	// 0 for DefaultMaxKeys (as in entries before batch version 5),
+	// negative for none. An event of a new key past
 	// it is dead-lettered (State.applyEvents).
 	MaxKeys int64
 	// MaxStateBytes bounds the raw bytes of the events the pattern's
 	// matchers hold on this shard (nfa.Matcher.StateBytes): 0 for
-	// DefaultMaxStateBytes, negative for none. An event that would take
+	// DefaultMaxStateBytes (as in entries before batch version 9),
+	// negative for none. An event that would take
 	// them past it is dead-lettered (State.applyEvents).
 	MaxStateBytes int64
 	// Records are the record types put in the outbox (RecordMatch, ...);
-	// 0 for all of them. The others are counted and dropped.
+	// 0 for all of them (as in entries before batch version 4). The
+	// others are counted and dropped.
 	Records RecordTypes
 	// Clock: the pattern's watermark is its sources' clocks across the
 	// shards (OpClock), not this shard's events (nfa.Matcher.Clocked).
 	// Deployments logged before batch version 6 have it false and keep
-	// the watermark of the shard's own events.
+	// the watermark of the shard's own events. ClockModeOp switches it.
 	Clock bool
 }
 

@@ -14,7 +14,9 @@ import (
 // sources' clocks (ClockOp).
 type WatermarkOp struct {
 	Pattern string
-	Time    int64 // event time, Unix milliseconds as the pattern reads it
+	// Time is in the pattern's time: event time, or processing time for
+	// a pattern without a time expression.
+	Time int64
 }
 
 // TickOp: processing time is Time (the leader's wall clock, Unix
@@ -33,7 +35,7 @@ type TickOp struct {
 type ClockOp struct {
 	Pattern string
 	Source  string // the source by the pattern's name for it (Deploy.Sources)
-	Time    int64  // event time, Unix milliseconds
+	Time    int64  // the combined watermark, in the source's event time
 }
 
 // ClockModeOp: Pattern runs on its sources' clocks across the shards (On)
