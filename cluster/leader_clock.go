@@ -275,7 +275,7 @@ func (r *leader) clock(ctx context.Context) error {
 		// (a split) the patterns go on the clock
 		for _, name := range slices.Sorted(maps.Keys(modes)) {
 			if on := len(shards) > 1; modes[name] != on {
-				ops = append(ops, shard.Op{Kind: shard.OpClockMode, Pattern: name, On: on})
+				ops = append(ops, shard.ClockModeOp{Pattern: name, On: on})
 			}
 		}
 		byRead := map[string][]clockEntry{}
@@ -301,7 +301,7 @@ func (r *leader) clock(ctx context.Context) error {
 			wm := c.Clock
 			if comb, ok := table.combined(k, shards, self, own); ok {
 				if next, move := watermark.Next(c.Clock, comb); move {
-					ops = append(ops, shard.Op{Kind: shard.OpClock, Pattern: c.Pattern, Source: c.Source, Time: next})
+					ops = append(ops, shard.ClockOp{Pattern: c.Pattern, Source: c.Source, Time: next})
 					wm = next
 				}
 			}

@@ -32,8 +32,8 @@ func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
 		}
 		return readSpec{
 			source: src.Name, stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
-			op: func(events []shard.Event) shard.Op {
-				return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
+			op: func(events []shard.Event, after uint64, ingest int64) shard.Op {
+				return shard.EventsOp{Source: src.Name, Events: events, After: after, Ingest: ingest}
 			},
 			paused: func(s *shard.State) bool { return s.Paused(src.Name) },
 		}
@@ -50,8 +50,8 @@ func (r *leader) forward(ctx context.Context, origin *meta.Source, derived strin
 		r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
 		return readSpec{
 			source: origin.Name, stream: origin.Stream, filters: origin.Filter, from: pos,
-			op: func(events []shard.Event) shard.Op {
-				return shard.Op{Kind: shard.OpForward, Source: origin.Name, Target: derived, Events: events}
+			op: func(events []shard.Event, after uint64, ingest int64) shard.Op {
+				return shard.ForwardOp{Source: origin.Name, Target: derived, Events: events, After: after, Ingest: ingest}
 			},
 			paused: func(*shard.State) bool { return false },
 		}
@@ -62,7 +62,7 @@ func (r *leader) forward(ctx context.Context, origin *meta.Source, derived strin
 // after an entry refused while this replica still leads, again from
 // there: Raft refuses entries during a leadership transfer and takes the
 // next ones once it has failed, and the state refuses those that follow
-// an entry it never applied (shard.Op.After).
+// an entry it never applied (shard.EventsOp.After).
 func (r *leader) readFromApplied(ctx context.Context, spec func() readSpec) error {
 	// (a transfer refuses entries until it ends: the reads again wait for
 	// it rather than make a consumer each time)
@@ -94,7 +94,7 @@ type readSpec struct {
 	filters []string
 	from    uint64 // the last position applied
 	derived string // the source's name when it is derived: events carry their origin position
-	op      func(events []shard.Event) shard.Op
+	op      func(events []shard.Event, after uint64, ingest int64) shard.Op
 	paused  func(s *shard.State) bool
 }
 
@@ -156,7 +156,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		close(pending)
 		<-checkDone
 	}()
-	// after is where the next entry's events follow on (shard.Op.After)
+	// after is where the next entry's events follow on (shard.EventsOp.After)
 	after := pos
 
 	linger := r.n.cfg.IngestLinger
@@ -176,17 +176,15 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		if err := r.waitToRead(ctx, rs, false); err != nil {
 			return err
 		}
-		op := rs.op(events)
-		op.After = after
 		// the wall time the events are read at: the bound on how far
 		// ahead they may be, which no event can move (nfa.CheckTimeAt)
-		op.Ingest = r.n.cfg.Now().UnixMilli()
+		op := rs.op(events, after, r.n.cfg.Now().UnixMilli())
 		b := &shard.Batch{Ops: []shard.Op{op}}
 		first, last := events[0].Pos, events[len(events)-1].Pos
 		for _, e := range events {
 			// the state moves its positions past the events of its
 			// blocks (one not partitioned as expected moves nothing)
-			if op.Kind == shard.OpForward || e.Block >= 0 {
+			if op.Kind() == shard.OpForward || e.Block >= 0 {
 				after = max(after, e.Pos)
 			}
 		}
@@ -195,7 +193,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 			return shard.ErrNotLeader
 		}
 		var f raft.ApplyFuture
-		if refuse := r.n.cfg.knobs().RefuseProposal; refuse != nil && refuse(r.sh.ID(), rs.stream, op.Kind, first, last) {
+		if refuse := r.n.cfg.knobs().RefuseProposal; refuse != nil && refuse(r.sh.ID(), rs.stream, op.Kind(), first, last) {
 			f = refusedFuture{raft.ErrLeadershipTransferInProgress}
 		} else {
 			f = r.sh.ProposeAsync(b)

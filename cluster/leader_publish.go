@@ -214,7 +214,7 @@ round:
 			if !r.sh.IsLeader() {
 				return shard.ErrNotLeader
 			}
-			acking = r.sh.ProposeAsync(&shard.Batch{Ops: []shard.Op{{Kind: shard.OpAck, Seq: sent}}})
+			acking = r.sh.ProposeAsync(&shard.Batch{Ops: []shard.Op{shard.AckOp{Seq: sent}}})
 			continue
 		}
 		if err := waitAck(); err != nil {

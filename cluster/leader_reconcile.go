@@ -50,9 +50,9 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 		v, ok := have[name]
 		switch {
 		case p.Deleted && ok:
-			dels = append(dels, shard.Op{Kind: shard.OpDelete, Pattern: name})
+			dels = append(dels, shard.DeleteOp{Pattern: name})
 		case !p.Deleted && v != p.Version:
-			deps = append(deps, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
+			deps = append(deps, &shard.Deploy{
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
@@ -61,7 +61,7 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 				// the sources' clocks across the shards (leader.clock); a shard
 				// alone runs on its events, as `cepctl run`
 				Clock: len(m.Shards) > 1,
-			}})
+			})
 			for _, src := range p.ReadsOf() {
 				if unread[src] {
 					unread[src] = false
@@ -78,7 +78,7 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 	// applied yet is not taken for one
 	for _, name := range slices.Sorted(maps.Keys(have)) {
 		if m.Patterns[name] == nil && have[name] <= m.ForgottenVersion {
-			dels = append(dels, shard.Op{Kind: shard.OpDelete, Pattern: name})
+			dels = append(dels, shard.DeleteOp{Pattern: name})
 		}
 	}
 	if len(dels)+len(deps) == 0 {
@@ -106,11 +106,11 @@ func (r *leader) skipHistory(ctx context.Context, m *meta.Meta, src string, from
 	}
 	var ops []shard.Op
 	if seq, ok := end(sm.Stream, src); ok {
-		ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: src, Seq: seq})
+		ops = append(ops, shard.SkipOp{Source: src, Seq: seq})
 	}
 	if origin := m.Sources[sm.Origin]; origin != nil && forwarderOf(m, src) == r.sh.ID() {
 		if seq, ok := end(origin.Stream, origin.Name); ok {
-			ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: origin.Name, Target: src, Seq: seq})
+			ops = append(ops, shard.SkipOp{Source: origin.Name, Target: src, Seq: seq})
 		}
 	}
 	return ops

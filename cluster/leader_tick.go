@@ -23,7 +23,7 @@ func (r *leader) tick(ctx context.Context) error {
 			continue
 		}
 		now := r.n.cfg.Now().UnixMilli()
-		if err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{{Kind: shard.OpTick, Time: now}}}); err != nil {
+		if err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{shard.TickOp{Time: now}}}); err != nil {
 			return err
 		}
 	}

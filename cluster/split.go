@@ -65,7 +65,7 @@ func (r *leader) splitIfAsked(ctx context.Context, m *meta.Meta) (bool, error) {
 		}
 	}
 	sort.Strings(members)
-	err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{{Kind: shard.OpSplit, Split: &shard.Split{At: at, Shard: into, Members: members}}}})
+	err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{shard.Split{At: at, Shard: into, Members: members}}})
 	if err != nil {
 		return false, fmt.Errorf("splitting at key group %d: %w", at, err)
 	}

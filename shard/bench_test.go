@@ -60,7 +60,7 @@ func applyWorkload() *applyInput {
 		in.raw, in.keys, in.ts = append(in.raw, b), append(in.keys, k), append(in.ts, int64(i+1))
 		evs = append(evs, Event{Pos: uint64(i + 1), Block: keygroup.BlockOf(keygroup.OfKey(k, applyGroups), applyGroups), Data: b})
 		if len(evs) == applyBatch {
-			in.entries = append(in.entries, (&Batch{Ops: []Op{{Kind: OpEvents, Source: "src", Events: evs}}}).Encode(nil))
+			in.entries = append(in.entries, (&Batch{Ops: []Op{EventsOp{Source: "src", Events: evs}}}).Encode(nil))
 			evs = nil
 		}
 	}
@@ -96,7 +96,7 @@ func BenchmarkApply(b *testing.B) {
 			next++
 			s.Apply(bt)
 			if out := s.Outbox(); len(out) > 0 {
-				s.Apply(&Batch{Ops: []Op{{Kind: OpAck, Seq: out[len(out)-1].Seq}}})
+				s.Apply(&Batch{Ops: []Op{AckOp{Seq: out[len(out)-1].Seq}}})
 			}
 		}
 		reportRate(b)

@@ -8,17 +8,17 @@ import (
 	"github.com/cepcluster/cep/watermark"
 )
 
-func clockedDeploy() Op {
+func clockedDeploy() *Deploy {
 	op := deployOp(abSpec, 1, PolicyReset)
-	op.Deploy.Clock = true
+	op.Clock = true
 	return op
 }
 
 // OpClock and a deployment's clock flag survive encoding; a version 5
 // entry has no clock flag (false) and may not carry OpClock.
 func TestClockBatchEncoding(t *testing.T) {
-	b := &Batch{Ops: []Op{clockedDeploy(), {Kind: OpClock, Pattern: "ab", Source: "src", Time: -7},
-		{Kind: OpClockMode, Pattern: "ab", On: true}, {Kind: OpClockMode, Pattern: "ab"}}}
+	b := &Batch{Ops: []Op{clockedDeploy(), ClockOp{Pattern: "ab", Source: "src", Time: -7},
+		ClockModeOp{Pattern: "ab", On: true}, ClockModeOp{Pattern: "ab"}}}
 	enc := b.Encode(nil)
 	got, err := DecodeBatch(enc)
 	if err != nil {
@@ -30,10 +30,10 @@ func TestClockBatchEncoding(t *testing.T) {
 	old := &Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}}
 	v5 := old.Encode(nil)
 	v5 = append([]byte{5}, v5[1:len(v5)-2]...) // version 5 had no clock flag (nor bound on bytes)
-	if got, err := DecodeBatch(v5); err != nil || got.Ops[0].Deploy.Clock {
+	if got, err := DecodeBatch(v5); err != nil || got.Ops[0].(*Deploy).Clock {
 		t.Fatalf("version 5 deployment: %v, %+v", err, got)
 	}
-	clockV5 := append([]byte{5}, (&Batch{Ops: []Op{{Kind: OpClock, Pattern: "ab", Source: "src", Time: 1}}}).Encode(nil)[1:]...)
+	clockV5 := append([]byte{5}, (&Batch{Ops: []Op{ClockOp{Pattern: "ab", Source: "src", Time: 1}}}).Encode(nil)[1:]...)
 	if _, err := DecodeBatch(clockV5); err == nil {
 		t.Fatal("a version 5 entry with a clock op decoded")
 	}
@@ -58,11 +58,11 @@ func TestApplyClock(t *testing.T) {
 	if len(s.Outbox()) != 0 {
 		t.Fatalf("events moved a clocked watermark: %v", payloads(s))
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpClock, Pattern: "ab", Source: "src", Time: 30}}})
+	s.Apply(&Batch{Ops: []Op{ClockOp{Pattern: "ab", Source: "src", Time: 30}}})
 	if out := payloads(s); len(out) != 1 || !strings.Contains(out[0], `"type":"match"`) {
 		t.Fatalf("outbox after the clock: %v", out)
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpClock, Pattern: "ab", Source: "src", Time: 5}, {Kind: OpClock, Pattern: "nope", Source: "src", Time: 99}, {Kind: OpClock, Pattern: "ab", Source: "other", Time: 99}}})
+	s.Apply(&Batch{Ops: []Op{ClockOp{Pattern: "ab", Source: "src", Time: 5}, ClockOp{Pattern: "nope", Source: "src", Time: 99}, ClockOp{Pattern: "ab", Source: "other", Time: 99}}})
 	if c := s.Clocks()[0].Clock; c != 30 {
 		t.Fatalf("clock %d after a lower one and foreign ones, want 30", c)
 	}
@@ -72,7 +72,7 @@ func TestApplyClock(t *testing.T) {
 		if c := st.Clocks()[0]; c.Clock != 30 || c.Progress != 609 {
 			t.Fatalf("clock after more events: %+v", c)
 		}
-		st.Apply(&Batch{Ops: []Op{{Kind: OpClock, Pattern: "ab", Source: "src", Time: 700}}})
+		st.Apply(&Batch{Ops: []Op{ClockOp{Pattern: "ab", Source: "src", Time: 700}}})
 	}
 	if a, b := payloads(s), payloads(r); !reflect.DeepEqual(a, b) || len(a) != 2 {
 		t.Fatalf("restored replica differs:\n%v\n%v", a, b)
@@ -94,7 +94,7 @@ func TestUnclockedDeploymentKeepsOwnWatermark(t *testing.T) {
 // and the clock, for the matchers and for what a snapshot keeps.
 func TestClockMode(t *testing.T) {
 	s := NewState(0, 15, 16)
-	s.Apply(&Batch{Ops: []Op{clockedDeploy(), {Kind: OpClockMode, Pattern: "ab", On: false}}})
+	s.Apply(&Batch{Ops: []Op{clockedDeploy(), ClockModeOp{Pattern: "ab", On: false}}})
 	if m := s.ClockModes(); len(m) != 1 || m["ab"] {
 		t.Fatalf("modes %v", m)
 	}
@@ -102,7 +102,7 @@ func TestClockMode(t *testing.T) {
 	if len(s.Outbox()) != 1 || len(s.Clocks()) != 0 {
 		t.Fatalf("off the clock, events move the watermark: outbox %v, clocks %+v", payloads(s), s.Clocks())
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpClockMode, Pattern: "ab", On: true}}})
+	s.Apply(&Batch{Ops: []Op{ClockModeOp{Pattern: "ab", On: true}}})
 	r := restore(t, 0, 15, snap(t, s, "m"))
 	for _, st := range []*State{s, r} {
 		st.Apply(&Batch{Ops: []Op{eventsOp(ev(4, "z", "A", 600), ev(5, "z", "B", 610), ev(6, "y", "C", 2000))}})

@@ -16,7 +16,7 @@ func TestForwardDeadLettersKeysPastTheTokenBound(t *testing.T) {
 	const derived = "src.kuser"
 	spec := `{"name":"byuser","key":"e.user","time":"e.ts","stages":[{"name":"a","where":"e.t == \"A\""}]}`
 	dep := deployOp(spec, 1, PolicyReset)
-	dep.Deploy.Reads = []string{derived}
+	dep.Reads = []string{derived}
 	atBound := strings.Repeat(".", keygroup.MaxTokenBytes/3) // "%2E" each
 	evs := []Event{
 		{Pos: 1, Block: 1, Data: []byte(`{"user":"` + strings.Repeat("u", 5000) + `","t":"A","ts":1}`)},
@@ -26,7 +26,7 @@ func TestForwardDeadLettersKeysPastTheTokenBound(t *testing.T) {
 	for range 2 { // two replicas
 		s := NewState(0, 15, 16)
 		s.Apply(&Batch{Ops: []Op{dep}})
-		s.Apply(&Batch{Ops: []Op{{Kind: OpForward, Source: "src", Target: derived, Events: evs}}})
+		s.Apply(&Batch{Ops: []Op{ForwardOp{Source: "src", Target: derived, Events: evs}}})
 		out := s.Outbox()
 		if len(out) != 3 {
 			t.Fatalf("outbox: %+v", out)

@@ -14,9 +14,9 @@ func FuzzDecodeBatch(f *testing.F) {
 		f.Add(b.Encode(nil))
 	}
 	f.Add([]byte{batchVersion, 1, byte(OpAck), 5})
-	fw := &Batch{Ops: []Op{{Kind: OpForward, Source: "src", Target: "src.kab", Events: []Event{ev(1, "x", "A", 1)}}}}
+	fw := &Batch{Ops: []Op{ForwardOp{Source: "src", Target: "src.kab", Events: []Event{ev(1, "x", "A", 1)}}}}
 	f.Add(fw.Encode(nil))
-	skip := &Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 4}, {Kind: OpSkip, Source: "src", Target: "src.kab", Seq: 9}}}
+	skip := &Batch{Ops: []Op{SkipOp{Source: "src", Seq: 4}, SkipOp{Source: "src", Target: "src.kab", Seq: 9}}}
 	f.Add(skip.Encode(nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := DecodeBatch(data)

@@ -54,7 +54,7 @@ func TestEntryAfterOneNotAppliedIsRefused(t *testing.T) {
 	}
 
 	fw := func(from, to int, after uint64) *Batch {
-		return &Batch{Ops: []Op{{Kind: OpForward, Source: "src", Target: "src.kx", Events: evs[from:to], After: after}}}
+		return &Batch{Ops: []Op{ForwardOp{Source: "src", Target: "src.kx", Events: evs[from:to], After: after}}}
 	}
 	s.Apply(fw(0, 10, 0))
 	if err := s.Apply(fw(20, 30, 20)); !errors.As(err, &gap) || gap.Applied != 10 {

@@ -40,14 +40,14 @@ func matchKeys(s *State) []string {
 func TestMaxKeysBound(t *testing.T) {
 	const n = 3
 	d := deployOp(abSpec, 1, PolicyReset)
-	d.Deploy.MaxKeys = n
+	d.MaxKeys = n
 	log := []*Batch{
 		{Ops: []Op{d, eventsOp(ev(1, "k0", "A", 10), ev(2, "k1", "A", 11), ev(3, "k2", "A", 12))}},
 		{Ops: []Op{eventsOp(ev(4, "k3", "A", 13), ev(5, "k0", "B", 14), ev(6, "k4", "A", 15))}},
 	}
 	later := []*Batch{
 		{Ops: []Op{eventsOp(ev(7, "k5", "A", 20), ev(11, "k7", "A", 21))}},
-		{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 500}}},
+		{Ops: []Op{WatermarkOp{Pattern: "ab", Time: 500}}},
 		{Ops: []Op{eventsOp(ev(12, "k3", "A", 600), ev(13, "k3", "B", 601), ev(14, "k6", "A", 602))}},
 	}
 	a, b := NewState(0, 15, 16), NewState(0, 15, 16)
@@ -102,7 +102,7 @@ func TestMaxKeysBound(t *testing.T) {
 func TestMaxKeysDefault(t *testing.T) {
 	for _, c := range []struct{ set, want int64 }{{0, DefaultMaxKeys}, {-1, 0}, {7, 7}} {
 		d := deployOp(abSpec, 1, PolicyReset)
-		d.Deploy.MaxKeys = c.set
+		d.MaxKeys = c.set
 		s := NewState(0, 15, 16)
 		s.Apply(&Batch{Ops: []Op{d}})
 		if got := s.Patterns()[0].MaxKeys; int64(got) != c.want {
@@ -111,7 +111,7 @@ func TestMaxKeysDefault(t *testing.T) {
 	}
 	// no bound: every key is taken
 	d := deployOp(abSpec, 1, PolicyReset)
-	d.Deploy.MaxKeys = -1
+	d.MaxKeys = -1
 	s := NewState(0, 15, 16)
 	s.Apply(&Batch{Ops: []Op{d, eventsOp(ev(1, "k0", "A", 10), ev(2, "k1", "A", 11), ev(3, "k2", "A", 12))}})
 	if len(deadLetterReasons(s)) != 0 || s.Patterns()[0].Keys != 3 {
@@ -123,7 +123,7 @@ func TestMaxKeysDefault(t *testing.T) {
 // a refusal.
 func TestMaxKeysLateEvent(t *testing.T) {
 	d := deployOp(abSpec, 1, PolicyReset)
-	d.Deploy.MaxKeys = 1
+	d.MaxKeys = 1
 	s := NewState(0, 15, 16)
 	s.Apply(&Batch{Ops: []Op{d, eventsOp(ev(1, "k0", "A", 10), ev(2, "k0", "A", 20), ev(3, "k1", "A", 5))}})
 	if len(deadLetterReasons(s)) != 0 || s.Counters().Late != 1 {

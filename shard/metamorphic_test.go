@@ -39,7 +39,7 @@ func (r *metaReplica) catchUp(t *testing.T, evs []Event) {
 	}
 	if b := r.entry(evs[r.after:]); b != nil {
 		if err := r.s.Apply(b); err != nil {
-			t.Fatalf("read from position %d: %v", b.Ops[0].After, err)
+			t.Fatalf("read from position %d: %v", b.Ops[0].(EventsOp).After, err)
 		}
 	}
 }
@@ -48,7 +48,7 @@ func (r *metaReplica) catchUp(t *testing.T, evs []Event) {
 // leader's reader is.
 type metaReplica struct {
 	s     *State
-	after uint64 // the last position the reader proposed (Op.After)
+	after uint64 // the last position the reader proposed (EventsOp.After)
 }
 
 // entry is the entry of the events of evs that the shard reads (its
@@ -63,7 +63,7 @@ func (r *metaReplica) entry(evs []Event) *Batch {
 	if len(own) == 0 {
 		return nil
 	}
-	b := &Batch{Ops: []Op{{Kind: OpEvents, Source: "src", Events: own, After: r.after}}}
+	b := &Batch{Ops: []Op{EventsOp{Source: "src", Events: own, After: r.after}}}
 	r.after = own[len(own)-1].Pos
 	return b
 }
@@ -170,8 +170,8 @@ func TestMetamorphicFaults(t *testing.T) {
 		deploy := &Batch{}
 		for i, sp := range specs {
 			name := []string{"lfl", "lfl-any"}[i]
-			deploy.Ops = append(deploy.Ops, Op{Kind: OpDeploy, Deploy: &Deploy{Name: name, Version: 1, Spec: sp,
-				Sources: []string{"src"}, Subject: "cep.out." + name, Policy: PolicyReset}})
+			deploy.Ops = append(deploy.Ops, &Deploy{Name: name, Version: 1, Spec: sp,
+				Sources: []string{"src"}, Subject: "cep.out." + name, Policy: PolicyReset})
 		}
 		ref := &metaReplica{s: NewState(0, metaGroups-1, metaGroups)}
 		ref.s.Apply(deploy)
@@ -230,7 +230,7 @@ func TestMetamorphicFaults(t *testing.T) {
 				r := reps[0]
 				if r.s.last > r.s.first {
 					at := r.s.first + 1 + rng.IntN(r.s.last-r.s.first)
-					r.s.Apply(&Batch{Ops: []Op{{Kind: OpSplit, Split: &Split{At: at, Shard: uint64(len(reps) + 1)}}}})
+					r.s.Apply(&Batch{Ops: []Op{Split{At: at, Shard: uint64(len(reps) + 1)}}})
 					for _, so := range r.s.TakeSplitOff() {
 						// its reader starts where the split left it and
 						// reads what the shard split did not apply
@@ -257,7 +257,7 @@ func TestMetamorphicFaults(t *testing.T) {
 		// have no filler, so the end of time is logged for all
 		var states []*State
 		for _, r := range append(reps, ref) {
-			r.s.Apply(&Batch{Ops: []Op{{Kind: OpWatermark, Pattern: "lfl", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "lfl-any", Time: 1 << 62}}})
+			r.s.Apply(&Batch{Ops: []Op{WatermarkOp{Pattern: "lfl", Time: 1 << 62}, WatermarkOp{Pattern: "lfl-any", Time: 1 << 62}}})
 			if r != ref {
 				states = append(states, r.s)
 			}

@@ -65,7 +65,7 @@ func TestPatternCountersAgreeWithOutbox(t *testing.T) {
 		s := NewState(0, 15, 16)
 		for _, b := range randomLogD(seed, 60, 5) {
 			for i := range b.Ops {
-				if d := b.Ops[i].Deploy; d != nil {
+				if d, ok := b.Ops[i].(*Deploy); ok {
 					d.Records = 0 // every type, so the outbox shows them all
 				}
 			}
@@ -140,7 +140,7 @@ func TestPatternCountersFailuresSurviveDraining(t *testing.T) {
 		t.Fatalf("counted %d condition and %d emit errors, the offline engine %d and %d", c.ConditionErrors, c.EmitErrors, want.ConditionErrors, want.EmitErrors)
 	}
 	// version 2 drains version 1 until its partial matches end
-	s.Apply(&Batch{Ops: []Op{deployOp(spec, 2, PolicyDrain), {Kind: OpWatermark, Pattern: "amounts", Time: 1 << 40}}})
+	s.Apply(&Batch{Ops: []Op{deployOp(spec, 2, PolicyDrain), WatermarkOp{Pattern: "amounts", Time: 1 << 40}}})
 	if info := s.Patterns()[0]; info.Draining != 0 {
 		t.Fatalf("still draining: %+v", info)
 	}
@@ -174,7 +174,7 @@ func TestPatternCountersReplicated(t *testing.T) {
 	}
 
 	s := restore(t, 0, 15, snap(t, orig, "s"))
-	s.Apply(&Batch{Ops: []Op{{Kind: OpSplit, Split: &Split{At: 8}}}})
+	s.Apply(&Batch{Ops: []Op{Split{At: 8}}})
 	right := s.TakeSplitOff()[0].State
 	for _, c := range right.PatternCounters() {
 		if c.PatternCounters != (PatternCounters{}) {
@@ -185,7 +185,7 @@ func TestPatternCountersReplicated(t *testing.T) {
 		t.Errorf("after the split: %+v, want %+v", got, countersOf(orig)["ab"])
 	}
 
-	s.Apply(&Batch{Ops: []Op{{Kind: OpDelete, Pattern: "ab"}, deployOp(abSpec, 3, PolicyReset)}})
+	s.Apply(&Batch{Ops: []Op{DeleteOp{Pattern: "ab"}, deployOp(abSpec, 3, PolicyReset)}})
 	if got := countersOf(s)["ab"]; got != (PatternCounters{}) {
 		t.Errorf("redeployed pattern counts %+v", got)
 	}

@@ -182,7 +182,7 @@ func TestRaftReplicasAndRestart(t *testing.T) {
 		}
 		return nil
 	})
-	if err := rs.shards[f].Propose(ctx, &Batch{Ops: []Op{{Kind: OpAck, Seq: 1}}}); err == nil || !strings.Contains(err.Error(), "not leader") {
+	if err := rs.shards[f].Propose(ctx, &Batch{Ops: []Op{AckOp{Seq: 1}}}); err == nil || !strings.Contains(err.Error(), "not leader") {
 		if !rs.shards[f].IsLeader() {
 			t.Fatalf("propose on a follower: %v", err)
 		}

@@ -36,7 +36,7 @@ func TestFarFutureEventsAsOffline(t *testing.T) {
 	}
 	s := NewState(0, 15, 16) // all key groups: one watermark, as offline
 	op := deployOp(spec, 1, PolicyReset)
-	op.Deploy.Sources = []string{"src"}
+	op.Sources = []string{"src"}
 	s.Apply(&Batch{Ops: []Op{op}})
 	s.Apply(&Batch{Ops: []Op{eventsOp(events[:3]...)}})
 	// a replica restored from a snapshot taken here refuses the same
@@ -138,13 +138,13 @@ func TestEventTimeRatchetRefusedAsOffline(t *testing.T) {
 
 	s := NewState(0, 15, 16)
 	op := deployOp(spec, 1, PolicyReset)
-	op.Deploy.Sources = []string{"src"}
+	op.Sources = []string{"src"}
 	s.Apply(&Batch{Ops: []Op{op}})
 	for _, e := range entries {
 		eo := eventsOp(e.events...)
 		eo.Ingest = e.ingest
 		logged, err := DecodeBatch((&Batch{Ops: []Op{eo}}).Encode(nil))
-		if err != nil || logged.Ops[0].Ingest != e.ingest {
+		if err != nil || logged.Ops[0].(EventsOp).Ingest != e.ingest {
 			t.Fatalf("the ingest time does not survive the log: %v, %+v", err, logged)
 		}
 		s.Apply(logged)

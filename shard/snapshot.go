@@ -161,7 +161,7 @@ func (s *State) appendShardSection(b []byte) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.patterns)))
 	for _, p := range s.patterns {
-		bt := Batch{Ops: []Op{{Kind: OpDeploy, Deploy: &p.deploy}}}
+		bt := Batch{Ops: []Op{&p.deploy}}
 		b = appendBytes(b, bt.Encode(nil))
 		b = appendBytes(b, p.m.AppendHeader(nil))
 		b = binary.AppendUvarint(b, uint64(len(p.draining)))
@@ -252,10 +252,13 @@ func (s *State) readShardSection(b []byte, first bool) error {
 		if d.err != nil {
 			break
 		}
-		if err != nil || len(bt.Ops) != 1 || bt.Ops[0].Deploy == nil {
+		var dp *Deploy
+		if err == nil && len(bt.Ops) == 1 {
+			dp, _ = bt.Ops[0].(*Deploy)
+		}
+		if dp == nil {
 			return fmt.Errorf("%w: bad deployment", ErrBadBatch)
 		}
-		dp := bt.Ops[0].Deploy
 		hdr := d.bytes()
 		nd := d.count()
 		type dr struct {

@@ -42,11 +42,11 @@ func randomLogD(seed uint64, batches, disorder int) []*Batch {
 			// version 2 keeps two partial matches per key (the draining
 			// version 1 too) and publishes no late records
 			up := deployOp(abSpec, 2, PolicyDrain)
-			up.Deploy.MaxPartialMatches, up.Deploy.Records = 2, RecordMatch|RecordTimeout
+			up.MaxPartialMatches, up.Records = 2, RecordMatch|RecordTimeout
 			// and the sequence's keys reach a bound: they go on with the
 			// general step
 			upAny := deployOp(anySpec, 2, PolicyDrain)
-			upAny.Deploy.MaxPartialMatches = 3
+			upAny.MaxPartialMatches = 3
 			b.Ops = append(b.Ops, up, upAny)
 		}
 		log = append(log, b)
@@ -60,7 +60,7 @@ func withoutPattern(log []*Batch, name string) []*Batch {
 	for _, b := range log {
 		nb := &Batch{}
 		for _, op := range b.Ops {
-			if op.Kind != OpDeploy || op.Deploy.Name != name {
+			if d, ok := op.(*Deploy); !ok || d.Name != name {
 				nb.Ops = append(nb.Ops, op)
 			}
 		}
@@ -150,7 +150,7 @@ func TestSnapshotRestoreContinues(t *testing.T) {
 func TestRescaleSplit(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		log := randomLogD(seed, 80, 1)
-		log = append(log, &Batch{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "w", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "any", Time: 1 << 62}}})
+		log = append(log, &Batch{Ops: []Op{WatermarkOp{Pattern: "ab", Time: 1 << 62}, WatermarkOp{Pattern: "w", Time: 1 << 62}, WatermarkOp{Pattern: "any", Time: 1 << 62}}})
 		cut := len(log) / 3
 		one := NewState(0, 15, 16)
 		for _, bt := range log[:cut] {
@@ -163,12 +163,13 @@ func TestRescaleSplit(t *testing.T) {
 			for _, sh := range []*State{left, right} {
 				var part Batch
 				for _, op := range bt.Ops {
-					if op.Kind != OpEvents {
+					eo, ok := op.(EventsOp)
+					if !ok {
 						part.Ops = append(part.Ops, op)
 						continue
 					}
-					o := Op{Kind: OpEvents, Source: op.Source}
-					for _, e := range op.Events {
+					o := EventsOp{Source: eo.Source}
+					for _, e := range eo.Events {
 						if bf, bl := keygroup.BlockKeyGroups(e.Block, 16); bf <= sh.last && bl >= sh.first {
 							o.Events = append(o.Events, e)
 						}
@@ -246,7 +247,7 @@ func withoutID(payload []byte) []byte {
 func TestSplitOp(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		log := randomLogD(seed, 80, 1)
-		log = append(log, &Batch{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "w", Time: 1 << 62}, {Kind: OpWatermark, Pattern: "any", Time: 1 << 62}}})
+		log = append(log, &Batch{Ops: []Op{WatermarkOp{Pattern: "ab", Time: 1 << 62}, WatermarkOp{Pattern: "w", Time: 1 << 62}, WatermarkOp{Pattern: "any", Time: 1 << 62}}})
 		cut := len(log) / 3
 		one, left, replica := NewState(0, 15, 16), NewState(0, 15, 16), NewState(0, 15, 16)
 		for _, bt := range log[:cut] {
@@ -256,10 +257,10 @@ func TestSplitOp(t *testing.T) {
 		}
 		at := 8
 		want := snap(t, one, "s")
-		split := &Batch{Ops: []Op{{Kind: OpSplit, Split: &Split{At: at, Shard: 2, Members: []string{"n1=h:1"}}}}}
+		split := &Batch{Ops: []Op{Split{At: at, Shard: 2, Members: []string{"n1=h:1"}}}}
 		enc := split.Encode(nil)
 		dec, err := DecodeBatch(enc)
-		if err != nil || fmt.Sprint(*dec.Ops[0].Split) != fmt.Sprint(*split.Ops[0].Split) {
+		if err != nil || fmt.Sprint(dec.Ops[0].(Split)) != fmt.Sprint(split.Ops[0].(Split)) {
 			t.Fatalf("OpSplit round trip: %+v %v", dec, err)
 		}
 		left.Apply(dec)
@@ -299,7 +300,7 @@ func TestSplitOp(t *testing.T) {
 		// a split point outside the range, or at its start, changes nothing
 		before := snap(t, left, "x")
 		for _, at := range []int{0, 9, 16} {
-			left.Apply(&Batch{Ops: []Op{{Kind: OpSplit, Split: &Split{At: at, Shard: 3}}}})
+			left.Apply(&Batch{Ops: []Op{Split{At: at, Shard: 3}}})
 		}
 		if !bytes.Equal(before, snap(t, left, "x")) || len(left.TakeSplitOff()) != 0 {
 			t.Fatalf("seed %d: a split outside the range changed the state", seed)

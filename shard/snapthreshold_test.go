@@ -56,7 +56,7 @@ func TestSlowSnapshotsRaiseTheThreshold(t *testing.T) {
 	ctx := context.Background()
 	apply := func(n int) {
 		for i := range n {
-			if err := s.Propose(ctx, &Batch{Ops: []Op{{Kind: OpAck, Seq: uint64(i + 1)}}}); err != nil {
+			if err := s.Propose(ctx, &Batch{Ops: []Op{AckOp{Seq: uint64(i + 1)}}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -370,9 +370,10 @@ func (s *State) find(name string) (int, *patternRT) {
 	return i, nil
 }
 
-// GapError is an entry of events refused (Op.After): the shard has
-// applied its source only up to Applied, the entry continues after After.
-// Its reader reads again from where the shard is.
+// GapError is an entry of events refused (EventsOp.After,
+// ForwardOp.After): the shard has applied its source only up to Applied,
+// the entry continues after After. Its reader reads again from where the
+// shard is.
 type GapError struct {
 	Source         string
 	After, Applied uint64
@@ -383,66 +384,14 @@ func (e *GapError) Error() string {
 		e.Source, e.After, e.Applied)
 }
 
-// Apply applies one batch. The error is that of an operation refused (a
-// GapError); the others are applied.
+// Apply applies one batch, each op by its kind's row of the op table
+// (ops.go). The error is that of an operation refused (a GapError, the
+// last if several); the others are applied.
 func (s *State) Apply(b *Batch) error {
 	var refused error
-	for i := range b.Ops {
-		op := &b.Ops[i]
-		switch op.Kind {
-		case OpEvents:
-			if applied := s.appliedAll(op.Source); op.After > applied {
-				refused = &GapError{Source: op.Source, After: op.After, Applied: applied}
-				continue
-			}
-			s.applyEvents(op.Source, op.Events, op.Ingest)
-		case OpForward:
-			if applied := s.forwarded[op.Target]; op.After > applied {
-				refused = &GapError{Source: op.Target, After: op.After, Applied: applied}
-				continue
-			}
-			s.applyForward(op.Source, op.Target, op.Events)
-		case OpWatermark:
-			if _, p := s.find(op.Pattern); p != nil {
-				s.engineFailed(p, s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Watermark(op.Time) }))
-			}
-		case OpClock:
-			s.clock(op.Pattern, op.Source, op.Time)
-		case OpClockMode:
-			if _, p := s.find(op.Pattern); p != nil {
-				p.deploy.Clock = op.On
-				if op.On {
-					p.m.Clocked = true
-					for _, d := range p.draining {
-						d.m.Clocked = true
-					}
-					break
-				}
-				// alone, the events already read may complete matches
-				// now
-				s.engineFailed(p, s.emitAll(p, (*nfa.Matcher).Unclock))
-			}
-		case OpTick:
-			for _, p := range s.patterns {
-				if !p.pattern.EventTime() || p.m.MultiSource() {
-					s.engineFailed(p, s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.Tick(op.Time) }))
-				}
-			}
-		case OpDeploy:
-			s.deploy(op.Deploy)
-		case OpDelete:
-			if i, p := s.find(op.Pattern); p != nil {
-				s.patterns = append(s.patterns[:i], s.patterns[i+1:]...)
-			}
-		case OpAck:
-			n := sort.Search(len(s.outbox), func(i int) bool { return s.outbox[i].Seq > op.Seq })
-			s.outbox = append(s.outbox[:0], s.outbox[n:]...)
-		case OpSkip:
-			s.skip(op.Source, op.Target, op.Seq)
-		case OpSplit:
-			if op.Split != nil {
-				s.split(*op.Split)
-			}
+	for _, op := range b.Ops {
+		if err := opTypeOf(op).apply(s, op); err != nil {
+			refused = err
 		}
 	}
 	return refused

@@ -15,19 +15,19 @@ import (
 
 const abSpec = `{"name":"ab","key":"e.k","time":"e.ts","within":100,"stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","where":"e.t == \"B\""}]}`
 
-func deployOp(spec string, version uint64, policy UpdatePolicy) Op {
+func deployOp(spec string, version uint64, policy UpdatePolicy) *Deploy {
 	var s struct {
 		Name string `json:"name"`
 	}
 	json.Unmarshal([]byte(spec), &s)
-	return Op{Kind: OpDeploy, Deploy: &Deploy{Name: s.Name, Version: version, Spec: []byte(spec), Sources: []string{"src"}, Subject: "cep.out." + s.Name, Policy: policy}}
+	return &Deploy{Name: s.Name, Version: version, Spec: []byte(spec), Sources: []string{"src"}, Subject: "cep.out." + s.Name, Policy: policy}
 }
 
 func ev(pos uint64, k, t string, ts int64) Event {
 	return Event{Pos: pos, Block: keygroup.BlockOf(keygroup.OfKey(k, 16), 16), Data: []byte(fmt.Sprintf(`{"k":%q,"t":%q,"ts":%d}`, k, t, ts))}
 }
 
-func eventsOp(es ...Event) Op { return Op{Kind: OpEvents, Source: "src", Events: es} }
+func eventsOp(es ...Event) EventsOp { return EventsOp{Source: "src", Events: es} }
 
 func payloads(s *State) []string {
 	var out []string
@@ -55,7 +55,7 @@ func TestApplyMatchesAndDedupes(t *testing.T) {
 	if rec.ID == "" || rec.ID != s.Outbox()[0].ID {
 		t.Fatalf("record id %q, outbox id %q", rec.ID, s.Outbox()[0].ID)
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpAck, Seq: s.Outbox()[0].Seq}}})
+	s.Apply(&Batch{Ops: []Op{AckOp{Seq: s.Outbox()[0].Seq}}})
 	if len(s.Outbox()) != 0 {
 		t.Fatal("ack did not truncate the outbox")
 	}
@@ -191,22 +191,22 @@ func TestUpdatePolicies(t *testing.T) {
 
 func TestBatchRoundTrip(t *testing.T) {
 	rekeyed := deployOp(abSpec, 8, PolicyMigrate)
-	rekeyed.Deploy.Reads = []string{"src.k0011aabb"}
-	rekeyed.Deploy.MaxPartialMatches, rekeyed.Deploy.Records = -1, RecordMatch|RecordLate
-	rekeyed.Deploy.MaxKeys = 12345
+	rekeyed.Reads = []string{"src.k0011aabb"}
+	rekeyed.MaxPartialMatches, rekeyed.Records = -1, RecordMatch|RecordLate
+	rekeyed.MaxKeys = 12345
 	derived := ev(3, "z", "A", 12)
 	derived.OriginPos = 77
 	b := &Batch{Ops: []Op{
 		deployOp(abSpec, 7, PolicyDrain),
 		rekeyed,
 		eventsOp(ev(1, "x", "A", 10), ev(2, "y", "B", 11), derived),
-		{Kind: OpForward, Source: "src", Target: "src.k0011aabb", Events: []Event{ev(4, "w", "B", 13)}, After: 3},
-		{Kind: OpWatermark, Pattern: "ab", Time: -5},
-		{Kind: OpTick, Time: 1234},
-		{Kind: OpDelete, Pattern: "ab"},
-		{Kind: OpAck, Seq: 99},
-		{Kind: OpSkip, Source: "src", Seq: 41},
-		{Kind: OpSkip, Source: "src", Target: "src.k0011aabb", Seq: 42},
+		ForwardOp{Source: "src", Target: "src.k0011aabb", Events: []Event{ev(4, "w", "B", 13)}, After: 3},
+		WatermarkOp{Pattern: "ab", Time: -5},
+		TickOp{Time: 1234},
+		DeleteOp{Pattern: "ab"},
+		AckOp{Seq: 99},
+		SkipOp{Source: "src", Seq: 41},
+		SkipOp{Source: "src", Target: "src.k0011aabb", Seq: 42},
 	}}
 	enc := b.Encode(nil)
 	got, err := DecodeBatch(enc)
@@ -285,7 +285,7 @@ func TestDeployRecordTypesAndBound(t *testing.T) {
 		{-1, RecordMatch, []string{"match", "match", "match"}, 0},
 	} {
 		d := deployOp(abSpec, 1, PolicyReset)
-		d.Deploy.MaxPartialMatches, d.Deploy.Records = c.bound, c.records
+		d.MaxPartialMatches, d.Records = c.bound, c.records
 		s := NewState(0, 15, 16)
 		s.Apply(&Batch{Ops: []Op{d, events}})
 		var got []string
@@ -316,27 +316,27 @@ func TestSkip(t *testing.T) {
 			}
 		}
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 9}}})
+	s.Apply(&Batch{Ops: []Op{SkipOp{Source: "src", Seq: 9}}})
 	positions("src", 9)
-	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 5}, deployOp(abSpec, 1, PolicyReset)}})
+	s.Apply(&Batch{Ops: []Op{SkipOp{Source: "src", Seq: 5}, deployOp(abSpec, 1, PolicyReset)}})
 	positions("src", 5) // the stream was created again
 	if !s.Reads("src") || s.Reads("other") {
 		t.Fatalf("Reads: src %v, other %v", s.Reads("src"), s.Reads("other"))
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Seq: 3}}}) // read: only up
+	s.Apply(&Batch{Ops: []Op{SkipOp{Source: "src", Seq: 3}}}) // read: only up
 	positions("src", 5)
 	s.Apply(&Batch{Ops: []Op{eventsOp(ev(4, "x", "A", 10), ev(5, "x", "B", 20), ev(6, "x", "A", 30), ev(7, "x", "B", 40), ev(8, "x", "C", 99))}})
 	out := payloads(s)
 	if c := s.Counters(); c.Duplicates != 2 || c.Events != 3 || len(out) != 1 || !strings.Contains(out[0], `"start":30,"end":40`) {
 		t.Fatalf("counters %+v, outbox %v", c, out)
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpSkip, Source: "src", Target: "src.kuser", Seq: 9}, {Kind: OpSkip, Source: "src", Target: "src.kuser", Seq: 2}}})
+	s.Apply(&Batch{Ops: []Op{SkipOp{Source: "src", Target: "src.kuser", Seq: 9}, SkipOp{Source: "src", Target: "src.kuser", Seq: 2}}})
 	if f := s.Forwarded()["src.kuser"]; f != 2 {
 		t.Fatalf("forwarded %d, want 2 (nothing reads src.kuser)", f)
 	}
 	byUser := deployOp(strings.NewReplacer(`"e.k"`, `"e.user"`, `"ab"`, `"byuser"`).Replace(abSpec), 1, PolicyReset)
-	byUser.Deploy.Reads = []string{"src.kuser"}
-	s.Apply(&Batch{Ops: []Op{byUser, {Kind: OpSkip, Source: "src", Target: "src.kuser", Seq: 1}}})
+	byUser.Reads = []string{"src.kuser"}
+	s.Apply(&Batch{Ops: []Op{byUser, SkipOp{Source: "src", Target: "src.kuser", Seq: 1}}})
 	if f := s.Forwarded()["src.kuser"]; f != 2 {
 		t.Fatalf("forwarded %d, want 2 (byuser reads src.kuser)", f)
 	}
@@ -350,14 +350,14 @@ func TestTwoSourcesAligned(t *testing.T) {
 		spec := `{"name":"two","source":["a","b"],"key":"e.k","time":"e.ts","maxDrift":10,"stages":[{"name":"x","where":"e.t == \"A\""},{"name":"y","where":"e.t == \"B\""}]}`
 		s := NewState(0, 15, 16)
 		d := deployOp(spec, 1, PolicyReset)
-		d.Deploy.Sources = []string{"a", "b"}
+		d.Sources = []string{"a", "b"}
 		if readA != "a" {
-			d.Deploy.Reads = []string{readA, "b"}
+			d.Reads = []string{readA, "b"}
 		}
-		s.Apply(&Batch{Ops: []Op{d, {Kind: OpTick, Time: 1000}}})
+		s.Apply(&Batch{Ops: []Op{d, TickOp{Time: 1000}}})
 		s.Apply(&Batch{Ops: []Op{
-			{Kind: OpEvents, Source: readA, Events: []Event{ev(1, "x", "A", 5), ev(2, "x", "N", 100)}},
-			{Kind: OpEvents, Source: "b", Events: []Event{ev(1, "x", "B", 6)}},
+			EventsOp{Source: readA, Events: []Event{ev(1, "x", "A", 5), ev(2, "x", "N", 100)}},
+			EventsOp{Source: "b", Events: []Event{ev(1, "x", "B", 6)}},
 		}})
 		if !s.Paused(readA) || s.Paused("b") {
 			t.Fatalf("%s: paused: a=%v b=%v, want a only", readA, s.Paused(readA), s.Paused("b"))
@@ -365,7 +365,7 @@ func TestTwoSourcesAligned(t *testing.T) {
 		if n := len(s.Outbox()); n != 0 {
 			t.Fatalf("%s: %d records before b caught up", readA, n)
 		}
-		s.Apply(&Batch{Ops: []Op{{Kind: OpEvents, Source: "b", Events: []Event{ev(2, "y", "N", 100)}}}})
+		s.Apply(&Batch{Ops: []Op{EventsOp{Source: "b", Events: []Event{ev(2, "y", "N", 100)}}}})
 		if len(s.Outbox()) != 1 || !strings.Contains(string(s.Outbox()[0].Payload), `"type":"match"`) {
 			t.Fatalf("%s: outbox after b caught up: %v", readA, payloads(s))
 		}
@@ -430,10 +430,10 @@ func TestForwardAndDerivedEvents(t *testing.T) {
 	const derived = "src.kuser"
 	spec := `{"name":"byuser","key":"e.user","time":"e.ts","stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","where":"e.t == \"B\""}]}`
 	dep := deployOp(spec, 1, PolicyReset)
-	dep.Deploy.Reads = []string{derived}
+	dep.Reads = []string{derived}
 	// a second pattern with the same key reads the same derived source
 	dep2 := deployOp(strings.Replace(spec, `"byuser"`, `"byuser2"`, 1), 1, PolicyReset)
-	dep2.Deploy.Reads = []string{derived}
+	dep2.Reads = []string{derived}
 	s := NewState(0, 15, 16)
 	s.Apply(&Batch{Ops: []Op{dep, dep2}})
 	evs := []Event{
@@ -441,8 +441,8 @@ func TestForwardAndDerivedEvents(t *testing.T) {
 		{Pos: 8, Block: 2, Data: []byte(`{"account":"a2","user":"u1","t":"B","ts":2}`)},
 		{Pos: 9, Block: 3, Data: []byte(`{"account":"a3","t":"A","ts":3}`)}, // no user
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpForward, Source: "src", Target: derived, Events: evs}}})
-	s.Apply(&Batch{Ops: []Op{{Kind: OpForward, Source: "src", Target: derived, Events: evs[:2]}}}) // again: nothing new
+	s.Apply(&Batch{Ops: []Op{ForwardOp{Source: "src", Target: derived, Events: evs}}})
+	s.Apply(&Batch{Ops: []Op{ForwardOp{Source: "src", Target: derived, Events: evs[:2]}}}) // again: nothing new
 	out := s.Outbox()
 	if len(out) != 3 || out[0].Subject != derived+".u1" || out[0].ID != ForwardID(derived, 7) || string(out[0].Payload) != string(evs[0].Data) ||
 		out[1].ID != ForwardID(derived, 8) || out[2].Subject != DeadLetterSubject("src") {
@@ -464,8 +464,8 @@ func TestForwardAndDerivedEvents(t *testing.T) {
 		{Pos: 3, Block: blk, Data: evs[1].Data, OriginPos: 8},
 		{Pos: 4, Block: blk, Data: []byte(`{"user":"u1","t":"C","ts":10}`), OriginPos: 10},
 	}
-	s.Apply(&Batch{Ops: []Op{{Kind: OpAck, Seq: out[len(out)-1].Seq}}})
-	s.Apply(&Batch{Ops: []Op{{Kind: OpEvents, Source: derived, Events: derivedEvents}}})
+	s.Apply(&Batch{Ops: []Op{AckOp{Seq: out[len(out)-1].Seq}}})
+	s.Apply(&Batch{Ops: []Op{EventsOp{Source: derived, Events: derivedEvents}}})
 	got := payloads(s)
 	if len(got) != 2 || !strings.Contains(got[0], `"pattern":"byuser"`) || !strings.Contains(got[1], `"pattern":"byuser2"`) {
 		t.Fatalf("records: %v", strings.Join(got, "\n"))

@@ -28,7 +28,7 @@ func TestMaxStateBytesBound(t *testing.T) {
 	for _, oneKey := range []bool{false, true} {
 		t.Run(fmt.Sprintf("oneKey=%v", oneKey), func(t *testing.T) {
 			d := deployOp(abSpec, 1, PolicyReset)
-			d.Deploy.MaxStateBytes = bound
+			d.MaxStateBytes = bound
 			a, b := NewState(0, 15, 16), NewState(0, 15, 16)
 			a.Apply(&Batch{Ops: []Op{d}})
 			b.Apply(&Batch{Ops: []Op{d}})
@@ -69,7 +69,7 @@ func TestMaxStateBytesBound(t *testing.T) {
 			// an event is taken again
 			more := []*Batch{
 				{Ops: []Op{eventsOp(bigEv(n+1, "zz", "A", 60, size))}},
-				{Ops: []Op{{Kind: OpWatermark, Pattern: "ab", Time: 500}}},
+				{Ops: []Op{WatermarkOp{Pattern: "ab", Time: 500}}},
 				{Ops: []Op{eventsOp(bigEv(n+2, "zz", "A", 600, size))}},
 			}
 			for _, bt := range more {
@@ -77,8 +77,8 @@ func TestMaxStateBytesBound(t *testing.T) {
 				r.Apply(bt)
 			}
 			for _, s := range []*State{a, r} {
-				if got := s.Patterns()[0]; got.StateBytes != int64(len(more[2].Ops[0].Events[0].Data)) {
-					t.Fatalf("after the watermark freed the state: %d bytes held, want the last event's %d", got.StateBytes, len(more[2].Ops[0].Events[0].Data))
+				if got := s.Patterns()[0]; got.StateBytes != int64(len(more[2].Ops[0].(EventsOp).Events[0].Data)) {
+					t.Fatalf("after the watermark freed the state: %d bytes held, want the last event's %d", got.StateBytes, len(more[2].Ops[0].(EventsOp).Events[0].Data))
 				}
 			}
 			if !bytes.Equal(snap(t, a, "t"), snap(t, r, "t")) {
@@ -96,7 +96,7 @@ func TestMaxStateBytesBound(t *testing.T) {
 func TestMaxStateBytesDefault(t *testing.T) {
 	for _, c := range []struct{ set, want int64 }{{0, DefaultMaxStateBytes}, {-1, 0}, {7, 7}} {
 		d := deployOp(abSpec, 1, PolicyReset)
-		d.Deploy.MaxStateBytes = c.set
+		d.MaxStateBytes = c.set
 		bt := (&Batch{Ops: []Op{d}}).Encode(nil)
 		dec, err := DecodeBatch(bt)
 		if err != nil {
