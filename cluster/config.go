@@ -144,6 +144,11 @@ type Config struct {
 	// whose node has one (default 5s): until then it reads and publishes
 	// nothing, and a shorter cut is not worth a leadership change.
 	NATSHandOverAfter time.Duration
+	// NATSConnectWait is how long a starting node waits for an external
+	// NATS server (NATSURL) to accept its connection before it gives up
+	// (default 30s): nodes and their NATS started together, by hand or
+	// by an orchestrator, come up in any order. Negative: no wait.
+	NATSConnectWait time.Duration
 	// DeployWait bounds how long DeployPattern, UpdatePattern and
 	// DeletePattern wait for every shard to apply the change before they
 	// return the shards that have not (default 10s; the request's
@@ -230,6 +235,7 @@ func DefaultConfig() Config {
 		StreamCheckEvery:  10 * time.Second,
 		HandOverAfter:     2 * time.Second,
 		NATSHandOverAfter: 5 * time.Second,
+		NATSConnectWait:   30 * time.Second,
 		DeployWait:        10 * time.Second,
 		MaxKeys:           shard.DefaultMaxKeys,
 		MaxStateBytes:     shard.DefaultMaxStateBytes,
@@ -272,6 +278,7 @@ func (c *Config) setDefaults() {
 	orDefault(&c.StreamCheckEvery, d.StreamCheckEvery)
 	orDefault(&c.HandOverAfter, d.HandOverAfter)
 	orDefault(&c.NATSHandOverAfter, d.NATSHandOverAfter)
+	orDefault(&c.NATSConnectWait, d.NATSConnectWait)
 	orDefault(&c.DeployWait, d.DeployWait)
 	orDefault(&c.MaxKeys, d.MaxKeys)
 	orDefault(&c.MaxStateBytes, d.MaxStateBytes)

@@ -314,6 +314,34 @@ func EnsureOutputStream(ctx context.Context, js jetstream.JetStream, limits Outp
 	return err
 }
 
+// natsConnectRetry is how often a starting node tries an external NATS
+// server again (dialNATSWaiting).
+const natsConnectRetry = 250 * time.Millisecond
+
+// dialNATSWaiting dials NATS with dial, and when the server is external
+// and not up yet (no server answers: a refused or unreachable address),
+// tries again until wait has passed, saying once that it waits: a node
+// may start before its NATS server does. Any other failure (a refused
+// user, a bad certificate) is returned at once.
+func dialNATSWaiting(ctx context.Context, dial func() (*nats.Conn, error), external bool, wait time.Duration, log *slog.Logger) (*nats.Conn, error) {
+	nc, err := dial()
+	if !external || wait <= 0 || !errors.Is(err, nats.ErrNoServers) {
+		return nc, err
+	}
+	log.Warn("waiting for the NATS server to accept connections", "for", wait, "err", err)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for errors.Is(err, nats.ErrNoServers) {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up waiting after up to %v: --nats-connect-wait)", err, wait)
+		case <-time.After(natsConnectRetry):
+		}
+		nc, err = dial()
+	}
+	return nc, err
+}
+
 // dialNATS dials NATS with reconnects forever (the cluster outlives NATS
 // restarts). With a credentials file the node is who that file says;
 // without one, in a cluster with a secret, it is the node user of the

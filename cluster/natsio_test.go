@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -82,5 +83,41 @@ func TestEmbeddedNATSPortTaken(t *testing.T) {
 	var le *natsListenError
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), strconv.Itoa(port)) || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("error %q (%T): want the port and the bind error", err, err)
+	}
+}
+
+// A starting node waits for an external NATS server that is not up yet,
+// and only for that: an embedded one, or a server that answers and
+// refuses (a wrong user), fails at once; a server still down when the
+// wait ends fails naming the flag.
+func TestDialNATSWaiting(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	refused := errors.New("nats: authorization violation")
+	dialer := func(errs ...error) (func() (*nats.Conn, error), *int) {
+		calls := 0
+		return func() (*nats.Conn, error) {
+			calls++
+			if calls <= len(errs) {
+				return nil, errs[calls-1]
+			}
+			return nil, nil
+		}, &calls
+	}
+	ctx := context.Background()
+	dial, calls := dialer(nats.ErrNoServers, nats.ErrNoServers)
+	if _, err := dialNATSWaiting(ctx, dial, true, 10*time.Second, log); err != nil || *calls != 3 {
+		t.Fatalf("a server up on the third try: %v after %d dials", err, *calls)
+	}
+	dial, calls = dialer(nats.ErrNoServers, refused)
+	if _, err := dialNATSWaiting(ctx, dial, true, 10*time.Second, log); !errors.Is(err, refused) || *calls != 2 {
+		t.Fatalf("a server that refuses the user: %v after %d dials, want the refusal at once", err, *calls)
+	}
+	dial, calls = dialer(nats.ErrNoServers)
+	if _, err := dialNATSWaiting(ctx, dial, false, 10*time.Second, log); !errors.Is(err, nats.ErrNoServers) || *calls != 1 {
+		t.Fatalf("the embedded server: %v after %d dials, want no wait", err, *calls)
+	}
+	dial, calls = dialer(nats.ErrNoServers, nats.ErrNoServers, nats.ErrNoServers, nats.ErrNoServers, nats.ErrNoServers)
+	if _, err := dialNATSWaiting(ctx, dial, true, 300*time.Millisecond, log); !errors.Is(err, nats.ErrNoServers) || !strings.Contains(err.Error(), "--nats-connect-wait") || *calls > 3 {
+		t.Fatalf("a server down for longer than the wait: %v after %d dials", err, *calls)
 	}
 }

@@ -184,7 +184,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return dialNATS(url, cfg.NATSCreds, cfg.NATSCA, "cepnode-"+cfg.NodeID, cfg.Secret)
 	}
 	n.redialed = make(chan struct{})
-	nc, err := n.dialNATS()
+	nc, err := dialNATSWaiting(ctx, n.dialNATS, cfg.NATSURL != "", cfg.NATSConnectWait, n.log.With("nats", url))
 	if err != nil {
 		return n, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}

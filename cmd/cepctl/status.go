@@ -57,8 +57,9 @@ missing when the time runs out.`,
 	return cmd
 }
 
-// statusWaitPoll is how often status --wait asks again.
-var statusWaitPoll = 200 * time.Millisecond
+// statusWaitPoll is how often status --wait asks again, statusWaitCall
+// how long it waits for one answer.
+var statusWaitPoll, statusWaitCall = 200 * time.Millisecond, 2 * time.Second
 
 // waitLed asks for the status until the cluster answers with a metadata
 // leader and every shard led, or wait runs out: then the last reason.
@@ -66,7 +67,11 @@ func waitLed(ctx context.Context, c *apiClients, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
-		st, err := c.cluster.GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
+		// each call bounded too: a node still starting may take a
+		// connection and not answer yet
+		callCtx, callCancel := context.WithTimeout(ctx, statusWaitCall)
+		st, err := c.cluster.GetStatus(callCtx, connect.NewRequest(&cepv1.GetStatusRequest{}))
+		callCancel()
 		switch {
 		case err != nil:
 		case st.Msg.GetSummary().GetMetaLeaderId() == "":

@@ -121,6 +121,9 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.Shards, cfg.KeyGroups, cfg.APIToken, cfg.Logger, cfg.Pprof = *shards, *keyGroups, *token, logger, *pprofOn
 	cfg.OutboxLimit, cfg.DeployWait, cfg.DeadAfter, cfg.Replicas, cfg.NoAutoSplit = *outboxLimit, *deployWait, *deadAfter, *replicas, !*autoSplit
 	cfg.SavepointDir, cfg.NATSHandOverAfter, cfg.IdleTimeout = *savepointDir, *f.natsHandOverAfter, *f.idleTimeout
+	if cfg.NATSConnectWait = *f.natsConnectWait; cfg.NATSConnectWait <= 0 {
+		cfg.NATSConnectWait = -1 // none (Config's zero is the default)
+	}
 	cfg.GossipAddr, cfg.AdvertiseHost, cfg.MetricsAuth = *gossipAddr, *advertiseHost, *metricsAuth
 	for _, o := range strings.Split(*f.corsOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -260,6 +263,7 @@ type nodeFlags struct {
 	advertiseHost     *string
 	deadAfter         *time.Duration
 	natsHandOverAfter *time.Duration
+	natsConnectWait   *time.Duration
 	idleTimeout       *time.Duration
 	autoSplit         *bool
 	replicas          *int
@@ -309,6 +313,7 @@ func defineFlags(fs *flag.FlagSet, d cluster.Config) *nodeFlags {
 	f.advertiseHost = fs.String("advertise-host", "", "host (name or IP) other nodes reach this one at, for a node not listed in --peers whose addresses are wildcards like 0.0.0.0")
 	f.deadAfter = fs.Duration("dead-after", d.DeadAfter, "how long a member may be unreachable before its replicas are moved to other nodes")
 	f.idleTimeout = fs.Duration("idle-timeout", d.IdleTimeout, "a pattern's idleTimeout when its document sets none: a shard with no event of a source for this long stops holding the source's event-time clock back (docs/time.md)")
+	f.natsConnectWait = fs.Duration("nats-connect-wait", d.NATSConnectWait, "how long a starting node waits for the external NATS server (--nats) to accept connections; 0: not at all")
 	f.natsHandOverAfter = fs.Duration("nats-handover-after", d.NATSHandOverAfter, "how long a shard leader may go without an answer from NATS before it hands its shard to a replica whose node reaches NATS (it reads and publishes nothing meanwhile)")
 	f.autoSplit = fs.Bool("auto-split", true, "split shards while the cluster has more nodes than shards, so that each node leads one (at most 32 shards with the default key groups; cepctl shard split splits by hand)")
 	f.replicas = fs.Int("replicas", d.Replicas, "replicas per shard, recorded at cluster creation (a shard has fewer while the cluster has fewer nodes)")

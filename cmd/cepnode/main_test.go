@@ -63,7 +63,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--cluster-secret-file", dir + "/none"}, "--cluster-secret-file: open " + dir + "/none"},
 		{[]string{"--cluster-secret-file", bad}, "--cluster-secret-file: " + bad + ": cluster secret: want 64 hex digits"},
 		{[]string{"--cluster-secret-file", good, "--insecure"}, "--insecure with a cluster secret"},
-		{[]string{"--raft-addr", "0.0.0.0:0", "--insecure=false", "--cluster-secret-file", good, "--api-addr", "127.0.0.1:0", "--nats", "nats://127.0.0.1:1"}, "connect to NATS"}, // exposed, with a secret: starts
+		{[]string{"--raft-addr", "0.0.0.0:0", "--insecure=false", "--cluster-secret-file", good, "--api-addr", "127.0.0.1:0", "--nats", "nats://127.0.0.1:1", "--nats-connect-wait", "0"}, "connect to NATS"}, // exposed, with a secret: starts
 		{[]string{"--token-file", badTokens}, "--token-file: " + badTokens + `:3: unknown role "root"`},
 		{[]string{"--token-file", dir + "/none"}, "--token-file: token file: open " + dir + "/none"},
 		{[]string{"--metrics-auth"}, "--metrics-auth needs --token or --token-file"},
