@@ -64,51 +64,7 @@ type Matcher struct {
 	// or queued (StateBytes): each key adds and subtracts its own.
 	stateBytes int64
 
-	// AutoWatermark: when true (the default) the watermark follows the
-	// events (max seen − outOfOrderness − 1); when false only Watermark
-	// calls advance it, as in a cluster where the leader logs watermarks.
-	AutoWatermark bool
-
-	// Clocked: the watermark is a source's clock across shards, logged by
-	// the leader (Clock). The events still move the source's own
-	// progress (SourceProgress, what this shard reports of the source)
-	// but not the watermark: a shard must not run ahead of the other
-	// partitions of its sources. Set by the shard from its deployment.
-	Clocked bool
-
-	// MaxPartialMatches bounds the partial matches holding events that one
-	// key keeps (DefaultMaxPartialMatches unless changed; 0 or less: no
-	// bound). Flink keeps every one, so a pattern whose partial matches
-	// multiply with each event (followedByAny into a loop with
-	// allowCombinations, say) makes a key's state and the time of each of
-	// its events grow exponentially until memory runs out. Past the bound,
-	// the step that made too many keeps the earliest by start (Flink's
-	// queue order: start time, start event, then position in the queue)
-	// and discards the others without a record; Stats.Dropped counts them.
-	// The choice depends only on the state, so replicas agree.
-	MaxPartialMatches int
-
-	// MaxStepsPerEvent bounds the work of one event on one key
-	// (DefaultMaxStepsPerEvent unless changed; 0 or less: no bound):
-	// partial matches visited plus events read into completed matches.
-	// MaxPartialMatches bounds how many partial matches a key holds, not
-	// what an event costs: under followedByAny with allowCombinations
-	// each of them completes a match as long as the key's history on every
-	// event. Once a step reaches the bound, the partial matches it has not
-	// visited yet lose the event — the started ones are discarded, start
-	// states kept —, the completed matches not yet read are discarded
-	// without a record, and the key then keeps only the earlier half of its
-	// partial matches (as MaxPartialMatches does), so that the next event
-	// costs less. Stats.Dropped counts what is discarded, Stats.StepCapped
-	// the events. It depends only on the state, so replicas agree.
-	MaxStepsPerEvent int
-
-	// ReportTimeouts: when true (the default) every partial match whose
-	// window passes is returned as a "timeout" record. When false it is
-	// discarded as Flink's NFA does for a job without a timeout handler:
-	// counted in Stats.Timeouts, its events not read and no record built.
-	// The state is the same either way.
-	ReportTimeouts bool
+	cfg Config // modes: set when built (NewMatcherWith), or all at once (Configure)
 
 	// several sources: one generator per source, combined by the aligner
 	// (min of the sources' watermarks, idle sources left out), with
@@ -195,29 +151,30 @@ type testKnobs struct {
 	passedBy     int // events passesBy let by
 }
 
-// NewMatcher returns a Matcher for p with no state.
-func NewMatcher(p *Pattern) *Matcher {
+// NewMatcher returns a Matcher for p with no state and DefaultConfig.
+func NewMatcher(p *Pattern) *Matcher { return NewMatcherWith(p, DefaultConfig()) }
+
+// NewMatcherWith returns a Matcher for p with no state that runs as cfg
+// says.
+func NewMatcherWith(p *Pattern, cfg Config) *Matcher {
 	m := &Matcher{
-		p:                 p,
-		keys:              map[string]*keyState{},
-		gen:               watermark.NewGenerator(p.ooo),
-		wm:                watermark.MinTime,
-		AutoWatermark:     true,
-		MaxPartialMatches: DefaultMaxPartialMatches,
-		MaxStepsPerEvent:  DefaultMaxStepsPerEvent,
-		ReportTimeouts:    true,
-		test:              testKnobs{passFrom: passByFrom},
-		graphs:            make([]graphMemo, len(p.states)),
-		cacheGen:          make([]uint32, len(p.leaves)),
-		cacheVal:          make([]bool, len(p.leaves)),
-		guardGen:          make([]uint32, len(p.leaves)),
-		guardFalse:        make([]bool, len(p.leaves)),
-		memoGen:           make([]uint32, len(p.leaves)),
-		memoVal:           make([]bool, len(p.leaves)),
-		nodeMemo:          make([]nodeMemo, len(p.leaves)),
-		fieldGen:          make([]uint32, p.fieldSlots()),
-		fieldVal:          make([]any, p.fieldSlots()),
-		fieldErr:          make([]error, p.fieldSlots()),
+		p:          p,
+		keys:       map[string]*keyState{},
+		gen:        watermark.NewGenerator(p.ooo),
+		wm:         watermark.MinTime,
+		cfg:        cfg,
+		test:       testKnobs{passFrom: passByFrom},
+		graphs:     make([]graphMemo, len(p.states)),
+		cacheGen:   make([]uint32, len(p.leaves)),
+		cacheVal:   make([]bool, len(p.leaves)),
+		guardGen:   make([]uint32, len(p.leaves)),
+		guardFalse: make([]bool, len(p.leaves)),
+		memoGen:    make([]uint32, len(p.leaves)),
+		memoVal:    make([]bool, len(p.leaves)),
+		nodeMemo:   make([]nodeMemo, len(p.leaves)),
+		fieldGen:   make([]uint32, p.fieldSlots()),
+		fieldVal:   make([]any, p.fieldSlots()),
+		fieldErr:   make([]error, p.fieldSlots()),
 	}
 	if p.timeFn == nil {
 		m.wm = 0 // processing time starts at 0 and moves with ticks
@@ -252,10 +209,8 @@ func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
 	if gen == nil || m.aligner == nil {
 		return m.EventAt(key, ts, in)
 	}
-	auto := m.AutoWatermark
-	m.AutoWatermark = false
-	m.EventAt(key, ts, in) // resets m.out; what follows appends to it
-	m.AutoWatermark = auto
+	m.startCall()
+	m.eventAt(key, ts, in, false) // the source's generator moves the watermark
 	m.observeAligned(gen, source, ts)
 	return m.out
 }
@@ -264,7 +219,7 @@ func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
 // minimum over the sources that are not idle.
 func (m *Matcher) observeAligned(gen *watermark.Generator, source string, ts int64) {
 	gen.Observe(ts)
-	if m.Clocked {
+	if m.cfg.Clocked {
 		return // the source's clock, not its events, moves the aligner (Clock)
 	}
 	m.observeSource(source, gen.Current())
@@ -309,20 +264,20 @@ func (m *Matcher) ObserveFrom(source string, ts int64) []Record {
 		m.observeAligned(gen, source, ts)
 		return m.out
 	}
-	m.observe(ts)
+	m.observe(ts, m.cfg.AutoWatermark)
 	return m.out
 }
 
 // observe moves the watermark with an event at ts: the pattern's
-// generator, and with it the watermark unless it is Clocked.
-func (m *Matcher) observe(ts int64) {
-	if m.Clocked {
+// generator, and with it the watermark when auto unless it is Clocked.
+func (m *Matcher) observe(ts int64, auto bool) {
+	if m.cfg.Clocked {
 		if m.aligner == nil { // several sources: their own generators (observeAligned)
 			m.gen.Observe(ts)
 		}
 		return
 	}
-	if m.AutoWatermark {
+	if auto {
 		if wm, adv := m.gen.Observe(ts); adv {
 			m.advance(wm)
 		}
@@ -361,10 +316,10 @@ func (m *Matcher) Clock(source string, wm int64) []Record {
 // read complete.
 func (m *Matcher) Unclock() []Record {
 	m.startCall()
-	if !m.Clocked {
+	if !m.cfg.Clocked {
 		return m.out
 	}
-	m.Clocked = false
+	m.cfg.Clocked = false
 	if m.p.timeFn == nil {
 		return m.out
 	}
@@ -380,7 +335,7 @@ func (m *Matcher) Unclock() []Record {
 		}
 		return m.out
 	}
-	if wm := m.gen.Current(); m.AutoWatermark && wm > m.wm {
+	if wm := m.gen.Current(); m.cfg.AutoWatermark && wm > m.wm {
 		m.advance(wm)
 	}
 	return m.out
@@ -440,7 +395,7 @@ func (m *Matcher) Paused(source string) bool {
 	if m.aligner == nil || m.srcGen[source] == nil {
 		return false
 	}
-	if m.Clocked {
+	if m.cfg.Clocked {
 		// this shard's own progress of the source (its split, in Flink's
 		// terms) against the pattern's watermark: the logged clock
 		// trails the events read by a report's round trip, so each source
@@ -569,6 +524,13 @@ func (m *Matcher) Event(in Input) ([]Record, error) {
 // EventAt feeds one event whose key and time are already known.
 func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 	m.startCall()
+	m.eventAt(key, ts, in, m.cfg.AutoWatermark)
+	return m.out
+}
+
+// eventAt takes one event into m.out; auto: the event moves the
+// pattern's watermark (observe), unless the matcher is Clocked.
+func (m *Matcher) eventAt(key string, ts int64, in Input, auto bool) {
 	if m.p.timeFn == nil {
 		// processing time: no buffering, the event is processed now
 		ks := m.keyState(key)
@@ -576,12 +538,12 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 		m.timeAdvance(ks, m.wm)
 		m.processOne(ks, m.wm, in, !m.noStarts)
 		m.reschedule(ks)
-		return m.out
+		return
 	}
 	if ts <= m.wm {
 		m.stats.Late++
 		m.out = append(m.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw, Positions: []uint64{in.Pos}})
-		return m.out
+		return
 	}
 	// a draining matcher has nothing to finish for a key without state, but
 	// the event still moves its watermark
@@ -595,8 +557,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 			m.reschedule(ks)
 		}
 	}
-	m.observe(ts)
-	return m.out
+	m.observe(ts, auto)
 }
 
 // Watermark advances event time (or processing time, for a pattern without
@@ -895,7 +856,7 @@ func (m *Matcher) emitExpired(ks *keyState, matches []path, tos []timeout) {
 // reportsTimeouts reports whether timed-out partial matches become
 // records: not for MATCH_RECOGNIZE, which reports none, nor when the
 // caller does not want them.
-func (m *Matcher) reportsTimeouts() bool { return m.ReportTimeouts && !m.p.sql }
+func (m *Matcher) reportsTimeouts() bool { return m.cfg.ReportTimeouts && !m.p.sql }
 
 // numberDuplicates numbers records of one step that are identical (Flink
 // can complete or time out equal partial matches through different

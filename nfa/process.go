@@ -830,13 +830,13 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 // capPartial keeps at most MaxPartialMatches partial matches holding events
 // on the key: the earliest in queue order (start time, start event, then
 // array position), discarding the others as a skip strategy's pruning does
-// (see Matcher.MaxPartialMatches).
-func (m *Matcher) capPartial(ks *keyState) { m.capPartialTo(ks, m.MaxPartialMatches) }
+// (see Config.MaxPartialMatches).
+func (m *Matcher) capPartial(ks *keyState) { m.capPartialTo(ks, m.cfg.MaxPartialMatches) }
 
 // overSteps reports whether the current event's step reached
 // MaxStepsPerEvent, noting it.
 func (m *Matcher) overSteps() bool {
-	if m.MaxStepsPerEvent > 0 && m.steps >= m.MaxStepsPerEvent {
+	if m.cfg.MaxStepsPerEvent > 0 && m.steps >= m.cfg.MaxStepsPerEvent {
 		m.stepCapped = true
 	}
 	return m.stepCapped

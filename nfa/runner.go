@@ -42,11 +42,16 @@ type DeadLetter struct {
 // call (valid until the next call). The other patterns took them.
 func (r *Runner) DeadLetters() []DeadLetter { return r.dead }
 
-// NewRunner returns a Runner for the given patterns, in order.
-func NewRunner(patterns ...*Pattern) *Runner {
+// NewRunner returns a Runner for the given patterns, in order, each
+// matcher with DefaultConfig.
+func NewRunner(patterns ...*Pattern) *Runner { return NewRunnerWith(DefaultConfig(), patterns...) }
+
+// NewRunnerWith returns a Runner for the given patterns, in order, each
+// matcher with cfg.
+func NewRunnerWith(cfg Config, patterns ...*Pattern) *Runner {
 	r := &Runner{}
 	for _, p := range patterns {
-		r.matchers = append(r.matchers, NewMatcher(p))
+		r.matchers = append(r.matchers, NewMatcherWith(p, cfg))
 	}
 	return r
 }

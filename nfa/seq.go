@@ -667,7 +667,7 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 		ks.seqSweep()
 	}
 	m.prunedPartial = false
-	if limit := m.MaxPartialMatches; limit > 0 && sk.alive > limit {
+	if limit := m.cfg.MaxPartialMatches; limit > 0 && sk.alive > limit {
 		m.seqToGeneral(ks)
 		m.capPartial(ks)
 		m.recomputeDeadline(ks)

@@ -224,7 +224,7 @@ type PatternInfo struct {
 	StateBytesRefused uint64
 	// Since this replica built or restored the pattern's matchers (these
 	// are not part of the replicated state): partial matches discarded at
-	// nfa's bound per key (Matcher.MaxPartialMatches), condition
+	// nfa's bound per key (Config.MaxPartialMatches), condition
 	// evaluations that failed and counted as false, emitted fields that
 	// failed and are null, and the first failure of each
 	// (Matcher.FirstErrors).
@@ -241,7 +241,7 @@ func (s *State) Patterns() []PatternInfo {
 	for _, p := range s.patterns {
 		pm, be := p.m.Totals()
 		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(),
-			MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
+			MaxPartialMatches: p.m.Config().MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
 			StateBytes: p.stateBytes(), MaxStateBytes: p.deploy.maxStateBytes(), StateBytesRefused: p.bytesRefused}
 		info.addStats(p.m)
 		info.OldestPartialStart, info.HasPartial = p.m.OldestPartialStart()
@@ -265,7 +265,7 @@ func (s *State) Patterns() []PatternInfo {
 func (s *State) PatternFailures() []PatternInfo {
 	out := make([]PatternInfo, 0, len(s.patterns))
 	for _, p := range s.patterns {
-		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.Config().MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
 			StateBytes: p.stateBytes(), MaxStateBytes: p.deploy.maxStateBytes(), StateBytesRefused: p.bytesRefused}
 		info.addStats(p.m)
 		for _, d := range p.draining {
@@ -412,9 +412,9 @@ func (s *State) Apply(b *Batch) error {
 			if _, p := s.find(op.Pattern); p != nil {
 				p.deploy.Clock = op.On
 				if op.On {
-					p.m.Clocked = true
+					p.m.SetClocked(true)
 					for _, d := range p.draining {
-						d.m.Clocked = true
+						d.m.SetClocked(true)
 					}
 					break
 				}
