@@ -501,24 +501,18 @@ func (m *Matcher) TimeOf(in Input) (int64, error) {
 	return m.p.timeFn(in.Data)
 }
 
-// Event feeds one event. It returns the records produced (which stay valid
-// until the next call: the slice and the lists inside the records are
-// reused then); an error means the event's key or time could not be
-// computed or its time is refused (CheckTime), and nothing changed.
+// Event feeds one event (Offer, its ingest time not known). It returns
+// the records produced (which stay valid until the next call: the slice
+// and the lists inside the records are reused then); an error (a
+// *Refusal) means the event's key or time could not be computed or its
+// time is refused (CheckTime), and nothing changed, or that it is over a
+// bound of Config on state, and only its time was observed.
 func (m *Matcher) Event(in Input) ([]Record, error) {
-	in, keep, err := m.Project(in)
-	if err != nil || !keep {
-		return nil, err
+	recs, ref := m.Offer(&Arrival{In: in, Ingest: NoIngestTime})
+	if ref != nil {
+		return recs, ref
 	}
-	key, err := m.KeyOf(in)
-	if err != nil {
-		return nil, err
-	}
-	ts, err := m.TimeFrom("", in)
-	if err != nil {
-		return nil, err
-	}
-	return m.EventAt(key, ts, in), nil
+	return recs, nil
 }
 
 // EventAt feeds one event whose key and time are already known.

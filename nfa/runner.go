@@ -26,6 +26,7 @@ type Runner struct {
 	line     int
 	out      []Record
 	dead     []DeadLetter
+	admitted []Admitted // per matcher: Line's decisions, taken once all are made
 }
 
 // DeadLetter is an event one pattern refused, as a cluster dead-letters it
@@ -122,50 +123,31 @@ func (r *Runner) Line(line []byte) ([]Record, error) {
 		}
 		return r.out, nil
 	}
-	// compute every pattern's key and time first, so a bad event changes nothing
-	type kt struct {
-		in   Input
-		key  string
-		ts   int64
-		skip bool
-	}
-	kts := make([]kt, len(r.matchers))
-	ingest := NoIngestTime
+	// every pattern admits the event first, so a bad event changes nothing
+	arr := Arrival{In: in, Ingest: NoIngestTime}
 	if r.IngestTime != nil {
-		ingest = r.IngestTime() // once per line: every pattern decides on the same
+		arr.Ingest = r.IngestTime() // once per line: every pattern decides on the same
 	}
-	for i, m := range r.matchers {
-		in, keep, err := m.Project(in)
-		if err != nil {
-			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
+	r.admitted = r.admitted[:0]
+	for _, m := range r.matchers {
+		a, ref := m.Admit(&arr)
+		if ref != nil && ref.Malformed() {
+			// the input's fault, not the pattern's: the run stops at it
+			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, ref.Err)}
 		}
-		if !keep {
-			kts[i].skip = true
-			continue
-		}
-		k, err := m.KeyOf(in)
-		if err != nil {
-			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
-		}
-		ts, err := m.TimeAt("", in, ingest)
-		if IsTimeError(err) {
+		if ref != nil {
 			// refused by this pattern alone, as a shard dead-letters it
 			var src string
 			if len(m.p.spec.Source) > 0 {
 				src = m.p.spec.Source[0]
 			}
-			r.dead = append(r.dead, DeadLetter{Source: src, Pattern: m.p.spec.Name, Position: in.Pos, Reason: err.Error(), Data: in.Raw})
-			kts[i].skip = true
-			continue
+			r.dead = append(r.dead, DeadLetter{Source: src, Pattern: m.p.spec.Name, Position: in.Pos, Reason: ref.Reason, Data: in.Raw})
 		}
-		if err != nil {
-			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
-		}
-		kts[i] = kt{in: in, key: k, ts: ts}
+		r.admitted = append(r.admitted, a)
 	}
 	for i, m := range r.matchers {
-		if !kts[i].skip {
-			r.out = append(r.out, m.EventAt(kts[i].key, kts[i].ts, kts[i].in)...)
+		if a := &r.admitted[i]; a.Moves() {
+			r.out = append(r.out, m.Take(a)...)
 		}
 	}
 	return r.out, nil

@@ -223,6 +223,7 @@ func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
 	// timeouts not published are not built (still counted)
 	cfg.ReportTimeouts = d.Records.has("timeout")
 	cfg.Clocked = d.Clock
+	cfg.MaxKeys, cfg.MaxStateBytes = d.maxKeys(), d.maxStateBytes()
 	m.Configure(cfg)
 	return m
 }
