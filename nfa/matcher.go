@@ -77,7 +77,22 @@ type Matcher struct {
 	arrivals  uint64 // events queued so far (their arrival numbers)
 	drainFrom uint64 // events arriving from this number on start no partial match
 
-	// per-event scratch
+	firstCondErr string      // the first condition error (FirstErrors)
+	firstEmitErr string      // the first emit error
+	stateVer     byte        // the encoding version of the header the matcher was restored from (readHeader; 0: none)
+	freeKeys     []*keyState // keys whose state ended, for new keys to reuse
+
+	sc scratch // what one call works with: none of it is state
+
+	test testKnobs
+}
+
+// scratch is what a Matcher works with while it takes one event or
+// advances time: buffers kept from call to call so that a step allocates
+// nothing, memos keyed by a generation that each event bumps (nextGen),
+// and the event being processed (beginEvent, endEvent). None of it is
+// state: a matcher restored without it continues alike.
+type scratch struct {
 	cacheGen      []uint32
 	cacheVal      []bool
 	fieldGen      []uint32 // per field slot (leafInfo.field): the event generation fieldVal is for
@@ -106,11 +121,8 @@ type Matcher struct {
 	capKeys       []qent     // capPartial's scratch
 	steps         int        // the current event's steps on its key (MaxStepsPerEvent)
 	stepCapped    bool       // the current event's step reached MaxStepsPerEvent
-	firstCondErr  string     // the first condition error (FirstErrors)
-	firstEmitErr  string     // the first emit error
-	stateVer      byte       // the encoding version of the header the matcher was restored from (readHeader; 0: none)
 	prunedPartial bool       // a skip strategy dropped partial matches during processEvent
-	out           []Record
+	out           []Record   // the records of a call (startCall)
 	ctx           evalCtx
 	resBuf        []*compState
 	entBuf        [2][]qent     // processEvent's new and completed queues
@@ -119,12 +131,47 @@ type Matcher struct {
 	stageCount    []int
 	curEv         event  // the event being processed
 	curEvHeap     *event // its stored copy, once a partial match took it
-	freeKeys      []*keyState
 	group         []queued
 	mayStart      bool       // the event being processed may start partial matches
 	seq           seqScratch // the buffers of the keys under Pattern.seq
+}
 
-	test testKnobs
+// The scratch's resets, each where what it holds starts anew.
+
+// beginCall starts a call that returns records: the records of the
+// previous call and the lists cut for them are reused from here on.
+func (s *scratch) beginCall() {
+	s.out = s.out[:0]
+	s.room.reset()
+}
+
+// beginEvent makes ev the event being processed.
+func (s *scratch) beginEvent(ev event, mayStart bool) {
+	s.mayStart, s.curEv, s.curEvHeap = mayStart, ev, nil
+}
+
+// endEvent lets the processed event go (its data is not kept past it).
+func (s *scratch) endEvent() { s.curEv, s.curEvHeap = event{}, nil }
+
+// beginStep starts counting a step's work on a key (MaxStepsPerEvent):
+// an event's, or the completions a time advance reads.
+func (s *scratch) beginStep() { s.steps, s.stepCapped = 0, false }
+
+// newScratch sizes the memos for p's conditions and states.
+func newScratch(p *Pattern) scratch {
+	return scratch{
+		graphs:     make([]graphMemo, len(p.states)),
+		cacheGen:   make([]uint32, len(p.leaves)),
+		cacheVal:   make([]bool, len(p.leaves)),
+		guardGen:   make([]uint32, len(p.leaves)),
+		guardFalse: make([]bool, len(p.leaves)),
+		memoGen:    make([]uint32, len(p.leaves)),
+		memoVal:    make([]bool, len(p.leaves)),
+		nodeMemo:   make([]nodeMemo, len(p.leaves)),
+		fieldGen:   make([]uint32, p.fieldSlots()),
+		fieldVal:   make([]any, p.fieldSlots()),
+		fieldErr:   make([]error, p.fieldSlots()),
+	}
 }
 
 // testKnobs are what tests set to switch a fast path off, or to try it
@@ -158,23 +205,13 @@ func NewMatcher(p *Pattern) *Matcher { return NewMatcherWith(p, DefaultConfig())
 // says.
 func NewMatcherWith(p *Pattern, cfg Config) *Matcher {
 	m := &Matcher{
-		p:          p,
-		keys:       map[string]*keyState{},
-		gen:        watermark.NewGenerator(p.ooo),
-		wm:         watermark.MinTime,
-		cfg:        cfg,
-		test:       testKnobs{passFrom: passByFrom},
-		graphs:     make([]graphMemo, len(p.states)),
-		cacheGen:   make([]uint32, len(p.leaves)),
-		cacheVal:   make([]bool, len(p.leaves)),
-		guardGen:   make([]uint32, len(p.leaves)),
-		guardFalse: make([]bool, len(p.leaves)),
-		memoGen:    make([]uint32, len(p.leaves)),
-		memoVal:    make([]bool, len(p.leaves)),
-		nodeMemo:   make([]nodeMemo, len(p.leaves)),
-		fieldGen:   make([]uint32, p.fieldSlots()),
-		fieldVal:   make([]any, p.fieldSlots()),
-		fieldErr:   make([]error, p.fieldSlots()),
+		p:    p,
+		keys: map[string]*keyState{},
+		gen:  watermark.NewGenerator(p.ooo),
+		wm:   watermark.MinTime,
+		cfg:  cfg,
+		test: testKnobs{passFrom: passByFrom},
+		sc:   newScratch(p),
 	}
 	if p.timeFn == nil {
 		m.wm = 0 // processing time starts at 0 and moves with ticks
@@ -212,7 +249,7 @@ func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
 	m.startCall()
 	m.eventAt(key, ts, in, false) // the source's generator moves the watermark
 	m.observeAligned(gen, source, ts)
-	return m.out
+	return m.sc.out
 }
 
 // observeAligned moves source's watermark to ts and the pattern's to the
@@ -258,14 +295,14 @@ func (m *Matcher) alignedWatermark() int64 {
 func (m *Matcher) ObserveFrom(source string, ts int64) []Record {
 	m.startCall()
 	if m.p.timeFn == nil {
-		return m.out
+		return m.sc.out
 	}
 	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
 		m.observeAligned(gen, source, ts)
-		return m.out
+		return m.sc.out
 	}
 	m.observe(ts, m.cfg.AutoWatermark)
-	return m.out
+	return m.sc.out
 }
 
 // observe moves the watermark with an event at ts: the pattern's
@@ -291,7 +328,7 @@ func (m *Matcher) observe(ts int64, auto bool) {
 func (m *Matcher) Clock(source string, wm int64) []Record {
 	m.startCall()
 	if m.p.timeFn == nil {
-		return m.out
+		return m.sc.out
 	}
 	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
 		gen.Advance(wm)
@@ -300,13 +337,13 @@ func (m *Matcher) Clock(source string, wm int64) []Record {
 			m.gen.Advance(c)
 			m.advance(c)
 		}
-		return m.out
+		return m.sc.out
 	}
 	// the generator takes the clock (the future-skew bound judges against
 	// it); the watermark takes the clock only, never this shard's progress
 	m.gen.Advance(wm)
 	m.advance(wm)
-	return m.out
+	return m.sc.out
 }
 
 // Unclock stops taking the clock across shards (Clocked false) and moves
@@ -317,11 +354,11 @@ func (m *Matcher) Clock(source string, wm int64) []Record {
 func (m *Matcher) Unclock() []Record {
 	m.startCall()
 	if !m.cfg.Clocked {
-		return m.out
+		return m.sc.out
 	}
 	m.cfg.Clocked = false
 	if m.p.timeFn == nil {
-		return m.out
+		return m.sc.out
 	}
 	if m.aligner != nil {
 		for _, src := range m.aligner.Sources() {
@@ -333,12 +370,12 @@ func (m *Matcher) Unclock() []Record {
 			m.gen.Advance(wm)
 			m.advance(wm)
 		}
-		return m.out
+		return m.sc.out
 	}
 	if wm := m.gen.Current(); m.cfg.AutoWatermark && wm > m.wm {
 		m.advance(wm)
 	}
-	return m.out
+	return m.sc.out
 }
 
 // SourceProgress is the event time the events of source (the pattern's
@@ -386,7 +423,7 @@ func (m *Matcher) Tick(now int64) []Record {
 			m.advance(wm)
 		}
 	}
-	return m.out
+	return m.sc.out
 }
 
 // Paused reports whether reading a source should pause because its
@@ -519,10 +556,10 @@ func (m *Matcher) Event(in Input) ([]Record, error) {
 func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 	m.startCall()
 	m.eventAt(key, ts, in, m.cfg.AutoWatermark)
-	return m.out
+	return m.sc.out
 }
 
-// eventAt takes one event into m.out; auto: the event moves the
+// eventAt takes one event into m.sc.out; auto: the event moves the
 // pattern's watermark (observe), unless the matcher is Clocked.
 func (m *Matcher) eventAt(key string, ts int64, in Input, auto bool) {
 	if m.p.timeFn == nil {
@@ -536,7 +573,7 @@ func (m *Matcher) eventAt(key string, ts int64, in Input, auto bool) {
 	}
 	if ts <= m.wm {
 		m.stats.Late++
-		m.out = append(m.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw, Positions: []uint64{in.Pos}})
+		m.sc.out = append(m.sc.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw, Positions: []uint64{in.Pos}})
 		return
 	}
 	// a draining matcher has nothing to finish for a key without state, but
@@ -564,7 +601,7 @@ func (m *Matcher) Watermark(wm int64) []Record {
 		wm = m.gen.Current()
 	}
 	m.advance(wm)
-	return m.out
+	return m.sc.out
 }
 
 // StopStarting makes the matcher finish the partial matches it has without
@@ -615,7 +652,7 @@ func (m *Matcher) Finish(final bool) []Record {
 		}
 		m.advance(watermark.MaxTime)
 	}
-	return m.out
+	return m.sc.out
 }
 
 func (m *Matcher) keyState(key string) *keyState {
@@ -634,7 +671,7 @@ func (m *Matcher) keyState(key string) *keyState {
 		}
 		if m.seqOn() {
 			if ks.seq == nil {
-				ks.seq, m.seq.spare = m.seq.spare, nil
+				ks.seq, m.sc.seq.spare = m.sc.seq.spare, nil
 				if ks.seq == nil {
 					ks.seq = &seqKey{}
 				}
@@ -701,14 +738,14 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 			continue
 		}
 		// MATCH_RECOGNIZE: further ORDER BY columns order events of equal time
-		group := m.group[:0]
+		group := m.sc.group[:0]
 		ks.queue.PopUpTo(t, func(ts int64, q queued) { group = append(group, q) })
 		sort.SliceStable(group, func(i, j int) bool { return m.p.tieLess(group[i].data, group[j].data) })
 		for _, q := range group {
 			m.processQueued(ks, t, q)
 		}
 		clear(group)
-		m.group = group[:0]
+		m.sc.group = group[:0]
 	}
 	m.timeAdvance(ks, wm)
 	m.reschedule(ks)
@@ -731,17 +768,14 @@ func (m *Matcher) processQueued(ks *keyState, ts int64, q queued) {
 }
 
 func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
-	m.mayStart = mayStart
-	m.curEv = event{order: ks.nextOrder, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
-	m.curEvHeap = nil
+	m.sc.beginEvent(event{order: ks.nextOrder, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}, mayStart)
 	ks.nextOrder++
-	from := len(m.out)
-	for _, p := range m.processEvent(ks, &m.curEv) {
+	from := len(m.sc.out)
+	for _, p := range m.processEvent(ks, &m.sc.curEv) {
 		m.emitMatch(ks, p)
 	}
 	m.numberDuplicates(from)
-	m.curEv = event{}
-	m.curEvHeap = nil
+	m.sc.endEvent()
 }
 
 // deadlineOf is when a partial match times out (maxInt64: never).
@@ -782,16 +816,13 @@ func (m *Matcher) recomputeDeadline(ks *keyState) {
 
 // startCall begins a call that returns records: the records of the
 // previous call and the lists cut for them are reused from here on.
-func (m *Matcher) startCall() {
-	m.out = m.out[:0]
-	m.room.reset()
-}
+func (m *Matcher) startCall() { m.sc.beginCall() }
 
 func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	if !m.p.hasWindows || now < ks.deadline {
 		return // nothing can time out yet
 	}
-	from := len(m.out)
+	from := len(m.sc.out)
 	defer m.numberDuplicates(from)
 	if ks.seq != nil {
 		matches, tos := m.seqAdvanceTime(ks, now)
@@ -819,32 +850,32 @@ func (m *Matcher) expire(ks *keyState, now int64) {
 }
 
 // emitExpired emits what advancing time ended: the matches it let go and
-// then the partial matches timed out (their events in m.toNodes).
+// then the partial matches timed out (their events in m.sc.toNodes).
 func (m *Matcher) emitExpired(ks *keyState, matches []path, tos []timeout) {
 	for _, p := range matches {
 		m.emitMatch(ks, p)
 	}
-	n := len(m.toNodes)
+	n := len(m.sc.toNodes)
 	if !m.reportsTimeouts() {
 		// counted only: advanceTime collected no events for them
 		m.stats.Timeouts += uint64(len(tos))
 		tos, n = nil, 0
 	}
 	// the records' lists are cut from three arrays shared by all of them
-	raws, pos, stages := m.room.cut(n)
+	raws, pos, stages := m.sc.room.cut(n)
 	for _, t := range tos {
 		m.stats.Timeouts++
-		p := path(m.toNodes[t.from:t.to])
+		p := path(m.sc.toNodes[t.from:t.to])
 		r := Record{Type: "timeout", Pattern: m.p.spec.Name, Key: ks.key, TimeoutAt: t.at,
 			Events: m.stageEventsIn(p, stages, raws[t.from:t.to]), Positions: positionsIn(p, pos[t.from:t.to])}
 		stages = stages[len(r.Events):]
 		if len(p) > 0 {
 			r.Start = p[0].ev.ts
 		}
-		m.out = append(m.out, r)
+		m.sc.out = append(m.sc.out, r)
 	}
-	clear(m.toNodes)
-	m.toNodes = m.toNodes[:0]
+	clear(m.sc.toNodes)
+	m.sc.toNodes = m.sc.toNodes[:0]
 }
 
 // reportsTimeouts reports whether timed-out partial matches become
@@ -857,10 +888,10 @@ func (m *Matcher) reportsTimeouts() bool { return m.cfg.ReportTimeouts && !m.p.s
 // branches at once): Record.Dup tells them apart, deterministically, so
 // that ids derived from the content stay unique.
 func (m *Matcher) numberDuplicates(from int) {
-	if len(m.out)-from < 2 {
+	if len(m.sc.out)-from < 2 {
 		return
 	}
-	recs := m.out[from:]
+	recs := m.sc.out[from:]
 	if len(recs) <= 8 {
 		for i := 1; i < len(recs); i++ {
 			for j := i - 1; j >= 0; j-- {
@@ -878,7 +909,7 @@ func (m *Matcher) numberDuplicates(from int) {
 	// O(n log n). The position takes the hash's low bits, and the word is
 	// sorted as a number.
 	mask := uint64(1)<<bits.Len(uint(len(recs)-1)) - 1
-	hs := m.dupKeys[:0]
+	hs := m.sc.dupKeys[:0]
 	for i := range recs {
 		hs = append(hs, recs[i].identityHash()&^mask|uint64(i))
 	}
@@ -892,7 +923,7 @@ func (m *Matcher) numberDuplicates(from int) {
 			}
 		}
 	}
-	m.dupKeys = hs[:0]
+	m.sc.dupKeys = hs[:0]
 }
 
 // reschedule computes when the key next needs attention, or drops its state

@@ -198,7 +198,7 @@ func (m *Matcher) Take(a *Admitted) []Record {
 		return m.ObserveFrom(a.Source, a.Time)
 	}
 	m.startCall()
-	return m.out
+	return m.sc.out
 }
 
 // Offer admits an event and takes it (Admit, Take): the records it
