@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/cepcluster/cep/nfa/expr"
 )
 
 // Runner drives several patterns side by side over one bounded input of JSON
@@ -76,9 +74,9 @@ func (e *InputError) Unwrap() error { return e.Err }
 // ParseLine decodes one input line: an event, or a watermark marker (isWM).
 func ParseLine(line []byte) (in Input, wm int64, isWM bool, err error) {
 	line = bytes.TrimSpace(line)
-	data, err := expr.DecodeEvent(line)
-	if err != nil {
-		return Input{}, 0, false, err
+	data, ref := DecodeInput(line, 0) // a line's bound is the reader's
+	if ref != nil {
+		return Input{}, 0, false, ref.Err
 	}
 	if v, ok := data["$watermark"]; ok {
 		if len(data) != 1 {
