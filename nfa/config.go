@@ -88,7 +88,8 @@ func (m *Matcher) Config() Config { return m.cfg }
 // drains under the deployment that replaced it, its deployment's Config,
 // whatever it had: a replica restored from a snapshot and one that
 // applied the log must run alike. It changes no state and returns no
-// records; to stop taking the clock, which does, use SetClocked.
+// records: a matcher it takes off the clock moves its watermark with its
+// next event, where SetClocked(false) moves it at once.
 func (m *Matcher) Configure(c Config) { m.cfg = c }
 
 // SetClocked starts or stops taking the sources' clock across shards
