@@ -642,7 +642,7 @@ func (r *coreRef) finish(now int64) {
 // the key's previous match.
 func verifyCORE(p *nfa.Pattern, evs []benchEvent, length, windowEvents int, reportTimeouts bool) error {
 	m := nfa.NewMatcher(p)
-	m.ReportTimeouts = reportTimeouts
+	configure(m, func(c *nfa.Config) { c.ReportTimeouts = reportTimeouts })
 	ref := newCoreRef(length, windowEvents)
 	lastEnd := map[string]int64{}
 	engine, timeouts := 0, 0
@@ -733,7 +733,7 @@ func coreRunReporting(b *testing.B, length, windowEvents int, reportTimeouts boo
 		return verifyCORE(p, evs, length, windowEvents, reportTimeouts)
 	})
 	r := newEngineRun(p, evs)
-	r.m.ReportTimeouts = reportTimeouts
+	configure(r.m, func(c *nfa.Config) { c.ReportTimeouts = reportTimeouts })
 	r.feed(windowEvents * coreKeys)
 	r.sampleState()
 	return r

@@ -37,7 +37,7 @@ func TestMaxPartialMatchesBoundsDoubling(t *testing.T) {
 	p := mustCompile(t, doublingSpec())
 	for _, bound := range []int{0, 1, 5, 64, 1000} {
 		m := nfa.NewMatcher(p)
-		m.MaxPartialMatches = bound
+		configure(m, func(c *nfa.Config) { c.MaxPartialMatches = bound })
 		m.Event(ev("x", "A", 0))
 		held, dropped := 1, uint64(0)
 		for j := 1; j < 12; j++ {
@@ -71,7 +71,7 @@ func TestMaxPartialMatchesKeepsEarliestStarts(t *testing.T) {
 		{"name": "b", "contiguity": "followedByAny", "where": "e.t == \"B\""}]}`)
 	const bound, as = 7, 30
 	m := nfa.NewMatcher(p)
-	m.MaxPartialMatches = bound
+	configure(m, func(c *nfa.Config) { c.MaxPartialMatches = bound })
 	var recs []string
 	ts := 0
 	for i := 0; i < as; i++ {
@@ -140,7 +140,7 @@ func TestMaxPartialMatchesProperties(t *testing.T) {
 		bound := rapid.IntRange(1, 6).Draw(t, "bound")
 		bounded := func() *nfa.Matcher {
 			m := nfa.NewMatcher(p)
-			m.MaxPartialMatches = bound
+			configure(m, func(c *nfa.Config) { c.MaxPartialMatches = bound })
 			return m
 		}
 		m, ref := bounded(), bounded()
@@ -158,14 +158,14 @@ func TestMaxPartialMatchesProperties(t *testing.T) {
 		at := rapid.IntRange(0, len(lines)).Draw(t, "restoreAt")
 		runInStepRestoring(t, bounded(), ref, lines, at, func(old *nfa.Matcher) *nfa.Matcher {
 			nm := restoreMatcher(t, p, old)
-			nm.MaxPartialMatches = bound
+			configure(nm, func(c *nfa.Config) { c.MaxPartialMatches = bound })
 			return nm
 		})
 		if s.Skip != "noSkip" {
 			return
 		}
 		unbounded := nfa.NewMatcher(p)
-		unbounded.MaxPartialMatches = 0
+		configure(unbounded, func(c *nfa.Config) { c.MaxPartialMatches = 0 })
 		capped := bounded()
 		all := append(runLines(t, unbounded, lines), recordsJSON(t, unbounded.Finish(true))...)
 		some := append(runLines(t, capped, lines), recordsJSON(t, capped.Finish(true))...)

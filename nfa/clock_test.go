@@ -24,7 +24,7 @@ func TestClockedFollowsTheLoggedClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	auto, clocked := NewMatcher(p), NewMatcher(p)
-	clocked.Clocked = true
+	clocked.SetClocked(true)
 	var lines []string
 	for i := 0; i < 300; i++ {
 		typ := []string{"LOGIN", "PAYMENT_FAILED", "PAYMENT_FAILED", "LOGOUT"}[i%4]
@@ -66,7 +66,7 @@ func TestClockedFollowsTheLoggedClock(t *testing.T) {
 	// a clock behind this matcher's own progress moves the watermark to
 	// the clock, not to the progress
 	ahead := NewMatcher(p)
-	ahead.Clocked = true
+	ahead.SetClocked(true)
 	for i, l := range []string{`{"account":"a","type":"LOGIN","ts":1000}`, `{"account":"b","type":"LOGIN","ts":90000}`} {
 		ev, _ := expr.DecodeEvent([]byte(l))
 		mustEvent(t, ahead, Input{Data: ev, Raw: []byte(l), Pos: uint64(i + 1)})
@@ -140,7 +140,7 @@ func TestUnclockCatchesUp(t *testing.T) {
 		}
 		for _, cut := range []int{1, 17, 60, 119} {
 			auto, clocked := NewMatcher(p), NewMatcher(p)
-			clocked.Clocked = true
+			clocked.SetClocked(true)
 			var want, got []string
 			for i, l := range lines[:cut+1] {
 				for _, r := range feed(auto, i, l) {
@@ -179,7 +179,7 @@ func TestAlignedSourcesNotIdleAtTheFirstTick(t *testing.T) {
 	}
 	for _, clocked := range []bool{false, true} {
 		m := NewMatcher(p)
-		m.Clocked = clocked
+		m.SetClocked(clocked)
 		event := func(source string, ts int64) {
 			in := Input{Data: map[string]any{"k": "k", "t": "A", "ts": ts}, Raw: []byte(`{}`), Pos: uint64(ts)}
 			m.EventFrom(source, "k", ts, in)

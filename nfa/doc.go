@@ -25,9 +25,9 @@
 // refused before it reaches the pattern (Matcher.TimeAt, CheckTimeAt;
 // docs/time.md), so neither one bad timestamp nor a series of steps can
 // move the watermark far ahead. Without one, events are processed on arrival, at the
-// processing time the caller advances with Watermark. Setting
-// Matcher.AutoWatermark to false leaves every watermark to the caller, as a
-// cluster does when its leader logs them.
+// processing time the caller advances with Watermark. A Config whose
+// AutoWatermark is false (NewMatcherWith) leaves every watermark to the
+// caller, as a cluster does when its leader logs them.
 //
 // # State
 //

@@ -87,7 +87,7 @@ func EventsCacheHits(m *Matcher) int { return m.test.evCacheHits }
 // NumberDuplicates runs the matcher's numbering of identical records of one
 // step over recs.
 func NumberDuplicates(recs []Record) {
-	m := &Matcher{out: recs}
+	m := &Matcher{sc: scratch{out: recs}}
 	m.numberDuplicates(0)
 }
 

@@ -64,51 +64,7 @@ type Matcher struct {
 	// or queued (StateBytes): each key adds and subtracts its own.
 	stateBytes int64
 
-	// AutoWatermark: when true (the default) the watermark follows the
-	// events (max seen − outOfOrderness − 1); when false only Watermark
-	// calls advance it, as in a cluster where the leader logs watermarks.
-	AutoWatermark bool
-
-	// Clocked: the watermark is a source's clock across shards, logged by
-	// the leader (Clock). The events still move the source's own
-	// progress (SourceProgress, what this shard reports of the source)
-	// but not the watermark: a shard must not run ahead of the other
-	// partitions of its sources. Set by the shard from its deployment.
-	Clocked bool
-
-	// MaxPartialMatches bounds the partial matches holding events that one
-	// key keeps (DefaultMaxPartialMatches unless changed; 0 or less: no
-	// bound). Flink keeps every one, so a pattern whose partial matches
-	// multiply with each event (followedByAny into a loop with
-	// allowCombinations, say) makes a key's state and the time of each of
-	// its events grow exponentially until memory runs out. Past the bound,
-	// the step that made too many keeps the earliest by start (Flink's
-	// queue order: start time, start event, then position in the queue)
-	// and discards the others without a record; Stats.Dropped counts them.
-	// The choice depends only on the state, so replicas agree.
-	MaxPartialMatches int
-
-	// MaxStepsPerEvent bounds the work of one event on one key
-	// (DefaultMaxStepsPerEvent unless changed; 0 or less: no bound):
-	// partial matches visited plus events read into completed matches.
-	// MaxPartialMatches bounds how many partial matches a key holds, not
-	// what an event costs: under followedByAny with allowCombinations
-	// each of them completes a match as long as the key's history on every
-	// event. Once a step reaches the bound, the partial matches it has not
-	// visited yet lose the event — the started ones are discarded, start
-	// states kept —, the completed matches not yet read are discarded
-	// without a record, and the key then keeps only the earlier half of its
-	// partial matches (as MaxPartialMatches does), so that the next event
-	// costs less. Stats.Dropped counts what is discarded, Stats.StepCapped
-	// the events. It depends only on the state, so replicas agree.
-	MaxStepsPerEvent int
-
-	// ReportTimeouts: when true (the default) every partial match whose
-	// window passes is returned as a "timeout" record. When false it is
-	// discarded as Flink's NFA does for a job without a timeout handler:
-	// counted in Stats.Timeouts, its events not read and no record built.
-	// The state is the same either way.
-	ReportTimeouts bool
+	cfg Config // modes: set when built (NewMatcherWith), or all at once (Configure)
 
 	// several sources: one generator per source, combined by the aligner
 	// (min of the sources' watermarks, idle sources left out), with
@@ -121,7 +77,22 @@ type Matcher struct {
 	arrivals  uint64 // events queued so far (their arrival numbers)
 	drainFrom uint64 // events arriving from this number on start no partial match
 
-	// per-event scratch
+	firstCondErr string      // the first condition error (FirstErrors)
+	firstEmitErr string      // the first emit error
+	stateVer     byte        // the encoding version of the header the matcher was restored from (readHeader; 0: none)
+	freeKeys     []*keyState // keys whose state ended, for new keys to reuse
+
+	sc scratch // what one call works with: none of it is state
+
+	test testKnobs
+}
+
+// scratch is what a Matcher works with while it takes one event or
+// advances time: buffers kept from call to call so that a step allocates
+// nothing, memos keyed by a generation that each event bumps (nextGen),
+// and the event being processed (beginEvent, endEvent). None of it is
+// state: a matcher restored without it continues alike.
+type scratch struct {
 	cacheGen      []uint32
 	cacheVal      []bool
 	fieldGen      []uint32 // per field slot (leafInfo.field): the event generation fieldVal is for
@@ -150,11 +121,8 @@ type Matcher struct {
 	capKeys       []qent     // capPartial's scratch
 	steps         int        // the current event's steps on its key (MaxStepsPerEvent)
 	stepCapped    bool       // the current event's step reached MaxStepsPerEvent
-	firstCondErr  string     // the first condition error (FirstErrors)
-	firstEmitErr  string     // the first emit error
-	stateVer      byte       // the encoding version of the header the matcher was restored from (readHeader; 0: none)
 	prunedPartial bool       // a skip strategy dropped partial matches during processEvent
-	out           []Record
+	out           []Record   // the records of a call (startCall)
 	ctx           evalCtx
 	resBuf        []*compState
 	entBuf        [2][]qent     // processEvent's new and completed queues
@@ -163,12 +131,47 @@ type Matcher struct {
 	stageCount    []int
 	curEv         event  // the event being processed
 	curEvHeap     *event // its stored copy, once a partial match took it
-	freeKeys      []*keyState
 	group         []queued
 	mayStart      bool       // the event being processed may start partial matches
 	seq           seqScratch // the buffers of the keys under Pattern.seq
+}
 
-	test testKnobs
+// The scratch's resets, each where what it holds starts anew.
+
+// beginCall starts a call that returns records: the records of the
+// previous call and the lists cut for them are reused from here on.
+func (s *scratch) beginCall() {
+	s.out = s.out[:0]
+	s.room.reset()
+}
+
+// beginEvent makes ev the event being processed.
+func (s *scratch) beginEvent(ev event, mayStart bool) {
+	s.mayStart, s.curEv, s.curEvHeap = mayStart, ev, nil
+}
+
+// endEvent lets the processed event go (its data is not kept past it).
+func (s *scratch) endEvent() { s.curEv, s.curEvHeap = event{}, nil }
+
+// beginStep starts counting a step's work on a key (MaxStepsPerEvent):
+// an event's, or the completions a time advance reads.
+func (s *scratch) beginStep() { s.steps, s.stepCapped = 0, false }
+
+// newScratch sizes the memos for p's conditions and states.
+func newScratch(p *Pattern) scratch {
+	return scratch{
+		graphs:     make([]graphMemo, len(p.states)),
+		cacheGen:   make([]uint32, len(p.leaves)),
+		cacheVal:   make([]bool, len(p.leaves)),
+		guardGen:   make([]uint32, len(p.leaves)),
+		guardFalse: make([]bool, len(p.leaves)),
+		memoGen:    make([]uint32, len(p.leaves)),
+		memoVal:    make([]bool, len(p.leaves)),
+		nodeMemo:   make([]nodeMemo, len(p.leaves)),
+		fieldGen:   make([]uint32, p.fieldSlots()),
+		fieldVal:   make([]any, p.fieldSlots()),
+		fieldErr:   make([]error, p.fieldSlots()),
+	}
 }
 
 // testKnobs are what tests set to switch a fast path off, or to try it
@@ -195,29 +198,20 @@ type testKnobs struct {
 	passedBy     int // events passesBy let by
 }
 
-// NewMatcher returns a Matcher for p with no state.
-func NewMatcher(p *Pattern) *Matcher {
+// NewMatcher returns a Matcher for p with no state and DefaultConfig.
+func NewMatcher(p *Pattern) *Matcher { return NewMatcherWith(p, DefaultConfig()) }
+
+// NewMatcherWith returns a Matcher for p with no state that runs as cfg
+// says.
+func NewMatcherWith(p *Pattern, cfg Config) *Matcher {
 	m := &Matcher{
-		p:                 p,
-		keys:              map[string]*keyState{},
-		gen:               watermark.NewGenerator(p.ooo),
-		wm:                watermark.MinTime,
-		AutoWatermark:     true,
-		MaxPartialMatches: DefaultMaxPartialMatches,
-		MaxStepsPerEvent:  DefaultMaxStepsPerEvent,
-		ReportTimeouts:    true,
-		test:              testKnobs{passFrom: passByFrom},
-		graphs:            make([]graphMemo, len(p.states)),
-		cacheGen:          make([]uint32, len(p.leaves)),
-		cacheVal:          make([]bool, len(p.leaves)),
-		guardGen:          make([]uint32, len(p.leaves)),
-		guardFalse:        make([]bool, len(p.leaves)),
-		memoGen:           make([]uint32, len(p.leaves)),
-		memoVal:           make([]bool, len(p.leaves)),
-		nodeMemo:          make([]nodeMemo, len(p.leaves)),
-		fieldGen:          make([]uint32, p.fieldSlots()),
-		fieldVal:          make([]any, p.fieldSlots()),
-		fieldErr:          make([]error, p.fieldSlots()),
+		p:    p,
+		keys: map[string]*keyState{},
+		gen:  watermark.NewGenerator(p.ooo),
+		wm:   watermark.MinTime,
+		cfg:  cfg,
+		test: testKnobs{passFrom: passByFrom},
+		sc:   newScratch(p),
 	}
 	if p.timeFn == nil {
 		m.wm = 0 // processing time starts at 0 and moves with ticks
@@ -252,19 +246,17 @@ func (m *Matcher) EventFrom(source, key string, ts int64, in Input) []Record {
 	if gen == nil || m.aligner == nil {
 		return m.EventAt(key, ts, in)
 	}
-	auto := m.AutoWatermark
-	m.AutoWatermark = false
-	m.EventAt(key, ts, in) // resets m.out; what follows appends to it
-	m.AutoWatermark = auto
+	m.startCall()
+	m.eventAt(key, ts, in, false) // the source's generator moves the watermark
 	m.observeAligned(gen, source, ts)
-	return m.out
+	return m.sc.out
 }
 
 // observeAligned moves source's watermark to ts and the pattern's to the
 // minimum over the sources that are not idle.
 func (m *Matcher) observeAligned(gen *watermark.Generator, source string, ts int64) {
 	gen.Observe(ts)
-	if m.Clocked {
+	if m.cfg.Clocked {
 		return // the source's clock, not its events, moves the aligner (Clock)
 	}
 	m.observeSource(source, gen.Current())
@@ -303,26 +295,26 @@ func (m *Matcher) alignedWatermark() int64 {
 func (m *Matcher) ObserveFrom(source string, ts int64) []Record {
 	m.startCall()
 	if m.p.timeFn == nil {
-		return m.out
+		return m.sc.out
 	}
 	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
 		m.observeAligned(gen, source, ts)
-		return m.out
+		return m.sc.out
 	}
-	m.observe(ts)
-	return m.out
+	m.observe(ts, m.cfg.AutoWatermark)
+	return m.sc.out
 }
 
 // observe moves the watermark with an event at ts: the pattern's
-// generator, and with it the watermark unless it is Clocked.
-func (m *Matcher) observe(ts int64) {
-	if m.Clocked {
+// generator, and with it the watermark when auto unless it is Clocked.
+func (m *Matcher) observe(ts int64, auto bool) {
+	if m.cfg.Clocked {
 		if m.aligner == nil { // several sources: their own generators (observeAligned)
 			m.gen.Observe(ts)
 		}
 		return
 	}
-	if m.AutoWatermark {
+	if auto {
 		if wm, adv := m.gen.Observe(ts); adv {
 			m.advance(wm)
 		}
@@ -336,7 +328,7 @@ func (m *Matcher) observe(ts int64) {
 func (m *Matcher) Clock(source string, wm int64) []Record {
 	m.startCall()
 	if m.p.timeFn == nil {
-		return m.out
+		return m.sc.out
 	}
 	if gen := m.srcGen[source]; gen != nil && m.aligner != nil {
 		gen.Advance(wm)
@@ -345,13 +337,13 @@ func (m *Matcher) Clock(source string, wm int64) []Record {
 			m.gen.Advance(c)
 			m.advance(c)
 		}
-		return m.out
+		return m.sc.out
 	}
 	// the generator takes the clock (the future-skew bound judges against
 	// it); the watermark takes the clock only, never this shard's progress
 	m.gen.Advance(wm)
 	m.advance(wm)
-	return m.out
+	return m.sc.out
 }
 
 // Unclock stops taking the clock across shards (Clocked false) and moves
@@ -361,12 +353,12 @@ func (m *Matcher) Clock(source string, wm int64) []Record {
 // read complete.
 func (m *Matcher) Unclock() []Record {
 	m.startCall()
-	if !m.Clocked {
-		return m.out
+	if !m.cfg.Clocked {
+		return m.sc.out
 	}
-	m.Clocked = false
+	m.cfg.Clocked = false
 	if m.p.timeFn == nil {
-		return m.out
+		return m.sc.out
 	}
 	if m.aligner != nil {
 		for _, src := range m.aligner.Sources() {
@@ -378,12 +370,12 @@ func (m *Matcher) Unclock() []Record {
 			m.gen.Advance(wm)
 			m.advance(wm)
 		}
-		return m.out
+		return m.sc.out
 	}
-	if wm := m.gen.Current(); m.AutoWatermark && wm > m.wm {
+	if wm := m.gen.Current(); m.cfg.AutoWatermark && wm > m.wm {
 		m.advance(wm)
 	}
-	return m.out
+	return m.sc.out
 }
 
 // SourceProgress is the event time the events of source (the pattern's
@@ -431,7 +423,7 @@ func (m *Matcher) Tick(now int64) []Record {
 			m.advance(wm)
 		}
 	}
-	return m.out
+	return m.sc.out
 }
 
 // Paused reports whether reading a source should pause because its
@@ -440,7 +432,7 @@ func (m *Matcher) Paused(source string) bool {
 	if m.aligner == nil || m.srcGen[source] == nil {
 		return false
 	}
-	if m.Clocked {
+	if m.cfg.Clocked {
 		// this shard's own progress of the source (its split, in Flink's
 		// terms) against the pattern's watermark: the logged clock
 		// trails the events read by a report's round trip, so each source
@@ -546,29 +538,30 @@ func (m *Matcher) TimeOf(in Input) (int64, error) {
 	return m.p.timeFn(in.Data)
 }
 
-// Event feeds one event. It returns the records produced (which stay valid
-// until the next call: the slice and the lists inside the records are
-// reused then); an error means the event's key or time could not be
-// computed or its time is refused (CheckTime), and nothing changed.
+// Event feeds one event (Offer, its ingest time not known). It returns
+// the records produced (which stay valid until the next call: the slice
+// and the lists inside the records are reused then); an error (a
+// *Refusal) means the event's key or time could not be computed or its
+// time is refused (CheckTime), and nothing changed, or that it is over a
+// bound of Config on state, and only its time was observed.
 func (m *Matcher) Event(in Input) ([]Record, error) {
-	in, keep, err := m.Project(in)
-	if err != nil || !keep {
-		return nil, err
+	recs, ref := m.Offer(&Arrival{In: in, Ingest: NoIngestTime})
+	if ref != nil {
+		return recs, ref
 	}
-	key, err := m.KeyOf(in)
-	if err != nil {
-		return nil, err
-	}
-	ts, err := m.TimeFrom("", in)
-	if err != nil {
-		return nil, err
-	}
-	return m.EventAt(key, ts, in), nil
+	return recs, nil
 }
 
 // EventAt feeds one event whose key and time are already known.
 func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 	m.startCall()
+	m.eventAt(key, ts, in, m.cfg.AutoWatermark)
+	return m.sc.out
+}
+
+// eventAt takes one event into m.sc.out; auto: the event moves the
+// pattern's watermark (observe), unless the matcher is Clocked.
+func (m *Matcher) eventAt(key string, ts int64, in Input, auto bool) {
 	if m.p.timeFn == nil {
 		// processing time: no buffering, the event is processed now
 		ks := m.keyState(key)
@@ -576,12 +569,12 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 		m.timeAdvance(ks, m.wm)
 		m.processOne(ks, m.wm, in, !m.noStarts)
 		m.reschedule(ks)
-		return m.out
+		return
 	}
 	if ts <= m.wm {
 		m.stats.Late++
-		m.out = append(m.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw, Positions: []uint64{in.Pos}})
-		return m.out
+		m.sc.out = append(m.sc.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw, Positions: []uint64{in.Pos}})
+		return
 	}
 	// a draining matcher has nothing to finish for a key without state, but
 	// the event still moves its watermark
@@ -595,8 +588,7 @@ func (m *Matcher) EventAt(key string, ts int64, in Input) []Record {
 			m.reschedule(ks)
 		}
 	}
-	m.observe(ts)
-	return m.out
+	m.observe(ts, auto)
 }
 
 // Watermark advances event time (or processing time, for a pattern without
@@ -609,7 +601,7 @@ func (m *Matcher) Watermark(wm int64) []Record {
 		wm = m.gen.Current()
 	}
 	m.advance(wm)
-	return m.out
+	return m.sc.out
 }
 
 // StopStarting makes the matcher finish the partial matches it has without
@@ -660,7 +652,7 @@ func (m *Matcher) Finish(final bool) []Record {
 		}
 		m.advance(watermark.MaxTime)
 	}
-	return m.out
+	return m.sc.out
 }
 
 func (m *Matcher) keyState(key string) *keyState {
@@ -679,7 +671,7 @@ func (m *Matcher) keyState(key string) *keyState {
 		}
 		if m.seqOn() {
 			if ks.seq == nil {
-				ks.seq, m.seq.spare = m.seq.spare, nil
+				ks.seq, m.sc.seq.spare = m.sc.seq.spare, nil
 				if ks.seq == nil {
 					ks.seq = &seqKey{}
 				}
@@ -746,14 +738,14 @@ func (m *Matcher) fire(ks *keyState, wm int64) {
 			continue
 		}
 		// MATCH_RECOGNIZE: further ORDER BY columns order events of equal time
-		group := m.group[:0]
+		group := m.sc.group[:0]
 		ks.queue.PopUpTo(t, func(ts int64, q queued) { group = append(group, q) })
 		sort.SliceStable(group, func(i, j int) bool { return m.p.tieLess(group[i].data, group[j].data) })
 		for _, q := range group {
 			m.processQueued(ks, t, q)
 		}
 		clear(group)
-		m.group = group[:0]
+		m.sc.group = group[:0]
 	}
 	m.timeAdvance(ks, wm)
 	m.reschedule(ks)
@@ -776,17 +768,14 @@ func (m *Matcher) processQueued(ks *keyState, ts int64, q queued) {
 }
 
 func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
-	m.mayStart = mayStart
-	m.curEv = event{order: ks.nextOrder, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}
-	m.curEvHeap = nil
+	m.sc.beginEvent(event{order: ks.nextOrder, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}, mayStart)
 	ks.nextOrder++
-	from := len(m.out)
-	for _, p := range m.processEvent(ks, &m.curEv) {
+	from := len(m.sc.out)
+	for _, p := range m.processEvent(ks, &m.sc.curEv) {
 		m.emitMatch(ks, p)
 	}
 	m.numberDuplicates(from)
-	m.curEv = event{}
-	m.curEvHeap = nil
+	m.sc.endEvent()
 }
 
 // deadlineOf is when a partial match times out (maxInt64: never).
@@ -827,16 +816,13 @@ func (m *Matcher) recomputeDeadline(ks *keyState) {
 
 // startCall begins a call that returns records: the records of the
 // previous call and the lists cut for them are reused from here on.
-func (m *Matcher) startCall() {
-	m.out = m.out[:0]
-	m.room.reset()
-}
+func (m *Matcher) startCall() { m.sc.beginCall() }
 
 func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 	if !m.p.hasWindows || now < ks.deadline {
 		return // nothing can time out yet
 	}
-	from := len(m.out)
+	from := len(m.sc.out)
 	defer m.numberDuplicates(from)
 	if ks.seq != nil {
 		matches, tos := m.seqAdvanceTime(ks, now)
@@ -864,48 +850,48 @@ func (m *Matcher) expire(ks *keyState, now int64) {
 }
 
 // emitExpired emits what advancing time ended: the matches it let go and
-// then the partial matches timed out (their events in m.toNodes).
+// then the partial matches timed out (their events in m.sc.toNodes).
 func (m *Matcher) emitExpired(ks *keyState, matches []path, tos []timeout) {
 	for _, p := range matches {
 		m.emitMatch(ks, p)
 	}
-	n := len(m.toNodes)
+	n := len(m.sc.toNodes)
 	if !m.reportsTimeouts() {
 		// counted only: advanceTime collected no events for them
 		m.stats.Timeouts += uint64(len(tos))
 		tos, n = nil, 0
 	}
 	// the records' lists are cut from three arrays shared by all of them
-	raws, pos, stages := m.room.cut(n)
+	raws, pos, stages := m.sc.room.cut(n)
 	for _, t := range tos {
 		m.stats.Timeouts++
-		p := path(m.toNodes[t.from:t.to])
+		p := path(m.sc.toNodes[t.from:t.to])
 		r := Record{Type: "timeout", Pattern: m.p.spec.Name, Key: ks.key, TimeoutAt: t.at,
 			Events: m.stageEventsIn(p, stages, raws[t.from:t.to]), Positions: positionsIn(p, pos[t.from:t.to])}
 		stages = stages[len(r.Events):]
 		if len(p) > 0 {
 			r.Start = p[0].ev.ts
 		}
-		m.out = append(m.out, r)
+		m.sc.out = append(m.sc.out, r)
 	}
-	clear(m.toNodes)
-	m.toNodes = m.toNodes[:0]
+	clear(m.sc.toNodes)
+	m.sc.toNodes = m.sc.toNodes[:0]
 }
 
 // reportsTimeouts reports whether timed-out partial matches become
 // records: not for MATCH_RECOGNIZE, which reports none, nor when the
 // caller does not want them.
-func (m *Matcher) reportsTimeouts() bool { return m.ReportTimeouts && !m.p.sql }
+func (m *Matcher) reportsTimeouts() bool { return m.cfg.ReportTimeouts && !m.p.sql }
 
 // numberDuplicates numbers records of one step that are identical (Flink
 // can complete or time out equal partial matches through different
 // branches at once): Record.Dup tells them apart, deterministically, so
 // that ids derived from the content stay unique.
 func (m *Matcher) numberDuplicates(from int) {
-	if len(m.out)-from < 2 {
+	if len(m.sc.out)-from < 2 {
 		return
 	}
-	recs := m.out[from:]
+	recs := m.sc.out[from:]
 	if len(recs) <= 8 {
 		for i := 1; i < len(recs); i++ {
 			for j := i - 1; j >= 0; j-- {
@@ -923,7 +909,7 @@ func (m *Matcher) numberDuplicates(from int) {
 	// O(n log n). The position takes the hash's low bits, and the word is
 	// sorted as a number.
 	mask := uint64(1)<<bits.Len(uint(len(recs)-1)) - 1
-	hs := m.dupKeys[:0]
+	hs := m.sc.dupKeys[:0]
 	for i := range recs {
 		hs = append(hs, recs[i].identityHash()&^mask|uint64(i))
 	}
@@ -937,7 +923,7 @@ func (m *Matcher) numberDuplicates(from int) {
 			}
 		}
 	}
-	m.dupKeys = hs[:0]
+	m.sc.dupKeys = hs[:0]
 }
 
 // reschedule computes when the key next needs attention, or drops its state

@@ -295,10 +295,10 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	}
 	// the rows live in the matcher's scratch buffer: nothing keeps them
 	// beyond this evaluation
-	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Rows: ctx.m.sqlRows[:0]}
+	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Rows: ctx.m.sc.sqlRows[:0]}
 	defer func(env *sqleval.Env) {
 		clear(env.Rows)
-		ctx.m.sqlRows = env.Rows[:0]
+		ctx.m.sc.sqlRows = env.Rows[:0]
 	}(env)
 	env.Rows = append(env.Rows, sqleval.Row{Var: d.v, Time: ctx.ev.ts, Data: e})
 	env.Cur = 0

@@ -10,9 +10,9 @@ import "slices"
 // watermark itself carry over. It returns the new matcher and the number of
 // partial matches dropped. The old matcher is not modified.
 func Migrate(old *Matcher, p *Pattern) (*Matcher, int) {
-	nm := NewMatcher(p)
-	nm.AutoWatermark = old.AutoWatermark
-	nm.Clocked = old.Clocked
+	cfg := DefaultConfig()
+	cfg.AutoWatermark, cfg.Clocked = old.cfg.AutoWatermark, old.cfg.Clocked
+	nm := NewMatcherWith(p, cfg)
 	nm.wm = old.wm
 	nm.arrivals, nm.noStarts, nm.drainFrom, nm.procNow = old.arrivals, old.noStarts, old.drainFrom, old.procNow
 	if old.aligner != nil && nm.aligner != nil && len(old.srcGen) == len(nm.srcGen) {

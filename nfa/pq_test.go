@@ -90,7 +90,7 @@ func TestWrongSortedFlagDoesNotHang(t *testing.T) {
 	}
 	m := NewMatcher(p)
 	m.test.noSeq = true // the general step's queue is what this is about
-	m.AutoWatermark = false
+	m.cfg.AutoWatermark = false
 	for _, line := range []string{`{"k":"k","t":"A","ts":1}`, `{"k":"k","t":"A","ts":5}`} {
 		in, _, _, err := ParseLine([]byte(line))
 		if err != nil {

@@ -32,7 +32,7 @@ type matchedRow struct {
 
 // rows returns the partial match's events in order.
 func (c *evalCtx) rows() []matchedRow {
-	p := currentMatch(c.cs, &c.m.pathBuf)
+	p := currentMatch(c.cs, &c.m.sc.pathBuf)
 	out := make([]matchedRow, len(p))
 	for i, n := range p {
 		out[i] = matchedRow{stage: c.m.p.stageNames[n.key.stage], ts: n.ev.ts, data: n.ev.data}
@@ -84,25 +84,25 @@ func (c *evalCtx) stageEvents() [][]expr.Event {
 // walkStageEvents lists a partial match's events by stage in the matcher's
 // scratch lists, valid until the next call.
 func (m *Matcher) walkStageEvents(cs *compState) [][]expr.Event {
-	if m.ctxEvents == nil {
-		m.ctxEvents = make([][]expr.Event, len(m.p.stageNames))
+	if m.sc.ctxEvents == nil {
+		m.sc.ctxEvents = make([][]expr.Event, len(m.p.stageNames))
 	}
-	for i := range m.ctxEvents {
-		clear(m.ctxEvents[i])
-		m.ctxEvents[i] = m.ctxEvents[i][:0]
+	for i := range m.sc.ctxEvents {
+		clear(m.sc.ctxEvents[i])
+		m.sc.ctxEvents[i] = m.sc.ctxEvents[i][:0]
 	}
 	if cs.prev != nil {
-		buf := m.pathBuf[:0]
+		buf := m.sc.pathBuf[:0]
 		if firstPath(cs.prev, cs.ver, &buf) {
 			for i := len(buf) - 1; i >= 0; i-- {
 				n := buf[i]
-				m.ctxEvents[n.key.stage] = append(m.ctxEvents[n.key.stage], n.ev.data)
+				m.sc.ctxEvents[n.key.stage] = append(m.sc.ctxEvents[n.key.stage], n.ev.data)
 			}
 		}
 		clear(buf)
-		m.pathBuf = buf[:0]
+		m.sc.pathBuf = buf[:0]
 	}
-	return m.ctxEvents
+	return m.sc.ctxEvents
 }
 
 // ownedCopy copies scratch lists into memory of their own: one array cut
@@ -135,11 +135,11 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 	}
 	l := &m.p.leaves[c.leaf]
 	if !l.usesEvents {
-		if m.cacheGen[c.leaf] == m.gen32 {
-			return m.cacheVal[c.leaf]
+		if m.sc.cacheGen[c.leaf] == m.sc.gen32 {
+			return m.sc.cacheVal[c.leaf]
 		}
 	} else if l.guard != nil {
-		if m.guardGen[c.leaf] != m.gen32 {
+		if m.sc.guardGen[c.leaf] != m.sc.gen32 {
 			// an error here is not counted: the whole condition is
 			// evaluated then, and counts it if it errors too
 			var v, decided bool
@@ -152,21 +152,21 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 			if !decided {
 				v, err = l.guard.Eval(ctx.ev.data, nil)
 			}
-			m.guardGen[c.leaf] = m.gen32
-			m.guardFalse[c.leaf] = err == nil && !v
+			m.sc.guardGen[c.leaf] = m.sc.gen32
+			m.sc.guardFalse[c.leaf] = err == nil && !v
 		}
-		if m.guardFalse[c.leaf] {
+		if m.sc.guardFalse[c.leaf] {
 			return false
 		}
 	}
 	if l.usesEvents {
 		// the same partial match and event: a condition used by several
 		// transitions (take, and the negated ignore) is evaluated once
-		if m.memoGen[c.leaf] == m.ctxGen {
-			return m.memoVal[c.leaf]
+		if m.sc.memoGen[c.leaf] == m.sc.ctxGen {
+			return m.sc.memoVal[c.leaf]
 		}
-		if nm := &m.nodeMemo[c.leaf]; nm.gen == m.gen32 && ctx.cs != nil && ctx.cs.prev != nil && nm.n == ctx.cs.prev {
-			m.memoGen[c.leaf], m.memoVal[c.leaf] = m.ctxGen, nm.v
+		if nm := &m.sc.nodeMemo[c.leaf]; nm.gen == m.sc.gen32 && ctx.cs != nil && ctx.cs.prev != nil && nm.n == ctx.cs.prev {
+			m.sc.memoGen[c.leaf], m.sc.memoVal[c.leaf] = m.sc.ctxGen, nm.v
 			m.test.nodeMemoHits++
 			return nm.v
 		}
@@ -187,10 +187,10 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 		ok, err = l.prog.Eval(ctx.ev.data, ctx)
 	}
 	if err != nil {
-		if m.probing {
+		if m.sc.probing {
 			// not counted, not cached: the partial matches are visited
 			// and count it for the conditions they reach
-			m.probeErr = true
+			m.sc.probeErr = true
 			return false
 		}
 		m.stats.ConditionErrors++
@@ -200,13 +200,13 @@ func (m *Matcher) check(c *cond, ctx *evalCtx) bool {
 		ok = false
 	}
 	if !l.usesEvents {
-		m.cacheGen[c.leaf] = m.gen32
-		m.cacheVal[c.leaf] = ok
+		m.sc.cacheGen[c.leaf] = m.sc.gen32
+		m.sc.cacheVal[c.leaf] = ok
 	} else {
-		m.memoGen[c.leaf] = m.ctxGen
-		m.memoVal[c.leaf] = ok
+		m.sc.memoGen[c.leaf] = m.sc.ctxGen
+		m.sc.memoVal[c.leaf] = ok
 		if ctx.lastRow && err == nil && ctx.cs != nil && ctx.cs.prev != nil {
-			m.nodeMemo[c.leaf] = nodeMemo{gen: m.gen32, n: ctx.cs.prev, v: ok}
+			m.sc.nodeMemo[c.leaf] = nodeMemo{gen: m.sc.gen32, n: ctx.cs.prev, v: ok}
 		}
 	}
 	return ok
@@ -228,21 +228,21 @@ type nodeMemo struct {
 // readField reads field slot f of the current event with c (a condition
 // on that field), once per event.
 func (m *Matcher) readField(f int, c *expr.Condition, e expr.Event) (any, error) {
-	if m.fieldGen[f] != m.gen32 {
-		m.fieldVal[f], m.fieldErr[f] = c.ReadField(e)
-		m.fieldGen[f] = m.gen32
+	if m.sc.fieldGen[f] != m.sc.gen32 {
+		m.sc.fieldVal[f], m.sc.fieldErr[f] = c.ReadField(e)
+		m.sc.fieldGen[f] = m.sc.gen32
 	}
-	return m.fieldVal[f], m.fieldErr[f]
+	return m.sc.fieldVal[f], m.sc.fieldErr[f]
 }
 
 // readColumn reads column col of the current event into field slot f
 // (a DEFINE's col = 'lit'), once per event.
 func (m *Matcher) readColumn(f int, col string, e expr.Event) any {
-	if m.fieldGen[f] != m.gen32 {
-		m.fieldVal[f], m.fieldErr[f] = e[col], nil
-		m.fieldGen[f] = m.gen32
+	if m.sc.fieldGen[f] != m.sc.gen32 {
+		m.sc.fieldVal[f], m.sc.fieldErr[f] = e[col], nil
+		m.sc.fieldGen[f] = m.sc.gen32
 	}
-	return m.fieldVal[f]
+	return m.sc.fieldVal[f]
 }
 
 // graphMemo is a state's decision graph for the event of generation gen.
@@ -290,9 +290,9 @@ type outgoing struct {
 //
 // Its edges are in the matcher's scratch buffer, valid until the next call.
 func (m *Matcher) decisionGraph(ctx *evalCtx, cur *cstate) outgoing {
-	out := outgoing{edges: m.graphBuf[:0]}
-	defer func() { m.graphBuf = out.edges[:0] }()
-	stack := m.stateStack[:0]
+	out := outgoing{edges: m.sc.graphBuf[:0]}
+	defer func() { m.sc.graphBuf = out.edges[:0] }()
+	stack := m.sc.stateStack[:0]
 	stack = append(stack, cur)
 	for len(stack) > 0 {
 		s := stack[len(stack)-1]
@@ -316,7 +316,7 @@ func (m *Matcher) decisionGraph(ctx *evalCtx, cur *cstate) outgoing {
 			}
 		}
 	}
-	m.stateStack = stack
+	m.sc.stateStack = stack
 	return out
 }
 
@@ -342,19 +342,19 @@ func (m *Matcher) finalAfterProceed(ctx *evalCtx, s *cstate) *cstate {
 // not reallocated). When passesBy's probe meets a condition error the
 // graph is not kept (the erring condition was neither counted nor cached).
 func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
-	if m.graphs == nil {
-		m.graphs = make([]graphMemo, len(m.p.states))
+	if m.sc.graphs == nil {
+		m.sc.graphs = make([]graphMemo, len(m.p.states))
 	}
-	g := &m.graphs[cur.id]
-	if g.gen != m.gen32 {
+	g := &m.sc.graphs[cur.id]
+	if g.gen != m.sc.gen32 {
 		og := m.decisionGraph(ctx, cur)
-		if m.probeErr {
+		if m.sc.probeErr {
 			return og
 		}
 		g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
 		g.idle = idleGraph(cur, &g.og)
 		g.keep = g.idle && !cur.start && !m.test.noPassBy
-		g.gen = m.gen32
+		g.gen = m.sc.gen32
 	}
 	return g.og
 }
@@ -374,22 +374,22 @@ func (m *Matcher) passesBy(ev *event) bool {
 	if m.p.holdStates == nil || m.test.noPassBy {
 		return false
 	}
-	if m.passGen == m.gen32 {
-		return m.passVal
+	if m.sc.passGen == m.sc.gen32 {
+		return m.sc.passVal
 	}
-	ctx := &m.ctx
+	ctx := &m.sc.ctx
 	*ctx = evalCtx{m: m, ev: ev}
-	m.probing, m.probeErr = true, false
+	m.sc.probing, m.sc.probeErr = true, false
 	pass := true
 	for _, st := range m.p.holdStates {
 		m.eventGraph(ctx, st)
-		if m.probeErr || !m.graphs[st.id].idle {
+		if m.sc.probeErr || !m.sc.graphs[st.id].idle {
 			pass = false
 			break
 		}
 	}
-	m.probing, m.probeErr = false, false
-	m.passGen, m.passVal = m.gen32, pass
+	m.sc.probing, m.sc.probeErr = false, false
+	m.sc.passGen, m.sc.passVal = m.sc.gen32, pass
 	if pass {
 		m.test.passedBy++
 	}
@@ -413,12 +413,12 @@ func (ks *keyState) addCS(out []*compState, s *cstate, prev *node, ver dewey, st
 
 func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compState {
 	cur := m.p.states[cs.state]
-	ctx := &m.ctx
+	ctx := &m.sc.ctx
 	*ctx = evalCtx{m: m, cs: cs, ev: ev}
-	m.ctxGen++
-	if m.ctxGen == 0 { // wrapped: forget the memo
-		clear(m.memoGen)
-		m.ctxGen = 1
+	m.sc.ctxGen++
+	if m.sc.ctxGen == 0 { // wrapped: forget the memo
+		clear(m.sc.memoGen)
+		m.sc.ctxGen = 1
 	}
 	var og outgoing
 	if cur.eventOnly {
@@ -429,7 +429,7 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 	takeToVisit := max(0, og.totalTake-1)
 	ignoreToVisit := og.totalIgnore
 	takeToSkip := max(0, og.totalTake-1)
-	res := m.resBuf[:0]
+	res := m.sc.resBuf[:0]
 	reused := false
 	bump := 0 // increase of cs's own version, once the old one is no longer read
 	// extend: the only take may append to cs's version in place (see
@@ -510,27 +510,27 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 		cs.ver[len(cs.ver)-1] += int32(bump)
 		m.test.bumped++
 	}
-	m.resBuf = res
+	m.sc.resBuf = res
 	return res
 }
 
 // heapEvent returns the stored copy of the event being processed, making it
 // on first use: most events are taken by no partial match and never stored.
 func (m *Matcher) heapEvent(ev *event) *event {
-	if ev != &m.curEv {
+	if ev != &m.sc.curEv {
 		return ev
 	}
-	if m.curEvHeap == nil {
+	if m.sc.curEvHeap == nil {
 		e := *ev
-		m.curEvHeap = &e
+		m.sc.curEvHeap = &e
 	}
-	return m.curEvHeap
+	return m.sc.curEvHeap
 }
 
 // processEvent feeds one event to the key's automaton and returns the
 // completed matches (Flink's NFA.process).
 func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
-	m.steps, m.stepCapped = 0, false
+	m.sc.beginStep()
 	if ks.seq != nil {
 		return m.seqEvent(ks, ev)
 	}
@@ -547,7 +547,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 			// together (appended as they are while the queue stays sorted)
 			j := i + 1
 			for j < len(a) {
-				if g := &m.graphs[a[j].state]; g.gen == m.gen32 && g.keep {
+				if g := &m.sc.graphs[a[j].state]; g.gen == m.sc.gen32 && g.keep {
 					j++ // (keeps, answered from the state's graph)
 					continue
 				}
@@ -577,7 +577,7 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		}
 		e := &a[i]
 		i++
-		m.steps++
+		m.sc.steps++
 		next := m.nextStates(ks, e.cs, ev)
 		discard := false
 		retain := next[:0]
@@ -606,17 +606,17 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 			}
 		}
 	}
-	m.prunedPartial = false
+	m.sc.prunedPartial = false
 	out := m.emitCompleted(ks, &potential, &newPartial)
 	m.adoptPartial(ks, &newPartial, &potential)
 	m.capPartial(ks)
-	if m.stepCapped {
+	if m.sc.stepCapped {
 		m.stats.StepCapped++
 		m.capPartialTo(ks, (ks.partialCount()-ks.completed.len()+1)/2)
 	}
 	// the key's deadline stays exact: the earliest over the partial matches
 	// just kept, unless a skip strategy pruned some of them since
-	if m.prunedPartial {
+	if m.sc.prunedPartial {
 		m.recomputeDeadline(ks)
 	} else {
 		ks.deadline = deadline
@@ -627,17 +627,17 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 // nextGen starts a new event generation: what was cached for the last
 // event is stale.
 func (m *Matcher) nextGen() {
-	m.gen32++
-	if m.gen32 == 0 { // wrapped: clear the cache
-		clear(m.cacheGen)
-		clear(m.guardGen)
-		clear(m.fieldGen)
-		clear(m.nodeMemo)
-		for i := range m.graphs {
-			m.graphs[i].gen = 0
+	m.sc.gen32++
+	if m.sc.gen32 == 0 { // wrapped: clear the cache
+		clear(m.sc.cacheGen)
+		clear(m.sc.guardGen)
+		clear(m.sc.fieldGen)
+		clear(m.sc.nodeMemo)
+		for i := range m.sc.graphs {
+			m.sc.graphs[i].gen = 0
 		}
-		m.passGen = 0
-		m.gen32 = 1
+		m.sc.passGen = 0
+		m.sc.gen32 = 1
 	}
 }
 
@@ -650,19 +650,19 @@ func (m *Matcher) nextGen() {
 // visited.)
 func (m *Matcher) keeps(e *qent, ev *event) bool {
 	st := m.p.states[e.state]
-	if !m.mayStart && st.start {
+	if !m.sc.mayStart && st.start {
 		return true // draining: this event starts nothing
 	}
 	if !st.eventOnly || m.test.noPassBy || (st.start && e.started()) {
 		return false
 	}
-	if g := &m.graphs[st.id]; g.gen == m.gen32 {
+	if g := &m.sc.graphs[st.id]; g.gen == m.sc.gen32 {
 		return g.idle
 	}
-	ctx := &m.ctx
+	ctx := &m.sc.ctx
 	*ctx = evalCtx{m: m, ev: ev}
 	m.eventGraph(ctx, st)
-	return m.graphs[st.id].idle
+	return m.sc.graphs[st.id].idle
 }
 
 // runDeadline is the earliest deadline of a run of queue entries: its
@@ -682,7 +682,7 @@ func (m *Matcher) runDeadline(run []qent, sorted bool) int64 {
 // scratchQueues returns the matcher's two scratch queues, empty, for the
 // partial matches a step keeps and the matches it completes.
 func (m *Matcher) scratchQueues() (partial, potential csQueue) {
-	return csQueue{a: m.entBuf[0][:0]}, csQueue{a: m.entBuf[1][:0]}
+	return csQueue{a: m.sc.entBuf[0][:0]}, csQueue{a: m.sc.entBuf[1][:0]}
 }
 
 // swapFrom is the queue length from which adoptPartial swaps arrays.
@@ -703,7 +703,7 @@ func (m *Matcher) adoptPartial(ks *keyState, partial, potential *csQueue) {
 	ks.partial.unsorted = partial.unsorted
 	clear(partial.a)
 	clear(potential.a)
-	m.entBuf[0], m.entBuf[1] = partial.a[:0], potential.a[:0]
+	m.sc.entBuf[0], m.sc.entBuf[1] = partial.a[:0], potential.a[:0]
 }
 
 // timeout is a timed-out partial match: its events are
@@ -724,10 +724,10 @@ func timedOut(now, from, window int64) bool {
 // (Flink's NFA.advanceTime): it returns the timed-out partial matches and the
 // matches completed by pending notFollowedBy states.
 func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
-	m.steps, m.stepCapped = 0, false // completions read here count apart from any event
+	m.sc.beginStep() // completions read here count apart from any event
 	newPartial, potential := m.scratchQueues()
-	tos := m.tosBuf[:0]
-	defer func() { m.tosBuf = tos[:0] }()
+	tos := m.sc.tosBuf[:0]
+	defer func() { m.sc.tosBuf = tos[:0] }()
 	changed := false
 	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.test.noPassBy
 	// sorted by start with only the whole-match window, the partial matches
@@ -766,15 +766,15 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		if toPrev {
 			at = satAdd(cs.prevTs, st.window)
 		}
-		from := len(m.toNodes)
+		from := len(m.sc.toNodes)
 		if report {
-			m.toNodes = appendCurrentMatch(m.toNodes, cs, &m.pathBuf)
+			m.sc.toNodes = appendCurrentMatch(m.sc.toNodes, cs, &m.sc.pathBuf)
 		}
-		tos = append(tos, timeout{from: from, to: len(m.toNodes), at: at})
+		tos = append(tos, timeout{from: from, to: len(m.sc.toNodes), at: at})
 		ks.releaseNode(cs.prev, cs.ver)
 	}
 	if !changed {
-		m.entBuf[0], m.entBuf[1] = newPartial.a[:0], potential.a[:0]
+		m.sc.entBuf[0], m.sc.entBuf[1] = newPartial.a[:0], potential.a[:0]
 		clear(newPartial.a)
 		return nil, nil
 	}
@@ -815,7 +815,7 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 		ks.completed.poll()
 		paths := extract(earliest.prev, earliest.ver)
 		for _, p := range paths {
-			m.steps += len(p)
+			m.sc.steps += len(p)
 		}
 		m.prune(ks, partial, paths)
 		m.prune(ks, &ks.completed, paths)
@@ -830,16 +830,16 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 // capPartial keeps at most MaxPartialMatches partial matches holding events
 // on the key: the earliest in queue order (start time, start event, then
 // array position), discarding the others as a skip strategy's pruning does
-// (see Matcher.MaxPartialMatches).
-func (m *Matcher) capPartial(ks *keyState) { m.capPartialTo(ks, m.MaxPartialMatches) }
+// (see Config.MaxPartialMatches).
+func (m *Matcher) capPartial(ks *keyState) { m.capPartialTo(ks, m.cfg.MaxPartialMatches) }
 
 // overSteps reports whether the current event's step reached
 // MaxStepsPerEvent, noting it.
 func (m *Matcher) overSteps() bool {
-	if m.MaxStepsPerEvent > 0 && m.steps >= m.MaxStepsPerEvent {
-		m.stepCapped = true
+	if m.cfg.MaxStepsPerEvent > 0 && m.sc.steps >= m.cfg.MaxStepsPerEvent {
+		m.sc.stepCapped = true
 	}
-	return m.stepCapped
+	return m.sc.stepCapped
 }
 
 // capPartialTo keeps at most limit partial matches holding events on the
@@ -848,13 +848,13 @@ func (m *Matcher) capPartialTo(ks *keyState, limit int) {
 	if limit <= 0 || len(ks.partial.a) <= limit {
 		return
 	}
-	keys := m.capKeys[:0]
+	keys := m.sc.capKeys[:0]
 	for _, e := range ks.partial.a {
 		if e.started() {
 			keys = append(keys, qent{ts: e.ts, order: e.order})
 		}
 	}
-	m.capKeys = keys[:0]
+	m.sc.capKeys = keys[:0]
 	if len(keys) <= limit {
 		return
 	}
@@ -883,7 +883,7 @@ func (m *Matcher) capPartialTo(ks *keyState, limit int) {
 		return true
 	}
 	ks.partial.removeIf(drop)
-	m.prunedPartial = true
+	m.sc.prunedPartial = true
 }
 
 func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
@@ -903,7 +903,7 @@ func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
 		if c := e.cs; drop(c) {
 			ks.releaseNode(c.prev, c.ver)
 			if q != &ks.completed {
-				m.prunedPartial = true
+				m.sc.prunedPartial = true
 			}
 		}
 	}

@@ -328,7 +328,7 @@ func TestWatermarkCadenceDoesNotChangeRecords(t *testing.T) {
 		a := runLines(t, eager, lines)
 		a = append(a, recordsJSON(t, eager.Finish(true))...)
 		lazy := nfa.NewMatcher(p)
-		lazy.AutoWatermark = false
+		configure(lazy, func(c *nfa.Config) { c.AutoWatermark = false })
 		b := runLines(t, lazy, lines)
 		b = append(b, recordsJSON(t, lazy.Finish(true))...)
 		sort.Strings(a)
@@ -666,7 +666,7 @@ func TestUnreportedTimeoutsChangeOnlyTheRecords(t *testing.T) {
 		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst", "skipToLast"}).Draw(t, "skip"))
 		p := compileOrSkip(t, s)
 		quiet, ref := nfa.NewMatcher(p), nfa.NewMatcher(p)
-		quiet.ReportTimeouts = false
+		configure(quiet, func(c *nfa.Config) { c.ReportTimeouts = false })
 		runInStepFiltered(t, quiet, ref, genInput(t), -1, nil, dropTimeouts)
 	})
 	if timeouts == 0 {

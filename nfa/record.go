@@ -304,12 +304,12 @@ func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []Stage
 		}
 		return out
 	}
-	slot := m.stageSlot // stage -> 1 + its index in out, 0: not seen yet
+	slot := m.sc.stageSlot // stage -> 1 + its index in out, 0: not seen yet
 	if len(slot) < len(m.p.stageNames) {
 		slot = make([]int32, len(m.p.stageNames))
-		m.stageSlot = slot
+		m.sc.stageSlot = slot
 	}
-	count := m.stageCount[:0]
+	count := m.sc.stageCount[:0]
 	for _, n := range p {
 		if st := n.key.stage; slot[st] == 0 {
 			count = append(count, 1)
@@ -318,7 +318,7 @@ func (m *Matcher) stageEventsIn(p path, out []StageEvents, all [][]byte) []Stage
 			count[slot[st]-1]++
 		}
 	}
-	m.stageCount = count
+	m.sc.stageCount = count
 	if cap(out) < len(count) {
 		out = make([]StageEvents, len(count))
 	}
@@ -356,7 +356,7 @@ func (c matchCtx) EventsFor(stage string) []expr.Event {
 
 func (m *Matcher) emitMatch(ks *keyState, p path) {
 	m.stats.Matches++
-	raws, pos, stages := m.room.cut(len(p))
+	raws, pos, stages := m.sc.room.cut(len(p))
 	r := Record{Type: "match", Pattern: m.p.spec.Name, Key: ks.key, Positions: positionsIn(p, pos)}
 	if len(p) > 0 {
 		r.Start, r.End = p[0].ev.ts, p[len(p)-1].ev.ts
@@ -364,7 +364,7 @@ func (m *Matcher) emitMatch(ks *keyState, p path) {
 	if m.p.rowFn != nil {
 		r.Fields = m.p.rowFn(m, p)
 		r.RowOnly = true
-		m.out = append(m.out, r)
+		m.sc.out = append(m.sc.out, r)
 		return
 	}
 	r.Events = m.stageEventsIn(p, stages, raws)
@@ -383,5 +383,5 @@ func (m *Matcher) emitMatch(ks *keyState, p path) {
 			r.Fields = append(r.Fields, Field{Name: f.name, Value: v})
 		}
 	}
-	m.out = append(m.out, r)
+	m.sc.out = append(m.sc.out, r)
 }

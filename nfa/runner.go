@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/cepcluster/cep/nfa/expr"
 )
 
 // Runner drives several patterns side by side over one bounded input of JSON
@@ -26,6 +24,7 @@ type Runner struct {
 	line     int
 	out      []Record
 	dead     []DeadLetter
+	admitted []Admitted // per matcher: Line's decisions, taken once all are made
 }
 
 // DeadLetter is an event one pattern refused, as a cluster dead-letters it
@@ -42,11 +41,16 @@ type DeadLetter struct {
 // call (valid until the next call). The other patterns took them.
 func (r *Runner) DeadLetters() []DeadLetter { return r.dead }
 
-// NewRunner returns a Runner for the given patterns, in order.
-func NewRunner(patterns ...*Pattern) *Runner {
+// NewRunner returns a Runner for the given patterns, in order, each
+// matcher with DefaultConfig.
+func NewRunner(patterns ...*Pattern) *Runner { return NewRunnerWith(DefaultConfig(), patterns...) }
+
+// NewRunnerWith returns a Runner for the given patterns, in order, each
+// matcher with cfg.
+func NewRunnerWith(cfg Config, patterns ...*Pattern) *Runner {
 	r := &Runner{}
 	for _, p := range patterns {
-		r.matchers = append(r.matchers, NewMatcher(p))
+		r.matchers = append(r.matchers, NewMatcherWith(p, cfg))
 	}
 	return r
 }
@@ -70,9 +74,9 @@ func (e *InputError) Unwrap() error { return e.Err }
 // ParseLine decodes one input line: an event, or a watermark marker (isWM).
 func ParseLine(line []byte) (in Input, wm int64, isWM bool, err error) {
 	line = bytes.TrimSpace(line)
-	data, err := expr.DecodeEvent(line)
-	if err != nil {
-		return Input{}, 0, false, err
+	data, ref := DecodeInput(line, 0) // a line's bound is the reader's
+	if ref != nil {
+		return Input{}, 0, false, ref.Err
 	}
 	if v, ok := data["$watermark"]; ok {
 		if len(data) != 1 {
@@ -117,50 +121,31 @@ func (r *Runner) Line(line []byte) ([]Record, error) {
 		}
 		return r.out, nil
 	}
-	// compute every pattern's key and time first, so a bad event changes nothing
-	type kt struct {
-		in   Input
-		key  string
-		ts   int64
-		skip bool
-	}
-	kts := make([]kt, len(r.matchers))
-	ingest := NoIngestTime
+	// every pattern admits the event first, so a bad event changes nothing
+	arr := Arrival{In: in, Ingest: NoIngestTime}
 	if r.IngestTime != nil {
-		ingest = r.IngestTime() // once per line: every pattern decides on the same
+		arr.Ingest = r.IngestTime() // once per line: every pattern decides on the same
 	}
-	for i, m := range r.matchers {
-		in, keep, err := m.Project(in)
-		if err != nil {
-			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
+	r.admitted = r.admitted[:0]
+	for _, m := range r.matchers {
+		a, ref := m.Admit(&arr)
+		if ref != nil && ref.Malformed() {
+			// the input's fault, not the pattern's: the run stops at it
+			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, ref.Err)}
 		}
-		if !keep {
-			kts[i].skip = true
-			continue
-		}
-		k, err := m.KeyOf(in)
-		if err != nil {
-			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
-		}
-		ts, err := m.TimeAt("", in, ingest)
-		if IsTimeError(err) {
+		if ref != nil {
 			// refused by this pattern alone, as a shard dead-letters it
 			var src string
 			if len(m.p.spec.Source) > 0 {
 				src = m.p.spec.Source[0]
 			}
-			r.dead = append(r.dead, DeadLetter{Source: src, Pattern: m.p.spec.Name, Position: in.Pos, Reason: err.Error(), Data: in.Raw})
-			kts[i].skip = true
-			continue
+			r.dead = append(r.dead, DeadLetter{Source: src, Pattern: m.p.spec.Name, Position: in.Pos, Reason: ref.Reason, Data: in.Raw})
 		}
-		if err != nil {
-			return nil, &InputError{Line: r.line, Err: fmt.Errorf("pattern %s: %w", m.p.spec.Name, err)}
-		}
-		kts[i] = kt{in: in, key: k, ts: ts}
+		r.admitted = append(r.admitted, a)
 	}
 	for i, m := range r.matchers {
-		if !kts[i].skip {
-			r.out = append(r.out, m.EventAt(kts[i].key, kts[i].ts, kts[i].in)...)
+		if a := &r.admitted[i]; a.Moves() {
+			r.out = append(r.out, m.Take(a)...)
 		}
 	}
 	return r.out, nil

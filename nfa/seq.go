@@ -492,7 +492,7 @@ func (m *Matcher) seqDone(ks *keyState, c *compState) {
 		sk.compact = true
 	}
 	*c = compState{}
-	m.seq.free = append(m.seq.free, c)
+	m.sc.seq.free = append(m.sc.seq.free, c)
 }
 
 // end ends the partial matches of every tree up to tree id (a timeout or
@@ -605,7 +605,7 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 	m.nextGen()
 	m.seqStep()
 	sk, pl := ks.seq, m.p.seq
-	ctx := &m.ctx
+	ctx := &m.sc.ctx
 	*ctx = evalCtx{m: m, ev: ev}
 	last := len(pl.take) - 1
 	// a stage's partial matches take before the previous stage's make new
@@ -649,7 +649,7 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 			sk.leave(k)
 		}
 	}
-	if sk.start && m.mayStart && m.check(pl.take[0], ctx) {
+	if sk.start && m.sc.mayStart && m.check(pl.take[0], ctx) {
 		hev := m.heapEvent(ev)
 		g := sk.newGroup(hev)
 		sk.wait[1] = append(sk.wait[1], seqWait{n: int32(len(sk.nodes)), tree: g.id})
@@ -666,8 +666,8 @@ func (m *Matcher) seqEvent(ks *keyState, ev *event) []path {
 	} else {
 		ks.seqSweep()
 	}
-	m.prunedPartial = false
-	if limit := m.MaxPartialMatches; limit > 0 && sk.alive > limit {
+	m.sc.prunedPartial = false
+	if limit := m.cfg.MaxPartialMatches; limit > 0 && sk.alive > limit {
 		m.seqToGeneral(ks)
 		m.capPartial(ks)
 		m.recomputeDeadline(ks)
@@ -697,7 +697,7 @@ func (m *Matcher) seqComplete(ks *keyState, ev *event) []path {
 		if g := sk.firstAlive(); g != nil && g.id == best.tree {
 			p := m.seqPath(sk, best.n)
 			sk.end(sk.nextID - 1)
-			m.prunedPartial = true
+			m.sc.prunedPartial = true
 			clear(cand)
 			sk.cand = cand[:0]
 			ks.seqSweep()
@@ -721,9 +721,9 @@ func (m *Matcher) seqComplete(ks *keyState, ev *event) []path {
 		g.pending++
 		sk.pending++
 		var cs *compState
-		if n := len(m.seq.free); n > 0 {
-			cs = m.seq.free[n-1]
-			m.seq.free = m.seq.free[:n-1]
+		if n := len(m.sc.seq.free); n > 0 {
+			cs = m.sc.seq.free[n-1]
+			m.sc.seq.free = m.sc.seq.free[:n-1]
 		} else {
 			cs = new(compState)
 		}
@@ -784,15 +784,15 @@ func (m *Matcher) seqPrune(ks *keyState, pid *event) {
 		upTo = g.id
 	}
 	if upTo >= 0 && sk.end(upTo) > 0 {
-		m.prunedPartial = true
+		m.sc.prunedPartial = true
 	}
 }
 
 // seqStep starts a step: the paths of the last one are no longer read.
 func (m *Matcher) seqStep() {
-	clear(m.seq.nodes)
-	clear(m.seq.paths)
-	m.seq.nodes, m.seq.paths = m.seq.nodes[:0], m.seq.paths[:0]
+	clear(m.sc.seq.nodes)
+	clear(m.sc.seq.paths)
+	m.sc.seq.nodes, m.sc.seq.paths = m.sc.seq.nodes[:0], m.sc.seq.paths[:0]
 }
 
 // seqPath is the match ending at node n, as the records read it: valid
@@ -801,15 +801,15 @@ func (m *Matcher) seqPath(sk *seqKey, n int32) path {
 	d := int(sk.nodes[n].depth)
 	// (a full array is replaced by a larger one, the paths already cut
 	// keep theirs: soon one step's paths fit in one)
-	if cap(m.seq.nodes)-len(m.seq.nodes) < d {
-		m.seq.nodes = make([]node, 0, max(64, 2*d, 2*cap(m.seq.nodes)))
+	if cap(m.sc.seq.nodes)-len(m.sc.seq.nodes) < d {
+		m.sc.seq.nodes = make([]node, 0, max(64, 2*d, 2*cap(m.sc.seq.nodes)))
 	}
-	if cap(m.seq.paths)-len(m.seq.paths) < d {
-		m.seq.paths = make([]*node, 0, max(64, 2*d, 2*cap(m.seq.paths)))
+	if cap(m.sc.seq.paths)-len(m.sc.seq.paths) < d {
+		m.sc.seq.paths = make([]*node, 0, max(64, 2*d, 2*cap(m.sc.seq.paths)))
 	}
-	nodes := m.seq.nodes[len(m.seq.nodes) : len(m.seq.nodes)+d]
-	p := path(m.seq.paths[len(m.seq.paths) : len(m.seq.paths)+d])
-	m.seq.nodes, m.seq.paths = m.seq.nodes[:len(m.seq.nodes)+d], m.seq.paths[:len(m.seq.paths)+d]
+	nodes := m.sc.seq.nodes[len(m.sc.seq.nodes) : len(m.sc.seq.nodes)+d]
+	p := path(m.sc.seq.paths[len(m.sc.seq.paths) : len(m.sc.seq.paths)+d])
+	m.sc.seq.nodes, m.sc.seq.paths = m.sc.seq.nodes[:len(m.sc.seq.nodes)+d], m.sc.seq.paths[:len(m.sc.seq.paths)+d]
 	for i := d - 1; i >= 0; i-- {
 		sn := &sk.nodes[n]
 		nodes[i] = node{key: nodeKey{order: sn.ev.order, stage: m.p.seq.stage[i]}, ev: sn.ev}
@@ -866,7 +866,7 @@ func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	if upTo < 0 && !stale {
 		return nil, nil
 	}
-	tos := m.tosBuf[:0]
+	tos := m.sc.tosBuf[:0]
 	if m.reportsTimeouts() {
 		tos = m.seqTimedOut(sk, upTo, now, tos) // emitExpired counts them
 	}
@@ -890,7 +890,7 @@ func (m *Matcher) seqAdvanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	if !m.reportsTimeouts() {
 		m.stats.Timeouts += uint64(n)
 	}
-	m.tosBuf = tos[:0]
+	m.sc.tosBuf = tos[:0]
 	sk.recountTrees() // (before completed matches look for the first partial match)
 	return m.seqEmit(ks), tos
 }
@@ -903,7 +903,7 @@ func (m *Matcher) seqStale(sk *seqKey, d int, w *seqWait, now int64) bool {
 
 // seqTimedOut appends the partial matches of the trees up to id that live,
 // in queue order (by tree, each in post-order), to tos, their events to
-// m.toNodes.
+// m.sc.toNodes.
 func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, now int64, tos []timeout) []timeout {
 	pl := m.p.seq
 	// the partial matches that outlived their stage's window, by node,
@@ -924,16 +924,16 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, now int64, tos []timeout) 
 	// each node's first child and next sibling, among the partial matches
 	// of those trees
 	n := len(sk.nodes)
-	links := m.seq.links[:0]
+	links := m.sc.seq.links[:0]
 	for range n {
 		links = append(links, [2]int32{-1, -1})
 	}
-	m.seq.links = links
-	lastChild := m.seq.last[:0]
+	m.sc.seq.links = links
+	lastChild := m.sc.seq.last[:0]
 	for range n {
 		lastChild = append(lastChild, -1)
 	}
-	m.seq.last = lastChild
+	m.sc.seq.last = lastChild
 	base, lives := sk.livesFrom()
 	var roots []int32
 	for i := range sk.nodes {
@@ -969,9 +969,9 @@ func (m *Matcher) seqTimedOut(sk *seqKey, upTo int32, now int64, tos []timeout) 
 				}
 				at = satAdd(sk.nodes[r].ev.ts, m.p.windowTime)
 			}
-			from := len(m.toNodes)
-			m.toNodes = append(m.toNodes, m.seqPath(sk, i)...)
-			tos = append(tos, timeout{from: from, to: len(m.toNodes), at: at})
+			from := len(m.sc.toNodes)
+			m.sc.toNodes = append(m.sc.toNodes, m.seqPath(sk, i)...)
+			tos = append(tos, timeout{from: from, to: len(m.sc.toNodes), at: at})
 		}
 		visit(r)
 	}
@@ -1083,13 +1083,13 @@ func (m *Matcher) seqToGeneral(ks *keyState) {
 	}
 	for _, e := range ks.completed.a {
 		*e.cs = compState{}
-		m.seq.free = append(m.seq.free, e.cs)
+		m.sc.seq.free = append(m.sc.seq.free, e.cs)
 	}
 	ks.partial, ks.completed, ks.nNodes, ks.nEvents = g.partial, g.completed, g.nNodes, g.nEvents
 	sk := ks.seq
 	sk.reset(m.p.seq, m.treeLimit())
 	ks.seq = nil
-	m.seq.spare = sk
+	m.sc.seq.spare = sk
 }
 
 // seqFromGeneral turns a general key of a Pattern.seq pattern into one

@@ -108,8 +108,8 @@ func testSeqEqualsGeneral(t *testing.T, maxTreeID int32) {
 		bound := rapid.SampledFrom([]int{0, 3, 10, nfa.DefaultMaxPartialMatches}).Draw(t, "maxPartialMatches")
 		for _, x := range []*nfa.Matcher{m, ref} {
 			limit(x)
-			x.ReportTimeouts = report
-			x.MaxPartialMatches = bound
+			configure(x, func(c *nfa.Config) { c.ReportTimeouts = report })
+			configure(x, func(c *nfa.Config) { c.MaxPartialMatches = bound })
 		}
 		lines := genManyKeysInput(t)
 		drainAt := rapid.IntRange(-1, len(lines)).Draw(t, "drainAt")
@@ -127,7 +127,7 @@ func testSeqEqualsGeneral(t *testing.T, maxTreeID int32) {
 					from = ref
 				}
 				m = restoreMatcher(t, p, from, limit)
-				m.ReportTimeouts, m.MaxPartialMatches = report, bound
+				configure(m, func(c *nfa.Config) { c.ReportTimeouts, c.MaxPartialMatches = report, bound })
 				base = ref.Stats()
 				restored++
 			}

@@ -27,7 +27,7 @@ func TestStateBytesEqualsRecount(t *testing.T) {
 		p := compileOrSkip(t, s)
 		m := nfa.NewMatcher(p)
 		bound := rapid.SampledFrom([]int{0, 3, nfa.DefaultMaxPartialMatches}).Draw(t, "maxPartialMatches")
-		m.MaxPartialMatches = bound
+		configure(m, func(c *nfa.Config) { c.MaxPartialMatches = bound })
 		drainAt := rapid.IntRange(-1, len(lines)).Draw(t, "drainAt")
 		restoreAt := rapid.IntRange(-1, len(lines)).Draw(t, "restoreAt")
 		check := func(where string, i int) {
@@ -41,7 +41,7 @@ func TestStateBytesEqualsRecount(t *testing.T) {
 			}
 			if i == restoreAt {
 				m = restoreMatcher(t, p, m)
-				m.MaxPartialMatches = bound
+				configure(m, func(c *nfa.Config) { c.MaxPartialMatches = bound })
 				check("restored before", i)
 			}
 			runLines(t, m, lines[i:i+1])

@@ -27,7 +27,7 @@ func TestMaxStepsPerEventBoundsCombinations(t *testing.T) {
 	p := mustCompile(t, combinationsSpec)
 	newM := func() *nfa.Matcher {
 		m := nfa.NewMatcher(p)
-		m.MaxStepsPerEvent = bound
+		configure(m, func(c *nfa.Config) { c.MaxStepsPerEvent = bound })
 		return m
 	}
 	m, ref := newM(), newM()
@@ -45,7 +45,7 @@ func TestMaxStepsPerEventBoundsCombinations(t *testing.T) {
 			if m, err = nfa.UnmarshalMatcher(p, data); err != nil {
 				t.Fatal(err)
 			}
-			m.MaxStepsPerEvent = bound
+			configure(m, func(c *nfa.Config) { c.MaxStepsPerEvent = bound })
 		}
 		recs, err := m.Event(ev("x", "B", j))
 		if err != nil {

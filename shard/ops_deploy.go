@@ -140,18 +140,19 @@ func (d *Deploy) maxKeys() int {
 // records, whatever it had: a replica restored from a snapshot and one
 // that applied the log must agree.
 func (d *Deploy) configure(m *nfa.Matcher) *nfa.Matcher {
+	cfg := nfa.DefaultConfig()
+	cfg.AutoWatermark = m.Config().AutoWatermark
 	switch {
 	case d.MaxPartialMatches > 0:
-		m.MaxPartialMatches = int(d.MaxPartialMatches)
+		cfg.MaxPartialMatches = int(d.MaxPartialMatches)
 	case d.MaxPartialMatches < 0:
-		m.MaxPartialMatches = 0
-	default:
-		m.MaxPartialMatches = nfa.DefaultMaxPartialMatches
+		cfg.MaxPartialMatches = 0
 	}
-	m.MaxStepsPerEvent = nfa.DefaultMaxStepsPerEvent
 	// timeouts not published are not built (still counted)
-	m.ReportTimeouts = d.Records.has("timeout")
-	m.Clocked = d.Clock
+	cfg.ReportTimeouts = d.Records.has("timeout")
+	cfg.Clocked = d.Clock
+	cfg.MaxKeys, cfg.MaxStateBytes = d.maxKeys(), d.maxStateBytes()
+	m.Configure(cfg)
 	return m
 }
 

@@ -123,9 +123,9 @@ func (s *State) applyClockModeOp(op ClockModeOp) error {
 	}
 	p.deploy.Clock = op.On
 	if op.On {
-		p.m.Clocked = true
+		p.m.SetClocked(true)
 		for _, d := range p.draining {
-			d.m.Clocked = true
+			d.m.SetClocked(true)
 		}
 		return nil
 	}

@@ -224,7 +224,7 @@ type PatternInfo struct {
 	StateBytesRefused uint64
 	// Since this replica built or restored the pattern's matchers (these
 	// are not part of the replicated state): partial matches discarded at
-	// nfa's bound per key (Matcher.MaxPartialMatches), condition
+	// nfa's bound per key (Config.MaxPartialMatches), condition
 	// evaluations that failed and counted as false, emitted fields that
 	// failed and are null, and the first failure of each
 	// (Matcher.FirstErrors).
@@ -241,7 +241,7 @@ func (s *State) Patterns() []PatternInfo {
 	for _, p := range s.patterns {
 		pm, be := p.m.Totals()
 		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, Draining: len(p.draining), Keys: p.m.Keys(), PartialMatches: pm, BufferedEvents: be, Watermark: p.m.CurrentWatermark(),
-			MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
+			MaxPartialMatches: p.m.Config().MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
 			StateBytes: p.stateBytes(), MaxStateBytes: p.deploy.maxStateBytes(), StateBytesRefused: p.bytesRefused}
 		info.addStats(p.m)
 		info.OldestPartialStart, info.HasPartial = p.m.OldestPartialStart()
@@ -265,7 +265,7 @@ func (s *State) Patterns() []PatternInfo {
 func (s *State) PatternFailures() []PatternInfo {
 	out := make([]PatternInfo, 0, len(s.patterns))
 	for _, p := range s.patterns {
-		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
+		info := PatternInfo{Name: p.deploy.Name, Version: p.deploy.Version, MaxPartialMatches: p.m.Config().MaxPartialMatches, MaxKeys: p.deploy.maxKeys(), KeysRefused: p.keysRefused,
 			StateBytes: p.stateBytes(), MaxStateBytes: p.deploy.maxStateBytes(), StateBytesRefused: p.bytesRefused}
 		info.addStats(p.m)
 		for _, d := range p.draining {
@@ -606,8 +606,8 @@ type decodedEvent struct {
 // that large would make a pattern's state grow by megabytes at a time.
 const (
 	// MaxEventBytes bounds an event: a larger one is dead-lettered
-	// naming the bound, and no pattern sees it.
-	MaxEventBytes = 1 << 20
+	// naming the bound, and no pattern sees it (nfa.DecodeInput).
+	MaxEventBytes = nfa.MaxEventBytes
 	// MaxDeadLetterData bounds the part of an event a dead letter
 	// carries: a larger event's dead letter has its first bytes as
 	// text and its size in "truncated".
@@ -618,11 +618,12 @@ func decodeAll(events []Event) []decodedEvent {
 	out := make([]decodedEvent, len(events))
 	decode := func(from, to int) {
 		for i := from; i < to; i++ {
-			if n := len(events[i].Data); n > MaxEventBytes {
-				out[i].err = fmt.Errorf("event of %d bytes is over the limit MaxEventBytes = %d (see docs/limits.md)", n, MaxEventBytes)
+			ev, ref := nfa.DecodeInput(events[i].Data, MaxEventBytes)
+			if ref != nil {
+				out[i].err = ref
 				continue
 			}
-			out[i].ev, out[i].err = expr.DecodeEvent(events[i].Data)
+			out[i].ev = ev
 		}
 	}
 	if len(events) < 64 {
@@ -666,9 +667,9 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 	// the ingest time the leader logged bounds how far ahead an event may
 	// be; an entry that logged none (before batch version 8) has only the
 	// bound against the event time
-	ingestTime := nfa.NoIngestTime
+	arr := nfa.Arrival{Ingest: nfa.NoIngestTime}
 	if ingest != 0 {
-		ingestTime = ingest
+		arr.Ingest = ingest
 	}
 	// The block's key groups have applied the source up to different
 	// positions only after a restore into another layout; an event at or
@@ -678,7 +679,14 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 	// up once per batch.
 	var blockSeen [keygroup.MaxBlocks]uint64
 	var blockDone uint64 // bit b: blockSeen[b] is known
-	for i, e := range events {
+	var e *Event
+	// a forwarded copy is recognised once per event: every pattern
+	// reading a derived source has the key it was re-keyed by
+	var originKG int
+	var originDup bool
+	arr.Owns = func(key string) (bool, string) { return s.owns(source, e, key, &originKG, &originDup) }
+	for i := range events {
+		e = &events[i]
 		bf, bl, ok := s.blockRange(e.Block) // ok: 0 <= e.Block < keygroup.MaxBlocks
 		if !ok {
 			s.counters.Misrouted++
@@ -697,116 +705,85 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 			continue
 		}
 		s.counters.Events++
-		data, err := decoded[i].ev, decoded[i].err
-		if err != nil {
-			s.deadLetter(source, "", e, bf, err.Error())
+		if err := decoded[i].err; err != nil {
+			s.deadLetter(source, "", *e, bf, err.Error())
 			continue
 		}
-		raw := nfa.Input{Data: data, Raw: e.Data, Pos: e.Pos}
-		// a forwarded copy is recognised once per event: every pattern
-		// reading a derived source has the key it was re-keyed by
-		originKG, originDup := -1, false
+		arr.In = nfa.Input{Data: decoded[i].ev, Raw: e.Data, Pos: e.Pos}
+		originKG, originDup = -1, false
 		s.refused = s.refused[:0]
 		for _, p := range s.patterns {
 			logical, ok := s.reads(p, source)
 			if !ok {
 				continue
 			}
-			in, keep, err := p.m.Project(raw)
-			if err != nil {
-				s.refuse(p.deploy.Name, err.Error())
-				continue
-			}
-			if !keep {
-				continue
-			}
-			key, err := p.m.KeyOf(in)
-			if err != nil {
-				s.refuse(p.deploy.Name, err.Error())
-				continue
-			}
-			kg := keygroup.OfKey(key, s.groups)
-			if kg < s.first || kg > s.last {
-				if keygroup.BlockOf(kg, s.groups) != e.Block {
-					// the shard owning the key never reads this block
-					s.counters.Misrouted++
-					s.refuse(p.deploy.Name, fmt.Sprintf(
-						"key %q was published on another key's subject: publish it on %s.%s", key, source, keygroup.KeyToken(key)))
+			arr.Source = logical
+			arr.Held = p.stateBytes() - p.m.StateBytes() // its draining versions'
+			a, ref := p.m.Admit(&arr)
+			if ref != nil {
+				switch ref.Kind {
+				case nfa.RefusedKeys:
+					p.keysRefused++
+				case nfa.RefusedStateBytes:
+					p.bytesRefused++
 				}
-				// else: a block shared with a neighbour shard, its event
+				s.refuse(p.deploy.Name, ref.Reason)
+			}
+			if !a.Moves() {
 				continue
 			}
-			if e.Pos <= s.positions[kg-s.first][source] {
-				continue // applied before a restore
-			}
-			if e.OriginPos > 0 {
-				// forwarded again (a re-keying shard that lost its place)
-				if originKG != kg {
-					pos := s.positions[kg-s.first]
-					originKG, originDup = kg, e.OriginPos <= pos[originKey(source)]
-					if !originDup {
-						pos[originKey(source)] = e.OriginPos
-					}
-				}
-				if originDup {
-					continue
-				}
-			}
-			// a time refused (nfa.TimeError) is dead-lettered and moves no
-			// watermark: the same check as `cepctl run`'s, against the
-			// ingest time the leader logged
-			ts, err := p.m.TimeAt(logical, in, ingestTime)
-			if err != nil {
-				s.refuse(p.deploy.Name, err.Error())
-				continue
-			}
-			if reason := keyRefused(p, key, ts); reason != "" {
-				p.keysRefused++
-				s.refuse(p.deploy.Name, reason)
-				// its time still moves the watermark, as for any event
-				if failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.ObserveFrom(logical, ts) }); failure != "" {
-					s.refuse(p.deploy.Name, failure)
-				}
-				continue
-			}
-			if reason := bytesRefused(p, len(in.Raw), ts); reason != "" {
-				p.bytesRefused++
-				s.refuse(p.deploy.Name, reason)
-				if failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record { return m.ObserveFrom(logical, ts) }); failure != "" {
-					s.refuse(p.deploy.Name, failure)
-				}
-				continue
-			}
+			// the pattern's draining versions take what its matcher admitted
 			failure := s.emitAll(p, func(m *nfa.Matcher) []nfa.Record {
-				if s.injectFault != nil && s.injectFault(p.deploy.Name, key) {
+				if a.Taken() && s.injectFault != nil && s.injectFault(p.deploy.Name, a.Key) {
 					panic("injected fault")
 				}
-				return m.EventFrom(logical, key, ts, in)
+				return m.Take(&a)
 			})
 			if failure != "" {
 				s.refuse(p.deploy.Name, failure)
 			}
 		}
 		if len(s.refused) > 0 {
-			s.deadLetterAll(source, e, bf, s.refused)
+			s.deadLetterAll(source, *e, bf, s.refused)
 		}
 	}
 }
 
-// keyRefused says why an event of key is refused at the pattern's bound
-// on keys, or "" when it is not: a new key while the pattern holds state
-// for maxKeys keys. Keys whose state empties are dropped and no longer
-// count; a late event takes no state, so it is let through (to its late
-// record). The decision depends only on the state, so replicas agree.
-func keyRefused(p *patternRT, key string, ts int64) string {
-	limit := p.deploy.maxKeys()
-	if limit <= 0 || p.m.Keys() < limit || p.m.HasKey(key) {
-		return ""
+// owns is applyEvents' check of an event's key (nfa.Arrival.Owns): the
+// shard takes an event of a key group it owns that it has not applied
+// yet, skips one of a neighbour shard's key group in a block they share,
+// and refuses one whose key group is in another block (published on
+// another key's subject). originKG and originDup carry, across the
+// patterns of one event, whether its origin position (a forwarded copy)
+// was seen before by its key group.
+func (s *State) owns(source string, e *Event, key string, originKG *int, originDup *bool) (take bool, reason string) {
+	kg := keygroup.OfKey(key, s.groups)
+	if kg < s.first || kg > s.last {
+		if keygroup.BlockOf(kg, s.groups) != e.Block {
+			// the shard owning the key never reads this block
+			s.counters.Misrouted++
+			return false, fmt.Sprintf(
+				"key %q was published on another key's subject: publish it on %s.%s", key, source, keygroup.KeyToken(key))
+		}
+		return false, "" // a block shared with a neighbour shard, its event
 	}
-	if p.pattern.EventTime() && ts <= p.m.CurrentWatermark() {
-		return ""
+	if e.Pos <= s.positions[kg-s.first][source] {
+		return false, "" // applied before a restore
 	}
-	return fmt.Sprintf("pattern %s holds state for maxKeys = %d keys on this shard: an event of a new key is refused until some key's state ends (see docs/limits.md)", p.deploy.Name, limit)
+	if e.OriginPos > 0 {
+		// forwarded again (a re-keying shard that lost its place)
+		if *originKG != kg {
+			pos := s.positions[kg-s.first]
+			*originKG, *originDup = kg, e.OriginPos <= pos[originKey(source)]
+			if !*originDup {
+				pos[originKey(source)] = e.OriginPos
+			}
+		}
+		if *originDup {
+			return false, ""
+		}
+	}
+	return true, ""
 }
 
 // stateBytes is the raw bytes of the events the pattern's matchers hold,
@@ -817,27 +794,6 @@ func (p *patternRT) stateBytes() int64 {
 		n += d.m.StateBytes()
 	}
 	return n
-}
-
-// bytesRefused says why an event of size bytes is refused at the
-// pattern's bound on bytes held, or "" when it is not: an event that
-// would take the events its matchers hold past maxStateBytes. Every
-// event the pattern takes waits for the watermark in its key's state,
-// buffered or not, so any may take it past; a late event takes no state
-// and is let through. Events leave the state as matches complete, time
-// out or die, and as the watermark passes those no partial match takes,
-// and then events are taken again. The decision depends only on the
-// state, so replicas agree.
-func bytesRefused(p *patternRT, size int, ts int64) string {
-	limit := p.deploy.maxStateBytes()
-	held := p.stateBytes()
-	if limit <= 0 || held+int64(size) <= limit {
-		return ""
-	}
-	if p.pattern.EventTime() && ts <= p.m.CurrentWatermark() {
-		return ""
-	}
-	return fmt.Sprintf("pattern %s holds %d bytes of events on this shard and this event of %d bytes would take it past maxStateBytes = %d: an event is refused until state is freed (see docs/limits.md)", p.deploy.Name, held, size, limit)
 }
 
 // emitAll runs f on the pattern's matcher and on its draining versions, and

@@ -85,13 +85,11 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 // newRunner returns a runner for the patterns with the options' bound on
 // partial matches.
 func (o *runOptions) newRunner(patterns []*nfa.Pattern) *nfa.Runner {
-	r := nfa.NewRunner(patterns...)
-	for _, m := range r.Matchers() {
-		m.MaxPartialMatches = o.maxPartial
-		// timeouts not printed are not built (--stats still counts them)
-		m.ReportTimeouts = len(o.records) == 0 || slices.Contains(o.records, "timeout")
-	}
-	return r
+	cfg := nfa.DefaultConfig()
+	cfg.MaxPartialMatches = o.maxPartial
+	// timeouts not printed are not built (--stats still counts them)
+	cfg.ReportTimeouts = len(o.records) == 0 || slices.Contains(o.records, "timeout")
+	return nfa.NewRunnerWith(cfg, patterns...)
 }
 
 // ingestClock is the time each line is read at (nfa.Runner.IngestTime):

@@ -127,7 +127,7 @@ func TestDeployOutputOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, want := offlineRunner(t, p, lines, func(m *nfa.Matcher) { m.MaxPartialMatches = 50 })
+	r, want := offlineRunner(t, p, lines, func(m *nfa.Matcher) { c := m.Config(); c.MaxPartialMatches = 50; m.Configure(c) })
 	dropped := r.Matchers()[0].Stats().Dropped
 	if dropped == 0 || len(want) == 0 {
 		t.Fatalf("the offline engine with a bound of 50 dropped %d partial matches and made %d records; the test would prove nothing", dropped, len(want))
