@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/watermark"
 )
@@ -260,23 +260,12 @@ func (r *leader) clock(ctx context.Context) error {
 		if m == nil {
 			m, metaChanged = r.n.meta.fsm.View()
 		}
-		shards := make([]uint64, 0, len(m.Shards))
-		for _, s := range m.Shards {
-			if !r.n.stoppedHere(s) {
-				shards = append(shards, s.ID)
-			}
-		}
-		if !slices.Contains(shards, self) {
-			shards = append(shards, self)
-		}
+		// the same decision as reconcile's (plan.ClockOf)
+		cp := plan.ClockOf(m.Shards, self, r.n.stoppedHere)
+		shards := cp.Shards
 		var ops []shard.Op
-		// a shard alone is the source's only partition: its events move
-		// the watermark directly, exactly as `cepctl run`'s; with others
-		// (a split) the patterns go on the clock
-		for _, name := range slices.Sorted(maps.Keys(modes)) {
-			if on := len(shards) > 1; modes[name] != on {
-				ops = append(ops, shard.Op{Kind: shard.OpClockMode, Pattern: name, On: on})
-			}
+		for _, name := range plan.ClockModeChanges(modes, cp) {
+			ops = append(ops, shard.Op{Kind: shard.OpClockMode, Pattern: name, On: cp.On})
 		}
 		byRead := map[string][]clockEntry{}
 		status := make([]ClockStatus, 0, len(clocks))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -42,6 +43,9 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 			unread[name] = !slices.ContainsFunc(s.Readers(name), func(p string) bool { return m.Patterns[p] != nil && !m.Patterns[p].Deleted })
 		}
 	})
+	// on the clock or not as the clock loop decides it, so a deployment is
+	// not switched on the next tick
+	clock := plan.ClockOf(m.Shards, r.sh.ID(), r.n.stoppedHere).On
 	// deletions, then the skips (applied once the deleted patterns no
 	// longer read their sources), then deployments
 	var dels, skips, deps []shard.Op
@@ -60,7 +64,7 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 				MaxStateBytes: patternMaxStateBytes(p.Spec, p.Format, r.n.cfg.MaxStateBytes),
 				// the sources' clocks across the shards (leader.clock); a shard
 				// alone runs on its events, as `cepctl run`
-				Clock: len(m.Shards) > 1,
+				Clock: clock,
 			}})
 			for _, src := range p.ReadsOf() {
 				if unread[src] {
