@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -18,7 +19,7 @@ import (
 // read and publish nothing until it had caught up (seconds under load).
 // While the preferred replica is down or behind, this one keeps leading and
 // asks again every HandOverAfter. Losing leadership ends the session
-// through the leadership channel.
+// through the leadership channel. The target is plan.HandOverTarget's.
 func (r *leader) handOver(ctx context.Context) bool {
 	for {
 		select {
@@ -26,91 +27,73 @@ func (r *leader) handOver(ctx context.Context) bool {
 			return true
 		case <-time.After(r.n.cfg.HandOverAfter):
 		}
-		preferred := r.preferred()
-		if preferred == "" || preferred == r.n.cfg.NodeID {
+		h := plan.HandOver{Trigger: plan.Preferred, Self: r.n.cfg.NodeID, Preferred: r.preferred()}
+		if !h.Due() {
 			continue
 		}
-		p, ok := r.n.peer(preferred)
-		if !ok || !r.isVoter(preferred) {
+		p, ok := r.n.peer(h.Preferred)
+		if !ok || !r.isVoter(h.Preferred) {
 			continue
 		}
-		addr := p.RaftAddr
 		// a transfer blocks new proposals until it ends: only try it when
 		// the preferred replica answers and has caught up
 		rep, err := r.n.peerAt(p.APIAddr).Replica(ctx, r.sh.ID())
 		if err != nil {
-			r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
+			r.log.Debug("leadership stays here", "preferred", h.Preferred, "err", err)
 			continue
 		}
-		if rep.natsUnreachable > 0 {
-			// it would read and publish nothing, and hand it back
-			r.log.Debug("leadership stays here: the preferred replica cannot reach NATS", "preferred", preferred)
+		rep.id, rep.voter = h.Preferred, true
+		h.Applied = r.sh.FSM().Index()
+		h.Replicas = []plan.Replica{rep.plan()}
+		if _, ok := plan.HandOverTarget(h); !ok {
+			r.log.Debug("leadership stays here", "preferred", h.Preferred, "its_applied_index", rep.applied,
+				"applied_index", h.Applied, "it_reaches_nats", rep.natsUnreachable == 0)
 			continue
 		}
-		applied := rep.applied
-		if mine := r.sh.FSM().Index(); applied+handOverLag < mine {
-			r.log.Debug("leadership stays here", "preferred", preferred, "its_applied_index", applied, "applied_index", mine)
+		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(h.Preferred), raft.ServerAddress(p.RaftAddr))); err != nil {
+			r.log.Debug("leadership stays here", "preferred", h.Preferred, "err", err)
 			continue
 		}
-		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(preferred), raft.ServerAddress(addr))); err != nil {
-			r.log.Debug("leadership stays here", "preferred", preferred, "err", err)
-			continue
-		}
-		r.log.Info("leadership handed to the preferred replica", "to", preferred)
+		r.log.Info("leadership handed to the preferred replica", "to", h.Preferred)
 		return true
 	}
 }
 
-// handOverLag is how many log entries the preferred replica may still have
-// to apply when leadership moves to it: a few batches, milliseconds of work.
-const handOverLag = 8
-
-// mostApplied finds, among the other voters of shard sh whose nodes reach
-// NATS (a leader that cannot would read and publish nothing), the one whose
-// replica has applied the most of the log (asking their nodes' APIs);
-// ok is false when none answers.
-func (n *Node) mostApplied(ctx context.Context, sh *shard.Shard) (peer Peer, applied uint64, ok bool) {
-	f := sh.Raft().GetConfiguration()
-	if f.Error() != nil {
-		return Peer{}, 0, false
-	}
-	for _, srv := range f.Configuration().Servers {
-		if srv.Suffrage != raft.Voter || string(srv.ID) == n.cfg.NodeID {
-			continue
-		}
-		if p, found := n.peer(string(srv.ID)); found {
-			if rep, err := n.peerAt(p.APIAddr).Replica(ctx, sh.ID()); err == nil && rep.natsUnreachable == 0 && (!ok || rep.applied > applied) {
-				peer, applied, ok = p, rep.applied, true
-			}
-		}
-	}
-	return peer, applied, ok
-}
-
-// behindHandOff is how many log entries a new leader may have left to
-// apply before it hands leadership to a voter that has applied more.
-const behindHandOff = 64
-
 // handOffIfBehind runs when a session starts: a replica elected while it
 // still has much of the log to apply (restarted a moment ago, replaying
 // from its snapshot) would read and publish nothing until it had caught
-// up, so it hands leadership to the voter that has applied the most, if
-// that one has nearly caught up (when every replica is replaying, after a
-// restart of the whole cluster, none qualifies and leadership stays, rather
-// than moving from one to the next). It reports whether leadership moved.
+// up, so it hands leadership to a voter that has nearly caught up
+// (plan.HandOverTarget, trigger Behind). It reports whether leadership
+// moved.
 func (r *leader) handOffIfBehind(ctx context.Context) bool {
-	mine, last := r.sh.FSM().Index(), r.sh.Raft().LastIndex()
-	if last < mine+behindHandOff {
+	h := plan.HandOver{Trigger: plan.Behind, Self: r.n.cfg.NodeID, Preferred: r.preferred(),
+		Applied: r.sh.FSM().Index(), Last: r.sh.Raft().LastIndex()}
+	if !h.Due() {
 		return false
 	}
-	peer, applied, ok := r.n.mostApplied(ctx, r.sh)
-	if !ok || applied+behindHandOff/2 < last {
+	h.Replicas = r.n.replicaReports(ctx, r.sh)
+	to, ok := plan.HandOverTarget(h)
+	if !ok {
 		return false
 	}
-	if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(peer.ID), raft.ServerAddress(peer.RaftAddr))); err != nil {
-		r.log.Debug("leadership stays here while catching up", "to", peer.ID, "err", err)
+	p, found := r.n.peer(to)
+	if !found {
 		return false
 	}
-	r.log.Info("leadership handed to a replica that has applied more", "to", peer.ID, "its_applied_index", applied, "applied_index", mine)
+	if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(p.RaftAddr))); err != nil {
+		r.log.Debug("leadership stays here while catching up", "to", to, "err", err)
+		return false
+	}
+	r.log.Info("leadership handed to a replica that has applied more", "to", to, "its_applied_index", appliedOf(h.Replicas, to), "applied_index", h.Applied)
 	return true
+}
+
+// appliedOf is how far replica id has applied the log, as reported.
+func appliedOf(reps []plan.Replica, id string) uint64 {
+	for _, r := range reps {
+		if r.ID == id {
+			return r.Applied
+		}
+	}
+	return 0
 }

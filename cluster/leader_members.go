@@ -15,8 +15,14 @@ import (
 // preferred is the replica the shard map prefers as the shard's leader.
 func (r *leader) preferred() string {
 	m, _ := r.n.meta.fsm.View()
+	return preferredOf(m, r.sh.ID())
+}
+
+// preferredOf is the replica the shard map m prefers as shard id's leader,
+// "" when it lists none.
+func preferredOf(m *meta.Meta, id uint64) string {
 	for _, info := range m.Shards {
-		if info.ID == r.sh.ID() && len(info.Replicas) > 0 {
+		if info.ID == id && len(info.Replicas) > 0 {
 			return info.Replicas[0]
 		}
 	}
