@@ -210,46 +210,6 @@ func (n *Node) replicaReports(ctx context.Context, sh *shard.Shard) []plan.Repli
 	return out
 }
 
-// leaveIfCutOffFromNATS runs for a leader session: once this node's NATS
-// has not answered for NATSHandOverAfter, it transfers the shard's
-// leadership to a replica that reaches NATS (plan.HandOverTarget), asking
-// again every probe period while none does. Losing leadership ends the
-// session through the leadership channel.
-func (r *leader) leaveIfCutOffFromNATS(ctx context.Context) {
-	stuck := false // logged that no replica can take over, this outage
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(natsProbeEvery):
-		}
-		down := r.n.natsLink.unreachableFor(time.Now())
-		if down < r.n.cfg.NATSHandOverAfter {
-			stuck = false
-			continue
-		}
-		to, ok := plan.HandOverTarget(plan.HandOver{Trigger: plan.CutOff, Self: r.n.cfg.NodeID, Preferred: r.preferred(),
-			Applied: r.sh.FSM().Index(), Replicas: r.n.replicaReports(ctx, r.sh)})
-		if !ok {
-			if !stuck {
-				r.log.Warn("cannot reach NATS, and no replica that can has caught up: leadership stays", "for", down.Round(time.Second))
-				stuck = true
-			}
-			continue
-		}
-		p, found := r.n.peer(to)
-		if !found {
-			continue
-		}
-		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(p.RaftAddr))); err != nil {
-			r.log.Warn("cannot reach NATS; handing leadership over failed", "to", to, "err", err)
-			continue
-		}
-		r.log.Warn("cannot reach NATS: leadership handed to a replica that can", "to", to, "for", down.Round(time.Second))
-		return
-	}
-}
-
 // natsCollector exports the node's link to NATS.
 type natsCollector struct {
 	n                                   *Node

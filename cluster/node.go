@@ -26,6 +26,7 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/cluster/leader"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
@@ -521,7 +522,7 @@ func (n *Node) closingTarget(ctx context.Context, sh *shard.Shard) (id, addr str
 	ctx, cancel := context.WithTimeout(ctx, closeReports)
 	defer cancel()
 	m, _ := n.meta.fsm.View()
-	id, ok = plan.HandOverTarget(plan.HandOver{Trigger: plan.Closing, Self: n.cfg.NodeID, Preferred: preferredOf(m, sh.ID()),
+	id, ok = plan.HandOverTarget(plan.HandOver{Trigger: plan.Closing, Self: n.cfg.NodeID, Preferred: leader.PreferredOf(m, sh.ID()),
 		Applied: sh.FSM().Index(), Replicas: n.replicaReports(ctx, sh)})
 	if !ok {
 		return "", "", false
@@ -602,23 +603,6 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// sourcesOf lists the sources read by the live patterns (derived sources
-// for re-keyed ones), sorted.
-func sourcesOf(m *meta.Meta) []string {
-	set := map[string]bool{}
-	for _, name := range m.PatternNames() {
-		for _, s := range m.Patterns[name].ReadsOf() {
-			set[s] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for s := range set {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // outputSubject is where a pattern's records go by default.

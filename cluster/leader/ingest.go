@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
 			derived = src.Name
 		}
 		return readSpec{
-			source: src.Name, stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
+			source: src.Name, stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.env.KeyGroups()), from: pos, derived: derived,
 			op: func(events []shard.Event) shard.Op {
 				return shard.Op{Kind: shard.OpEvents, Source: src.Name, Events: events}
 			},
@@ -115,18 +115,18 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	}
 	began := time.Now()
 	r.warnIfRemoved(ctx, rs.stream, pos)
-	cons, err := r.n.JetStream().OrderedConsumer(ctx, rs.stream, cfg)
+	cons, err := r.env.JetStream().OrderedConsumer(ctx, rs.stream, cfg)
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(r.n.cfg.IngestBatch))
+	it, err := cons.Messages(jetstream.PullMaxMessages(r.env.Config.IngestBatch))
 	if err != nil {
 		return err
 	}
 	r.log.Info("reading", "stream", rs.stream, "after", pos, "filters", len(rs.filters), "consumer_in", time.Since(began).Round(time.Millisecond))
 	// the reader stops as read returns, after the proposals in flight are
 	// checked (deferred before that check, it runs after it)
-	msgs, stopReading := readMessages(ctx, it, r.n.cfg.IngestBatch)
+	msgs, stopReading := readMessages(ctx, it, r.env.Config.IngestBatch)
 	defer stopReading()
 
 	// proposals are pipelined: up to 4 batches in flight, checked in order.
@@ -146,7 +146,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 			// (waited for whatever the read does: once read returns, what
 			// it proposed is applied or refused)
 			err := shard.Result(ctx, p.f)
-			r.n.applyLatency.Observe(time.Since(p.start).Seconds())
+			r.env.Metrics.ApplyLatency.Observe(time.Since(p.start).Seconds())
 			if err != nil {
 				refused(err)
 			}
@@ -159,7 +159,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	// after is where the next entry's events follow on (shard.Op.After)
 	after := pos
 
-	linger := r.n.cfg.IngestLinger
+	linger := r.env.Config.IngestLinger
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var events []shard.Event
@@ -180,7 +180,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		op.After = after
 		// the wall time the events are read at: the bound on how far
 		// ahead they may be, which no event can move (nfa.CheckTimeAt)
-		op.Ingest = r.n.cfg.Now().UnixMilli()
+		op.Ingest = r.env.Config.Now().UnixMilli()
 		b := &shard.Batch{Ops: []shard.Op{op}}
 		first, last := events[0].Pos, events[len(events)-1].Pos
 		for _, e := range events {
@@ -194,12 +194,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		if !r.sh.IsLeader() {
 			return shard.ErrNotLeader
 		}
-		var f raft.ApplyFuture
-		if refuse := r.n.cfg.knobs().RefuseProposal; refuse != nil && refuse(r.sh.ID(), rs.stream, op.Kind, first, last) {
-			f = refusedFuture{raft.ErrLeadershipTransferInProgress}
-		} else {
-			f = r.sh.ProposeAsync(b)
-		}
+		f := r.env.ProposeRead(r.sh, rs.stream, b, first, last)
 		select {
 		case pending <- proposal{f, time.Now()}:
 		case <-refusedCtx.Done():
@@ -242,7 +237,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 				}
 			}
 			consumerSeq = md.Sequence.Consumer
-			block, ok := keygroup.BlockOfSubject(m.Subject(), r.n.keyGroups())
+			block, ok := keygroup.BlockOfSubject(m.Subject(), r.env.KeyGroups())
 			if !ok {
 				block = -1 // not partitioned as expected: counted as misrouted
 			}
@@ -255,7 +250,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 				ev.OriginPos, _ = shard.ForwardedPos(rs.derived, m.Headers().Get(forwardHeader))
 			}
 			events = append(events, ev)
-			if len(events) >= r.n.cfg.IngestBatch {
+			if len(events) >= r.env.Config.IngestBatch {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -319,7 +314,7 @@ func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 		if on {
 			v = 1
 		}
-		r.n.readPaused.WithLabelValues(id, rs.stream, reason).Set(v)
+		r.env.Metrics.ReadPaused.WithLabelValues(id, rs.stream, reason).Set(v)
 	}
 	defer func() {
 		if full {
@@ -334,16 +329,16 @@ func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 		r.sh.FSM().View(func(s *shard.State, _ uint64) {
 			paused, outbox = aligned && rs.paused(s), len(s.Outbox())
 		})
-		if outbox >= r.n.cfg.OutboxLimit && !full {
+		if outbox >= r.env.Config.OutboxLimit && !full {
 			full = true
 			gauge("outbox", true)
-			r.log.Warn("reading paused: the outbox holds more unpublished records than its limit", "stream", rs.stream, "records", outbox, "limit", r.n.cfg.OutboxLimit)
+			r.log.Warn("reading paused: the outbox holds more unpublished records than its limit", "stream", rs.stream, "records", outbox, "limit", r.env.Config.OutboxLimit)
 		}
 		if paused && !behind {
 			behind = true
 			gauge("alignment", true)
 		}
-		if !paused && outbox < r.n.cfg.OutboxLimit {
+		if !paused && outbox < r.env.Config.OutboxLimit {
 			if full {
 				r.log.Info("reading resumes: the outbox is below its limit", "stream", rs.stream, "records", outbox)
 			}
@@ -360,9 +355,9 @@ func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 // forwardHeader carries a forwarded event's id (shard.ForwardID).
 const forwardHeader = "Cep-Forward-Id"
 
-// forwarderOf is the shard that re-keys a derived source: spread over the
+// ForwarderOf is the shard that re-keys a derived source: spread over the
 // shards by the source's name.
-func forwarderOf(m *meta.Meta, derived string) uint64 {
+func ForwarderOf(m *meta.Meta, derived string) uint64 {
 	h := fnv.New32a()
 	h.Write([]byte(derived))
 	// among the shards the cluster was created with (a split leaves the
@@ -376,10 +371,3 @@ func forwarderOf(m *meta.Meta, derived string) uint64 {
 	}
 	return base[h.Sum32()%uint32(len(base))]
 }
-
-// refusedFuture is an entry Raft refused (Testing.RefuseProposal).
-type refusedFuture struct{ err error }
-
-func (f refusedFuture) Error() error  { return f.err }
-func (f refusedFuture) Index() uint64 { return 0 }
-func (f refusedFuture) Response() any { return nil }

@@ -1,10 +1,9 @@
-package cluster
+package leader
 
 import (
 	"context"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
@@ -23,13 +22,9 @@ import (
 // read. For a derived source, the shard that forwards it skips the
 // origin's history too.
 func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
-	if d := r.n.cfg.knobs().ReconcileDelay; d > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-		}
-		m = r.n.Meta() // with what changed meanwhile
+	m, err := r.env.BeforeReconcile(ctx, m)
+	if err != nil {
+		return err
 	}
 	have := map[string]uint64{}
 	unread := map[string]bool{}
@@ -39,13 +34,13 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 		}
 		// read by none of the patterns that stay (those this batch deletes
 		// do not count)
-		for _, name := range sourcesOf(m) {
+		for _, name := range SourcesOf(m) {
 			unread[name] = !slices.ContainsFunc(s.Readers(name), func(p string) bool { return m.Patterns[p] != nil && !m.Patterns[p].Deleted })
 		}
 	})
 	// on the clock or not as the clock loop decides it, so a deployment is
 	// not switched on the next tick
-	clock := plan.ClockOf(m.Shards, r.sh.ID(), r.n.stoppedHere).On
+	clock := plan.ClockOf(m.Shards, r.sh.ID(), r.env.Quarantine.StoppedHere).On
 	// deletions, then the skips (applied once the deleted patterns no
 	// longer read their sources), then deployments
 	var dels, skips, deps []shard.Op
@@ -56,12 +51,13 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 		case p.Deleted && ok:
 			dels = append(dels, shard.Op{Kind: shard.OpDelete, Pattern: name})
 		case !p.Deleted && v != p.Version:
+			maxKeys, maxStateBytes := r.env.PatternLimits(p.Spec, p.Format)
 			deps = append(deps, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
 				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
 				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
 				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
-				MaxKeys:       int64(patternMaxKeys(p.Spec, p.Format, r.n.cfg.MaxKeys)),
-				MaxStateBytes: patternMaxStateBytes(p.Spec, p.Format, r.n.cfg.MaxStateBytes),
+				MaxKeys:       int64(maxKeys),
+				MaxStateBytes: maxStateBytes,
 				// the sources' clocks across the shards (leader.clock); a shard
 				// alone runs on its events, as `cepctl run`
 				Clock: clock,
@@ -112,7 +108,7 @@ func (r *leader) skipHistory(ctx context.Context, m *meta.Meta, src string, from
 	if seq, ok := end(sm.Stream, src); ok {
 		ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: src, Seq: seq})
 	}
-	if origin := m.Sources[sm.Origin]; origin != nil && forwarderOf(m, src) == r.sh.ID() {
+	if origin := m.Sources[sm.Origin]; origin != nil && ForwarderOf(m, src) == r.sh.ID() {
 		if seq, ok := end(origin.Stream, origin.Name); ok {
 			ops = append(ops, shard.Op{Kind: shard.OpSkip, Source: origin.Name, Target: src, Seq: seq})
 		}
@@ -122,7 +118,7 @@ func (r *leader) skipHistory(ctx context.Context, m *meta.Meta, src string, from
 
 // streamEnd returns the last sequence number of a source's stream.
 func (r *leader) streamEnd(ctx context.Context, stream, src string) (uint64, bool) {
-	st, err := r.n.JetStream().Stream(ctx, stream)
+	st, err := r.env.JetStream().Stream(ctx, stream)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("a new pattern reads the source from where its reading last stopped: its stream's end is unknown", "source", src, "stream", stream, "err", err)

@@ -1,15 +1,12 @@
-package cluster
+package leader
 
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
@@ -223,8 +220,8 @@ type ClockStatus struct {
 // watermark back nor loses one.
 func (r *leader) clock(ctx context.Context) error {
 	self := r.sh.ID()
-	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}, now: r.n.cfg.Now}
-	sub, err := r.n.natsConn().Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {
+	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}, now: r.env.Config.Now}
+	sub, err := r.env.NATS().Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {
 		if rep, ok := decodeClockReport(m.Data); ok && rep.Shard != self {
 			table.take(rep)
 		}
@@ -233,14 +230,14 @@ func (r *leader) clock(ctx context.Context) error {
 		return err
 	}
 	defer sub.Unsubscribe()
-	defer r.n.setClockStatus(self, nil)
+	defer r.env.Status.SetClock(self, nil)
 	activity := map[clockKey]*watermark.Activity{}
 	// the shard map, read again only when the metadata changed: a copy of
 	// the whole metadata every 50 ms per shard leader was a tenth of an
 	// idle node's CPU
 	var m *meta.Meta
 	var metaChanged <-chan struct{}
-	t := time.NewTicker(r.n.cfg.ClockEvery)
+	t := time.NewTicker(r.env.Config.ClockEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -251,17 +248,17 @@ func (r *leader) clock(ctx context.Context) error {
 		var clocks []shard.SourceClock
 		var modes map[string]bool
 		r.sh.FSM().View(func(s *shard.State, _ uint64) { clocks, modes = s.Clocks(), s.ClockModes() })
-		now := r.n.cfg.Now().UnixMilli() // idleness is the leader's: only its decisions are logged
+		now := r.env.Config.Now().UnixMilli() // idleness is the leader's: only its decisions are logged
 		select {
 		case <-metaChanged:
 			m = nil
 		default: // unchanged (or not read yet: a nil channel)
 		}
 		if m == nil {
-			m, metaChanged = r.n.meta.fsm.View()
+			m, metaChanged = r.env.Meta.View()
 		}
 		// the same decision as reconcile's (plan.ClockOf)
-		cp := plan.ClockOf(m.Shards, self, r.n.stoppedHere)
+		cp := plan.ClockOf(m.Shards, self, r.env.Quarantine.StoppedHere)
 		shards := cp.Shards
 		var ops []shard.Op
 		for _, name := range plan.ClockModeChanges(modes, cp) {
@@ -280,7 +277,7 @@ func (r *leader) clock(ctx context.Context) error {
 			}
 			timeout := c.IdleTimeout
 			if timeout == 0 {
-				timeout = r.n.cfg.IdleTimeout.Milliseconds()
+				timeout = r.env.Config.IdleTimeout.Milliseconds()
 			}
 			// idle by the newest event time, which only events move (the
 			// progress also takes the logged clock: a clock that moves must
@@ -304,60 +301,13 @@ func (r *leader) clock(ctx context.Context) error {
 		for read, entries := range byRead {
 			data, _ := json.Marshal(clockReport{Shard: self, Clocks: entries})
 			// a report lost is sent again within ClockEvery
-			_ = r.n.natsConn().Publish(ClockSubjectRoot+read, data)
+			_ = r.env.NATS().Publish(ClockSubjectRoot+read, data)
 		}
-		r.n.setClockStatus(self, status)
+		r.env.Status.SetClock(self, status)
 		if len(ops) > 0 {
 			if err := r.sh.Propose(ctx, &shard.Batch{Ops: ops}); err != nil {
 				return err
 			}
 		}
 	}
-}
-
-// clockStatuses are the source clocks of the shards a node leads, as
-// their leaders last computed them (for the status and the metrics).
-type clockStatuses struct {
-	mu sync.Mutex
-	m  map[uint64][]ClockStatus
-}
-
-// setClockStatus records shard's clocks; nil forgets them (the leader
-// session ended).
-func (n *Node) setClockStatus(shardID uint64, st []ClockStatus) {
-	n.clocks.mu.Lock()
-	defer n.clocks.mu.Unlock()
-	if st == nil {
-		delete(n.clocks.m, shardID)
-		return
-	}
-	if n.clocks.m == nil {
-		n.clocks.m = map[uint64][]ClockStatus{}
-	}
-	n.clocks.m[shardID] = st
-}
-
-// ClockStatus returns the source clocks of shardID if this node leads
-// it (ok false otherwise), by pattern then source.
-func (n *Node) ClockStatus(shardID uint64) (st []ClockStatus, ok bool) {
-	n.clocks.mu.Lock()
-	defer n.clocks.mu.Unlock()
-	st, ok = n.clocks.m[shardID]
-	return slices.Clone(st), ok
-}
-
-// sourceClocks is a shard's clocks as the API lists them.
-func sourceClocks(cs []shard.SourceClock) []*cepv1.SourceClock {
-	out := make([]*cepv1.SourceClock, 0, len(cs))
-	for _, c := range cs {
-		sc := &cepv1.SourceClock{Pattern: c.Pattern, Source: c.Source}
-		if c.Clock != watermark.MinTime {
-			sc.WatermarkMs, sc.HasWatermark = c.Clock, true
-		}
-		if c.MaxTime != watermark.MinTime {
-			sc.NewestEventMs, sc.HasNewestEvent = c.MaxTime, true
-		}
-		out = append(out, sc)
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"context"
@@ -25,32 +25,32 @@ func (r *leader) handOver(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return true
-		case <-time.After(r.n.cfg.HandOverAfter):
+		case <-time.After(r.env.Config.HandOverAfter):
 		}
-		h := plan.HandOver{Trigger: plan.Preferred, Self: r.n.cfg.NodeID, Preferred: r.preferred()}
+		h := plan.HandOver{Trigger: plan.Preferred, Self: r.env.NodeID, Preferred: r.preferred()}
 		if !h.Due() {
 			continue
 		}
-		p, ok := r.n.peer(h.Preferred)
+		addr, ok := r.env.Peers.RaftAddr(h.Preferred)
 		if !ok || !r.isVoter(h.Preferred) {
 			continue
 		}
 		// a transfer blocks new proposals until it ends: only try it when
 		// the preferred replica answers and has caught up
-		rep, err := r.n.peerAt(p.APIAddr).Replica(ctx, r.sh.ID())
+		rep, err := r.env.Peers.Replica(ctx, h.Preferred, r.sh.ID())
 		if err != nil {
 			r.log.Debug("leadership stays here", "preferred", h.Preferred, "err", err)
 			continue
 		}
-		rep.id, rep.voter = h.Preferred, true
+		rep.ID, rep.Voter = h.Preferred, true
 		h.Applied = r.sh.FSM().Index()
-		h.Replicas = []plan.Replica{rep.plan()}
+		h.Replicas = []plan.Replica{rep}
 		if _, ok := plan.HandOverTarget(h); !ok {
-			r.log.Debug("leadership stays here", "preferred", h.Preferred, "its_applied_index", rep.applied,
-				"applied_index", h.Applied, "it_reaches_nats", rep.natsUnreachable == 0)
+			r.log.Debug("leadership stays here", "preferred", h.Preferred, "its_applied_index", rep.Applied,
+				"applied_index", h.Applied, "it_reaches_nats", rep.NATSReachable)
 			continue
 		}
-		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(h.Preferred), raft.ServerAddress(p.RaftAddr))); err != nil {
+		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(h.Preferred), raft.ServerAddress(addr))); err != nil {
 			r.log.Debug("leadership stays here", "preferred", h.Preferred, "err", err)
 			continue
 		}
@@ -66,21 +66,21 @@ func (r *leader) handOver(ctx context.Context) bool {
 // (plan.HandOverTarget, trigger Behind). It reports whether leadership
 // moved.
 func (r *leader) handOffIfBehind(ctx context.Context) bool {
-	h := plan.HandOver{Trigger: plan.Behind, Self: r.n.cfg.NodeID, Preferred: r.preferred(),
+	h := plan.HandOver{Trigger: plan.Behind, Self: r.env.NodeID, Preferred: r.preferred(),
 		Applied: r.sh.FSM().Index(), Last: r.sh.Raft().LastIndex()}
 	if !h.Due() {
 		return false
 	}
-	h.Replicas = r.n.replicaReports(ctx, r.sh)
+	h.Replicas = r.env.Peers.Replicas(ctx, r.sh)
 	to, ok := plan.HandOverTarget(h)
 	if !ok {
 		return false
 	}
-	p, found := r.n.peer(to)
+	addr, found := r.env.Peers.RaftAddr(to)
 	if !found {
 		return false
 	}
-	if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(p.RaftAddr))); err != nil {
+	if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr))); err != nil {
 		r.log.Debug("leadership stays here while catching up", "to", to, "err", err)
 		return false
 	}
@@ -96,4 +96,44 @@ func appliedOf(reps []plan.Replica, id string) uint64 {
 		}
 	}
 	return 0
+}
+
+// leaveIfCutOffFromNATS runs for a leader session: once this node's NATS
+// has not answered for NATSHandOverAfter, it transfers the shard's
+// leadership to a replica that reaches NATS (plan.HandOverTarget), asking
+// again every probe period while none does. Losing leadership ends the
+// session through the leadership channel.
+func (r *leader) leaveIfCutOffFromNATS(ctx context.Context) {
+	stuck := false // logged that no replica can take over, this outage
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.env.Config.NATSProbeEvery):
+		}
+		down := r.env.NATSUnreachableFor(time.Now())
+		if down < r.env.Config.NATSHandOverAfter {
+			stuck = false
+			continue
+		}
+		to, ok := plan.HandOverTarget(plan.HandOver{Trigger: plan.CutOff, Self: r.env.NodeID, Preferred: r.preferred(),
+			Applied: r.sh.FSM().Index(), Replicas: r.env.Peers.Replicas(ctx, r.sh)})
+		if !ok {
+			if !stuck {
+				r.log.Warn("cannot reach NATS, and no replica that can has caught up: leadership stays", "for", down.Round(time.Second))
+				stuck = true
+			}
+			continue
+		}
+		addr, found := r.env.Peers.RaftAddr(to)
+		if !found {
+			continue
+		}
+		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr))); err != nil {
+			r.log.Warn("cannot reach NATS; handing leadership over failed", "to", to, "err", err)
+			continue
+		}
+		r.log.Warn("cannot reach NATS: leadership handed to a replica that can", "to", to, "for", down.Round(time.Second))
+		return
+	}
 }
