@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 )
@@ -183,13 +184,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		op.Ingest = r.env.Config.Now().UnixMilli()
 		b := &shard.Batch{Ops: []shard.Op{op}}
 		first, last := events[0].Pos, events[len(events)-1].Pos
-		for _, e := range events {
-			// the state moves its positions past the events of its
-			// blocks (one not partitioned as expected moves nothing)
-			if op.Kind == shard.OpForward || e.Block >= 0 {
-				after = max(after, e.Pos)
-			}
-		}
+		after = plan.NextAfter(after, op.Kind == shard.OpForward, events, eventAt)
 		events = nil
 		if !r.sh.IsLeader() {
 			return shard.ErrNotLeader
@@ -262,6 +257,9 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		}
 	}
 }
+
+// eventAt is what plan.NextAfter needs of an event.
+func eventAt(e shard.Event) (uint64, int) { return e.Pos, e.Block }
 
 // messageIter is what readMessages uses of a jetstream.MessagesContext.
 type messageIter interface {
