@@ -2,8 +2,6 @@ package leader
 
 import (
 	"context"
-	"maps"
-	"slices"
 
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
@@ -11,7 +9,8 @@ import (
 )
 
 // reconcile proposes the deployments and deletions that the shard has not
-// applied yet, so every shard runs the versions the metadata holds.
+// applied yet (plan.ReconcileOf), so every shard runs the versions the
+// metadata holds.
 //
 // A new pattern starts at its deployment: it sees the events the shard
 // logs after it. A source no deployed pattern reads is not being read, and
@@ -26,66 +25,44 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 	if err != nil {
 		return err
 	}
-	have := map[string]uint64{}
-	unread := map[string]bool{}
+	run := plan.Running{Versions: map[string]uint64{}, Readers: map[string][]string{}}
 	r.sh.FSM().View(func(s *shard.State, _ uint64) {
 		for _, p := range s.Patterns() {
-			have[p.Name] = p.Version
+			run.Versions[p.Name] = p.Version
 		}
-		// read by none of the patterns that stay (those this batch deletes
-		// do not count)
 		for _, name := range SourcesOf(m) {
-			unread[name] = !slices.ContainsFunc(s.Readers(name), func(p string) bool { return m.Patterns[p] != nil && !m.Patterns[p].Deleted })
+			run.Readers[name] = s.Readers(name)
 		}
 	})
+	rc := plan.ReconcileOf(m, run)
+	if rc.Empty() {
+		return nil
+	}
 	// on the clock or not as the clock loop decides it, so a deployment is
 	// not switched on the next tick
 	clock := plan.ClockOf(m.Shards, r.sh.ID(), r.env.Quarantine.StoppedHere).On
-	// deletions, then the skips (applied once the deleted patterns no
-	// longer read their sources), then deployments
-	var dels, skips, deps []shard.Op
-	for _, name := range slices.Sorted(maps.Keys(m.Patterns)) {
+	var ops []shard.Op
+	for _, name := range rc.Delete {
+		ops = append(ops, shard.Op{Kind: shard.OpDelete, Pattern: name})
+	}
+	for _, sk := range rc.Skip {
+		ops = append(ops, r.skipHistory(ctx, m, sk.Source, sk.FromStart)...)
+	}
+	for _, name := range rc.Deploy {
 		p := m.Patterns[name]
-		v, ok := have[name]
-		switch {
-		case p.Deleted && ok:
-			dels = append(dels, shard.Op{Kind: shard.OpDelete, Pattern: name})
-		case !p.Deleted && v != p.Version:
-			maxKeys, maxStateBytes := r.env.PatternLimits(p.Spec, p.Format)
-			deps = append(deps, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
-				Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
-				Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
-				MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
-				MaxKeys:       int64(maxKeys),
-				MaxStateBytes: maxStateBytes,
-				// the sources' clocks across the shards (leader.clock); a shard
-				// alone runs on its events, as `cepctl run`
-				Clock: clock,
-			}})
-			for _, src := range p.ReadsOf() {
-				if unread[src] {
-					unread[src] = false
-					skips = append(skips, r.skipHistory(ctx, m, src, p.FromStart && !ok)...)
-				}
-			}
-		}
+		maxKeys, maxStateBytes := r.env.PatternLimits(p.Spec, p.Format)
+		ops = append(ops, shard.Op{Kind: shard.OpDeploy, Deploy: &shard.Deploy{
+			Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
+			Subject: p.OutputSubject, Policy: shard.UpdatePolicy(p.Policy),
+			MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
+			MaxKeys:       int64(maxKeys),
+			MaxStateBytes: maxStateBytes,
+			// the sources' clocks across the shards (leader.clock); a shard
+			// alone runs on its events, as `cepctl run`
+			Clock: clock,
+		}})
 	}
-	// a pattern the shard runs that the metadata no longer names at all:
-	// its tombstone was forgotten while this shard had not applied the
-	// deletion (a replica that reported no pattern while it caught up).
-	// Only at or below ForgottenVersion: every version deployed later is
-	// above it, so a deployment this node's metadata replica has not
-	// applied yet is not taken for one
-	for _, name := range slices.Sorted(maps.Keys(have)) {
-		if m.Patterns[name] == nil && have[name] <= m.ForgottenVersion {
-			dels = append(dels, shard.Op{Kind: shard.OpDelete, Pattern: name})
-		}
-	}
-	if len(dels)+len(deps) == 0 {
-		return nil
-	}
-	b := shard.Batch{Ops: slices.Concat(dels, skips, deps)}
-	return r.sh.Propose(ctx, &b)
+	return r.sh.Propose(ctx, &shard.Batch{Ops: ops})
 }
 
 // skipHistory returns the OpSkip operations that make a pattern starting
