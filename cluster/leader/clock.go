@@ -52,9 +52,10 @@ type clockKey struct{ pattern, source string }
 type clockTable struct {
 	mu    sync.Mutex
 	parts map[clockKey]map[uint64]watermark.Part
-	// settled[k][shard] is the shard's watermark as it was at least
-	// settle ago (clockSettled): what an idle shard is left out against
-	settled map[clockKey]map[uint64]*clockSettled
+	// settled[k][shard] is the shard's watermark with its history
+	// (watermark.Settled): what an idle shard is left out against, and
+	// when the shard was last heard of
+	settled map[clockKey]map[uint64]*watermark.Settled
 	now     func() time.Time // time.Now; tests control it
 }
 
@@ -63,38 +64,6 @@ func (t *clockTable) clock() time.Time {
 		return t.now()
 	}
 	return time.Now()
-}
-
-// clockSettled follows one partition's watermark with the time each value
-// came, to tell what it was a while ago.
-type clockSettled struct {
-	cur, old int64
-	at       time.Time // when cur came
-	heard    time.Time // the partition's latest report
-}
-
-// observe records wm at now; a lower or equal one changes nothing.
-func (c *clockSettled) observe(wm int64, now time.Time, settle time.Duration) {
-	c.heard = now
-	if wm <= c.cur {
-		return
-	}
-	if now.Sub(c.at) >= settle {
-		c.old = c.cur
-	}
-	c.cur, c.at = wm, now
-}
-
-// value is the watermark as it was settle before now (or earlier).
-func (c *clockSettled) value(now time.Time, settle time.Duration) int64 {
-	if now.Sub(c.at) >= settle {
-		return c.cur
-	}
-	return c.old
-}
-
-func newClockSettled(wm int64, now time.Time) *clockSettled {
-	return &clockSettled{cur: wm, old: watermark.MinTime, at: now, heard: now}
 }
 
 // take records a report. A shard's watermark only moves forward: a
@@ -118,20 +87,20 @@ func (t *clockTable) take(rep *clockReport) {
 	}
 }
 
-// settle records a partition's watermark for clockSettled.
+// settle records a partition's watermark in its history.
 func (t *clockTable) settle(k clockKey, shardID uint64, wm int64, now time.Time) {
 	if t.settled == nil {
-		t.settled = map[clockKey]map[uint64]*clockSettled{}
+		t.settled = map[clockKey]map[uint64]*watermark.Settled{}
 	}
 	m := t.settled[k]
 	if m == nil {
-		m = map[uint64]*clockSettled{}
+		m = map[uint64]*watermark.Settled{}
 		t.settled[k] = m
 	}
 	if c := m[shardID]; c != nil {
-		c.observe(wm, now, clockSettle)
+		c.Observe(wm, now, clockSettle)
 	} else {
-		m[shardID] = newClockSettled(wm, now)
+		m[shardID] = watermark.NewSettled(wm, now)
 	}
 }
 
@@ -147,42 +116,27 @@ const clockSettle = 250 * time.Millisecond
 // was idle (a shard without a leader is not known to be idle).
 const clockStale = 500 * time.Millisecond
 
-// combined is the clock of k over the shards: watermark.Combine of each
-// shard's partition, with own for this leader's shard; ok is false while
-// some shard has not reported (it may hold the clock back).
+// combined is the clock of k over the shards: watermark.CombineHeard of
+// each shard's partition, with own for this leader's shard; ok is false
+// while some shard has not reported (it may hold the clock back).
 func (t *clockTable) combined(k clockKey, shards []uint64, self uint64, own watermark.Part) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock()
 	t.settle(k, self, own.Watermark, now)
-	parts := make([]watermark.Part, 0, len(shards))
-	idle, active := false, false
+	heard := make([]watermark.Heard, 0, len(shards))
 	for _, id := range shards {
-		p, ok := own, true
-		if id != self {
-			p, ok = t.parts[k][id]
-		}
-		if !ok {
-			return watermark.MinTime, false
-		}
-		if id != self && now.Sub(t.settled[k][id].heard) > clockStale {
-			// no report for a while (its leader is gone): it may have
-			// events to read, so it counts, idle or not
-			p.Idle = false
-		}
-		idle, active = idle || p.Idle, active || !p.Idle
-		parts = append(parts, p)
-	}
-	if idle && active {
-		// left out, an idle shard is overtaken only by what the others
-		// had shown for clockSettle
-		for i, id := range shards {
-			if !parts[i].Idle {
-				parts[i].Watermark = min(parts[i].Watermark, t.settled[k][id].value(now, clockSettle))
+		h := watermark.Heard{Part: own, History: t.settled[k][id], Own: id == self}
+		if !h.Own {
+			p, ok := t.parts[k][id]
+			if !ok {
+				return watermark.MinTime, false
 			}
+			h.Part = p
 		}
+		heard = append(heard, h)
 	}
-	return watermark.Combine(parts)
+	return watermark.CombineHeard(heard, now, clockSettle, clockStale)
 }
 
 // decodeClockReport checks a report read from NATS before it is taken.
