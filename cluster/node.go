@@ -460,9 +460,9 @@ const closeReports = time.Second
 // handOffLeadership transfers the leadership of every group this node leads
 // and shares with another voter, all at once, waiting at most timeout. A
 // shard goes to the replica plan.HandOverTarget picks (one that reaches
-// NATS, the preferred one first); the metadata group, and a shard whose
-// other replicas do not answer in time, to the voter Raft finds most up
-// to date.
+// NATS and has nearly caught up, the preferred one first); the metadata
+// group, and a shard none of whose replicas qualifies or answers in time,
+// to the voter Raft finds most up to date.
 func (n *Node) handOffLeadership(timeout time.Duration) {
 	type group struct {
 		r  *raft.Raft

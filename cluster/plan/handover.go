@@ -26,7 +26,7 @@ const (
 	Behind
 	// CutOff: this node has not reached NATS for a while.
 	CutOff
-	// Closing: the node closes; any voter that reaches NATS serves better
+	// Closing: the node closes; a voter that reaches NATS serves better
 	// than an election after the leader's silence.
 	Closing
 )
@@ -92,8 +92,9 @@ func (h HandOver) Due() bool {
 //     apply; within BehindHandOff/2 of the log's end (when every replica
 //     is replaying, after a restart of the whole cluster, none qualifies
 //     and leadership stays rather than moving from one to the next);
-//   - CutOff: within BehindHandOff of the leader;
-//   - Closing: any.
+//   - CutOff and Closing: within BehindHandOff of the leader (one further
+//     behind would read and publish nothing until it had caught up, and
+//     hand leadership on again).
 //
 // Of those that qualify, the preferred replica, so that leadership does
 // not move twice; otherwise the one that has applied the most, the lowest
@@ -111,10 +112,10 @@ func HandOverTarget(h HandOver) (id string, ok bool) {
 			return r.ID == h.Preferred && r.Applied+HandOverLag >= h.Applied
 		case Behind:
 			return r.Applied+BehindHandOff/2 >= h.Last
-		case CutOff:
+		case CutOff, Closing:
 			return r.Applied+BehindHandOff >= h.Applied
 		}
-		return true
+		return false
 	}
 	var best *Replica
 	for i := range h.Replicas {

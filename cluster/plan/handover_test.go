@@ -161,10 +161,10 @@ func TestHandOverTargetQualifies(t *testing.T) {
 				return h.Preferred != h.Self && r.ID == h.Preferred && r.Applied+HandOverLag >= h.Applied
 			case Behind:
 				return h.Last-h.Applied >= BehindHandOff && r.Applied+BehindHandOff/2 >= h.Last
-			case CutOff:
+			case CutOff, Closing:
 				return r.Applied+BehindHandOff >= h.Applied
 			}
-			return true
+			return false
 		}
 		var best *Replica
 		for i := range h.Replicas {
