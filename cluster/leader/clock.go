@@ -172,7 +172,7 @@ type ClockStatus struct {
 // (watermark.Next; the state machine ignores a lower one too), and a new
 // leader starts from the logged clocks, so a failover neither moves a
 // watermark back nor loses one.
-func (r *leader) clock(ctx context.Context) error {
+func (r *Leader) clock(ctx context.Context) error {
 	self := r.sh.ID()
 	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}, now: r.env.Config.Now}
 	sub, err := r.env.NATS().Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {

@@ -137,9 +137,6 @@ type Status interface {
 	ClearUnread(shard uint64, stream string)
 }
 
-// Leader is a shard's leader loop (New, then Run until ctx ends).
-type Leader = leader
-
 // New returns the leader loop of replica sh, which runs until ctx ends.
 func New(ctx context.Context, env Env, sh *shard.Shard) *Leader {
 	if env.ProposeRead == nil {
@@ -150,8 +147,9 @@ func New(ctx context.Context, env Env, sh *shard.Shard) *Leader {
 	if env.BeforeReconcile == nil {
 		env.BeforeReconcile = func(_ context.Context, m *meta.Meta) (*meta.Meta, error) { return m, nil }
 	}
-	return &leader{env: env, sh: sh, ctx: ctx}
+	return &Leader{env: env, sh: sh, ctx: ctx}
 }
 
-// Run is the loop: it returns once the context New was given ends.
-func (r *leader) Run() { r.run() }
+// Run is the loop (New, then Run): it returns once the context New was
+// given ends.
+func (r *Leader) Run() { r.run() }

@@ -20,7 +20,7 @@ import (
 // While the preferred replica is down or behind, this one keeps leading and
 // asks again every HandOverAfter. Losing leadership ends the session
 // through the leadership channel. The target is plan.HandOverTarget's.
-func (r *leader) handOver(ctx context.Context) bool {
+func (r *Leader) handOver(ctx context.Context) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -65,7 +65,7 @@ func (r *leader) handOver(ctx context.Context) bool {
 // up, so it hands leadership to a voter that has nearly caught up
 // (plan.HandOverTarget, trigger Behind). It reports whether leadership
 // moved.
-func (r *leader) handOffIfBehind(ctx context.Context) bool {
+func (r *Leader) handOffIfBehind(ctx context.Context) bool {
 	h := plan.HandOver{Trigger: plan.Behind, Self: r.env.NodeID, Preferred: r.preferred(),
 		Applied: r.sh.FSM().Index(), Last: r.sh.Raft().LastIndex()}
 	if !h.Due() {
@@ -103,7 +103,7 @@ func appliedOf(reps []plan.Replica, id string) uint64 {
 // leadership to a replica that reaches NATS (plan.HandOverTarget), asking
 // again every probe period while none does. Losing leadership ends the
 // session through the leadership channel.
-func (r *leader) leaveIfCutOffFromNATS(ctx context.Context) {
+func (r *Leader) leaveIfCutOffFromNATS(ctx context.Context) {
 	stuck := false // logged that no replica can take over, this outage
 	for {
 		select {

@@ -22,7 +22,7 @@ import (
 // proposes them as batches, several in flight. It resumes after the lowest
 // position the shard's key groups applied; anything re-read is skipped by
 // the state machine.
-func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
+func (r *Leader) ingest(ctx context.Context, src *meta.Source) error {
 	return r.readFromApplied(ctx, func() readSpec {
 		var pos uint64
 		r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
@@ -45,7 +45,7 @@ func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
 // whole origin stream in order (it alone, so the derived stream receives the
 // events in the origin's order and its readers' watermarks follow it as a
 // direct read's would) and forwards each event through its outbox.
-func (r *leader) forward(ctx context.Context, origin *meta.Source, derived string) error {
+func (r *Leader) forward(ctx context.Context, origin *meta.Source, derived string) error {
 	return r.readFromApplied(ctx, func() readSpec {
 		var pos uint64
 		r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
@@ -64,7 +64,7 @@ func (r *leader) forward(ctx context.Context, origin *meta.Source, derived strin
 // there: Raft refuses entries during a leadership transfer and takes the
 // next ones once it has failed, and the state refuses those that follow
 // an entry it never applied (shard.Op.After).
-func (r *leader) readFromApplied(ctx context.Context, spec func() readSpec) error {
+func (r *Leader) readFromApplied(ctx context.Context, spec func() readSpec) error {
 	// (a transfer refuses entries until it ends: the reads again wait for
 	// it rather than make a consumer each time)
 	retry := newRetryDelay()
@@ -101,7 +101,7 @@ type readSpec struct {
 
 // read consumes a stream from JetStream and proposes it as batches, several
 // in flight.
-func (r *leader) read(ctx context.Context, rs readSpec) error {
+func (r *Leader) read(ctx context.Context, rs readSpec) error {
 	pos := rs.from
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: rs.filters,
@@ -304,7 +304,7 @@ func readMessages(ctx context.Context, it messageIter, buf int) (msgs <-chan jet
 // unpublished records than the limit (JetStream does not take the output:
 // the replicated state must not grow with what is read meanwhile) and,
 // with aligned, the source is not paused by watermark alignment.
-func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
+func (r *Leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	full, behind := false, false
 	gauge := func(reason string, on bool) {

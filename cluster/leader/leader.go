@@ -24,11 +24,11 @@ import (
 // (every one is waited for, so a closed replica leaves nothing running):
 //
 //   - Run: started by the node as it opens the replica (cluster's
-//     openReplica); stops when the context New was given (leader.ctx)
+//     openReplica); stops when the context New was given (Leader.ctx)
 //     ends, which the node cancels as it closes the replica, and then
 //     waits on.
 //   - the session: started by run while the replica leads; run cancels
-//     it when leadership goes or leader.ctx ends, and waits for it; a
+//     it when leadership goes or Leader.ctx ends, and waits for it; a
 //     session that ends by itself is waited for before the next starts.
 //   - manageMembers, watchStreams, publishRetrying, tick, clock, handOver,
 //     leaveIfCutOffFromNATS: one
@@ -43,14 +43,14 @@ import (
 //     stops them as it returns and waits for them, whatever its caller's
 //     context does.
 
-// leader is a shard's leader: the loop of one shard replica that, while
+// Leader is a shard's leader: the loop of one shard replica that, while
 // the replica leads its shard, runs a leader session — reconcile the
 // deployed patterns with the metadata, read the sources into logged
 // batches, publish the outbox, tick processing time, make the shard's
 // configuration follow the shard map. Everything it proposes goes
 // through the log, so followers apply the same thing; the session ends
 // when leadership does. (Not nfa.Runner, which matches the events.)
-type leader struct {
+type Leader struct {
 	env Env
 	sh  *shard.Shard
 	ctx context.Context // ends when the node closes the replica
@@ -71,7 +71,7 @@ type loggedFailures struct {
 	dropped         bool
 }
 
-func (r *leader) run() {
+func (r *Leader) run() {
 	r.log = r.env.Log.With("shard", r.sh.ID())
 	r.missing = map[string]bool{}
 	r.replaced = map[string]bool{}
@@ -140,7 +140,7 @@ func (r *leader) run() {
 var errNATSRedialed = errors.New("connected to NATS anew")
 
 // session is one leadership term's work.
-func (r *leader) session(ctx context.Context) {
+func (r *Leader) session(ctx context.Context) {
 	began := time.Now()
 	if r.handOffIfBehind(ctx) {
 		return
@@ -267,7 +267,7 @@ func (r *leader) session(ctx context.Context) {
 }
 
 // restore replaces the shard's state with its part of a savepoint.
-func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
+func (r *Leader) restore(ctx context.Context, rm *meta.Restore) error {
 	readers, closeAll, err := r.env.OpenSavepoint(ctx, rm)
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 )
 
 // preferred is the replica the shard map prefers as the shard's leader.
-func (r *leader) preferred() string {
+func (r *Leader) preferred() string {
 	m, _ := r.env.Meta.View()
 	return PreferredOf(m, r.sh.ID())
 }
@@ -30,7 +30,7 @@ func PreferredOf(m *meta.Meta, id uint64) string {
 }
 
 // isVoter reports whether node id is a voter of the shard's configuration.
-func (r *leader) isVoter(id string) bool {
+func (r *Leader) isVoter(id string) bool {
 	f := r.sh.Raft().GetConfiguration()
 	if f.Error() != nil {
 		return false
@@ -49,7 +49,7 @@ const catchUpLag = 256
 
 // manageMembers runs while this replica leads its shard: it makes the
 // shard's configuration follow the shard map, one change at a time.
-func (r *leader) manageMembers(ctx context.Context) {
+func (r *Leader) manageMembers(ctx context.Context) {
 	for {
 		m, changed := r.env.Meta.View()
 		wait := time.Second
@@ -74,7 +74,7 @@ func (r *leader) manageMembers(ctx context.Context) {
 // map votes, remove one the map does not have, or for this one hand
 // leadership to a replica that stays, which removes it). It gathers what
 // the planner needs and carries the change out.
-func (r *leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool, err error) {
+func (r *Leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool, err error) {
 	i := m.ShardIndex(r.sh.ID())
 	if i < 0 || len(m.Shards[i].Replicas) == 0 {
 		return false, nil

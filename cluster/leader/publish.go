@@ -64,7 +64,7 @@ func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
 // and its reading stay up — reading pauses by itself once the outbox
 // holds its limit — and the node does not spin at the rate of the failure.
 // Losing the leadership ends it.
-func (r *leader) publishRetrying(ctx context.Context) error {
+func (r *Leader) publishRetrying(ctx context.Context) error {
 	retry := newRetryDelay()
 	for {
 		retry.started()
@@ -114,7 +114,7 @@ func (r *retryDelay) next() time.Duration {
 // publish sends the outbox to JetStream, each record with its id as the
 // message id (so a re-publish after failover is de-duplicated), and logs
 // an acknowledgement once JetStream has stored them.
-func (r *leader) publish(ctx context.Context) error {
+func (r *Leader) publish(ctx context.Context) error {
 	// records per round: bounds the publishes awaiting their acks
 	const round = 4096
 	applied := r.sh.FSM().Applied()

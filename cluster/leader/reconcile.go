@@ -20,7 +20,7 @@ import (
 // — the stream's history, or what came while nothing read it — are not
 // read. For a derived source, the shard that forwards it skips the
 // origin's history too.
-func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
+func (r *Leader) reconcile(ctx context.Context, m *meta.Meta) error {
 	m, err := r.env.BeforeReconcile(ctx, m)
 	if err != nil {
 		return err
@@ -57,7 +57,7 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 			MaxPartialMatches: p.MaxPartialMatches, Records: shard.RecordTypesOf(p.Records),
 			MaxKeys:       int64(maxKeys),
 			MaxStateBytes: maxStateBytes,
-			// the sources' clocks across the shards (leader.clock); a shard
+			// the sources' clocks across the shards (Leader.clock); a shard
 			// alone runs on its events, as `cepctl run`
 			Clock: clock,
 		}})
@@ -70,7 +70,7 @@ func (r *leader) reconcile(ctx context.Context, m *meta.Meta) error {
 // so far — or, fromStart, read them all from the start of the stream;
 // none for a stream it cannot look up (the pattern then reads from where
 // the source's reading last stopped, and a warning says so).
-func (r *leader) skipHistory(ctx context.Context, m *meta.Meta, src string, fromStart bool) []shard.Op {
+func (r *Leader) skipHistory(ctx context.Context, m *meta.Meta, src string, fromStart bool) []shard.Op {
 	sm := m.Sources[src]
 	if sm == nil {
 		return nil
@@ -94,7 +94,7 @@ func (r *leader) skipHistory(ctx context.Context, m *meta.Meta, src string, from
 }
 
 // streamEnd returns the last sequence number of a source's stream.
-func (r *leader) streamEnd(ctx context.Context, stream, src string) (uint64, bool) {
+func (r *Leader) streamEnd(ctx context.Context, stream, src string) (uint64, bool) {
 	st, err := r.env.JetStream().Stream(ctx, stream)
 	if err != nil {
 		if ctx.Err() == nil {

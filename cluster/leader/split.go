@@ -15,7 +15,7 @@ import (
 // splitIfAsked proposes the split the metadata asks of this shard, once;
 // it reports whether it did (the session then starts again, to read the
 // shard's new range).
-func (r *leader) splitIfAsked(ctx context.Context, m *meta.Meta) (bool, error) {
+func (r *Leader) splitIfAsked(ctx context.Context, m *meta.Meta) (bool, error) {
 	i := m.ShardIndex(r.sh.ID())
 	if i < 0 || m.Shards[i].SplitAt == 0 {
 		return false, nil
@@ -48,7 +48,7 @@ func (r *leader) splitIfAsked(ctx context.Context, m *meta.Meta) (bool, error) {
 // log, so a replica added later must be sent a snapshot of it and never
 // the log from its start. Raft's restore of that state (the same) puts a
 // gap in the log that does so.
-func (r *leader) installSplitState() error {
+func (r *Leader) installSplitState() error {
 	if r.sh.SnapshotIndex() != 0 {
 		return nil
 	}

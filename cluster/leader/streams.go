@@ -18,7 +18,7 @@ import (
 // purge) removed them before the shard read them — after a long outage, or
 // when restoring an old savepoint — and reading goes on from the first
 // event it still holds.
-func (r *leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
+func (r *Leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
 	st, err := r.env.JetStream().Stream(ctx, stream)
 	if err != nil {
 		return // reading reports it
@@ -42,7 +42,7 @@ func (r *leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
 // where to read it from; the log, cep_read_paused{reason="stream"} and
 // the shard's status say so. What it found outlives the session
 // (r.missing, r.replaced); run clears it when the leadership goes.
-func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
+func (r *Leader) watchStreams(ctx context.Context, fail func(error)) {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	t := time.NewTicker(r.env.Config.StreamCheckEvery)
 	defer t.Stop()
@@ -111,7 +111,7 @@ func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
 // that failed and the first emitted field that failed: the metrics count
 // them (cep_condition_errors_total, cep_emit_errors_total), this says why.
 // Called by the leader (watchStreams), so a shard logs it once.
-func (r *leader) logPatternErrors() {
+func (r *Leader) logPatternErrors() {
 	var patterns []shard.PatternInfo
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { patterns = s.PatternFailures() })
 	for _, p := range patterns {
@@ -137,7 +137,7 @@ func (r *leader) logPatternErrors() {
 
 // forgetMissingStreams clears what watchStreams found (the leadership has
 // gone; the new leader checks for itself). No session runs.
-func (r *leader) forgetMissingStreams() {
+func (r *Leader) forgetMissingStreams() {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	for stream := range r.missing {
 		r.env.Metrics.StreamMissing.WithLabelValues(id, stream).Set(0)
@@ -156,7 +156,7 @@ func (r *leader) forgetMissingStreams() {
 // the sequences of a stream created anew start below positions already
 // applied. It checks again when the metadata changes and every
 // StreamCheckEvery, until ctx ends.
-func (r *leader) awaitOwnStream(ctx context.Context, rs readSpec) error {
+func (r *Leader) awaitOwnStream(ctx context.Context, rs readSpec) error {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	paused := false
 	defer func() {
@@ -188,7 +188,7 @@ func (r *leader) awaitOwnStream(ctx context.Context, rs readSpec) error {
 // streamReplaced reports whether the stream rs reads is known not to be
 // the one the metadata says its source's positions count in, with both
 // identities.
-func (r *leader) streamReplaced(ctx context.Context, rs readSpec) (want, created int64, replaced bool) {
+func (r *Leader) streamReplaced(ctx context.Context, rs readSpec) (want, created int64, replaced bool) {
 	m, _ := r.env.Meta.View()
 	if s := m.Sources[rs.source]; s != nil && s.Stream == rs.stream {
 		want = s.StreamCreated

@@ -8,7 +8,7 @@ import (
 )
 
 // tick logs processing time while some pattern runs on it.
-func (r *leader) tick(ctx context.Context) error {
+func (r *Leader) tick(ctx context.Context) error {
 	t := time.NewTicker(r.env.Config.TickEvery)
 	defer t.Stop()
 	for {
