@@ -27,6 +27,10 @@ var (
 	forwarderOf = leader.ForwarderOf
 )
 
+// refusedCause is the node's count (cep_outbox_refused_total) of each
+// leader.Refusal.
+var refusedCause = [...]int{leader.RefusedSubject: refusedSubject, leader.RefusedPayload: refusedPayload, leader.RefusedServer: refusedServer}
+
 // leaderEnv is what the leader of each of this node's shard replicas uses
 // of the node.
 func (n *Node) leaderEnv() leader.Env {
@@ -58,9 +62,7 @@ func (n *Node) leaderEnv() leader.Env {
 			ApplyLatency:  n.applyLatency,
 			ReadPaused:    n.readPaused,
 			StreamMissing: n.streamMissing,
-			Refused: func(r leader.Refusal) {
-				n.natsLink.count([...]int{leader.RefusedSubject: refusedSubject, leader.RefusedPayload: refusedPayload, leader.RefusedServer: refusedServer}[r])
-			},
+			Refused:       func(r leader.Refusal) { n.natsLink.count(refusedCause[r]) },
 		},
 		Status:        leaderStatus{n},
 		OpenSavepoint: n.openRestore,
