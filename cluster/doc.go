@@ -14,13 +14,29 @@
 //	cluster/plan  the next       membership.go: the metadata leader's loop
 //	  membership change: the     (registers members, tracks who is down,
 //	  metadata group's voters,   carries out plan.MetaGroupChange and
-//	  a shard's configuration,   plan.ReplicaChanges); leader_members.go: a
-//	  the shard map (placement)  shard leader carries out plan.ShardChange
+//	  a shard's configuration,   plan.ReplicaChanges); cluster/leader
+//	  the shard map (placement)  (members.go): a shard leader carries out
+//	                             plan.ShardChange
+//	cluster/plan  whether a      cluster/leader: the session's clock loop
+//	  shard runs on its sources' (clock.go: OpClockMode, the shards it
+//	  clocks and over which      waits on) and the reconcile's deployments
+//	  shards (plan.ClockOf)      (reconcile.go: Deploy.Clock)
+//	watermark  a source's clock  cluster/leader (clock.go): the clock loop
+//	  across the shards          reports this shard's partitions, hears the
+//	  (Combine, Next)            others' and logs OpClock
+//	cluster/plan  where          cluster/leader (handover.go): the preferred
+//	  leadership goes: one rule  replica, a leader elected far behind, one
+//	  (plan.HandOverTarget) for  cut off from NATS; node.go: a closing node
+//	  every trigger              (handOffLeadership), the metadata group
+//	                             left to Raft
 //	shard  what a shard's        replicas.go: opens and closes this node's
-//	  state becomes from its     replicas as the shard map says; leader*.go:
-//	  log (shard.State.Apply)    a shard leader reads its sources, proposes
-//	                             batches and ticks, publishes the outbox,
-//	                             hands over leadership
+//	  state becomes from its     replicas as the shard map says, each with
+//	  log (shard.State.Apply)    its leader loop on an Env the node builds
+//	                             (leader_env.go); cluster/leader: a shard
+//	                             leader reads its sources, proposes batches
+//	                             and ticks, publishes the outbox, reconciles
+//	                             the patterns with the metadata
+//	(quarantine)                 (quarantine.go)
 //	keygroup  which key group    (every reader and writer of subjects)
 //	  and shard a key is in,
 //	  and the subject layout
@@ -29,11 +45,11 @@
 //
 // Events arrive on JetStream source streams, stored by block of key
 // groups (keygroup). The leader of each shard reads its blocks
-// (leader_ingest.go) and proposes them as batches to the shard's Raft
+// (cluster/leader, ingest.go) and proposes them as batches to the shard's Raft
 // group; every replica applies them to its shard.State, whose matchers
 // (nfa) produce records into a replicated outbox; the leader publishes the
 // outbox to the output stream under deterministic ids and logs what was
-// published (leader_publish.go), so a new leader re-publishes only what
+// published (cluster/leader, publish.go), so a new leader re-publishes only what
 // is unconfirmed and JetStream de-duplicates it.
 //
 // # Control flow
@@ -42,7 +58,7 @@
 // node's replicas, or proposes a meta.Command through the metadata leader
 // (forwarded there by the peer client, peer.go). Each shard leader watches
 // the metadata and logs the deployments, deletions, restores and splits
-// into its shard's log (leader_reconcile.go, split.go), so that every
+// into its shard's log (cluster/leader: reconcile.go, split.go), so that every
 // replica applies them at the same point. A deleted pattern stays in the
 // metadata as a tombstone until every shard has applied the deletion
 // (tombstones.go). A restore checks the savepoint whole before it

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -178,34 +178,20 @@ type replicaReport struct {
 	natsUnreachable time.Duration
 }
 
-// natsHandOverTarget picks the replica a leader that cannot reach NATS
-// hands its shard to: a voter other than self whose node reaches NATS and
-// that has applied the log to within behindHandOff of mine (so the new
-// leader serves at once), the one that has applied the most (ties: the
-// lowest id). ok is false when no replica qualifies.
-func natsHandOverTarget(self string, mine uint64, reports []replicaReport) (id string, ok bool) {
-	sorted := append([]replicaReport(nil), reports...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].id < sorted[j].id })
-	var best uint64
-	for _, r := range sorted {
-		if r.id == self || !r.voter || r.natsUnreachable > 0 || r.applied+behindHandOff < mine {
-			continue
-		}
-		if !ok || r.applied > best {
-			id, best, ok = r.id, r.applied, true
-		}
-	}
-	return id, ok
+// plan is what the hand-over rule (plan.HandOverTarget) is told of the
+// replica.
+func (r replicaReport) plan() plan.Replica {
+	return plan.Replica{ID: r.id, Voter: r.voter, Applied: r.applied, NATSReachable: r.natsUnreachable == 0}
 }
 
 // replicaReports asks the nodes of sh's other replicas about theirs; a
 // node that does not answer is left out.
-func (n *Node) replicaReports(ctx context.Context, sh *shard.Shard) []replicaReport {
+func (n *Node) replicaReports(ctx context.Context, sh *shard.Shard) []plan.Replica {
 	f := sh.Raft().GetConfiguration()
 	if f.Error() != nil {
 		return nil
 	}
-	var out []replicaReport
+	var out []plan.Replica
 	for _, srv := range f.Configuration().Servers {
 		if string(srv.ID) == n.cfg.NodeID {
 			continue
@@ -219,48 +205,9 @@ func (n *Node) replicaReports(ctx context.Context, sh *shard.Shard) []replicaRep
 			continue
 		}
 		rep.id, rep.voter = string(srv.ID), srv.Suffrage == raft.Voter
-		out = append(out, rep)
+		out = append(out, rep.plan())
 	}
 	return out
-}
-
-// leaveIfCutOffFromNATS runs for a leader session: once this node's NATS
-// has not answered for NATSHandOverAfter, it transfers the shard's
-// leadership to a replica that reaches NATS (natsHandOverTarget), asking
-// again every probe period while none does. Losing leadership ends the
-// session through the leadership channel.
-func (r *leader) leaveIfCutOffFromNATS(ctx context.Context) {
-	stuck := false // logged that no replica can take over, this outage
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(natsProbeEvery):
-		}
-		down := r.n.natsLink.unreachableFor(time.Now())
-		if down < r.n.cfg.NATSHandOverAfter {
-			stuck = false
-			continue
-		}
-		to, ok := natsHandOverTarget(r.n.cfg.NodeID, r.sh.FSM().Index(), r.n.replicaReports(ctx, r.sh))
-		if !ok {
-			if !stuck {
-				r.log.Warn("cannot reach NATS, and no replica that can has caught up: leadership stays", "for", down.Round(time.Second))
-				stuck = true
-			}
-			continue
-		}
-		p, found := r.n.peer(to)
-		if !found {
-			continue
-		}
-		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(p.RaftAddr))); err != nil {
-			r.log.Warn("cannot reach NATS; handing leadership over failed", "to", to, "err", err)
-			continue
-		}
-		r.log.Warn("cannot reach NATS: leadership handed to a replica that can", "to", to, "for", down.Round(time.Second))
-		return
-	}
 }
 
 // natsCollector exports the node's link to NATS.

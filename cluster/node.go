@@ -26,7 +26,9 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/gossip"
+	"github.com/cepcluster/cep/cluster/leader"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
@@ -442,20 +444,33 @@ func (n *Node) apiURL(addr string) string {
 // closeHandOff bounds how long Close waits for leadership transfers.
 const closeHandOff = 3 * time.Second
 
+// closeReports bounds how long Close asks the other replicas' nodes about
+// them before it hands a shard over: past it, Raft picks the target.
+const closeReports = time.Second
+
 // handOffLeadership transfers the leadership of every group this node leads
-// and shares with another voter, all at once, waiting at most timeout.
+// and shares with another voter, all at once, waiting at most timeout. A
+// shard goes to the replica plan.HandOverTarget picks (one that reaches
+// NATS and has nearly caught up, the preferred one first); the metadata
+// group, and a shard none of whose replicas qualifies or answers in time,
+// to the voter Raft finds most up to date.
 func (n *Node) handOffLeadership(timeout time.Duration) {
-	var groups []*raft.Raft
+	type group struct {
+		r  *raft.Raft
+		sh *shard.Shard // nil for the metadata group
+	}
+	var groups []group
 	for _, sh := range n.Shards() {
-		groups = append(groups, sh.Raft())
+		groups = append(groups, group{sh.Raft(), sh})
 	}
 	if n.meta != nil {
-		groups = append(groups, n.meta.raft)
+		groups = append(groups, group{n.meta.raft, nil})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, r := range groups {
+	for _, g := range groups {
+		r := g.r
 		if r.State() != raft.Leader {
 			continue
 		}
@@ -475,12 +490,36 @@ func (n *Node) handOffLeadership(timeout time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := shard.Wait(ctx, r.LeadershipTransfer()); err != nil {
+			fut := r.LeadershipTransfer
+			if g.sh != nil {
+				if to, addr, ok := n.closingTarget(ctx, g.sh); ok {
+					fut = func() raft.Future { return r.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr)) }
+				}
+			}
+			if err := shard.Wait(ctx, fut()); err != nil {
 				n.log.Debug("leadership stays until shutdown", "err", err)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// closingTarget is the replica a closing node hands shard sh to, and its
+// Raft address.
+func (n *Node) closingTarget(ctx context.Context, sh *shard.Shard) (id, addr string, ok bool) {
+	if n.meta == nil {
+		return "", "", false
+	}
+	ctx, cancel := context.WithTimeout(ctx, closeReports)
+	defer cancel()
+	m, _ := n.meta.fsm.View()
+	id, ok = plan.HandOverTarget(plan.HandOver{Trigger: plan.Closing, Self: n.cfg.NodeID, Preferred: leader.PreferredOf(m, sh.ID()),
+		Applied: sh.FSM().Index(), Replicas: n.replicaReports(ctx, sh)})
+	if !ok {
+		return "", "", false
+	}
+	p, found := n.peer(id)
+	return id, p.RaftAddr, found
 }
 
 // APIAddr is the address the API listens on.
@@ -555,23 +594,6 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// sourcesOf lists the sources read by the live patterns (derived sources
-// for re-keyed ones), sorted.
-func sourcesOf(m *meta.Meta) []string {
-	set := map[string]bool{}
-	for _, name := range m.PatternNames() {
-		for _, s := range m.Patterns[name].ReadsOf() {
-			set[s] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for s := range set {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // outputSubject is where a pattern's records go by default.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/leader"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/snapshot"
 )
@@ -30,13 +31,7 @@ import (
 // restore onto another stream maps its positions as asked (restorePlan).
 
 // streamCreated returns when JetStream created the stream, in Unix ns.
-func streamCreated(ctx context.Context, js jetstream.JetStream, stream string) (int64, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, err
-	}
-	return st.CachedInfo().Created.UnixNano(), nil
-}
+var streamCreated = leader.StreamCreated
 
 // savepointStreams is what a savepoint records of the sources' streams:
 // each source's identity as the metadata holds it, or for a source

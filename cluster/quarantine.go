@@ -231,27 +231,27 @@ func (n *Node) forgetQuarantined(m *meta.Meta) {
 	}
 }
 
-// demoteQuarantined makes a voter of the shard whose node reports its
-// replica quarantined a non-voter (the leader r runs it before each
+// demoteQuarantined makes a voter of shard sh whose node reports its
+// replica quarantined a non-voter (sh's leader runs it before each
 // configuration change): it lost its log, so it must not vote until it is
 // caught up and promoted again. It reports whether it changed anything.
-func (r *leader) demoteQuarantined(ctx context.Context, cfg raft.Configuration) (bool, error) {
+func (n *Node) demoteQuarantined(ctx context.Context, sh *shard.Shard, cfg raft.Configuration) (bool, error) {
 	for _, s := range cfg.Servers {
 		id := string(s.ID)
-		if s.Suffrage != raft.Voter || id == r.n.cfg.NodeID {
+		if s.Suffrage != raft.Voter || id == n.cfg.NodeID {
 			continue
 		}
-		p, ok := r.n.peer(id)
+		p, ok := n.peer(id)
 		if !ok {
 			continue
 		}
-		if !ok || !r.n.reportsQuarantine(ctx, id, r.sh.ID()) {
+		if !ok || !n.reportsQuarantine(ctx, id, sh.ID()) {
 			continue
 		}
-		if err := shard.Wait(ctx, r.sh.Raft().DemoteVoter(s.ID, 0, 10*time.Second)); err != nil {
+		if err := shard.Wait(ctx, sh.Raft().DemoteVoter(s.ID, 0, 10*time.Second)); err != nil {
 			return false, fmt.Errorf("demoting quarantined replica %s: %w", id, err)
 		}
-		r.log.Warn("quarantined replica made a non-voter until it is rebuilt", "member", id, "addr", p.RaftAddr)
+		n.log.Warn("quarantined replica made a non-voter until it is rebuilt", "shard", sh.ID(), "member", id, "addr", p.RaftAddr)
 		return true, nil
 	}
 	return false, nil

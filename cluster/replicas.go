@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/leader"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
@@ -171,10 +172,10 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	n.replicasMu.Lock()
 	n.replicas[info.ID] = rep
 	n.replicasMu.Unlock()
-	r := &leader{n: n, sh: sh, ctx: ctx}
+	r := leader.New(ctx, n.leaderEnv(), sh)
 	go func() {
 		defer close(rep.done)
-		r.run()
+		r.Run()
 	}()
 	return nil
 }

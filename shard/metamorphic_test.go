@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/internal/multiset"
 	"github.com/cepcluster/cep/internal/workload"
 	"github.com/cepcluster/cep/keygroup"
@@ -56,7 +57,7 @@ type metaReplica struct {
 func (r *metaReplica) entry(evs []Event) *Batch {
 	var own []Event
 	for _, e := range evs {
-		if bf, bl := keygroup.BlockKeyGroups(e.Block, metaGroups); bf <= r.s.last && bl >= r.s.first {
+		if plan.ReadsBlock(e.Block, r.s.first, r.s.last, metaGroups) {
 			own = append(own, e)
 		}
 	}
@@ -64,7 +65,7 @@ func (r *metaReplica) entry(evs []Event) *Batch {
 		return nil
 	}
 	b := &Batch{Ops: []Op{EventsOp{Source: "src", Events: own, After: r.after}}}
-	r.after = own[len(own)-1].Pos
+	r.after = plan.NextAfter(r.after, false, own, func(e Event) (uint64, int) { return e.Pos, e.Block })
 	return b
 }
 

@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"fmt"
@@ -99,11 +99,21 @@ func drawMembersCase(t *rapid.T) membersCase {
 	return c
 }
 
+// Peer is what the node knew of another node when the decision was made
+// here, as the oracle takes it.
+type Peer struct{ ID, RaftAddr, APIAddr string }
+
 func (c membersCase) peer(id string) (Peer, bool) {
 	if !c.known[id] {
 		return Peer{}, false
 	}
 	return Peer{ID: id, RaftAddr: id + ":raft", APIAddr: id + ":api"}, true
+}
+
+// addr is peer as shardMembers asks it: the Raft address.
+func (c membersCase) addr(id string) (string, bool) {
+	p, ok := c.peer(id)
+	return p.RaftAddr, ok
 }
 
 // unknownMissing reports whether a replica of the map is neither a server
@@ -128,11 +138,11 @@ func TestReconcileMembersDecidesAsBefore(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawMembersCase(t)
 		var asked []string
-		caughtUp := func(p Peer) bool {
-			asked = append(asked, p.ID)
-			return c.caughtUp[p.ID]
+		caughtUp := func(id string) bool {
+			asked = append(asked, id)
+			return c.caughtUp[id]
 		}
-		got, gotBusy := plan.ShardChange(shardMembers("n0", c.target, c.cfg, c.peer, caughtUp))
+		got, gotBusy := plan.ShardChange(shardMembers("n0", c.target, c.cfg, c.addr, caughtUp))
 		want, wantBusy := reconcileMembersBefore("n0", c.target, c.cfg, c.peer, func(p Peer) bool { return c.caughtUp[p.ID] })
 		if got != want || gotBusy != wantBusy {
 			if !c.unknownMissing() || got != (plan.Change{}) || !gotBusy || (want.Kind != plan.Remove && want.Kind != plan.Transfer && want.Kind != plan.None) {
@@ -161,7 +171,7 @@ func TestReconcileMembersWaitsForAnUnknownReplica(t *testing.T) {
 		known: map[string]bool{"n0": true, "b": true, "c": true},
 	}
 	never := func(Peer) bool { t.Fatal("no non-voter to ask"); return false }
-	if got, busy := plan.ShardChange(shardMembers("n0", c.target, c.cfg, c.peer, never)); got != (plan.Change{}) || !busy {
+	if got, busy := plan.ShardChange(shardMembers("n0", c.target, c.cfg, c.addr, func(string) bool { return never(Peer{}) })); got != (plan.Change{}) || !busy {
 		t.Fatalf("%v busy %v, want to wait for x", got, busy)
 	}
 	if before, _ := reconcileMembersBefore("n0", c.target, c.cfg, c.peer, never); before != (plan.Change{Kind: plan.Remove, ID: "c"}) {

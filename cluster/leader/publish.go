@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func oversized(o shard.OutRecord, max int64) (subject string, data []byte) {
 // and its reading stay up — reading pauses by itself once the outbox
 // holds its limit — and the node does not spin at the rate of the failure.
 // Losing the leadership ends it.
-func (r *leader) publishRetrying(ctx context.Context) error {
+func (r *Leader) publishRetrying(ctx context.Context) error {
 	retry := newRetryDelay()
 	for {
 		retry.started()
@@ -114,7 +114,7 @@ func (r *retryDelay) next() time.Duration {
 // publish sends the outbox to JetStream, each record with its id as the
 // message id (so a re-publish after failover is de-duplicated), and logs
 // an acknowledgement once JetStream has stored them.
-func (r *leader) publish(ctx context.Context) error {
+func (r *Leader) publish(ctx context.Context) error {
 	// records per round: bounds the publishes awaiting their acks
 	const round = 4096
 	applied := r.sh.FSM().Applied()
@@ -148,7 +148,7 @@ round:
 		})
 		if len(recs) > 0 {
 			futures := make([]jetstream.PubAckFuture, 0, len(recs))
-			max := r.n.natsConn().MaxPayload() // the server's, known once connected
+			max := r.env.NATS().MaxPayload() // the server's, known once connected
 			for _, o := range recs {
 				msg := &nats.Msg{Subject: o.Subject, Data: o.Payload, Header: nats.Header{}}
 				switch bad := keygroup.CheckSubjectBounds(o.Subject); {
@@ -160,14 +160,14 @@ round:
 					// control line too long), at every try and on every
 					// replica that takes the shard over
 					msg.Subject, msg.Data = undeliverable(o, "its subject "+bad.Error(), true)
-					r.n.natsLink.count(refusedSubject)
+					r.env.Metrics.Refused(RefusedSubject)
 					r.log.Warn("an output record's subject is past the bound on subjects: a summary goes to the dead-letter subject",
 						"id", o.ID, "subject_bytes", len(o.Subject), "err", bad, "dead_letter", msg.Subject)
 				case int64(len(o.Payload)) > max-headerRoom:
 					// the server would refuse it at every try and the shard
 					// would never publish past it
 					msg.Subject, msg.Data = oversized(o, max)
-					r.n.natsLink.count(refusedPayload)
+					r.env.Metrics.Refused(RefusedPayload)
 					r.log.Warn("an output record exceeds the NATS max payload: its summary goes to the dead-letter subject",
 						"id", o.ID, "subject", o.Subject, "bytes", len(o.Payload), "max_payload", max, "dead_letter", msg.Subject)
 				}
@@ -178,11 +178,11 @@ round:
 				} else {
 					msg.Header.Set(jetstream.MsgIDHeader, o.ID)
 				}
-				f, err := r.n.JetStream().PublishMsgAsync(msg)
+				f, err := r.env.JetStream().PublishMsgAsync(msg)
 				if err != nil {
 					if refusedForGood(err) && refused[o.Seq] == "" {
 						refused[o.Seq] = "NATS refused it: " + err.Error()
-						r.n.natsLink.count(refusedServer)
+						r.env.Metrics.Refused(RefusedServer)
 						r.log.Warn("NATS refuses an output record: a summary goes to the dead-letter subject", "id", o.ID, "err", err)
 						continue round
 					}
@@ -198,7 +198,7 @@ round:
 						// the round again, this record's summary in its
 						// place (the records before it are de-duplicated)
 						refused[o.Seq] = "JetStream refused it: " + err.Error()
-						r.n.natsLink.count(refusedServer)
+						r.env.Metrics.Refused(RefusedServer)
 						r.log.Warn("JetStream refuses an output record: a summary goes to the dead-letter subject", "id", o.ID, "err", err)
 						continue round
 					}

@@ -1,4 +1,10 @@
-package cluster
+// Package leader is a shard's leader: while a replica leads its shard, it
+// reads the sources into logged batches, publishes the outbox, logs the
+// clocks and processing time, reconciles the deployed patterns with the
+// metadata and makes the shard's configuration follow the shard map. What
+// it decides is in package plan (and watermark); what it uses of the node
+// comes through an Env, so it runs without one (leader tests).
+package leader
 
 import (
 	"context"
@@ -6,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -16,10 +23,12 @@ import (
 // The goroutines of a leader, each with what stops it and who waits for it
 // (every one is waited for, so a closed replica leaves nothing running):
 //
-//   - run: started by openReplica; stops when the replica's context
-//     (leader.ctx) ends, which closeReplica cancels and then waits on.
+//   - Run: started by the node as it opens the replica (cluster's
+//     openReplica); stops when the context New was given (Leader.ctx)
+//     ends, which the node cancels as it closes the replica, and then
+//     waits on.
 //   - the session: started by run while the replica leads; run cancels
-//     it when leadership goes or leader.ctx ends, and waits for it; a
+//     it when leadership goes or Leader.ctx ends, and waits for it; a
 //     session that ends by itself is waited for before the next starts.
 //   - manageMembers, watchStreams, publishRetrying, tick, clock, handOver,
 //     leaveIfCutOffFromNATS: one
@@ -34,15 +43,15 @@ import (
 //     stops them as it returns and waits for them, whatever its caller's
 //     context does.
 
-// leader is a shard's leader: the loop of one shard replica that, while
+// Leader is a shard's leader: the loop of one shard replica that, while
 // the replica leads its shard, runs a leader session — reconcile the
 // deployed patterns with the metadata, read the sources into logged
 // batches, publish the outbox, tick processing time, make the shard's
 // configuration follow the shard map. Everything it proposes goes
 // through the log, so followers apply the same thing; the session ends
 // when leadership does. (Not nfa.Runner, which matches the events.)
-type leader struct {
-	n   *Node
+type Leader struct {
+	env Env
 	sh  *shard.Shard
 	ctx context.Context // ends when the node closes the replica
 	log *slog.Logger
@@ -62,8 +71,8 @@ type loggedFailures struct {
 	dropped         bool
 }
 
-func (r *leader) run() {
-	r.log = r.n.log.With("shard", r.sh.ID())
+func (r *Leader) run() {
+	r.log = r.env.Log.With("shard", r.sh.ID())
 	r.missing = map[string]bool{}
 	r.replaced = map[string]bool{}
 	r.logged = map[string]loggedFailures{}
@@ -131,7 +140,7 @@ func (r *leader) run() {
 var errNATSRedialed = errors.New("connected to NATS anew")
 
 // session is one leadership term's work.
-func (r *leader) session(ctx context.Context) {
+func (r *Leader) session(ctx context.Context) {
 	began := time.Now()
 	if r.handOffIfBehind(ctx) {
 		return
@@ -159,7 +168,7 @@ func (r *leader) session(ctx context.Context) {
 	}
 	// the reads, publishes and subscriptions below hang on the node's NATS
 	// connection of the moment: a new one (redialNATS) starts a new session
-	redialed := r.n.natsRedialed()
+	redialed := r.env.NATSRedialed()
 	wg.Add(8)
 	go func() {
 		defer wg.Done()
@@ -190,7 +199,7 @@ func (r *leader) session(ctx context.Context) {
 		iwg.Wait()
 	}()
 	for {
-		m, changed := r.n.meta.fsm.View()
+		m, changed := r.env.Meta.View()
 		if m.Restore != nil {
 			var have string
 			r.sh.FSM().View(func(s *shard.State, _ uint64) { have = s.RestoreID() })
@@ -219,7 +228,7 @@ func (r *leader) session(ctx context.Context) {
 			return
 		}
 		want := map[string]bool{}
-		for _, s := range sourcesOf(m) {
+		for _, s := range SourcesOf(m) {
 			want[s] = true
 			if _, ok := ingests[s]; !ok && m.Sources[s] != nil {
 				ictx, icancel := context.WithCancel(ctx)
@@ -230,7 +239,7 @@ func (r *leader) session(ctx context.Context) {
 			}
 			// one shard re-keys each derived source
 			d := m.Sources[s]
-			if d == nil || d.Origin == "" || m.Sources[d.Origin] == nil || forwarderOf(m, s) != r.sh.ID() {
+			if d == nil || d.Origin == "" || m.Sources[d.Origin] == nil || ForwarderOf(m, s) != r.sh.ID() {
 				continue
 			}
 			fk := "forward " + s
@@ -258,16 +267,8 @@ func (r *leader) session(ctx context.Context) {
 }
 
 // restore replaces the shard's state with its part of a savepoint.
-func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
-	store, err := r.n.openStore(ctx, rm.Location)
-	if err != nil {
-		return err
-	}
-	key := r.n.savepointKey()
-	if rm.Unsealed {
-		key = nil
-	}
-	readers, closeAll, err := openSavepoint(ctx, store, rm.Savepoint, key)
+func (r *Leader) restore(ctx context.Context, rm *meta.Restore) error {
+	readers, closeAll, err := r.env.OpenSavepoint(ctx, rm)
 	if err != nil {
 		return err
 	}
@@ -286,4 +287,21 @@ func (r *leader) restore(ctx context.Context, rm *meta.Restore) error {
 		}
 	}
 	return r.sh.RestoreSavepoint(readers, rm.ID, mapped, time.Minute)
+}
+
+// SourcesOf lists the sources read by the live patterns (derived sources
+// for re-keyed ones), sorted.
+func SourcesOf(m *meta.Meta) []string {
+	set := map[string]bool{}
+	for _, name := range m.PatternNames() {
+		for _, s := range m.Patterns[name].ReadsOf() {
+			set[s] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
 }

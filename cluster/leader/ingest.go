@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 )
@@ -21,7 +22,7 @@ import (
 // proposes them as batches, several in flight. It resumes after the lowest
 // position the shard's key groups applied; anything re-read is skipped by
 // the state machine.
-func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
+func (r *Leader) ingest(ctx context.Context, src *meta.Source) error {
 	return r.readFromApplied(ctx, func() readSpec {
 		var pos uint64
 		r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Positions()[src.Name] })
@@ -31,7 +32,7 @@ func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
 			derived = src.Name
 		}
 		return readSpec{
-			source: src.Name, stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.n.keyGroups()), from: pos, derived: derived,
+			source: src.Name, stream: src.Stream, filters: keygroup.BlockFilters(src.Name, first, last, r.env.KeyGroups()), from: pos, derived: derived,
 			op: func(events []shard.Event, after uint64, ingest int64) shard.Op {
 				return shard.EventsOp{Source: src.Name, Events: events, After: after, Ingest: ingest}
 			},
@@ -44,7 +45,7 @@ func (r *leader) ingest(ctx context.Context, src *meta.Source) error {
 // whole origin stream in order (it alone, so the derived stream receives the
 // events in the origin's order and its readers' watermarks follow it as a
 // direct read's would) and forwards each event through its outbox.
-func (r *leader) forward(ctx context.Context, origin *meta.Source, derived string) error {
+func (r *Leader) forward(ctx context.Context, origin *meta.Source, derived string) error {
 	return r.readFromApplied(ctx, func() readSpec {
 		var pos uint64
 		r.sh.FSM().View(func(s *shard.State, _ uint64) { pos = s.Forwarded()[derived] })
@@ -62,8 +63,8 @@ func (r *leader) forward(ctx context.Context, origin *meta.Source, derived strin
 // after an entry refused while this replica still leads, again from
 // there: Raft refuses entries during a leadership transfer and takes the
 // next ones once it has failed, and the state refuses those that follow
-// an entry it never applied (shard.EventsOp.After).
-func (r *leader) readFromApplied(ctx context.Context, spec func() readSpec) error {
+// an entry it never applied (shard.Op.After).
+func (r *Leader) readFromApplied(ctx context.Context, spec func() readSpec) error {
 	// (a transfer refuses entries until it ends: the reads again wait for
 	// it rather than make a consumer each time)
 	retry := newRetryDelay()
@@ -100,7 +101,7 @@ type readSpec struct {
 
 // read consumes a stream from JetStream and proposes it as batches, several
 // in flight.
-func (r *leader) read(ctx context.Context, rs readSpec) error {
+func (r *Leader) read(ctx context.Context, rs readSpec) error {
 	pos := rs.from
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: rs.filters,
@@ -115,18 +116,18 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 	}
 	began := time.Now()
 	r.warnIfRemoved(ctx, rs.stream, pos)
-	cons, err := r.n.JetStream().OrderedConsumer(ctx, rs.stream, cfg)
+	cons, err := r.env.JetStream().OrderedConsumer(ctx, rs.stream, cfg)
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(r.n.cfg.IngestBatch))
+	it, err := cons.Messages(jetstream.PullMaxMessages(r.env.Config.IngestBatch))
 	if err != nil {
 		return err
 	}
 	r.log.Info("reading", "stream", rs.stream, "after", pos, "filters", len(rs.filters), "consumer_in", time.Since(began).Round(time.Millisecond))
 	// the reader stops as read returns, after the proposals in flight are
 	// checked (deferred before that check, it runs after it)
-	msgs, stopReading := readMessages(ctx, it, r.n.cfg.IngestBatch)
+	msgs, stopReading := readMessages(ctx, it, r.env.Config.IngestBatch)
 	defer stopReading()
 
 	// proposals are pipelined: up to 4 batches in flight, checked in order.
@@ -146,7 +147,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 			// (waited for whatever the read does: once read returns, what
 			// it proposed is applied or refused)
 			err := shard.Result(ctx, p.f)
-			r.n.applyLatency.Observe(time.Since(p.start).Seconds())
+			r.env.Metrics.ApplyLatency.Observe(time.Since(p.start).Seconds())
 			if err != nil {
 				refused(err)
 			}
@@ -156,10 +157,10 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		close(pending)
 		<-checkDone
 	}()
-	// after is where the next entry's events follow on (shard.EventsOp.After)
+	// after is where the next entry's events follow on (shard.Op.After)
 	after := pos
 
-	linger := r.n.cfg.IngestLinger
+	linger := r.env.Config.IngestLinger
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var events []shard.Event
@@ -178,26 +179,15 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		}
 		// the wall time the events are read at: the bound on how far
 		// ahead they may be, which no event can move (nfa.CheckTimeAt)
-		op := rs.op(events, after, r.n.cfg.Now().UnixMilli())
+		op := rs.op(events, after, r.env.Config.Now().UnixMilli())
 		b := &shard.Batch{Ops: []shard.Op{op}}
 		first, last := events[0].Pos, events[len(events)-1].Pos
-		for _, e := range events {
-			// the state moves its positions past the events of its
-			// blocks (one not partitioned as expected moves nothing)
-			if op.Kind() == shard.OpForward || e.Block >= 0 {
-				after = max(after, e.Pos)
-			}
-		}
+		after = plan.NextAfter(after, op.Kind() == shard.OpForward, events, eventAt)
 		events = nil
 		if !r.sh.IsLeader() {
 			return shard.ErrNotLeader
 		}
-		var f raft.ApplyFuture
-		if refuse := r.n.cfg.knobs().RefuseProposal; refuse != nil && refuse(r.sh.ID(), rs.stream, op.Kind(), first, last) {
-			f = refusedFuture{raft.ErrLeadershipTransferInProgress}
-		} else {
-			f = r.sh.ProposeAsync(b)
-		}
+		f := r.env.ProposeRead(r.sh, rs.stream, b, first, last)
 		select {
 		case pending <- proposal{f, time.Now()}:
 		case <-refusedCtx.Done():
@@ -240,7 +230,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 				}
 			}
 			consumerSeq = md.Sequence.Consumer
-			block, ok := keygroup.BlockOfSubject(m.Subject(), r.n.keyGroups())
+			block, ok := keygroup.BlockOfSubject(m.Subject(), r.env.KeyGroups())
 			if !ok {
 				block = -1 // not partitioned as expected: counted as misrouted
 			}
@@ -253,7 +243,7 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 				ev.OriginPos, _ = shard.ForwardedPos(rs.derived, m.Headers().Get(forwardHeader))
 			}
 			events = append(events, ev)
-			if len(events) >= r.n.cfg.IngestBatch {
+			if len(events) >= r.env.Config.IngestBatch {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -265,6 +255,9 @@ func (r *leader) read(ctx context.Context, rs readSpec) error {
 		}
 	}
 }
+
+// eventAt is what plan.NextAfter needs of an event.
+func eventAt(e shard.Event) (uint64, int) { return e.Pos, e.Block }
 
 // messageIter is what readMessages uses of a jetstream.MessagesContext.
 type messageIter interface {
@@ -309,7 +302,7 @@ func readMessages(ctx context.Context, it messageIter, buf int) (msgs <-chan jet
 // unpublished records than the limit (JetStream does not take the output:
 // the replicated state must not grow with what is read meanwhile) and,
 // with aligned, the source is not paused by watermark alignment.
-func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
+func (r *Leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) error {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	full, behind := false, false
 	gauge := func(reason string, on bool) {
@@ -317,7 +310,7 @@ func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 		if on {
 			v = 1
 		}
-		r.n.readPaused.WithLabelValues(id, rs.stream, reason).Set(v)
+		r.env.Metrics.ReadPaused.WithLabelValues(id, rs.stream, reason).Set(v)
 	}
 	defer func() {
 		if full {
@@ -332,16 +325,16 @@ func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 		r.sh.FSM().View(func(s *shard.State, _ uint64) {
 			paused, outbox = aligned && rs.paused(s), len(s.Outbox())
 		})
-		if outbox >= r.n.cfg.OutboxLimit && !full {
+		if outbox >= r.env.Config.OutboxLimit && !full {
 			full = true
 			gauge("outbox", true)
-			r.log.Warn("reading paused: the outbox holds more unpublished records than its limit", "stream", rs.stream, "records", outbox, "limit", r.n.cfg.OutboxLimit)
+			r.log.Warn("reading paused: the outbox holds more unpublished records than its limit", "stream", rs.stream, "records", outbox, "limit", r.env.Config.OutboxLimit)
 		}
 		if paused && !behind {
 			behind = true
 			gauge("alignment", true)
 		}
-		if !paused && outbox < r.n.cfg.OutboxLimit {
+		if !paused && outbox < r.env.Config.OutboxLimit {
 			if full {
 				r.log.Info("reading resumes: the outbox is below its limit", "stream", rs.stream, "records", outbox)
 			}
@@ -358,9 +351,9 @@ func (r *leader) waitToRead(ctx context.Context, rs readSpec, aligned bool) erro
 // forwardHeader carries a forwarded event's id (shard.ForwardID).
 const forwardHeader = "Cep-Forward-Id"
 
-// forwarderOf is the shard that re-keys a derived source: spread over the
+// ForwarderOf is the shard that re-keys a derived source: spread over the
 // shards by the source's name.
-func forwarderOf(m *meta.Meta, derived string) uint64 {
+func ForwarderOf(m *meta.Meta, derived string) uint64 {
 	h := fnv.New32a()
 	h.Write([]byte(derived))
 	// among the shards the cluster was created with (a split leaves the
@@ -374,10 +367,3 @@ func forwarderOf(m *meta.Meta, derived string) uint64 {
 	}
 	return base[h.Sum32()%uint32(len(base))]
 }
-
-// refusedFuture is an entry Raft refused (Testing.RefuseProposal).
-type refusedFuture struct{ err error }
-
-func (f refusedFuture) Error() error  { return f.err }
-func (f refusedFuture) Index() uint64 { return 0 }
-func (f refusedFuture) Response() any { return nil }

@@ -1,12 +1,10 @@
-package cluster
+package leader
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,8 +18,8 @@ import (
 // purge) removed them before the shard read them — after a long outage, or
 // when restoring an old savepoint — and reading goes on from the first
 // event it still holds.
-func (r *leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
-	st, err := r.n.JetStream().Stream(ctx, stream)
+func (r *Leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
+	st, err := r.env.JetStream().Stream(ctx, stream)
 	if err != nil {
 		return // reading reports it
 	}
@@ -44,25 +42,25 @@ func (r *leader) warnIfRemoved(ctx context.Context, stream string, pos uint64) {
 // where to read it from; the log, cep_read_paused{reason="stream"} and
 // the shard's status say so. What it found outlives the session
 // (r.missing, r.replaced); run clears it when the leadership goes.
-func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
+func (r *Leader) watchStreams(ctx context.Context, fail func(error)) {
 	id := strconv.FormatUint(r.sh.ID(), 10)
-	t := time.NewTicker(r.n.cfg.StreamCheckEvery)
+	t := time.NewTicker(r.env.Config.StreamCheckEvery)
 	defer t.Stop()
 	for {
-		m, _ := r.n.meta.fsm.View()
+		m, _ := r.env.Meta.View()
 		streams := map[string]string{} // stream -> a source read from it
 		identity := map[string]int64{} // stream -> its creation as the metadata holds it
-		for _, name := range sourcesOf(m) {
+		for _, name := range SourcesOf(m) {
 			if src := m.Sources[name]; src != nil {
 				streams[src.Stream], identity[src.Stream] = name, src.StreamCreated
-				if o := m.Sources[src.Origin]; src.Origin != "" && o != nil && forwarderOf(m, name) == r.sh.ID() {
+				if o := m.Sources[src.Origin]; src.Origin != "" && o != nil && ForwarderOf(m, name) == r.sh.ID() {
 					streams[o.Stream], identity[o.Stream] = o.Name, o.StreamCreated
 				}
 			}
 		}
 		for stream, source := range streams {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			st, err := r.n.JetStream().Stream(cctx, stream)
+			st, err := r.env.JetStream().Stream(cctx, stream)
 			cancel()
 			if err == nil {
 				created, want := st.CachedInfo().Created.UnixNano(), identity[stream]
@@ -71,25 +69,25 @@ func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
 					r.replaced[stream] = true
 					reason := fmt.Sprintf("created anew (%s; the positions count in %s): not read until a savepoint is restored with --positions",
 						snapshot.StreamIdentity(stream, created), snapshot.StreamIdentity(stream, want))
-					r.n.unread.set(r.sh.ID(), stream, reason)
+					r.env.Status.SetUnread(r.sh.ID(), stream, reason)
 					r.log.Warn("a stream this shard reads was deleted and created again: it numbers its messages anew, below positions already applied, which would be skipped as re-reads; nothing of it is read until a savepoint is restored with --positions (from-start reads it whole)",
 						"stream", stream, "source", source, "now", snapshot.StreamIdentity(stream, created), "positions_count_in", snapshot.StreamIdentity(stream, want))
 					fail(fmt.Errorf("stream %s was created anew", stream)) // the next session does not read it
 				case (want == 0 || created == want) && r.replaced[stream]:
 					delete(r.replaced, stream)
-					r.n.unread.clear(r.sh.ID(), stream)
+					r.env.Status.ClearUnread(r.sh.ID(), stream)
 					r.log.Info("the stream is the one the positions count in again", "stream", stream, "source", source)
 				}
 			}
 			switch {
 			case errors.Is(err, jetstream.ErrStreamNotFound) && !r.missing[stream]:
 				r.missing[stream] = true
-				r.n.streamMissing.WithLabelValues(id, stream).Set(1)
+				r.env.Metrics.StreamMissing.WithLabelValues(id, stream).Set(1)
 				r.log.Warn("a stream this shard reads is gone: nothing more of it is read until it is back; a stream created anew numbers its events from 1, below positions already applied, and is not read until a savepoint restore maps the positions onto it (--positions)",
 					"stream", stream, "source", source)
 			case err == nil && r.missing[stream]:
 				delete(r.missing, stream)
-				r.n.streamMissing.WithLabelValues(id, stream).Set(0)
+				r.env.Metrics.StreamMissing.WithLabelValues(id, stream).Set(0)
 				r.log.Info("the stream is back", "stream", stream, "source", source)
 			}
 		}
@@ -97,7 +95,7 @@ func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
 			if _, read := streams[stream]; !read {
 				// no longer read (its source deleted): nothing to say of it
 				delete(r.replaced, stream)
-				r.n.unread.clear(r.sh.ID(), stream)
+				r.env.Status.ClearUnread(r.sh.ID(), stream)
 			}
 		}
 		r.logPatternErrors()
@@ -113,7 +111,7 @@ func (r *leader) watchStreams(ctx context.Context, fail func(error)) {
 // that failed and the first emitted field that failed: the metrics count
 // them (cep_condition_errors_total, cep_emit_errors_total), this says why.
 // Called by the leader (watchStreams), so a shard logs it once.
-func (r *leader) logPatternErrors() {
+func (r *Leader) logPatternErrors() {
 	var patterns []shard.PatternInfo
 	r.sh.FSM().View(func(s *shard.State, _ uint64) { patterns = s.PatternFailures() })
 	for _, p := range patterns {
@@ -139,14 +137,14 @@ func (r *leader) logPatternErrors() {
 
 // forgetMissingStreams clears what watchStreams found (the leadership has
 // gone; the new leader checks for itself). No session runs.
-func (r *leader) forgetMissingStreams() {
+func (r *Leader) forgetMissingStreams() {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	for stream := range r.missing {
-		r.n.streamMissing.WithLabelValues(id, stream).Set(0)
+		r.env.Metrics.StreamMissing.WithLabelValues(id, stream).Set(0)
 	}
 	clear(r.missing)
 	for stream := range r.replaced {
-		r.n.unread.clear(r.sh.ID(), stream)
+		r.env.Status.ClearUnread(r.sh.ID(), stream)
 	}
 	clear(r.replaced)
 }
@@ -158,23 +156,23 @@ func (r *leader) forgetMissingStreams() {
 // the sequences of a stream created anew start below positions already
 // applied. It checks again when the metadata changes and every
 // StreamCheckEvery, until ctx ends.
-func (r *leader) awaitOwnStream(ctx context.Context, rs readSpec) error {
+func (r *Leader) awaitOwnStream(ctx context.Context, rs readSpec) error {
 	id := strconv.FormatUint(r.sh.ID(), 10)
 	paused := false
 	defer func() {
 		if paused {
-			r.n.readPaused.WithLabelValues(id, rs.stream, "stream").Set(0)
+			r.env.Metrics.ReadPaused.WithLabelValues(id, rs.stream, "stream").Set(0)
 		}
 	}()
 	for {
-		_, changed := r.n.meta.fsm.View()
+		_, changed := r.env.Meta.View()
 		want, created, replaced := r.streamReplaced(ctx, rs)
 		if !replaced {
 			return nil
 		}
 		if !paused {
 			paused = true
-			r.n.readPaused.WithLabelValues(id, rs.stream, "stream").Set(1)
+			r.env.Metrics.ReadPaused.WithLabelValues(id, rs.stream, "stream").Set(1)
 			r.log.Warn("not reading a stream created anew since the shard's positions of it were applied",
 				"stream", rs.stream, "source", rs.source, "now", snapshot.StreamIdentity(rs.stream, created), "positions_count_in", snapshot.StreamIdentity(rs.stream, want))
 		}
@@ -182,7 +180,7 @@ func (r *leader) awaitOwnStream(ctx context.Context, rs readSpec) error {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-		case <-time.After(r.n.cfg.StreamCheckEvery):
+		case <-time.After(r.env.Config.StreamCheckEvery):
 		}
 	}
 }
@@ -190,50 +188,23 @@ func (r *leader) awaitOwnStream(ctx context.Context, rs readSpec) error {
 // streamReplaced reports whether the stream rs reads is known not to be
 // the one the metadata says its source's positions count in, with both
 // identities.
-func (r *leader) streamReplaced(ctx context.Context, rs readSpec) (want, created int64, replaced bool) {
-	m, _ := r.n.meta.fsm.View()
+func (r *Leader) streamReplaced(ctx context.Context, rs readSpec) (want, created int64, replaced bool) {
+	m, _ := r.env.Meta.View()
 	if s := m.Sources[rs.source]; s != nil && s.Stream == rs.stream {
 		want = s.StreamCreated
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	created, err := streamCreated(cctx, r.n.JetStream(), rs.stream)
+	created, err := StreamCreated(cctx, r.env.JetStream(), rs.stream)
 	cancel()
 	return want, created, err == nil && want != 0 && created != want
 }
 
-// unreadStreams are the streams this node's shard leaders do not read,
-// and why, for the shards' status; safe for concurrent use.
-type unreadStreams struct {
-	mu sync.Mutex
-	m  map[uint64]map[string]string // shard -> stream -> reason
-}
-
-func (u *unreadStreams) set(shardID uint64, stream, reason string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.m == nil {
-		u.m = map[uint64]map[string]string{}
+// StreamCreated returns when JetStream created the stream, in Unix ns: the
+// stream's identity (a stream created anew has another).
+func StreamCreated(ctx context.Context, js jetstream.JetStream, stream string) (int64, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
 	}
-	if u.m[shardID] == nil {
-		u.m[shardID] = map[string]string{}
-	}
-	u.m[shardID][stream] = reason
-}
-
-func (u *unreadStreams) clear(shardID uint64, stream string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	delete(u.m[shardID], stream)
-}
-
-// list is the shard's streams not read, as "STREAM: reason", sorted.
-func (u *unreadStreams) list(shardID uint64) []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var out []string
-	for stream, reason := range u.m[shardID] {
-		out = append(out, stream+": "+reason)
-	}
-	sort.Strings(out)
-	return out
+	return st.CachedInfo().Created.UnixNano(), nil
 }

@@ -1,18 +1,15 @@
-package cluster
+package leader
 
 import (
 	"context"
 	"encoding/json"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
-
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/watermark"
 )
@@ -55,9 +52,10 @@ type clockKey struct{ pattern, source string }
 type clockTable struct {
 	mu    sync.Mutex
 	parts map[clockKey]map[uint64]watermark.Part
-	// settled[k][shard] is the shard's watermark as it was at least
-	// settle ago (clockSettled): what an idle shard is left out against
-	settled map[clockKey]map[uint64]*clockSettled
+	// settled[k][shard] is the shard's watermark with its history
+	// (watermark.Settled): what an idle shard is left out against, and
+	// when the shard was last heard of
+	settled map[clockKey]map[uint64]*watermark.Settled
 	now     func() time.Time // time.Now; tests control it
 }
 
@@ -66,38 +64,6 @@ func (t *clockTable) clock() time.Time {
 		return t.now()
 	}
 	return time.Now()
-}
-
-// clockSettled follows one partition's watermark with the time each value
-// came, to tell what it was a while ago.
-type clockSettled struct {
-	cur, old int64
-	at       time.Time // when cur came
-	heard    time.Time // the partition's latest report
-}
-
-// observe records wm at now; a lower or equal one changes nothing.
-func (c *clockSettled) observe(wm int64, now time.Time, settle time.Duration) {
-	c.heard = now
-	if wm <= c.cur {
-		return
-	}
-	if now.Sub(c.at) >= settle {
-		c.old = c.cur
-	}
-	c.cur, c.at = wm, now
-}
-
-// value is the watermark as it was settle before now (or earlier).
-func (c *clockSettled) value(now time.Time, settle time.Duration) int64 {
-	if now.Sub(c.at) >= settle {
-		return c.cur
-	}
-	return c.old
-}
-
-func newClockSettled(wm int64, now time.Time) *clockSettled {
-	return &clockSettled{cur: wm, old: watermark.MinTime, at: now, heard: now}
 }
 
 // take records a report. A shard's watermark only moves forward: a
@@ -121,20 +87,20 @@ func (t *clockTable) take(rep *clockReport) {
 	}
 }
 
-// settle records a partition's watermark for clockSettled.
+// settle records a partition's watermark in its history.
 func (t *clockTable) settle(k clockKey, shardID uint64, wm int64, now time.Time) {
 	if t.settled == nil {
-		t.settled = map[clockKey]map[uint64]*clockSettled{}
+		t.settled = map[clockKey]map[uint64]*watermark.Settled{}
 	}
 	m := t.settled[k]
 	if m == nil {
-		m = map[uint64]*clockSettled{}
+		m = map[uint64]*watermark.Settled{}
 		t.settled[k] = m
 	}
 	if c := m[shardID]; c != nil {
-		c.observe(wm, now, clockSettle)
+		c.Observe(wm, now, clockSettle)
 	} else {
-		m[shardID] = newClockSettled(wm, now)
+		m[shardID] = watermark.NewSettled(wm, now)
 	}
 }
 
@@ -150,42 +116,27 @@ const clockSettle = 250 * time.Millisecond
 // was idle (a shard without a leader is not known to be idle).
 const clockStale = 500 * time.Millisecond
 
-// combined is the clock of k over the shards: watermark.Combine of each
-// shard's partition, with own for this leader's shard; ok is false while
-// some shard has not reported (it may hold the clock back).
+// combined is the clock of k over the shards: watermark.CombineHeard of
+// each shard's partition, with own for this leader's shard; ok is false
+// while some shard has not reported (it may hold the clock back).
 func (t *clockTable) combined(k clockKey, shards []uint64, self uint64, own watermark.Part) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock()
 	t.settle(k, self, own.Watermark, now)
-	parts := make([]watermark.Part, 0, len(shards))
-	idle, active := false, false
+	heard := make([]watermark.Heard, 0, len(shards))
 	for _, id := range shards {
-		p, ok := own, true
-		if id != self {
-			p, ok = t.parts[k][id]
-		}
-		if !ok {
-			return watermark.MinTime, false
-		}
-		if id != self && now.Sub(t.settled[k][id].heard) > clockStale {
-			// no report for a while (its leader is gone): it may have
-			// events to read, so it counts, idle or not
-			p.Idle = false
-		}
-		idle, active = idle || p.Idle, active || !p.Idle
-		parts = append(parts, p)
-	}
-	if idle && active {
-		// left out, an idle shard is overtaken only by what the others
-		// had shown for clockSettle
-		for i, id := range shards {
-			if !parts[i].Idle {
-				parts[i].Watermark = min(parts[i].Watermark, t.settled[k][id].value(now, clockSettle))
+		h := watermark.Heard{Part: own, History: t.settled[k][id], Own: id == self}
+		if !h.Own {
+			p, ok := t.parts[k][id]
+			if !ok {
+				return watermark.MinTime, false
 			}
+			h.Part = p
 		}
+		heard = append(heard, h)
 	}
-	return watermark.Combine(parts)
+	return watermark.CombineHeard(heard, now, clockSettle, clockStale)
 }
 
 // decodeClockReport checks a report read from NATS before it is taken.
@@ -221,10 +172,10 @@ type ClockStatus struct {
 // (watermark.Next; the state machine ignores a lower one too), and a new
 // leader starts from the logged clocks, so a failover neither moves a
 // watermark back nor loses one.
-func (r *leader) clock(ctx context.Context) error {
+func (r *Leader) clock(ctx context.Context) error {
 	self := r.sh.ID()
-	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}, now: r.n.cfg.Now}
-	sub, err := r.n.natsConn().Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {
+	table := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}, now: r.env.Config.Now}
+	sub, err := r.env.NATS().Subscribe(ClockSubjectRoot+">", func(m *nats.Msg) {
 		if rep, ok := decodeClockReport(m.Data); ok && rep.Shard != self {
 			table.take(rep)
 		}
@@ -233,14 +184,14 @@ func (r *leader) clock(ctx context.Context) error {
 		return err
 	}
 	defer sub.Unsubscribe()
-	defer r.n.setClockStatus(self, nil)
+	defer r.env.Status.SetClock(self, nil)
 	activity := map[clockKey]*watermark.Activity{}
 	// the shard map, read again only when the metadata changed: a copy of
 	// the whole metadata every 50 ms per shard leader was a tenth of an
 	// idle node's CPU
 	var m *meta.Meta
 	var metaChanged <-chan struct{}
-	t := time.NewTicker(r.n.cfg.ClockEvery)
+	t := time.NewTicker(r.env.Config.ClockEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -251,32 +202,21 @@ func (r *leader) clock(ctx context.Context) error {
 		var clocks []shard.SourceClock
 		var modes map[string]bool
 		r.sh.FSM().View(func(s *shard.State, _ uint64) { clocks, modes = s.Clocks(), s.ClockModes() })
-		now := r.n.cfg.Now().UnixMilli() // idleness is the leader's: only its decisions are logged
+		now := r.env.Config.Now().UnixMilli() // idleness is the leader's: only its decisions are logged
 		select {
 		case <-metaChanged:
 			m = nil
 		default: // unchanged (or not read yet: a nil channel)
 		}
 		if m == nil {
-			m, metaChanged = r.n.meta.fsm.View()
+			m, metaChanged = r.env.Meta.View()
 		}
-		shards := make([]uint64, 0, len(m.Shards))
-		for _, s := range m.Shards {
-			if !r.n.stoppedHere(s) {
-				shards = append(shards, s.ID)
-			}
-		}
-		if !slices.Contains(shards, self) {
-			shards = append(shards, self)
-		}
+		// the same decision as reconcile's (plan.ClockOf)
+		cp := plan.ClockOf(m.Shards, self, r.env.Quarantine.StoppedHere)
+		shards := cp.Shards
 		var ops []shard.Op
-		// a shard alone is the source's only partition: its events move
-		// the watermark directly, exactly as `cepctl run`'s; with others
-		// (a split) the patterns go on the clock
-		for _, name := range slices.Sorted(maps.Keys(modes)) {
-			if on := len(shards) > 1; modes[name] != on {
-				ops = append(ops, shard.ClockModeOp{Pattern: name, On: on})
-			}
+		for _, name := range plan.ClockModeChanges(modes, cp) {
+			ops = append(ops, shard.ClockModeOp{Pattern: name, On: cp.On})
 		}
 		byRead := map[string][]clockEntry{}
 		status := make([]ClockStatus, 0, len(clocks))
@@ -291,7 +231,7 @@ func (r *leader) clock(ctx context.Context) error {
 			}
 			timeout := c.IdleTimeout
 			if timeout == 0 {
-				timeout = r.n.cfg.IdleTimeout.Milliseconds()
+				timeout = r.env.Config.IdleTimeout.Milliseconds()
 			}
 			// idle by the newest event time, which only events move (the
 			// progress also takes the logged clock: a clock that moves must
@@ -315,60 +255,13 @@ func (r *leader) clock(ctx context.Context) error {
 		for read, entries := range byRead {
 			data, _ := json.Marshal(clockReport{Shard: self, Clocks: entries})
 			// a report lost is sent again within ClockEvery
-			_ = r.n.natsConn().Publish(ClockSubjectRoot+read, data)
+			_ = r.env.NATS().Publish(ClockSubjectRoot+read, data)
 		}
-		r.n.setClockStatus(self, status)
+		r.env.Status.SetClock(self, status)
 		if len(ops) > 0 {
 			if err := r.sh.Propose(ctx, &shard.Batch{Ops: ops}); err != nil {
 				return err
 			}
 		}
 	}
-}
-
-// clockStatuses are the source clocks of the shards a node leads, as
-// their leaders last computed them (for the status and the metrics).
-type clockStatuses struct {
-	mu sync.Mutex
-	m  map[uint64][]ClockStatus
-}
-
-// setClockStatus records shard's clocks; nil forgets them (the leader
-// session ended).
-func (n *Node) setClockStatus(shardID uint64, st []ClockStatus) {
-	n.clocks.mu.Lock()
-	defer n.clocks.mu.Unlock()
-	if st == nil {
-		delete(n.clocks.m, shardID)
-		return
-	}
-	if n.clocks.m == nil {
-		n.clocks.m = map[uint64][]ClockStatus{}
-	}
-	n.clocks.m[shardID] = st
-}
-
-// ClockStatus returns the source clocks of shardID if this node leads
-// it (ok false otherwise), by pattern then source.
-func (n *Node) ClockStatus(shardID uint64) (st []ClockStatus, ok bool) {
-	n.clocks.mu.Lock()
-	defer n.clocks.mu.Unlock()
-	st, ok = n.clocks.m[shardID]
-	return slices.Clone(st), ok
-}
-
-// sourceClocks is a shard's clocks as the API lists them.
-func sourceClocks(cs []shard.SourceClock) []*cepv1.SourceClock {
-	out := make([]*cepv1.SourceClock, 0, len(cs))
-	for _, c := range cs {
-		sc := &cepv1.SourceClock{Pattern: c.Pattern, Source: c.Source}
-		if c.Clock != watermark.MinTime {
-			sc.WatermarkMs, sc.HasWatermark = c.Clock, true
-		}
-		if c.MaxTime != watermark.MinTime {
-			sc.NewestEventMs, sc.HasNewestEvent = c.MaxTime, true
-		}
-		out = append(out, sc)
-	}
-	return out
 }

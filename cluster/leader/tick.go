@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 )
 
 // tick logs processing time while some pattern runs on it.
-func (r *leader) tick(ctx context.Context) error {
-	t := time.NewTicker(r.n.cfg.TickEvery)
+func (r *Leader) tick(ctx context.Context) error {
+	t := time.NewTicker(r.env.Config.TickEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -22,7 +22,7 @@ func (r *leader) tick(ctx context.Context) error {
 		if !needs {
 			continue
 		}
-		now := r.n.cfg.Now().UnixMilli()
+		now := r.env.Config.Now().UnixMilli()
 		if err := r.sh.Propose(ctx, &shard.Batch{Ops: []shard.Op{shard.TickOp{Time: now}}}); err != nil {
 			return err
 		}
