@@ -60,8 +60,7 @@ func (n *Node) joinGossip() error {
 		n.log.Warn("the membership gossip is not encrypted while the cluster uses TLS: give every node the same --gossip-key", "gossip", g.Addr())
 	}
 	n.gossip = g
-	n.wg.Add(1)
-	go n.keepJoined()
+	n.spawn(n.keepJoined)
 	return nil
 }
 
@@ -120,7 +119,6 @@ func (n *Node) raftIDAt(addr string) string {
 // does not (the Join seeds while it sees no one), every 10 seconds, or
 // every second while joining fails.
 func (n *Node) keepJoined() {
-	defer n.wg.Done()
 	warned := ""
 	for {
 		every := 10 * time.Second
@@ -176,7 +174,6 @@ func (n *Node) aliveMembers() int {
 
 // manageCluster runs the metadata leader's part of membership.
 func (n *Node) manageCluster() {
-	defer n.wg.Done()
 	for {
 		m, changed := n.meta.fsm.View()
 		var gossipChanged <-chan struct{}

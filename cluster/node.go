@@ -42,7 +42,7 @@ type Node struct {
 	ns     *server.Server
 	conn   atomic.Pointer[natsConn] // the node's NATS connection: made anew when NATS closes it (redialNATS), so read it each time
 	mux    *transport.Mux
-	muxErr chan error
+	muxErr chan error // the mux's Serve, on its own goroutine: Close waits for it after closing the mux
 	meta   *metaGroup
 	gossip *gossip.Gossip
 	// dialNATS connects as the node connected at start; redialed, guarded
@@ -103,7 +103,29 @@ type Node struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// wg counts the node's goroutines, all started by spawn; closing,
+	// under spawnMu, stops spawn once Close waits for them
+	spawnMu sync.Mutex
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// spawn runs f on a goroutine of the node, which Close cancels (n.ctx) and
+// waits for. Once Close has begun it starts nothing and reports false: a
+// goroutine started then (a quarantine told by a replica's state machine,
+// say) could run after Close's Wait, on what Close has closed.
+func (n *Node) spawn(f func()) bool {
+	n.spawnMu.Lock()
+	defer n.spawnMu.Unlock()
+	if n.closing {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Start starts a node. On an error it has stopped what it started.
@@ -243,12 +265,10 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.mux.UseSecret(cfg.Secret) // zero (Insecure): unauthenticated streams
 	n.mux.SetNodeID(cfg.NodeID)
 	n.mux.ResolveID(n.raftIDAt)
+	// not spawned: it ends only once Close has closed the mux, after the
+	// node's goroutines
 	n.muxErr = make(chan error, 1)
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		n.muxErr <- n.mux.Serve()
-	}()
+	go func() { n.muxErr <- n.mux.Serve() }()
 	var voters []raft.Server
 	for _, p := range cfg.Peers {
 		voters = append(voters, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
@@ -307,27 +327,22 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.apiSrv = api.Server(cfg.APIAddr, mux)
 	n.apiSrv.ErrorLog = slog.NewLogLogger(n.log.With("component", "api").Handler(), slog.LevelWarn)
-	n.wg.Add(1)
 	srv, apiLn := n.apiSrv, n.apiLn // Close clears the fields
-	go func() {
-		defer n.wg.Done()
+	n.spawn(func() {
 		if err := srv.Serve(apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("api server", "err", err)
 		}
-	}()
-	n.wg.Add(1)
-	go n.initLoop()
+	})
+	n.spawn(n.initLoop)
 	if err := n.joinGossip(); err != nil {
 		return n, &ConfigError{Field: "GossipAddr", Msg: ": " + err.Error()} // it names the address
 	}
-	n.wg.Add(4)
-	go n.probeNATS()
-	go n.manageReplicas()
-	go n.manageCluster()
-	go n.forgetDeleted()
+	n.spawn(n.probeNATS)
+	n.spawn(n.manageReplicas)
+	n.spawn(n.manageCluster)
+	n.spawn(n.forgetDeleted)
 	if n.ns != nil && !cfg.Secret.IsZero() {
-		n.wg.Add(1)
-		go n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats"))
+		n.spawn(func() { n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats")) })
 	}
 	return n, nil
 }
@@ -350,7 +365,6 @@ func (a stringAddr) String() string  { return string(a) }
 // initLoop records the cluster layout in the metadata group once a leader
 // exists (idempotent: only the first init takes effect).
 func (n *Node) initLoop() {
-	defer n.wg.Done()
 	for {
 		m, changed := n.meta.fsm.View()
 		if m.KeyGroups != 0 {
@@ -376,11 +390,12 @@ func (n *Node) initLoop() {
 	}
 }
 
-// Close stops the node: leader loops, shards, metadata group, transport,
-// NATS. Safe to call more than once. The Raft groups this node leads hand
-// their leadership to another replica first (for at most closeHandOff), so
-// a planned stop or rolling restart pauses them for a transfer instead of
-// an election after the leader's silence.
+// Close stops the node: API, the node's goroutines, shards (and their
+// leader loops), gossip, metadata group, transport, NATS. Safe to call
+// more than once. The Raft groups this node leads hand their leadership to
+// another replica first (for at most closeHandOff), so a planned stop or
+// rolling restart pauses them for a transfer instead of an election after
+// the leader's silence.
 func (n *Node) Close() error {
 	var errs []error
 	n.handOffLeadership(closeHandOff)
@@ -394,9 +409,16 @@ func (n *Node) Close() error {
 	} else if n.apiLn != nil {
 		n.apiLn.Close()
 	}
+	n.spawnMu.Lock()
+	n.closing = true
+	n.spawnMu.Unlock()
 	if n.cancel != nil {
 		n.cancel()
 	}
+	// the goroutines first: they open and close replicas and use the
+	// gossip, the metadata group and the mux until they have returned, so
+	// that the replicas are closed once, after the last was opened
+	n.wg.Wait()
 	errs = append(errs, n.closeReplicas())
 	if n.gossip != nil {
 		if err := n.gossip.Leave(time.Second); err != nil {
@@ -409,11 +431,11 @@ func (n *Node) Close() error {
 	}
 	if n.mux != nil {
 		errs = append(errs, n.mux.Close())
+		if n.muxErr != nil {
+			errs = append(errs, <-n.muxErr)
+			n.muxErr = nil
+		}
 	}
-	// the leader loops still read n.meta until they have returned
-	n.wg.Wait()
-	// a replica manageReplicas opened while the first call closed them
-	errs = append(errs, n.closeReplicas())
 	n.meta = nil
 	if c := n.conn.Load(); c != nil {
 		c.nc.Close()

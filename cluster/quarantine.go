@@ -157,11 +157,7 @@ func (n *Node) onCorrupt(ce *shard.CorruptError) {
 	if n.ctx.Err() != nil {
 		return
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		n.quarantineReplica(ce.Shard, ce)
-	}()
+	n.spawn(func() { n.quarantineReplica(ce.Shard, ce) })
 }
 
 // rebuildQuarantined opens, empty, a quarantined replica of info once the
@@ -354,8 +350,7 @@ func (n *Node) openMeta(dir string, trans *transport.Transport, voters []raft.Se
 	n.quarantine.meta = &metaQuarantine{rec: rec}
 	n.quarantine.mu.Unlock()
 	n.quarantine.metaGauge.Set(1)
-	n.wg.Add(1)
-	go n.watchMetaRebuild(g, guard, dir)
+	n.spawn(func() { n.watchMetaRebuild(g, guard, dir) })
 	return g, nil
 }
 
@@ -392,7 +387,6 @@ func (n *Node) moveAside(dir, name string, id uint64, cause error) quarantineRec
 // once it has been a non-voter and is a voter again (promoted after
 // catching up), it votes again and is no longer quarantined.
 func (n *Node) watchMetaRebuild(g *metaGroup, guard *voteGuard, dir string) {
-	defer n.wg.Done()
 	for {
 		select {
 		case <-n.ctx.Done():

@@ -214,7 +214,6 @@ func (n *Node) closeReplicas() error {
 // has it (the shard's leader removes it after the replicas replacing it
 // have caught up).
 func (n *Node) manageReplicas() {
-	defer n.wg.Done()
 	for {
 		m, changed := n.meta.fsm.View()
 		if m.KeyGroups != 0 {
