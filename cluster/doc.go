@@ -16,6 +16,13 @@
 //	  metadata group's voters,   carries out plan.MetaGroupChange and
 //	  a shard's configuration,   plan.ReplicaChanges); leader_members.go: a
 //	  the shard map (placement)  shard leader carries out plan.ShardChange
+//	cluster/plan  a quarantined  quarantine.go: the quarantiner moves a
+//	  replica's way back: which  damaged replica's files aside, gathers the
+//	  voter is demoted, when it  nodes' reports (peerClient.Reports) and
+//	  opens empty, when it       carries out plan.DemoteQuarantined,
+//	  votes again, what is       plan.Rebuild, plan.MetaRebuilt and
+//	  forgotten (Stranded: it    plan.ForgetQuarantined
+//	  stays stopped)
 //	shard  what a shard's        replicas.go: opens and closes this node's
 //	  state becomes from its     replicas as the shard map says; leader*.go:
 //	  log (shard.State.Apply)    a shard leader reads its sources, proposes

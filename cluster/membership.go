@@ -369,7 +369,7 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 	if err := f.Error(); err != nil {
 		return true, err
 	}
-	if changed, err := n.demoteQuarantinedMeta(ctx, f.Configuration()); changed || err != nil {
+	if changed, err := n.quarantine.demoteMeta(ctx, f.Configuration()); changed || err != nil {
 		return true, err
 	}
 	var servers []plan.Server

@@ -96,7 +96,7 @@ type Node struct {
 	unread     unreadStreams
 	rpcMetrics *api.RPCMetrics // the API's calls, by procedure and code
 	// quarantine: this node's replicas with damaged files (quarantine.go)
-	quarantine *quarantines
+	quarantine *quarantiner
 
 	// lock is held on the data directory until Close has stopped all
 	lock *dataDirLock
@@ -179,7 +179,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Help: "1 while a stream a shard leader reads (a source's, or a derived source's) does not exist.",
 	}, []string{"shard", "stream"})
 	n.rpcMetrics = api.NewRPCMetrics()
-	n.quarantine = newQuarantines()
+	n.quarantine = newQuarantiner(n)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
@@ -277,7 +277,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return n, err
 	}
-	n.meta, err = n.openMeta(filepath.Join(cfg.DataDir, "meta"), transport.NewTransport(layer, n.log), voters)
+	n.meta, err = n.quarantine.openMeta(filepath.Join(cfg.DataDir, "meta"), transport.NewTransport(layer, n.log), voters)
 	if err != nil {
 		return n, fmt.Errorf("metadata group: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/secret"
 )
 
@@ -72,6 +73,31 @@ func (p peerClient) Shards(ctx context.Context) ([]*cepv1.Shard, error) {
 		return nil, err
 	}
 	return res.Msg.Shards, nil
+}
+
+// Reports asks the node about its replicas as Shards does, and returns
+// them as the cluster's decisions take them (plan.Report): the public
+// API's answer is read here only. (Its wire is ListShards, which every
+// node of every version serves.)
+func (p peerClient) Reports(ctx context.Context) ([]plan.Report, error) {
+	shards, err := p.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return reportsOf(shards), nil
+}
+
+// reportsOf is a node's list of shards as reports.
+func reportsOf(shards []*cepv1.Shard) []plan.Report {
+	out := make([]plan.Report, 0, len(shards))
+	for _, sh := range shards {
+		r := plan.Report{Group: uint64(sh.Id), Leader: sh.LeaderNodeId, Quarantined: sh.Quarantined != ""}
+		for _, rep := range sh.Replicas {
+			r.Servers = append(r.Servers, plan.Server{ID: rep.NodeId, Voter: rep.Suffrage == cepv1.Suffrage_SUFFRAGE_VOTER})
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Applied asks the node how far its replica of shard id has applied the

@@ -14,8 +14,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
 )
@@ -151,7 +151,7 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	scfg := shard.Config{
 		ID: info.ID, First: info.First, Last: info.Last, Groups: groups, ClusterID: "cep",
 		Dir: dir, LocalID: n.cfg.NodeID, Transport: trans, Bootstrap: bootstrap, Logger: n.log, Raft: n.cfg.Raft,
-		Initial: initial, OnSplit: n.storeSplit, OnCorrupt: n.onCorrupt,
+		Initial: initial, OnSplit: n.storeSplit, OnCorrupt: n.quarantine.onCorrupt,
 	}
 	if d := n.cfg.knobs().ApplyDelay; d > 0 {
 		scfg.Testing = &shard.Testing{ApplyDelay: d}
@@ -161,7 +161,7 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 		trans.Close()
 		if shard.IsCorrupt(err) {
 			// this replica alone: the node's others go on
-			n.quarantineReplica(info.ID, err)
+			n.quarantine.replica(info.ID, err)
 			return nil
 		}
 		return err
@@ -235,7 +235,7 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 			continue
 		}
 		if _, ok := n.quarantine.get(info.ID); ok {
-			n.rebuildQuarantined(info, m.KeyGroups)
+			n.quarantine.rebuild(info, m.KeyGroups)
 			continue
 		}
 		if n.replica(info.ID) != nil {
@@ -261,7 +261,7 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 		n.log.Info("replica added", "shard", info.ID, "from_split", ok)
 	}
 	n.dropStraySplits(m)
-	n.forgetQuarantined(m)
+	n.quarantine.forget(m)
 	for _, sh := range n.Shards() {
 		// a shard this copy of the metadata does not list yet (one split
 		// off, on a node whose metadata is catching up after a restart)
@@ -291,19 +291,14 @@ func (n *Node) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
 	if !ok {
 		return false
 	}
-	for _, r := range s.Replicas {
-		if r.NodeId == n.cfg.NodeID {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(s.Servers, func(s plan.Server) bool { return s.ID == n.cfg.NodeID })
 }
 
 // leaderReport asks the nodes of ids (within 2s) for their replicas of the
 // shard and returns the report of the one that leads it: only the leader's
 // own configuration counts (a replica just added knows the leader before it
 // has the configuration). ok is false when no leader answers.
-func (n *Node) leaderReport(info meta.ShardInfo, ids []string) (s *cepv1.Shard, ok bool) {
+func (n *Node) leaderReport(info meta.ShardInfo, ids []string) (plan.Report, bool) {
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 	defer cancel()
 	for _, id := range ids {
@@ -311,17 +306,15 @@ func (n *Node) leaderReport(info meta.ShardInfo, ids []string) (s *cepv1.Shard, 
 		if !found {
 			continue
 		}
-		shards, err := n.peerAt(p.APIAddr).Shards(ctx)
+		reports, err := n.peerAt(p.APIAddr).Reports(ctx)
 		if err != nil {
 			continue
 		}
-		for _, s := range shards {
-			if uint64(s.Id) == info.ID && s.LeaderNodeId == id {
-				return s, true
-			}
+		if s, ok := plan.LeaderReport(id, reports, info.ID); ok {
+			return s, true
 		}
 	}
-	return nil, false
+	return plan.Report{}, false
 }
 
 func hasServer(c raft.Configuration, id string) bool {
