@@ -53,9 +53,7 @@ type Node struct {
 	redialed   chan struct{}
 	// replicas are this node's shard replicas by shard id, each with its
 	// leader loop; they change as the cluster places replicas
-	replicasMu   sync.RWMutex
-	replicas     map[uint64]*replica
-	replicasKick chan struct{} // wakes manageReplicas (a split stored)
+	replicas *replicaSet
 	// clocks are the source clocks of the shards this node leads
 	clocks clockStatuses
 	// infos is the shard layout a new cluster starts with (Config.Peers)
@@ -180,6 +178,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}, []string{"shard", "stream"})
 	n.rpcMetrics = api.NewRPCMetrics()
 	n.quarantine = newQuarantiner(n)
+	n.replicas = newReplicaSet(n)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
@@ -293,9 +292,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		n.infos = append(n.infos, info)
 	}
-	n.replicas = map[uint64]*replica{}
-	n.replicasKick = make(chan struct{}, 1)
-	if err := n.openLocalReplicas(); err != nil {
+	if err := n.replicas.openLocal(); err != nil {
 		return n, err
 	}
 	n.auth = n.apiTokens()
@@ -338,7 +335,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return n, &ConfigError{Field: "GossipAddr", Msg: ": " + err.Error()} // it names the address
 	}
 	n.spawn(n.probeNATS)
-	n.spawn(n.manageReplicas)
+	n.spawn(n.replicas.run)
 	n.spawn(n.manageCluster)
 	n.spawn(n.forgetDeleted)
 	if n.ns != nil && !cfg.Secret.IsZero() {
@@ -419,7 +416,9 @@ func (n *Node) Close() error {
 	// gossip, the metadata group and the mux until they have returned, so
 	// that the replicas are closed once, after the last was opened
 	n.wg.Wait()
-	errs = append(errs, n.closeReplicas())
+	if n.replicas != nil {
+		errs = append(errs, n.replicas.closeAll())
+	}
 	if n.gossip != nil {
 		if err := n.gossip.Leave(time.Second); err != nil {
 			n.log.Debug("leaving the gossip", "err", err)
@@ -540,14 +539,7 @@ func (n *Node) MetaLeader() string {
 
 // Shards returns this node's shard replicas, by shard id.
 func (n *Node) Shards() []*shard.Shard {
-	n.replicasMu.RLock()
-	defer n.replicasMu.RUnlock()
-	out := make([]*shard.Shard, 0, len(n.replicas))
-	for _, r := range n.replicas {
-		out = append(out, r.sh)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
-	return out
+	return n.replicas.list()
 }
 
 // Config returns the node's configuration with defaults applied.

@@ -135,9 +135,9 @@ func (q *quarantiner) replica(id uint64, cause error) {
 		return
 	}
 	// recorded before the replica closes, so that nothing sees it neither
-	// open nor quarantined (placeReplicas would open it afresh)
+	// open nor quarantined (replicaSet.place would open it afresh)
 	q.set(quarantineRecord{Shard: id, Err: cause.Error(), Since: time.Now().UTC()})
-	if err := n.closeReplica(id, false); err != nil {
+	if err := n.replicas.close(id, false); err != nil {
 		n.log.Warn("closing a damaged replica", "shard", id, "err", err)
 	}
 	rec := q.moveAside(n.shardDir(id), strconv.FormatUint(id, 10), id, cause)
@@ -185,7 +185,7 @@ func (q *quarantiner) rebuild(info meta.ShardInfo, groups int) bool {
 		return false
 	}
 	others := slices.DeleteFunc(slices.Clone(info.Replicas), func(id string) bool { return id == n.cfg.NodeID })
-	leader, known := n.leaderReport(info, others)
+	leader, known := n.replicas.leaderReport(info, others)
 	if !plan.Rebuild(n.cfg.NodeID, leader, known) {
 		return false // no leader heard, or it has not demoted this one yet
 	}
@@ -196,7 +196,7 @@ func (q *quarantiner) rebuild(info meta.ShardInfo, groups int) bool {
 	q.clear(info.ID)
 	start := info
 	start.First, start.Last = info.StartRange()
-	if err := n.openReplica(start, groups, nil, nil); err != nil {
+	if err := n.replicas.open(start, groups, nil, nil); err != nil {
 		n.log.Error("rebuilding a quarantined replica", "shard", info.ID, "err", err)
 		return false
 	}

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -19,6 +21,36 @@ import (
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
 )
+
+// replicaSet is this node's shard replicas, by shard id, each with its
+// leader loop: it opens and closes them as the shard map places replicas
+// (run, the loop that follows the map, is its one writer besides the
+// quarantine and Close).
+type replicaSet struct {
+	n    *Node
+	mu   sync.RWMutex
+	byID map[uint64]*replica
+	kick chan struct{} // wakes run (a split stored)
+}
+
+func newReplicaSet(n *Node) *replicaSet {
+	return &replicaSet{n: n, byID: map[uint64]*replica{}, kick: make(chan struct{}, 1)}
+}
+
+// list is the replicas' shards, by shard id.
+func (rs *replicaSet) list() []*shard.Shard {
+	if rs == nil {
+		return nil // a node that failed to start before it had any
+	}
+	rs.mu.RLock()
+	defer rs.mu.RUnlock()
+	out := make([]*shard.Shard, 0, len(rs.byID))
+	for _, r := range rs.byID {
+		out = append(out, r.sh)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}
 
 // replica is one of this node's shard replicas with its leader loop.
 type replica struct {
@@ -45,11 +77,12 @@ func (n *Node) shardDir(id uint64) string {
 	return filepath.Join(n.cfg.DataDir, "shards", strconv.FormatUint(id, 10))
 }
 
-// openLocalReplicas opens, at start, the replicas this node has on disk; on
+// openLocal opens, at start, the replicas this node has on disk; on
 // a new cluster's first start (the metadata group had no state) also those
 // of the initial layout, bootstrapped with their initial members. Replicas
-// added later are opened by manageReplicas.
-func (n *Node) openLocalReplicas() error {
+// added later are opened by run.
+func (rs *replicaSet) openLocal() error {
+	n := rs.n
 	initial := map[uint64]meta.ShardInfo{}
 	for _, info := range n.infos {
 		initial[info.ID] = info
@@ -80,7 +113,7 @@ func (n *Node) openLocalReplicas() error {
 			continue
 		}
 		initial, _, _ := n.readSplit(id) // split off before its first snapshot
-		if err := n.openReplica(meta.ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil, initial); err != nil {
+		if err := rs.open(meta.ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil, initial); err != nil {
 			return err
 		}
 	}
@@ -88,7 +121,7 @@ func (n *Node) openLocalReplicas() error {
 		return nil
 	}
 	for _, info := range n.infos {
-		if !slices.Contains(info.Replicas, n.cfg.NodeID) || n.replica(info.ID) != nil {
+		if !slices.Contains(info.Replicas, n.cfg.NodeID) || rs.get(info.ID) != nil {
 			continue
 		}
 		var members []raft.Server
@@ -99,7 +132,7 @@ func (n *Node) openLocalReplicas() error {
 				}
 			}
 		}
-		if err := n.openReplica(info, n.cfg.KeyGroups, members, nil); err != nil {
+		if err := rs.open(info, n.cfg.KeyGroups, members, nil); err != nil {
 			return err
 		}
 	}
@@ -118,21 +151,22 @@ func readRange(dir string) (replicaRange, error) {
 	return rr, nil
 }
 
-// replica returns this node's replica of shard id, or nil.
-func (n *Node) replica(id uint64) *replica {
-	n.replicasMu.RLock()
-	defer n.replicasMu.RUnlock()
-	return n.replicas[id]
+// get returns this node's replica of shard id, or nil.
+func (rs *replicaSet) get(id uint64) *replica {
+	rs.mu.RLock()
+	defer rs.mu.RUnlock()
+	return rs.byID[id]
 }
 
-// openReplica opens this node's replica of a shard of a cluster of groups
+// open opens this node's replica of a shard of a cluster of groups
 // key groups and starts its leader loop. bootstrap, for a new cluster's
 // initial layout or a shard split off, are the shard's first members, and
 // initial a split-off shard's first state; a replica added later starts
 // empty and is caught up by the shard's leader once it is in the shard's
 // configuration.
-func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Server, initial []byte) error {
-	if n.replica(info.ID) != nil {
+func (rs *replicaSet) open(info meta.ShardInfo, groups int, bootstrap []raft.Server, initial []byte) error {
+	n := rs.n
+	if rs.get(info.ID) != nil {
 		return nil
 	}
 	dir := n.shardDir(info.ID)
@@ -168,9 +202,9 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
 	rep := &replica{sh: sh, trans: trans, cancel: cancel, done: make(chan struct{})}
-	n.replicasMu.Lock()
-	n.replicas[info.ID] = rep
-	n.replicasMu.Unlock()
+	rs.mu.Lock()
+	rs.byID[info.ID] = rep
+	rs.mu.Unlock()
 	r := &leader{n: n, sh: sh, ctx: ctx}
 	go func() {
 		defer close(rep.done)
@@ -179,13 +213,14 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	return nil
 }
 
-// closeReplica stops the leader loop of this node's replica of shard id, shuts
+// close stops the leader loop of this node's replica of shard id, shuts
 // the replica down and, with remove, deletes its data.
-func (n *Node) closeReplica(id uint64, remove bool) error {
-	n.replicasMu.Lock()
-	rep := n.replicas[id]
-	delete(n.replicas, id)
-	n.replicasMu.Unlock()
+func (rs *replicaSet) close(id uint64, remove bool) error {
+	n := rs.n
+	rs.mu.Lock()
+	rep := rs.byID[id]
+	delete(rs.byID, id)
+	rs.mu.Unlock()
 	if rep == nil {
 		return nil
 	}
@@ -199,37 +234,39 @@ func (n *Node) closeReplica(id uint64, remove bool) error {
 	return err
 }
 
-// closeReplicas closes every replica of this node (keeping their data).
-func (n *Node) closeReplicas() error {
+// closeAll closes every replica of this node (keeping their data).
+func (rs *replicaSet) closeAll() error {
 	var errs []error
-	for _, sh := range n.Shards() {
-		errs = append(errs, n.closeReplica(sh.ID(), false))
+	for _, sh := range rs.list() {
+		errs = append(errs, rs.close(sh.ID(), false))
 	}
 	return errors.Join(errs...)
 }
 
-// manageReplicas makes this node's replicas follow the shard map: it opens
+// run makes this node's replicas follow the shard map: it opens
 // a replica of each shard the map gives this node, and closes and deletes
 // one the map no longer gives it once the shard's configuration no longer
 // has it (the shard's leader removes it after the replicas replacing it
 // have caught up).
-func (n *Node) manageReplicas() {
+func (rs *replicaSet) run() {
+	n := rs.n
 	for {
 		m, changed := n.meta.fsm.View()
 		if m.KeyGroups != 0 {
-			n.placeReplicas(m)
+			rs.place(m)
 		}
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-changed:
-		case <-n.replicasKick:
+		case <-rs.kick:
 		case <-time.After(time.Second):
 		}
 	}
 }
 
-func (n *Node) placeReplicas(m *meta.Meta) {
+func (rs *replicaSet) place(m *meta.Meta) {
+	n := rs.n
 	for _, info := range m.Shards {
 		if !slices.Contains(info.Replicas, n.cfg.NodeID) {
 			continue
@@ -238,7 +275,7 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 			n.quarantine.rebuild(info, m.KeyGroups)
 			continue
 		}
-		if n.replica(info.ID) != nil {
+		if rs.get(info.ID) != nil {
 			n.forgetSplit(info.ID)
 			continue
 		}
@@ -254,7 +291,7 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 		// and applies the splits since as the others did
 		start := info
 		start.First, start.Last = info.StartRange()
-		if err := n.openReplica(start, m.KeyGroups, members, initial); err != nil {
+		if err := rs.open(start, m.KeyGroups, members, initial); err != nil {
 			n.log.Error("opening a replica", "shard", info.ID, "err", err)
 			continue
 		}
@@ -267,10 +304,10 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 		// off, on a node whose metadata is catching up after a restart)
 		// stays: only its leader's word removes a replica
 		i := m.ShardIndex(sh.ID())
-		if i < 0 || slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) || !n.removedFrom(m.Shards[i], sh) {
+		if i < 0 || slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) || !rs.removedFrom(m.Shards[i], sh) {
 			continue
 		}
-		if err := n.closeReplica(sh.ID(), true); err != nil {
+		if err := rs.close(sh.ID(), true); err != nil {
 			n.log.Error("removing a replica", "shard", sh.ID(), "err", err)
 			continue
 		}
@@ -281,13 +318,14 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 // removedFrom reports whether the shard's configuration no longer has this
 // node: as this replica last saw it while it knew a leader, or as the
 // shard's leader (a replica of the shard map) reports it.
-func (n *Node) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
+func (rs *replicaSet) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
+	n := rs.n
 	if f := sh.Raft().GetConfiguration(); f.Error() == nil {
 		if _, id := sh.Raft().LeaderWithID(); id != "" && !hasServer(f.Configuration(), n.cfg.NodeID) {
 			return true
 		}
 	}
-	s, ok := n.leaderReport(info, info.Replicas)
+	s, ok := rs.leaderReport(info, info.Replicas)
 	if !ok {
 		return false
 	}
@@ -298,7 +336,8 @@ func (n *Node) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
 // shard and returns the report of the one that leads it: only the leader's
 // own configuration counts (a replica just added knows the leader before it
 // has the configuration). ok is false when no leader answers.
-func (n *Node) leaderReport(info meta.ShardInfo, ids []string) (plan.Report, bool) {
+func (rs *replicaSet) leaderReport(info meta.ShardInfo, ids []string) (plan.Report, bool) {
+	n := rs.n
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 	defer cancel()
 	for _, id := range ids {
