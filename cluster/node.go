@@ -62,17 +62,11 @@ type Node struct {
 	// in Peers, else built from AdvertiseHost, else the listeners'); the
 	// Raft address is the mux's
 	advertised Peer
-	// unreachable: since when each member has been unreachable, as the
-	// metadata leader's loop (manageCluster, its only user) found
-	unreachable map[string]time.Time
 	// metaFSM is n.meta's state machine once it is open, for what runs
 	// before (the mux's dials look member ids up in it)
 	metaFSM atomic.Pointer[meta.FSM]
-	// unprovenWarned: the gossip claims without a proof of the secret
-	// already warned of (manageCluster's loop only)
-	unprovenWarned map[string]bool
-	apiLn          net.Listener
-	apiSrv         *http.Server
+	apiLn   net.Listener
+	apiSrv  *http.Server
 	// peerHTTP calls other nodes' APIs (forwarded changes, savepoint parts,
 	// health and progress probes); peerTLS is its own transport with TLS.
 	peerHTTP *http.Client
@@ -93,6 +87,8 @@ type Node struct {
 	// unread are the streams this node's shard leaders do not read, and why
 	unread     unreadStreams
 	rpcMetrics *api.RPCMetrics // the API's calls, by procedure and code
+	// membership: joining the gossip, and the metadata leader's loop
+	membership *membership
 	// quarantine: this node's replicas with damaged files (quarantine.go)
 	quarantine *quarantiner
 
@@ -179,6 +175,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.rpcMetrics = api.NewRPCMetrics()
 	n.quarantine = newQuarantiner(n)
 	n.replicas = newReplicaSet(n)
+	n.membership = &membership{n: n}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
@@ -295,7 +292,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.replicas.openLocal(); err != nil {
 		return n, err
 	}
-	n.auth = n.apiTokens()
+	n.auth = n.cfg.apiTokens()
 	if n.auth.Users() == 0 && !isLoopback(n.apiLn.Addr()) {
 		n.log.Warn("the API is open to anyone who reaches it: no API token (APIToken, Tokens) on a non-loopback address", "addr", cfg.APIAddr)
 	}
@@ -330,13 +327,13 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 			n.log.Error("api server", "err", err)
 		}
 	})
-	n.spawn(n.initLoop)
-	if err := n.joinGossip(); err != nil {
+	n.spawn(n.membership.initLoop)
+	if err := n.membership.joinGossip(); err != nil {
 		return n, &ConfigError{Field: "GossipAddr", Msg: ": " + err.Error()} // it names the address
 	}
 	n.spawn(n.probeNATS)
 	n.spawn(n.replicas.run)
-	n.spawn(n.manageCluster)
+	n.spawn(n.membership.run)
 	n.spawn(n.forgetDeleted)
 	if n.ns != nil && !cfg.Secret.IsZero() {
 		n.spawn(func() { n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats")) })
@@ -359,34 +356,6 @@ type stringAddr string
 func (a stringAddr) Network() string { return "tcp" }
 func (a stringAddr) String() string  { return string(a) }
 
-// initLoop records the cluster layout in the metadata group once a leader
-// exists (idempotent: only the first init takes effect).
-func (n *Node) initLoop() {
-	for {
-		m, changed := n.meta.fsm.View()
-		if m.KeyGroups != 0 {
-			return
-		}
-		if n.meta.raft.State() == raft.Leader {
-			var nodes []meta.Node
-			for _, p := range n.cfg.Peers {
-				nodes = append(nodes, meta.Node{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr})
-			}
-			_, err := n.meta.propose(n.ctx, meta.Init{ClusterID: "cep", KeyGroups: n.cfg.KeyGroups, Shards: n.infos,
-				Nodes: nodes, Replication: n.cfg.Replicas})
-			if err == nil {
-				return
-			}
-		}
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-changed:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // Close stops the node: API, the node's goroutines, shards (and their
 // leader loops), gossip, metadata group, transport, NATS. Safe to call
 // more than once. The Raft groups this node leads hand their leadership to
@@ -395,7 +364,14 @@ func (n *Node) initLoop() {
 // the leader's silence.
 func (n *Node) Close() error {
 	var errs []error
-	n.handOffLeadership(closeHandOff)
+	var groups []*raft.Raft
+	for _, sh := range n.Shards() {
+		groups = append(groups, sh.Raft())
+	}
+	if n.meta != nil {
+		groups = append(groups, n.meta.raft)
+	}
+	handOffLeadership(groups, closeHandOff, n.log)
 	if n.apiSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := n.apiSrv.Shutdown(ctx); err != nil {
@@ -453,8 +429,8 @@ func (n *Node) Close() error {
 
 // apiURL is the base URL of the API served at addr by a node of this
 // cluster (https when the cluster uses TLS).
-func (n *Node) apiURL(addr string) string {
-	if n.cfg.TLS != nil {
+func (c *Config) apiURL(addr string) string {
+	if c.TLS != nil {
 		return "https://" + addr
 	}
 	return "http://" + addr
@@ -463,16 +439,10 @@ func (n *Node) apiURL(addr string) string {
 // closeHandOff bounds how long Close waits for leadership transfers.
 const closeHandOff = 3 * time.Second
 
-// handOffLeadership transfers the leadership of every group this node leads
-// and shares with another voter, all at once, waiting at most timeout.
-func (n *Node) handOffLeadership(timeout time.Duration) {
-	var groups []*raft.Raft
-	for _, sh := range n.Shards() {
-		groups = append(groups, sh.Raft())
-	}
-	if n.meta != nil {
-		groups = append(groups, n.meta.raft)
-	}
+// handOffLeadership transfers the leadership of every one of groups this
+// node leads and shares with another voter, all at once, waiting at most
+// timeout.
+func handOffLeadership(groups []*raft.Raft, timeout time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -497,7 +467,7 @@ func (n *Node) handOffLeadership(timeout time.Duration) {
 		go func() {
 			defer wg.Done()
 			if err := shard.Wait(ctx, r.LeadershipTransfer()); err != nil {
-				n.log.Debug("leadership stays until shutdown", "err", err)
+				log.Debug("leadership stays until shutdown", "err", err)
 			}
 		}()
 	}

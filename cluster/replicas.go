@@ -386,7 +386,7 @@ func (n *Node) peer(id string) (Peer, bool) {
 		}
 	}
 	if n.gossip != nil {
-		if mb, ok := n.gossip.Member(id); ok && n.proven(mb) {
+		if mb, ok := n.gossip.Member(id); ok && n.cfg.proven(mb) {
 			return Peer{ID: mb.ID, RaftAddr: mb.RaftAddr, APIAddr: mb.APIAddr, GossipAddr: mb.GossipAddr}, true
 		}
 	}
