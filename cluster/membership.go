@@ -575,8 +575,8 @@ func converged(replicas []string, servers map[string]raft.ServerSuffrage) bool {
 }
 
 // shardConfigs returns each shard's configuration as its leader reports
-// it: this node's replica when it leads, else the node whose ListShards
-// names itself the shard's leader. A shard whose leader does not answer
+// it: this node's replica when it leads, else the node whose reports
+// (ListShards) name itself the shard's leader. A shard whose leader does not answer
 // is missing.
 func (ms *membership) shardConfigs(ctx context.Context, m *meta.Meta) map[uint64]map[string]raft.ServerSuffrage {
 	n := ms.n
@@ -599,25 +599,31 @@ func (ms *membership) shardConfigs(ctx context.Context, m *meta.Meta) map[uint64
 		if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == gossip.Dead {
 			continue
 		}
-		shards, err := n.peerAt(nd.APIAddr).Shards(ctx)
+		reports, err := n.peerAt(nd.APIAddr).Reports(ctx)
 		if err != nil {
 			continue
 		}
-		for _, s := range shards {
-			if s.LeaderNodeId != nd.ID || out[uint64(s.Id)] != nil {
-				continue
-			}
-			c := map[string]raft.ServerSuffrage{}
-			for _, r := range s.Replicas {
-				c[r.NodeId] = raft.Voter
-				if r.Suffrage != cepv1.Suffrage_SUFFRAGE_VOTER {
-					c[r.NodeId] = raft.Nonvoter
-				}
-			}
-			out[uint64(s.Id)] = c
-		}
+		addLeaderConfigs(out, nd.ID, reports)
 	}
 	return out
+}
+
+// addLeaderConfigs adds to out the configuration of each group whose
+// report by node id names id its leader, where out has none.
+func addLeaderConfigs(out map[uint64]map[string]raft.ServerSuffrage, id string, reports []plan.Report) {
+	for _, s := range reports {
+		if s.Leader != id || out[s.Group] != nil {
+			continue
+		}
+		c := map[string]raft.ServerSuffrage{}
+		for _, r := range s.Servers {
+			c[r.ID] = raft.Voter
+			if !r.Voter {
+				c[r.ID] = raft.Nonvoter
+			}
+		}
+		out[s.Group] = c
+	}
 }
 
 func suffrages(c raft.Configuration) map[string]raft.ServerSuffrage {
