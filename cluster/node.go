@@ -273,8 +273,12 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return n, err
 	}
-	n.meta, err = n.quarantine.openMeta(filepath.Join(cfg.DataDir, "meta"), transport.NewTransport(layer, n.log), voters)
+	metaTrans := transport.NewTransport(layer, n.log)
+	n.meta, err = n.quarantine.openMeta(filepath.Join(cfg.DataDir, "meta"), metaTrans, voters)
 	if err != nil {
+		// a group that did not open leaves its transport (and its listen
+		// goroutine) to whoever made it; closing twice is harmless
+		metaTrans.Close()
 		return n, fmt.Errorf("metadata group: %w", err)
 	}
 	n.metaFSM.Store(n.meta.fsm)
