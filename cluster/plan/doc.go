@@ -1,6 +1,7 @@
 // Package plan decides how the cluster's membership should change, as
 // pure functions: what the metadata and the Raft configurations are in,
-// the next change out. The loops in package cluster gather the inputs
+// the next change out; and the way of a quarantined replica back to a
+// voter (quarantine.go), on what the nodes report of their replicas. The loops in package cluster gather the inputs
 // (the metadata, the gossip, the configurations, probes of other nodes)
 // and carry the change out; nothing here does IO, reads the clock or
 // keeps state, so every decision is property-tested on its own.
