@@ -35,7 +35,7 @@ import (
 // Node is one cepnode process: NATS connection (and optionally the embedded
 // server), the Raft mux, the metadata group, this node's shard replicas and
 // the leader loops of the shards it leads. Start launches everything; Close
-// stops it in reverse order and waits.
+// stops the node's goroutines first, then what they use, and waits.
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
