@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"log/slog"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/cepcluster/cep/cluster/transport"
 )
 
 // spawn counts the goroutines it starts until they end (Close waits for
@@ -44,4 +48,38 @@ func TestSpawnCountsUntilClosing(t *testing.T) {
 	if !waited() {
 		t.Fatal("Wait did not return")
 	}
+}
+
+// A quarantined metadata replica whose first open shut a Raft group down
+// gets a transport of its own (openMeta): raft's Shutdown closes the
+// transport it was given, which frees the mux's group 0 for another.
+func TestMetaTransportMadeAgainOnceClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := transport.NewMux(ln, nil, slog.New(slog.DiscardHandler))
+	served := make(chan error, 1)
+	go func() { served <- m.Serve() }()
+	defer func() {
+		m.Close()
+		<-served
+	}()
+	l, err := m.Layer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := transport.NewTransport(l, nil)
+	if first.IsShutdown() {
+		t.Fatal("a new transport is shut down")
+	}
+	first.Close() // as raft.Shutdown does
+	if !first.IsShutdown() {
+		t.Fatal("a closed transport is not shut down")
+	}
+	l, err = m.Layer(0)
+	if err != nil {
+		t.Fatalf("group 0 after its transport closed: %v", err)
+	}
+	transport.NewTransport(l, nil).Close()
 }

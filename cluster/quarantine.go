@@ -347,6 +347,16 @@ func (q *quarantiner) openMeta(dir string, trans *transport.Transport, voters []
 			return nil, err
 		}
 		n.log.Error("metadata replica quarantined: its files are damaged; it is rebuilt from its peers", "group", "meta", "err", err, "moved_to", rec.Dir)
+		if trans.IsShutdown() {
+			// the open got as far as a Raft group that it shut down (a
+			// snapshot that did not restore), and raft closes its
+			// transport then: the rebuilt replica needs one of its own
+			layer, err := n.mux.Layer(0)
+			if err != nil {
+				return nil, err
+			}
+			trans = transport.NewTransport(layer, n.log)
+		}
 	}
 	guard := newVoteGuard(trans)
 	g, err := openMetaGroup(dir, n.cfg.NodeID, guard, nil, n.cfg.Raft, n.log)
