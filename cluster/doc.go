@@ -29,6 +29,13 @@
 //	  (plan.HandOverTarget) for  cut off from NATS; node.go: a closing node
 //	  every trigger              (handOffLeadership), the metadata group
 //	                             left to Raft
+//	cluster/plan  a quarantined  quarantine.go: the quarantiner moves a
+//	  replica's way back: which  damaged replica's files aside, gathers the
+//	  voter is demoted, when it  nodes' reports (peerClient.Reports) and
+//	  opens empty, when it       carries out plan.DemoteQuarantined,
+//	  votes again, what is       plan.Rebuild, plan.MetaRebuilt and
+//	  forgotten (Stranded: it    plan.ForgetQuarantined
+//	  stays stopped)
 //	shard  what a shard's        replicas.go: opens and closes this node's
 //	  state becomes from its     replicas as the shard map says, each with
 //	  log (shard.State.Apply)    its leader loop on an Env the node builds
@@ -36,7 +43,6 @@
 //	                             leader reads its sources, proposes batches
 //	                             and ticks, publishes the outbox, reconciles
 //	                             the patterns with the metadata
-//	(quarantine)                 (quarantine.go)
 //	keygroup  which key group    (every reader and writer of subjects)
 //	  and shard a key is in,
 //	  and the subject layout

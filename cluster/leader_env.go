@@ -110,7 +110,7 @@ func (n *Node) openRestore(ctx context.Context, rm *meta.Restore) ([]*snapshot.R
 	if err != nil {
 		return nil, nil, err
 	}
-	key := n.savepointKey()
+	key := n.cfg.savepointKey()
 	if rm.Unsealed {
 		key = nil
 	}
@@ -159,10 +159,12 @@ func (e errUnknownPeer) Error() string { return "node " + string(e) + " is not k
 // leaderQuarantine answers for the node's quarantined replicas.
 type leaderQuarantine struct{ n *Node }
 
-func (q leaderQuarantine) StoppedHere(info meta.ShardInfo) bool { return q.n.stoppedHere(info) }
+func (q leaderQuarantine) StoppedHere(info meta.ShardInfo) bool {
+	return q.n.quarantine.stoppedHere(info)
+}
 
 func (q leaderQuarantine) Demote(ctx context.Context, sh *shard.Shard, cfg raft.Configuration) (bool, error) {
-	return q.n.demoteQuarantined(ctx, sh, cfg)
+	return q.n.quarantine.demote(ctx, sh, cfg)
 }
 
 // leaderStatus is where leaders record what the node's status shows.

@@ -33,10 +33,25 @@ import (
 // has. Nothing of this is in a state machine: the logs only record the
 // decisions (meta.PutNode, meta.SetReplicas, configuration changes).
 
+// membership runs this node's part of membership: it joins the gossip and
+// keeps it joined, and, while this node leads the metadata group, steers
+// the members, the metadata group's configuration and the shard map (run).
+// It owns what only those loops use.
+type membership struct {
+	n *Node
+	// unreachable: since when each member has been unreachable, as run
+	// (checkReachable) found while this node leads the metadata group
+	unreachable map[string]time.Time
+	// unprovenWarned: the gossip claims without a proof of the secret
+	// already warned of
+	unprovenWarned map[string]bool
+}
+
 // joinGossip starts this node's gossip and joins the cluster's: the
 // configured seeds, the initial members, then every member the metadata
 // knows that the gossip does not see.
-func (n *Node) joinGossip() error {
+func (ms *membership) joinGossip() error {
+	n := ms.n
 	// encrypted and authenticated with a key of the cluster secret, unless
 	// one is given; without either (Insecure) in clear, open to anyone
 	key := n.cfg.GossipKey
@@ -45,7 +60,7 @@ func (n *Node) joinGossip() error {
 	}
 	var prove func(gossip.Claim) string
 	if !n.cfg.Secret.IsZero() {
-		prove = n.memberProof
+		prove = n.cfg.memberProof
 	}
 	g, err := gossip.Start(gossip.Config{
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
@@ -60,8 +75,7 @@ func (n *Node) joinGossip() error {
 		n.log.Warn("the membership gossip is not encrypted while the cluster uses TLS: give every node the same --gossip-key", "gossip", g.Addr())
 	}
 	n.gossip = g
-	n.wg.Add(1)
-	go n.keepJoined()
+	n.spawn(ms.keepJoined)
 	return nil
 }
 
@@ -71,18 +85,18 @@ func (n *Node) joinGossip() error {
 // gossip key (--gossip-key) gossips, but is never registered as a member,
 // cannot move a member's id to its own addresses, and so is never handed
 // replicas, a seat in the metadata group, or the node credential.
-func (n *Node) memberProof(c gossip.Claim) string {
-	return hex.EncodeToString(n.cfg.Secret.MAC(secret.Member, c.Bytes()))
+func (c *Config) memberProof(cl gossip.Claim) string {
+	return hex.EncodeToString(c.Secret.MAC(secret.Member, cl.Bytes()))
 }
 
 // proven reports whether mb proves its claim with the cluster secret
 // (always, in an insecure cluster, which has none).
-func (n *Node) proven(mb gossip.Member) bool {
-	if n.cfg.Secret.IsZero() {
+func (c *Config) proven(mb gossip.Member) bool {
+	if c.Secret.IsZero() {
 		return true
 	}
 	p, err := hex.DecodeString(mb.Proof)
-	return err == nil && hmac.Equal(p, n.cfg.Secret.MAC(secret.Member, mb.Claim().Bytes()))
+	return err == nil && hmac.Equal(p, c.Secret.MAC(secret.Member, mb.Claim().Bytes()))
 }
 
 // raftIDAt is the id of the member whose Raft address is addr, as the
@@ -116,11 +130,40 @@ func (n *Node) raftIDAt(addr string) string {
 	return ids[0]
 }
 
+// initLoop records the cluster layout in the metadata group once a leader
+// exists (idempotent: only the first init takes effect).
+func (ms *membership) initLoop() {
+	n := ms.n
+	for {
+		m, changed := n.meta.fsm.View()
+		if m.KeyGroups != 0 {
+			return
+		}
+		if n.meta.raft.State() == raft.Leader {
+			var nodes []meta.Node
+			for _, p := range n.cfg.Peers {
+				nodes = append(nodes, meta.Node{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr})
+			}
+			_, err := n.meta.propose(n.ctx, meta.Init{ClusterID: "cep", KeyGroups: n.cfg.KeyGroups, Shards: n.infos,
+				Nodes: nodes, Replication: n.cfg.Replicas})
+			if err == nil {
+				return
+			}
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // keepJoined joins the gossip of every member this node should see and
 // does not (the Join seeds while it sees no one), every 10 seconds, or
 // every second while joining fails.
-func (n *Node) keepJoined() {
-	defer n.wg.Done()
+func (ms *membership) keepJoined() {
+	n := ms.n
 	warned := ""
 	for {
 		every := 10 * time.Second
@@ -134,7 +177,7 @@ func (n *Node) keepJoined() {
 			}
 			seeds = append(seeds, addr)
 		}
-		if n.aliveMembers() <= 1 {
+		if ms.aliveMembers() <= 1 {
 			for _, s := range n.cfg.Join {
 				add("", s)
 			}
@@ -164,7 +207,8 @@ func (n *Node) keepJoined() {
 }
 
 // aliveMembers counts the members the gossip sees alive, this node included.
-func (n *Node) aliveMembers() int {
+func (ms *membership) aliveMembers() int {
+	n := ms.n
 	c := 0
 	for _, mb := range n.gossip.Members() {
 		if mb.State == gossip.Alive {
@@ -174,9 +218,9 @@ func (n *Node) aliveMembers() int {
 	return c
 }
 
-// manageCluster runs the metadata leader's part of membership.
-func (n *Node) manageCluster() {
-	defer n.wg.Done()
+// run runs the metadata leader's part of membership.
+func (ms *membership) run() {
+	n := ms.n
 	for {
 		m, changed := n.meta.fsm.View()
 		var gossipChanged <-chan struct{}
@@ -186,7 +230,7 @@ func (n *Node) manageCluster() {
 		wait := time.Second
 		if n.IsMetaLeader() {
 			if m.KeyGroups != 0 {
-				busy, err := n.steer(m)
+				busy, err := ms.steer(m)
 				if err != nil && n.ctx.Err() == nil {
 					n.log.Warn("managing the cluster's members", "err", err)
 				} else if busy {
@@ -194,7 +238,7 @@ func (n *Node) manageCluster() {
 				}
 			}
 		} else {
-			n.unreachable = nil // a new term of leadership looks afresh
+			ms.unreachable = nil // a new term of leadership looks afresh
 		}
 		select {
 		case <-n.ctx.Done():
@@ -213,7 +257,8 @@ const busyPoll = 100 * time.Millisecond
 // steer makes one change towards the membership the metadata and the
 // gossip call for (the next round sees its effect); busy reports that it
 // made one or that one is under way.
-func (n *Node) steer(m *meta.Meta) (busy bool, err error) {
+func (ms *membership) steer(m *meta.Meta) (busy bool, err error) {
+	n := ms.n
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
 	if len(m.Nodes) == 0 {
@@ -225,24 +270,25 @@ func (n *Node) steer(m *meta.Meta) (busy bool, err error) {
 		}
 		return true, nil
 	}
-	if done, err := n.registerMembers(ctx, m); done || err != nil {
+	if done, err := ms.registerMembers(ctx, m); done || err != nil {
 		return done, err
 	}
-	n.checkReachable(m)
+	ms.checkReachable(m)
 	if done, err := n.steerSplits(ctx, m); done || err != nil {
 		return done, err
 	}
-	members := n.members(m) // as checkReachable found them
-	if done, err := n.steerMetaGroup(ctx, members); done || err != nil {
+	members := ms.members(m) // as checkReachable found them
+	if done, err := ms.steerMetaGroup(ctx, members); done || err != nil {
 		return done, err
 	}
-	return n.steerReplicas(ctx, m, members)
+	return ms.steerReplicas(ctx, m, members)
 }
 
 // registerMembers records the nodes the gossip sees alive that the
 // metadata does not have, or has at other addresses, once their API
 // answers there (with TLS, a node with a certificate of the cluster's CA).
-func (n *Node) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) {
+func (ms *membership) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) {
+	n := ms.n
 	for _, mb := range n.gossip.Members() {
 		if mb.State != gossip.Alive || mb.RaftAddr == "" || mb.APIAddr == "" {
 			continue
@@ -254,10 +300,10 @@ func (n *Node) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) 
 		if nd != nil && nd.RaftAddr == mb.RaftAddr && nd.APIAddr == mb.APIAddr && nd.GossipAddr == mb.GossipAddr {
 			continue
 		}
-		if !n.proven(mb) {
+		if !n.cfg.proven(mb) {
 			// has the gossip key (or replays a member's metadata with
 			// other addresses) but not the cluster secret
-			n.warnUnproven(mb)
+			ms.warnUnproven(mb)
 			continue
 		}
 		if n.peerAt(mb.APIAddr).Probe(ctx) != cepv1.NodeState_NODE_STATE_ALIVE {
@@ -285,26 +331,28 @@ func (n *Node) registerMembers(ctx context.Context, m *meta.Meta) (bool, error) 
 
 // warnUnproven warns, once per claim, of a gossip member whose claim does
 // not prove the cluster secret.
-func (n *Node) warnUnproven(mb gossip.Member) {
+func (ms *membership) warnUnproven(mb gossip.Member) {
+	n := ms.n
 	key := mb.ID + "\x00" + string(mb.Claim().Bytes())
-	if n.unprovenWarned == nil {
-		n.unprovenWarned = map[string]bool{}
+	if ms.unprovenWarned == nil {
+		ms.unprovenWarned = map[string]bool{}
 	}
-	if n.unprovenWarned[key] {
+	if ms.unprovenWarned[key] {
 		return
 	}
-	if len(n.unprovenWarned) > 1000 {
-		clear(n.unprovenWarned) // bounded: a flood of claims is warned of again
+	if len(ms.unprovenWarned) > 1000 {
+		clear(ms.unprovenWarned) // bounded: a flood of claims is warned of again
 	}
-	n.unprovenWarned[key] = true
+	ms.unprovenWarned[key] = true
 	n.log.Warn("a member of the gossip does not prove the cluster secret; not registering it (a process with the gossip key only, or a node of another cluster)",
 		"member", mb.ID, "gossip", mb.GossipAddr, "raft", mb.RaftAddr, "api", mb.APIAddr)
 }
 
 // down reports whether member id has been unreachable for DeadAfter, as
 // checkReachable last found.
-func (n *Node) down(id string) bool {
-	since, ok := n.unreachable[id]
+func (ms *membership) down(id string) bool {
+	n := ms.n
+	since, ok := ms.unreachable[id]
 	return ok && time.Since(since) >= n.cfg.DeadAfter
 }
 
@@ -313,13 +361,14 @@ func (n *Node) down(id string) bool {
 // (its gossip address is not known; since this node first found it so),
 // and not answering on its API either. Only the metadata leader's loop
 // calls it.
-func (n *Node) checkReachable(m *meta.Meta) {
-	if n.unreachable == nil {
-		n.unreachable = map[string]time.Time{}
+func (ms *membership) checkReachable(m *meta.Meta) {
+	n := ms.n
+	if ms.unreachable == nil {
+		ms.unreachable = map[string]time.Time{}
 	}
-	for id := range n.unreachable {
+	for id := range ms.unreachable {
 		if m.Node(id) == nil {
-			delete(n.unreachable, id)
+			delete(ms.unreachable, id)
 		}
 	}
 	for _, nd := range m.Nodes {
@@ -328,31 +377,32 @@ func (n *Node) checkReachable(m *meta.Meta) {
 		}
 		mb, seen := n.gossip.Member(nd.ID)
 		if seen && mb.State != gossip.Dead {
-			delete(n.unreachable, nd.ID)
+			delete(ms.unreachable, nd.ID)
 			continue
 		}
 		// dead in the gossip, or not seen by it: its API decides (a node
 		// whose gossip port alone is blocked still serves its replicas)
 		if n.peerAt(nd.APIAddr).Probe(n.ctx) == cepv1.NodeState_NODE_STATE_ALIVE {
-			delete(n.unreachable, nd.ID)
-		} else if _, ok := n.unreachable[nd.ID]; !ok {
+			delete(ms.unreachable, nd.ID)
+		} else if _, ok := ms.unreachable[nd.ID]; !ok {
 			since := time.Now()
 			if seen {
 				since = mb.Since
 			}
-			n.unreachable[nd.ID] = since
+			ms.unreachable[nd.ID] = since
 		}
 	}
 }
 
 // members are the metadata's nodes as the planners take them: down for
 // DeadAfter (checkReachable), alive in the gossip now.
-func (n *Node) members(m *meta.Meta) []plan.Member {
+func (ms *membership) members(m *meta.Meta) []plan.Member {
+	n := ms.n
 	out := make([]plan.Member, 0, len(m.Nodes))
 	for _, nd := range m.Nodes {
 		mb, seen := n.gossip.Member(nd.ID)
 		out = append(out, plan.Member{ID: nd.ID, RaftAddr: nd.RaftAddr, Removing: nd.Removing,
-			Down: n.down(nd.ID), Alive: seen && mb.State == gossip.Alive})
+			Down: ms.down(nd.ID), Alive: seen && mb.State == gossip.Alive})
 	}
 	return out
 }
@@ -366,13 +416,14 @@ const metaCatchUpLag = 16
 // first), an odd number of voters up to plan.MetaVoters among the members
 // that have caught up, voters that leave taken out while a majority of
 // the others is up, members the metadata forgot removed.
-func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool, error) {
+func (ms *membership) steerMetaGroup(ctx context.Context, members []plan.Member) (bool, error) {
+	n := ms.n
 	rf := n.meta.raft
 	f := rf.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return true, err
 	}
-	if changed, err := n.demoteQuarantinedMeta(ctx, f.Configuration()); changed || err != nil {
+	if changed, err := n.quarantine.demoteMeta(ctx, f.Configuration()); changed || err != nil {
 		return true, err
 	}
 	var servers []plan.Server
@@ -385,7 +436,7 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 			nonvoters = append(nonvoters, s.ID)
 		}
 	}
-	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, n.metaCaughtUp(ctx, rf.CommitIndex(), nonvoters), plan.MetaVoters)
+	c := plan.MetaGroupChange(n.cfg.NodeID, members, servers, ms.metaCaughtUp(ctx, rf.CommitIndex(), nonvoters), plan.MetaVoters)
 	var fut raft.Future
 	id := c.ID
 	switch c.Kind {
@@ -416,14 +467,14 @@ func (n *Node) steerMetaGroup(ctx context.Context, members []plan.Member) (bool,
 // (commit). A member that only answers health checks never has. The
 // first question asks all the group's nonvoters at once, so that members
 // slow to answer delay a round by one timeout, not one each.
-func (n *Node) metaCaughtUp(ctx context.Context, commit uint64, nonvoters []string) func(id string) bool {
+func (ms *membership) metaCaughtUp(ctx context.Context, commit uint64, nonvoters []string) func(id string) bool {
 	var once sync.Once
 	caught := make([]bool, len(nonvoters))
 	return func(id string) bool {
 		once.Do(func() {
 			var wg sync.WaitGroup
 			for i, id := range nonvoters {
-				wg.Go(func() { caught[i] = n.metaMemberCaughtUp(ctx, commit, id) })
+				wg.Go(func() { caught[i] = ms.metaMemberCaughtUp(ctx, commit, id) })
 			}
 			wg.Wait()
 		})
@@ -432,7 +483,8 @@ func (n *Node) metaCaughtUp(ctx context.Context, commit uint64, nonvoters []stri
 	}
 }
 
-func (n *Node) metaMemberCaughtUp(ctx context.Context, commit uint64, id string) bool {
+func (ms *membership) metaMemberCaughtUp(ctx context.Context, commit uint64, id string) bool {
+	n := ms.n
 	p, ok := n.peer(id)
 	if !ok || p.APIAddr == "" {
 		return false
@@ -452,11 +504,12 @@ func (n *Node) metaMemberCaughtUp(ctx context.Context, commit uint64, id string)
 // steerReplicas carries out what plan.ReplicaChanges decides for the shard
 // map: the moves placement calls for, a split for the nodes, or a removed
 // node forgotten once it holds nothing.
-func (n *Node) steerReplicas(ctx context.Context, m *meta.Meta, members []plan.Member) (busy bool, err error) {
+func (ms *membership) steerReplicas(ctx context.Context, m *meta.Meta, members []plan.Member) (busy bool, err error) {
+	n := ms.n
 	in := plan.Replicas{Shards: m.Shards, Members: members, Replication: m.EffectiveReplication(), AutoSplit: !n.cfg.NoAutoSplit}
 	p := plan.ReplicaChanges(in)
 	if p.NeedConverged {
-		configs := n.shardConfigs(ctx, m)
+		configs := ms.shardConfigs(ctx, m)
 		in.Converged = make(map[uint64]bool, len(m.Shards))
 		for _, info := range m.Shards {
 			in.Converged[info.ID] = converged(info.Replicas, configs[info.ID])
@@ -471,7 +524,7 @@ func (n *Node) steerReplicas(ctx context.Context, m *meta.Meta, members []plan.M
 	}
 	switch {
 	case p.SplitForNodes:
-		return n.splitForNodes(ctx, m)
+		return ms.splitForNodes(ctx, m)
 	case p.Forget != "":
 		if _, err := n.meta.propose(ctx, meta.ForgetNode{Name: p.Forget, Time: n.cfg.Now().UnixMilli()}); err != nil {
 			return false, fmt.Errorf("removing node %s: %w", p.Forget, err)
@@ -488,7 +541,8 @@ func (n *Node) steerReplicas(ctx context.Context, m *meta.Meta, members []plan.M
 // has more active nodes than shards and every shard is placed: a shard is
 // processed by one leader, so a node leads one only once there are as
 // many.
-func (n *Node) splitForNodes(ctx context.Context, m *meta.Meta) (bool, error) {
+func (ms *membership) splitForNodes(ctx context.Context, m *meta.Meta) (bool, error) {
+	n := ms.n
 	if err := n.canSplit(m); err != nil {
 		n.log.Debug("not splitting a shard for the nodes added", "err", err)
 		return false, nil
@@ -521,10 +575,11 @@ func converged(replicas []string, servers map[string]raft.ServerSuffrage) bool {
 }
 
 // shardConfigs returns each shard's configuration as its leader reports
-// it: this node's replica when it leads, else the node whose ListShards
-// names itself the shard's leader. A shard whose leader does not answer
+// it: this node's replica when it leads, else the node whose reports
+// (ListShards) name itself the shard's leader. A shard whose leader does not answer
 // is missing.
-func (n *Node) shardConfigs(ctx context.Context, m *meta.Meta) map[uint64]map[string]raft.ServerSuffrage {
+func (ms *membership) shardConfigs(ctx context.Context, m *meta.Meta) map[uint64]map[string]raft.ServerSuffrage {
+	n := ms.n
 	out := map[uint64]map[string]raft.ServerSuffrage{}
 	for _, sh := range n.Shards() {
 		if !sh.IsLeader() {
@@ -544,25 +599,31 @@ func (n *Node) shardConfigs(ctx context.Context, m *meta.Meta) map[uint64]map[st
 		if mb, ok := n.gossip.Member(nd.ID); ok && mb.State == gossip.Dead {
 			continue
 		}
-		shards, err := n.peerAt(nd.APIAddr).Shards(ctx)
+		reports, err := n.peerAt(nd.APIAddr).Reports(ctx)
 		if err != nil {
 			continue
 		}
-		for _, s := range shards {
-			if s.LeaderNodeId != nd.ID || out[uint64(s.Id)] != nil {
-				continue
-			}
-			c := map[string]raft.ServerSuffrage{}
-			for _, r := range s.Replicas {
-				c[r.NodeId] = raft.Voter
-				if r.Suffrage != cepv1.Suffrage_SUFFRAGE_VOTER {
-					c[r.NodeId] = raft.Nonvoter
-				}
-			}
-			out[uint64(s.Id)] = c
-		}
+		addLeaderConfigs(out, nd.ID, reports)
 	}
 	return out
+}
+
+// addLeaderConfigs adds to out the configuration of each group whose
+// report by node id names id its leader, where out has none.
+func addLeaderConfigs(out map[uint64]map[string]raft.ServerSuffrage, id string, reports []plan.Report) {
+	for _, s := range reports {
+		if s.Leader != id || out[s.Group] != nil {
+			continue
+		}
+		c := map[string]raft.ServerSuffrage{}
+		for _, r := range s.Servers {
+			c[r.ID] = raft.Voter
+			if !r.Voter {
+				c[r.ID] = raft.Nonvoter
+			}
+		}
+		out[s.Group] = c
+	}
 }
 
 func suffrages(c raft.Configuration) map[string]raft.ServerSuffrage {

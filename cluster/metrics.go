@@ -276,7 +276,7 @@ func (n *Node) Ready() error {
 			return fmt.Errorf("shard %d has no leader", sh.ID())
 		}
 	}
-	return n.quarantineReady()
+	return n.quarantine.ready()
 }
 
 // HTTPHandlers returns /metrics, /healthz and /readyz for the node.

@@ -131,7 +131,6 @@ func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...stri
 // re-keying a source write: each time the metadata changes them, the
 // server's users are reloaded with those subjects denied.
 func (n *Node) guardDerivedSources(dir string) {
-	defer n.wg.Done()
 	var have []string
 	for {
 		m, changed := n.meta.fsm.View()

@@ -128,7 +128,6 @@ func (n *Node) redialNATS() bool {
 // the node closes, logging when NATS stops and starts answering, and
 // connects anew when the connection is closed for good.
 func (n *Node) probeNATS() {
-	defer n.wg.Done()
 	t := time.NewTicker(natsProbeEvery)
 	defer t.Stop()
 	closedLogged := false

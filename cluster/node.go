@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,14 +36,14 @@ import (
 // Node is one cepnode process: NATS connection (and optionally the embedded
 // server), the Raft mux, the metadata group, this node's shard replicas and
 // the leader loops of the shards it leads. Start launches everything; Close
-// stops it in reverse order and waits.
+// stops the node's goroutines first, then what they use, and waits.
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
 	ns     *server.Server
 	conn   atomic.Pointer[natsConn] // the node's NATS connection: made anew when NATS closes it (redialNATS), so read it each time
 	mux    *transport.Mux
-	muxErr chan error
+	muxErr chan error // the mux's Serve, on its own goroutine: Close waits for it after closing the mux
 	meta   *metaGroup
 	gossip *gossip.Gossip
 	// dialNATS connects as the node connected at start; redialed, guarded
@@ -55,9 +54,7 @@ type Node struct {
 	redialed   chan struct{}
 	// replicas are this node's shard replicas by shard id, each with its
 	// leader loop; they change as the cluster places replicas
-	replicasMu   sync.RWMutex
-	replicas     map[uint64]*replica
-	replicasKick chan struct{} // wakes manageReplicas (a split stored)
+	replicas *replicaSet
 	// clocks are the source clocks of the shards this node leads
 	clocks clockStatuses
 	// infos is the shard layout a new cluster starts with (Config.Peers)
@@ -66,17 +63,11 @@ type Node struct {
 	// in Peers, else built from AdvertiseHost, else the listeners'); the
 	// Raft address is the mux's
 	advertised Peer
-	// unreachable: since when each member has been unreachable, as the
-	// metadata leader's loop (manageCluster, its only user) found
-	unreachable map[string]time.Time
 	// metaFSM is n.meta's state machine once it is open, for what runs
 	// before (the mux's dials look member ids up in it)
 	metaFSM atomic.Pointer[meta.FSM]
-	// unprovenWarned: the gossip claims without a proof of the secret
-	// already warned of (manageCluster's loop only)
-	unprovenWarned map[string]bool
-	apiLn          net.Listener
-	apiSrv         *http.Server
+	apiLn   net.Listener
+	apiSrv  *http.Server
 	// peerHTTP calls other nodes' APIs (forwarded changes, savepoint parts,
 	// health and progress probes); peerTLS is its own transport with TLS.
 	peerHTTP *http.Client
@@ -97,15 +88,39 @@ type Node struct {
 	// unread are the streams this node's shard leaders do not read, and why
 	unread     unreadStreams
 	rpcMetrics *api.RPCMetrics // the API's calls, by procedure and code
+	// membership: joining the gossip, and the metadata leader's loop
+	membership *membership
 	// quarantine: this node's replicas with damaged files (quarantine.go)
-	quarantine *quarantines
+	quarantine *quarantiner
 
 	// lock is held on the data directory until Close has stopped all
 	lock *dataDirLock
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// wg counts the node's goroutines, all started by spawn; closing,
+	// under spawnMu, stops spawn once Close waits for them
+	spawnMu sync.Mutex
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// spawn runs f on a goroutine of the node, which Close cancels (n.ctx) and
+// waits for. Once Close has begun it starts nothing and reports false: a
+// goroutine started then (a quarantine told by a replica's state machine,
+// say) could run after Close's Wait, on what Close has closed.
+func (n *Node) spawn(f func()) bool {
+	n.spawnMu.Lock()
+	defer n.spawnMu.Unlock()
+	if n.closing {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Start starts a node. On an error it has stopped what it started.
@@ -159,7 +174,9 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Help: "1 while a stream a shard leader reads (a source's, or a derived source's) does not exist.",
 	}, []string{"shard", "stream"})
 	n.rpcMetrics = api.NewRPCMetrics()
-	n.quarantine = newQuarantines()
+	n.quarantine = newQuarantiner(n)
+	n.replicas = newReplicaSet(n)
+	n.membership = &membership{n: n}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
@@ -245,12 +262,10 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.mux.UseSecret(cfg.Secret) // zero (Insecure): unauthenticated streams
 	n.mux.SetNodeID(cfg.NodeID)
 	n.mux.ResolveID(n.raftIDAt)
+	// not spawned: it ends only once Close has closed the mux, after the
+	// node's goroutines
 	n.muxErr = make(chan error, 1)
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		n.muxErr <- n.mux.Serve()
-	}()
+	go func() { n.muxErr <- n.mux.Serve() }()
 	var voters []raft.Server
 	for _, p := range cfg.Peers {
 		voters = append(voters, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
@@ -259,8 +274,12 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return n, err
 	}
-	n.meta, err = n.openMeta(filepath.Join(cfg.DataDir, "meta"), transport.NewTransport(layer, n.log), voters)
+	metaTrans := transport.NewTransport(layer, n.log)
+	n.meta, err = n.quarantine.openMeta(filepath.Join(cfg.DataDir, "meta"), metaTrans, voters)
 	if err != nil {
+		// a group that did not open leaves its transport (and its listen
+		// goroutine) to whoever made it; closing twice is harmless
+		metaTrans.Close()
 		return n, fmt.Errorf("metadata group: %w", err)
 	}
 	n.metaFSM.Store(n.meta.fsm)
@@ -275,12 +294,10 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		n.infos = append(n.infos, info)
 	}
-	n.replicas = map[uint64]*replica{}
-	n.replicasKick = make(chan struct{}, 1)
-	if err := n.openLocalReplicas(); err != nil {
+	if err := n.replicas.openLocal(); err != nil {
 		return n, err
 	}
-	n.auth = n.apiTokens()
+	n.auth = n.cfg.apiTokens()
 	if n.auth.Users() == 0 && !isLoopback(n.apiLn.Addr()) {
 		n.log.Warn("the API is open to anyone who reaches it: no API token (APIToken, Tokens) on a non-loopback address", "addr", cfg.APIAddr)
 	}
@@ -309,27 +326,22 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.apiSrv = api.Server(cfg.APIAddr, mux)
 	n.apiSrv.ErrorLog = slog.NewLogLogger(n.log.With("component", "api").Handler(), slog.LevelWarn)
-	n.wg.Add(1)
 	srv, apiLn := n.apiSrv, n.apiLn // Close clears the fields
-	go func() {
-		defer n.wg.Done()
+	n.spawn(func() {
 		if err := srv.Serve(apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("api server", "err", err)
 		}
-	}()
-	n.wg.Add(1)
-	go n.initLoop()
-	if err := n.joinGossip(); err != nil {
+	})
+	n.spawn(n.membership.initLoop)
+	if err := n.membership.joinGossip(); err != nil {
 		return n, &ConfigError{Field: "GossipAddr", Msg: ": " + err.Error()} // it names the address
 	}
-	n.wg.Add(4)
-	go n.probeNATS()
-	go n.manageReplicas()
-	go n.manageCluster()
-	go n.forgetDeleted()
+	n.spawn(n.probeNATS)
+	n.spawn(n.replicas.run)
+	n.spawn(n.membership.run)
+	n.spawn(n.forgetDeleted)
 	if n.ns != nil && !cfg.Secret.IsZero() {
-		n.wg.Add(1)
-		go n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats"))
+		n.spawn(func() { n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats")) })
 	}
 	return n, nil
 }
@@ -349,43 +361,22 @@ type stringAddr string
 func (a stringAddr) Network() string { return "tcp" }
 func (a stringAddr) String() string  { return string(a) }
 
-// initLoop records the cluster layout in the metadata group once a leader
-// exists (idempotent: only the first init takes effect).
-func (n *Node) initLoop() {
-	defer n.wg.Done()
-	for {
-		m, changed := n.meta.fsm.View()
-		if m.KeyGroups != 0 {
-			return
-		}
-		if n.meta.raft.State() == raft.Leader {
-			var nodes []meta.Node
-			for _, p := range n.cfg.Peers {
-				nodes = append(nodes, meta.Node{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, GossipAddr: p.GossipAddr})
-			}
-			_, err := n.meta.propose(n.ctx, meta.Init{ClusterID: "cep", KeyGroups: n.cfg.KeyGroups, Shards: n.infos,
-				Nodes: nodes, Replication: n.cfg.Replicas})
-			if err == nil {
-				return
-			}
-		}
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-changed:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// Close stops the node: leader loops, shards, metadata group, transport,
-// NATS. Safe to call more than once. The Raft groups this node leads hand
-// their leadership to another replica first (for at most closeHandOff), so
-// a planned stop or rolling restart pauses them for a transfer instead of
-// an election after the leader's silence.
+// Close stops the node: API, the node's goroutines, shards (and their
+// leader loops), gossip, metadata group, transport, NATS. Safe to call
+// more than once. The Raft groups this node leads hand their leadership to
+// another replica first (for at most closeHandOff), so a planned stop or
+// rolling restart pauses them for a transfer instead of an election after
+// the leader's silence.
 func (n *Node) Close() error {
 	var errs []error
-	n.handOffLeadership(closeHandOff)
+	var groups []handOff
+	for _, sh := range n.Shards() {
+		groups = append(groups, handOff{sh.Raft(), func(ctx context.Context) (string, string, bool) { return n.closingTarget(ctx, sh) }})
+	}
+	if n.meta != nil {
+		groups = append(groups, handOff{r: n.meta.raft})
+	}
+	handOffLeadership(groups, closeHandOff, n.log)
 	if n.apiSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := n.apiSrv.Shutdown(ctx); err != nil {
@@ -396,10 +387,19 @@ func (n *Node) Close() error {
 	} else if n.apiLn != nil {
 		n.apiLn.Close()
 	}
+	n.spawnMu.Lock()
+	n.closing = true
+	n.spawnMu.Unlock()
 	if n.cancel != nil {
 		n.cancel()
 	}
-	errs = append(errs, n.closeReplicas())
+	// the goroutines first: they open and close replicas and use the
+	// gossip, the metadata group and the mux until they have returned, so
+	// that the replicas are closed once, after the last was opened
+	n.wg.Wait()
+	if n.replicas != nil {
+		errs = append(errs, n.replicas.closeAll())
+	}
 	if n.gossip != nil {
 		if err := n.gossip.Leave(time.Second); err != nil {
 			n.log.Debug("leaving the gossip", "err", err)
@@ -411,11 +411,11 @@ func (n *Node) Close() error {
 	}
 	if n.mux != nil {
 		errs = append(errs, n.mux.Close())
+		if n.muxErr != nil {
+			errs = append(errs, <-n.muxErr)
+			n.muxErr = nil
+		}
 	}
-	// the leader loops still read n.meta until they have returned
-	n.wg.Wait()
-	// a replica manageReplicas opened while the first call closed them
-	errs = append(errs, n.closeReplicas())
 	n.meta = nil
 	if c := n.conn.Load(); c != nil {
 		c.nc.Close()
@@ -434,8 +434,8 @@ func (n *Node) Close() error {
 
 // apiURL is the base URL of the API served at addr by a node of this
 // cluster (https when the cluster uses TLS).
-func (n *Node) apiURL(addr string) string {
-	if n.cfg.TLS != nil {
+func (c *Config) apiURL(addr string) string {
+	if c.TLS != nil {
 		return "https://" + addr
 	}
 	return "http://" + addr
@@ -448,24 +448,21 @@ const closeHandOff = 3 * time.Second
 // them before it hands a shard over: past it, Raft picks the target.
 const closeReports = time.Second
 
-// handOffLeadership transfers the leadership of every group this node leads
-// and shares with another voter, all at once, waiting at most timeout. A
-// shard goes to the replica plan.HandOverTarget picks (one that reaches
-// NATS and has nearly caught up, the preferred one first); the metadata
-// group, and a shard none of whose replicas qualifies or answers in time,
-// to the voter Raft finds most up to date.
-func (n *Node) handOffLeadership(timeout time.Duration) {
-	type group struct {
-		r  *raft.Raft
-		sh *shard.Shard // nil for the metadata group
-	}
-	var groups []group
-	for _, sh := range n.Shards() {
-		groups = append(groups, group{sh.Raft(), sh})
-	}
-	if n.meta != nil {
-		groups = append(groups, group{n.meta.raft, nil})
-	}
+// handOff is a Raft group a closing node may lead, and for a shard the
+// replica to hand it to (closingTarget); nil target: the voter Raft finds
+// most up to date.
+type handOff struct {
+	r      *raft.Raft
+	target func(ctx context.Context) (id, addr string, ok bool)
+}
+
+// handOffLeadership transfers the leadership of every one of groups this
+// node leads and shares with another voter, all at once, waiting at most
+// timeout: a shard to the replica plan.HandOverTarget picks (one that
+// reaches NATS and has nearly caught up, the preferred one first); the
+// metadata group, and a shard none of whose replicas qualifies or answers
+// in time, to the voter Raft finds most up to date.
+func handOffLeadership(groups []handOff, timeout time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -491,13 +488,13 @@ func (n *Node) handOffLeadership(timeout time.Duration) {
 		go func() {
 			defer wg.Done()
 			fut := r.LeadershipTransfer
-			if g.sh != nil {
-				if to, addr, ok := n.closingTarget(ctx, g.sh); ok {
+			if g.target != nil {
+				if to, addr, ok := g.target(ctx); ok {
 					fut = func() raft.Future { return r.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr)) }
 				}
 			}
 			if err := shard.Wait(ctx, fut()); err != nil {
-				n.log.Debug("leadership stays until shutdown", "err", err)
+				log.Debug("leadership stays until shutdown", "err", err)
 			}
 		}()
 	}
@@ -557,14 +554,7 @@ func (n *Node) MetaLeader() string {
 
 // Shards returns this node's shard replicas, by shard id.
 func (n *Node) Shards() []*shard.Shard {
-	n.replicasMu.RLock()
-	defer n.replicasMu.RUnlock()
-	out := make([]*shard.Shard, 0, len(n.replicas))
-	for _, r := range n.replicas {
-		out = append(out, r.sh)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
-	return out
+	return n.replicas.list()
 }
 
 // Config returns the node's configuration with defaults applied.

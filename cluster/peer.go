@@ -16,6 +16,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/secret"
 )
 
@@ -33,13 +34,13 @@ type peerClient struct {
 
 // peerAt returns the client of the node serving the API at apiAddr.
 func (n *Node) peerAt(apiAddr string) peerClient {
-	p := peerClient{hc: n.peerHTTP, addr: apiAddr, base: n.apiURL(apiAddr)}
+	p := peerClient{hc: n.peerHTTP, addr: apiAddr, base: n.cfg.apiURL(apiAddr)}
 	// The credential one node presents to another is decided here only:
 	// the node credential, never a user's token. A change forwarded to
 	// the metadata leader carries it too: this node authorised the user's
 	// call against the user's role before it read the request (see
 	// api.Access.Node).
-	if tok := n.nodeCredential(); tok != "" {
+	if tok := n.cfg.nodeCredential(); tok != "" {
 		p.opts = []connect.ClientOption{api.WithClientToken(tok)}
 		p.auth = "Bearer " + tok
 	}
@@ -72,6 +73,31 @@ func (p peerClient) Shards(ctx context.Context) ([]*cepv1.Shard, error) {
 		return nil, err
 	}
 	return res.Msg.Shards, nil
+}
+
+// Reports asks the node about its replicas as Shards does, and returns
+// them as the cluster's decisions take them (plan.Report): the public
+// API's answer is read here only. (Its wire is ListShards, which every
+// node of every version serves.)
+func (p peerClient) Reports(ctx context.Context) ([]plan.Report, error) {
+	shards, err := p.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return reportsOf(shards), nil
+}
+
+// reportsOf is a node's list of shards as reports.
+func reportsOf(shards []*cepv1.Shard) []plan.Report {
+	out := make([]plan.Report, 0, len(shards))
+	for _, sh := range shards {
+		r := plan.Report{Group: uint64(sh.Id), Leader: sh.LeaderNodeId, Quarantined: sh.Quarantined != ""}
+		for _, rep := range sh.Replicas {
+			r.Servers = append(r.Servers, plan.Server{ID: rep.NodeId, Voter: rep.Suffrage == cepv1.Suffrage_SUFFRAGE_VOTER})
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Applied asks the node how far its replica of shard id has applied the
@@ -176,25 +202,25 @@ func forwarded[C, Req, Res any](n *Node, ctx context.Context, r *Req, client fun
 // and accepts from them as api.RoleNode: derived from the cluster secret,
 // so never a user's token. Without a secret (insecure) it is the admin
 // token of the API, as all members were once given the same one.
-func (n *Node) nodeCredential() string {
-	if !n.cfg.Secret.IsZero() {
-		return n.cfg.Secret.Token(secret.Node)
+func (c *Config) nodeCredential() string {
+	if !c.Secret.IsZero() {
+		return c.Secret.Token(secret.Node)
 	}
-	if n.cfg.APIToken != "" {
-		return n.cfg.APIToken
+	if c.APIToken != "" {
+		return c.APIToken
 	}
-	return n.cfg.Tokens.AdminToken()
+	return c.Tokens.AdminToken()
 }
 
 // apiTokens are the tokens the API accepts: the users' and, with a
 // cluster secret, the node credential.
-func (n *Node) apiTokens() *api.Tokens {
-	t := n.cfg.Tokens.Clone()
-	if n.cfg.APIToken != "" && t.Role(n.cfg.APIToken) == api.RoleNone {
-		_ = t.Add(api.RoleAdmin, n.cfg.APIToken) // Validate refused what Add would
+func (c *Config) apiTokens() *api.Tokens {
+	t := c.Tokens.Clone()
+	if c.APIToken != "" && t.Role(c.APIToken) == api.RoleNone {
+		_ = t.Add(api.RoleAdmin, c.APIToken) // Validate refused what Add would
 	}
-	if !n.cfg.Secret.IsZero() {
-		_ = t.Add(api.RoleNode, n.nodeCredential()) // derived: no user has it
+	if !c.Secret.IsZero() {
+		_ = t.Add(api.RoleNode, c.nodeCredential()) // derived: no user has it
 	}
 	return t
 }

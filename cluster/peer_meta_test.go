@@ -58,7 +58,7 @@ func TestMetaCaughtUp(t *testing.T) {
 	for _, p := range append(peers, Peer{ID: "unknown"}) {
 		ids = append(ids, p.ID)
 	}
-	caughtUp := n.metaCaughtUp(context.Background(), 1000, ids[1:])
+	caughtUp := (&membership{n: n}).metaCaughtUp(context.Background(), 1000, ids[1:])
 	want := map[string]bool{"close": true, "ahead": true} // level is not asked: no non-voter
 	for _, p := range append(peers, Peer{ID: "unknown"}) {
 		if got := caughtUp(p.ID); got != want[p.ID] {

@@ -83,14 +83,14 @@ func TestPeerClientNodeCredential(t *testing.T) {
 	s := secret.Generate()
 	cfg := Config{APIToken: "user-token", Secret: s}
 	n := &Node{cfg: cfg}
-	if got := n.nodeCredential(); got != s.Token(secret.Node) || strings.Contains(got, "user-token") {
+	if got := n.cfg.nodeCredential(); got != s.Token(secret.Node) || strings.Contains(got, "user-token") {
 		t.Fatalf("node credential %q", got)
 	}
 	p := n.peerAt("127.0.0.1:1")
 	if p.auth != "Bearer "+s.Token(secret.Node) {
 		t.Errorf("peer Authorization %q", p.auth)
 	}
-	tk := n.apiTokens()
+	tk := n.cfg.apiTokens()
 	if tk.Role(s.Token(secret.Node)) != api.RoleNode || tk.Role("user-token") != api.RoleAdmin || tk.Users() != 1 {
 		t.Errorf("roles: node %s, user %s, users %d", tk.Role(s.Token(secret.Node)), tk.Role("user-token"), tk.Users())
 	}
@@ -99,8 +99,8 @@ func TestPeerClientNodeCredential(t *testing.T) {
 	}
 	// without a secret: the admin token, as before
 	insecure := &Node{cfg: Config{APIToken: "user-token"}}
-	if insecure.nodeCredential() != "user-token" || !insecure.partAccess().Allows(api.RoleAdmin) {
-		t.Errorf("insecure: credential %q", insecure.nodeCredential())
+	if insecure.cfg.nodeCredential() != "user-token" || !insecure.partAccess().Allows(api.RoleAdmin) {
+		t.Errorf("insecure: credential %q", insecure.cfg.nodeCredential())
 	}
 }
 

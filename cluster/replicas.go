@@ -9,17 +9,49 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/leader"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/shard"
 )
+
+// replicaSet is this node's shard replicas, by shard id, each with its
+// leader loop: it opens and closes them as the shard map places replicas
+// (run, the loop that follows the map, is its one writer besides the
+// quarantine and Close).
+type replicaSet struct {
+	n    *Node
+	mu   sync.RWMutex
+	byID map[uint64]*replica
+	kick chan struct{} // wakes run (a split stored)
+}
+
+func newReplicaSet(n *Node) *replicaSet {
+	return &replicaSet{n: n, byID: map[uint64]*replica{}, kick: make(chan struct{}, 1)}
+}
+
+// list is the replicas' shards, by shard id.
+func (rs *replicaSet) list() []*shard.Shard {
+	if rs == nil {
+		return nil // a node that failed to start before it had any
+	}
+	rs.mu.RLock()
+	defer rs.mu.RUnlock()
+	out := make([]*shard.Shard, 0, len(rs.byID))
+	for _, r := range rs.byID {
+		out = append(out, r.sh)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}
 
 // replica is one of this node's shard replicas with its leader loop.
 type replica struct {
@@ -46,11 +78,12 @@ func (n *Node) shardDir(id uint64) string {
 	return filepath.Join(n.cfg.DataDir, "shards", strconv.FormatUint(id, 10))
 }
 
-// openLocalReplicas opens, at start, the replicas this node has on disk; on
+// openLocal opens, at start, the replicas this node has on disk; on
 // a new cluster's first start (the metadata group had no state) also those
 // of the initial layout, bootstrapped with their initial members. Replicas
-// added later are opened by manageReplicas.
-func (n *Node) openLocalReplicas() error {
+// added later are opened by run.
+func (rs *replicaSet) openLocal() error {
+	n := rs.n
 	initial := map[uint64]meta.ShardInfo{}
 	for _, info := range n.infos {
 		initial[info.ID] = info
@@ -81,7 +114,7 @@ func (n *Node) openLocalReplicas() error {
 			continue
 		}
 		initial, _, _ := n.readSplit(id) // split off before its first snapshot
-		if err := n.openReplica(meta.ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil, initial); err != nil {
+		if err := rs.open(meta.ShardInfo{ID: id, First: rr.First, Last: rr.Last}, rr.Groups, nil, initial); err != nil {
 			return err
 		}
 	}
@@ -89,7 +122,7 @@ func (n *Node) openLocalReplicas() error {
 		return nil
 	}
 	for _, info := range n.infos {
-		if !slices.Contains(info.Replicas, n.cfg.NodeID) || n.replica(info.ID) != nil {
+		if !slices.Contains(info.Replicas, n.cfg.NodeID) || rs.get(info.ID) != nil {
 			continue
 		}
 		var members []raft.Server
@@ -100,7 +133,7 @@ func (n *Node) openLocalReplicas() error {
 				}
 			}
 		}
-		if err := n.openReplica(info, n.cfg.KeyGroups, members, nil); err != nil {
+		if err := rs.open(info, n.cfg.KeyGroups, members, nil); err != nil {
 			return err
 		}
 	}
@@ -119,21 +152,33 @@ func readRange(dir string) (replicaRange, error) {
 	return rr, nil
 }
 
-// replica returns this node's replica of shard id, or nil.
-func (n *Node) replica(id uint64) *replica {
-	n.replicasMu.RLock()
-	defer n.replicasMu.RUnlock()
-	return n.replicas[id]
+// get returns this node's replica of shard id, or nil.
+func (rs *replicaSet) get(id uint64) *replica {
+	rs.mu.RLock()
+	defer rs.mu.RUnlock()
+	return rs.byID[id]
 }
 
-// openReplica opens this node's replica of a shard of a cluster of groups
+// shard returns this node's replica of shard id, nil when it holds none.
+func (rs *replicaSet) shard(id uint64) *shard.Shard {
+	if rs == nil {
+		return nil
+	}
+	if r := rs.get(id); r != nil {
+		return r.sh
+	}
+	return nil
+}
+
+// open opens this node's replica of a shard of a cluster of groups
 // key groups and starts its leader loop. bootstrap, for a new cluster's
 // initial layout or a shard split off, are the shard's first members, and
 // initial a split-off shard's first state; a replica added later starts
 // empty and is caught up by the shard's leader once it is in the shard's
 // configuration.
-func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Server, initial []byte) error {
-	if n.replica(info.ID) != nil {
+func (rs *replicaSet) open(info meta.ShardInfo, groups int, bootstrap []raft.Server, initial []byte) error {
+	n := rs.n
+	if rs.get(info.ID) != nil {
 		return nil
 	}
 	dir := n.shardDir(info.ID)
@@ -152,7 +197,7 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	scfg := shard.Config{
 		ID: info.ID, First: info.First, Last: info.Last, Groups: groups, ClusterID: "cep",
 		Dir: dir, LocalID: n.cfg.NodeID, Transport: trans, Bootstrap: bootstrap, Logger: n.log, Raft: n.cfg.Raft,
-		Initial: initial, OnSplit: n.storeSplit, OnCorrupt: n.onCorrupt,
+		Initial: initial, OnSplit: n.storeSplit, OnCorrupt: n.quarantine.onCorrupt,
 	}
 	if d := n.cfg.knobs().ApplyDelay; d > 0 {
 		scfg.Testing = &shard.Testing{ApplyDelay: d}
@@ -162,16 +207,16 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 		trans.Close()
 		if shard.IsCorrupt(err) {
 			// this replica alone: the node's others go on
-			n.quarantineReplica(info.ID, err)
+			n.quarantine.replica(info.ID, err)
 			return nil
 		}
 		return err
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
 	rep := &replica{sh: sh, trans: trans, cancel: cancel, done: make(chan struct{})}
-	n.replicasMu.Lock()
-	n.replicas[info.ID] = rep
-	n.replicasMu.Unlock()
+	rs.mu.Lock()
+	rs.byID[info.ID] = rep
+	rs.mu.Unlock()
 	r := leader.New(ctx, n.leaderEnv(), sh)
 	go func() {
 		defer close(rep.done)
@@ -180,13 +225,14 @@ func (n *Node) openReplica(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	return nil
 }
 
-// closeReplica stops the leader loop of this node's replica of shard id, shuts
+// close stops the leader loop of this node's replica of shard id, shuts
 // the replica down and, with remove, deletes its data.
-func (n *Node) closeReplica(id uint64, remove bool) error {
-	n.replicasMu.Lock()
-	rep := n.replicas[id]
-	delete(n.replicas, id)
-	n.replicasMu.Unlock()
+func (rs *replicaSet) close(id uint64, remove bool) error {
+	n := rs.n
+	rs.mu.Lock()
+	rep := rs.byID[id]
+	delete(rs.byID, id)
+	rs.mu.Unlock()
 	if rep == nil {
 		return nil
 	}
@@ -200,47 +246,48 @@ func (n *Node) closeReplica(id uint64, remove bool) error {
 	return err
 }
 
-// closeReplicas closes every replica of this node (keeping their data).
-func (n *Node) closeReplicas() error {
+// closeAll closes every replica of this node (keeping their data).
+func (rs *replicaSet) closeAll() error {
 	var errs []error
-	for _, sh := range n.Shards() {
-		errs = append(errs, n.closeReplica(sh.ID(), false))
+	for _, sh := range rs.list() {
+		errs = append(errs, rs.close(sh.ID(), false))
 	}
 	return errors.Join(errs...)
 }
 
-// manageReplicas makes this node's replicas follow the shard map: it opens
+// run makes this node's replicas follow the shard map: it opens
 // a replica of each shard the map gives this node, and closes and deletes
 // one the map no longer gives it once the shard's configuration no longer
 // has it (the shard's leader removes it after the replicas replacing it
 // have caught up).
-func (n *Node) manageReplicas() {
-	defer n.wg.Done()
+func (rs *replicaSet) run() {
+	n := rs.n
 	for {
 		m, changed := n.meta.fsm.View()
 		if m.KeyGroups != 0 {
-			n.placeReplicas(m)
+			rs.place(m)
 		}
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-changed:
-		case <-n.replicasKick:
+		case <-rs.kick:
 		case <-time.After(time.Second):
 		}
 	}
 }
 
-func (n *Node) placeReplicas(m *meta.Meta) {
+func (rs *replicaSet) place(m *meta.Meta) {
+	n := rs.n
 	for _, info := range m.Shards {
 		if !slices.Contains(info.Replicas, n.cfg.NodeID) {
 			continue
 		}
 		if _, ok := n.quarantine.get(info.ID); ok {
-			n.rebuildQuarantined(info, m.KeyGroups)
+			n.quarantine.rebuild(info, m.KeyGroups)
 			continue
 		}
-		if n.replica(info.ID) != nil {
+		if rs.get(info.ID) != nil {
 			n.forgetSplit(info.ID)
 			continue
 		}
@@ -256,23 +303,23 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 		// and applies the splits since as the others did
 		start := info
 		start.First, start.Last = info.StartRange()
-		if err := n.openReplica(start, m.KeyGroups, members, initial); err != nil {
+		if err := rs.open(start, m.KeyGroups, members, initial); err != nil {
 			n.log.Error("opening a replica", "shard", info.ID, "err", err)
 			continue
 		}
 		n.log.Info("replica added", "shard", info.ID, "from_split", ok)
 	}
 	n.dropStraySplits(m)
-	n.forgetQuarantined(m)
+	n.quarantine.forget(m)
 	for _, sh := range n.Shards() {
 		// a shard this copy of the metadata does not list yet (one split
 		// off, on a node whose metadata is catching up after a restart)
 		// stays: only its leader's word removes a replica
 		i := m.ShardIndex(sh.ID())
-		if i < 0 || slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) || !n.removedFrom(m.Shards[i], sh) {
+		if i < 0 || slices.Contains(m.Shards[i].Replicas, n.cfg.NodeID) || !rs.removedFrom(m.Shards[i], sh) {
 			continue
 		}
-		if err := n.closeReplica(sh.ID(), true); err != nil {
+		if err := rs.close(sh.ID(), true); err != nil {
 			n.log.Error("removing a replica", "shard", sh.ID(), "err", err)
 			continue
 		}
@@ -283,29 +330,26 @@ func (n *Node) placeReplicas(m *meta.Meta) {
 // removedFrom reports whether the shard's configuration no longer has this
 // node: as this replica last saw it while it knew a leader, or as the
 // shard's leader (a replica of the shard map) reports it.
-func (n *Node) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
+func (rs *replicaSet) removedFrom(info meta.ShardInfo, sh *shard.Shard) bool {
+	n := rs.n
 	if f := sh.Raft().GetConfiguration(); f.Error() == nil {
 		if _, id := sh.Raft().LeaderWithID(); id != "" && !hasServer(f.Configuration(), n.cfg.NodeID) {
 			return true
 		}
 	}
-	s, ok := n.leaderReport(info, info.Replicas)
+	s, ok := rs.leaderReport(info, info.Replicas)
 	if !ok {
 		return false
 	}
-	for _, r := range s.Replicas {
-		if r.NodeId == n.cfg.NodeID {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(s.Servers, func(s plan.Server) bool { return s.ID == n.cfg.NodeID })
 }
 
 // leaderReport asks the nodes of ids (within 2s) for their replicas of the
 // shard and returns the report of the one that leads it: only the leader's
 // own configuration counts (a replica just added knows the leader before it
 // has the configuration). ok is false when no leader answers.
-func (n *Node) leaderReport(info meta.ShardInfo, ids []string) (s *cepv1.Shard, ok bool) {
+func (rs *replicaSet) leaderReport(info meta.ShardInfo, ids []string) (plan.Report, bool) {
+	n := rs.n
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 	defer cancel()
 	for _, id := range ids {
@@ -313,17 +357,15 @@ func (n *Node) leaderReport(info meta.ShardInfo, ids []string) (s *cepv1.Shard, 
 		if !found {
 			continue
 		}
-		shards, err := n.peerAt(p.APIAddr).Shards(ctx)
+		reports, err := n.peerAt(p.APIAddr).Reports(ctx)
 		if err != nil {
 			continue
 		}
-		for _, s := range shards {
-			if uint64(s.Id) == info.ID && s.LeaderNodeId == id {
-				return s, true
-			}
+		if s, ok := plan.LeaderReport(id, reports, info.ID); ok {
+			return s, true
 		}
 	}
-	return nil, false
+	return plan.Report{}, false
 }
 
 func hasServer(c raft.Configuration, id string) bool {
@@ -356,7 +398,7 @@ func (n *Node) peer(id string) (Peer, bool) {
 		}
 	}
 	if n.gossip != nil {
-		if mb, ok := n.gossip.Member(id); ok && n.proven(mb) {
+		if mb, ok := n.gossip.Member(id); ok && n.cfg.proven(mb) {
 			return Peer{ID: mb.ID, RaftAddr: mb.RaftAddr, APIAddr: mb.APIAddr, GossipAddr: mb.GossipAddr}, true
 		}
 	}

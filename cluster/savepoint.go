@@ -43,11 +43,11 @@ func splitLocation(loc string) (store, id string) {
 
 // savepointKey is the key that seals this cluster's savepoint parts, nil
 // for a cluster without a secret (--insecure).
-func (n *Node) savepointKey() []byte {
-	if n.cfg.Secret.IsZero() {
+func (c *Config) savepointKey() []byte {
+	if c.Secret.IsZero() {
 		return nil
 	}
-	return n.cfg.Secret.Derive(secret.Savepoint, 32)
+	return c.Secret.Derive(secret.Savepoint, 32)
 }
 
 // openSavepoint opens every file of a savepoint; with a key, only files
@@ -126,15 +126,6 @@ type savepointPart struct {
 // leader has a node holding a shard's replica write that shard's part.
 const savepointPartPath = "/internal/v1/savepoint-part"
 
-func (n *Node) localShard(id uint64) *shard.Shard {
-	for _, sh := range n.Shards() {
-		if sh.ID() == id {
-			return sh
-		}
-	}
-	return nil
-}
-
 // writeSavepointPart writes this node's replica of a shard into store
 // and returns the shard's source positions. Only the shard's leader
 // writes it, once everything committed is applied (a barrier): a
@@ -143,7 +134,7 @@ func (n *Node) localShard(id uint64) *shard.Shard {
 // records from — restored where they are not read again (a fresh
 // cluster, from-start) they would be lost.
 func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, part savepointPart) (map[string]uint64, error) {
-	sh := n.localShard(part.Shard)
+	sh := n.replicas.shard(part.Shard)
 	if sh == nil {
 		return nil, fmt.Errorf("%w: shard %d has no replica on node %s", api.ErrFailedPrecondition, part.Shard, n.cfg.NodeID)
 	}
@@ -164,7 +155,7 @@ func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, par
 			CreatedIndex: index, LoggedTimeMs: part.LoggedTimeMs, Shards: part.Shards, Sources: part.Streams,
 			Metadata: map[string]string{metaPatterns: part.Patterns, metaSources: part.Sources}}
 		var opts []snapshot.WriterOption
-		if key := n.savepointKey(); key != nil {
+		if key := n.cfg.savepointKey(); key != nil {
 			opts = append(opts, snapshot.WithMAC(key))
 		}
 		werr = st.WriteSnapshot(sink, h, opts...)
@@ -186,7 +177,7 @@ func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, par
 // node's machine: a cluster spanning machines takes savepoints into a
 // NATS object store.
 func (n *Node) savepointPartOf(ctx context.Context, store snapshot.Store, info meta.ShardInfo, part savepointPart) (map[string]uint64, error) {
-	if sh := n.localShard(info.ID); sh != nil && sh.IsLeader() {
+	if sh := n.replicas.shard(info.ID); sh != nil && sh.IsLeader() {
 		return n.writeSavepointPart(ctx, store, part)
 	}
 	body, _ := json.Marshal(part)

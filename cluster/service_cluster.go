@@ -195,7 +195,7 @@ func (n *Node) localShards() []*cepv1.Shard {
 		}
 		out = append(out, s)
 	}
-	return append(out, n.quarantinedShards()...)
+	return append(out, n.quarantine.listShards()...)
 }
 
 // clusterShards lists every shard of the cluster as its leader reports it,

@@ -190,7 +190,7 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	// every part, read whole, and every pattern and source it carries, are
 	// checked before anything is proposed: a savepoint a shard could not
 	// restore, or metadata a deploy would refuse, leaves the cluster as it is
-	key := n.savepointKey()
+	key := n.cfg.savepointKey()
 	if r.Unsealed {
 		key = nil
 	}

@@ -42,7 +42,7 @@ const (
 )
 
 // storeSplit is every replica's shard.Config.OnSplit: it stores the new
-// shard's first state and members durably, for placeReplicas to open it.
+// shard's first state and members durably, for replicaSet.place to open it.
 func (n *Node) storeSplit(sp shard.Split, state []byte) {
 	dir := n.shardDir(sp.Shard)
 	members, _ := json.Marshal(sp.Members)
@@ -60,7 +60,7 @@ func (n *Node) storeSplit(sp shard.Split, state []byte) {
 		return
 	}
 	select {
-	case n.replicasKick <- struct{}{}:
+	case n.replicas.kick <- struct{}{}:
 	default:
 	}
 }
@@ -125,7 +125,7 @@ func (n *Node) forgetSplit(id uint64) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	if rep := n.replica(id); rep == nil || rep.sh.SnapshotIndex() == 0 {
+	if rep := n.replicas.get(id); rep == nil || rep.sh.SnapshotIndex() == 0 {
 		return
 	}
 	os.Remove(path)
@@ -239,7 +239,7 @@ func (n *Node) dropStraySplits(m *meta.Meta) {
 		if info.Splitting || slices.Contains(info.Replicas, n.cfg.NodeID) {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(n.shardDir(info.ID), splitFile)); err == nil && n.replica(info.ID) == nil {
+		if _, err := os.Stat(filepath.Join(n.shardDir(info.ID), splitFile)); err == nil && n.replicas.get(info.ID) == nil {
 			os.RemoveAll(n.shardDir(info.ID))
 		}
 	}

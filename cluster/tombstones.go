@@ -24,7 +24,6 @@ const tombstoneRetry = 2 * time.Second
 // forgetDeleted runs on every node and acts while it leads the metadata
 // group.
 func (n *Node) forgetDeleted() {
-	defer n.wg.Done()
 	for {
 		var dead []meta.Pattern
 		changed := n.meta.fsm.Watch(func(m *meta.Meta) {

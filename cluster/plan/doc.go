@@ -5,7 +5,9 @@
 // leadership goes (HandOverTarget, one rule for every trigger), whether a
 // shard runs on its sources' clocks (ClockOf), what a shard's leader
 // proposes to follow the metadata (ReconcileOf) and where a read's next
-// entry follows on (NextAfter). The loops in package cluster and
+// entry follows on (NextAfter), and the way of a quarantined replica back
+// to a voter (quarantine.go), on what the nodes report of their replicas.
+// The loops in package cluster and
 // cluster/leader gather the inputs (the metadata, the gossip, the
 // configurations, probes of other nodes) and carry the decision out;
 // nothing here does IO, reads the clock or keeps state, so every decision

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.uber.org/goleak"
 
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
@@ -26,11 +27,23 @@ import (
 
 var cepnodeBin, natsdBin string
 
+// TestMain builds the binaries, runs the tests and then fails if any of
+// them left a goroutine of the test process behind (API and NATS clients,
+// embedded servers, the harness's own waits).
 func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(withBinaries{m})
+}
+
+// withBinaries wraps testing.M so that the binaries are built before the
+// tests and removed after them, inside goleak's Run.
+type withBinaries struct{ m *testing.M }
+
+func (w withBinaries) Run() int {
 	dir, err := os.MkdirTemp("", "cep-integration")
 	if err != nil {
 		panic(err)
 	}
+	defer os.RemoveAll(dir)
 	cepnodeBin = filepath.Join(dir, "cepnode")
 	if out, err := exec.Command("go", "build", "-o", cepnodeBin, "../../cmd/cepnode").CombinedOutput(); err != nil {
 		os.Stderr.Write(out)
@@ -41,9 +54,7 @@ func TestMain(m *testing.M) {
 		os.Stderr.Write(out)
 		panic(err)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return w.m.Run()
 }
 
 func freePorts(t *testing.T, n int) []string {
