@@ -76,7 +76,7 @@
 // A node holds its data directory exclusively from start to Close
 // (datadir_lock.go: flock on <data>/LOCK, which names the holder's pid),
 // and every Raft log open waits for the file's lock a bounded time
-// (shard.OpenLog), so that a second node on a directory in use fails at
+// (raftlog.OpenLog), so that a second node on a directory in use fails at
 // once, saying which process has it.
 //
 // The node's configuration is Config (config.go): DefaultConfig holds the

@@ -18,7 +18,7 @@ import (
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/secret"
-	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/internal/raftlog"
 )
 
 // Membership. The gossip (memberlist) says which nodes exist and which are
@@ -453,7 +453,7 @@ func (ms *membership) steerMetaGroup(ctx context.Context, members []plan.Member)
 	case plan.Transfer:
 		fut, id = rf.LeadershipTransfer(), n.cfg.NodeID
 	}
-	if err := shard.Wait(ctx, fut); err != nil {
+	if err := raftlog.Wait(ctx, fut); err != nil {
 		return true, fmt.Errorf("metadata group: %s %s: %w", c.Kind, id, err)
 	}
 	n.log.Info("metadata group changed", "change", c.Kind.String(), "member", id)

@@ -14,10 +14,9 @@ import (
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/meta"
-	"github.com/cepcluster/cep/shard"
-
 	"github.com/cepcluster/cep/internal/hclogslog"
 	"github.com/cepcluster/cep/internal/integrity"
+	"github.com/cepcluster/cep/internal/raftlog"
 )
 
 // peerOf is a member's addresses.
@@ -41,24 +40,24 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 	c.LocalID = raft.ServerID(localID)
 	c.Logger = hclogslog.New(logger.With("group", "meta"))
 	logFile := filepath.Join(dir, "raft.db")
-	store, err := shard.OpenLog(logFile)
+	store, err := raftlog.OpenLog(logFile)
 	if err != nil {
-		if shard.IsLocked(err) {
+		if raftlog.IsLocked(err) {
 			return nil, fmt.Errorf("metadata log: %w", err)
 		}
-		return nil, &shard.CorruptError{File: logFile, Err: err}
+		return nil, &raftlog.CorruptError{File: logFile, Err: err}
 	}
-	if i, err := shard.VerifyLog(store, checkMetaEntry); err != nil {
+	if i, err := raftlog.VerifyLog(store, checkMetaEntry); err != nil {
 		store.Close()
-		return nil, &shard.CorruptError{File: logFile, Index: i, Err: err}
+		return nil, &raftlog.CorruptError{File: logFile, Index: i, Err: err}
 	}
-	shard.RemoveUnfinishedSnapshots(filepath.Join(dir, "snapshots"), logger.With("group", "meta"))
+	raftlog.RemoveUnfinishedSnapshots(filepath.Join(dir, "snapshots"), logger.With("group", "meta"))
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, c.Logger)
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	if ce := shard.VerifySnapshots(dir, snaps); ce != nil {
+	if ce := raftlog.VerifySnapshots(dir, snaps); ce != nil {
 		store.Close()
 		return nil, ce
 	}
@@ -79,14 +78,14 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 		// rebuilds the replica from its peers
 		logger.Error("metadata replica stopped at a damaged log entry: restart the node to rebuild it from its peers", "file", logFile, "index", index, "err", err)
 	})
-	r, err := shard.NewRaft(&c, fsm, store, snaps, trans)
+	r, err := raftlog.NewRaft(&c, fsm, store, snaps, trans)
 	if err == nil && fsm.RestoreErr() != nil {
-		err = &shard.CorruptError{File: filepath.Join(dir, "snapshots"), Err: fsm.RestoreErr()}
+		err = &raftlog.CorruptError{File: filepath.Join(dir, "snapshots"), Err: fsm.RestoreErr()}
 		r.Shutdown().Error()
 	}
 	if err != nil {
 		store.Close()
-		if ce := (*shard.CorruptError)(nil); errors.As(err, &ce) && ce.File == "" {
+		if ce := (*raftlog.CorruptError)(nil); errors.As(err, &ce) && ce.File == "" {
 			ce.File = logFile
 		}
 		return nil, err
@@ -98,7 +97,7 @@ func openMetaGroup(dir, localID string, trans raft.Transport, bootstrap []raft.S
 // scan does.
 func checkMetaEntry(l *raft.Log) error {
 	if l.Type != raft.LogCommand {
-		return shard.CheckRaftEntry(l)
+		return raftlog.CheckRaftEntry(l)
 	}
 	return meta.CheckEntry(l.Data)
 }
@@ -121,7 +120,7 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (any, error) {
 		timeout = time.Until(dl)
 	}
 	f := g.raft.Apply(b, timeout)
-	if err := shard.Wait(ctx, f); err != nil {
+	if err := raftlog.Wait(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return nil, errNotMetaLeader // (not appended: not applied)
 		}

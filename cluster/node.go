@@ -29,6 +29,7 @@ import (
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
+	"github.com/cepcluster/cep/internal/raftlog"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
 )
@@ -493,7 +494,7 @@ func handOffLeadership(groups []handOff, timeout time.Duration, log *slog.Logger
 					fut = func() raft.Future { return r.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr)) }
 				}
 			}
-			if err := shard.Wait(ctx, fut()); err != nil {
+			if err := raftlog.Wait(ctx, fut()); err != nil {
 				log.Debug("leadership stays until shutdown", "err", err)
 			}
 		}()

@@ -20,11 +20,12 @@ import (
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
+	"github.com/cepcluster/cep/internal/raftlog"
 	"github.com/cepcluster/cep/shard"
 )
 
 // A replica whose files hold something it cannot trust (a damaged log
-// entry, an unreadable log or snapshot: shard.CorruptError) is
+// entry, an unreadable log or snapshot: raftlog.CorruptError) is
 // quarantined: closed, its files moved to <data>/quarantine/<shard>-<time>/
 // and replaced by a marker (quarantineMarker) that a restart honours. It
 // stays closed until the shard's leader has made it a non-voter (a
@@ -164,7 +165,7 @@ func readQuarantine(dir string) (quarantineRecord, bool) {
 // replica's close waits for: the quarantine runs on its own (none once
 // the node closes: its replicas close anyway, and the damage is found
 // again at the next start).
-func (q *quarantiner) onCorrupt(ce *shard.CorruptError) {
+func (q *quarantiner) onCorrupt(ce *raftlog.CorruptError) {
 	if q.n.ctx.Err() != nil {
 		return
 	}
@@ -245,7 +246,7 @@ func (q *quarantiner) demote(ctx context.Context, sh *shard.Shard, cfg raft.Conf
 	if c.Kind == plan.None {
 		return false, nil
 	}
-	if err := shard.Wait(ctx, sh.Raft().DemoteVoter(raft.ServerID(c.ID), 0, 10*time.Second)); err != nil {
+	if err := raftlog.Wait(ctx, sh.Raft().DemoteVoter(raft.ServerID(c.ID), 0, 10*time.Second)); err != nil {
 		return false, fmt.Errorf("demoting quarantined replica %s: %w", c.ID, err)
 	}
 	p, _ := n.peer(c.ID)
@@ -336,7 +337,7 @@ func (q *quarantiner) openMeta(dir string, trans *transport.Transport, voters []
 	rec, quarantined := readQuarantine(dir)
 	if !quarantined {
 		g, err := openMetaGroup(dir, n.cfg.NodeID, trans, voters, n.cfg.Raft, n.log)
-		if err == nil || !shard.IsCorrupt(err) {
+		if err == nil || !raftlog.IsCorrupt(err) {
 			return g, err
 		}
 		if q.alone() {
@@ -444,7 +445,7 @@ func (q *quarantiner) demoteMeta(ctx context.Context, cfg raft.Configuration) (b
 	if c.Kind == plan.None {
 		return false, nil
 	}
-	if err := shard.Wait(ctx, n.meta.raft.DemoteVoter(raft.ServerID(c.ID), 0, 10*time.Second)); err != nil {
+	if err := raftlog.Wait(ctx, n.meta.raft.DemoteVoter(raft.ServerID(c.ID), 0, 10*time.Second)); err != nil {
 		return false, fmt.Errorf("demoting quarantined metadata replica %s: %w", c.ID, err)
 	}
 	n.log.Warn("quarantined metadata replica made a non-voter until it is rebuilt", "member", c.ID)

@@ -20,6 +20,7 @@ import (
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
+	"github.com/cepcluster/cep/internal/raftlog"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -205,7 +206,7 @@ func (rs *replicaSet) open(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 	sh, err := shard.Open(scfg)
 	if err != nil {
 		trans.Close()
-		if shard.IsCorrupt(err) {
+		if raftlog.IsCorrupt(err) {
 			// this replica alone: the node's others go on
 			n.quarantine.replica(info.ID, err)
 			return nil

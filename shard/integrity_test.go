@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/cepcluster/cep/internal/integrity"
+	"github.com/cepcluster/cep/internal/raftlog"
 	"github.com/cepcluster/cep/snapshot"
 )
 
@@ -39,8 +40,8 @@ func TestFSMApplyRefusesDamagedEntry(t *testing.T) {
 	for _, damage := range []string{"bit", "legacy-garbage", "truncated"} {
 		t.Run(damage, func(t *testing.T) {
 			got, want := NewFSM(0, 15, 16, "c"), NewFSM(0, 15, 16, "c")
-			var told []*CorruptError
-			got.onCorrupt = func(ce *CorruptError) { told = append(told, ce) }
+			var told []*raftlog.CorruptError
+			got.onCorrupt = func(ce *raftlog.CorruptError) { told = append(told, ce) }
 			bad := len(log) / 2
 			for i, b := range log {
 				data := integrity.Seal(b.Encode(nil))
@@ -62,7 +63,7 @@ func TestFSMApplyRefusesDamagedEntry(t *testing.T) {
 					want.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: integrity.Seal(b.Encode(nil))})
 					continue
 				}
-				var ce *CorruptError
+				var ce *raftlog.CorruptError
 				if err, _ := res.(error); !errors.As(err, &ce) || ce.Index != uint64(bad+1) {
 					t.Fatalf("entry %d after the damaged %d: Apply returned %v", i+1, bad+1, res)
 				}
@@ -170,9 +171,9 @@ func TestOpenFindsDamagedEntry(t *testing.T) {
 				sh.Close()
 				t.Fatal("the replica opened a damaged log")
 			}
-			var ce *CorruptError
+			var ce *raftlog.CorruptError
 			if !errors.As(err, &ce) || ce.Index != mid || ce.Shard != 1 || !strings.HasSuffix(ce.File, "raft.db") {
-				t.Fatalf("open: %v, want a CorruptError for entry %d of raft.db", err, mid)
+				t.Fatalf("open: %v, want a raftlog.CorruptError for entry %d of raft.db", err, mid)
 			}
 			t.Log(err)
 		})
@@ -204,9 +205,9 @@ func TestOpenFindsDamagedSnapshot(t *testing.T) {
 		sh.Close()
 		t.Fatal("opened with a damaged snapshot")
 	}
-	var ce *CorruptError
+	var ce *raftlog.CorruptError
 	if !errors.As(err, &ce) || ce.File != files[0] {
-		t.Fatalf("open: %v, want a CorruptError naming %s", err, files[0])
+		t.Fatalf("open: %v, want a raftlog.CorruptError naming %s", err, files[0])
 	}
 }
 
@@ -215,7 +216,7 @@ func TestOpenFindsDamagedSnapshot(t *testing.T) {
 func BenchmarkVerifyLog(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			store, err := OpenLog(filepath.Join(b.TempDir(), "raft.db"))
+			store, err := raftlog.OpenLog(filepath.Join(b.TempDir(), "raft.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -234,7 +235,7 @@ func BenchmarkVerifyLog(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := VerifyLog(store, CheckShardEntry); err != nil {
+				if _, err := raftlog.VerifyLog(store, CheckShardEntry); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -275,7 +276,7 @@ func TestVerifyLogSkipsGapsAfterASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []uint64
-	if i, err := VerifyLog(store, func(l *raft.Log) error { seen = append(seen, l.Index); return nil }); err != nil {
+	if i, err := raftlog.VerifyLog(store, func(l *raft.Log) error { seen = append(seen, l.Index); return nil }); err != nil {
 		t.Fatalf("entry %d: %v", i, err)
 	}
 	if fmt.Sprint(seen) != "[1 2 3 10 11 12]" {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,10 +19,10 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/cepcluster/cep/snapshot"
-
 	"github.com/cepcluster/cep/internal/hclogslog"
 	"github.com/cepcluster/cep/internal/integrity"
+	"github.com/cepcluster/cep/internal/raftlog"
+	"github.com/cepcluster/cep/snapshot"
 )
 
 // FSM is the raft.FSM of a shard: a thin bridge that decodes log entries
@@ -54,8 +53,8 @@ type FSM struct {
 	// corrupt is the first damaged entry met: nothing is applied after
 	// it, and no snapshot is taken (raft would compact the log into a
 	// state that skipped it)
-	corrupt    *CorruptError
-	onCorrupt  func(*CorruptError) // Config.OnCorrupt
+	corrupt    *raftlog.CorruptError
+	onCorrupt  func(*raftlog.CorruptError) // Config.OnCorrupt
 	shardID    uint64
 	logFile    string
 	restoreErr error // the first failed restore (Open fails on one)
@@ -86,7 +85,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	b, corrupt, err := openBatch(l.Data)
 	if corrupt {
-		ce := &CorruptError{Shard: f.shardID, File: f.logFile, Index: l.Index, Err: err}
+		ce := &raftlog.CorruptError{Shard: f.shardID, File: f.logFile, Index: l.Index, Err: err}
 		f.mu.Lock()
 		f.corrupt = ce
 		f.mu.Unlock()
@@ -139,7 +138,7 @@ func (f *FSM) Index() uint64 {
 }
 
 // Corrupt is the damaged entry this replica stopped at, nil while none.
-func (f *FSM) Corrupt() *CorruptError {
+func (f *FSM) Corrupt() *raftlog.CorruptError {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.corrupt
@@ -340,7 +339,7 @@ type Config struct {
 	// OnCorrupt is told, on the state machine's goroutine, of the first
 	// damaged entry the replica meets once open (it applies nothing
 	// after it); it must not block.
-	OnCorrupt func(*CorruptError)
+	OnCorrupt func(*raftlog.CorruptError)
 }
 
 // DefaultRaftConfig is the Raft configuration shards ship with.
@@ -409,28 +408,28 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	c.Logger = raftLogger(logger.With("shard", cfg.ID))
 	logFile := filepath.Join(cfg.Dir, "raft.db")
-	store, err := OpenLog(logFile)
+	store, err := raftlog.OpenLog(logFile)
 	if err != nil {
-		if IsLocked(err) {
+		if raftlog.IsLocked(err) {
 			return nil, fmt.Errorf("shard %d: open log: %w", cfg.ID, err)
 		}
-		return nil, &CorruptError{Shard: cfg.ID, File: logFile, Err: err}
+		return nil, &raftlog.CorruptError{Shard: cfg.ID, File: logFile, Err: err}
 	}
-	if i, err := VerifyLog(store, CheckShardEntry); err != nil {
+	if i, err := raftlog.VerifyLog(store, CheckShardEntry); err != nil {
 		store.Close()
-		return nil, &CorruptError{Shard: cfg.ID, File: logFile, Index: i, Err: err}
+		return nil, &raftlog.CorruptError{Shard: cfg.ID, File: logFile, Index: i, Err: err}
 	}
 	keep := cfg.SnapshotKeep
 	if keep == 0 {
 		keep = 2
 	}
-	RemoveUnfinishedSnapshots(filepath.Join(cfg.Dir, "snapshots"), logger.With("shard", cfg.ID))
+	raftlog.RemoveUnfinishedSnapshots(filepath.Join(cfg.Dir, "snapshots"), logger.With("shard", cfg.ID))
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, keep, c.Logger)
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	if err := VerifySnapshots(cfg.Dir, snaps); err != nil {
+	if err := raftlog.VerifySnapshots(cfg.Dir, snaps); err != nil {
 		store.Close()
 		err.Shard = cfg.ID
 		return nil, err
@@ -459,16 +458,16 @@ func Open(cfg Config) (*Shard, error) {
 			return nil, fmt.Errorf("shard %d: bootstrap: %w", cfg.ID, err)
 		}
 	}
-	r, err := NewRaft(&c, fsm, store, snaps, cfg.Transport)
+	r, err := raftlog.NewRaft(&c, fsm, store, snaps, cfg.Transport)
 	if err == nil && fsm.restoreErr != nil {
 		// raft went on with an older snapshot, or none: the log it has
 		// may not reach back to it
-		err = &CorruptError{Shard: cfg.ID, File: filepath.Join(cfg.Dir, "snapshots"), Err: fsm.restoreErr}
+		err = &raftlog.CorruptError{Shard: cfg.ID, File: filepath.Join(cfg.Dir, "snapshots"), Err: fsm.restoreErr}
 		r.Shutdown().Error()
 	}
 	if err != nil {
 		store.Close()
-		if ce := (*CorruptError)(nil); errors.As(err, &ce) {
+		if ce := (*raftlog.CorruptError)(nil); errors.As(err, &ce) {
 			ce.Shard, ce.File = cfg.ID, cmp.Or(ce.File, logFile)
 			return nil, ce
 		}
@@ -481,28 +480,6 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	fsm.mu.Unlock()
 	return sh, nil
-}
-
-// RemoveUnfinishedSnapshots deletes the snapshot directories raft left
-// unfinished (named *.tmp): a snapshot or an install interrupted by a crash,
-// or one whose creation failed (a full disk), which raft never removes and
-// warns about at every snapshot after. Before raft starts none is in
-// progress.
-func RemoveUnfinishedSnapshots(dir string, log *slog.Logger) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return // none yet
-	}
-	for _, e := range ents {
-		if !e.IsDir() || !strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			log.Warn("cannot remove an unfinished snapshot", "dir", e.Name(), "err", err)
-			continue
-		}
-		log.Info("removed an unfinished snapshot", "dir", e.Name())
-	}
 }
 
 // adaptSnapshots sets Raft's snapshot threshold after a snapshot (see
@@ -558,29 +535,11 @@ func (s *Shard) Propose(ctx context.Context, b *Batch) error {
 	return Result(ctx, s.raft.Apply(integrity.Seal(b.Encode(nil)), timeout))
 }
 
-// Wait is f.Error(), or ctx's error once ctx ends first. When Raft shuts
-// down it drops the entries already handed to the state machine without
-// resolving their futures (hashicorp/raft's runFSM returns on shutdown), so
-// waiting on such a future directly could last forever: a node closing
-// while a new leader still applied its backlog hung in Close. Every wait a
-// shutdown can interrupt goes through here; the cost is a goroutine per
-// wait, left behind only for a future that never resolves.
-func Wait(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Result waits for a proposal (see Wait) and returns its outcome: the state
+// Result waits for a proposal (see raftlog.Wait) and returns its outcome: the state
 // machine's error if it returned one, ErrNotLeader (wrapped) when
 // leadership was lost, ctx's error if ctx ended first.
 func Result(ctx context.Context, f raft.ApplyFuture) error {
-	if err := Wait(ctx, f); err != nil {
+	if err := raftlog.Wait(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return fmt.Errorf("%w: %v", ErrNotLeader, err)
 		}

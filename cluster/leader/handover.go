@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/cepcluster/cep/cluster/plan"
-	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/internal/raftlog"
 )
 
 // handOver spreads leadership: each shard prefers the first replica of its
@@ -50,7 +50,7 @@ func (r *Leader) handOver(ctx context.Context) bool {
 				"applied_index", h.Applied, "it_reaches_nats", rep.NATSReachable)
 			continue
 		}
-		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(h.Preferred), raft.ServerAddress(addr))); err != nil {
+		if err := raftlog.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(h.Preferred), raft.ServerAddress(addr))); err != nil {
 			r.log.Debug("leadership stays here", "preferred", h.Preferred, "err", err)
 			continue
 		}
@@ -80,7 +80,7 @@ func (r *Leader) handOffIfBehind(ctx context.Context) bool {
 	if !found {
 		return false
 	}
-	if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr))); err != nil {
+	if err := raftlog.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr))); err != nil {
 		r.log.Debug("leadership stays here while catching up", "to", to, "err", err)
 		return false
 	}
@@ -129,7 +129,7 @@ func (r *Leader) leaveIfCutOffFromNATS(ctx context.Context) {
 		if !found {
 			continue
 		}
-		if err := shard.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr))); err != nil {
+		if err := raftlog.Wait(ctx, r.sh.Raft().LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(addr))); err != nil {
 			r.log.Warn("cannot reach NATS; handing leadership over failed", "to", to, "err", err)
 			continue
 		}

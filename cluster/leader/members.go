@@ -9,7 +9,7 @@ import (
 
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
-	"github.com/cepcluster/cep/shard"
+	"github.com/cepcluster/cep/internal/raftlog"
 )
 
 // preferred is the replica the shard map prefers as the shard's leader.
@@ -93,7 +93,7 @@ func (r *Leader) reconcileMembers(ctx context.Context, m *meta.Meta) (busy bool,
 	}
 	c, busy := plan.ShardChange(shardMembers(r.env.NodeID, m.Shards[i].Replicas, f.Configuration(), r.env.Peers.RaftAddr, caughtUp))
 	wait := func(what, id string, fut raft.Future) (bool, error) {
-		if err := shard.Wait(ctx, fut); err != nil {
+		if err := raftlog.Wait(ctx, fut); err != nil {
 			return false, fmt.Errorf("%s %s: %w", what, id, err)
 		}
 		r.log.Info("shard's configuration changed", "change", what, "member", id)
