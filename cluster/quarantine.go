@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -327,7 +326,7 @@ type metaQuarantine struct {
 
 // openMeta opens this node's metadata replica. One whose files are
 // damaged is moved aside (<data>/quarantine/meta-<time>/) and opened
-// empty, not bootstrapped, its votes withheld (voteGuard) until the
+// empty, not bootstrapped, its votes withheld (transport.VoteGuard) until the
 // metadata leader has made it a non-voter and, once it caught up, a voter
 // again: it neither votes with a forgotten term or vote nor counts for a
 // quorum with a log it no longer has. A node alone in its cluster has no
@@ -359,7 +358,7 @@ func (q *quarantiner) openMeta(dir string, trans *transport.Transport, voters []
 			trans = transport.NewTransport(layer, n.log)
 		}
 	}
-	guard := newVoteGuard(trans)
+	guard := transport.NewVoteGuard(trans)
 	g, err := openMetaGroup(dir, n.cfg.NodeID, guard, nil, n.cfg.Raft, n.log)
 	if err != nil {
 		guard.Close()
@@ -406,7 +405,7 @@ func (q *quarantiner) moveAside(dir, name string, id uint64, cause error) quaran
 // watchMetaRebuild follows the rebuilt metadata replica's configuration:
 // once it has been a non-voter and is a voter again (promoted after
 // catching up), it votes again and is no longer quarantined.
-func (q *quarantiner) watchMetaRebuild(g *metaGroup, guard *voteGuard, dir string) {
+func (q *quarantiner) watchMetaRebuild(g *metaGroup, guard *transport.VoteGuard, dir string) {
 	n := q.n
 	for {
 		select {
@@ -428,7 +427,7 @@ func (q *quarantiner) watchMetaRebuild(g *metaGroup, guard *voteGuard, dir strin
 		}
 		q.mu.Unlock()
 		if done {
-			guard.release()
+			guard.Release()
 			os.Remove(filepath.Join(dir, quarantineMarker))
 			q.metaGauge.Set(0)
 			n.log.Info("metadata replica rebuilt from its peers", "was", rec.Err, "files", rec.Dir)
@@ -469,76 +468,4 @@ func (q *quarantiner) reported(ctx context.Context, id string, group uint64) boo
 	q.mu.Unlock()
 	reports, err = q.cachedReports(ctx, p.APIAddr)
 	return err == nil && plan.Quarantined(reports, group)
-}
-
-// voteGuard is a Raft transport that withholds a replica's votes: it
-// answers vote and pre-vote requests with a refusal and sends none, until
-// released. Everything else passes.
-type voteGuard struct {
-	*transport.Transport
-	held  atomic.Bool
-	in    chan raft.RPC
-	stop  chan struct{}
-	close sync.Once
-}
-
-func newVoteGuard(t *transport.Transport) *voteGuard {
-	g := &voteGuard{Transport: t, in: make(chan raft.RPC), stop: make(chan struct{})}
-	g.held.Store(true)
-	// owned by the guard: it ends when the transport closes (raft's
-	// Shutdown closes it)
-	go g.forward()
-	return g
-}
-
-var errVotesWithheld = errors.New("votes withheld: this replica is rebuilding its log")
-
-func (g *voteGuard) forward() {
-	src := g.Transport.Consumer()
-	for {
-		var rpc raft.RPC
-		select {
-		case rpc = <-src:
-		case <-g.stop:
-			return
-		}
-		if g.held.Load() {
-			switch req := rpc.Command.(type) {
-			case *raft.RequestVoteRequest:
-				rpc.Respond(&raft.RequestVoteResponse{RPCHeader: req.RPCHeader, Term: req.Term, Granted: false}, nil)
-				continue
-			case *raft.RequestPreVoteRequest:
-				rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: req.RPCHeader, Term: req.Term, Granted: false}, nil)
-				continue
-			}
-		}
-		select {
-		case g.in <- rpc:
-		case <-g.stop:
-			return
-		}
-	}
-}
-
-func (g *voteGuard) release() { g.held.Store(false) }
-
-func (g *voteGuard) Consumer() <-chan raft.RPC { return g.in }
-
-func (g *voteGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	if g.held.Load() {
-		return errVotesWithheld
-	}
-	return g.Transport.RequestVote(id, target, args, resp)
-}
-
-func (g *voteGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	if g.held.Load() {
-		return errVotesWithheld
-	}
-	return g.Transport.RequestPreVote(id, target, args, resp)
-}
-
-func (g *voteGuard) Close() error {
-	g.close.Do(func() { close(g.stop) })
-	return g.Transport.Close()
 }
