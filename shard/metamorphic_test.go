@@ -13,9 +13,9 @@ import (
 
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/internal/multiset"
+	"github.com/cepcluster/cep/internal/offline"
 	"github.com/cepcluster/cep/internal/workload"
 	"github.com/cepcluster/cep/keygroup"
-	"github.com/cepcluster/cep/nfa"
 )
 
 const metaGroups = 256
@@ -102,39 +102,6 @@ func metaRecords(ss ...*State) []string {
 	for _, s := range ss {
 		for _, r := range s.Outbox() {
 			out = append(out, string(r.Payload))
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// stripID is a record's JSON without its id field (the offline engine
-// gives none).
-func stripID(rec string) string {
-	if j := strings.Index(rec, `,"id":"`); j >= 0 {
-		k := strings.Index(rec[j+7:], `"`)
-		rec = rec[:j] + rec[j+7+k+1:]
-	}
-	return rec
-}
-
-// offlineRecords is what the offline engine (cepctl run) makes of lines.
-func offlineRecords(t *testing.T, spec []byte, lines []string) []string {
-	t.Helper()
-	p, err := nfa.CompileBytes(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := nfa.NewRunner(p)
-	var out []string
-	for _, l := range lines {
-		recs, err := r.Line([]byte(l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range recs {
-			b, _ := recs[i].AppendJSON(nil)
-			out = append(out, string(b))
 		}
 	}
 	sort.Strings(out)
@@ -268,16 +235,16 @@ func TestMetamorphicFaults(t *testing.T) {
 			t.Fatalf("seed %d (%s): %d records, the uninterrupted state %d\nonly perturbed: %s\nonly uninterrupted: %s",
 				seed, strings.Join(steps, " "), len(got), len(want), firstOf(only1), firstOf(only2))
 		}
-		var offline, mine []string
+		var engine, mine []string
 		for _, sp := range specs {
-			offline = append(offline, offlineRecords(t, sp, lines)...)
+			engine = append(engine, offline.Records(t, sp, lines)...)
 		}
 		for _, r := range asOffline {
-			mine = append(mine, stripID(r))
+			mine = append(mine, offline.WithoutID(r))
 		}
-		if only1, only2 := multiset.Diff(mine, offline); len(only1)+len(only2) > 0 {
+		if only1, only2 := multiset.Diff(mine, engine); len(only1)+len(only2) > 0 {
 			t.Fatalf("seed %d: %d records, the offline engine %d\nonly the shard: %s\nonly offline: %s",
-				seed, len(mine), len(offline), firstOf(only1), firstOf(only2))
+				seed, len(mine), len(engine), firstOf(only1), firstOf(only2))
 		}
 		if len(want) < 100 {
 			t.Fatalf("seed %d: only %d records: the workload checks little", seed, len(want))

@@ -22,10 +22,10 @@ import (
 
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
+	"github.com/cepcluster/cep/internal/offline"
 	tu "github.com/cepcluster/cep/internal/testutil"
 	"github.com/cepcluster/cep/internal/workload"
 	"github.com/cepcluster/cep/keygroup"
-	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -334,40 +334,7 @@ func (h *harness) output(subject string) []string {
 			continue
 		}
 		if m.Subject == subject {
-			out = append(out, stripID(string(m.Data)))
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// stripID is a record's JSON without its id field (the offline engine
-// gives none).
-func stripID(rec string) string {
-	if j := strings.Index(rec, `,"id":"`); j >= 0 {
-		k := strings.Index(rec[j+7:], `"`)
-		rec = rec[:j] + rec[j+7+k+1:]
-	}
-	return rec
-}
-
-// offlineRecords is what the offline engine (cepctl run) makes of lines.
-func offlineRecords(t *testing.T, spec []byte, lines []string) []string {
-	t.Helper()
-	p, err := nfa.CompileBytes(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := nfa.NewRunner(p)
-	var out []string
-	for _, l := range lines {
-		recs, err := r.Line([]byte(l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range recs {
-			b, _ := recs[i].AppendJSON(nil)
-			out = append(out, string(b))
+			out = append(out, offline.WithoutID(string(m.Data)))
 		}
 	}
 	sort.Strings(out)
@@ -417,7 +384,7 @@ func TestLeaderReadsProposesPublishes(t *testing.T) {
 	h.deploy("lfl", 1, spec)
 	h.publish(lines)
 	h.drained(sh, len(lines))
-	sameRecords(t, h.output(keygroup.OutputSubjectRoot+"lfl"), offlineRecords(t, spec, lines))
+	sameRecords(t, h.output(keygroup.OutputSubjectRoot+"lfl"), offline.Records(t, spec, lines))
 }
 
 // testRefused is an entry refused as Raft refuses one during a
@@ -450,7 +417,7 @@ func TestLeaderReadsAgainAfterARefusedEntry(t *testing.T) {
 	if refusals.Load() < 2 {
 		t.Fatalf("%d entries refused, want 2", refusals.Load())
 	}
-	sameRecords(t, h.output(keygroup.OutputSubjectRoot+"lfl"), offlineRecords(t, spec, lines))
+	sameRecords(t, h.output(keygroup.OutputSubjectRoot+"lfl"), offline.Records(t, spec, lines))
 }
 
 // While JetStream takes no output, reading pauses once the outbox holds
@@ -498,7 +465,7 @@ func TestLeaderOutboxBackPressure(t *testing.T) {
 	if v := testutil.ToFloat64(gauge); v != 0 {
 		t.Fatalf("the outbox gauge stays %v once drained", v)
 	}
-	sameRecords(t, h.output(keygroup.OutputSubjectRoot+"lfl"), offlineRecords(t, spec, lines))
+	sameRecords(t, h.output(keygroup.OutputSubjectRoot+"lfl"), offline.Records(t, spec, lines))
 }
 
 // A reconcile makes the patterns the shard runs those the metadata holds:
