@@ -3,7 +3,7 @@
 // shards' replicas, their health, a savepoint's part, their metadata
 // progress). The public API's answers are read here only: what
 // node-to-node decisions take comes back as this package's types
-// (Report, ReplicaReport, State), except Shards, whose
+// (Report, ReplicaReport, State, ShardRollout), except Shards, whose
 // answer a node passes on as its own API's.
 package peer
 
@@ -74,9 +74,8 @@ func (c Client) Savepoints() cepv1connect.SavepointServiceClient {
 
 // Shards asks the node about its shard replicas (ListShards), waiting a
 // second at most. Its answer is the public API's: for a caller that
-// passes it on as its own API's answer, and for the rollout of a change
-// (which reads the patterns a replica runs); decisions take Reports or
-// Replica.
+// passes it on as its own API's answer; decisions take Reports, Replica
+// or Rollouts.
 func (c Client) Shards(ctx context.Context) ([]*cepv1.Shard, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -147,6 +146,39 @@ func (c Client) Replica(ctx context.Context, id uint64) (ReplicaReport, error) {
 		}
 	}
 	return ReplicaReport{}, fmt.Errorf("node at %s has no replica of shard %d", c.addr, id)
+}
+
+// ShardRollout is what a node says of its replica of a shard that tells
+// whether a change has reached it: the pattern versions it runs and the
+// savepoint restore its state came from.
+type ShardRollout struct {
+	Shard     uint64
+	Running   []PatternVersion // as the node lists them
+	RestoreID string
+}
+
+// PatternVersion is a pattern a replica runs, at its version.
+type PatternVersion struct {
+	Name    string
+	Version uint64
+}
+
+// Rollouts asks the node about its replicas as Shards does, and returns
+// what a change's rollout reads of them.
+func (c Client) Rollouts(ctx context.Context) ([]ShardRollout, error) {
+	shards, err := c.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ShardRollout, 0, len(shards))
+	for _, sh := range shards {
+		r := ShardRollout{Shard: uint64(sh.Id), RestoreID: sh.RestoreId}
+		for _, pv := range sh.Running {
+			r.Running = append(r.Running, PatternVersion{Name: pv.Name, Version: pv.Version})
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // State is what a node's health probe says of it. The zero State is Dead:

@@ -122,9 +122,9 @@ func TestProbe(t *testing.T) {
 	}
 }
 
-// Reports and Replica read a node's ListShards answer as the decisions
+// Rollouts and Reports read a node's ListShards answer as the decisions
 // take it.
-func TestReports(t *testing.T) {
+func TestRolloutsAndReports(t *testing.T) {
 	srv := httptest.NewServer(api.NewHandler(api.Backends{Cluster: &apitest.Cluster{
 		ShardsFunc: func(context.Context, *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
 			return &cepv1.ListShardsResponse{Shards: []*cepv1.Shard{
@@ -136,6 +136,17 @@ func TestReports(t *testing.T) {
 	defer srv.Close()
 	p := New(srv.Client(), strings.TrimPrefix(srv.URL, "http://"), srv.URL, "")
 	ctx := context.Background()
+
+	ro, err := p.Rollouts(ctx)
+	if err != nil || len(ro) != 2 {
+		t.Fatalf("Rollouts = %+v, %v", ro, err)
+	}
+	if r := ro[0]; r.Shard != 1 || r.RestoreID != "sp1" || len(r.Running) != 2 || r.Running[0] != (PatternVersion{"p", 3}) || r.Running[1] != (PatternVersion{"q", 1}) {
+		t.Errorf("rollout of shard 1: %+v", r)
+	}
+	if r := ro[1]; r.Shard != 4 || r.RestoreID != "" || len(r.Running) != 0 {
+		t.Errorf("rollout of shard 4: %+v", r)
+	}
 
 	reports, err := p.Reports(ctx)
 	if err != nil || len(reports) != 2 {
