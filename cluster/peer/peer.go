@@ -2,9 +2,9 @@
 // forwards to the metadata leader and what nodes ask each other (their
 // shards' replicas, their health, a savepoint's part, their metadata
 // progress). The public API's answers are read here only: what
-// node-to-node decisions take comes back as this package's types
-// (Report, ReplicaReport, State, ShardRollout), except Shards, whose
-// answer a node passes on as its own API's.
+// node-to-node decisions take comes back as plan.Report or this package's
+// types (ReplicaReport, ShardRollout, State), except Shards, whose answer
+// a node passes on as its own API's.
 package peer
 
 import (
@@ -30,7 +30,7 @@ import (
 const SavepointPartPath = "/internal/v1/savepoint-part"
 
 // Client calls the API of one other node of the cluster. The zero Client
-// calls nothing; make one with New.
+// stands for no node (a caller's "none"); make one with New.
 type Client struct {
 	hc   *http.Client
 	addr string // the node's API address, as the metadata has it
