@@ -31,7 +31,7 @@
 //	                             left to Raft
 //	cluster/plan  a quarantined  quarantine.go: the quarantiner moves a
 //	  replica's way back: which  damaged replica's files aside, gathers the
-//	  voter is demoted, when it  nodes' reports (peerClient.Reports) and
+//	  voter is demoted, when it  nodes' reports (peer.Client.Reports) and
 //	  opens empty, when it       carries out plan.DemoteQuarantined,
 //	  votes again, what is       plan.Rebuild, plan.MetaRebuilt and
 //	  forgotten (Stranded: it    plan.ForgetQuarantined
@@ -62,16 +62,18 @@
 //
 // An API call (service*.go, one file per Connect service) reads this
 // node's replicas, or proposes a meta.Command through the metadata leader
-// (forwarded there by the peer client, peer.go). Each shard leader watches
-// the metadata and logs the deployments, deletions, restores and splits
-// into its shard's log (cluster/leader: reconcile.go, split.go), so that every
-// replica applies them at the same point. A deleted pattern stays in the
-// metadata as a tombstone until every shard has applied the deletion
-// (tombstones.go). A restore checks the savepoint whole before it
-// proposes it (savepoint.go). Membership comes from the gossip
-// (cluster/gossip) and the metadata; the Raft groups talk over one port
-// (cluster/transport: the mux, mutual TLS). Node-to-node API calls go
-// through the peer client only.
+// (forwarded there through cluster/peer: peer.go's forwarded). Each shard
+// leader watches the metadata and logs the deployments, deletions,
+// restores and splits into its shard's log (cluster/leader: reconcile.go,
+// split.go), so that every replica applies them at the same point. A
+// deleted pattern stays in the metadata as a tombstone until every shard
+// has applied the deletion (tombstones.go). A restore checks the savepoint
+// whole before it proposes it (savepoint.go). Membership comes from the
+// gossip (cluster/gossip) and the metadata; the Raft groups talk over one
+// port (cluster/transport: the mux, mutual TLS). Node-to-node API calls go
+// through cluster/peer only (peer.Client, made by peer.go's peerAt with
+// the node credential): it reads the other nodes' answers into what the
+// decisions take (plan.Report, peer.ReplicaReport, peer.State).
 //
 // A node holds its data directory exclusively from start to Close
 // (datadir_lock.go: flock on <data>/LOCK, which names the holder's pid),

@@ -136,8 +136,8 @@ func (p leaderPeers) Replica(ctx context.Context, id string, sh uint64) (plan.Re
 		return plan.Replica{}, errUnknownPeer(id)
 	}
 	rep, err := p.n.peerAt(peer.APIAddr).Replica(ctx, sh)
-	rep.id = id
-	return rep.plan(), err
+	rep.ID = id
+	return rep.Plan(), err
 }
 
 func (p leaderPeers) Replicas(ctx context.Context, sh *shard.Shard) []plan.Replica {

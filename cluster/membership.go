@@ -13,9 +13,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/internal/raftlog"
@@ -306,7 +306,7 @@ func (ms *membership) registerMembers(ctx context.Context, m *meta.Meta) (bool, 
 			ms.warnUnproven(mb)
 			continue
 		}
-		if n.peerAt(mb.APIAddr).Probe(ctx) != cepv1.NodeState_NODE_STATE_ALIVE {
+		if n.peerAt(mb.APIAddr).Probe(ctx) != peer.Alive {
 			n.log.Debug("a member of the gossip does not answer on its API yet", "member", mb.ID, "api", mb.APIAddr)
 			continue
 		}
@@ -382,7 +382,7 @@ func (ms *membership) checkReachable(m *meta.Meta) {
 		}
 		// dead in the gossip, or not seen by it: its API decides (a node
 		// whose gossip port alone is blocked still serves its replicas)
-		if n.peerAt(nd.APIAddr).Probe(n.ctx) == cepv1.NodeState_NODE_STATE_ALIVE {
+		if n.peerAt(nd.APIAddr).Probe(n.ctx) == peer.Alive {
 			delete(ms.unreachable, nd.ID)
 		} else if _, ok := ms.unreachable[nd.ID]; !ok {
 			since := time.Now()

@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/peer"
 )
 
 // shardConfigsBefore is how shardConfigs read a node's list of shards
@@ -39,7 +40,7 @@ func TestShardConfigsFromReportsAsBefore(t *testing.T) {
 			after[1] = map[string]raft.ServerSuffrage{"n1": raft.Voter}
 		}
 		shardConfigsBefore(id, shards, before)
-		addLeaderConfigs(after, id, reportsOf(shards))
+		addLeaderConfigs(after, id, peer.ReportsOf(shards))
 		if !maps.EqualFunc(before, after, maps.Equal) {
 			t.Fatalf("%v, before %v", after, before)
 		}

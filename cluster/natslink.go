@@ -168,21 +168,6 @@ func (n *Node) probeNATS() {
 	}
 }
 
-// replicaReport is what a node says of its replica of a shard: how far it
-// has applied the log and how long its node has not reached NATS.
-type replicaReport struct {
-	id              string
-	voter           bool
-	applied         uint64
-	natsUnreachable time.Duration
-}
-
-// plan is what the hand-over rule (plan.HandOverTarget) is told of the
-// replica.
-func (r replicaReport) plan() plan.Replica {
-	return plan.Replica{ID: r.id, Voter: r.voter, Applied: r.applied, NATSReachable: r.natsUnreachable == 0}
-}
-
 // replicaReports asks the nodes of sh's other replicas about theirs; a
 // node that does not answer is left out.
 func (n *Node) replicaReports(ctx context.Context, sh *shard.Shard) []plan.Replica {
@@ -203,8 +188,8 @@ func (n *Node) replicaReports(ctx context.Context, sh *shard.Shard) []plan.Repli
 		if err != nil {
 			continue
 		}
-		rep.id, rep.voter = string(srv.ID), srv.Suffrage == raft.Voter
-		out = append(out, rep.plan())
+		rep.ID, rep.Voter = string(srv.ID), srv.Suffrage == raft.Voter
+		out = append(out, rep.Plan())
 	}
 	return out
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/leader"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/internal/raftlog"
@@ -313,7 +314,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		mux.Handle(path, h)
 	}
-	mux.Handle(savepointPartPath, n.savepointPartHandler())
+	mux.Handle(peer.SavepointPartPath, n.savepointPartHandler())
 	if cfg.Pprof {
 		// admins only, and without /debug/pprof/cmdline: the command
 		// line may hold secrets (--token itself)

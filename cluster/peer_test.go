@@ -5,76 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cepcluster/cep/api"
-	"github.com/cepcluster/cep/api/apitest"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/secret"
 )
-
-// Every call one node makes of another presents the credential peerAt
-// sets, Connect calls and plain HTTP ones alike.
-func TestPeerClientCredential(t *testing.T) {
-	const token = "s3cret"
-	var mu sync.Mutex
-	seen := map[string]string{} // path: Authorization
-	backend := http.NewServeMux()
-	backend.Handle("/", api.NewHandler(api.Backends{Cluster: &apitest.Cluster{
-		ShardsFunc: func(context.Context, *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
-			return &cepv1.ListShardsResponse{Shards: []*cepv1.Shard{{Id: 2, LastAppliedIndex: 7}}}, nil
-		}}}, api.WithToken(token)))
-	backend.HandleFunc(savepointPartPath, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+token {
-			http.Error(w, "unauthenticated", http.StatusUnauthorized)
-			return
-		}
-		w.Write([]byte(`{"bank":3}`))
-	})
-	backend.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen[r.URL.Path] = r.Header.Get("Authorization")
-		mu.Unlock()
-		backend.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	ctx := context.Background()
-
-	n := &Node{cfg: Config{APIToken: token}, peerHTTP: srv.Client()}
-	p := n.peerAt(addr)
-	if applied, err := p.Applied(ctx, 2); err != nil || applied != 7 {
-		t.Errorf("Applied = %d, %v", applied, err)
-	}
-	if _, err := p.Applied(ctx, 3); err == nil || err.Error() != "node at "+addr+" has no replica of shard 3" {
-		t.Errorf("Applied of a shard it has no replica of: %v", err)
-	}
-	if b, err := p.SavepointPart(ctx, []byte(`{}`)); err != nil || string(b) != `{"bank":3}` {
-		t.Errorf("SavepointPart = %s, %v", b, err)
-	}
-	if st := p.Probe(ctx); st != cepv1.NodeState_NODE_STATE_ALIVE {
-		t.Errorf("Probe = %v", st)
-	}
-	if len(seen) != 3 {
-		t.Errorf("calls seen: %v", seen)
-	}
-	for path, auth := range seen {
-		if path != "/healthz" && auth != "Bearer "+token {
-			t.Errorf("%s: Authorization %q", path, auth)
-		}
-	}
-
-	// without the token, the node answers what it says to anyone
-	p = (&Node{peerHTTP: srv.Client()}).peerAt(addr)
-	if _, err := p.Shards(ctx); err == nil {
-		t.Error("Shards without the token answered")
-	}
-	if _, err := p.SavepointPart(ctx, []byte(`{}`)); err == nil || err.Error() != "unauthenticated" {
-		t.Errorf("SavepointPart without the token: %v", err)
-	}
-}
 
 // With a cluster secret a node presents the node credential to its peers,
 // never the users' token, and takes it as role node; the savepoint part
@@ -86,9 +23,17 @@ func TestPeerClientNodeCredential(t *testing.T) {
 	if got := n.cfg.nodeCredential(); got != s.Token(secret.Node) || strings.Contains(got, "user-token") {
 		t.Fatalf("node credential %q", got)
 	}
-	p := n.peerAt("127.0.0.1:1")
-	if p.auth != "Bearer "+s.Token(secret.Node) {
-		t.Errorf("peer Authorization %q", p.auth)
+	auth := make(chan string, 1) // what peerAt's client presents
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth <- r.Header.Get("Authorization")
+	}))
+	defer srv.Close()
+	n.peerHTTP = srv.Client()
+	if _, err := n.peerAt(strings.TrimPrefix(srv.URL, "http://")).SavepointPart(context.Background(), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-auth; got != "Bearer "+s.Token(secret.Node) {
+		t.Errorf("peer Authorization %q", got)
 	}
 	tk := n.cfg.apiTokens()
 	if tk.Role(s.Token(secret.Node)) != api.RoleNode || tk.Role("user-token") != api.RoleAdmin || tk.Users() != 1 {
@@ -111,6 +56,19 @@ func TestIsLoopback(t *testing.T) {
 	} {
 		if got := isLoopback(stringAddr(addr)); got != want {
 			t.Errorf("isLoopback(%s) = %v", addr, got)
+		}
+	}
+}
+
+// The status states a health probe's answer as the API's node state.
+func TestNodeState(t *testing.T) {
+	for st, want := range map[peer.State]cepv1.NodeState{
+		peer.Alive:   cepv1.NodeState_NODE_STATE_ALIVE,
+		peer.Suspect: cepv1.NodeState_NODE_STATE_SUSPECT,
+		peer.Dead:    cepv1.NodeState_NODE_STATE_DEAD,
+	} {
+		if got := nodeState(st); got != want {
+			t.Errorf("nodeState(%v) = %v, want %v", st, got, want)
 		}
 	}
 }

@@ -10,13 +10,14 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/plan"
 )
 
 // The quarantine's decisions as quarantine.go made them before it asked
 // cluster/plan, on the public ListShards answer, kept to show that the
-// planners, given the reports (reportsOf) of the same answers, decide the
-// same.
+// planners, given the reports (peer.ReportsOf) of the same answers, decide
+// the same.
 
 // rebuildBefore is rebuildQuarantined's decision: whether self's
 // quarantined replica of info opens empty, given the leader's report s
@@ -148,7 +149,7 @@ func TestQuarantineReportsDecideAsBefore(t *testing.T) {
 		id := rapid.SampledFrom(quarantineNodes).Draw(t, "node")
 		group := uint64(rapid.IntRange(0, 3).Draw(t, "group"))
 		shards := drawShards(t, "shard")
-		reports := reportsOf(shards)
+		reports := peer.ReportsOf(shards)
 
 		if got, want := plan.Quarantined(reports, group), reportsQuarantineBefore(shards, group); got != want {
 			t.Fatalf("quarantined %v, before %v", got, want)
@@ -159,7 +160,7 @@ func TestQuarantineReportsDecideAsBefore(t *testing.T) {
 			t.Fatalf("leader report found %v, before %v", ok, known)
 		}
 		if ok {
-			if want := reportsOf([]*cepv1.Shard{s})[0]; !slices.Equal(serverIDs(r.Servers), serverIDs(want.Servers)) || r.Group != want.Group || r.Leader != want.Leader || r.Quarantined != want.Quarantined {
+			if want := peer.ReportsOf([]*cepv1.Shard{s})[0]; !slices.Equal(serverIDs(r.Servers), serverIDs(want.Servers)) || r.Group != want.Group || r.Leader != want.Leader || r.Quarantined != want.Quarantined {
 				t.Fatalf("leader report %+v, before %+v", r, want)
 			}
 			if got, want := !slices.ContainsFunc(r.Servers, func(s plan.Server) bool { return s.ID == self }), removedFromBefore(self, s); got != want {

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -19,14 +19,14 @@ const (
 )
 
 // shardCheck says whether a replica has applied a change, from its state
-// (a replica of this node) or from what ListShards reports of it (a
-// replica of another node). A shard has applied a change once any of its
-// replicas has: the entry is then committed in the shard's log, so every
-// event the shard logs afterwards — everything published from then on —
-// comes after it.
+// (a replica of this node) or from what its node reports of it (a
+// replica of another node: peer.Client.Rollouts). A shard has applied a
+// change once any of its replicas has: the entry is then committed in the
+// shard's log, so every event the shard logs afterwards — everything
+// published from then on — comes after it.
 type shardCheck struct {
 	local  func(*shard.State) bool
-	remote func(*cepv1.Shard) bool
+	remote func(peer.ShardRollout) bool
 	// moved reports that the metadata moved past the change meanwhile:
 	// there is nothing to wait for any more
 	moved func(*meta.Meta) bool
@@ -96,7 +96,7 @@ func (n *Node) patternApplied(name string, version uint64) shardCheck {
 func versionCheck(name string, applied func(v uint64, ok bool) bool) shardCheck {
 	return shardCheck{
 		local: func(st *shard.State) bool { return applied(st.Version(name)) },
-		remote: func(sh *cepv1.Shard) bool {
+		remote: func(sh peer.ShardRollout) bool {
 			for _, pv := range sh.Running {
 				if pv.Name == name {
 					return applied(pv.Version, true)
@@ -112,7 +112,7 @@ func versionCheck(name string, applied func(v uint64, ok bool) bool) shardCheck 
 func restored(id string) shardCheck {
 	return shardCheck{
 		local:  func(st *shard.State) bool { return st.RestoreID() == id },
-		remote: func(sh *cepv1.Shard) bool { return sh.RestoreId == id },
+		remote: func(sh peer.ShardRollout) bool { return sh.RestoreID == id },
 		moved:  func(m *meta.Meta) bool { return m.Restore == nil || m.Restore.ID != id },
 	}
 }
@@ -161,7 +161,7 @@ func (n *Node) notAppliedElsewhere(ctx context.Context, pending []meta.ShardInfo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			shards, err := n.peerAt(p.APIAddr).Shards(ctx)
+			shards, err := n.peerAt(p.APIAddr).Rollouts(ctx)
 			if err != nil {
 				return // down or unreachable: its replicas count as not applied
 			}
@@ -169,7 +169,7 @@ func (n *Node) notAppliedElsewhere(ctx context.Context, pending []meta.ShardInfo
 			defer mu.Unlock()
 			for _, sh := range shards {
 				if check.remote(sh) {
-					done[uint64(sh.Id)] = true
+					done[sh.Shard] = true
 				}
 			}
 		}()

@@ -122,10 +122,6 @@ type savepointPart struct {
 	Streams []snapshot.Source `json:"streams,omitempty"`
 }
 
-// savepointPartPath is the internal endpoint through which the metadata
-// leader has a node holding a shard's replica write that shard's part.
-const savepointPartPath = "/internal/v1/savepoint-part"
-
 // writeSavepointPart writes this node's replica of a shard into store
 // and returns the shard's source positions. Only the shard's leader
 // writes it, once everything committed is applied (a barrier): a
@@ -205,7 +201,7 @@ func (n *Node) savepointPartOf(ctx context.Context, store snapshot.Store, info m
 	return nil, fmt.Errorf("%w: shard %d: no leader of it wrote its part (%s)", api.ErrUnavailable, info.ID, strings.Join(errs, "; "))
 }
 
-// savepointPartHandler serves savepointPartPath, to the other nodes only
+// savepointPartHandler serves peer.SavepointPartPath, to the other nodes only
 // (their node credential; partAccess), checked before the body is read.
 func (n *Node) savepointPartHandler() http.Handler {
 	return api.AuthorizeRole(n.auth, n.partAccess(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

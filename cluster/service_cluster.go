@@ -18,6 +18,7 @@ import (
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/shard"
 )
@@ -46,7 +47,7 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			states[i] = n.peerAt(p.APIAddr).Probe(ctx)
+			states[i] = nodeState(n.peerAt(p.APIAddr).Probe(ctx))
 			if seen && states[i] != st {
 				states[i] = cepv1.NodeState_NODE_STATE_SUSPECT
 			}
@@ -113,8 +114,19 @@ func (n *Node) gossipState(id string) (cepv1.NodeState, bool) {
 	return cepv1.NodeState_NODE_STATE_DEAD, true
 }
 
+// nodeState is a health probe's answer as the API states it.
+func nodeState(s peer.State) cepv1.NodeState {
+	switch s {
+	case peer.Alive:
+		return cepv1.NodeState_NODE_STATE_ALIVE
+	case peer.Suspect:
+		return cepv1.NodeState_NODE_STATE_SUSPECT
+	}
+	return cepv1.NodeState_NODE_STATE_DEAD
+}
+
 func (b clusterBackend) RemoveNode(ctx context.Context, r *cepv1.RemoveNodeRequest) (*cepv1.RemoveNodeResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.cluster, cepv1connect.ClusterServiceClient.RemoveNode); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Cluster, cepv1connect.ClusterServiceClient.RemoveNode); done {
 		return res, err
 	}
 	if r.NodeId == "" {
@@ -280,7 +292,7 @@ func (n *Node) clusterShards(ctx context.Context) (*cepv1.ListShardsResponse, er
 }
 
 func (b clusterBackend) SplitShard(ctx context.Context, r *cepv1.SplitShardRequest) (*cepv1.SplitShardResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.cluster, cepv1connect.ClusterServiceClient.SplitShard); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Cluster, cepv1connect.ClusterServiceClient.SplitShard); done {
 		return res, err
 	}
 	n := b.s.n

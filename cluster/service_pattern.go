@@ -12,6 +12,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/explain"
@@ -381,7 +382,7 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 }
 
 func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternRequest) (*cepv1.DeployPatternResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.patterns, cepv1connect.PatternServiceClient.DeployPattern); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Patterns, cepv1connect.PatternServiceClient.DeployPattern); done {
 		return res, err
 	}
 	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0, outputOptions{r.MaxPartialMatches, r.Records, r.FromStart})
@@ -392,7 +393,7 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 }
 
 func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternRequest) (*cepv1.UpdatePatternResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.patterns, cepv1connect.PatternServiceClient.UpdatePattern); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Patterns, cepv1connect.PatternServiceClient.UpdatePattern); done {
 		return res, err
 	}
 	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, false, r.Policy, outputOptions{maxPartialMatches: r.MaxPartialMatches, records: r.Records})
@@ -403,7 +404,7 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 }
 
 func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternRequest) (*cepv1.DeletePatternResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.patterns, cepv1connect.PatternServiceClient.DeletePattern); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Patterns, cepv1connect.PatternServiceClient.DeletePattern); done {
 		return res, err
 	}
 	res, err := b.s.n.Propose(ctx, meta.DeletePattern{Name: r.Name})

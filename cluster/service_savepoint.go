@@ -19,13 +19,14 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/snapshot"
 )
 
 type savepointBackend struct{ s *Service }
 
 func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.CreateSavepoint); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Savepoints, cepv1connect.SavepointServiceClient.CreateSavepoint); done {
 		return res, err
 	}
 	n := b.s.n
@@ -91,7 +92,7 @@ func toSavepoint(s *meta.Savepoint, m *meta.Meta) *cepv1.Savepoint {
 }
 
 func (b savepointBackend) Delete(ctx context.Context, r *cepv1.DeleteSavepointRequest) (*cepv1.DeleteSavepointResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.DeleteSavepoint); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Savepoints, cepv1connect.SavepointServiceClient.DeleteSavepoint); done {
 		return res, err
 	}
 	n := b.s.n
@@ -137,7 +138,7 @@ func (b savepointBackend) List(ctx context.Context, r *cepv1.ListSavepointsReque
 }
 
 func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepointRequest) (*cepv1.RestoreSavepointResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.savepoints, cepv1connect.SavepointServiceClient.RestoreSavepoint); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Savepoints, cepv1connect.SavepointServiceClient.RestoreSavepoint); done {
 		return res, err
 	}
 	n := b.s.n

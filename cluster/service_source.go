@@ -15,6 +15,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa/expr"
 )
@@ -83,7 +84,7 @@ func applyLimits(cfg *jetstream.StreamConfig, l meta.SourceLimits) {
 }
 
 func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.sources, cepv1connect.SourceServiceClient.CreateSource); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Sources, cepv1connect.SourceServiceClient.CreateSource); done {
 		return res, err
 	}
 	if err := checkSource(&meta.Source{Name: r.Name, Stream: r.Stream, Subjects: r.Subjects, Key: r.Key}); err != nil {
@@ -177,7 +178,7 @@ func (b sourceBackend) Get(ctx context.Context, r *cepv1.GetSourceRequest) (*cep
 }
 
 func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error) {
-	if res, done, err := forwarded(b.s.n, ctx, r, peerClient.sources, cepv1connect.SourceServiceClient.DeleteSource); done {
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Sources, cepv1connect.SourceServiceClient.DeleteSource); done {
 		return res, err
 	}
 	res, err := b.s.n.Propose(ctx, meta.DeleteSource{Name: r.Name})

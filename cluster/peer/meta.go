@@ -1,4 +1,4 @@
-package cluster
+package peer
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 // come: the group's commit index as it knows it, and the leader it hears
 // from (empty: none), waiting a second at most (the node answers once it
 // has probed its peers' health, half a second at most).
-func (p peerClient) MetaProgress(ctx context.Context) (commit uint64, leader string, err error) {
+func (c Client) MetaProgress(ctx context.Context) (commit uint64, leader string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	res, err := p.cluster().GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
+	res, err := c.Cluster().GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
 	if err != nil {
 		return 0, "", err
 	}
