@@ -126,16 +126,16 @@ func (m nodeMeta) View() (*meta.Meta, <-chan struct{}) { return m.n.meta.fsm.Vie
 type leaderPeers struct{ n *Node }
 
 func (p leaderPeers) RaftAddr(id string) (string, bool) {
-	peer, ok := p.n.peer(id)
-	return peer.RaftAddr, ok
+	member, ok := p.n.peer(id)
+	return member.RaftAddr, ok
 }
 
 func (p leaderPeers) Replica(ctx context.Context, id string, sh uint64) (plan.Replica, error) {
-	peer, ok := p.n.peer(id)
+	member, ok := p.n.peer(id)
 	if !ok {
 		return plan.Replica{}, errUnknownPeer(id)
 	}
-	rep, err := p.n.peerAt(peer.APIAddr).Replica(ctx, sh)
+	rep, err := p.n.peerAt(member.APIAddr).Replica(ctx, sh)
 	rep.ID = id
 	return rep.Plan(), err
 }
@@ -145,11 +145,11 @@ func (p leaderPeers) Replicas(ctx context.Context, sh *shard.Shard) []plan.Repli
 }
 
 func (p leaderPeers) Applied(ctx context.Context, id string, sh uint64) (uint64, error) {
-	peer, ok := p.n.peer(id)
+	member, ok := p.n.peer(id)
 	if !ok {
 		return 0, errUnknownPeer(id)
 	}
-	return p.n.peerAt(peer.APIAddr).Applied(ctx, sh)
+	return p.n.peerAt(member.APIAddr).Applied(ctx, sh)
 }
 
 type errUnknownPeer string
