@@ -981,6 +981,10 @@ type SourceClock struct {
 	Clock int64
 	// IdleTimeout is the pattern's idleTimeout in milliseconds (0: unset).
 	IdleTimeout int64
+	// Version is the pattern's deployed version: a pattern deleted and
+	// deployed again starts its clock anew, and what other shards report
+	// of the deployment before is not its clock.
+	Version uint64
 }
 
 // Clocks lists the clocks of the event-time patterns that run on them,
@@ -1019,7 +1023,7 @@ func (s *State) clocksOf(p *patternRT) []SourceClock {
 		if i < len(p.deploy.Reads) && p.deploy.Reads[i] != "" {
 			read = p.deploy.Reads[i]
 		}
-		out = append(out, SourceClock{Pattern: p.deploy.Name, Source: src, Read: read,
+		out = append(out, SourceClock{Pattern: p.deploy.Name, Version: p.deploy.Version, Source: src, Read: read,
 			Progress: p.m.SourceProgress(src), MaxTime: p.m.SourceMaxTime(src), Clock: p.m.SourceClock(src), IdleTimeout: idle})
 	}
 	return out

@@ -39,6 +39,9 @@ type clockEntry struct {
 	Source    string `json:"source"`
 	Watermark int64  `json:"wm"`
 	Idle      bool   `json:"idle"`
+	// Version is the pattern's deployed version on the reporting shard (0
+	// from a release that did not send it: taken as before)
+	Version uint64 `json:"version,omitempty"`
 }
 
 // maxClockEntries bounds the entries of a report taken from the network.
@@ -56,7 +59,40 @@ type clockTable struct {
 	// (watermark.Settled): what an idle shard is left out against, and
 	// when the shard was last heard of
 	settled map[clockKey]map[uint64]*watermark.Settled
-	now     func() time.Time // time.Now; tests control it
+	// version[k] is this shard's deployment of k's pattern, partVersion
+	// the deployment each part taken is of: a pattern deleted and deployed
+	// again starts its clock anew, so the reports of the deployment before
+	// (ahead of the new one, and never lower than what was taken of it)
+	// are dropped, not combined (deployed)
+	version     map[clockKey]uint64
+	partVersion map[clockKey]map[uint64]uint64
+	now         func() time.Time // time.Now; tests control it
+}
+
+// deployed records this shard's deployment of k's pattern: the parts
+// taken of another deployment are forgotten, and with them every
+// shard's history of k when the deployment changed.
+func (t *clockTable) deployed(k clockKey, v uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.version == nil {
+		t.version = map[clockKey]uint64{}
+	}
+	old, known := t.version[k]
+	if known && old == v {
+		return
+	}
+	t.version[k] = v
+	for id, pv := range t.partVersion[k] {
+		if pv != 0 && pv != v {
+			delete(t.parts[k], id)
+			delete(t.partVersion[k], id)
+			delete(t.settled[k], id)
+		}
+	}
+	if known {
+		delete(t.settled, k)
+	}
 }
 
 func (t *clockTable) clock() time.Time {
@@ -79,10 +115,25 @@ func (t *clockTable) take(rep *clockReport) {
 			m = map[uint64]watermark.Part{}
 			t.parts[k] = m
 		}
-		if old, ok := m[rep.Shard]; ok && old.Watermark > e.Watermark {
+		if v := t.version[k]; e.Version != 0 && v != 0 && e.Version != v {
+			continue // another deployment of the pattern (deployed)
+		}
+		if t.partVersion == nil {
+			t.partVersion = map[clockKey]map[uint64]uint64{}
+		}
+		pv := t.partVersion[k]
+		if pv == nil {
+			pv = map[uint64]uint64{}
+			t.partVersion[k] = pv
+		}
+		if old, ok := m[rep.Shard]; ok && old.Watermark > e.Watermark && pv[rep.Shard] == e.Version {
 			continue
 		}
+		if pv[rep.Shard] != e.Version {
+			delete(t.settled[k], rep.Shard) // its history is of another deployment
+		}
 		m[rep.Shard] = watermark.Part{Watermark: e.Watermark, Idle: e.Idle}
+		pv[rep.Shard] = e.Version
 		t.settle(k, rep.Shard, e.Watermark, t.clock())
 	}
 }
@@ -237,7 +288,8 @@ func (r *Leader) clock(ctx context.Context) error {
 			// progress also takes the logged clock: a clock that moves must
 			// not make the shard look busy)
 			own := watermark.Part{Watermark: c.Progress, Idle: a.Observe(c.MaxTime, now, timeout)}
-			byRead[c.Read] = append(byRead[c.Read], clockEntry{Pattern: c.Pattern, Source: c.Source, Watermark: own.Watermark, Idle: own.Idle})
+			byRead[c.Read] = append(byRead[c.Read], clockEntry{Pattern: c.Pattern, Source: c.Source, Watermark: own.Watermark, Idle: own.Idle, Version: c.Version})
+			table.deployed(k, c.Version)
 			wm := c.Clock
 			if comb, ok := table.combined(k, shards, self, own); ok {
 				if next, move := watermark.Next(c.Clock, comb); move {

@@ -64,3 +64,38 @@ func TestClockTable(t *testing.T) {
 		t.Fatalf("combined over shards 1 and 2: %d, %v; want 400", wm, ok)
 	}
 }
+
+// A pattern deleted and deployed again starts its clock anew: what the
+// other shards reported of the deployment before (ahead of the new one,
+// and a shard's part never taken lower) is dropped, and the new
+// deployment's lower reports are taken; a report without a version (an
+// older release) is taken as before.
+func TestClockTableNewDeploymentStartsAnew(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tb := &clockTable{parts: map[clockKey]map[uint64]watermark.Part{}, now: func() time.Time { return now }}
+	k := clockKey{"p", "s"}
+	shards := []uint64{1, 2}
+	tb.deployed(k, 1)
+	tb.take(&clockReport{Shard: 2, Clocks: []clockEntry{{Pattern: "p", Source: "s", Watermark: 5000, Version: 1}}})
+	if wm, ok := tb.combined(k, shards, 1, watermark.Part{Watermark: 6000}); !ok || wm != 5000 {
+		t.Fatalf("version 1: %d, %v; want 5000", wm, ok)
+	}
+	// deleted and deployed again as version 2: shard 2's report of
+	// version 1 still arrives, and so does its first of version 2
+	tb.deployed(k, 2)
+	if _, ok := tb.combined(k, shards, 1, watermark.Part{Watermark: 100}); ok {
+		t.Fatal("version 2 combined with shard 2's part of version 1")
+	}
+	tb.take(&clockReport{Shard: 2, Clocks: []clockEntry{{Pattern: "p", Source: "s", Watermark: 5000, Version: 1}}})
+	if _, ok := tb.combined(k, shards, 1, watermark.Part{Watermark: 100}); ok {
+		t.Fatal("a late report of version 1 was taken for version 2")
+	}
+	tb.take(&clockReport{Shard: 2, Clocks: []clockEntry{{Pattern: "p", Source: "s", Watermark: 80, Version: 2}}})
+	if wm, ok := tb.combined(k, shards, 1, watermark.Part{Watermark: 100}); !ok || wm != 80 {
+		t.Fatalf("version 2: %d, %v; want 80 (the lower of the new deployment's parts)", wm, ok)
+	}
+	tb.take(&clockReport{Shard: 2, Clocks: []clockEntry{{Pattern: "p", Source: "s", Watermark: 90}}})
+	if wm, _ := tb.combined(k, shards, 1, watermark.Part{Watermark: 100}); wm != 90 {
+		t.Fatalf("a report without a version: %d, want 90", wm)
+	}
+}
