@@ -26,6 +26,7 @@ type hclogAdapter struct {
 	name    string
 	implied []any
 	level   *atomic.Int32 // hclog.Level; NoLevel defers to the slog handler
+	repeats *repeats      // shared by the process's adapters
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
@@ -35,7 +36,7 @@ func New(logger *slog.Logger) hclog.Logger {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &hclogAdapter{base: logger, level: new(atomic.Int32)}
+	return &hclogAdapter{base: logger, level: new(atomic.Int32), repeats: processRepeats}
 }
 
 func slogLevel(l hclog.Level) slog.Level {
@@ -67,7 +68,14 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.Off || !a.enabled(level) {
 		return
 	}
+	ok, extra := a.repeats.admit(level, msg, args)
+	if !ok {
+		return
+	}
 	args = formatArgs(args)
+	if extra != nil {
+		args = append(args[:len(args):len(args)], extra...)
+	}
 	if a.name != "" {
 		args = append([]any{"logger", a.name}, args...)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -80,5 +81,45 @@ func TestNothingNewToSnapshotIsNoError(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in:\n%s", want, got)
 		}
+	}
+}
+
+// While a peer is down every group logs each failed heartbeat: one line
+// per message and peer per window, the first saying so and the next
+// carrying the count left out; other peers and other messages are not
+// held back, nor are lines below Warn or without a peer.
+func TestPeerFailuresLoggedOncePerWindow(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(1000, 0)
+	r := newRepeats(func() time.Time { return now }, 30*time.Second)
+	root := New(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))).(*hclogAdapter)
+	root.repeats = r
+	groups := []hclog.Logger{root.With("group", "meta"), root.With("group", "shard-1"), root.With("group", "shard-2")}
+	for range 10 { // 10 heartbeats a second for 10 s, in every group
+		for _, g := range groups {
+			g.Error("failed to heartbeat to", "peer", "n3:7000", "error", "connection refused")
+		}
+		now = now.Add(time.Second)
+	}
+	groups[0].Error("failed to heartbeat to", "peer", "n2:7000", "error", "connection refused")
+	groups[0].Warn("failed to contact", "server-id", "n3", "time", "10s")
+	groups[0].Error("failed to commit logs", "error", "disk full")
+	groups[0].Error("failed to commit logs", "error", "disk full")
+	groups[0].Debug("failed to heartbeat to", "peer", "n3:7000")
+	now = now.Add(25 * time.Second)
+	groups[1].Error("failed to heartbeat to", "peer", "n3:7000", "error", "connection refused")
+	got := buf.String()
+	count := func(s string) int { return strings.Count(got, s) }
+	if n := count(`msg="failed to heartbeat to"`); n != 4 { // n3 twice, n2 once, the debug line once
+		t.Errorf("%d heartbeat lines, want 4:\n%s", n, got)
+	}
+	if n := count(`repeats="logged at most once per 30s"`); n != 3 {
+		t.Errorf("%d first lines saying so, want 3 (n3, n2, contact):\n%s", n, got)
+	}
+	if !strings.Contains(got, `group=shard-1 peer=n3:7000 error="connection refused" left_out=29 in_last=35s`) {
+		t.Errorf("no count of the 29 left out:\n%s", got)
+	}
+	if n := count(`msg="failed to commit logs"`); n != 2 {
+		t.Errorf("a message about no peer was held back (%d lines):\n%s", n, got)
 	}
 }
