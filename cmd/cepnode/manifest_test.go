@@ -479,6 +479,9 @@ func TestDockerfile(t *testing.T) {
 		`GOOS=\$TARGETOS GOARCH=\$TARGETARCH`, `CGO_ENABLED=0`,
 		`--mount=type=cache,target=/go/pkg/mod`, `--mount=type=cache,target=/root/.cache/go-build`,
 		`(?m)^FROM gcr.io/distroless/static\S*:nonroot$`,
+		// cepctl ships beside cepnode, for kubectl exec
+		`-o /out/ \./cmd/cepnode \./cmd/cepctl`,
+		`(?m)^COPY --from=build /out/cepnode /out/cepctl /usr/local/bin/$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(df) {
 			t.Errorf("Dockerfile: no %s", want)
