@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -45,6 +46,9 @@ type membership struct {
 	// unprovenWarned: the gossip claims without a proof of the secret
 	// already warned of
 	unprovenWarned map[string]bool
+	// removed: this node has left the cluster (noticeRemoved), read by
+	// Ready
+	removed atomic.Bool
 }
 
 // joinGossip starts this node's gossip and joins the cluster's: the
@@ -239,6 +243,7 @@ func (ms *membership) run() {
 			}
 		} else {
 			ms.unreachable = nil // a new term of leadership looks afresh
+			ms.noticeRemoved(m)
 		}
 		select {
 		case <-n.ctx.Done():
@@ -248,6 +253,29 @@ func (ms *membership) run() {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// noticeRemoved says once, loudly, that this node has been removed from
+// the cluster (cepctl node remove): it keeps running, serving nothing,
+// until its operator stops it; /readyz says so from then on.
+func (ms *membership) noticeRemoved(m *meta.Meta) {
+	n := ms.n
+	if ms.removed.Load() || n.gossip == nil {
+		return
+	}
+	self, ok := n.gossip.Member(n.cfg.NodeID)
+	if !ok {
+		return
+	}
+	inGroup := true
+	if f := n.meta.raft.GetConfiguration(); f.Error() == nil {
+		inGroup = slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
+	}
+	if !plan.RemovedSelf(m, n.cfg.NodeID, self.Fresh, self.Started, len(n.Shards()), inGroup) {
+		return
+	}
+	ms.removed.Store(true)
+	n.log.Error("this node has been removed from the cluster: it holds no replica and no part in the metadata, and serves nothing; stop it (its data directory may go), or start it with an empty data directory to join again")
 }
 
 // busyPoll is how soon the membership loops look again after a change,

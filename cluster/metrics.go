@@ -265,6 +265,9 @@ func (n *Node) Ready() error {
 	if n.meta == nil || n.Meta().KeyGroups == 0 {
 		return errors.New("cluster not initialised")
 	}
+	if n.membership != nil && n.membership.removed.Load() {
+		return errors.New("this node has been removed from the cluster")
+	}
 	if c := n.conn.Load(); c == nil || c.nc.IsClosed() {
 		return errors.New("the NATS connection is closed (connecting anew)")
 	}

@@ -99,6 +99,19 @@ func TestNodesJoinAndAreRemoved(t *testing.T) {
 		}
 		return nil
 	})
+	// and, its process still running, it says it was removed: not ready
+	// (a Kubernetes probe, a load balancer) and one line in its log
+	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
+		if err := n1.Ready(); err == nil || !strings.Contains(err.Error(), "removed from the cluster") {
+			return fmt.Errorf("the removed node's readiness: %v", err)
+		}
+		return nil
+	})
+	for i, n := range tc.nodes[1:] {
+		if err := n.Ready(); err != nil && strings.Contains(err.Error(), "removed") {
+			t.Errorf("n%d, a member, takes itself for removed: %v", i+2, err)
+		}
+	}
 	tc.publish("bank", keyOf, lines[2500:])
 	// any node lists every shard, as its leader reports it — once the
 	// leaderships have settled: the shards n1 led were handed over as it
