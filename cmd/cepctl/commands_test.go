@@ -140,12 +140,12 @@ func TestStatus(t *testing.T) {
 				} `json:"summary"`
 				Shards []struct {
 					ID             int    `json:"id"`
-					PartialMatches string `json:"partialMatches"`
+					PartialMatches int64  `json:"partialMatches"`
 					LeaderNodeID   string `json:"leaderNodeId"`
 					Replicas       []struct {
-						NodeID         string  `json:"nodeId"`
-						AppliedIndex   *string `json:"appliedIndex"`
-						AppliedUnknown bool    `json:"appliedUnknown"`
+						NodeID         string `json:"nodeId"`
+						AppliedIndex   *int64 `json:"appliedIndex"`
+						AppliedUnknown bool   `json:"appliedUnknown"`
 					} `json:"replicas"`
 				} `json:"shards"`
 			}
@@ -156,17 +156,17 @@ func TestStatus(t *testing.T) {
 			if err := unmarshal([]byte(out), &v); err != nil {
 				t.Fatalf("%v in\n%s", err, out)
 			}
-			if len(v.Nodes) != 2 || v.Nodes[0].ID != "n1" || v.Nodes[1].State != "NODE_STATE_SUSPECT" {
+			if len(v.Nodes) != 2 || v.Nodes[0].ID != "n1" || v.Nodes[1].State != "suspect" {
 				t.Errorf("nodes: %+v", v.Nodes)
 			}
 			if v.Summary.NatsURL != "nats://10.0.0.1:4222" || v.Summary.Shards != 2 {
 				t.Errorf("summary: %+v", v.Summary)
 			}
-			if len(v.Shards) != 2 || v.Shards[0].PartialMatches != "17" || v.Shards[1].LeaderNodeID != "" {
+			if len(v.Shards) != 2 || v.Shards[0].PartialMatches != 17 || v.Shards[1].LeaderNodeID != "" {
 				t.Errorf("shards: %+v", v.Shards)
 			}
 			// a replica whose node did not answer has no index, not 0
-			if reps := v.Shards[0].Replicas; len(reps) != 3 || reps[1].AppliedIndex == nil || *reps[1].AppliedIndex != "90" ||
+			if reps := v.Shards[0].Replicas; len(reps) != 3 || reps[1].AppliedIndex == nil || *reps[1].AppliedIndex != 90 ||
 				reps[2].AppliedIndex != nil || !reps[2].AppliedUnknown {
 				t.Errorf("replicas: %+v", reps)
 			}
@@ -335,7 +335,7 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 		t.Errorf("deploy request %v", deployed)
 	}
 	var p map[string]any
-	if err := json.Unmarshal([]byte(out), &p); err != nil || p["name"] != "login-fail" || p["version"] != "1" || p["state"] != "PATTERN_STATE_ACTIVE" {
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p["name"] != "login-fail" || p["version"] != 1.0 || p["state"] != "active" {
 		t.Errorf("deploy json %q: %v", out, err)
 	}
 	cepctl(t, url, "pattern", "deploy", doc, "--name", "taken").mustFail(t, `pattern "taken": api: already exists`)
@@ -365,7 +365,7 @@ func TestPatternDeployUpdateDelete(t *testing.T) {
 	if updated.GetPolicy() != cepv1.UpdatePolicy_UPDATE_POLICY_DRAIN || updated.GetName() != "fraud-v2" {
 		t.Errorf("update request %v", updated)
 	}
-	if err := yaml.Unmarshal([]byte(out), &p); err != nil || p["version"] != "2" || p["spec"] != loginPattern {
+	if err := yaml.Unmarshal([]byte(out), &p); err != nil || p["version"] != 2.0 || p["spec"] != loginPattern {
 		t.Errorf("update yaml %q: %v", out, err)
 	}
 

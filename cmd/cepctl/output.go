@@ -10,16 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 )
-
-// Output in json and yaml is the message's canonical protobuf JSON
-// (lowerCamelCase names, enums by name, 64-bit integers as strings), with
-// zero values included so that scripts find every field.
-var marshalJSON = protojson.MarshalOptions{EmitUnpopulated: true}
 
 func indentJSON(b []byte) ([]byte, error) {
 	var out bytes.Buffer

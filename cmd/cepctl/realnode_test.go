@@ -94,7 +94,7 @@ func TestAgainstANode(t *testing.T) {
 		}
 		MetaLeaderID string
 	}
-	if err := json.Unmarshal([]byte(cepctl(t, url, "node", "list", "-o", "json").mustOK(t).stdout), &nl); err != nil || len(nl.Nodes) != 1 || nl.MetaLeaderID != "node1" || !nl.Nodes[0].IsMetaLeader || nl.Nodes[0].State != "NODE_STATE_ALIVE" {
+	if err := json.Unmarshal([]byte(cepctl(t, url, "node", "list", "-o", "json").mustOK(t).stdout), &nl); err != nil || len(nl.Nodes) != 1 || nl.MetaLeaderID != "node1" || !nl.Nodes[0].IsMetaLeader || nl.Nodes[0].State != "alive" {
 		t.Errorf("node list -o json: %+v, %v", nl, err)
 	}
 

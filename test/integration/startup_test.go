@@ -280,14 +280,14 @@ func runCepctl(t *testing.T, addr string, args ...string) string {
 
 // statusJSON is what cepctl status -o json says of the replicas: node id
 // → shard id → the applied index, nil where it is not given.
-func statusJSON(t *testing.T, addr string) map[string]map[int]*string {
+func statusJSON(t *testing.T, addr string) map[string]map[int]*uint64 {
 	t.Helper()
 	var v struct {
 		Shards []struct {
 			ID       int `json:"id"`
 			Replicas []struct {
 				NodeID         string  `json:"nodeId"`
-				AppliedIndex   *string `json:"appliedIndex"`
+				AppliedIndex   *uint64 `json:"appliedIndex"`
 				AppliedUnknown bool    `json:"appliedUnknown"`
 			} `json:"replicas"`
 		} `json:"shards"`
@@ -296,11 +296,11 @@ func statusJSON(t *testing.T, addr string) map[string]map[int]*string {
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("%v in\n%s", err, out)
 	}
-	m := map[string]map[int]*string{}
+	m := map[string]map[int]*uint64{}
 	for _, s := range v.Shards {
 		for _, r := range s.Replicas {
 			if m[r.NodeID] == nil {
-				m[r.NodeID] = map[int]*string{}
+				m[r.NodeID] = map[int]*uint64{}
 			}
 			if r.AppliedUnknown != (r.AppliedIndex == nil) {
 				t.Errorf("shard %d replica %s: unknown %v with index %v", s.ID, r.NodeID, r.AppliedUnknown, r.AppliedIndex)
@@ -370,7 +370,7 @@ func TestStartupStatusEveryReplica(t *testing.T) {
 	// as cepctl prints it: every replica's index, none of them 0
 	for node, shards := range statusJSON(t, tc.nodes[0].APIAddr()) {
 		for id, idx := range shards {
-			if idx == nil || *idx == "0" {
+			if idx == nil || *idx == 0 {
 				t.Errorf("cepctl status -o json: shard %d on %s at %v", id, node, idx)
 			}
 		}
@@ -402,7 +402,7 @@ func TestStartupStatusEveryReplica(t *testing.T) {
 	})
 	for node, shards := range statusJSON(t, tc.nodes[0].APIAddr()) {
 		for id, idx := range shards {
-			if stopped := node == "n3"; stopped != (idx == nil) || (idx != nil && *idx == "0") {
+			if stopped := node == "n3"; stopped != (idx == nil) || (idx != nil && *idx == 0) {
 				t.Errorf("cepctl status -o json after n3 stopped: shard %d on %s at %v", id, node, idx)
 			}
 		}
