@@ -194,30 +194,52 @@ func (n *Node) waitSplit(ctx context.Context, id uint64) bool {
 
 // protoSplit is the protocol of a release whose shards apply OpSplit: a
 // shard splits only while every member has it (an older replica could not
-// decode the entry and would keep the whole range). The gossip carries it
-// (gossip.Config.Proto).
+// decode the entry and would keep the whole range). The gossip carries
+// each node's (gossip.Config.Proto): protoCurrent.
 const protoSplit = 2
+
+// protoForgetPerName is the protocol of a release that applies
+// meta.ForgetPattern's PerName: proposed so only while every member has
+// it, as an older replica would apply it otherwise.
+const protoForgetPerName = 3
+
+// protoCurrent is this release's protocol, the highest it speaks.
+const protoCurrent = protoForgetPerName
+
+// behindProto returns a member of m, not being removed, that the gossip
+// does not see alive or whose release speaks a protocol below proto, and
+// which of the two; "" when there is none.
+func (n *Node) behindProto(m *meta.Meta, proto int) (id string, unreachable bool) {
+	for _, nd := range m.Nodes {
+		if nd.Removing || nd.ID == n.cfg.NodeID {
+			continue
+		}
+		if n.gossip == nil {
+			return nd.ID, true
+		}
+		mb, ok := n.gossip.Member(nd.ID)
+		switch {
+		case !ok || mb.State != gossip.Alive:
+			return nd.ID, true
+		case mb.Proto < proto:
+			return nd.ID, false
+		}
+	}
+	return "", false
+}
 
 // canSplit reports why the shards cannot split now, if they cannot: a
 // member the gossip does not see alive with a release that applies
 // OpSplit (during a rolling upgrade, say).
 func (n *Node) canSplit(m *meta.Meta) error {
-	for _, nd := range m.Nodes {
-		if nd.Removing {
-			continue
-		}
-		mb, ok := n.gossip.Member(nd.ID)
-		if nd.ID == n.cfg.NodeID {
-			mb, ok = gossip.Member{State: gossip.Alive, Proto: protoSplit}, true
-		}
-		switch {
-		case !ok || mb.State != gossip.Alive:
-			return fmt.Errorf("%w: node %s is not reachable; shards split only while every node is", api.ErrFailedPrecondition, nd.ID)
-		case mb.Proto < protoSplit:
-			return fmt.Errorf("%w: node %s runs a release that cannot split shards; upgrade every node first", api.ErrFailedPrecondition, nd.ID)
-		}
+	switch id, unreachable := n.behindProto(m, protoSplit); {
+	case id == "":
+		return nil
+	case unreachable:
+		return fmt.Errorf("%w: node %s is not reachable; shards split only while every node is", api.ErrFailedPrecondition, id)
+	default:
+		return fmt.Errorf("%w: node %s runs a release that cannot split shards; upgrade every node first", api.ErrFailedPrecondition, id)
 	}
-	return nil
 }
 
 // splitting refuses what needs a settled shard map (savepoints, restores)

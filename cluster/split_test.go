@@ -51,3 +51,28 @@ func TestForwarderAfterSplit(t *testing.T) {
 		t.Fatalf("a shard split off forwards: %d", got)
 	}
 }
+
+// A tombstone is forgotten per name only while every member's release
+// applies it so: a member of the release before (it speaks the split's
+// protocol, not this one) or one not reachable makes it the old way.
+func TestForgetPerNameNeedsEveryNodesRelease(t *testing.T) {
+	m := &meta.Meta{Nodes: []meta.Node{{ID: "n1"}, {ID: "n2"}, {ID: "n3", Removing: true}}}
+	for _, c := range []struct {
+		g    *gossip.Gossip
+		want string
+	}{
+		{gossip.Static(gossip.Member{ID: "n2", State: gossip.Alive, Proto: protoCurrent}), ""},
+		{gossip.Static(gossip.Member{ID: "n2", State: gossip.Alive, Proto: protoSplit}), "n2"},
+		{gossip.Static(gossip.Member{ID: "n2", State: gossip.Suspect, Proto: protoCurrent}), "n2"},
+		{gossip.Static(), "n2"},
+	} {
+		n := &Node{cfg: Config{NodeID: "n1"}, gossip: c.g}
+		if id, _ := n.behindProto(m, protoForgetPerName); id != c.want {
+			t.Errorf("%+v: behind %q, want %q", c.g.Members(), id, c.want)
+		}
+	}
+	alone := &Node{cfg: Config{NodeID: "n1"}}
+	if id, _ := alone.behindProto(&meta.Meta{Nodes: []meta.Node{{ID: "n1"}}}, protoForgetPerName); id != "" {
+		t.Errorf("a single node without gossip: behind %q", id)
+	}
+}

@@ -66,7 +66,10 @@ func (n *Node) forgetIfApplied(ctx context.Context, name string, version uint64)
 	if len(n.notApplied(ctx, deletionApplied(name, version))) > 0 {
 		return false
 	}
-	_, err := n.Propose(ctx, meta.ForgetPattern{Name: name, Expect: version})
+	// per name once every member applies it so; else, as before, every
+	// name's versions go on above this one (a cosmetic difference only)
+	id, _ := n.behindProto(n.Meta(), protoForgetPerName)
+	_, err := n.Propose(ctx, meta.ForgetPattern{Name: name, Expect: version, PerName: id == ""})
 	if err != nil && ctx.Err() == nil {
 		n.log.Debug("a deleted pattern's tombstone stays for now", "pattern", name, "version", version, "err", err)
 	}

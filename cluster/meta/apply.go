@@ -226,9 +226,9 @@ func (m *Meta) applyPutPattern(idx uint64, c PutPattern) (any, error) {
 	}
 	if old == nil {
 		prev := m.Patterns[p.Name] // a deleted pattern's versions keep counting
-		p.Version = m.ForgottenVersion + 1
+		p.Version = m.ForgottenOf(p.Name) + 1
 		if prev != nil {
-			p.Version = max(prev.Version, m.ForgottenVersion) + 1
+			p.Version = max(prev.Version, m.ForgottenOf(p.Name)) + 1
 		}
 		p.CreatedIndex = idx
 	} else {
@@ -261,9 +261,11 @@ func (m *Meta) applyDeletePattern(idx uint64, c DeletePattern) (any, error) {
 
 // applyForgetPattern removes the tombstone of a deleted pattern (Expect:
 // its version, as the proposer saw it applied by every shard). The
-// versions of a name keep counting past it: a pattern deployed later under
-// any name starts above every forgotten version, so record ids (a hash of
-// name, version and record) never repeat those of a deleted pattern.
+// versions of the name keep counting past it: a pattern deployed later
+// under that name starts above its forgotten version, so record ids (a
+// hash of name, version and record) never repeat those of a deleted
+// pattern; other names are not concerned (PerName; before it, every
+// name's versions went on above it).
 func (m *Meta) applyForgetPattern(_ uint64, c ForgetPattern) (any, error) {
 	p := m.Patterns[c.Name]
 	switch {
@@ -273,7 +275,14 @@ func (m *Meta) applyForgetPattern(_ uint64, c ForgetPattern) (any, error) {
 		return nil, refused(ErrConflict, "pattern %q is at version %d (deleted: %v), not deleted at %d", c.Name, p.Version, p.Deleted, c.Expect)
 	}
 	delete(m.Patterns, c.Name)
-	m.ForgottenVersion = max(m.ForgottenVersion, p.Version)
+	if !c.PerName {
+		m.ForgottenVersion = max(m.ForgottenVersion, p.Version)
+	} else {
+		if m.Forgotten == nil {
+			m.Forgotten = map[string]uint64{}
+		}
+		m.Forgotten[c.Name] = max(m.Forgotten[c.Name], p.Version)
+	}
 	cp := *p
 	return &cp, nil
 }

@@ -55,6 +55,12 @@ type DeletePattern struct {
 type ForgetPattern struct {
 	Name   string `json:"name,omitempty"`
 	Expect uint64 `json:"expect,omitempty"`
+	// PerName: later versions of this name start above Expect, and other
+	// names are not concerned (Meta.Forgotten). Without it, as releases
+	// before it wrote the command, every name's versions go on above it
+	// (Meta.ForgottenVersion). The proposer sets it once every member
+	// applies it so.
+	PerName bool `json:"perName,omitempty"`
 }
 
 // PutSource creates a source.

@@ -40,8 +40,14 @@ type Meta struct {
 	// process still running under one of their ids is not taken back; a
 	// node started afresh (empty data directory) after the removal is.
 	Removed []Removed `json:"removed,omitempty"`
-	// ForgottenVersion is the highest version of a deleted pattern whose
-	// tombstone was removed (ForgetPattern): new versions start above it.
+	// Forgotten is, per name, the version of a deleted pattern whose
+	// tombstone was removed (ForgetPattern): the name's versions go on
+	// above it, so that record ids (a hash of name, version and record)
+	// never repeat a deleted pattern's.
+	Forgotten map[string]uint64 `json:"forgotten,omitempty"`
+	// ForgottenVersion is what releases before Forgotten kept instead: the
+	// highest forgotten version of any name, above which every name's
+	// versions went on. A metadata that has it keeps it as a floor.
 	ForgottenVersion uint64 `json:"forgottenVersion,omitempty"`
 	Index            uint64 `json:"index"` // last applied log index
 	// Sealed: a checksummed entry was applied; unchecksummed (legacy
@@ -280,6 +286,12 @@ func (m *Meta) IsRemoved(id string) bool {
 func (m *Meta) MayRejoin(id string, fresh bool, started int64) bool {
 	i, removed := m.removedAt(id)
 	return !removed || fresh && started > m.Removed[i].Time
+}
+
+// ForgottenOf is the version above which a pattern of that name starts
+// when no tombstone of it is left (Forgotten, or the older floor).
+func (m *Meta) ForgottenOf(name string) uint64 {
+	return max(m.ForgottenVersion, m.Forgotten[name])
 }
 
 // Node returns the member of that id, or nil.

@@ -438,3 +438,41 @@ func TestRefusalsSayWhetherToRetry(t *testing.T) {
 		}
 	}
 }
+
+// A forget written per name (by a release whose every member applies it
+// so) lets that name's versions go on above it and leaves other names
+// alone: a pattern new to the cluster starts at version 1 however many
+// were deleted before. The older command keeps its meaning, for logs
+// written before: every name above it.
+func TestForgetPerName(t *testing.T) {
+	for _, perName := range []bool{false, true} {
+		m := New()
+		idx := uint64(0)
+		apply := func(c Command) any {
+			t.Helper()
+			idx++
+			res, err := m.Apply(idx, c)
+			if err != nil {
+				t.Fatalf("per name %v: %T: %v", perName, c, err)
+			}
+			return res
+		}
+		apply(PutSource{Source: &Source{Name: "bank", Stream: "CEP_SRC_BANK", Subjects: []string{"bank.*"}, Key: "account"}})
+		for range 3 {
+			apply(PutPattern{Create: true, Pattern: &Pattern{Name: "old", Spec: "x", Sources: []string{"bank"}}})
+			apply(DeletePattern{Name: "old"})
+		}
+		gone := m.Patterns["old"].Version // 6: three deployments, three deletions
+		apply(ForgetPattern{Name: "old", Expect: gone, PerName: perName})
+		fresh := apply(PutPattern{Create: true, Pattern: &Pattern{Name: "fresh", Spec: "x", Sources: []string{"bank"}}}).(*Pattern)
+		again := apply(PutPattern{Create: true, Pattern: &Pattern{Name: "old", Spec: "x", Sources: []string{"bank"}}}).(*Pattern)
+		wantFresh := gone + 1
+		if perName {
+			wantFresh = 1
+		}
+		if fresh.Version != wantFresh || again.Version != gone+1 {
+			t.Errorf("per name %v: after forgetting old at %d, fresh is at version %d (want %d), old again at %d (want %d)",
+				perName, gone, fresh.Version, wantFresh, again.Version, gone+1)
+		}
+	}
+}

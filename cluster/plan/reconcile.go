@@ -44,10 +44,10 @@ func (r Reconcile) Empty() bool { return len(r.Delete)+len(r.Deploy) == 0 }
 //     no pattern staying reads is skipped first (from the start of its
 //     stream, for a new pattern deployed FromStart);
 //   - a pattern the shard runs that m no longer names at all, at or below
-//     m.ForgottenVersion, is deleted: its tombstone was forgotten while
-//     this shard had not applied the deletion. Every version deployed
-//     later is above it, so a deployment this node's metadata replica has
-//     not applied yet is not taken for one.
+//     m.ForgottenOf its name, is deleted: its tombstone was forgotten
+//     while this shard had not applied the deletion. Every version of the
+//     name deployed later is above it, so a deployment this node's
+//     metadata replica has not applied yet is not taken for one.
 func ReconcileOf(m *meta.Meta, run Running) Reconcile {
 	var rc Reconcile
 	// sources read by none of the patterns that stay (those deleted here
@@ -77,7 +77,7 @@ func ReconcileOf(m *meta.Meta, run Running) Reconcile {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(run.Versions)) {
-		if m.Patterns[name] == nil && run.Versions[name] <= m.ForgottenVersion {
+		if m.Patterns[name] == nil && run.Versions[name] <= m.ForgottenOf(name) {
 			rc.Delete = append(rc.Delete, name)
 		}
 	}

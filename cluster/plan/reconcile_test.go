@@ -46,7 +46,7 @@ func reconcileBefore(m *meta.Meta, have map[string]uint64, readers map[string][]
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(have)) {
-		if m.Patterns[name] == nil && have[name] <= m.ForgottenVersion {
+		if m.Patterns[name] == nil && have[name] <= m.ForgottenOf(name) {
 			rc.Delete = append(rc.Delete, name)
 		}
 	}
@@ -56,7 +56,8 @@ func reconcileBefore(m *meta.Meta, have map[string]uint64, readers map[string][]
 func drawReconcileCase(t *rapid.T) (*meta.Meta, Running) {
 	names := []string{"a", "b", "c", "d", "e"}
 	sources := []string{"s1", "s2", "s3"}
-	m := &meta.Meta{Patterns: map[string]*meta.Pattern{}, ForgottenVersion: rapid.Uint64Range(0, 4).Draw(t, "forgotten")}
+	m := &meta.Meta{Patterns: map[string]*meta.Pattern{}, ForgottenVersion: rapid.Uint64Range(0, 4).Draw(t, "forgotten"),
+		Forgotten: rapid.MapOf(rapid.SampledFrom(names), rapid.Uint64Range(0, 6)).Draw(t, "forgotten-by-name")}
 	for _, n := range names {
 		if !rapid.Bool().Draw(t, n+"-in-meta") {
 			continue
@@ -91,7 +92,7 @@ func TestReconcileOfAsBefore(t *testing.T) {
 
 // Applied, the reconcile leaves the shard running exactly the live
 // patterns at the metadata's versions (bar forgotten tombstones above
-// ForgottenVersion, which it must not take for deletions), and a source is
+// ForgottenOf their name, which it must not take for deletions), and a source is
 // skipped at most once, only for a deployment that reads it.
 func TestReconcileOfConverges(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -107,7 +108,7 @@ func TestReconcileOfConverges(t *testing.T) {
 		for n, v := range after {
 			p := m.Patterns[n]
 			switch {
-			case p == nil && v > m.ForgottenVersion: // not known yet here: left alone
+			case p == nil && v > m.ForgottenOf(n): // not known yet here: left alone
 			case p == nil || p.Deleted || p.Version != v:
 				t.Fatalf("after %+v the shard runs %s v%d; the metadata holds %+v", rc, n, v, p)
 			}
