@@ -66,6 +66,7 @@ var statusWaitPoll, statusWaitCall = 200 * time.Millisecond, 2 * time.Second
 func waitLed(ctx context.Context, c *apiClients, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	var last error
 	for {
 		// each call bounded too: a node still starting may take a
 		// connection and not answer yet
@@ -73,6 +74,11 @@ func waitLed(ctx context.Context, c *apiClients, wait time.Duration) error {
 		st, err := c.cluster.GetStatus(callCtx, connect.NewRequest(&cepv1.GetStatusRequest{}))
 		callCancel()
 		switch {
+		case err != nil && last != nil && connect.CodeOf(err) == connect.CodeDeadlineExceeded:
+			// the call ran out of time (the wait's end, here or at the
+			// server, which had its deadline): the answer before says
+			// what is missing, a deadline does not
+			err = last
 		case err != nil:
 		case st.Msg.GetSummary().GetMetaLeaderId() == "":
 			err = fmt.Errorf("the cluster has no metadata leader yet")
@@ -83,6 +89,7 @@ func waitLed(ctx context.Context, c *apiClients, wait time.Duration) error {
 		default:
 			return nil
 		}
+		last = err
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("after waiting %v: %w", wait, err)

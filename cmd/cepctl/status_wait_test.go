@@ -51,6 +51,22 @@ func TestStatusWait(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 200ms: 2 shards have no leader yet") {
 		t.Fatalf("status --wait on shards that stay unled: exit %d, %q", r.code, r.stderr)
 	}
+	// the wait runs out while a call is under way (a loaded machine, a
+	// slow link): the answer before still says what is missing
+	slow := startAPI(t, api.Backends{Cluster: &fakeCluster{
+		StatusFunc: func(ctx context.Context, _ *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
+			if asked.Add(1) > 1 {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return &cepv1.GetStatusResponse{Summary: steps[2]}, nil
+		},
+	}})
+	asked.Store(0)
+	r = cepctl(t, slow, "status", "--wait", "200ms")
+	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 200ms: 2 shards have no leader yet") {
+		t.Fatalf("status --wait running out during a call: exit %d, %q", r.code, r.stderr)
+	}
 	r = cepctl(t, deadURL(t), "status", "--wait", "200ms")
 	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 200ms: cannot reach the server") {
 		t.Fatalf("status --wait on a dead server: exit %d, %q", r.code, r.stderr)
