@@ -35,6 +35,9 @@ type collector struct {
 	bytesRefused, stateBytes, stepCapped              *prometheus.Desc
 	voters, wanted, members                           *prometheus.Desc
 	watermark, watermarkLag, oldestPartial            *prometheus.Desc
+	// the same in seconds, Prometheus's base unit (the _ms ones stay for a
+	// release, for dashboards and alerts written against them)
+	watermarkSec, watermarkLagSec, oldestPartialSec *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -83,6 +86,12 @@ func newCollector(n *Node) *collector {
 			"How far a source's watermark on the shard trails the newest event time of the source there (the largest over its patterns).", []string{"shard", "source"}, nil),
 		oldestPartial: prometheus.NewDesc("cep_partial_match_oldest_age_ms",
 			"Event time between the start of a pattern's oldest partial match on the shard and its watermark.", []string{"shard", "pattern"}, nil),
+		watermarkSec: prometheus.NewDesc("cep_watermark_timestamp_seconds",
+			"A source's event-time clock across the shards as this shard logged it (seconds since the Unix epoch; the lowest of the source's patterns').", []string{"shard", "source"}, nil),
+		watermarkLagSec: prometheus.NewDesc("cep_watermark_lag_seconds",
+			"How far a source's watermark on the shard trails the newest event time of the source there (the largest over its patterns).", []string{"shard", "source"}, nil),
+		oldestPartialSec: prometheus.NewDesc("cep_partial_match_oldest_age_seconds",
+			"Event time between the start of a pattern's oldest partial match on the shard and its watermark.", []string{"shard", "pattern"}, nil),
 		forwardLag: prometheus.NewDesc("cep_forward_lag_messages", "Messages in the origin stream after the position the shard re-keyed into a derived source (on the leader of the shard that forwards it).", []string{"shard", "source"}, nil),
 	}
 }
@@ -93,7 +102,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.events, c.duplicates, c.late, c.dead, c.matches, c.timeouts,
 		c.partial, c.buffered, c.outbox, c.applied, c.commit, c.leader, c.metaLeader, c.lag, c.forwardLag,
 		c.snapThreshold, c.snapEncode, c.dropped, c.keysRefused, c.keys, c.bytesRefused, c.stateBytes, c.stepCapped, c.voters, c.wanted, c.members,
-		c.watermark, c.watermarkLag, c.oldestPartial} {
+		c.watermark, c.watermarkLag, c.oldestPartial, c.watermarkSec, c.watermarkLagSec, c.oldestPartialSec} {
 		ch <- d
 	}
 }
@@ -138,7 +147,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.stateBytes, prometheus.GaugeValue, float64(p.StateBytes), id, p.Name)
 			ch <- prometheus.MustNewConstMetric(c.stepCapped, prometheus.CounterValue, float64(p.StepCapped), id, p.Name)
 			if p.HasPartial && p.Watermark >= p.OldestPartialStart {
-				ch <- prometheus.MustNewConstMetric(c.oldestPartial, prometheus.GaugeValue, float64(watermark.Since(p.Watermark, p.OldestPartialStart)), id, p.Name)
+				age := watermark.Since(p.Watermark, p.OldestPartialStart)
+				ch <- prometheus.MustNewConstMetric(c.oldestPartial, prometheus.GaugeValue, float64(age), id, p.Name)
+				ch <- prometheus.MustNewConstMetric(c.oldestPartialSec, prometheus.GaugeValue, float64(age)/1000, id, p.Name)
 			}
 		}
 		c.collectClocks(ch, clocks, id)
@@ -329,8 +340,10 @@ func (c *collector) collectClocks(ch chan<- prometheus.Metric, clocks []shard.So
 	for _, src := range order {
 		a := by[src]
 		ch <- prometheus.MustNewConstMetric(c.watermark, prometheus.GaugeValue, float64(a.wm), id, src)
+		ch <- prometheus.MustNewConstMetric(c.watermarkSec, prometheus.GaugeValue, float64(a.wm)/1000, id, src)
 		if a.has {
 			ch <- prometheus.MustNewConstMetric(c.watermarkLag, prometheus.GaugeValue, float64(a.lag), id, src)
+			ch <- prometheus.MustNewConstMetric(c.watermarkLagSec, prometheus.GaugeValue, float64(a.lag)/1000, id, src)
 		}
 	}
 }

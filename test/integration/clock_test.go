@@ -243,6 +243,13 @@ func TestClockFarFutureEvent(t *testing.T) {
 			if want := max(0, k.GetNewestEventMs()-k.GetWatermarkMs()); ok != k.GetHasNewestEvent() || int64(lag) != want && ok {
 				t.Errorf("shard %d: cep_watermark_lag_ms %v (listed %v), want %d (newest event %v)", id, lag, ok, want, k.GetHasNewestEvent())
 			}
+			// and in seconds, Prometheus's base unit
+			if wm := tc.metric(0, "cep_watermark_timestamp_seconds", sh, `source="bank"`); wm != float64(k.GetWatermarkMs())/1000 {
+				t.Errorf("shard %d: cep_watermark_timestamp_seconds %v, the API's clock %d ms", id, wm, k.GetWatermarkMs())
+			}
+			if sec, ok := tc.metricValue(0, "cep_watermark_lag_seconds", sh, `source="bank"`); ok && sec != lag/1000 {
+				t.Errorf("shard %d: cep_watermark_lag_seconds %v, %v ms", id, sec, lag)
+			}
 		}
 	}
 	// acc-3 style partial matches wait: the far-future LOGINs took no
@@ -250,7 +257,11 @@ func TestClockFarFutureEvent(t *testing.T) {
 	tc.publish("bank", key, []string{`{"account":"p-1","type":"LOGIN","ts":16001}`, `{"account":"w-1","type":"PAYMENT_OK","ts":26000}`})
 	testutil.EventuallyEvery(t, 10*time.Second, poll, func() error {
 		for i := 1; i <= 3; i++ {
-			if age, ok := tc.metricValue(0, "cep_partial_match_oldest_age_ms", fmt.Sprintf(`shard="%d"`, i), `pattern="login-fail-logout"`); ok && age == 26000-2000-1-16001 {
+			sh := fmt.Sprintf(`shard="%d"`, i)
+			if age, ok := tc.metricValue(0, "cep_partial_match_oldest_age_ms", sh, `pattern="login-fail-logout"`); ok && age == 26000-2000-1-16001 {
+				if sec, _ := tc.metricValue(0, "cep_partial_match_oldest_age_seconds", sh, `pattern="login-fail-logout"`); sec != age/1000 {
+					return fmt.Errorf("cep_partial_match_oldest_age_seconds %v, %v ms", sec, age)
+				}
 				return nil
 			}
 		}
