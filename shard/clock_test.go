@@ -88,6 +88,11 @@ func TestUnclockedDeploymentKeepsOwnWatermark(t *testing.T) {
 	if len(s.Clocks()) != 0 || len(s.Outbox()) != 1 {
 		t.Fatalf("clocks %+v, outbox %v", s.Clocks(), payloads(s))
 	}
+	// people see its watermark all the same: the events' (max time 500,
+	// outOfOrderness 0, so 499) with the newest event time
+	if w := s.Watermarks(); len(w) != 1 || w[0].Clock != 499 || w[0].MaxTime != 500 || w[0].Source != "src" {
+		t.Fatalf("watermarks %+v", w)
+	}
 }
 
 // OpClockMode switches a pattern between its own events (a shard alone)

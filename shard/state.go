@@ -1000,6 +1000,20 @@ func (s *State) Clocks() []SourceClock {
 	return out
 }
 
+// Watermarks lists the clocks of every event-time pattern, as Clocks
+// does, and also of those running on their own events (a shard alone):
+// their Clock is the watermark those events gave. For people (status,
+// metrics); the clock loop reports Clocks only.
+func (s *State) Watermarks() []SourceClock {
+	var out []SourceClock
+	for _, p := range s.patterns {
+		if p.pattern.EventTime() {
+			out = append(out, s.clocksOf(p)...)
+		}
+	}
+	return out
+}
+
 // ClockModes says, per event-time pattern by name, whether it runs on
 // its sources' clocks (OpClockMode, Deploy.Clock).
 func (s *State) ClockModes() map[string]bool {

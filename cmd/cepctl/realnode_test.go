@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,33 @@ func TestAgainstANode(t *testing.T) {
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	os.WriteFile(events, []byte(`{"account":"acc-5","type":"LOGIN"}`+"\n"+`{"account":"acc-6","type":"LOGIN","ts":1000}`+"\n"), 0o600)
 	cepctl(t, url, "publish", "--source", "bank", "-f", events).mustOK(t)
+
+	// one shard: the pattern runs on its own events' watermark, and status
+	// shows it all the same (acc-6 at 1000, outOfOrderness 2s: -1001 ms),
+	// as a time in the table and as the number in -o json
+	wantRow := []string{"1", "bank", "login-fail-logout", "1969-12-31T23:59:58.999Z", "2.001s"}
+	var status string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status = cepctl(t, url, "status").mustOK(t).stdout
+		if slices.ContainsFunc(fields(status), func(r []string) bool { return len(r) >= 5 && slices.Equal(r[:5], wantRow) }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status shows no watermark row %v:\n%s", wantRow, status)
+		}
+	}
+	var st struct {
+		Shards []struct {
+			Clocks []struct {
+				Source      string `json:"source"`
+				WatermarkMs int64  `json:"watermarkMs"`
+			} `json:"clocks"`
+		} `json:"shards"`
+	}
+	if err := json.Unmarshal([]byte(cepctl(t, url, "status", "-o", "json").mustOK(t).stdout), &st); err != nil ||
+		len(st.Shards) != 1 || len(st.Shards[0].Clocks) != 1 || st.Shards[0].Clocks[0].WatermarkMs != -1001 {
+		t.Errorf("status -o json clocks: %+v %v", st, err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

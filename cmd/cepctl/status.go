@@ -294,6 +294,12 @@ func summaryLine(s *cepv1.ClusterSummary) string {
 	return b.String()
 }
 
+// formatEventTime writes an event time (Unix ms) as RFC 3339 in UTC,
+// with the milliseconds; -o json keeps the number.
+func formatEventTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
 // writeClocks lists each shard's source clocks (docs/time.md): the
 // watermark it logged, how far it trails the newest event there, and
 // whether the shard is idle for the source. Nothing without clocks.
@@ -308,7 +314,7 @@ func writeClocks(w io.Writer, sh *cepv1.ListShardsResponse) {
 			}
 			wm, lag, idle := "-", "-", "-"
 			if c.GetHasWatermark() {
-				wm = strconv.FormatInt(c.GetWatermarkMs(), 10)
+				wm = formatEventTime(c.GetWatermarkMs())
 				if c.GetHasNewestEvent() {
 					lag = (time.Duration(max(0, c.GetNewestEventMs()-c.GetWatermarkMs())) * time.Millisecond).String()
 				}
