@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/meta"
@@ -119,5 +120,19 @@ func TestPatternAndSourceChecks(t *testing.T) {
 		if err := checkSource(&s); !errors.Is(err, api.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want invalid argument", name, err)
 		}
+	}
+}
+
+// A savepoint's id says when it was taken, in UTC to the millisecond,
+// and ids sort as their times do.
+func TestSavepointIDReadsAsItsTime(t *testing.T) {
+	at := time.Date(2026, 12, 2, 11, 0, 26, 123_000_000, time.FixedZone("CET", 3600))
+	if got := savepointID(at); got != "sp-20261202-100026.123" {
+		t.Errorf("savepointID(%v) = %s", at, got)
+	}
+	a, b := savepointID(at), savepointID(at.Add(time.Millisecond))
+	c := savepointID(at.Add(10 * 24 * time.Hour))
+	if !(a < b && b < c) {
+		t.Errorf("ids out of their times' order: %s %s %s", a, b, c)
 	}
 }

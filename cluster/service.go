@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/cluster/meta"
+	"github.com/cepcluster/cep/internal/raftlog"
 )
 
 // Service implements the API backends on a node. Reads are served from
@@ -81,4 +83,28 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: no metadata leader yet (the cluster is electing one): the change was not applied; retry", api.ErrUnavailable)
 	}
 	return err
+}
+
+// readMeta returns the metadata for a read of what changes make
+// (patterns, sources, savepoints), on the metadata leader (a node that
+// does not lead forwards the read, as it does a change): linearizable, as
+// etcd's reads are by default, so a read never misses a change already
+// acknowledged to anyone, nor goes back in time from one node to the
+// next. The leader confirms it still leads (a heartbeat round) and
+// answers once it has applied everything it had logged when the read
+// came, which holds every acknowledged change, a previous leader's too.
+func (n *Node) readMeta(ctx context.Context) (*meta.Meta, error) {
+	rf := n.meta.raft
+	last := rf.LastIndex()
+	if err := raftlog.Wait(ctx, rf.VerifyLeader()); err != nil {
+		return nil, fmt.Errorf("%w: this node no longer leads the metadata group (%v); retry", api.ErrUnavailable, err)
+	}
+	for rf.AppliedIndex() < last {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: the metadata leader has not applied its log up to the read: %v", api.ErrUnavailable, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return n.Meta(), nil
 }

@@ -416,7 +416,13 @@ func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternReques
 }
 
 func (b patternBackend) List(ctx context.Context, r *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error) {
-	m := b.s.n.Meta()
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Patterns, cepv1connect.PatternServiceClient.ListPatterns); done {
+		return res, err
+	}
+	m, err := b.s.n.readMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := &cepv1.ListPatternsResponse{}
 	for _, name := range m.PatternNames() {
 		out.Patterns = append(out.Patterns, toPattern(m.Patterns[name]))
@@ -425,7 +431,14 @@ func (b patternBackend) List(ctx context.Context, r *cepv1.ListPatternsRequest) 
 }
 
 func (b patternBackend) Get(ctx context.Context, r *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error) {
-	p := b.s.n.Meta().Patterns[r.Name]
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Patterns, cepv1connect.PatternServiceClient.GetPattern); done {
+		return res, err
+	}
+	m, err := b.s.n.readMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := m.Patterns[r.Name]
 	if p == nil || p.Deleted {
 		return nil, fmt.Errorf("%w: pattern %q", api.ErrNotFound, r.Name)
 	}

@@ -25,6 +25,14 @@ import (
 
 type savepointBackend struct{ s *Service }
 
+// savepointID names a savepoint by its time, UTC to the millisecond, so
+// that a person reads when it was taken and the ids sort by it
+// (sp-20261202-110026.123; releases before wrote the Unix milliseconds,
+// sp-1764673226123, which every command still takes).
+func savepointID(t time.Time) string {
+	return "sp-" + t.UTC().Format("20060102-150405.000")
+}
+
 func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRequest) (*cepv1.CreateSavepointResponse, error) {
 	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Savepoints, cepv1connect.SavepointServiceClient.CreateSavepoint); done {
 		return res, err
@@ -39,7 +47,7 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	}
 	m := n.Meta()
 	now := n.cfg.Now()
-	id := fmt.Sprintf("sp-%d", now.UnixMilli())
+	id := savepointID(now)
 	var pats []meta.Pattern
 	for _, name := range m.PatternNames() {
 		pats = append(pats, *m.Patterns[name])
@@ -129,7 +137,13 @@ func (b savepointBackend) Delete(ctx context.Context, r *cepv1.DeleteSavepointRe
 }
 
 func (b savepointBackend) List(ctx context.Context, r *cepv1.ListSavepointsRequest) (*cepv1.ListSavepointsResponse, error) {
-	m := b.s.n.Meta()
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Savepoints, cepv1connect.SavepointServiceClient.ListSavepoints); done {
+		return res, err
+	}
+	m, err := b.s.n.readMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := &cepv1.ListSavepointsResponse{}
 	for i := len(m.Savepoints) - 1; i >= 0; i-- {
 		out.Savepoints = append(out.Savepoints, toSavepoint(&m.Savepoints[i], m))

@@ -160,7 +160,13 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 }
 
 func (b sourceBackend) List(ctx context.Context, r *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error) {
-	m := b.s.n.Meta()
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Sources, cepv1connect.SourceServiceClient.ListSources); done {
+		return res, err
+	}
+	m, err := b.s.n.readMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := &cepv1.ListSourcesResponse{}
 	for _, name := range m.SourceNames() {
 		out.Sources = append(out.Sources, toSource(m.Sources[name], m.KeyGroups))
@@ -169,7 +175,13 @@ func (b sourceBackend) List(ctx context.Context, r *cepv1.ListSourcesRequest) (*
 }
 
 func (b sourceBackend) Get(ctx context.Context, r *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error) {
-	m := b.s.n.Meta()
+	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Sources, cepv1connect.SourceServiceClient.GetSource); done {
+		return res, err
+	}
+	m, err := b.s.n.readMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
 	src := m.Sources[r.Name]
 	if src == nil {
 		return nil, fmt.Errorf("%w: source %q", api.ErrNotFound, r.Name)
