@@ -322,7 +322,9 @@ func TestMetadataModelRefuses(t *testing.T) {
 	op := func(kind string, n int, call, ret int64, out linOutput) porcupine.Operation {
 		return porcupine.Operation{Input: linInput{kind: kind, name: "p", spec: spec(n)}, Call: call, Return: ret, Output: out}
 	}
-	got := func(n int, v uint64) linOutput { return linOutput{code: "ok", version: v, spec: replaceName(spec(n), "p")} }
+	got := func(n int, v uint64) linOutput {
+		return linOutput{code: "ok", version: v, spec: replaceName(spec(n), "p")}
+	}
 	for _, tt := range []struct {
 		name string
 		h    []porcupine.Operation
