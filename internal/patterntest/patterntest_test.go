@@ -1,0 +1,195 @@
+package patterntest
+
+import (
+	"bytes"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const pattern = `
+name: p
+key: e.k
+time: e.ts
+within: 5s
+emit:
+  total: events("a")[0].v + events("b")[0].v
+stages:
+  - name: a
+    where: e.t == "a"
+  - name: b
+    where: e.t == "b"
+`
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func runFile(t *testing.T, test string) []Result {
+	t.Helper()
+	dir := writeFiles(t, map[string]string{"p.yaml": pattern, "p.test.yaml": test})
+	f, err := Load(filepath.Join(dir, "p.test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// The records a case produces are the engine's; an expectation written
+// from the pattern's semantics by hand passes, and each change to it
+// fails naming what changed.
+func TestCaseAgainstHandWrittenExpectations(t *testing.T) {
+	events := `
+    events:
+      - {k: x, t: a, v: 1, ts: 1000}
+      - {k: x, t: a, v: 2, ts: 2000}
+      - {k: x, t: b, v: 10, ts: 3000}
+      - {k: y, t: a, v: 5, ts: 4000}
+`
+	for _, tc := range []struct {
+		name, expect string
+		want         []string // in the problems, in order; none: passes
+	}{
+		{"exact", `
+      - {type: match, key: x, start: 1000, end: 3000, fields: {total: 11}, events: {a: [{ts: 1000}], b: [{t: b}]}}
+      - {type: match, key: x, start: 2000, end: 3000, fields: {total: 12}}
+      - {type: timeout, key: y, timeoutAt: 9000}`, nil},
+		{"any order, 2 and 2.0", `
+      - {type: timeout, key: y}
+      - {type: match, key: x, fields: {total: 12.0}}
+      - {type: match, key: x, fields: {total: 11}}`, nil},
+		{"a field differs", `
+      - {type: match, key: x, fields: {total: 13}}
+      - {type: match, key: x, fields: {total: 11}}
+      - {type: timeout, key: y}`, []string{"fields.total: expected 13, got 12", "unexpected record: "}},
+		{"a nested event field differs", `
+      - {type: match, key: x, events: {a: [{ts: 1500}]}, fields: {total: 11}}
+      - {type: match, key: x, fields: {total: 12}}
+      - {type: timeout, key: y}`, []string{"events.a[0].ts: expected 1500, got 1000"}},
+		{"a record missing", `
+      - {type: match, key: x}
+      - {type: timeout, key: y}`, []string{"unexpected record: "}},
+		{"a record too many", `
+      - {type: match, key: x}
+      - {type: match, key: x}
+      - {type: match, key: x}
+      - {type: timeout, key: y}`, []string{"not produced", "closest record produced"}},
+		{"a field the record lacks", `
+      - {type: match, key: x, fields: {total: 11, m: 1}}
+      - {type: match, key: x, fields: {total: 12}}
+      - {type: timeout, key: y}`, []string{"fields.m: expected 1, the record has no such field"}},
+		{"a list of another length", `
+      - {type: match, key: x, events: {a: [{ts: 1000}, {ts: 2000}]}}
+      - {type: match, key: x, fields: {total: 12}}
+      - {type: timeout, key: y}`, []string{"events.a: expected 2 elements, got 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runFile(t, "pattern: p.yaml\ncases:\n  - name: c"+events+"    expect:"+tc.expect+"\n")
+			if len(res) != 1 || res[0].Err != nil {
+				t.Fatalf("%+v", res)
+			}
+			got := strings.Join(res[0].Problems, "\n")
+			if len(tc.want) == 0 && got != "" {
+				t.Fatalf("want a pass, got:\n%s\nrecords:\n%s", got, strings.Join(res[0].Records, "\n"))
+			}
+			if len(tc.want) > 0 && got == "" {
+				t.Fatalf("want a failure, the case passed")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("problems lack %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+// Compare's multiset matching needs augmenting: a greedy choice would
+// give the loose expectation the record the strict one needs.
+func TestCompareFindsAMatchingGreedyMisses(t *testing.T) {
+	recs := []string{`{"type":"match","key":"a","fields":{"n":1}}`, `{"type":"match","key":"a","fields":{"n":2}}`}
+	exp := func(s string) Expected {
+		var v map[string]any
+		if err := decodeJSON([]byte(s), &v); err != nil {
+			t.Fatal(err)
+		}
+		return Expected{Value: v, JSON: s}
+	}
+	loose, strict := exp(`{"type":"match"}`), exp(`{"fields":{"n":1}}`)
+	if p := Compare([]Expected{loose, strict}, recs); len(p) != 0 {
+		t.Errorf("loose then strict: %v", p)
+	}
+	if p := Compare([]Expected{strict, exp(`{"fields":{"n":1}}`)}, recs); len(p) == 0 {
+		t.Error("two expectations of n=1 against one such record passed")
+	}
+}
+
+func TestBadFilesNameTheLine(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"no pattern", "cases:\n  - name: a\n    events: []\n    expect: []\n", "t.yaml:1: no pattern"},
+		{"unknown field", "pattern: p.yaml\ncasse: []\n", `t.yaml:2: unknown field "casse"`},
+		{"no cases", "pattern: p.yaml\ncases: []\n", "t.yaml:2: cases: want a list"},
+		{"no expect", "pattern: p.yaml\ncases:\n  - name: a\n    events: []\n", `t.yaml:3: case "a": expect: want a list`},
+		{"event not an object", "pattern: p.yaml\ncases:\n  - name: a\n    events:\n      - 5\n    expect: []\n", `t.yaml:5: case "a": events[0]: want an object`},
+		{"record field typo", "pattern: p.yaml\ncases:\n  - name: a\n    events: []\n    expect:\n      - {type: match, feilds: {}}\n", `t.yaml:6: case "a": expect[0]: a record has no field "feilds"`},
+		{"same name twice", "pattern: p.yaml\ncases:\n  - {name: a, events: [], expect: []}\n  - {name: a, events: [], expect: []}\n", `t.yaml:4: case "a" again (first at line 3)`},
+		{"bad yaml", "pattern: p.yaml\ncases: [\n", "t.yaml: "},
+		{"not a number", "pattern: p.yaml\ncases:\n  - name: a\n    events: [{ts: .inf}]\n    expect: []\n", `t.yaml:4: case "a": events[0]: line 4: ".inf" is not a JSON number`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tc.text))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("got %v, want one line starting %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestJUnitReadsBack(t *testing.T) {
+	res := runFile(t, `pattern: p.yaml
+cases:
+  - name: passes
+    events: [{k: x, t: a, v: 1, ts: 1}, {k: x, t: b, v: 2, ts: 2}]
+    expect: [{type: match, key: x, fields: {total: 3}}]
+  - name: fails
+    events: [{k: x, t: a, v: 1, ts: 1}]
+    expect: []
+  - name: bad event
+    events: [{$watermark: x}]
+    expect: []
+`)
+	var buf bytes.Buffer
+	if err := WriteJUnit(&buf, []Suite{{File: "p.test.yaml", Results: res}}); err != nil {
+		t.Fatal(err)
+	}
+	var got JUnitSuites
+	if err := xml.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	if got.Tests != 3 || got.Failures != 1 || got.Errors != 1 || len(got.Suites) != 1 || len(got.Suites[0].Cases) != 3 {
+		t.Fatalf("counts: %+v", got)
+	}
+	cs := got.Suites[0].Cases
+	if cs[0].Name != "passes" || cs[0].Failure != nil || cs[0].Error != nil {
+		t.Errorf("passes: %+v", cs[0])
+	}
+	if cs[1].Failure == nil || !strings.Contains(cs[1].Failure.Text, `unexpected record: {"type":"timeout"`) {
+		t.Errorf("fails: %+v", cs[1])
+	}
+	if cs[2].Error == nil || !strings.Contains(cs[2].Error.Message, `"$watermark" must be an integer`) {
+		t.Errorf("bad event: %+v", cs[2])
+	}
+}
