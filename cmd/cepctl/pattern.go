@@ -36,6 +36,7 @@ its name comes from the file name (lower-cased, runs of other characters than
 		newPatternGetCmd(d, nil),
 		newPatternExplainCmd(d, nil),
 		newPatternTestCmd(d, nil),
+		newPatternBacktestCmd(d, nil),
 	)
 	return cmd
 }

@@ -77,7 +77,7 @@ func Parse(path string, b []byte) (*File, error) {
 		return fmt.Errorf("%s:%d: %s", path, n.Line, fmt.Sprintf(format, a...))
 	}
 	if len(doc.Content) == 0 {
-		return nil, fmt.Errorf("%s: empty test file: want pattern: FILE and cases:", path)
+		return nil, fmt.Errorf("%s: empty test file: it needs pattern (or sql) and cases", path)
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
