@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -119,5 +120,27 @@ func TestPatternDeployRunsTestsFirst(t *testing.T) {
 	_, errOut, code := run(t, "", "pattern", "deploy", filepath.Join(filepath.Dir(bad), "login-fail-logout.yaml"), "--test", bad, "--server", "127.0.0.1:1")
 	if code == 0 || !strings.Contains(errOut, "not going on (--test)") || strings.Contains(errOut, "connect") {
 		t.Errorf("exit %d:\n%s", code, errOut)
+	}
+}
+
+// The README's quick start and docs/debugging-tests.md show `cepctl
+// pattern test` on the example with its output.
+func TestReadmePatternTestExample(t *testing.T) {
+	t.Chdir("../..")
+	for _, f := range []string{"README.md", "docs/debugging-tests.md"} {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shown := regexp.MustCompile("(?s)```sh\nbin/cepctl (pattern test [^\n]*)\n```\n\n```text\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+		if len(shown) == 0 {
+			t.Fatalf("%s shows no `cepctl pattern test` with its output", f)
+		}
+		for _, s := range shown {
+			out, errOut, code := run(t, "", strings.Fields(s[1])...)
+			if code != 0 || out != s[2] {
+				t.Errorf("%s: cepctl %s (exit %d, stderr %q) prints\n%s\nthe document shows\n%s", f, s[1], code, errOut, out, s[2])
+			}
+		}
 	}
 }
