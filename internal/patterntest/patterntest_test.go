@@ -193,3 +193,30 @@ cases:
 		t.Errorf("bad event: %+v", cs[2])
 	}
 }
+
+// A query under test (sql:) is compiled against each case's first
+// event's columns, as cepctl run does: a misspelt column is the case's
+// pattern error, and its rows compare by their fields.
+func TestSQLCase(t *testing.T) {
+	query := `SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+  MEASURES FIRST(A.v) AS first_v, LAST(B.v) AS last_v ONE ROW PER MATCH
+  PATTERN (A B) DEFINE A AS A.v > 0, B AS B.v > A.v) AS q`
+	dir := writeFiles(t, map[string]string{"q.sql": query, "q.test.yaml": `sql: q.sql
+cases:
+  - name: rises
+    events: [{k: x, v: 1, ts: 1}, {k: x, v: 2, ts: 2}, {k: y, v: 3, ts: 3}, {k: y, v: 1, ts: 4}]
+    expect: [{type: match, pattern: q, key: x, fields: {first_v: 1, last_v: 2}}]
+`})
+	f, err := Load(filepath.Join(dir, "q.test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Run()
+	if err != nil || len(res) != 1 || !res[0].Passed() {
+		t.Fatalf("%v %+v", err, res)
+	}
+	f.Cases[0].Events[0] = []byte(`{"k":"x","value":1,"ts":1}`)
+	if _, err := f.Run(); err == nil || !strings.Contains(err.Error(), "q.sql") {
+		t.Errorf("a query over a column the events lack: %v", err)
+	}
+}
