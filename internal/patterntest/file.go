@@ -115,8 +115,9 @@ func Parse(path string, b []byte) (*File, error) {
 		return nil, at(n, "cases: want a list of at least one case")
 	}
 	names := map[string]int{}
+	conv := &converter{budget: maxExpanded, open: map[*yaml.Node]bool{}}
 	for i, cn := range casesNode.Content {
-		c, err := parseCase(path, i, cn)
+		c, err := parseCase(path, i, cn, conv)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +130,7 @@ func Parse(path string, b []byte) (*File, error) {
 	return f, nil
 }
 
-func parseCase(path string, i int, n *yaml.Node) (Case, error) {
+func parseCase(path string, i int, n *yaml.Node, conv *converter) (Case, error) {
 	c := Case{Line: n.Line, FinalWatermark: true}
 	where := fmt.Sprintf("case %d", i+1)
 	at := func(m *yaml.Node, format string, a ...any) error {
@@ -170,7 +171,7 @@ func parseCase(path string, i int, n *yaml.Node) (Case, error) {
 		if resolve(e).Kind != yaml.MappingNode {
 			return c, at(e, "events[%d]: want an object", j)
 		}
-		b, err := toJSON(nil, e)
+		b, err := conv.toJSON(nil, e)
 		if err != nil {
 			return c, at(e, "events[%d]: %v", j, err)
 		}
@@ -190,7 +191,7 @@ func parseCase(path string, i int, n *yaml.Node) (Case, error) {
 				return c, at(e.Content[k], "expect[%d]: a record has no field %q (it has %s)", j, key, strings.Join(recordKeys, ", "))
 			}
 		}
-		b, err := toJSON(nil, e)
+		b, err := conv.toJSON(nil, e)
 		if err != nil {
 			return c, at(e, "expect[%d]: %v", j, err)
 		}
@@ -217,10 +218,43 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
+// maxExpanded bounds the JSON a test file's events and records expand to:
+// YAML aliases can repeat a value exponentially often ("billion laughs").
+const maxExpanded = 64 << 20
+
+// converter turns YAML values into JSON within a budget of bytes, refusing
+// an alias to a value that contains it.
+type converter struct {
+	budget int
+	open   map[*yaml.Node]bool // the values being converted, outermost first
+}
+
 // toJSON appends the JSON of a YAML value, keeping the order of mapping
 // keys: an event's bytes are what the records carry.
-func toJSON(b []byte, n *yaml.Node) ([]byte, error) {
+func (c *converter) toJSON(b []byte, n *yaml.Node) ([]byte, error) {
+	start := len(b)
+	b, err := c.value(b, n)
+	if err == nil {
+		if c.budget -= len(b) - start; c.budget < 0 {
+			return nil, fmt.Errorf("line %d: the events and records expand to over %d MiB (aliases?)", n.Line, maxExpanded>>20)
+		}
+	}
+	return b, err
+}
+
+func (c *converter) value(b []byte, n *yaml.Node) ([]byte, error) {
+	alias := n
 	n = resolve(n)
+	if c.open[n] {
+		return nil, fmt.Errorf("line %d: an alias to a value that contains it", alias.Line)
+	}
+	if len(b) > c.budget {
+		return nil, fmt.Errorf("line %d: the events and records expand to over %d MiB (aliases?)", alias.Line, maxExpanded>>20)
+	}
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		c.open[n] = true
+		defer delete(c.open, n)
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		b = append(b, '{')
@@ -235,7 +269,7 @@ func toJSON(b []byte, n *yaml.Node) ([]byte, error) {
 			b = strconv.AppendQuote(b, k.Value)
 			b = append(b, ':')
 			var err error
-			if b, err = toJSON(b, n.Content[i+1]); err != nil {
+			if b, err = c.value(b, n.Content[i+1]); err != nil {
 				return nil, err
 			}
 		}
@@ -247,7 +281,7 @@ func toJSON(b []byte, n *yaml.Node) ([]byte, error) {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = toJSON(b, e); err != nil {
+			if b, err = c.value(b, e); err != nil {
 				return nil, err
 			}
 		}

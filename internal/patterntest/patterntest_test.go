@@ -3,6 +3,7 @@ package patterntest
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,4 +220,46 @@ cases:
 	if _, err := f.Run(); err == nil || !strings.Contains(err.Error(), "q.sql") {
 		t.Errorf("a query over a column the events lack: %v", err)
 	}
+}
+
+// Aliases are followed, but one to a value holding it, or a tree of them
+// that would expand past the bound, is refused with a line, not followed
+// for ever.
+func TestAliasesAreBounded(t *testing.T) {
+	head := "pattern: p.yaml\ncases:\n  - name: a\n"
+	f, err := Parse("t.yaml", []byte(head+"    events:\n      - &e {k: x, ts: 1}\n      - *e\n    expect: []\n"))
+	if err != nil || len(f.Cases[0].Events) != 2 || string(f.Cases[0].Events[1]) != `{"k":"x","ts":1}` {
+		t.Fatalf("a plain alias: %v %+v", err, f)
+	}
+	if _, err := Parse("t.yaml", []byte(head+"    events: &x [{a: *x}]\n    expect: []\n")); err == nil || !strings.Contains(err.Error(), "contains it") {
+		t.Errorf("a cycle: %v", err)
+	}
+	var laughs strings.Builder
+	laughs.WriteString(head + "    events:\n      - &l0 {a: \"" + strings.Repeat("x", 100) + "\"}\n")
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&laughs, "      - &l%d {a: [*l%d, *l%d]}\n", i, i-1, i-1)
+	}
+	laughs.WriteString("    expect: []\n")
+	if _, err := Parse("t.yaml", []byte(laughs.String())); err == nil || !strings.Contains(err.Error(), "expand to over 64 MiB") {
+		t.Error("2^30 copies expanded")
+	}
+}
+
+// Whatever the bytes, Parse returns a file or a one-line error naming the
+// file (go test -fuzz FuzzParse explores further).
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"pattern: p.yaml\ncases:\n  - {name: a, events: [{k: 1}], expect: [{type: match}]}\n",
+		"sql: q.sql\ncases:\n  - name: a\n    events: [{$watermark: 5}]\n    expect: []\n    finalWatermark: false\n",
+		"pattern: p.yaml\ncases:\n  - name: a\n    events: &x [{a: *x}]\n    expect: []\n",
+		"- a\n", "pattern: [\n", "", "pattern: p\ncases:\n  - name: a\n    events: [{a: !!binary aGk=}]\n    expect: []\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, err := Parse("t.yaml", []byte(s))
+		if err != nil && (!strings.HasPrefix(err.Error(), "t.yaml") || strings.Contains(err.Error(), "\n")) {
+			t.Errorf("error %q", err)
+		}
+	})
 }
