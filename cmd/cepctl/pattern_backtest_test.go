@@ -133,6 +133,9 @@ func TestPatternBacktestAgainstANode(t *testing.T) {
 		t.Errorf("against itself:\n%s", out)
 	}
 	cepctl(t, url, "pattern", "backtest", newFile, "--against", "nope").mustFail(t, "nope")
+	if r := cepctl(t, url, "__complete", "pattern", "backtest", newFile, "--against", "").mustOK(t); !strings.Contains(r.stdout, "login-fail-logout") {
+		t.Errorf("completing --against: %q", r.stdout)
+	}
 
 	// one key's history: the part of the stream holding acc-1 has all its
 	// events, in order, and with the key kept, those alone
