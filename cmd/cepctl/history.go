@@ -27,6 +27,9 @@ type historyQuery struct {
 	Last int
 	// Keep, when set, says which events to keep.
 	Keep func(event []byte) bool
+	// Max, when above 0, bounds the events kept (without Last): the history
+	// is held in memory, and a read past it fails.
+	Max int
 }
 
 // storedEvent is one event of a source's history.
@@ -61,6 +64,9 @@ func readSourceHistory(ctx context.Context, c *apiClients, q historyQuery) ([]st
 		}
 		if q.Keep != nil && !q.Keep(r.GetJson()) {
 			continue
+		}
+		if q.Max > 0 && q.Last == 0 && len(out) == q.Max {
+			return nil, fmt.Errorf("read source %s: more than %d events stored; read a shorter time", q.Source, q.Max)
 		}
 		out = append(out, storedEvent{Source: q.Source, Sequence: r.GetSequence(), StoredAt: r.GetStoredAtMs(), JSON: r.GetJson()})
 		if q.Last > 0 && len(out) > 2*q.Last {

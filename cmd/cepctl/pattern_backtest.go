@@ -27,10 +27,12 @@ type patternBacktestOptions struct {
 	To      string
 	// FinalWatermark: at the end of the history time goes to +infinity.
 	FinalWatermark bool
+	// MaxEvents bounds the events read from each source (held in memory).
+	MaxEvents int
 }
 
 func newPatternBacktestCmd(d *deps, runF func(*patternBacktestOptions) error) *cobra.Command {
-	opts := &patternBacktestOptions{FinalWatermark: true}
+	opts := &patternBacktestOptions{FinalWatermark: true, MaxEvents: 1_000_000}
 	cmd := &cobra.Command{
 		Use:   "backtest FILE --against NAME",
 		Short: "Compare a pattern with a deployed one over the stored events",
@@ -72,6 +74,7 @@ deployment, and the stream may have dropped older events.`,
 	cmd.Flags().StringVar(&opts.From, "from", "", "only events stored at or after this time: RFC 3339, Unix milliseconds, or a duration before now such as 1h")
 	cmd.Flags().StringVar(&opts.To, "to", "", "only events stored before this time (same forms as --from)")
 	cmd.Flags().BoolVar(&opts.FinalWatermark, "final-watermark", true, "advance time to +infinity at the end of the history")
+	cmd.Flags().IntVar(&opts.MaxEvents, "max-events", 1_000_000, "the most events read from a source, all held in memory: past it the backtest stops, to be narrowed by --from and --to")
 	return cmd
 }
 
@@ -130,7 +133,7 @@ func runPatternBacktest(ctx context.Context, d *deps, opts *patternBacktestOptio
 		if _, done := history[src]; done {
 			continue
 		}
-		evs, err := readSourceHistory(ctx, c, historyQuery{Source: src, From: from, To: to})
+		evs, err := readSourceHistory(ctx, c, historyQuery{Source: src, From: from, To: to, Max: opts.MaxEvents})
 		if err != nil {
 			return err
 		}

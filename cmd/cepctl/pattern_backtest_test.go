@@ -133,6 +133,7 @@ func TestPatternBacktestAgainstANode(t *testing.T) {
 		t.Errorf("against itself:\n%s", out)
 	}
 	cepctl(t, url, "pattern", "backtest", newFile, "--against", "nope").mustFail(t, "nope")
+	cepctl(t, url, "pattern", "backtest", newFile, "--against", "login-fail-logout", "--max-events", "8").mustFail(t, "more than 8 events stored")
 	if r := cepctl(t, url, "__complete", "pattern", "backtest", newFile, "--against", "").mustOK(t); !strings.Contains(r.stdout, "login-fail-logout") {
 		t.Errorf("completing --against: %q", r.stdout)
 	}
