@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/nfa"
 )
 
 // historyQuery says which of a source's stored events to read: the events
@@ -84,4 +85,19 @@ func trimLast(events []storedEvent, last int) []storedEvent {
 		return events[len(events)-last:]
 	}
 	return events
+}
+
+// keepKey keeps the events whose key under p's key expression is key:
+// what Key reads is a part of the stream that holds other keys too. An
+// event whose key cannot be computed is left out.
+func keepKey(p *nfa.Pattern, key string) func([]byte) bool {
+	m := nfa.NewMatcher(p)
+	return func(event []byte) bool {
+		in, _, isWM, err := nfa.ParseLine(event)
+		if err != nil || isWM {
+			return false
+		}
+		k, err := m.KeyOf(in)
+		return err == nil && k == key
+	}
 }

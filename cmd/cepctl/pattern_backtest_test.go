@@ -141,8 +141,11 @@ func TestPatternBacktestAgainstANode(t *testing.T) {
 	// one key's history: the part of the stream holding acc-1 has all its
 	// events, in order, and with the key kept, those alone
 	c := newClients(&deps{}, globalOptions{Server: url})
-	hist, err := readSourceHistory(context.Background(), c, historyQuery{Source: "bank", Key: "acc-1",
-		Keep: func(e []byte) bool { return bytes.Contains(e, []byte(`"acc-1"`)) }})
+	ps, err := compilePatternFiles([]string{oldFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := readSourceHistory(context.Background(), c, historyQuery{Source: "bank", Key: "acc-1", Keep: keepKey(ps[0], "acc-1")})
 	if err != nil {
 		t.Fatal(err)
 	}
