@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -54,7 +55,7 @@ var errEndReached = errors.New("end of the stored records")
 // its consumer is deleted and its goroutines return.
 func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(*cepv1.Record) error) error {
 	n := b.s.n
-	subject, what, err := tailSubject(n.Meta(), r)
+	stream, filters, what, err := tailTarget(n.Meta(), r)
 	if err != nil {
 		return err
 	}
@@ -68,12 +69,18 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 	// server creates it
 	cfg := jetstream.ConsumerConfig{
 		Name:              "cep_tail_" + rand.Text(),
-		FilterSubject:     subject,
 		DeliverPolicy:     jetstream.DeliverNewPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		InactiveThreshold: tailInactive,
 		MemoryStorage:     true,
 		Replicas:          1,
+	}
+	switch len(filters) {
+	case 0: // the whole stream
+	case 1:
+		cfg.FilterSubject = filters[0]
+	default:
+		cfg.FilterSubjects = filters
 	}
 	switch r.Start {
 	case cepv1.TailStart_TAIL_START_ALL:
@@ -81,16 +88,20 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 	case cepv1.TailStart_TAIL_START_SEQUENCE:
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = r.StartSequence
+	case cepv1.TailStart_TAIL_START_TIME:
+		t := time.UnixMilli(r.StartTimeMs)
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &t
 	}
 	defer func() {
 		release() // the place is free once the tail has stopped reading
 		dctx, cancel := context.WithTimeout(context.Background(), tailCleanup)
 		defer cancel()
-		if err := n.JetStream().DeleteConsumer(dctx, OutputStream, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err := n.JetStream().DeleteConsumer(dctx, stream, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			n.log.Warn("tail: delete its consumer (the server drops it once inactive)", "pattern", what, "consumer", cfg.Name, "err", err)
 		}
 	}()
-	cons, err := n.JetStream().CreateConsumer(ctx, OutputStream, cfg)
+	cons, err := n.JetStream().CreateConsumer(ctx, stream, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -120,7 +131,7 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 				buf.close(err)
 				return
 			}
-			rec := tailRecord(msg, r.DeadLetters)
+			rec := tailRecord(msg, r)
 			end := false
 			if md, err := msg.Metadata(); err == nil {
 				if next != 0 && md.Sequence.Consumer != next {
@@ -146,7 +157,7 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 			}
 		}
 	})
-	if !r.DeadLetters {
+	if !r.DeadLetters && r.Source == "" {
 		done := make(chan struct{})
 		defer close(done) // (runs before the wait)
 		wg.Go(func() {
@@ -193,8 +204,51 @@ func (b matchBackend) Tail(ctx context.Context, r *cepv1.TailRequest, send func(
 	}
 }
 
-// tailSubject is the output subject a tail reads and what its errors
-// call it: a pattern's, or the dead letters (of a source).
+// tailTarget is the stream and subjects a tail reads (none: all of it)
+// and what its errors call it: a pattern's records, the dead letters (of
+// a source), or a source's events.
+func tailTarget(m *meta.Meta, r *cepv1.TailRequest) (stream string, filters []string, what string, err error) {
+	if r.Start == cepv1.TailStart_TAIL_START_TIME && r.StartTimeMs <= 0 {
+		return "", nil, "", fmt.Errorf("%w: start TAIL_START_TIME needs start_time_ms", api.ErrInvalidArgument)
+	}
+	if r.Source == "" {
+		if r.SourceKey != "" {
+			return "", nil, "", fmt.Errorf("%w: source_key %q without source", api.ErrInvalidArgument, r.SourceKey)
+		}
+		subject, what, err := tailSubject(m, r)
+		return OutputStream, []string{subject}, what, err
+	}
+	switch {
+	case r.Pattern != "" || r.DeadLetters:
+		return "", nil, "", fmt.Errorf("%w: a tail of source %q reads its events, not a pattern's records or dead letters", api.ErrInvalidArgument, r.Source)
+	case m.Sources[r.Source] == nil:
+		return "", nil, "", fmt.Errorf("%w: source %q", api.ErrNotFound, r.Source)
+	}
+	src := m.Sources[r.Source]
+	what = "events of source " + r.Source
+	switch {
+	case src.Unpartitioned:
+		// stored by subject, not by key: the whole source, whatever the key
+		filters = src.Filter
+	case r.SourceKey != "":
+		// the key's block, as a shard leader reads it (keygroup.BlockFilters)
+		k := m.KeyGroups
+		if k < 1 {
+			return "", nil, "", fmt.Errorf("%w: the cluster's key groups are not known yet", api.ErrUnavailable)
+		}
+		filters = []string{r.Source + "." + strconv.Itoa(keygroup.BlockOf(keygroup.OfKey(r.SourceKey, k), k))}
+		what += " of key " + r.SourceKey
+	}
+	for _, f := range filters {
+		if err := keygroup.CheckSubjectBounds(f); err != nil {
+			return "", nil, "", fmt.Errorf("%w: source %q: %v", api.ErrInvalidArgument, r.Source, err)
+		}
+	}
+	return src.Stream, filters, what, nil
+}
+
+// tailSubject is the output subject a tail of records reads and what its
+// errors call it: a pattern's, or the dead letters (of a source).
 func tailSubject(m *meta.Meta, r *cepv1.TailRequest) (subject, what string, err error) {
 	if !r.DeadLetters {
 		if r.DeadLetterSource != "" {
@@ -231,18 +285,25 @@ func tailSubject(m *meta.Meta, r *cepv1.TailRequest) (subject, what string, err 
 	}
 }
 
-func tailRecord(msg jetstream.Msg, deadLetter bool) *cepv1.Record {
-	var head struct {
-		Type, ID, Pattern, Key string
+func tailRecord(msg jetstream.Msg, r *cepv1.TailRequest) *cepv1.Record {
+	var rec *cepv1.Record
+	if r.Source != "" {
+		// an event: its fields are the publisher's, none of them the record's
+		rec = &cepv1.Record{Type: "event", Json: msg.Data()}
+	} else {
+		var head struct {
+			Type, ID, Pattern, Key string
+		}
+		_ = json.Unmarshal(msg.Data(), &head)
+		rec = &cepv1.Record{Type: head.Type, Id: head.ID, Pattern: head.Pattern, Key: head.Key, Json: msg.Data()}
 	}
-	_ = json.Unmarshal(msg.Data(), &head)
-	rec := &cepv1.Record{Type: head.Type, Id: head.ID, Pattern: head.Pattern, Key: head.Key, Json: msg.Data()}
-	if deadLetter {
+	if r.DeadLetters {
 		// a dead letter's JSON has no type or id: the id is its message id
 		rec.Type, rec.Id, rec.Key = "deadletter", msg.Headers().Get(jetstream.MsgIDHeader), ""
 	}
 	if md, err := msg.Metadata(); err == nil {
 		rec.Sequence = md.Sequence.Stream
+		rec.StoredAtMs = md.Timestamp.UnixMilli()
 	}
 	return rec
 }

@@ -35,8 +35,9 @@ var (
 		"cepctl context delete":    nil,
 	}
 	flagCompletions = map[string]map[string]completer{
-		"cepctl tail":    {"source": sourceNames},
-		"cepctl publish": {"source": sourceNames},
+		"cepctl tail":             {"source": sourceNames},
+		"cepctl publish":          {"source": sourceNames},
+		"cepctl pattern backtest": {"against": patternNames},
 	}
 )
 

@@ -224,8 +224,10 @@ func TestStatusOptions(t *testing.T) {
 
 func TestPatternOptions(t *testing.T) {
 	checkOptions(t, "pattern", newPatternValidateCmd, []optCase[patternValidateOptions]{
-		{name: "file", args: []string{"pattern", "validate", "p.yaml"}, want: patternValidateOptions{defaults, "p.yaml", "", false}},
-		{name: "name", args: []string{"pattern", "validate", "q.sql", "--name", "fraud"}, want: patternValidateOptions{defaults, "q.sql", "fraud", false}},
+		{name: "file", args: []string{"pattern", "validate", "p.yaml"}, want: patternValidateOptions{defaults, "p.yaml", "", nil, false}},
+		{name: "tests", args: []string{"pattern", "validate", "p.yaml", "--test", "a.test.yaml", "--test", "b.test.yaml"},
+			want: patternValidateOptions{defaults, "p.yaml", "", []string{"a.test.yaml", "b.test.yaml"}, false}},
+		{name: "name", args: []string{"pattern", "validate", "q.sql", "--name", "fraud"}, want: patternValidateOptions{defaults, "q.sql", "fraud", nil, false}},
 		{name: "no file", args: []string{"pattern", "validate"}, wantErr: "accepts 1 arg"},
 	})
 	checkOptions(t, "pattern", newPatternDeployCmd, []optCase[patternDeployOptions]{
@@ -242,6 +244,8 @@ func TestPatternOptions(t *testing.T) {
 		{name: "negative bound", args: []string{"pattern", "deploy", "p.yaml", "--max-partial-matches", "-1"}, wantErr: "max-partial-matches"},
 		{name: "from the start", args: []string{"pattern", "deploy", "p.yaml", "--from-start"},
 			want: patternDeployOptions{globalOptions: defaults, File: "p.yaml", FromStart: true}},
+		{name: "tests first", args: []string{"pattern", "deploy", "p.yaml", "--test", "p.test.yaml"},
+			want: patternDeployOptions{globalOptions: defaults, File: "p.yaml", Tests: []string{"p.test.yaml"}}},
 	})
 	checkOptions(t, "pattern", newPatternUpdateCmd, []optCase[patternUpdateOptions]{
 		{name: "default policy is drain", args: []string{"pattern", "update", "p.yaml"},

@@ -16,7 +16,7 @@ import (
 func newPatternCmd(d *deps) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pattern",
-		Short: "Validate, deploy, update, apply, diff, delete, list, show and explain patterns",
+		Short: "Validate, test, backtest, deploy, update, apply, diff, delete, list, show and explain patterns",
 		Long: `Manage the cluster's patterns. A FILE is a pattern-v1 document (JSON or
 YAML) or a MATCH_RECOGNIZE query: a file ending in .sql is read as SQL, any
 other is detected from its text. A query names no pattern, so without --name
@@ -35,6 +35,8 @@ its name comes from the file name (lower-cased, runs of other characters than
 		newPatternListCmd(d, nil),
 		newPatternGetCmd(d, nil),
 		newPatternExplainCmd(d, nil),
+		newPatternTestCmd(d, nil),
+		newPatternBacktestCmd(d, nil),
 	)
 	return cmd
 }

@@ -18,6 +18,8 @@ type patternDeployOptions struct {
 	Name          string
 	OutputSubject string
 	FromStart     bool
+	// Tests are test files run first (--test); a failing case refuses.
+	Tests []string
 	outputFlags
 }
 
@@ -53,11 +55,15 @@ a shard without a leader, say) are named in a warning.`,
 	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
 	cmd.Flags().StringVar(&opts.OutputSubject, "output-subject", "", "NATS subject for the pattern's records (default: the cluster's choice)")
 	cmd.Flags().BoolVar(&opts.FromStart, "from-start", false, "read the pattern's sources from the start of their streams (a backfill), not from the deployment; refused when another pattern reads one of them")
+	cmd.Flags().StringArrayVar(&opts.Tests, "test", nil, "run this test file first (see cepctl pattern test) and deploy nothing if a case fails; repeatable")
 	opts.outputFlags.add(cmd, "100000; every type")
 	return cmd
 }
 
 func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) error {
+	if err := checkTests(d, opts.Tests); err != nil {
+		return err
+	}
 	f, err := readSpecFile(d, opts.File, opts.Name)
 	if err != nil {
 		return err

@@ -19,6 +19,8 @@ type patternValidateOptions struct {
 	globalOptions
 	File string
 	Name string
+	// Tests are test files run first (--test); a failing case refuses.
+	Tests []string
 	// online: a server was given (serverGiven), so the server checks it
 	online bool
 }
@@ -56,10 +58,14 @@ deployed) go to stderr. Sources the pattern names are not checked.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
+	cmd.Flags().StringArrayVar(&opts.Tests, "test", nil, "run this test file first (see cepctl pattern test) and fail if a case fails; repeatable")
 	return cmd
 }
 
 func runPatternValidate(ctx context.Context, d *deps, opts *patternValidateOptions) error {
+	if err := checkTests(d, opts.Tests); err != nil {
+		return err
+	}
 	f, err := readSpecFile(d, opts.File, opts.Name)
 	if err != nil {
 		return err

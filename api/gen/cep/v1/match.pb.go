@@ -34,6 +34,8 @@ const (
 	TailStart_TAIL_START_ALL TailStart = 2
 	// Records with sequence >= TailRequest.start_sequence.
 	TailStart_TAIL_START_SEQUENCE TailStart = 3
+	// Records stored at or after TailRequest.start_time_ms.
+	TailStart_TAIL_START_TIME TailStart = 4
 )
 
 // Enum value maps for TailStart.
@@ -43,12 +45,14 @@ var (
 		1: "TAIL_START_NEW",
 		2: "TAIL_START_ALL",
 		3: "TAIL_START_SEQUENCE",
+		4: "TAIL_START_TIME",
 	}
 	TailStart_value = map[string]int32{
 		"TAIL_START_UNSPECIFIED": 0,
 		"TAIL_START_NEW":         1,
 		"TAIL_START_ALL":         2,
 		"TAIL_START_SEQUENCE":    3,
+		"TAIL_START_TIME":        4,
 	}
 )
 
@@ -100,7 +104,23 @@ type TailRequest struct {
 	// start), and any published while it sends them, then end the stream
 	// without error, instead of following new records. A server that
 	// predates the field follows.
-	StopAtEnd     bool `protobuf:"varint,12,opt,name=stop_at_end,json=stopAtEnd,proto3" json:"stop_at_end,omitempty"`
+	StopAtEnd bool `protobuf:"varint,12,opt,name=stop_at_end,json=stopAtEnd,proto3" json:"stop_at_end,omitempty"`
+	// Stream a source's stored events instead of a pattern's records, from
+	// the source's JetStream stream, in stream order (with stop_at_end, the
+	// history a pattern would have read; nothing in the cluster changes).
+	// Records have type "event", json the event as published, sequence its
+	// stream sequence, and no key or id; pattern must be empty and
+	// dead_letters false. A reader may read them: the records of a tail
+	// carry the events they matched already. NotFound for an unknown source.
+	Source string `protobuf:"bytes,20,opt,name=source,proto3" json:"source,omitempty"`
+	// With source, only the part of the stream that holds the events of this
+	// key (the value of the source's own key expression): on a source the
+	// cluster partitions, the block of key groups the key falls in. Events of
+	// other keys of that block come too: the client keeps the key's.
+	SourceKey string `protobuf:"bytes,21,opt,name=source_key,json=sourceKey,proto3" json:"source_key,omitempty"`
+	// First time to deliver from when start is TAIL_START_TIME: Unix
+	// milliseconds, compared with the time each message was stored.
+	StartTimeMs   int64 `protobuf:"varint,22,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +197,27 @@ func (x *TailRequest) GetStopAtEnd() bool {
 	return false
 }
 
+func (x *TailRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *TailRequest) GetSourceKey() string {
+	if x != nil {
+		return x.SourceKey
+	}
+	return ""
+}
+
+func (x *TailRequest) GetStartTimeMs() int64 {
+	if x != nil {
+		return x.StartTimeMs
+	}
+	return 0
+}
+
 // Record is one output record of a pattern.
 type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -197,7 +238,10 @@ type Record struct {
 	// (Connect, gRPC and gRPC-Web with JSON; grpcurl prints it as it is);
 	// the server leaves it unset for binary clients, which read json. Its
 	// numbers are doubles: an integer beyond 2^53 is exact in json only.
-	Record        *structpb.Struct `protobuf:"bytes,7,opt,name=record,proto3" json:"record,omitempty"`
+	Record *structpb.Struct `protobuf:"bytes,7,opt,name=record,proto3" json:"record,omitempty"`
+	// When the record (or event) was stored in its stream: Unix
+	// milliseconds.
+	StoredAtMs    int64 `protobuf:"varint,8,opt,name=stored_at_ms,json=storedAtMs,proto3" json:"stored_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -281,11 +325,18 @@ func (x *Record) GetRecord() *structpb.Struct {
 	return nil
 }
 
+func (x *Record) GetStoredAtMs() int64 {
+	if x != nil {
+		return x.StoredAtMs
+	}
+	return 0
+}
+
 var File_cep_v1_match_proto protoreflect.FileDescriptor
 
 const file_cep_v1_match_proto_rawDesc = "" +
 	"\n" +
-	"\x12cep/v1/match.proto\x12\x06cep.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xe8\x01\n" +
+	"\x12cep/v1/match.proto\x12\x06cep.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xc3\x02\n" +
 	"\vTailRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12'\n" +
 	"\x05start\x18\x02 \x01(\x0e2\x11.cep.v1.TailStartR\x05start\x12%\n" +
@@ -293,7 +344,11 @@ const file_cep_v1_match_proto_rawDesc = "" +
 	"\fdead_letters\x18\n" +
 	" \x01(\bR\vdeadLetters\x12,\n" +
 	"\x12dead_letter_source\x18\v \x01(\tR\x10deadLetterSource\x12\x1e\n" +
-	"\vstop_at_end\x18\f \x01(\bR\tstopAtEnd\"\xb9\x01\n" +
+	"\vstop_at_end\x18\f \x01(\bR\tstopAtEnd\x12\x16\n" +
+	"\x06source\x18\x14 \x01(\tR\x06source\x12\x1d\n" +
+	"\n" +
+	"source_key\x18\x15 \x01(\tR\tsourceKey\x12\"\n" +
+	"\rstart_time_ms\x18\x16 \x01(\x03R\vstartTimeMs\"\xdb\x01\n" +
 	"\x06Record\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
@@ -301,12 +356,15 @@ const file_cep_v1_match_proto_rawDesc = "" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12\x12\n" +
 	"\x04json\x18\x05 \x01(\fR\x04json\x12\x1a\n" +
 	"\bsequence\x18\x06 \x01(\x04R\bsequence\x12/\n" +
-	"\x06record\x18\a \x01(\v2\x17.google.protobuf.StructR\x06record*h\n" +
+	"\x06record\x18\a \x01(\v2\x17.google.protobuf.StructR\x06record\x12 \n" +
+	"\fstored_at_ms\x18\b \x01(\x03R\n" +
+	"storedAtMs*}\n" +
 	"\tTailStart\x12\x1a\n" +
 	"\x16TAIL_START_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTAIL_START_NEW\x10\x01\x12\x12\n" +
 	"\x0eTAIL_START_ALL\x10\x02\x12\x17\n" +
-	"\x13TAIL_START_SEQUENCE\x10\x032=\n" +
+	"\x13TAIL_START_SEQUENCE\x10\x03\x12\x13\n" +
+	"\x0fTAIL_START_TIME\x10\x042=\n" +
 	"\fMatchService\x12-\n" +
 	"\x04Tail\x12\x13.cep.v1.TailRequest\x1a\x0e.cep.v1.Record0\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
