@@ -35,6 +35,7 @@ its name comes from the file name (lower-cased, runs of other characters than
 		newPatternListCmd(d, nil),
 		newPatternGetCmd(d, nil),
 		newPatternExplainCmd(d, nil),
+		newPatternInspectCmd(d, nil),
 	)
 	return cmd
 }
