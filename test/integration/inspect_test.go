@@ -1,0 +1,213 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/cluster/secret"
+	"github.com/cepcluster/cep/internal/testutil"
+	"github.com/cepcluster/cep/nfa"
+)
+
+// inspectSpec is lfl with a window longer than the events span (their
+// fillers included), so the partial matches stay to be inspected.
+var inspectSpec = []byte(`name: lfl
+source: bank
+key: e.account
+time: e.ts
+within: 1h
+stages:
+  - name: login
+    where: e.type == "LOGIN"
+  - name: failed
+    where: e.type == "FAIL"
+    oneOrMore: true
+  - name: logout
+    where: e.type == "LOGOUT"
+`)
+
+// inspectedText is an answer's partial matches and buffered events as
+// text, for comparing with the offline engine's (source positions
+// aside: the offline run numbers lines, the cluster stream messages).
+func inspectedText(res *cepv1.InspectKeyResponse) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d partial matches, %d buffered\n", res.PartialMatchCount, res.BufferedEventCount)
+	for _, pm := range res.PartialMatches {
+		fmt.Fprintf(&b, "%s (%s) start %d deadline %d/%v:", pm.State, pm.Stage, pm.StartMs, pm.DeadlineMs, pm.HasDeadline)
+		for _, e := range pm.Events {
+			fmt.Fprintf(&b, " %s@%d=%s", e.Stage, e.TimeMs, e.Json)
+		}
+		b.WriteString("\n")
+	}
+	for _, e := range res.BufferedEvents {
+		fmt.Fprintf(&b, "buffered @%d=%s\n", e.TimeMs, e.Json)
+	}
+	return b.String()
+}
+
+// offlineText is the same of the offline engine's matcher.
+func offlineText(v nfa.KeyView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d partial matches, %d buffered\n", v.PartialCount, v.BufferedCount)
+	for _, pm := range v.Partial {
+		fmt.Fprintf(&b, "%s (%s) start %d deadline %d/%v:", pm.State, pm.Stage, pm.Start, pm.Deadline, pm.HasDeadline)
+		for _, e := range pm.Events {
+			fmt.Fprintf(&b, " %s@%d=%s", e.Stage, e.Time, e.Raw)
+		}
+		b.WriteString("\n")
+	}
+	for _, e := range v.Buffered {
+		fmt.Fprintf(&b, "buffered @%d=%s\n", e.Time, e.Raw)
+	}
+	return b.String()
+}
+
+// On three nodes, what InspectKey shows of every account, asked of one
+// node (which asks each key's shard leader), is what the offline engine
+// holds for it after the same events: partial matches with their states,
+// starts, deadlines and events by stage. So it stays after the leader of
+// a shard is stopped and another takes the shard over. A limit lists the
+// first partial matches and counts them all.
+func TestInspectKeyEqualsOffline(t *testing.T) {
+	tc := newPeers(t, 3, 3*time.Minute)
+	tc.startAll()
+	c := tc.deployOnBank(0, inspectSpec)
+	lines := bankEvents(41, 300)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+
+	p, err := nfa.CompileBytes(inspectSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := offlineRunner(t, p, lines)
+	m := r.Matchers()[0]
+	var keys []string
+	many := ""
+	for a := range 40 {
+		k := fmt.Sprintf("acc-%d", a)
+		if pm, _ := m.KeyState(k); pm > 0 {
+			keys = append(keys, k)
+			if pm > 2 && many == "" {
+				many = k
+			}
+		}
+	}
+	if len(keys) < 10 || many == "" {
+		t.Fatalf("the offline engine holds partial matches for %d accounts (one with more than 2: %q): the test checks too little", len(keys), many)
+	}
+	leaders := map[string]string{} // key -> node that answered
+	same := func(c clients, when string) {
+		t.Helper()
+		for _, k := range keys {
+			want := offlineText(m.InspectKey(k, 0))
+			testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+				res, err := c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl", Key: k, Limit: 1000}))
+				if err != nil {
+					return err
+				}
+				if got := inspectedText(res.Msg); got != want {
+					return fmt.Errorf("%s: key %s on shard %d (leader %s):\n%s\nthe offline engine holds\n%s", when, k, res.Msg.ShardId,
+						res.Msg.LeaderNodeId, got, want)
+				}
+				leaders[k] = res.Msg.LeaderNodeId
+				return nil
+			})
+		}
+	}
+	same(c, "after the events")
+	others := map[string]bool{}
+	for _, l := range leaders {
+		if l != "n1" {
+			others[l] = true
+		}
+	}
+	if len(others) == 0 {
+		t.Fatalf("node n1 leads every account's shard (%v): nothing was forwarded", leaders)
+	}
+	t.Logf("%d accounts hold partial matches (%s %d), answered by %v", len(keys), many, func() int { n, _ := m.KeyState(many); return n }(), leaders)
+
+	// the first two of many, and how many there are
+	res, err := c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl", Key: many, Limit: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := inspectedText(res.Msg), offlineText(m.InspectKey(many, 2)); got != want {
+		t.Fatalf("%s, limit 2:\n%s\nwant\n%s", many, got, want)
+	}
+	if len(res.Msg.PartialMatches) != 2 || res.Msg.PartialMatchCount <= 2 {
+		t.Fatalf("%s, limit 2: %d partial matches listed of %d", many, len(res.Msg.PartialMatches), res.Msg.PartialMatchCount)
+	}
+
+	// a shard's leader other than node 1 goes; another takes the shard over
+	var gone string
+	for l := range others {
+		gone = l
+		break
+	}
+	var stopped int
+	fmt.Sscanf(gone, "n%d", &stopped)
+	if err := tc.stop(stopped - 1); err != nil {
+		t.Fatal(err)
+	}
+	same(c, fmt.Sprintf("node %s stopped", gone))
+	t.Logf("node %s stopped: answered by %v", gone, leaders)
+	for k, l := range leaders {
+		if l == gone {
+			t.Errorf("key %s: answered by %s, which was stopped", k, l)
+		}
+	}
+
+	// an unknown pattern, a missing key, a limit too high
+	_, err = c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "nope", Key: "acc-1"}))
+	wantCode(t, "unknown pattern", err, connect.CodeNotFound)
+	_, err = c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl"}))
+	wantCode(t, "no key", err, connect.CodeInvalidArgument)
+	_, err = c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl", Key: "acc-1", Limit: 10_001}))
+	wantCode(t, "limit over 10,000", err, connect.CodeInvalidArgument)
+}
+
+// A reader may inspect a key; a call without a token or with one the
+// node does not know is refused. The node credential may ask a shard's
+// leader (what a member that does not lead the shard asks).
+func TestInspectKeyRoles(t *testing.T) {
+	s := secret.Generate()
+	tc := newSingle(t, 90*time.Second, cluster.Config{Tokens: accessTokens(t), Secret: s, Shards: 1})
+	ctx := tc.ctx
+	operator, reader := tc.client(0, as("operator")), tc.client(0, as("reader"))
+	spec, err := os.ReadFile("../../examples/login-fail-logout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.createBank(operator)
+	tc.deploy(operator, &cepv1.DeployPatternRequest{Spec: string(spec)})
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) },
+		[]string{`{"account":"acc-3","type":"LOGIN","ts":5000}`, `{"account":"acc-4","type":"LOGIN","ts":9000}`})
+
+	inspect := &cepv1.InspectKeyRequest{Name: "login-fail-logout", Key: "acc-3"}
+	testutil.EventuallyEvery(t, 20*time.Second, poll, func() error {
+		res, err := reader.patterns.InspectKey(ctx, req(inspect))
+		if err != nil {
+			return err
+		}
+		if res.Msg.BufferedEventCount+res.Msg.PartialMatchCount != 1 {
+			return fmt.Errorf("reader inspects acc-3: %s", inspectedText(res.Msg))
+		}
+		return nil
+	})
+	_, err = tc.client(0).patterns.InspectKey(ctx, req(inspect))
+	wantCode(t, "inspect without a token", err, connect.CodeUnauthenticated)
+	_, err = tc.client(0, api.WithClientToken("reader-0123456789abcdeF")).patterns.InspectKey(ctx, req(inspect))
+	wantCode(t, "inspect with a wrong token", err, connect.CodeUnauthenticated)
+	node := tc.client(0, api.WithClientToken(s.Token(secret.Node)))
+	if _, err := node.patterns.InspectKey(ctx, req(&cepv1.InspectKeyRequest{Name: "login-fail-logout", Key: "acc-3", LeaderOnly: true})); err != nil {
+		t.Errorf("the node credential asks the leader: %v", err)
+	}
+}
