@@ -16,7 +16,7 @@ type KeyInspection struct {
 	Version  uint64
 	KeyGroup int
 	View     nfa.KeyView
-	Clocks   []SourceClock // empty for a pattern not on event time
+	Clocks   []SourceClock // none for a pattern on processing time
 	// Index is the log index the state had applied.
 	Index uint64
 }
@@ -42,7 +42,7 @@ func (s *State) InspectKey(pattern, key string, limit int) (KeyInspection, error
 		return KeyInspection{}, &ErrNoPattern{Pattern: pattern}
 	}
 	out := KeyInspection{Pattern: pattern, Version: p.deploy.Version, KeyGroup: kg, View: p.m.InspectKey(key, limit)}
-	if p.deploy.Clock && p.pattern.EventTime() {
+	if p.pattern.EventTime() {
 		out.Clocks = s.clocksOf(p)
 	}
 	return out, nil
