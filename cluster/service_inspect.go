@@ -12,6 +12,7 @@ import (
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/keygroup"
+	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/shard"
 	"github.com/cepcluster/cep/watermark"
 )
@@ -143,15 +144,27 @@ func inspectReplica(nodeID string, sh *shard.Shard, r *cepv1.InspectKeyRequest, 
 	if v.Watermark != watermark.MinTime {
 		out.WatermarkMs, out.HasWatermark = v.Watermark, true
 	}
+	out.PartialMatches, out.BufferedEvents = partialMatches(v)
+	for _, d := range in.Draining {
+		dv := &cepv1.DrainingVersion{Version: d.Version, PartialMatchCount: uint64(d.View.PartialCount), BufferedEventCount: uint64(d.View.BufferedCount)}
+		dv.PartialMatches, dv.BufferedEvents = partialMatches(d.View)
+		out.Draining = append(out.Draining, dv)
+	}
+	return out, nil
+}
+
+// partialMatches are the view's partial matches and buffered events as
+// the API has them.
+func partialMatches(v nfa.KeyView) (pms []*cepv1.PartialMatch, buffered []*cepv1.InspectedEvent) {
 	for _, pv := range v.Partial {
 		pm := &cepv1.PartialMatch{State: pv.State, Stage: pv.Stage, StartMs: pv.Start, DeadlineMs: pv.Deadline, HasDeadline: pv.HasDeadline}
 		for _, e := range pv.Events {
 			pm.Events = append(pm.Events, &cepv1.InspectedEvent{Stage: e.Stage, TimeMs: e.Time, Sequence: e.Pos, Json: e.Raw})
 		}
-		out.PartialMatches = append(out.PartialMatches, pm)
+		pms = append(pms, pm)
 	}
 	for _, e := range v.Buffered {
-		out.BufferedEvents = append(out.BufferedEvents, &cepv1.InspectedEvent{TimeMs: e.Time, Sequence: e.Pos, Json: e.Raw})
+		buffered = append(buffered, &cepv1.InspectedEvent{TimeMs: e.Time, Sequence: e.Pos, Json: e.Raw})
 	}
-	return out, nil
+	return pms, buffered
 }

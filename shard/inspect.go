@@ -17,8 +17,18 @@ type KeyInspection struct {
 	KeyGroup int
 	View     nfa.KeyView
 	Clocks   []SourceClock // none for a pattern on processing time
+	// Draining are the older versions still finishing their partial
+	// matches after an update that hold something for the key, oldest
+	// first.
+	Draining []DrainingView
 	// Index is the log index the state had applied.
 	Index uint64
+}
+
+// DrainingView is what an older version of a pattern holds for a key.
+type DrainingView struct {
+	Version uint64
+	View    nfa.KeyView
 }
 
 // ErrNoPattern is InspectKey's error for a pattern the shard does not run.
@@ -42,6 +52,11 @@ func (s *State) InspectKey(pattern, key string, limit int) (KeyInspection, error
 		return KeyInspection{}, &ErrNoPattern{Pattern: pattern}
 	}
 	out := KeyInspection{Pattern: pattern, Version: p.deploy.Version, KeyGroup: kg, View: p.m.InspectKey(key, limit)}
+	for _, d := range p.draining {
+		if v := d.m.InspectKey(key, limit); v.PartialCount+v.BufferedCount > 0 {
+			out.Draining = append(out.Draining, DrainingView{Version: d.version, View: v})
+		}
+	}
 	if p.pattern.EventTime() {
 		out.Clocks = s.clocksOf(p)
 	}

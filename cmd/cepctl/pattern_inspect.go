@@ -103,15 +103,30 @@ func writeInspection(w io.Writer, x *cepv1.InspectKeyResponse) error {
 		wm += " (" + strings.Join(clocks, "; ") + ")"
 	}
 	fmt.Fprintf(w, "watermark %s\n", wm)
-	pms := fmt.Sprintf("%d partial matches", x.GetPartialMatchCount())
-	if x.GetPartialMatchCount() == 1 {
-		pms = "1 partial match"
+	if err := writeHeld(w, "", x.GetPartialMatches(), x.GetPartialMatchCount(), x.GetBufferedEvents(), x.GetBufferedEventCount()); err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "%s%s\n", pms, shown(len(x.GetPartialMatches()), x.GetPartialMatchCount()))
+	for _, d := range x.GetDraining() {
+		fmt.Fprintf(w, "version %d, draining:\n", d.GetVersion())
+		if err := writeHeld(w, "  ", d.GetPartialMatches(), d.GetPartialMatchCount(), d.GetBufferedEvents(), d.GetBufferedEventCount()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeHeld writes partial matches and waiting events, each line after
+// indent.
+func writeHeld(w io.Writer, indent string, pms []*cepv1.PartialMatch, count uint64, buffered []*cepv1.InspectedEvent, bcount uint64) error {
+	head := fmt.Sprintf("%d partial matches", count)
+	if count == 1 {
+		head = "1 partial match"
+	}
+	fmt.Fprintf(w, "%s%s%s\n", indent, head, shown(len(pms), count))
 	// a heading line has no tab: each partial match's events align
 	// among themselves
 	tw := newTable(w)
-	for i, pm := range x.GetPartialMatches() {
+	for i, pm := range pms {
 		deadline := "none"
 		if pm.GetHasDeadline() {
 			deadline = fmt.Sprint(pm.GetDeadlineMs())
@@ -120,18 +135,18 @@ func writeInspection(w io.Writer, x *cepv1.InspectKeyResponse) error {
 		if pm.GetStage() != state {
 			state += " (stage " + pm.GetStage() + ")"
 		}
-		fmt.Fprintf(tw, "#%d state %s, start %d, deadline %s\n", i+1, state, pm.GetStartMs(), deadline)
+		fmt.Fprintf(tw, "%s#%d state %s, start %d, deadline %s\n", indent, i+1, state, pm.GetStartMs(), deadline)
 		for _, e := range pm.GetEvents() {
-			row(tw, "  "+e.GetStage(), fmt.Sprintf("at %d", e.GetTimeMs()), fmt.Sprintf("seq %d", e.GetSequence()), eventLine(e.GetJson()))
+			row(tw, indent+"  "+e.GetStage(), fmt.Sprintf("at %d", e.GetTimeMs()), fmt.Sprintf("seq %d", e.GetSequence()), eventLine(e.GetJson()))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s waiting for the watermark%s\n", plural(x.GetBufferedEventCount(), "event"), shown(len(x.GetBufferedEvents()), x.GetBufferedEventCount()))
+	fmt.Fprintf(w, "%s%s waiting for the watermark%s\n", indent, plural(bcount, "event"), shown(len(buffered), bcount))
 	tw = newTable(w)
-	for _, e := range x.GetBufferedEvents() {
-		row(tw, "  at "+fmt.Sprint(e.GetTimeMs()), fmt.Sprintf("seq %d", e.GetSequence()), eventLine(e.GetJson()))
+	for _, e := range buffered {
+		row(tw, indent+"  at "+fmt.Sprint(e.GetTimeMs()), fmt.Sprintf("seq %d", e.GetSequence()), eventLine(e.GetJson()))
 	}
 	return tw.Flush()
 }
@@ -169,6 +184,15 @@ type inspectionOut struct {
 	PartialMatches     []partialMatchOut   `json:"partialMatches"`
 	BufferedEventCount uint64              `json:"bufferedEventCount"`
 	BufferedEvents     []inspectedEventOut `json:"bufferedEvents"`
+	Draining           []drainingOut       `json:"draining"`
+}
+
+type drainingOut struct {
+	Version            uint64              `json:"version"`
+	PartialMatchCount  uint64              `json:"partialMatchCount"`
+	PartialMatches     []partialMatchOut   `json:"partialMatches"`
+	BufferedEventCount uint64              `json:"bufferedEventCount"`
+	BufferedEvents     []inspectedEventOut `json:"bufferedEvents"`
 }
 
 type clockOut struct {
@@ -193,12 +217,26 @@ type inspectedEventOut struct {
 }
 
 func inspectionJSON(x *cepv1.InspectKeyResponse) inspectionOut {
-	opt := func(v int64, ok bool) *int64 {
-		if !ok {
-			return nil
-		}
-		return &v
+	opt := optInt
+	out := inspectionOut{Name: x.GetName(), Version: x.GetVersion(), Key: x.GetKey(), ShardID: x.GetShardId(), KeyGroup: x.GetKeyGroup(),
+		LeaderNodeID: x.GetLeaderNodeId(), AppliedIndex: x.GetAppliedIndex(), Watermark: opt(x.GetWatermarkMs(), x.GetHasWatermark()),
+		PartialMatchCount: x.GetPartialMatchCount(), BufferedEventCount: x.GetBufferedEventCount(),
+		Clocks: []clockOut{}, Draining: []drainingOut{}}
+	for _, c := range x.GetClocks() {
+		out.Clocks = append(out.Clocks, clockOut{Source: c.GetSource(), Watermark: opt(c.GetWatermarkMs(), c.GetHasWatermark()),
+			NewestEvent: opt(c.GetNewestEventMs(), c.GetHasNewestEvent())})
 	}
+	out.PartialMatches, out.BufferedEvents = heldJSON(x.GetPartialMatches(), x.GetBufferedEvents())
+	for _, d := range x.GetDraining() {
+		do := drainingOut{Version: d.GetVersion(), PartialMatchCount: d.GetPartialMatchCount(), BufferedEventCount: d.GetBufferedEventCount()}
+		do.PartialMatches, do.BufferedEvents = heldJSON(d.GetPartialMatches(), d.GetBufferedEvents())
+		out.Draining = append(out.Draining, do)
+	}
+	return out
+}
+
+// heldJSON is partial matches and waiting events in the -o json form.
+func heldJSON(pms []*cepv1.PartialMatch, buffered []*cepv1.InspectedEvent) ([]partialMatchOut, []inspectedEventOut) {
 	ev := func(e *cepv1.InspectedEvent) inspectedEventOut {
 		raw := json.RawMessage(e.GetJson())
 		if !json.Valid(raw) {
@@ -206,24 +244,25 @@ func inspectionJSON(x *cepv1.InspectKeyResponse) inspectionOut {
 		}
 		return inspectedEventOut{Stage: e.GetStage(), Time: e.GetTimeMs(), Sequence: e.GetSequence(), Event: raw}
 	}
-	out := inspectionOut{Name: x.GetName(), Version: x.GetVersion(), Key: x.GetKey(), ShardID: x.GetShardId(), KeyGroup: x.GetKeyGroup(),
-		LeaderNodeID: x.GetLeaderNodeId(), AppliedIndex: x.GetAppliedIndex(), Watermark: opt(x.GetWatermarkMs(), x.GetHasWatermark()),
-		PartialMatchCount: x.GetPartialMatchCount(), BufferedEventCount: x.GetBufferedEventCount(),
-		Clocks: []clockOut{}, PartialMatches: []partialMatchOut{}, BufferedEvents: []inspectedEventOut{}}
-	for _, c := range x.GetClocks() {
-		out.Clocks = append(out.Clocks, clockOut{Source: c.GetSource(), Watermark: opt(c.GetWatermarkMs(), c.GetHasWatermark()),
-			NewestEvent: opt(c.GetNewestEventMs(), c.GetHasNewestEvent())})
-	}
-	for _, pm := range x.GetPartialMatches() {
-		p := partialMatchOut{State: pm.GetState(), Stage: pm.GetStage(), Start: pm.GetStartMs(), Deadline: opt(pm.GetDeadlineMs(), pm.GetHasDeadline()),
+	outPM, outEv := []partialMatchOut{}, []inspectedEventOut{}
+	for _, pm := range pms {
+		p := partialMatchOut{State: pm.GetState(), Stage: pm.GetStage(), Start: pm.GetStartMs(), Deadline: optInt(pm.GetDeadlineMs(), pm.GetHasDeadline()),
 			Events: []inspectedEventOut{}}
 		for _, e := range pm.GetEvents() {
 			p.Events = append(p.Events, ev(e))
 		}
-		out.PartialMatches = append(out.PartialMatches, p)
+		outPM = append(outPM, p)
 	}
-	for _, e := range x.GetBufferedEvents() {
-		out.BufferedEvents = append(out.BufferedEvents, ev(e))
+	for _, e := range buffered {
+		outEv = append(outEv, ev(e))
 	}
-	return out
+	return outPM, outEv
+}
+
+// optInt is v when ok, else nil (null in JSON).
+func optInt(v int64, ok bool) *int64 {
+	if !ok {
+		return nil
+	}
+	return &v
 }

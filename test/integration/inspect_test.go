@@ -211,3 +211,69 @@ func TestInspectKeyRoles(t *testing.T) {
 		t.Errorf("the node credential asks the leader: %v", err)
 	}
 }
+
+// After an update under the drain policy, the older version still holds
+// its partial matches: InspectKey lists them under draining, as the
+// offline engine holds them after the events (the old version's), and
+// the new version, which has had no event of the key, holds none.
+func TestInspectKeyShowsDrainingVersion(t *testing.T) {
+	tc := newSingle(t, 90*time.Second, cluster.Config{Shards: 1})
+	c := tc.deployOnBank(0, inspectSpec)
+	lines := bankEvents(43, 120)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	p, err := nfa.CompileBytes(inspectSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := offlineRunner(t, p, lines)
+	m := r.Matchers()[0]
+	key := ""
+	for a := range 40 {
+		if pm, _ := m.KeyState(fmt.Sprintf("acc-%d", a)); pm > 1 {
+			key = fmt.Sprintf("acc-%d", a)
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("the offline engine holds no account with two partial matches: the test checks nothing")
+	}
+	want := offlineText(m.InspectKey(key, 0))
+	ask := func() (*cepv1.InspectKeyResponse, error) {
+		res, err := c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl", Key: key}))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		res, err := ask()
+		if err != nil {
+			return err
+		}
+		if got := inspectedText(res); got != want {
+			return fmt.Errorf("before the update, %s:\n%s\nwant\n%s", key, got, want)
+		}
+		return nil
+	})
+
+	updated := strings.Replace(string(inspectSpec), "within: 1h", "within: 2h", 1)
+	if _, err := c.patterns.UpdatePattern(tc.ctx, req(&cepv1.UpdatePatternRequest{Spec: updated, Policy: cepv1.UpdatePolicy_UPDATE_POLICY_DRAIN})); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		res, err := ask()
+		if err != nil {
+			return err
+		}
+		if res.Version != 2 || res.PartialMatchCount != 0 || len(res.Draining) != 1 || res.Draining[0].Version != 1 {
+			return fmt.Errorf("after the update, %s: version %d with %d partial matches, %d draining versions", key, res.Version, res.PartialMatchCount, len(res.Draining))
+		}
+		d := res.Draining[0]
+		got := inspectedText(&cepv1.InspectKeyResponse{PartialMatches: d.PartialMatches, PartialMatchCount: d.PartialMatchCount,
+			BufferedEvents: d.BufferedEvents, BufferedEventCount: d.BufferedEventCount})
+		if got != want {
+			return fmt.Errorf("version 1, draining, %s:\n%s\nwant\n%s", key, got, want)
+		}
+		return nil
+	})
+}

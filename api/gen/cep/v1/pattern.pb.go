@@ -1537,7 +1537,11 @@ type InspectKeyResponse struct {
 	HasWatermark bool  `protobuf:"varint,13,opt,name=has_watermark,json=hasWatermark,proto3" json:"has_watermark,omitempty"`
 	// The clocks of the pattern's sources on the shard (event-time
 	// patterns).
-	Clocks        []*SourceClock `protobuf:"bytes,14,rep,name=clocks,proto3" json:"clocks,omitempty"`
+	Clocks []*SourceClock `protobuf:"bytes,14,rep,name=clocks,proto3" json:"clocks,omitempty"`
+	// What older versions of the pattern, still finishing their partial
+	// matches after an update (the drain policy), hold for the key, oldest
+	// first; a version holding nothing for it is left out.
+	Draining      []*DrainingVersion `protobuf:"bytes,15,rep,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1670,6 +1674,92 @@ func (x *InspectKeyResponse) GetClocks() []*SourceClock {
 	return nil
 }
 
+func (x *InspectKeyResponse) GetDraining() []*DrainingVersion {
+	if x != nil {
+		return x.Draining
+	}
+	return nil
+}
+
+// DrainingVersion is what an older version of a pattern, draining after
+// an update, holds for a key: as InspectKeyResponse's fields of the same
+// names.
+type DrainingVersion struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Version            uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	PartialMatches     []*PartialMatch        `protobuf:"bytes,2,rep,name=partial_matches,json=partialMatches,proto3" json:"partial_matches,omitempty"`
+	PartialMatchCount  uint64                 `protobuf:"varint,3,opt,name=partial_match_count,json=partialMatchCount,proto3" json:"partial_match_count,omitempty"`
+	BufferedEvents     []*InspectedEvent      `protobuf:"bytes,4,rep,name=buffered_events,json=bufferedEvents,proto3" json:"buffered_events,omitempty"`
+	BufferedEventCount uint64                 `protobuf:"varint,5,opt,name=buffered_event_count,json=bufferedEventCount,proto3" json:"buffered_event_count,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DrainingVersion) Reset() {
+	*x = DrainingVersion{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainingVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainingVersion) ProtoMessage() {}
+
+func (x *DrainingVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainingVersion.ProtoReflect.Descriptor instead.
+func (*DrainingVersion) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DrainingVersion) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DrainingVersion) GetPartialMatches() []*PartialMatch {
+	if x != nil {
+		return x.PartialMatches
+	}
+	return nil
+}
+
+func (x *DrainingVersion) GetPartialMatchCount() uint64 {
+	if x != nil {
+		return x.PartialMatchCount
+	}
+	return 0
+}
+
+func (x *DrainingVersion) GetBufferedEvents() []*InspectedEvent {
+	if x != nil {
+		return x.BufferedEvents
+	}
+	return nil
+}
+
+func (x *DrainingVersion) GetBufferedEventCount() uint64 {
+	if x != nil {
+		return x.BufferedEventCount
+	}
+	return 0
+}
+
 // PartialMatch is one partial match of a key.
 type PartialMatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1692,7 +1782,7 @@ type PartialMatch struct {
 
 func (x *PartialMatch) Reset() {
 	*x = PartialMatch{}
-	mi := &file_cep_v1_pattern_proto_msgTypes[18]
+	mi := &file_cep_v1_pattern_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1794,7 @@ func (x *PartialMatch) String() string {
 func (*PartialMatch) ProtoMessage() {}
 
 func (x *PartialMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_pattern_proto_msgTypes[18]
+	mi := &file_cep_v1_pattern_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1807,7 @@ func (x *PartialMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartialMatch.ProtoReflect.Descriptor instead.
 func (*PartialMatch) Descriptor() ([]byte, []int) {
-	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{18}
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PartialMatch) GetState() string {
@@ -1779,7 +1869,7 @@ type InspectedEvent struct {
 
 func (x *InspectedEvent) Reset() {
 	*x = InspectedEvent{}
-	mi := &file_cep_v1_pattern_proto_msgTypes[19]
+	mi := &file_cep_v1_pattern_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1881,7 @@ func (x *InspectedEvent) String() string {
 func (*InspectedEvent) ProtoMessage() {}
 
 func (x *InspectedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_pattern_proto_msgTypes[19]
+	mi := &file_cep_v1_pattern_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1894,7 @@ func (x *InspectedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectedEvent.ProtoReflect.Descriptor instead.
 func (*InspectedEvent) Descriptor() ([]byte, []int) {
-	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{19}
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InspectedEvent) GetStage() string {
@@ -1932,7 +2022,7 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1f\n" +
 	"\vleader_only\x18\x04 \x01(\bR\n" +
-	"leaderOnly\"\xae\x04\n" +
+	"leaderOnly\"\xe3\x04\n" +
 	"\x12InspectKeyResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x10\n" +
@@ -1948,7 +2038,14 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x14buffered_event_count\x18\v \x01(\x04R\x12bufferedEventCount\x12!\n" +
 	"\fwatermark_ms\x18\f \x01(\x03R\vwatermarkMs\x12#\n" +
 	"\rhas_watermark\x18\r \x01(\bR\fhasWatermark\x12+\n" +
-	"\x06clocks\x18\x0e \x03(\v2\x13.cep.v1.SourceClockR\x06clocks\"\xc9\x01\n" +
+	"\x06clocks\x18\x0e \x03(\v2\x13.cep.v1.SourceClockR\x06clocks\x123\n" +
+	"\bdraining\x18\x0f \x03(\v2\x17.cep.v1.DrainingVersionR\bdraining\"\x8d\x02\n" +
+	"\x0fDrainingVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12=\n" +
+	"\x0fpartial_matches\x18\x02 \x03(\v2\x14.cep.v1.PartialMatchR\x0epartialMatches\x12.\n" +
+	"\x13partial_match_count\x18\x03 \x01(\x04R\x11partialMatchCount\x12?\n" +
+	"\x0fbuffered_events\x18\x04 \x03(\v2\x16.cep.v1.InspectedEventR\x0ebufferedEvents\x120\n" +
+	"\x14buffered_event_count\x18\x05 \x01(\x04R\x12bufferedEventCount\"\xc9\x01\n" +
 	"\fPartialMatch\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x19\n" +
@@ -2008,7 +2105,7 @@ func file_cep_v1_pattern_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_pattern_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_cep_v1_pattern_proto_goTypes = []any{
 	(SpecFormat)(0),                 // 0: cep.v1.SpecFormat
 	(UpdatePolicy)(0),               // 1: cep.v1.UpdatePolicy
@@ -2032,9 +2129,10 @@ var file_cep_v1_pattern_proto_goTypes = []any{
 	(*ExplainPatternResponse)(nil),  // 19: cep.v1.ExplainPatternResponse
 	(*InspectKeyRequest)(nil),       // 20: cep.v1.InspectKeyRequest
 	(*InspectKeyResponse)(nil),      // 21: cep.v1.InspectKeyResponse
-	(*PartialMatch)(nil),            // 22: cep.v1.PartialMatch
-	(*InspectedEvent)(nil),          // 23: cep.v1.InspectedEvent
-	(*SourceClock)(nil),             // 24: cep.v1.SourceClock
+	(*DrainingVersion)(nil),         // 22: cep.v1.DrainingVersion
+	(*PartialMatch)(nil),            // 23: cep.v1.PartialMatch
+	(*InspectedEvent)(nil),          // 24: cep.v1.InspectedEvent
+	(*SourceClock)(nil),             // 25: cep.v1.SourceClock
 }
 var file_cep_v1_pattern_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Pattern.format:type_name -> cep.v1.SpecFormat
@@ -2054,31 +2152,34 @@ var file_cep_v1_pattern_proto_depIdxs = []int32{
 	4,  // 14: cep.v1.ListPatternsResponse.patterns:type_name -> cep.v1.Pattern
 	4,  // 15: cep.v1.GetPatternResponse.pattern:type_name -> cep.v1.Pattern
 	0,  // 16: cep.v1.ExplainPatternRequest.format:type_name -> cep.v1.SpecFormat
-	22, // 17: cep.v1.InspectKeyResponse.partial_matches:type_name -> cep.v1.PartialMatch
-	23, // 18: cep.v1.InspectKeyResponse.buffered_events:type_name -> cep.v1.InspectedEvent
-	24, // 19: cep.v1.InspectKeyResponse.clocks:type_name -> cep.v1.SourceClock
-	23, // 20: cep.v1.PartialMatch.events:type_name -> cep.v1.InspectedEvent
-	6,  // 21: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
-	8,  // 22: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
-	10, // 23: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
-	12, // 24: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
-	14, // 25: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
-	16, // 26: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
-	18, // 27: cep.v1.PatternService.ExplainPattern:input_type -> cep.v1.ExplainPatternRequest
-	20, // 28: cep.v1.PatternService.InspectKey:input_type -> cep.v1.InspectKeyRequest
-	7,  // 29: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
-	9,  // 30: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
-	11, // 31: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
-	13, // 32: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
-	15, // 33: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
-	17, // 34: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
-	19, // 35: cep.v1.PatternService.ExplainPattern:output_type -> cep.v1.ExplainPatternResponse
-	21, // 36: cep.v1.PatternService.InspectKey:output_type -> cep.v1.InspectKeyResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	23, // 17: cep.v1.InspectKeyResponse.partial_matches:type_name -> cep.v1.PartialMatch
+	24, // 18: cep.v1.InspectKeyResponse.buffered_events:type_name -> cep.v1.InspectedEvent
+	25, // 19: cep.v1.InspectKeyResponse.clocks:type_name -> cep.v1.SourceClock
+	22, // 20: cep.v1.InspectKeyResponse.draining:type_name -> cep.v1.DrainingVersion
+	23, // 21: cep.v1.DrainingVersion.partial_matches:type_name -> cep.v1.PartialMatch
+	24, // 22: cep.v1.DrainingVersion.buffered_events:type_name -> cep.v1.InspectedEvent
+	24, // 23: cep.v1.PartialMatch.events:type_name -> cep.v1.InspectedEvent
+	6,  // 24: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
+	8,  // 25: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
+	10, // 26: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
+	12, // 27: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
+	14, // 28: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
+	16, // 29: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
+	18, // 30: cep.v1.PatternService.ExplainPattern:input_type -> cep.v1.ExplainPatternRequest
+	20, // 31: cep.v1.PatternService.InspectKey:input_type -> cep.v1.InspectKeyRequest
+	7,  // 32: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
+	9,  // 33: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
+	11, // 34: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
+	13, // 35: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
+	15, // 36: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
+	17, // 37: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
+	19, // 38: cep.v1.PatternService.ExplainPattern:output_type -> cep.v1.ExplainPatternResponse
+	21, // 39: cep.v1.PatternService.InspectKey:output_type -> cep.v1.InspectKeyResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_pattern_proto_init() }
@@ -2095,7 +2196,7 @@ func file_cep_v1_pattern_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_pattern_proto_rawDesc), len(file_cep_v1_pattern_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
