@@ -1512,8 +1512,8 @@ func (x *InspectKeyRequest) GetLeaderOnly() bool {
 type InspectKeyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The pattern's version the shard runs (an older version still
-	// draining after an update is not shown).
+	// The pattern's version the shard runs (older versions still draining
+	// after an update are under draining).
 	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
 	Key     string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	// The shard owning the key, its key group, the node that answered for
