@@ -133,6 +133,14 @@ func TestInspectKeyEqualsOffline(t *testing.T) {
 		t.Fatalf("node n1 leads every account's shard (%v): nothing was forwarded", leaders)
 	}
 	t.Logf("%d accounts hold partial matches (%s %d), answered by %v", len(keys), many, func() int { n, _ := m.KeyState(many); return n }(), leaders)
+	// asked to answer as the leader, a node that does not lead refuses
+	for k, l := range leaders {
+		if l != "n1" {
+			_, err := c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl", Key: k, LeaderOnly: true}))
+			wantCode(t, "leader_only of a node that does not lead "+k, err, connect.CodeUnavailable)
+			break
+		}
+	}
 
 	// the first two of many, and how many there are
 	res, err := c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl", Key: many, Limit: 2}))
