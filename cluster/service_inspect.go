@@ -31,9 +31,6 @@ const (
 // once at most). A follower's state lags the leader's; the leader's is
 // what the shard's output comes from.
 func (b patternBackend) Inspect(ctx context.Context, r *cepv1.InspectKeyRequest) (*cepv1.InspectKeyResponse, error) {
-	if r.Key == "" {
-		return nil, fmt.Errorf("%w: inspect needs a key (the value of the pattern's key expression, acc-3 say)", api.ErrInvalidArgument)
-	}
 	if r.Limit > inspectMaxLimit {
 		return nil, fmt.Errorf("%w: limit %d is over %d", api.ErrInvalidArgument, r.Limit, inspectMaxLimit)
 	}

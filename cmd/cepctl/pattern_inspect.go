@@ -34,7 +34,7 @@ the key's events waiting for the watermark; the pattern's watermark and
 its sources' clocks on that shard.
 
 KEY is the value of the pattern's key expression (acc-3 for key:
-e.account). At most --limit partial matches and waiting events are
+e.account; '' for a pattern without a key). At most --limit partial matches and waiting events are
 listed, with how many there are. -o json or yaml print the answer as
 data, each event as the JSON it was published as.`,
 		Example: `  cepctl pattern inspect login-fail-logout --key acc-3
@@ -46,8 +46,8 @@ data, each event as the JSON it was published as.`,
 				return err
 			}
 			opts.globalOptions, opts.Name = g, args[0]
-			if opts.Key == "" {
-				return fmt.Errorf("--key is required: the key to inspect (the value of the pattern's key expression)")
+			if !cmd.Flags().Changed("key") {
+				return fmt.Errorf("--key is required: the key to inspect, the value of the pattern's key expression (--key '' for a pattern without a key)")
 			}
 			if runF != nil {
 				return runF(opts)

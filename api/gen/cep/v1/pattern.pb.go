@@ -1438,7 +1438,8 @@ type InspectKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The deployed pattern's name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The key as the pattern's key expression gives it (acc-3, say).
+	// The key as the pattern's key expression gives it (acc-3, say); empty
+	// for a pattern without a key.
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// At most this many partial matches, and as many buffered events, are
 	// listed (0: 100; at most 10,000); the counts say how many there are.

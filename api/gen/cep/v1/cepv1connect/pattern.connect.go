@@ -96,9 +96,9 @@ type PatternServiceClient interface {
 	// with its state, the events it has taken and its deadline, the events
 	// waiting for the watermark, the watermark and the sources' clocks.
 	// Any node answers (it asks the shard's leader). Errors: NotFound for an
-	// unknown pattern, InvalidArgument for an empty key or a limit over
-	// 10,000, Unavailable while the shard has no leader or has not applied
-	// the pattern's deployment yet.
+	// unknown pattern, InvalidArgument for a limit over 10,000, Unavailable
+	// while the shard has no leader or has not applied the pattern's
+	// deployment yet.
 	InspectKey(context.Context, *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error)
 }
 
@@ -258,9 +258,9 @@ type PatternServiceHandler interface {
 	// with its state, the events it has taken and its deadline, the events
 	// waiting for the watermark, the watermark and the sources' clocks.
 	// Any node answers (it asks the shard's leader). Errors: NotFound for an
-	// unknown pattern, InvalidArgument for an empty key or a limit over
-	// 10,000, Unavailable while the shard has no leader or has not applied
-	// the pattern's deployment yet.
+	// unknown pattern, InvalidArgument for a limit over 10,000, Unavailable
+	// while the shard has no leader or has not applied the pattern's
+	// deployment yet.
 	InspectKey(context.Context, *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error)
 }
 
