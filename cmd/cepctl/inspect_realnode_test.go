@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -85,6 +86,26 @@ func TestReadmeInspectQuickStart(t *testing.T) {
 	cepctlEnv(t, nil, next[1]+"\n", append([]string{"--server", url}, strings.Fields(next[2])...)...).mustOK(t)
 	lines = append(lines, next[1])
 	check(next[3], next[4])
+
+	// after an update (drain, the default) version 1 still holds the
+	// partial match, listed as the README shows it, under its version
+	updated := filepath.Join(t.TempDir(), "lfl.yaml")
+	if err := os.WriteFile(updated, []byte(strings.Replace(readFile(t, "../../examples/login-fail-logout.yaml"), "within: 5m", "within: 6m", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cepctl(t, url, "pattern", "update", updated).mustOK(t)
+	out := cepctl(t, url, strings.Fields(next[3])...).mustOK(t).stdout
+	held := strings.SplitAfterN(next[4], "\n", 3)[2] // the README's lines after the heading and the watermark
+	var indented strings.Builder
+	for _, l := range strings.SplitAfter(held, "\n") {
+		if l != "" {
+			indented.WriteString("  " + l)
+		}
+	}
+	if !strings.Contains(out, "version 2, key acc-3") || !strings.Contains(out, "\n0 partial matches\n") ||
+		!strings.HasSuffix(out, "version 1, draining:\n"+indented.String()) {
+		t.Errorf("after an update, inspect prints\n%s\nwant version 2 without partial matches, then version 1 draining with\n%s", out, indented.String())
+	}
 
 	cepctl(t, url, "pattern", "inspect", "nope", "--key", "acc-3").mustFail(t, "nope")
 	cepctl(t, url, "pattern", "inspect", "login-fail-logout").mustFail(t, "--key")
