@@ -129,3 +129,46 @@ func samePartial(a, b nfa.PartialView) bool {
 	return a.State == b.State && a.Start == b.Start && a.Deadline == b.Deadline && a.HasDeadline == b.HasDeadline &&
 		timeoutOf(0, 0, a.Events) == timeoutOf(0, 0, b.Events)
 }
+
+// A key with 100,000 partial matches (each login waits for a logout):
+// InspectKey with limit 100 lists the 100 that started first, in start
+// order, each with its one event, and counts them all.
+func TestInspectKeyBounded(t *testing.T) {
+	p, err := nfa.CompileBytes([]byte(`name: waits
+key: e.k
+time: e.ts
+within: 1h
+stages:
+  - name: login
+    where: e.t == "LOGIN"
+  - name: logout
+    contiguity: followedBy
+    where: e.t == "LOGOUT"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nfa.NewMatcher(p)
+	const n = 100_000
+	for i := range n {
+		raw := fmt.Appendf(nil, `{"k":"acc-3","t":"LOGIN","ts":%d}`, i)
+		in, _, _, err := nfa.ParseLine(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Raw = raw
+		if _, err := m.Event(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Finish(false)
+	v := m.InspectKey("acc-3", 100)
+	if v.PartialCount != n || len(v.Partial) != 100 {
+		t.Fatalf("%d partial matches listed of %d, want 100 of %d", len(v.Partial), v.PartialCount, n)
+	}
+	for i, pm := range v.Partial {
+		if pm.Start != int64(i) || len(pm.Events) != 1 || pm.Events[0].Time != int64(i) || pm.State != "logout" || pm.Deadline != int64(i)+3_600_000 {
+			t.Fatalf("partial match %d: %+v, want the login at %d waiting for a logout until %d", i, pm, i, int64(i)+3_600_000)
+		}
+	}
+}
