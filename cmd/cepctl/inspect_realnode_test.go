@@ -107,6 +107,9 @@ func TestReadmeInspectQuickStart(t *testing.T) {
 		t.Errorf("after an update, inspect prints\n%s\nwant version 2 without partial matches, then version 1 draining with\n%s", out, indented.String())
 	}
 
+	if r := cepctl(t, url, "__complete", "pattern", "inspect", "").mustOK(t); !strings.Contains(r.stdout, "login-fail-logout\t") {
+		t.Errorf("completing pattern inspect: %q", r.stdout)
+	}
 	cepctl(t, url, "pattern", "inspect", "nope", "--key", "acc-3").mustFail(t, "nope")
 	cepctl(t, url, "pattern", "inspect", "login-fail-logout").mustFail(t, "--key")
 }
