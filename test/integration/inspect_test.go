@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -72,6 +73,54 @@ func offlineText(v nfa.KeyView) string {
 	return b.String()
 }
 
+// offlineInspected runs inspectSpec offline over lines and returns its
+// matcher, the accounts it holds partial matches for and one with more
+// than two; the test fails when they are too few to check much.
+func offlineInspected(t *testing.T, lines []string) (m *nfa.Matcher, keys []string, many string) {
+	t.Helper()
+	p, err := nfa.CompileBytes(inspectSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := offlineRunner(t, p, lines)
+	m = r.Matchers()[0]
+	for a := range 40 {
+		k := fmt.Sprintf("acc-%d", a)
+		if pm, _ := m.KeyState(k); pm > 0 {
+			keys = append(keys, k)
+			if pm > 2 && many == "" {
+				many = k
+			}
+		}
+	}
+	if len(keys) < 10 || many == "" {
+		t.Fatalf("the offline engine holds partial matches for %d accounts (one with more than 2: %q): the test checks too little", len(keys), many)
+	}
+	return m, keys, many
+}
+
+// inspectSameAsOffline waits until InspectKey through c shows each key as
+// the offline matcher m holds it, and notes in leaders the node that
+// answered for each.
+func inspectSameAsOffline(t *testing.T, tc *testCluster, c clients, m *nfa.Matcher, keys []string, when string, leaders map[string]string) {
+	t.Helper()
+	for _, k := range keys {
+		want := offlineText(m.InspectKey(k, 0))
+		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+			res, err := c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl", Key: k, Limit: 1000}))
+			if err != nil {
+				return err
+			}
+			if got := inspectedText(res.Msg); got != want {
+				return fmt.Errorf("%s: key %s on shard %d (leader %s):\n%s\nthe offline engine holds\n%s", when, k, res.Msg.ShardId,
+					res.Msg.LeaderNodeId, got, want)
+			}
+			leaders[k] = res.Msg.LeaderNodeId
+			return nil
+		})
+	}
+}
+
 // On three nodes, what InspectKey shows of every account, asked of one
 // node (which asks each key's shard leader), is what the offline engine
 // holds for it after the same events: partial matches with their states,
@@ -85,44 +134,11 @@ func TestInspectKeyEqualsOffline(t *testing.T) {
 	lines := bankEvents(41, 300)
 	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
 
-	p, err := nfa.CompileBytes(inspectSpec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := offlineRunner(t, p, lines)
-	m := r.Matchers()[0]
-	var keys []string
-	many := ""
-	for a := range 40 {
-		k := fmt.Sprintf("acc-%d", a)
-		if pm, _ := m.KeyState(k); pm > 0 {
-			keys = append(keys, k)
-			if pm > 2 && many == "" {
-				many = k
-			}
-		}
-	}
-	if len(keys) < 10 || many == "" {
-		t.Fatalf("the offline engine holds partial matches for %d accounts (one with more than 2: %q): the test checks too little", len(keys), many)
-	}
+	m, keys, many := offlineInspected(t, lines)
 	leaders := map[string]string{} // key -> node that answered
 	same := func(c clients, when string) {
 		t.Helper()
-		for _, k := range keys {
-			want := offlineText(m.InspectKey(k, 0))
-			testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
-				res, err := c.patterns.InspectKey(tc.ctx, req(&cepv1.InspectKeyRequest{Name: "lfl", Key: k, Limit: 1000}))
-				if err != nil {
-					return err
-				}
-				if got := inspectedText(res.Msg); got != want {
-					return fmt.Errorf("%s: key %s on shard %d (leader %s):\n%s\nthe offline engine holds\n%s", when, k, res.Msg.ShardId,
-						res.Msg.LeaderNodeId, got, want)
-				}
-				leaders[k] = res.Msg.LeaderNodeId
-				return nil
-			})
-		}
+		inspectSameAsOffline(t, tc, c, m, keys, when, leaders)
 	}
 	same(c, "after the events")
 	// the node asked is one that does not lead some account's shard (the
@@ -297,4 +313,78 @@ func TestInspectKeyShowsDrainingVersion(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Three node processes: what InspectKey shows of every account equals the
+// offline engine's state after the same events, before and after the
+// leader of an account's shard is killed with SIGKILL (the shard's new
+// leader answers from its own replica, rebuilt from the log and
+// snapshots).
+func TestInspectKeyAfterLeaderKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and kills them")
+	}
+	tc := newCluster(t, 3*time.Minute)
+	ports := freePorts(t, 9)
+	var peers []string
+	for i := range 3 {
+		p := &proc{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(tc.base, fmt.Sprintf("n%d", i+1)), raft: ports[3*i], api: ports[3*i+1], gossip: ports[3*i+2]}
+		tc.procs = append(tc.procs, p)
+		peers = append(peers, p.id+"="+p.raft+"="+p.api+"="+p.gossip)
+	}
+	secretFile := filepath.Join(tc.base, "cluster-secret")
+	tc.secret = secret.Generate()
+	if err := os.WriteFile(secretFile, []byte(tc.secret.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range tc.procs {
+		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
+			"--nats", tc.natsURL(), "--peers", strings.Join(peers, ","), "--log-level", "warn", "--token", "s3cret", "--dead-after", "10s",
+			"--cluster-secret-file", secretFile}
+		p.start(t)
+	}
+	defer func() {
+		for _, p := range tc.procs {
+			p.kill()
+		}
+	}()
+	c := tc.clients(tc.procs[0].api, api.WithClientToken("s3cret"))
+	tc.createBank(c)
+	testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
+		_, err := c.patterns.DeployPattern(tc.ctx, req(&cepv1.DeployPatternRequest{Spec: string(inspectSpec)}))
+		if err != nil && strings.Contains(err.Error(), "already") {
+			return nil
+		}
+		return err
+	})
+	lines := bankEvents(47, 300)
+	tc.publish("bank", func(e map[string]any) string { return fmt.Sprint(e["account"]) }, lines)
+	m, keys, _ := offlineInspected(t, lines)
+	leaders := map[string]string{}
+	inspectSameAsOffline(t, tc, c, m, keys, "after the events", leaders)
+
+	// kill the leader of some account's shard other than the node asked
+	// (or, when node 1 leads them all, node 1, and ask node 2)
+	victim := ""
+	for _, l := range leaders {
+		if l != "n1" {
+			victim = l
+			break
+		}
+	}
+	if victim == "" {
+		victim, c = "n1", tc.clients(tc.procs[1].api, api.WithClientToken("s3cret"))
+	}
+	for _, p := range tc.procs {
+		if p.id == victim {
+			p.kill()
+		}
+	}
+	inspectSameAsOffline(t, tc, c, m, keys, "node "+victim+" killed", leaders)
+	for k, l := range leaders {
+		if l == victim {
+			t.Errorf("key %s: answered by %s, which was killed", k, l)
+		}
+	}
+	t.Logf("%s killed: %d accounts answered by %v", victim, len(keys), leaders)
 }
