@@ -40,6 +40,9 @@ type PatternBackend interface {
 	// Explain draws a deployed pattern's automaton, or a given spec's; an
 	// unknown name wraps ErrNotFound, an invalid spec ErrInvalidArgument.
 	Explain(context.Context, *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error)
+	// Inspect shows what a deployed pattern holds for one key; an unknown
+	// name wraps ErrNotFound, a shard without a leader ErrUnavailable.
+	Inspect(context.Context, *cepv1.InspectKeyRequest) (*cepv1.InspectKeyResponse, error)
 }
 
 // SourceBackend registers event sources for [cepv1connect.SourceServiceHandler].

@@ -72,6 +72,10 @@ func (h *patternHandler) ExplainPattern(ctx context.Context, req *connect.Reques
 	return unary(ctx, req, h.b.Explain)
 }
 
+func (h *patternHandler) InspectKey(ctx context.Context, req *connect.Request[cepv1.InspectKeyRequest]) (*connect.Response[cepv1.InspectKeyResponse], error) {
+	return unary(ctx, req, h.b.Inspect)
+}
+
 type sourceHandler struct{ b SourceBackend }
 
 func (h *sourceHandler) CreateSource(ctx context.Context, req *connect.Request[cepv1.CreateSourceRequest]) (*connect.Response[cepv1.CreateSourceResponse], error) {

@@ -74,6 +74,9 @@ var procedures = map[string]Access{
 	cepv1connect.PatternServiceUpdatePatternProcedure:   {Least: RoleOperator, Node: true},
 	cepv1connect.PatternServiceDeletePatternProcedure:   {Least: RoleOperator, Node: true},
 
+	// a node that does not lead the key's shard asks its leader
+	cepv1connect.PatternServiceInspectKeyProcedure: {Least: RoleReader, Node: true},
+
 	cepv1connect.SourceServiceListSourcesProcedure:  {Least: RoleReader},
 	cepv1connect.SourceServiceGetSourceProcedure:    {Least: RoleReader},
 	cepv1connect.SourceServiceCreateSourceProcedure: {Least: RoleOperator, Node: true},

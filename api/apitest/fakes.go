@@ -30,6 +30,11 @@ type Patterns struct {
 	ListFunc     func(context.Context, *cepv1.ListPatternsRequest) (*cepv1.ListPatternsResponse, error)
 	GetFunc      func(context.Context, *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error)
 	ExplainFunc  func(context.Context, *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error)
+	InspectFunc  func(context.Context, *cepv1.InspectKeyRequest) (*cepv1.InspectKeyResponse, error)
+}
+
+func (f *Patterns) Inspect(ctx context.Context, req *cepv1.InspectKeyRequest) (*cepv1.InspectKeyResponse, error) {
+	return call(f.InspectFunc, ctx, req)
 }
 
 func (f *Patterns) Explain(ctx context.Context, req *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error) {

@@ -25,6 +25,7 @@ var (
 	argCompletions = map[string]completer{
 		"cepctl pattern get":       patternNames,
 		"cepctl pattern delete":    patternNames,
+		"cepctl pattern inspect":   patternNames,
 		"cepctl tail":              patternNames,
 		"cepctl source get":        sourceNames,
 		"cepctl source delete":     sourceNames,

@@ -37,6 +37,7 @@ its name comes from the file name (lower-cased, runs of other characters than
 		newPatternExplainCmd(d, nil),
 		newPatternTestCmd(d, nil),
 		newPatternBacktestCmd(d, nil),
+		newPatternInspectCmd(d, nil),
 	)
 	return cmd
 }

@@ -1434,11 +1434,503 @@ func (x *ExplainPatternResponse) GetWarnings() []string {
 	return nil
 }
 
+type InspectKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The deployed pattern's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The key as the pattern's key expression gives it (acc-3, say); empty
+	// for a pattern without a key.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// At most this many partial matches, and as many buffered events, are
+	// listed (0: 100; at most 10,000); the counts say how many there are.
+	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Answer from the called node's replica of the key's shard, which must
+	// lead it (Unavailable otherwise), instead of asking the leader: what a
+	// node asks the leader it forwards a call to.
+	LeaderOnly    bool `protobuf:"varint,4,opt,name=leader_only,json=leaderOnly,proto3" json:"leader_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectKeyRequest) Reset() {
+	*x = InspectKeyRequest{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectKeyRequest) ProtoMessage() {}
+
+func (x *InspectKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectKeyRequest.ProtoReflect.Descriptor instead.
+func (*InspectKeyRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *InspectKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *InspectKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *InspectKeyRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *InspectKeyRequest) GetLeaderOnly() bool {
+	if x != nil {
+		return x.LeaderOnly
+	}
+	return false
+}
+
+type InspectKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The pattern's version the shard runs (older versions still draining
+	// after an update are under draining).
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Key     string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The shard owning the key, its key group, the node that answered for
+	// the shard (its leader) and the log index its state had applied.
+	ShardId      uint32 `protobuf:"varint,4,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	KeyGroup     uint32 `protobuf:"varint,5,opt,name=key_group,json=keyGroup,proto3" json:"key_group,omitempty"`
+	LeaderNodeId string `protobuf:"bytes,6,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The key's partial matches (those that took events, and completed
+	// matches a skip strategy holds back), oldest start first, at most the
+	// request's limit; partial_match_count counts them all.
+	PartialMatches    []*PartialMatch `protobuf:"bytes,8,rep,name=partial_matches,json=partialMatches,proto3" json:"partial_matches,omitempty"`
+	PartialMatchCount uint64          `protobuf:"varint,9,opt,name=partial_match_count,json=partialMatchCount,proto3" json:"partial_match_count,omitempty"`
+	// The key's events waiting for the watermark, by time, at most the
+	// request's limit; buffered_event_count counts them all.
+	BufferedEvents     []*InspectedEvent `protobuf:"bytes,10,rep,name=buffered_events,json=bufferedEvents,proto3" json:"buffered_events,omitempty"`
+	BufferedEventCount uint64            `protobuf:"varint,11,opt,name=buffered_event_count,json=bufferedEventCount,proto3" json:"buffered_event_count,omitempty"`
+	// The pattern's watermark on the shard, in milliseconds since the Unix
+	// epoch (has_watermark is false before there is one).
+	WatermarkMs  int64 `protobuf:"varint,12,opt,name=watermark_ms,json=watermarkMs,proto3" json:"watermark_ms,omitempty"`
+	HasWatermark bool  `protobuf:"varint,13,opt,name=has_watermark,json=hasWatermark,proto3" json:"has_watermark,omitempty"`
+	// The clocks of the pattern's sources on the shard (event-time
+	// patterns).
+	Clocks []*SourceClock `protobuf:"bytes,14,rep,name=clocks,proto3" json:"clocks,omitempty"`
+	// What older versions of the pattern, still finishing their partial
+	// matches after an update (the drain policy), hold for the key, oldest
+	// first; a version holding nothing for it is left out.
+	Draining      []*DrainingVersion `protobuf:"bytes,15,rep,name=draining,proto3" json:"draining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectKeyResponse) Reset() {
+	*x = InspectKeyResponse{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectKeyResponse) ProtoMessage() {}
+
+func (x *InspectKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectKeyResponse.ProtoReflect.Descriptor instead.
+func (*InspectKeyResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InspectKeyResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *InspectKeyResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *InspectKeyResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *InspectKeyResponse) GetShardId() uint32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *InspectKeyResponse) GetKeyGroup() uint32 {
+	if x != nil {
+		return x.KeyGroup
+	}
+	return 0
+}
+
+func (x *InspectKeyResponse) GetLeaderNodeId() string {
+	if x != nil {
+		return x.LeaderNodeId
+	}
+	return ""
+}
+
+func (x *InspectKeyResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *InspectKeyResponse) GetPartialMatches() []*PartialMatch {
+	if x != nil {
+		return x.PartialMatches
+	}
+	return nil
+}
+
+func (x *InspectKeyResponse) GetPartialMatchCount() uint64 {
+	if x != nil {
+		return x.PartialMatchCount
+	}
+	return 0
+}
+
+func (x *InspectKeyResponse) GetBufferedEvents() []*InspectedEvent {
+	if x != nil {
+		return x.BufferedEvents
+	}
+	return nil
+}
+
+func (x *InspectKeyResponse) GetBufferedEventCount() uint64 {
+	if x != nil {
+		return x.BufferedEventCount
+	}
+	return 0
+}
+
+func (x *InspectKeyResponse) GetWatermarkMs() int64 {
+	if x != nil {
+		return x.WatermarkMs
+	}
+	return 0
+}
+
+func (x *InspectKeyResponse) GetHasWatermark() bool {
+	if x != nil {
+		return x.HasWatermark
+	}
+	return false
+}
+
+func (x *InspectKeyResponse) GetClocks() []*SourceClock {
+	if x != nil {
+		return x.Clocks
+	}
+	return nil
+}
+
+func (x *InspectKeyResponse) GetDraining() []*DrainingVersion {
+	if x != nil {
+		return x.Draining
+	}
+	return nil
+}
+
+// DrainingVersion is what an older version of a pattern, draining after
+// an update, holds for a key: as InspectKeyResponse's fields of the same
+// names.
+type DrainingVersion struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Version            uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	PartialMatches     []*PartialMatch        `protobuf:"bytes,2,rep,name=partial_matches,json=partialMatches,proto3" json:"partial_matches,omitempty"`
+	PartialMatchCount  uint64                 `protobuf:"varint,3,opt,name=partial_match_count,json=partialMatchCount,proto3" json:"partial_match_count,omitempty"`
+	BufferedEvents     []*InspectedEvent      `protobuf:"bytes,4,rep,name=buffered_events,json=bufferedEvents,proto3" json:"buffered_events,omitempty"`
+	BufferedEventCount uint64                 `protobuf:"varint,5,opt,name=buffered_event_count,json=bufferedEventCount,proto3" json:"buffered_event_count,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DrainingVersion) Reset() {
+	*x = DrainingVersion{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainingVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainingVersion) ProtoMessage() {}
+
+func (x *DrainingVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainingVersion.ProtoReflect.Descriptor instead.
+func (*DrainingVersion) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DrainingVersion) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DrainingVersion) GetPartialMatches() []*PartialMatch {
+	if x != nil {
+		return x.PartialMatches
+	}
+	return nil
+}
+
+func (x *DrainingVersion) GetPartialMatchCount() uint64 {
+	if x != nil {
+		return x.PartialMatchCount
+	}
+	return 0
+}
+
+func (x *DrainingVersion) GetBufferedEvents() []*InspectedEvent {
+	if x != nil {
+		return x.BufferedEvents
+	}
+	return nil
+}
+
+func (x *DrainingVersion) GetBufferedEventCount() uint64 {
+	if x != nil {
+		return x.BufferedEventCount
+	}
+	return 0
+}
+
+// PartialMatch is one partial match of a key.
+type PartialMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The automaton state it waits in (as ExplainPattern names them:
+	// stage, stage:N, $endState$ for a completed match held back) and the
+	// stage of that state.
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Stage string `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	// Its first event's time, in milliseconds.
+	StartMs int64 `protobuf:"varint,3,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	// When it times out (the end of its window), in milliseconds;
+	// has_deadline is false when it never does.
+	DeadlineMs  int64 `protobuf:"varint,4,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
+	HasDeadline bool  `protobuf:"varint,5,opt,name=has_deadline,json=hasDeadline,proto3" json:"has_deadline,omitempty"`
+	// The events it has taken, in the order taken.
+	Events        []*InspectedEvent `protobuf:"bytes,6,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartialMatch) Reset() {
+	*x = PartialMatch{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartialMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartialMatch) ProtoMessage() {}
+
+func (x *PartialMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartialMatch.ProtoReflect.Descriptor instead.
+func (*PartialMatch) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PartialMatch) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *PartialMatch) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *PartialMatch) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *PartialMatch) GetDeadlineMs() int64 {
+	if x != nil {
+		return x.DeadlineMs
+	}
+	return 0
+}
+
+func (x *PartialMatch) GetHasDeadline() bool {
+	if x != nil {
+		return x.HasDeadline
+	}
+	return false
+}
+
+func (x *PartialMatch) GetEvents() []*InspectedEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// InspectedEvent is an event a key holds.
+type InspectedEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stage the event is bound to (empty for a buffered event).
+	Stage string `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
+	// The event's time, in milliseconds.
+	TimeMs int64 `protobuf:"varint,2,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	// Its position in the source's stream.
+	Sequence uint64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The event as published (JSON).
+	Json          []byte `protobuf:"bytes,4,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectedEvent) Reset() {
+	*x = InspectedEvent{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectedEvent) ProtoMessage() {}
+
+func (x *InspectedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectedEvent.ProtoReflect.Descriptor instead.
+func (*InspectedEvent) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *InspectedEvent) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *InspectedEvent) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *InspectedEvent) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *InspectedEvent) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
 var File_cep_v1_pattern_proto protoreflect.FileDescriptor
 
 const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\n" +
-	"\x14cep/v1/pattern.proto\x12\x06cep.v1\"\xc1\x03\n" +
+	"\x14cep/v1/pattern.proto\x12\x06cep.v1\x1a\x14cep/v1/cluster.proto\"\xc1\x03\n" +
 	"\aPattern\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
@@ -1525,7 +2017,49 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x04text\x18\x03 \x01(\tR\x04text\x12\x10\n" +
 	"\x03dot\x18\x04 \x01(\tR\x03dot\x12\x10\n" +
 	"\x03svg\x18\x05 \x01(\tR\x03svg\x12\x1a\n" +
-	"\bwarnings\x18\x06 \x03(\tR\bwarnings*T\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings\"p\n" +
+	"\x11InspectKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1f\n" +
+	"\vleader_only\x18\x04 \x01(\bR\n" +
+	"leaderOnly\"\xe3\x04\n" +
+	"\x12InspectKeyResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x19\n" +
+	"\bshard_id\x18\x04 \x01(\rR\ashardId\x12\x1b\n" +
+	"\tkey_group\x18\x05 \x01(\rR\bkeyGroup\x12$\n" +
+	"\x0eleader_node_id\x18\x06 \x01(\tR\fleaderNodeId\x12#\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12=\n" +
+	"\x0fpartial_matches\x18\b \x03(\v2\x14.cep.v1.PartialMatchR\x0epartialMatches\x12.\n" +
+	"\x13partial_match_count\x18\t \x01(\x04R\x11partialMatchCount\x12?\n" +
+	"\x0fbuffered_events\x18\n" +
+	" \x03(\v2\x16.cep.v1.InspectedEventR\x0ebufferedEvents\x120\n" +
+	"\x14buffered_event_count\x18\v \x01(\x04R\x12bufferedEventCount\x12!\n" +
+	"\fwatermark_ms\x18\f \x01(\x03R\vwatermarkMs\x12#\n" +
+	"\rhas_watermark\x18\r \x01(\bR\fhasWatermark\x12+\n" +
+	"\x06clocks\x18\x0e \x03(\v2\x13.cep.v1.SourceClockR\x06clocks\x123\n" +
+	"\bdraining\x18\x0f \x03(\v2\x17.cep.v1.DrainingVersionR\bdraining\"\x8d\x02\n" +
+	"\x0fDrainingVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12=\n" +
+	"\x0fpartial_matches\x18\x02 \x03(\v2\x14.cep.v1.PartialMatchR\x0epartialMatches\x12.\n" +
+	"\x13partial_match_count\x18\x03 \x01(\x04R\x11partialMatchCount\x12?\n" +
+	"\x0fbuffered_events\x18\x04 \x03(\v2\x16.cep.v1.InspectedEventR\x0ebufferedEvents\x120\n" +
+	"\x14buffered_event_count\x18\x05 \x01(\x04R\x12bufferedEventCount\"\xc9\x01\n" +
+	"\fPartialMatch\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x14\n" +
+	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x19\n" +
+	"\bstart_ms\x18\x03 \x01(\x03R\astartMs\x12\x1f\n" +
+	"\vdeadline_ms\x18\x04 \x01(\x03R\n" +
+	"deadlineMs\x12!\n" +
+	"\fhas_deadline\x18\x05 \x01(\bR\vhasDeadline\x12.\n" +
+	"\x06events\x18\x06 \x03(\v2\x16.cep.v1.InspectedEventR\x06events\"o\n" +
+	"\x0eInspectedEvent\x12\x14\n" +
+	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x17\n" +
+	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\x04R\bsequence\x12\x12\n" +
+	"\x04json\x18\x04 \x01(\fR\x04json*T\n" +
 	"\n" +
 	"SpecFormat\x12\x1b\n" +
 	"\x17SPEC_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -1546,7 +2080,7 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x19PATTERN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PATTERN_STATE_ACTIVE\x10\x01\x12\x1a\n" +
 	"\x16PATTERN_STATE_DRAINING\x10\x02\x12\x1a\n" +
-	"\x16PATTERN_STATE_DELETING\x10\x032\xc3\x04\n" +
+	"\x16PATTERN_STATE_DELETING\x10\x032\x8d\x05\n" +
 	"\x0ePatternService\x12W\n" +
 	"\x0fValidatePattern\x12\x1e.cep.v1.ValidatePatternRequest\x1a\x1f.cep.v1.ValidatePatternResponse\"\x03\x90\x02\x01\x12L\n" +
 	"\rDeployPattern\x12\x1c.cep.v1.DeployPatternRequest\x1a\x1d.cep.v1.DeployPatternResponse\x12L\n" +
@@ -1555,7 +2089,9 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\fListPatterns\x12\x1b.cep.v1.ListPatternsRequest\x1a\x1c.cep.v1.ListPatternsResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\n" +
 	"GetPattern\x12\x19.cep.v1.GetPatternRequest\x1a\x1a.cep.v1.GetPatternResponse\"\x03\x90\x02\x01\x12T\n" +
-	"\x0eExplainPattern\x12\x1d.cep.v1.ExplainPatternRequest\x1a\x1e.cep.v1.ExplainPatternResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"\x0eExplainPattern\x12\x1d.cep.v1.ExplainPatternRequest\x1a\x1e.cep.v1.ExplainPatternResponse\"\x03\x90\x02\x01\x12H\n" +
+	"\n" +
+	"InspectKey\x12\x19.cep.v1.InspectKeyRequest\x1a\x1a.cep.v1.InspectKeyResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_pattern_proto_rawDescOnce sync.Once
@@ -1570,7 +2106,7 @@ func file_cep_v1_pattern_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_pattern_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_cep_v1_pattern_proto_goTypes = []any{
 	(SpecFormat)(0),                 // 0: cep.v1.SpecFormat
 	(UpdatePolicy)(0),               // 1: cep.v1.UpdatePolicy
@@ -1592,6 +2128,12 @@ var file_cep_v1_pattern_proto_goTypes = []any{
 	(*GetPatternResponse)(nil),      // 17: cep.v1.GetPatternResponse
 	(*ExplainPatternRequest)(nil),   // 18: cep.v1.ExplainPatternRequest
 	(*ExplainPatternResponse)(nil),  // 19: cep.v1.ExplainPatternResponse
+	(*InspectKeyRequest)(nil),       // 20: cep.v1.InspectKeyRequest
+	(*InspectKeyResponse)(nil),      // 21: cep.v1.InspectKeyResponse
+	(*DrainingVersion)(nil),         // 22: cep.v1.DrainingVersion
+	(*PartialMatch)(nil),            // 23: cep.v1.PartialMatch
+	(*InspectedEvent)(nil),          // 24: cep.v1.InspectedEvent
+	(*SourceClock)(nil),             // 25: cep.v1.SourceClock
 }
 var file_cep_v1_pattern_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Pattern.format:type_name -> cep.v1.SpecFormat
@@ -1611,25 +2153,34 @@ var file_cep_v1_pattern_proto_depIdxs = []int32{
 	4,  // 14: cep.v1.ListPatternsResponse.patterns:type_name -> cep.v1.Pattern
 	4,  // 15: cep.v1.GetPatternResponse.pattern:type_name -> cep.v1.Pattern
 	0,  // 16: cep.v1.ExplainPatternRequest.format:type_name -> cep.v1.SpecFormat
-	6,  // 17: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
-	8,  // 18: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
-	10, // 19: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
-	12, // 20: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
-	14, // 21: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
-	16, // 22: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
-	18, // 23: cep.v1.PatternService.ExplainPattern:input_type -> cep.v1.ExplainPatternRequest
-	7,  // 24: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
-	9,  // 25: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
-	11, // 26: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
-	13, // 27: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
-	15, // 28: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
-	17, // 29: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
-	19, // 30: cep.v1.PatternService.ExplainPattern:output_type -> cep.v1.ExplainPatternResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	23, // 17: cep.v1.InspectKeyResponse.partial_matches:type_name -> cep.v1.PartialMatch
+	24, // 18: cep.v1.InspectKeyResponse.buffered_events:type_name -> cep.v1.InspectedEvent
+	25, // 19: cep.v1.InspectKeyResponse.clocks:type_name -> cep.v1.SourceClock
+	22, // 20: cep.v1.InspectKeyResponse.draining:type_name -> cep.v1.DrainingVersion
+	23, // 21: cep.v1.DrainingVersion.partial_matches:type_name -> cep.v1.PartialMatch
+	24, // 22: cep.v1.DrainingVersion.buffered_events:type_name -> cep.v1.InspectedEvent
+	24, // 23: cep.v1.PartialMatch.events:type_name -> cep.v1.InspectedEvent
+	6,  // 24: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
+	8,  // 25: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
+	10, // 26: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
+	12, // 27: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
+	14, // 28: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
+	16, // 29: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
+	18, // 30: cep.v1.PatternService.ExplainPattern:input_type -> cep.v1.ExplainPatternRequest
+	20, // 31: cep.v1.PatternService.InspectKey:input_type -> cep.v1.InspectKeyRequest
+	7,  // 32: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
+	9,  // 33: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
+	11, // 34: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
+	13, // 35: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
+	15, // 36: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
+	17, // 37: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
+	19, // 38: cep.v1.PatternService.ExplainPattern:output_type -> cep.v1.ExplainPatternResponse
+	21, // 39: cep.v1.PatternService.InspectKey:output_type -> cep.v1.InspectKeyResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_pattern_proto_init() }
@@ -1637,6 +2188,7 @@ func file_cep_v1_pattern_proto_init() {
 	if File_cep_v1_pattern_proto != nil {
 		return
 	}
+	file_cep_v1_cluster_proto_init()
 	file_cep_v1_pattern_proto_msgTypes[4].OneofWrappers = []any{}
 	file_cep_v1_pattern_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
@@ -1645,7 +2197,7 @@ func file_cep_v1_pattern_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_pattern_proto_rawDesc), len(file_cep_v1_pattern_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   16,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

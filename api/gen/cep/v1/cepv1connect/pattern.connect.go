@@ -54,6 +54,9 @@ const (
 	// PatternServiceExplainPatternProcedure is the fully-qualified name of the PatternService's
 	// ExplainPattern RPC.
 	PatternServiceExplainPatternProcedure = "/cep.v1.PatternService/ExplainPattern"
+	// PatternServiceInspectKeyProcedure is the fully-qualified name of the PatternService's InspectKey
+	// RPC.
+	PatternServiceInspectKeyProcedure = "/cep.v1.PatternService/InspectKey"
 )
 
 // PatternServiceClient is a client for the cep.v1.PatternService service.
@@ -88,6 +91,15 @@ type PatternServiceClient interface {
 	// proceed transitions, windows and skip strategy. Errors: NotFound for
 	// an unknown name, InvalidArgument for an invalid spec.
 	ExplainPattern(context.Context, *connect.Request[v1.ExplainPatternRequest]) (*connect.Response[v1.ExplainPatternResponse], error)
+	// InspectKey shows what a deployed pattern holds for one key now, as the
+	// leader of the shard owning the key has applied it: each partial match
+	// with its state, the events it has taken and its deadline, the events
+	// waiting for the watermark, the watermark and the sources' clocks.
+	// Any node answers (it asks the shard's leader). Errors: NotFound for an
+	// unknown pattern, InvalidArgument for a limit over 10,000, Unavailable
+	// while the shard has no leader or has not applied the pattern's
+	// deployment yet.
+	InspectKey(context.Context, *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error)
 }
 
 // NewPatternServiceClient constructs a client for the cep.v1.PatternService service. By default, it
@@ -147,6 +159,13 @@ func NewPatternServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		inspectKey: connect.NewClient[v1.InspectKeyRequest, v1.InspectKeyResponse](
+			httpClient,
+			baseURL+PatternServiceInspectKeyProcedure,
+			connect.WithSchema(patternServiceMethods.ByName("InspectKey")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -159,6 +178,7 @@ type patternServiceClient struct {
 	listPatterns    *connect.Client[v1.ListPatternsRequest, v1.ListPatternsResponse]
 	getPattern      *connect.Client[v1.GetPatternRequest, v1.GetPatternResponse]
 	explainPattern  *connect.Client[v1.ExplainPatternRequest, v1.ExplainPatternResponse]
+	inspectKey      *connect.Client[v1.InspectKeyRequest, v1.InspectKeyResponse]
 }
 
 // ValidatePattern calls cep.v1.PatternService.ValidatePattern.
@@ -196,6 +216,11 @@ func (c *patternServiceClient) ExplainPattern(ctx context.Context, req *connect.
 	return c.explainPattern.CallUnary(ctx, req)
 }
 
+// InspectKey calls cep.v1.PatternService.InspectKey.
+func (c *patternServiceClient) InspectKey(ctx context.Context, req *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error) {
+	return c.inspectKey.CallUnary(ctx, req)
+}
+
 // PatternServiceHandler is an implementation of the cep.v1.PatternService service.
 type PatternServiceHandler interface {
 	// ValidatePattern parses and checks a spec without deploying it. An invalid
@@ -228,6 +253,15 @@ type PatternServiceHandler interface {
 	// proceed transitions, windows and skip strategy. Errors: NotFound for
 	// an unknown name, InvalidArgument for an invalid spec.
 	ExplainPattern(context.Context, *connect.Request[v1.ExplainPatternRequest]) (*connect.Response[v1.ExplainPatternResponse], error)
+	// InspectKey shows what a deployed pattern holds for one key now, as the
+	// leader of the shard owning the key has applied it: each partial match
+	// with its state, the events it has taken and its deadline, the events
+	// waiting for the watermark, the watermark and the sources' clocks.
+	// Any node answers (it asks the shard's leader). Errors: NotFound for an
+	// unknown pattern, InvalidArgument for a limit over 10,000, Unavailable
+	// while the shard has no leader or has not applied the pattern's
+	// deployment yet.
+	InspectKey(context.Context, *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error)
 }
 
 // NewPatternServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -283,6 +317,13 @@ func NewPatternServiceHandler(svc PatternServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	patternServiceInspectKeyHandler := connect.NewUnaryHandler(
+		PatternServiceInspectKeyProcedure,
+		svc.InspectKey,
+		connect.WithSchema(patternServiceMethods.ByName("InspectKey")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.PatternService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PatternServiceValidatePatternProcedure:
@@ -299,6 +340,8 @@ func NewPatternServiceHandler(svc PatternServiceHandler, opts ...connect.Handler
 			patternServiceGetPatternHandler.ServeHTTP(w, r)
 		case PatternServiceExplainPatternProcedure:
 			patternServiceExplainPatternHandler.ServeHTTP(w, r)
+		case PatternServiceInspectKeyProcedure:
+			patternServiceInspectKeyHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -334,4 +377,8 @@ func (UnimplementedPatternServiceHandler) GetPattern(context.Context, *connect.R
 
 func (UnimplementedPatternServiceHandler) ExplainPattern(context.Context, *connect.Request[v1.ExplainPatternRequest]) (*connect.Response[v1.ExplainPatternResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.PatternService.ExplainPattern is not implemented"))
+}
+
+func (UnimplementedPatternServiceHandler) InspectKey(context.Context, *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.PatternService.InspectKey is not implemented"))
 }
