@@ -611,7 +611,9 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 		if discard {
 			if m.tr != nil {
 				for _, n := range next {
-					m.traceDrop(ks, n, DropStop, "", 0)
+					if m.p.states[n.state].typ != stFinal { // completed all the same
+						m.traceDrop(ks, n, DropStop, "", 0)
+					}
 				}
 			}
 			for _, r := range retain {

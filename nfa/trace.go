@@ -2,6 +2,7 @@ package nfa
 
 import (
 	"encoding/json"
+	"slices"
 )
 
 // Tracer receives what a matcher decides, one entry at a time, while it
@@ -70,16 +71,19 @@ type TraceEntry struct {
 	// PM is a partial match's id, "p" and a number, the same for as long
 	// as the partial match lives (a branch gets a new one); "" for a
 	// start state's.
-	PM       string  `json:"pm,omitempty"`
-	From     string  `json:"from,omitempty"`
-	State    string  `json:"state,omitempty"`
-	Action   string  `json:"action,omitempty"`
-	Target   string  `json:"target,omitempty"`
-	Cond     string  `json:"cond,omitempty"`
-	Value    bool    `json:"value,omitempty"`
-	Reason   string  `json:"reason,omitempty"`
-	Deadline int64   `json:"deadline,omitempty"`
-	Record   *Record `json:"record,omitempty"`
+	PM     string `json:"pm,omitempty"`
+	From   string `json:"from,omitempty"`
+	State  string `json:"state,omitempty"`
+	Action string `json:"action,omitempty"`
+	Target string `json:"target,omitempty"`
+	Cond   string `json:"cond,omitempty"`
+	Value  *bool  `json:"value,omitempty"` // a check's: the condition's value
+	Reason string `json:"reason,omitempty"`
+	// Waiting: a dropped partial match's next stages, those whose events
+	// it could take in State
+	Waiting  []string `json:"waiting,omitempty"`
+	Deadline int64    `json:"deadline,omitempty"`
+	Record   *Record  `json:"record,omitempty"`
 }
 
 // tracer is a matcher's tracing state; nil when tracing is off, so that
@@ -92,7 +96,8 @@ type tracer struct {
 	rec    bool
 	checks []traceCheck
 	texts  map[*cond]string
-	done   []uint64 // the ids of the matches emitCompleted returned, in order
+	waits  map[int][]string // per state: waitingFor
+	done   []uint64         // the ids of the matches emitCompleted returned, in order
 	e      TraceEntry
 	key    *keyState // timeAt: a TraceTime for (key, at) was sent
 	pruner string    // the match whose skip strategy prunes now
@@ -112,7 +117,7 @@ func (m *Matcher) SetTracer(t Tracer) {
 		m.tr = nil
 		return
 	}
-	m.tr = &tracer{fn: t, ids: map[*compState]uint64{}, texts: map[*cond]string{}}
+	m.tr = &tracer{fn: t, ids: map[*compState]uint64{}, texts: map[*cond]string{}, waits: map[int][]string{}}
 	for _, k := range m.SortedKeys() {
 		if ks := m.keys[k]; ks.seq != nil {
 			m.seqToGeneral(ks)
@@ -220,15 +225,25 @@ func (m *Matcher) traceStep(ks *keyState, cs *compState, cur *cstate, res []*com
 	name := pmName(id)
 	for _, c := range t.checks {
 		e := m.traceEntry(TraceCheck, ks.key, m.sc.curEv.ts)
-		e.Seq, e.PM, e.State = m.sc.curEv.order+1, name, cur.name
+		e.Seq, e.Pos, e.PM, e.State = m.sc.curEv.order+1, m.sc.curEv.pos, name, cur.name
 		e.Action = actionName(c.t.action)
-		e.Target, e.Cond, e.Value = c.t.target.name, m.condTextCached(c.t.cond), c.ok
+		e.Target, e.Cond, e.Value = c.t.target.name, m.condTextCached(c.t.cond), boolPtr(c.ok)
 		m.traceSend(e)
 	}
 	t.checks = t.checks[:0]
-	inherited := reused || !cs.started
+	// the last partial match the event left from cs goes on under cs's
+	// id (unless cs stays itself); the others, reported first, are
+	// branches of cs as it was before the event
+	heir := -1
+	if cs.started && !reused {
+		for i, r := range res {
+			if r != cs && r.started {
+				heir = i
+			}
+		}
+	}
 	anyStarted := false
-	for _, r := range res {
+	for i, r := range res {
 		if r == cs || !r.started {
 			continue
 		}
@@ -243,8 +258,7 @@ func (m *Matcher) traceStep(ks *keyState, cs *compState, cur *cstate, res []*com
 		case !cs.started:
 			kind = TraceStart
 			rid = t.pmID(r)
-		case !inherited:
-			inherited = true
+		case i == heir:
 			rid = id
 			t.ids[r] = id
 		default:
@@ -252,15 +266,25 @@ func (m *Matcher) traceStep(ks *keyState, cs *compState, cur *cstate, res []*com
 			from = name
 		}
 		e := m.traceEntry(kind, ks.key, m.sc.curEv.ts)
-		e.Seq, e.PM, e.From, e.State = m.sc.curEv.order+1, pmName(rid), from, m.p.states[r.state].name
+		e.Seq, e.Pos, e.PM, e.From, e.State = m.sc.curEv.order+1, m.sc.curEv.pos, pmName(rid), from, m.p.states[r.state].name
 		m.traceSend(e)
 	}
 	if cs.started && !reused {
 		delete(t.ids, cs)
 		if !anyStarted {
-			m.traceDropID(ks, id, cur.name, DropImpossible, "", 0)
+			m.traceDropID(ks, id, cur, DropImpossible, "", 0)
 		}
 	}
+}
+
+var traceTrue, traceFalse = true, false
+
+// boolPtr points at a shared true or false (nothing allocated).
+func boolPtr(v bool) *bool {
+	if v {
+		return &traceTrue
+	}
+	return &traceFalse
 }
 
 func actionName(a action) string {
@@ -280,16 +304,49 @@ func (m *Matcher) traceDrop(ks *keyState, cs *compState, reason, from string, de
 	}
 	id := m.tr.pmID(cs)
 	delete(m.tr.ids, cs)
-	m.traceDropID(ks, id, m.p.states[cs.state].name, reason, from, deadline)
+	m.traceDropID(ks, id, m.p.states[cs.state], reason, from, deadline)
 }
 
-func (m *Matcher) traceDropID(ks *keyState, id uint64, state, reason, from string, deadline int64) {
+// waitingFor lists the stages whose events a partial match in st can
+// take: those of the takes reachable through proceeds, in order.
+func (m *Matcher) waitingFor(st *cstate) []string {
+	if w, ok := m.tr.waits[st.id]; ok {
+		return w
+	}
+	var out []string
+	seen := map[*cstate]bool{}
+	var walk func(s *cstate)
+	walk = func(s *cstate) {
+		if seen[s] {
+			return
+		}
+		seen[s] = true
+		for _, t := range s.trans {
+			switch t.action {
+			case aTake:
+				if !slices.Contains(out, s.stage) {
+					out = append(out, s.stage)
+				}
+			case aProceed:
+				walk(t.target)
+			}
+		}
+	}
+	walk(st)
+	m.tr.waits[st.id] = out
+	return out
+}
+
+func (m *Matcher) traceDropID(ks *keyState, id uint64, st *cstate, reason, from string, deadline int64) {
 	ts := m.sc.curEv.ts
 	if m.tr.key == ks {
 		ts = m.tr.timeAt
 	}
 	e := m.traceEntry(TraceDrop, ks.key, ts)
-	e.PM, e.State, e.Reason, e.From, e.Deadline = pmName(id), state, reason, from, deadline
+	e.PM, e.State, e.Reason, e.From, e.Deadline = pmName(id), st.name, reason, from, deadline
+	if st.typ == stNormal {
+		e.Waiting = m.waitingFor(st)
+	}
 	m.traceSend(e)
 }
 

@@ -111,7 +111,7 @@ func (t *TraceWriter) row(e *TraceEntry) []string {
 	switch e.Kind {
 	case TraceCheck:
 		v := "false"
-		if e.Value {
+		if e.Value != nil && *e.Value {
 			v = "true"
 		}
 		return []string{pm, e.State, e.Action, "-> " + e.Target, v, e.Cond}
@@ -141,6 +141,9 @@ func (t *TraceWriter) row(e *TraceEntry) []string {
 		if e.State != "" {
 			at = "in " + e.State
 		}
+		if len(e.Waiting) > 0 {
+			at += ", waiting for " + strings.Join(e.Waiting, " or ")
+		}
 		return []string{pm, "dropped", "", at, "", dropText(e)}
 	}
 	return []string{pm, string(e.Kind), "", "", "", ""}
@@ -150,9 +153,9 @@ func (t *TraceWriter) row(e *TraceEntry) []string {
 func dropText(e *TraceEntry) string {
 	switch e.Reason {
 	case DropWithin:
-		return "within ran out at " + timeText(e.Deadline) + " (timeout)"
+		return "within ran out at " + timeText(e.Deadline)
 	case DropWindow:
-		return "the stage's window ran out at " + timeText(e.Deadline) + " (timeout)"
+		return "the stage's window ran out at " + timeText(e.Deadline)
 	case DropImpossible:
 		return "impossible: no edge holds for this event"
 	case DropStop:

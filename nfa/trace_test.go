@@ -1,0 +1,295 @@
+package nfa_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/cepcluster/cep/internal/conformance"
+	"github.com/cepcluster/cep/nfa"
+)
+
+// traced is a trace kept: each entry copied (a tracer's entry is valid
+// only during the call), its record as JSON.
+type traced struct {
+	e      nfa.TraceEntry
+	record string
+	pos    []uint64
+}
+
+func collect(out *[]traced) nfa.Tracer {
+	return func(e *nfa.TraceEntry) {
+		t := traced{e: *e}
+		t.e.Event = append(json.RawMessage(nil), e.Event...)
+		if e.Record != nil {
+			b, err := e.Record.AppendJSON(nil)
+			if err != nil {
+				panic(err)
+			}
+			t.record = string(b)
+			t.pos = slices.Clone(e.Record.Positions)
+		}
+		t.e.Record = nil
+		*out = append(*out, t)
+	}
+}
+
+// runTraced runs the input lines through a runner, and returns the
+// records (as JSON, with their positions) and the runner's statistics.
+func runTraced(t interface{ Fatalf(string, ...any) }, r *nfa.Runner, lines [][]byte, final bool) (recs []nfa.Record, js []string) {
+	add := func(rs []nfa.Record) {
+		for i := range rs {
+			b, err := rs[i].AppendJSON(nil)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			js = append(js, string(b))
+			rc := rs[i]
+			rc.Positions = slices.Clone(rc.Positions)
+			recs = append(recs, rc)
+		}
+	}
+	for _, l := range lines {
+		rs, err := r.Line(l)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		add(rs)
+	}
+	add(r.Finish(final))
+	return recs, js
+}
+
+// explains checks that the trace accounts for every record: a match is a
+// partial match's completion whose events, followed through the trace
+// from its start (takes, and the branches it came from), are the
+// record's, in order; a timeout is a drop of a partial match whose window
+// ran out at the record's timeoutAt, holding the record's events (when
+// timeouts are records: not for MATCH_RECOGNIZE); a late record is a late
+// event. It returns what it could not explain.
+func explains(trace []traced, recs []nfa.Record, timeouts bool) error {
+	hist := map[string][]uint64{}
+	type ended struct {
+		kind, key string
+		at        int64
+		pos       string
+	}
+	var got []ended
+	for _, t := range trace {
+		e := &t.e
+		switch e.Kind {
+		case nfa.TraceStart:
+			hist[e.PM] = []uint64{e.Pos}
+		case nfa.TraceExtend, nfa.TraceMove:
+			h := hist[e.PM]
+			if e.From != "" {
+				h = slices.Clone(hist[e.From])
+			}
+			if e.Kind == nfa.TraceExtend {
+				h = append(h, e.Pos)
+			}
+			hist[e.PM] = h
+		case nfa.TraceComplete:
+			if !slices.Equal(hist[e.PM], t.pos) {
+				return fmt.Errorf("%s completed %s, but its trace took the events at %v", e.PM, t.record, hist[e.PM])
+			}
+			got = append(got, ended{"match", e.Key, 0, fmt.Sprint(t.pos)})
+			delete(hist, e.PM)
+		case nfa.TraceDrop:
+			if timeouts && (e.Reason == nfa.DropWithin || e.Reason == nfa.DropWindow) {
+				got = append(got, ended{"timeout", e.Key, e.Deadline, fmt.Sprint(hist[e.PM])})
+			}
+			delete(hist, e.PM)
+		case nfa.TraceLate:
+			got = append(got, ended{"late", e.Key, 0, fmt.Sprint([]uint64{e.Pos})})
+		}
+	}
+	var want []ended
+	for _, r := range recs {
+		switch r.Type {
+		case "match":
+			want = append(want, ended{"match", r.Key, 0, fmt.Sprint(r.Positions)})
+		case "timeout":
+			want = append(want, ended{"timeout", r.Key, r.TimeoutAt, fmt.Sprint(r.Positions)})
+		case "late":
+			want = append(want, ended{"late", r.Key, 0, fmt.Sprint(r.Positions)})
+		}
+	}
+	str := func(l []ended) []string {
+		var out []string
+		for _, e := range l {
+			out = append(out, fmt.Sprintf("%s %s %d %s", e.kind, e.key, e.at, e.pos))
+		}
+		return out
+	}
+	if onlyRecs, onlyTrace := multisetDiff(str(want), str(got)); len(onlyRecs)+len(onlyTrace) > 0 {
+		return fmt.Errorf("records the trace does not explain: %q; ends in the trace without a record: %q", onlyRecs, onlyTrace)
+	}
+	return nil
+}
+
+// Tracing changes no record and no statistic, on random patterns and
+// inputs, and its trace explains every record.
+func TestTraceOnOffSameRecords(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst:s0", "skipToLast:s1"}).Draw(t, "skip"))
+		p := compileOrSkip(t, s)
+		lines := genInput(t)
+		cfg := nfa.DefaultConfig()
+		if rapid.IntRange(0, 3).Draw(t, "bounded") == 0 {
+			cfg.MaxPartialMatches = rapid.IntRange(1, 4).Draw(t, "maxPartial")
+		}
+		off, on := nfa.NewRunnerWith(cfg, p), nfa.NewRunnerWith(cfg, p)
+		var trace []traced
+		on.SetTracer(collect(&trace))
+		_, want := runTraced(t, off, lines, true)
+		recs, got := runTraced(t, on, lines, true)
+		if !slices.Equal(want, got) {
+			t.Fatalf("records differ with tracing:\noff: %q\non:  %q", want, got)
+		}
+		if a, b := off.Matchers()[0].Stats(), on.Matchers()[0].Stats(); a != b {
+			t.Fatalf("statistics differ with tracing: off %+v, on %+v", a, b)
+		}
+		if err := explains(trace, recs, true); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// The trace of every runnable conformance case explains its output:
+// each expected match is a partial match that took its events in order,
+// each timeout a drop at its deadline (the case's records are checked
+// against Flink's expectations as TestConformance does).
+func TestTraceExplainsConformanceCases(t *testing.T) {
+	cases, err := conformance.Load("../testdata/conformance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := knownDifferences(t)
+	ran := 0
+	for _, c := range cases {
+		if c.Skip || c.Expect.Error != nil || known[c.File] != "" {
+			continue
+		}
+		p, err := compileCase(c)
+		if err != nil {
+			continue
+		}
+		t.Run(c.File, func(t *testing.T) {
+			r := nfa.NewRunner(p)
+			var trace []traced
+			r.SetTracer(collect(&trace))
+			recs, js := runTraced(t, r, bytes.Split(c.InputLines(), []byte("\n")), c.Final())
+			var crs []conformance.Record
+			for _, j := range js {
+				var cr conformance.Record
+				if err := json.Unmarshal([]byte(j), &cr); err != nil {
+					t.Fatal(err)
+				}
+				crs = append(crs, cr)
+			}
+			if ok, why := c.CheckRecords(crs); !ok {
+				t.Fatalf("traced, the case fails: %s", why)
+			}
+			if err := explains(trace, recs, !c.IsSQL()); err != nil {
+				t.Fatal(err)
+			}
+		})
+		ran++
+	}
+	if ran < 50 {
+		t.Fatalf("only %d cases ran", ran)
+	}
+}
+
+// The trace of the README's quick start names every stage, shows acc-1's
+// match taking its four events, and shows why acc-3 did not match: its
+// partial match took the login and the failed payment, waited at failed
+// (for another failure or the logout) and ran out of its 5 minutes.
+func TestTraceQuickStart(t *testing.T) {
+	doc, err := os.ReadFile("../examples/login-fail-logout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	input, err := os.ReadFile("../examples/events.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := nfa.CompileBytes(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := nfa.NewRunner(p)
+	var buf bytes.Buffer
+	tw := nfa.NewTraceWriter(&buf, false)
+	var trace []traced
+	keep := collect(&trace)
+	r.SetTracer(func(e *nfa.TraceEntry) { keep(e); tw.Trace(e) })
+	recs, _ := runTraced(t, r, bytes.Split(bytes.TrimSpace(input), []byte("\n")), true)
+	tw.Flush()
+	text := buf.String()
+	for _, st := range p.Spec().Stages {
+		if !strings.Contains(text, " "+st.Name) {
+			t.Errorf("the trace does not name stage %s:\n%s", st.Name, text)
+		}
+	}
+	if err := explains(trace, recs, true); err != nil {
+		t.Fatal(err)
+	}
+	// acc-1: one partial match from the login to the match
+	var acc1, acc3 []string
+	for _, tr := range trace {
+		e := tr.e
+		line := fmt.Sprintf("%s %s %s %d", e.Kind, e.PM, e.State, e.Pos)
+		if e.Kind == nfa.TraceDrop {
+			line = fmt.Sprintf("%s %s %s %s %d", e.Kind, e.PM, e.State, e.Reason, e.Deadline)
+		}
+		switch {
+		case e.PM == "" || e.Kind == nfa.TraceCheck:
+		case e.Key == "acc-1":
+			acc1 = append(acc1, line)
+		case e.Key == "acc-3":
+			acc3 = append(acc3, line)
+		}
+	}
+	pm1 := firstPM(trace, "acc-1")
+	wantAcc1 := []string{
+		"start " + pm1 + " failed:0 1",
+		"extend " + pm1 + " failed 3",
+		"extend " + pm1 + " failed 5",
+		"extend " + pm1 + " $endState$ 6",
+		"complete " + pm1 + "  0",
+	}
+	if !slices.Equal(acc1, wantAcc1) {
+		t.Errorf("acc-1's partial matches: %q, want %q", acc1, wantAcc1)
+	}
+	pm3 := firstPM(trace, "acc-3")
+	wantAcc3 := []string{
+		"start " + pm3 + " failed:0 7",
+		"extend " + pm3 + " failed 8",
+		"drop " + pm3 + " failed within 305000", // login at 5000 + 5m
+	}
+	if !slices.Equal(acc3, wantAcc3) {
+		t.Errorf("acc-3's partial matches: %q, want %q", acc3, wantAcc3)
+	}
+	// waiting at failed for another failure or the logout
+	if !regexp.MustCompile(`(?m)^  ` + pm3 + ` +dropped +in failed, waiting for logout or failed +within ran out at 305000$`).MatchString(text) {
+		t.Errorf("the trace does not show acc-3's timeout:\n%s", text)
+	}
+}
+
+func firstPM(trace []traced, key string) string {
+	for _, t := range trace {
+		if t.e.Key == key && t.e.Kind == nfa.TraceStart {
+			return t.e.PM
+		}
+	}
+	return ""
+}
