@@ -373,3 +373,32 @@ func (m *Matcher) traceMatch(ks *keyState, i int, r *Record) {
 	e.PM, e.Record = pmName(id), r
 	m.traceSend(e)
 }
+
+// TraceLines runs input lines (events, or {"$watermark": T} markers, as
+// Runner.Line reads them) through the patterns, as `cepctl run --trace`
+// does, writing the trace to tw and handing each line's records to emit
+// (valid during the call; nil: not wanted). At the end every buffered
+// event is processed and, when final, time advances to +infinity. An
+// error is a bad line (*InputError) or emit's.
+func TraceLines(cfg Config, patterns []*Pattern, lines [][]byte, final bool, tw *TraceWriter, emit func([]Record) error) error {
+	r := NewRunnerWith(cfg, patterns...)
+	tw.ShowPattern = tw.ShowPattern || len(patterns) > 1
+	r.SetTracer(tw.Trace)
+	defer tw.Flush()
+	for _, l := range lines {
+		recs, err := r.Line(l)
+		if err != nil {
+			return err
+		}
+		if emit != nil {
+			if err := emit(recs); err != nil {
+				return err
+			}
+		}
+	}
+	recs := r.Finish(final)
+	if emit != nil {
+		return emit(recs)
+	}
+	return nil
+}
