@@ -197,8 +197,11 @@ func (t *TraceWriter) Flush() {
 	for _, r := range t.rows {
 		b.WriteString("  ")
 		for i, c := range r {
+			if i < len(width) && width[i] == 0 {
+				continue // a column no line of the block uses
+			}
 			b.WriteString(c)
-			if i < len(width) && (i < len(r)-1 && anyAfter(r[i+1:])) {
+			if i < len(width) && anyAfter(r[i+1:]) {
 				b.WriteString(strings.Repeat(" ", width[i]-len(c)+2))
 			}
 		}
