@@ -189,7 +189,7 @@ func runRun(d *deps, opts *runOptions) error {
 			return err
 		}
 	}
-	defer stopTrace() // on an error; the run's end reports the trace's own
+	defer func() { stopTrace() }() // on an error; the run's end reports the trace's own
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
 	var buf []byte
 	// events a pattern refused go to stderr, one JSON object a line, as a
