@@ -44,6 +44,11 @@ func collect(out *[]traced) nfa.Tracer {
 // runTraced runs the input lines through a runner, and returns the
 // records (as JSON, with their positions) and the runner's statistics.
 func runTraced(t interface{ Fatalf(string, ...any) }, r *nfa.Runner, lines [][]byte, final bool) (recs []nfa.Record, js []string) {
+	return runTracedTo(t, r, lines, &final)
+}
+
+// runTracedTo is runTraced, which does not end the input when final is nil.
+func runTracedTo(t interface{ Fatalf(string, ...any) }, r *nfa.Runner, lines [][]byte, final *bool) (recs []nfa.Record, js []string) {
 	add := func(rs []nfa.Record) {
 		for i := range rs {
 			b, err := rs[i].AppendJSON(nil)
@@ -63,7 +68,9 @@ func runTraced(t interface{ Fatalf(string, ...any) }, r *nfa.Runner, lines [][]b
 		}
 		add(rs)
 	}
-	add(r.Finish(final))
+	if final != nil {
+		add(r.Finish(*final))
+	}
 	return recs, js
 }
 
@@ -136,31 +143,67 @@ func explains(trace []traced, recs []nfa.Record, timeouts bool) error {
 }
 
 // Tracing changes no record and no statistic, on random patterns and
-// inputs, and its trace explains every record.
+// inputs, set from the start or from any line on, and a trace from the
+// start explains every record.
 func TestTraceOnOffSameRecords(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		s := genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst:s0", "skipToLast:s1"}).Draw(t, "skip"))
-		p := compileOrSkip(t, s)
-		lines := genInput(t)
+	converted := 0 // runs that set the tracer on keys under the sequence step
+	checkCovering(t, func() bool { return converted > 0 }, func(t *rapid.T) {
+		var p *nfa.Pattern
+		var lines [][]byte
+		if rapid.Bool().Draw(t, "seqShape") {
+			// a sequence of single-event stages (the sequence step)
+			p, lines = compileOrSkip(t, genSeqSpec(t)), genManyKeysInput(t)
+		} else {
+			p = compileOrSkip(t, genSpec(t, rapid.SampledFrom([]string{"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst:s0", "skipToLast:s1"}).Draw(t, "skip")))
+			lines = genInput(t)
+		}
 		cfg := nfa.DefaultConfig()
 		if rapid.IntRange(0, 3).Draw(t, "bounded") == 0 {
 			cfg.MaxPartialMatches = rapid.IntRange(1, 4).Draw(t, "maxPartial")
 		}
 		off, on := nfa.NewRunnerWith(cfg, p), nfa.NewRunnerWith(cfg, p)
+		// from the start, or from a line on (a key's state then made
+		// without the tracer, under the sequence step as the case may be)
+		from := 0
+		if rapid.Bool().Draw(t, "lateStart") {
+			from = rapid.IntRange(0, len(lines)).Draw(t, "from")
+		}
 		var trace []traced
-		on.SetTracer(collect(&trace))
+		keep := collect(&trace)
+		var text, js bytes.Buffer
+		tw, jw := nfa.NewTraceWriter(&text, false), nfa.NewTraceWriter(&js, true)
+		tracer := func(e *nfa.TraceEntry) { keep(e); tw.Trace(e); jw.Trace(e) }
+		if from == 0 {
+			on.SetTracer(tracer)
+		}
 		_, want := runTraced(t, off, lines, true)
-		recs, got := runTraced(t, on, lines, true)
+		recs0, got := runTracedTo(t, on, lines[:from], nil)
+		if from > 0 && nfa.SeqPattern(p) && on.Matchers()[0].Keys() > 0 {
+			converted++
+		}
+		on.SetTracer(tracer)
+		recs, got1 := runTraced(t, on, lines[from:], true)
+		got = append(got, got1...)
 		if !slices.Equal(want, got) {
 			t.Fatalf("records differ with tracing:\noff: %q\non:  %q", want, got)
 		}
 		if a, b := off.Matchers()[0].Stats(), on.Matchers()[0].Stats(); a != b {
 			t.Fatalf("statistics differ with tracing: off %+v, on %+v", a, b)
 		}
-		if err := explains(trace, recs, true); err != nil {
-			t.Fatal(err)
+		if from == 0 && len(recs0) == 0 {
+			if err := explains(trace, recs, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tw.Flush()
+		if n := strings.Count(js.String(), "\n"); n != len(trace) {
+			t.Fatalf("%d JSON lines for %d entries", n, len(trace))
 		}
 	})
+	if converted == 0 {
+		t.Error("no run set the tracer on keys under the sequence step")
+	}
+	t.Logf("%d runs set the tracer on keys under the sequence step", converted)
 }
 
 // The trace of every runnable conformance case explains its output:
