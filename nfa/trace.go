@@ -118,6 +118,7 @@ func (m *Matcher) SetTracer(t Tracer) {
 		return
 	}
 	m.tr = &tracer{fn: t, ids: map[*compState]uint64{}, texts: map[*cond]string{}, waits: map[int][]string{}}
+	m.freeKeys = nil // a recycled key would keep its sequence step
 	for _, k := range m.SortedKeys() {
 		if ks := m.keys[k]; ks.seq != nil {
 			m.seqToGeneral(ks)
