@@ -48,8 +48,14 @@ as "cepctl: dead letter: {...}", the record a cluster publishes on
 cep.deadletter.<source>, and the run goes on. A cluster measures the first
 bound from the wall time its shard leader read the event at; run from the
 wall clock as it reads each line, or from --now for a run that gives the
-same output whenever it is repeated.`,
-		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl`,
+same output whenever it is repeated.
+
+--trace writes why each event did or did not move each partial match
+(the conditions tested and their values, partial matches started,
+extended, matched and dropped with the reason) to stderr, or to
+--trace-out; the records on stdout are the same. See docs/debugging.md.`,
+		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl
+  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl --trace --trace-key acc-3 >/dev/null`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(opts.patterns) == 0 && len(opts.sql) == 0 {
