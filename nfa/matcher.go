@@ -789,13 +789,13 @@ func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 		m.traceEvent(ks, &m.sc.curEv)
 		m.tr.done = m.tr.done[:0]
 	}
-	for i, p := range m.processEvent(ks, &m.sc.curEv) {
+	for _, p := range m.processEvent(ks, &m.sc.curEv) {
 		m.emitMatch(ks, p)
-		if m.tr != nil {
-			m.traceMatch(ks, i, &m.sc.out[len(m.sc.out)-1])
-		}
 	}
 	m.numberDuplicates(from)
+	if m.tr != nil {
+		m.traceMatches(ks, from)
+	}
 	m.sc.endEvent()
 }
 
@@ -844,7 +844,12 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 		return // nothing can time out yet
 	}
 	from := len(m.sc.out)
-	defer m.numberDuplicates(from)
+	defer func() {
+		m.numberDuplicates(from)
+		if m.tr != nil {
+			m.traceMatches(ks, from)
+		}
+	}()
 	if ks.seq != nil {
 		matches, tos := m.seqAdvanceTime(ks, now)
 		ks.deadline = m.seqDeadline(ks)
@@ -873,11 +878,8 @@ func (m *Matcher) expire(ks *keyState, now int64) {
 // emitExpired emits what advancing time ended: the matches it let go and
 // then the partial matches timed out (their events in m.sc.toNodes).
 func (m *Matcher) emitExpired(ks *keyState, matches []path, tos []timeout) {
-	for i, p := range matches {
+	for _, p := range matches {
 		m.emitMatch(ks, p)
-		if m.tr != nil {
-			m.traceMatch(ks, i, &m.sc.out[len(m.sc.out)-1])
-		}
 	}
 	n := len(m.sc.toNodes)
 	if !m.reportsTimeouts() {

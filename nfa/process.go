@@ -750,9 +750,6 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 	m.sc.beginStep() // completions read here count apart from any event
 	newPartial, potential := m.scratchQueues()
 	tos := m.sc.tosBuf[:0]
-	if m.tr != nil {
-		m.tr.done = m.tr.done[:0]
-	}
 	defer func() { m.sc.tosBuf = tos[:0] }()
 	changed := false
 	a, sorted := ks.partial.a, !ks.partial.unsorted && !m.test.noPassBy

@@ -359,20 +359,30 @@ func (m *Matcher) traceCompleted(cs *compState) {
 	m.tr.done = append(m.tr.done, id)
 }
 
-// traceMatch reports the match record just emitted for the i-th
-// completed match noted.
-func (m *Matcher) traceMatch(ks *keyState, i int, r *Record) {
-	var id uint64
-	if i < len(m.tr.done) {
-		id = m.tr.done[i]
+// traceMatches reports the match records of ks from m.sc.out[from:] on,
+// numbered (numberDuplicates): the i-th is the i-th completed match
+// noted.
+func (m *Matcher) traceMatches(ks *keyState, from int) {
+	i := 0
+	for k := from; k < len(m.sc.out); k++ {
+		r := &m.sc.out[k]
+		if r.Type != "match" {
+			continue
+		}
+		var id uint64
+		if i < len(m.tr.done) {
+			id = m.tr.done[i]
+		}
+		i++
+		ts := r.End
+		if m.tr.key == ks {
+			ts = m.tr.timeAt
+		}
+		e := m.traceEntry(TraceComplete, ks.key, ts)
+		e.PM, e.Record = pmName(id), r
+		m.traceSend(e)
 	}
-	ts := r.End
-	if m.tr.key == ks {
-		ts = m.tr.timeAt
-	}
-	e := m.traceEntry(TraceComplete, ks.key, ts)
-	e.PM, e.Record = pmName(id), r
-	m.traceSend(e)
+	m.tr.done = m.tr.done[:0]
 }
 
 // TraceLines runs input lines (events, or {"$watermark": T} markers, as
