@@ -56,7 +56,7 @@ extended, matched and dropped with the reason) to stderr, or to
 --trace-out; the records on stdout are the same. See docs/debugging.md.`,
 		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl
   cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl --trace --trace-key acc-3 >/dev/null`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(opts.patterns) == 0 && len(opts.sql) == 0 {
 				return errors.New("run: give at least one pattern with -p FILE or a query with --sql FILE")
