@@ -413,3 +413,15 @@ func TraceLines(cfg Config, patterns []*Pattern, lines [][]byte, final bool, tw 
 	}
 	return nil
 }
+
+// TraceDocument is TraceLines for one pattern document (JSON or YAML, as
+// CompileBytes takes it): an error is the document's (*PatternError), a
+// bad line's (*InputError) or emit's. For a key's stored history, give
+// its events in order and set tw.Keep to that key.
+func TraceDocument(cfg Config, doc []byte, lines [][]byte, final bool, tw *TraceWriter, emit func([]Record) error) error {
+	p, err := CompileBytes(doc)
+	if err != nil {
+		return err
+	}
+	return TraceLines(cfg, []*Pattern{p}, lines, final, tw, emit)
+}

@@ -371,3 +371,48 @@ func firstPM(trace []traced, key string) string {
 	}
 	return ""
 }
+
+// TraceDocument traces a document as TraceLines traces its compiled
+// pattern, keeps to the key its writer keeps, and says what is wrong with
+// a bad document or line.
+func TestTraceDocument(t *testing.T) {
+	doc := []byte(`{"name":"ab","key":"e.k","time":"e.ts","stages":[{"name":"a","where":"e.t == \"A\""},{"name":"b","contiguity":"followedBy","where":"e.t == \"B\""}]}`)
+	lines := [][]byte{[]byte(`{"k":"x","t":"A","ts":1}`), []byte(`{"k":"y","t":"A","ts":2}`), []byte(`{"k":"x","t":"B","ts":3}`)}
+	p, err := nfa.CompileBytes(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got bytes.Buffer
+	if err := nfa.TraceLines(nfa.DefaultConfig(), []*nfa.Pattern{p}, lines, true, nfa.NewTraceWriter(&want, true), nil); err != nil {
+		t.Fatal(err)
+	}
+	tw := nfa.NewTraceWriter(&got, true)
+	tw.Keep = func(e *nfa.TraceEntry) bool { return e.Key == "x" }
+	var matches int
+	if err := nfa.TraceDocument(nfa.DefaultConfig(), doc, lines, true, tw, func(recs []nfa.Record) error {
+		for _, r := range recs {
+			if r.Type == "match" {
+				matches++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var x []string
+	for _, l := range strings.SplitAfter(want.String(), "\n") {
+		if strings.Contains(l, `"key":"x"`) {
+			x = append(x, l)
+		}
+	}
+	if got.String() != strings.Join(x, "") || matches != 1 {
+		t.Errorf("%d matches, trace of x:\n%s\nwant:\n%s", matches, got.String(), strings.Join(x, ""))
+	}
+	if err := nfa.TraceDocument(nfa.DefaultConfig(), []byte(`{"name":"bad","stages":[]}`), lines, true, nfa.NewTraceWriter(&got, true), nil); err == nil {
+		t.Error("a document without stages traced")
+	}
+	err = nfa.TraceDocument(nfa.DefaultConfig(), doc, [][]byte{lines[0], []byte(`{"k":`)}, true, nfa.NewTraceWriter(&got, true), nil)
+	if ie, ok := err.(*nfa.InputError); !ok || ie.Line != 2 {
+		t.Errorf("a bad second line: %v", err)
+	}
+}
