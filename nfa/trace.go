@@ -3,6 +3,7 @@ package nfa
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 )
 
 // Tracer receives what a matcher decides, one entry at a time, while it
@@ -133,7 +134,7 @@ func (r *Runner) SetTracer(t Tracer) {
 	}
 }
 
-// entry starts an entry about key at time ts.
+// traceEntry starts an entry about key at time ts.
 func (m *Matcher) traceEntry(kind TraceKind, key string, ts int64) *TraceEntry {
 	e := &m.tr.e
 	*e = TraceEntry{Kind: kind, Pattern: m.p.spec.Name, Key: key, Time: ts, Watermark: m.wm}
@@ -182,27 +183,13 @@ func (t *tracer) pmID(cs *compState) uint64 {
 	return id
 }
 
+// pmName is a partial match's id as the trace shows it ("" for none: a
+// start state's).
 func pmName(id uint64) string {
 	if id == 0 {
 		return ""
 	}
-	b := make([]byte, 0, 8)
-	b = append(b, 'p')
-	return string(appendUint(b, id))
-}
-
-func appendUint(b []byte, v uint64) []byte {
-	var d [20]byte
-	i := len(d)
-	for {
-		i--
-		d[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			break
-		}
-	}
-	return append(b, d[i:]...)
+	return "p" + strconv.FormatUint(id, 10)
 }
 
 func (m *Matcher) condTextCached(c *cond) string {
