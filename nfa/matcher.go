@@ -84,6 +84,8 @@ type Matcher struct {
 
 	sc scratch // what one call works with: none of it is state
 
+	tr *tracer // nil: not traced (SetTracer)
+
 	test testKnobs
 }
 
@@ -573,6 +575,9 @@ func (m *Matcher) eventAt(key string, ts int64, in Input, auto bool) {
 	}
 	if ts <= m.wm {
 		m.stats.Late++
+		if m.tr != nil {
+			m.traceArrival(TraceLate, key, ts, in)
+		}
 		m.sc.out = append(m.sc.out, Record{Type: "late", Pattern: m.p.spec.Name, Key: key, Event: in.Raw, Positions: []uint64{in.Pos}})
 		return
 	}
@@ -586,6 +591,9 @@ func (m *Matcher) eventAt(key string, ts int64, in Input, auto bool) {
 		m.arrivals++
 		if ks.hidx < 0 || ts < ks.due {
 			m.reschedule(ks)
+		}
+		if m.tr != nil {
+			m.traceArrival(TraceHeld, key, ts, in)
 		}
 	}
 	m.observe(ts, auto)
@@ -710,7 +718,13 @@ func (m *Matcher) adopt(ks *keyState) {
 // seqOn reports whether keys are run under Pattern.seq (not with the
 // tests' switches for the general step).
 func (m *Matcher) seqOn() bool {
-	return m.p.seq != nil && !m.test.noSeq && !m.test.shareNodes && !m.test.noPassBy && !m.test.noBump
+	return m.p.seq != nil && !m.test.noSeq && !m.test.shareNodes && !m.visitAll() && !m.test.noBump
+}
+
+// visitAll reports whether every partial match is visited on every event
+// (no pass-by): while tracing, so that each is reported, or for tests.
+func (m *Matcher) visitAll() bool {
+	return m.test.noPassBy || m.tr != nil
 }
 
 func (m *Matcher) advance(wm int64) {
@@ -771,10 +785,17 @@ func (m *Matcher) processOne(ks *keyState, ts int64, in Input, mayStart bool) {
 	m.sc.beginEvent(event{order: ks.nextOrder, ts: ts, data: in.Data, raw: in.Raw, pos: in.Pos}, mayStart)
 	ks.nextOrder++
 	from := len(m.sc.out)
+	if m.tr != nil {
+		m.traceEvent(ks, &m.sc.curEv)
+		m.tr.done = m.tr.done[:0]
+	}
 	for _, p := range m.processEvent(ks, &m.sc.curEv) {
 		m.emitMatch(ks, p)
 	}
 	m.numberDuplicates(from)
+	if m.tr != nil {
+		m.traceMatches(ks, from)
+	}
 	m.sc.endEvent()
 }
 
@@ -823,7 +844,12 @@ func (m *Matcher) timeAdvance(ks *keyState, now int64) {
 		return // nothing can time out yet
 	}
 	from := len(m.sc.out)
-	defer m.numberDuplicates(from)
+	defer func() {
+		m.numberDuplicates(from)
+		if m.tr != nil {
+			m.traceMatches(ks, from)
+		}
+	}()
 	if ks.seq != nil {
 		matches, tos := m.seqAdvanceTime(ks, now)
 		ks.deadline = m.seqDeadline(ks)

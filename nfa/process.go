@@ -298,7 +298,11 @@ func (m *Matcher) decisionGraph(ctx *evalCtx, cur *cstate) outgoing {
 		s := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		for _, t := range s.trans {
-			if !m.check(t.cond, ctx) {
+			ok := m.check(t.cond, ctx)
+			if m.tr != nil && m.tr.rec {
+				m.tr.checks = append(m.tr.checks, traceCheck{t: t, ok: ok})
+			}
+			if !ok {
 				continue
 			}
 			switch t.action {
@@ -353,7 +357,7 @@ func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 		}
 		g.og = outgoing{edges: append(g.og.edges[:0], og.edges...), totalTake: og.totalTake, totalIgnore: og.totalIgnore}
 		g.idle = idleGraph(cur, &g.og)
-		g.keep = g.idle && !cur.start && !m.test.noPassBy
+		g.keep = g.idle && !cur.start && !m.visitAll()
 		g.gen = m.sc.gen32
 	}
 	return g.og
@@ -371,7 +375,7 @@ func (m *Matcher) eventGraph(ctx *evalCtx, cur *cstate) outgoing {
 // Probing costs a decision graph per state, so it is tried only for a key
 // with at least passByFrom partial matches (start states included).
 func (m *Matcher) passesBy(ev *event) bool {
-	if m.p.holdStates == nil || m.test.noPassBy {
+	if m.p.holdStates == nil || m.visitAll() {
 		return false
 	}
 	if m.sc.passGen == m.sc.gen32 {
@@ -421,10 +425,16 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 		m.sc.ctxGen = 1
 	}
 	var og outgoing
-	if cur.eventOnly {
+	if cur.eventOnly && m.tr == nil {
 		og = m.eventGraph(ctx, cur)
 	} else {
+		if m.tr != nil {
+			m.tr.rec = true
+		}
 		og = m.decisionGraph(ctx, cur)
+		if m.tr != nil {
+			m.tr.rec = false
+		}
 	}
 	takeToVisit := max(0, og.totalTake-1)
 	ignoreToVisit := og.totalIgnore
@@ -510,6 +520,9 @@ func (m *Matcher) nextStates(ks *keyState, cs *compState, ev *event) []*compStat
 		cs.ver[len(cs.ver)-1] += int32(bump)
 		m.test.bumped++
 	}
+	if m.tr != nil {
+		m.traceStep(ks, cs, cur, res, reused)
+	}
 	m.sc.resBuf = res
 	return res
 }
@@ -567,6 +580,9 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 			// the rest lose the event: started ones are discarded
 			for _, e := range a[i:] {
 				if e.started() || e.cs.prev != nil {
+					if m.tr != nil {
+						m.traceDrop(ks, e.cs, DropSteps, "", 0)
+					}
 					ks.releaseNode(e.cs.prev, e.cs.ver)
 					m.stats.Dropped++
 				} else {
@@ -593,6 +609,13 @@ func (m *Matcher) processEvent(ks *keyState, ev *event) []path {
 			}
 		}
 		if discard {
+			if m.tr != nil {
+				for _, n := range next {
+					if m.p.states[n.state].typ != stFinal { // completed all the same
+						m.traceDrop(ks, n, DropStop, "", 0)
+					}
+				}
+			}
 			for _, r := range retain {
 				ks.releaseNode(r.prev, r.ver)
 			}
@@ -653,7 +676,7 @@ func (m *Matcher) keeps(e *qent, ev *event) bool {
 	if !m.sc.mayStart && st.start {
 		return true // draining: this event starts nothing
 	}
-	if !st.eventOnly || m.test.noPassBy || (st.start && e.started()) {
+	if !st.eventOnly || m.visitAll() || (st.start && e.started()) {
 		return false
 	}
 	if g := &m.sc.graphs[st.id]; g.gen == m.sc.gen32 {
@@ -758,6 +781,9 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 		kept = i + 1
 		changed = true
 		cs := e.cs
+		if m.tr != nil {
+			m.traceTime(ks, now)
+		}
 		if st.typ == stPending {
 			potential.offerEnt(*e)
 			continue
@@ -771,6 +797,13 @@ func (m *Matcher) advanceTime(ks *keyState, now int64) ([]path, []timeout) {
 			m.sc.toNodes = appendCurrentMatch(m.sc.toNodes, cs, &m.sc.pathBuf)
 		}
 		tos = append(tos, timeout{from: from, to: len(m.sc.toNodes), at: at})
+		if m.tr != nil {
+			reason := DropWithin
+			if toPrev {
+				reason = DropWindow
+			}
+			m.traceDrop(ks, cs, reason, "", at)
+		}
 		ks.releaseNode(cs.prev, cs.ver)
 	}
 	if !changed {
@@ -807,6 +840,9 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 			// the completed matches not read yet are discarded
 			for ks.completed.len() > 0 {
 				c := ks.completed.poll()
+				if m.tr != nil {
+					m.traceDrop(ks, c, DropSteps, "", 0)
+				}
 				ks.releaseNode(c.prev, c.ver)
 				m.stats.Dropped++
 			}
@@ -817,10 +853,18 @@ func (m *Matcher) emitCompleted(ks *keyState, potential, partial *csQueue) []pat
 		for _, p := range paths {
 			m.sc.steps += len(p)
 		}
+		if m.tr != nil {
+			m.tr.pruner = pmName(m.tr.pmID(earliest))
+		}
 		m.prune(ks, partial, paths)
 		m.prune(ks, &ks.completed, paths)
 		if len(paths) > 0 {
 			out = append(out, paths[0])
+			if m.tr != nil {
+				m.traceCompleted(earliest)
+			}
+		} else if m.tr != nil {
+			delete(m.tr.ids, earliest)
 		}
 		ks.releaseNode(earliest.prev, earliest.ver)
 	}
@@ -878,6 +922,9 @@ func (m *Matcher) capPartialTo(ks *keyState, limit int) {
 			ties--
 			return false
 		}
+		if m.tr != nil {
+			m.traceDrop(ks, c, DropBound, "", 0)
+		}
 		ks.releaseNode(c.prev, c.ver)
 		m.stats.Dropped++
 		return true
@@ -901,6 +948,9 @@ func (m *Matcher) prune(ks *keyState, q *csQueue, paths []path) {
 	}
 	for _, e := range q.a {
 		if c := e.cs; drop(c) {
+			if m.tr != nil {
+				m.traceDrop(ks, c, DropSkip, m.tr.pruner, 0)
+			}
 			ks.releaseNode(c.prev, c.ver)
 			if q != &ks.completed {
 				m.sc.prunedPartial = true

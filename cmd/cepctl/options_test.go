@@ -376,9 +376,13 @@ func TestSavepointOptions(t *testing.T) {
 func TestRunOptions(t *testing.T) {
 	checkOptions(t, "", newRunCmd, []optCase[runOptions]{
 		{name: "defaults", args: []string{"run", "-p", "p.yaml"},
-			want: runOptions{patterns: []string{"p.yaml"}, input: "-", finalWatermark: true, maxPartial: nfa.DefaultMaxPartialMatches}},
+			want: runOptions{patterns: []string{"p.yaml"}, input: "-", finalWatermark: true, maxPartial: nfa.DefaultMaxPartialMatches, trace: traceOptions{format: "text"}}},
 		{name: "all flags", args: []string{"run", "-p", "a.yaml", "--pattern", "b.json", "--sql", "q.sql", "-i", "ev.jsonl", "--final-watermark=false", "--max-partial-matches", "0"},
-			want: runOptions{patterns: []string{"a.yaml", "b.json"}, sql: []string{"q.sql"}, input: "ev.jsonl"}},
+			want: runOptions{patterns: []string{"a.yaml", "b.json"}, sql: []string{"q.sql"}, input: "ev.jsonl", trace: traceOptions{format: "text"}}},
+		{name: "trace", args: []string{"run", "-p", "p.yaml", "--trace", "--trace-out", "t.txt", "--trace-format", "json", "--trace-key", "a", "--trace-key", "b", "--trace-pattern", "p"},
+			want: runOptions{patterns: []string{"p.yaml"}, input: "-", finalWatermark: true, maxPartial: nfa.DefaultMaxPartialMatches,
+				trace: traceOptions{on: true, out: "t.txt", format: "json", keys: []string{"a", "b"}, patterns: []string{"p"}}}},
 		{name: "nothing to run", args: []string{"run"}, wantErr: "at least one pattern"},
+		{name: "trace format", args: []string{"run", "-p", "p.yaml", "--trace-format", "xml"}, wantErr: `--trace-format "xml": use text or json`},
 	})
 }

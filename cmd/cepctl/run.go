@@ -25,9 +25,10 @@ type runOptions struct {
 	input          string
 	finalWatermark bool
 	maxPartial     int
-	stats          bool     // run only: each pattern's counts on stderr at the end
-	records        []string // run only: the record types printed (empty: all)
-	now            string   // run only: the ingest time of every line (--now); empty: the wall clock
+	stats          bool         // run only: each pattern's counts on stderr at the end
+	records        []string     // run only: the record types printed (empty: all)
+	now            string       // run only: the ingest time of every line (--now); empty: the wall clock
+	trace          traceOptions // run only: --trace and its filters
 }
 
 func newRunCmd(d *deps, runF func(*runOptions) error) *cobra.Command {
@@ -47,9 +48,15 @@ as "cepctl: dead letter: {...}", the record a cluster publishes on
 cep.deadletter.<source>, and the run goes on. A cluster measures the first
 bound from the wall time its shard leader read the event at; run from the
 wall clock as it reads each line, or from --now for a run that gives the
-same output whenever it is repeated.`,
-		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl`,
-		Args:    cobra.NoArgs,
+same output whenever it is repeated.
+
+--trace writes why each event did or did not move each partial match
+(the conditions tested and their values, partial matches started,
+extended, matched and dropped with the reason) to stderr, or to
+--trace-out; the records on stdout are the same. See docs/debugging.md.`,
+		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl
+  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl --trace --trace-key acc-3 >/dev/null`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(opts.patterns) == 0 && len(opts.sql) == 0 {
 				return errors.New("run: give at least one pattern with -p FILE or a query with --sql FILE")
@@ -58,6 +65,9 @@ same output whenever it is repeated.`,
 				if _, ok := recordTypes[r]; !ok {
 					return fmt.Errorf("--records: unknown record type %q: use match, timeout or late", r)
 				}
+			}
+			if _, err := opts.trace.enabled(); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -68,6 +78,7 @@ same output whenever it is repeated.`,
 	opts.addFlags(cmd)
 	cmd.Flags().BoolVar(&opts.stats, "stats", false, "at the end, write each pattern's counts to stderr (events, late events, matches, timeouts, and the state left)")
 	cmd.Flags().StringVar(&opts.now, "now", "", "the time every line is read at, against which maxFutureSkew bounds event times: Unix milliseconds or RFC 3339 (default: the wall clock as each line is read)")
+	opts.trace.addFlags(cmd)
 	cmd.Flags().StringSliceVar(&opts.records, "records", nil, "print only these record types, of match, timeout and late, as a deployment with --records publishes them (default: all)")
 	return cmd
 }
@@ -178,6 +189,13 @@ func runRun(d *deps, opts *runOptions) error {
 	if r.IngestTime, err = ingestClock(opts.now); err != nil {
 		return err
 	}
+	stopTrace := func() error { return nil }
+	if on, _ := opts.trace.enabled(); on {
+		if stopTrace, err = opts.trace.start(d, r); err != nil {
+			return err
+		}
+	}
+	defer func() { stopTrace() }() // on an error; the run's end reports the trace's own
 	out := bufio.NewWriterSize(d.stdout, 64<<10)
 	var buf []byte
 	// events a pattern refused go to stderr, one JSON object a line, as a
@@ -237,6 +255,10 @@ func runRun(d *deps, opts *runOptions) error {
 	if err := out.Flush(); err != nil {
 		return err
 	}
+	if err := stopTrace(); err != nil {
+		return err
+	}
+	stopTrace = func() error { return nil }
 	opts.warn(d.stderr, r)
 	if opts.stats {
 		writeStats(d.stderr, r)
