@@ -38,6 +38,7 @@ its name comes from the file name (lower-cased, runs of other characters than
 		newPatternTestCmd(d, nil),
 		newPatternBacktestCmd(d, nil),
 		newPatternInspectCmd(d, nil),
+		newPatternTraceCmd(d, nil),
 	)
 	return cmd
 }

@@ -46,8 +46,8 @@ Settings not given keep their current values; those given apply to every
 file.
 
 -f takes a file or a directory, and may be repeated; a directory gives its
-pattern files (.yaml, .yml, .json, .sql; hidden files and others are
-skipped), and with -R those of its subdirectories too. The files are taken
+pattern files (.yaml, .yml, .json, .sql; hidden files, test files
+NAME.test.yaml and others are skipped), and with -R those of its subdirectories too. The files are taken
 in lexical order of their paths. Every file is read and validated before
 anything changes: a file that is invalid or cannot be read, two files
 naming the same pattern, or a directory without pattern files fails the
@@ -396,6 +396,13 @@ func loadPatternFiles(ctx context.Context, d *deps, c *apiClients, paths []strin
 // patternExts are the extensions of the files a directory gives.
 var patternExts = []string{".yaml", ".yml", ".json", ".sql"}
 
+// isTestFile: a pattern's test file (cepctl pattern test), NAME.test.yaml
+// or .yml, kept beside its pattern; a directory does not give it.
+func isTestFile(path string) bool {
+	base := strings.ToLower(filepath.Base(path))
+	return strings.HasSuffix(base, ".test.yaml") || strings.HasSuffix(base, ".test.yml")
+}
+
 // listPatternFiles lists the files paths give, in lexical order, each
 // once: a file as itself ("-" for standard input), a directory its
 // pattern files that are not hidden, and with recursive those of its
@@ -429,7 +436,7 @@ func listPatternFiles(paths []string, recursive bool) ([]string, []error) {
 				}
 				return nil
 			}
-			if hidden || !slices.ContainsFunc(patternExts, func(ext string) bool { return strings.EqualFold(filepath.Ext(path), ext) }) {
+			if hidden || !slices.ContainsFunc(patternExts, func(ext string) bool { return strings.EqualFold(filepath.Ext(path), ext) }) || isTestFile(path) {
 				return nil
 			}
 			// a link is followed to a file (a mounted ConfigMap's are)

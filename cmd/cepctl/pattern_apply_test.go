@@ -152,8 +152,8 @@ func wantOut(t *testing.T, what, out string, want ...string) {
 	}
 }
 
-// A directory gives its pattern files, not the hidden ones nor others,
-// in lexical order; -R adds those of its subdirectories that are not
+// A directory gives its pattern files, not the hidden ones nor others
+// (a pattern's test file beside it among them), in lexical order; -R adds those of its subdirectories that are not
 // hidden.
 func TestPatternApplyDirectory(t *testing.T) {
 	cat, url := newFakeCatalog(t)
@@ -163,6 +163,7 @@ func TestPatternApplyDirectory(t *testing.T) {
 		"Q.SQL":              "SELECT * FROM logins MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true)",
 		".hidden.yaml":       specOf("hidden"),
 		"notes.txt":          "not a pattern",
+		"a.test.yaml":        "pattern: a.yaml\ncases: []\n",
 		"sub/c.json":         specOf("c"),
 		"sub/deeper/d.yaml":  specOf("d"),
 		".git/e.yaml":        specOf("e"),

@@ -28,7 +28,7 @@ each with events in arrival order ({"$watermark": T} allowed) and every
 record the case must produce (only the fields given are compared; objects
 partially, lists element by element; records in any order). At the end of
 a case time goes to +infinity so windows time out, unless the case says
-finalWatermark: false. docs/debugging-tests.md describes the format.
+finalWatermark: false. docs/debugging.md describes the format.
 
 Prints each case as ok or FAIL; a failing case lists the expected records
 not produced, each with the closest record produced and the fields that

@@ -123,11 +123,11 @@ func TestPatternDeployRunsTestsFirst(t *testing.T) {
 	}
 }
 
-// The README's quick start and docs/debugging-tests.md show `cepctl
+// The README's quick start and docs/debugging.md show `cepctl
 // pattern test` on the example with its output.
 func TestReadmePatternTestExample(t *testing.T) {
 	t.Chdir("../..")
-	for _, f := range []string{"README.md", "docs/debugging-tests.md"} {
+	for _, f := range []string{"README.md", "docs/debugging.md"} {
 		doc, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
