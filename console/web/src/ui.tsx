@@ -1,0 +1,117 @@
+// Small pieces the pages share.
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { ConnectError } from "@connectrpc/connect";
+
+// Status marks trouble with a word and a sign, not by colour alone.
+export function Status(props: { kind: "ok" | "warn" | "bad"; children: ComponentChildren }) {
+  const sign = props.kind === "ok" ? "✓" : props.kind === "warn" ? "⚠" : "✖";
+  return (
+    <span class={"status " + props.kind}>
+      <span aria-hidden="true">{sign} </span>
+      {props.children}
+    </span>
+  );
+}
+
+export function errorText(e: unknown): string {
+  if (e instanceof ConnectError) return `${e.rawMessage} (${codeName(e.code)})`;
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+function codeName(c: number): string {
+  const names = [
+    "ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found",
+    "already_exists", "permission_denied", "resource_exhausted", "failed_precondition",
+    "aborted", "out_of_range", "unimplemented", "internal", "unavailable", "data_loss",
+    "unauthenticated",
+  ];
+  return names[c] ?? String(c);
+}
+
+export function ErrorBox(props: { error: unknown }) {
+  if (props.error == null) return null;
+  return (
+    <p class="error" role="alert">
+      <Status kind="bad">{errorText(props.error)}</Status>
+    </p>
+  );
+}
+
+// usePoll calls load now and every ms milliseconds until the component
+// goes away (or deps change), keeping the last answer while a new one
+// comes. Calls get an AbortSignal that leaving aborts.
+export function usePoll<T>(load: (s: AbortSignal) => Promise<T>, ms: number, deps: unknown[]) {
+  const [data, setData] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<unknown>(null);
+  const [at, setAt] = useState<Date | null>(null);
+  useEffect(() => {
+    const ctl = new AbortController();
+    let timer = 0;
+    const tick = async () => {
+      try {
+        const d = await load(ctl.signal);
+        if (ctl.signal.aborted) return;
+        setData(d);
+        setError(null);
+        setAt(new Date());
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+        setError(e);
+      }
+      timer = window.setTimeout(tick, ms);
+    };
+    tick();
+    return () => {
+      ctl.abort();
+      clearTimeout(timer);
+    };
+  }, deps);
+  return { data, error, at };
+}
+
+export function Updated(props: { at: Date | null }) {
+  return <p class="updated">{props.at ? "Updated " + props.at.toLocaleTimeString() : "Loading…"}</p>;
+}
+
+// Table wraps a table so that it scrolls sideways on a narrow screen
+// rather than the page.
+export function Table(props: { caption: string; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap" tabIndex={0} role="region" aria-label={props.caption}>
+      <table>
+        <caption>{props.caption}</caption>
+        {props.children}
+      </table>
+    </div>
+  );
+}
+
+export function fmtMs(ms: bigint | number): string {
+  const n = Number(ms);
+  const d = new Date(n);
+  return isNaN(d.getTime()) ? String(ms) : d.toISOString().replace("T", " ").replace("Z", " UTC");
+}
+
+export function fmtNum(n: bigint | number | undefined): string {
+  return n === undefined ? "—" : Number(n).toLocaleString("en");
+}
+
+// useBlobURL turns an SVG document into a blob: URL for an <img>: shown
+// as an image it runs no script and loads nothing, whatever it holds.
+export function useBlobURL(svg: string | undefined): string | undefined {
+  const [url, setURL] = useState<string | undefined>(undefined);
+  const cur = useRef<string | undefined>(undefined);
+  useEffect(() => {
+    if (!svg) {
+      setURL(undefined);
+      return;
+    }
+    const u = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
+    cur.current = u;
+    setURL(u);
+    return () => URL.revokeObjectURL(u);
+  }, [svg]);
+  return url;
+}
