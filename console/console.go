@@ -17,16 +17,17 @@ var dist embed.FS
 const Prefix = "/ui/"
 
 // RolePath answers GET with the role of the request's bearer token as
-// {"role":"reader"|"operator"|"admin"}, 401 for a token the node does not
-// know. Without user tokens the API is open and every caller is an admin.
+// {"role":"reader"|"operator"|"admin"}, or "none" for a token the node
+// does not know (or none): not an error, the page then asks for one.
+// Without user tokens the API is open and every caller is an admin.
 const RolePath = Prefix + "role"
 
-// SecurityHeaders are set on every answer of the console. img-src allows
-// blob: for the automaton's SVG, which the page shows in an <img> from a
-// blob URL: an image runs no script and reaches nothing, whatever the SVG
-// holds.
+// SecurityHeaders are set on every answer of the console: the page may
+// load and call the node alone, with no inline script or style (the
+// automaton's SVG, drawn by the server, is parsed and sanitized into the
+// page, whose policy then holds for it too) and may not be framed.
 var SecurityHeaders = map[string]string{
-	"Content-Security-Policy": "default-src 'self'; img-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+	"Content-Security-Policy": "default-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
 	"X-Content-Type-Options":  "nosniff",
 	"Referrer-Policy":         "no-referrer",
 	"X-Frame-Options":         "DENY",
@@ -71,10 +72,8 @@ func serveRole(w http.ResponseWriter, r *http.Request, tokens *api.Tokens) {
 			role = tokens.Role(strings.TrimSpace(v[7:]))
 		}
 	}
-	if role == api.RoleNone || role == api.RoleNode {
-		// the node credential is for members, not for people
-		http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
-		return
+	if role == api.RoleNode {
+		role = api.RoleNone // the node credential is for members, not for people
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]string{"role": role.String()})

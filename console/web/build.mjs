@@ -21,4 +21,4 @@ await build({
   charset: "utf8",
   logLevel: "warning",
 });
-copyFileSync("src/index.html", out + "index.html");
+for (const f of ["index.html", "favicon.svg"]) copyFileSync("src/" + f, out + f);

@@ -45,10 +45,9 @@ export type Role = "reader" | "operator" | "admin";
 // not know it (or no token was given and the node wants one).
 export async function whoami(): Promise<Role | null> {
   const r = await fetch("/ui/role", { headers: authHeaders(), cache: "no-store" });
-  if (r.status === 401) return null;
   if (!r.ok) throw new Error(`/ui/role: ${r.status} ${r.statusText}`);
-  const body = (await r.json()) as { role: Role };
-  return body.role;
+  const body = (await r.json()) as { role: Role | "none" };
+  return body.role === "none" ? null : body.role;
 }
 
 export function mayOperate(r: Role | null): boolean {

@@ -5,7 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { matches, nodeMetrics, patterns, sumBy, type Role, mayOperate } from "./api";
 import { PatternState, RecordType, SpecFormat, type Pattern } from "./gen/cep/v1/pattern_pb";
 import { TailStart, type Record as OutRecord } from "./gen/cep/v1/match_pb";
-import { ErrorBox, Status, Table, Updated, errorText, fmtNum, useBlobURL, usePoll } from "./ui";
+import { ErrorBox, Status, Table, Updated, errorText, fmtNum, usePoll, SVG } from "./ui";
 
 const counters: [string, string][] = [
   ["cep_pattern_matches_total", "Matches"],
@@ -115,7 +115,6 @@ export function PatternPage(props: { name: string; role: Role | null }) {
     5000,
     [name],
   );
-  const svgURL = useBlobURL(data?.explained.svg);
   const [deleted, setDeleted] = useState<string | null>(null);
   const p = data?.got.pattern;
   if (deleted !== null) {
@@ -185,10 +184,7 @@ export function PatternPage(props: { name: string; role: Role | null }) {
               )}
             </dl>
             {mayOperate(props.role) && <DeleteButton name={name} onDeleted={setDeleted} />}
-            <h2>Document</h2>
-            <pre class="spec" tabIndex={0} aria-label="The pattern's document">
-              {p.spec}
-            </pre>
+            <Tail name={name} />
           </div>
           <div>
             <h2>Automaton</h2>
@@ -197,15 +193,18 @@ export function PatternPage(props: { name: string; role: Role | null }) {
                 <Status kind="warn">{w}</Status>
               </p>
             ))}
-            {svgURL && <img class="automaton" src={svgURL} alt={data.explained.text} />}
+            {data.explained.svg && <SVG class="automaton" svg={data.explained.svg} label={data.explained.text} />}
             <details>
               <summary>As text</summary>
               <pre>{data.explained.text}</pre>
             </details>
+            <h2>Document</h2>
+            <pre class="spec" tabIndex={0} aria-label="The pattern's document">
+              {p.spec}
+            </pre>
           </div>
         </div>
       )}
-      {p && <Tail name={name} />}
     </section>
   );
 }

@@ -98,20 +98,40 @@ export function fmtNum(n: bigint | number | undefined): string {
   return n === undefined ? "—" : Number(n).toLocaleString("en");
 }
 
-// useBlobURL turns an SVG document into a blob: URL for an <img>: shown
-// as an image it runs no script and loads nothing, whatever it holds.
-export function useBlobURL(svg: string | undefined): string | undefined {
-  const [url, setURL] = useState<string | undefined>(undefined);
-  const cur = useRef<string | undefined>(undefined);
-  useEffect(() => {
-    if (!svg) {
-      setURL(undefined);
-      return;
+// The SVG the server draws uses these elements only; anything else (a
+// script, a foreignObject, an image that loads something) is dropped.
+const svgElements = new Set(["svg", "g", "defs", "marker", "path", "rect", "circle", "ellipse", "line", "polyline", "polygon", "text", "tspan", "title"]);
+
+// sanitizeSVG parses an SVG document and keeps only drawing elements and
+// attributes: no event handlers, links, styles or references to other
+// documents. The result goes into the page, where the CSP would block
+// inline styles anyway; text in it is real text (selectable, read aloud).
+export function sanitizeSVG(text: string): SVGSVGElement | null {
+  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  const root = doc.documentElement;
+  if (root.nodeName !== "svg" || doc.getElementsByTagName("parsererror").length) return null;
+  const clean = (el: Element): boolean => {
+    if (!svgElements.has(el.localName) || el.namespaceURI !== "http://www.w3.org/2000/svg") return false;
+    for (const a of [...el.attributes]) {
+      const bad = /^on|href$|^style$/i.test(a.localName) || /javascript:|url\((?!#)/i.test(a.value);
+      if (bad) el.removeAttributeNode(a);
     }
-    const u = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
-    cur.current = u;
-    setURL(u);
-    return () => URL.revokeObjectURL(u);
-  }, [svg]);
-  return url;
+    for (const c of [...el.children]) if (!clean(c)) c.remove();
+    return true;
+  };
+  if (!clean(root)) return null;
+  root.setAttribute("role", "img");
+  return document.importNode(root, true) as unknown as SVGSVGElement;
+}
+
+// SVG shows a server-drawn SVG, sanitized, labelled by label.
+export function SVG(props: { svg: string; label: string; class?: string }) {
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const el = sanitizeSVG(props.svg);
+    if (!box.current) return;
+    if (el) el.setAttribute("aria-label", props.label);
+    box.current.replaceChildren(...(el ? [el] : []));
+  }, [props.svg, props.label]);
+  return <div class={props.class} ref={box} />;
 }

@@ -1,0 +1,481 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/cepcluster/cep/api"
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/internal/testutil"
+)
+
+var screenshots = flag.Bool("screenshots", false, "save the console's screenshots to docs/console-*.png")
+
+// chromium finds a Chromium or Chrome to drive, or skips the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a cepnode and a browser")
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium installed (apt-get install chromium): the console is not tried in a browser")
+	return ""
+}
+
+// node runs a single-node cluster, cepnode as a process with its embedded
+// NATS and the token file given, until the test ends; it returns the API
+// URL and the directory holding cepctl.
+func node(t *testing.T, tokenFile string) (url, bin string) {
+	t.Helper()
+	bin = t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/cepnode", "../cmd/cepctl").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(filepath.Join(bin, "cepnode"), "--data", t.TempDir(), "--raft-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0",
+		"--gossip-addr", "127.0.0.1:0", "--nats-port", "-1", "--log-format", "json", "--token-file", tokenFile)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 1)
+	done := make(chan struct{})
+	go func() { // reads the node's log until it exits
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var rec struct{ Msg, API string }
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "cepnode started" {
+				started <- "http://" + rec.API
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		<-done
+		cmd.Wait()
+	})
+	select {
+	case url = <-started:
+	case <-done:
+		t.Fatal("cepnode exited before it started")
+	case <-time.After(60 * time.Second):
+		t.Fatal("cepnode did not start within 60s")
+	}
+	return url, bin
+}
+
+// cepctl runs the command line against the node as the README does.
+func cepctl(t *testing.T, bin, url, token string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "cepctl"), args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "CEPCTL_SERVER=" + url, "CEPCTL_TOKEN=" + token}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cepctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// netLog records what the page asks for and what the browser complains of.
+type netLog struct {
+	mu       sync.Mutex
+	urls     map[network.RequestID]string
+	ended    map[network.RequestID]bool // finished, failed or cancelled
+	problems []string                   // exceptions, console errors, CSP violations
+}
+
+func (l *netLog) listen(ev any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch e := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		l.urls[e.RequestID] = e.Request.URL
+	case *network.EventLoadingFinished:
+		l.ended[e.RequestID] = true
+	case *network.EventLoadingFailed:
+		l.ended[e.RequestID] = true
+	case *runtime.EventExceptionThrown:
+		d := e.ExceptionDetails.Text
+		if e.ExceptionDetails.Exception != nil {
+			d += " " + e.ExceptionDetails.Exception.Description
+		}
+		l.problems = append(l.problems, "exception: "+d)
+	case *log.EventEntryAdded:
+		if e.Entry.Level == log.EntryLevelError {
+			l.problems = append(l.problems, fmt.Sprintf("%s: %s (%s)", e.Entry.Source, e.Entry.Text, e.Entry.URL))
+		}
+	}
+}
+
+// requests returns the URLs asked for whose path contains part, and
+// whether each has ended.
+func (l *netLog) requests(part string) (urls []string, open int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, u := range l.urls {
+		if strings.Contains(u, part) {
+			urls = append(urls, u)
+			if !l.ended[id] {
+				open++
+			}
+		}
+	}
+	return urls, open
+}
+
+// The console in a real browser against a real node, as a person uses
+// it: what it shows is checked against the API's own answers.
+func TestConsoleInABrowser(t *testing.T) {
+	browser := chromium(t)
+	tokenFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokenFile, []byte("admin A\noperator O\nreader R\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, bin := node(t, tokenFile)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		cmd := exec.Command(filepath.Join(bin, "cepctl"), "source", "create", "bank", "--key", "e.account")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "CEPCTL_SERVER=" + url, "CEPCTL_TOKEN=A"}
+		if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "already") {
+			return fmt.Errorf("source create: %v: %s", err, out)
+		}
+		return nil
+	})
+	cepctl(t, bin, url, "A", "pattern", "deploy", "../examples/login-fail-logout.yaml")
+
+	hc := http.DefaultClient
+	opt := api.WithClientToken("A")
+	clusterc := cepv1connect.NewClusterServiceClient(hc, url, opt)
+	patternc := cepv1connect.NewPatternServiceClient(hc, url, opt)
+	matchc := cepv1connect.NewMatchServiceClient(hc, url, opt)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1280, 800), chromedp.Flag("headless", true))...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	nl := &netLog{urls: map[network.RequestID]string{}, ended: map[network.RequestID]bool{}}
+	if err := chromedp.Listen(bctx, nl.listen); err != nil {
+		t.Fatalf("start %s: %v", browser, err)
+	}
+
+	shows := func() string {
+		c, stop := context.WithTimeout(bctx, 5*time.Second)
+		defer stop()
+		text, _ := chromedp.Run(c, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		return text
+	}
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, shows())
+		}
+	}
+	eval := func(what, expr string, out any, opts ...chromedp.EvaluateOption) {
+		t.Helper()
+		raw, err := chromedp.Run(bctx, chromedp.Evaluate[json.RawMessage](expr, opts...))
+		if err == nil {
+			err = json.Unmarshal(raw, out)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, shows())
+		}
+	}
+	// waitFor waits until the page's expr is true.
+	waitFor := func(what, expr string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var ok bool
+			eval(what, "!!("+expr+")", &ok)
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not seen within 60s; the page shows:\n%s", what, shows())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// click clicks the first element of sel whose text starts with text.
+	click := func(sel, text string) {
+		t.Helper()
+		var ok bool
+		eval("click "+text, fmt.Sprintf(`(() => { const b = [...document.querySelectorAll(%q)].find(b => b.textContent.startsWith(%q)); if (b) b.click(); return !!b })()`, sel, text), &ok)
+		if !ok {
+			t.Fatalf("no %s %q to click; the page shows:\n%s", sel, text, shows())
+		}
+	}
+	screenshot := func(name string) {
+		t.Helper()
+		if !*screenshots {
+			return
+		}
+		png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("..", "docs", name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// the root sends the browser to the console, which asks for a token
+	run("open the node", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	loc, _ := chromedp.Run(bctx, chromedp.Location())
+	if loc != url+"/ui/" {
+		t.Errorf("/ led to %s, want %s/ui/", loc, url)
+	}
+	signIn := func(token string) {
+		t.Helper()
+		run("sign in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("form.signin button")))
+	}
+	signIn("O")
+
+	// the cluster page: the node and each shard the API lists, its leader
+	status, err := clusterc.GetStatus(ctx, connect.NewRequest(&cepv1.GetStatusRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := clusterc.ListShards(ctx, connect.NewRequest(&cepv1.ListShardsRequest{ClusterWide: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := status.Msg.Nodes[0]
+	waitFor("the node, alive and leading the metadata",
+		fmt.Sprintf(`[...document.querySelectorAll("table")].some(t => t.caption.textContent == "Nodes" && [...t.tBodies[0].rows].some(r => r.cells[0].textContent == %q && r.cells[1].textContent.includes("alive") && r.cells[2].textContent == "leader" && r.cells[5].textContent == %q))`, n.Id, n.ApiAddress))
+	var rows [][]string
+	eval("read the shards", `[...[...document.querySelectorAll("table")].find(t => t.caption.textContent == "Shards").tBodies[0].rows].map(r => [...r.cells].map(c => c.textContent))`, &rows)
+	if len(rows) != len(shards.Msg.Shards) {
+		t.Fatalf("the page lists %d shards, the API %d: %q", len(rows), len(shards.Msg.Shards), rows)
+	}
+	for i, sh := range shards.Msg.Shards {
+		want := []string{fmt.Sprint(sh.Id), fmt.Sprintf("%d–%d", sh.KeyGroups.First, sh.KeyGroups.Last), sh.LeaderNodeId}
+		if !reflect.DeepEqual(rows[i][:3], want) {
+			t.Errorf("shard row %d: %q, want %q", i, rows[i][:3], want)
+		}
+	}
+
+	// the pattern list, and the operator may deploy
+	run("patterns", chromedp.Click(chromedp.CSS(`nav a[href="#/patterns"]`)))
+	waitFor("the pattern in the list", `!!document.querySelector('a[href="#/patterns/login-fail-logout"]')`)
+	waitFor("the deploy link for an operator", `!!document.querySelector('a[href="#/deploy"]')`)
+
+	// its page: the automaton names every stage the API says it has
+	run("open the pattern", chromedp.Click(chromedp.CSS(`a[href="#/patterns/login-fail-logout"]`)))
+	waitFor("the automaton drawn", `document.querySelector(".automaton svg text")`)
+	var labels []string
+	eval("read the automaton", `[...document.querySelectorAll(".automaton svg text")].map(t => t.textContent)`, &labels)
+	spec, _ := os.ReadFile("../examples/login-fail-logout.yaml")
+	v, err := patternc.ValidatePattern(ctx, connect.NewRequest(&cepv1.ValidatePatternRequest{Spec: string(spec)}))
+	if err != nil || len(v.Msg.Stages) == 0 {
+		t.Fatalf("validate: %v %v", v, err)
+	}
+	for _, s := range v.Msg.Stages {
+		if !slices.ContainsFunc(labels, func(l string) bool { return strings.HasPrefix(l, s) }) {
+			t.Errorf("the automaton does not name stage %q: %q", s, labels)
+		}
+	}
+	waitFor("the delete button for an operator", `[...document.querySelectorAll("button")].some(b => b.textContent.startsWith("Delete pattern"))`)
+	waitFor("the tail open", `document.querySelector(".tail-state").textContent.startsWith("Following")`)
+
+	// the match arrives live, as the API's own tail has it
+	cepctl(t, bin, url, "A", "publish", "--source", "bank", "-f", "../examples/events.jsonl")
+	waitFor("acc-1's match", `[...document.querySelectorAll("li.record.match .rkey")].some(k => k.textContent == "acc-1")`)
+	tail, err := matchc.Tail(ctx, connect.NewRequest(&cepv1.TailRequest{Pattern: "login-fail-logout", Start: cepv1.TailStart_TAIL_START_ALL, StopAtEnd: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []map[string]any
+	for tail.Receive() {
+		var m map[string]any
+		if err := json.Unmarshal(tail.Msg().Json, &m); err != nil {
+			t.Fatal(err)
+		}
+		want = append([]map[string]any{m}, want...) // newest first, as the page
+	}
+	if tail.Err() != nil || len(want) == 0 {
+		t.Fatalf("the API's tail: %d records, %v", len(want), tail.Err())
+	}
+	var shown []string
+	eval("read the records", `[...document.querySelectorAll("li.record pre")].map(p => p.textContent)`, &shown)
+	var got []map[string]any
+	for _, s := range shown {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			t.Fatalf("a record the page shows is not JSON: %v: %s", err, s)
+		}
+		got = append(got, m)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the page shows\n%v\nthe API's tail has\n%v", got, want)
+	}
+	var top bool
+	run("expand the match", chromedp.Click(chromedp.CSS(`li.record.match summary`)))
+	eval("scroll to the top", `(scrollTo(0, 0), true)`, &top)
+	screenshot("console-pattern.png")
+
+	// the filter keeps the key's records only
+	var keys []string
+	eval("read the keys", `[...document.querySelectorAll("li.record .rkey")].map(k => k.textContent)`, &keys)
+	var acc1 []string
+	for _, k := range keys {
+		if k == "acc-1" {
+			acc1 = append(acc1, k)
+		}
+	}
+	run("filter", chromedp.SendKeys(chromedp.CSS(`.toolbar input[type=search]`), "acc-1"))
+	waitFor("acc-1's records only", fmt.Sprintf(`JSON.stringify([...document.querySelectorAll("li.record .rkey")].map(k => k.textContent)) == %q`, mustJSON(acc1)))
+
+	// leaving the page closes the stream: in the browser and on the node
+	tails, open := nl.requests("/cep.v1.MatchService/Tail")
+	if len(tails) != 1 || open != 1 {
+		t.Fatalf("on the pattern page: tail requests %q, %d open; want one open", tails, open)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := streamsActive(t, url); n != 1 {
+			return fmt.Errorf("the node serves %v tails, want the page's", n)
+		}
+		return nil
+	})
+	run("leave", chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if _, open := nl.requests("/cep.v1.MatchService/Tail"); open != 0 {
+			return errors.New("the browser still has the tail open")
+		}
+		if n := streamsActive(t, url); n != 0 {
+			return fmt.Errorf("the node still serves %v tails", n)
+		}
+		return nil
+	})
+	screenshot("console-cluster.png")
+
+	// deploy: a refused document shows the API's reason; a good one runs
+	bad := "name: console-check\nsource: bank\nstages: []\n"
+	vb, err := patternc.ValidatePattern(ctx, connect.NewRequest(&cepv1.ValidatePatternRequest{Spec: bad}))
+	if err != nil || vb.Msg.Valid {
+		t.Fatalf("the bad document: %v %v", vb, err)
+	}
+	run("deploy a bad document", chromedp.Navigate(url+"/ui/#/deploy"), chromedp.WaitVisible(chromedp.CSS("#spec")),
+		chromedp.SendKeys(chromedp.CSS("#spec"), bad), chromedp.Click(chromedp.CSS(`form.deploy button[type=submit]`)))
+	waitFor("the validation error", fmt.Sprintf(`[...document.querySelectorAll(".error")].some(e => e.textContent.includes(%q))`, vb.Msg.Error.GetMessage()))
+	good := "name: console-check\nsource: bank\nkey: e.account\nstages:\n- name: login\n  where: e.type == \"LOGIN\"\n"
+	var selected bool
+	eval("select the document", `(document.querySelector("#spec").select(), true)`, &selected)
+	run("deploy a good document", chromedp.KeyEvent("\b"),
+		chromedp.SendKeys(chromedp.CSS("#spec"), good), chromedp.Click(chromedp.CSS(`form.deploy button[type=submit]`)))
+	waitFor("deployed", `!!document.querySelector('[role=status] a[href="#/patterns/console-check"]')`)
+	if _, err := patternc.GetPattern(ctx, connect.NewRequest(&cepv1.GetPatternRequest{Name: "console-check"})); err != nil {
+		t.Fatalf("the deployed pattern: %v", err)
+	}
+	run("open it", chromedp.Click(chromedp.CSS(`[role=status] a`)))
+	waitFor("its delete button", `[...document.querySelectorAll("button")].some(b => b.textContent.startsWith("Delete pattern"))`)
+	click("button", "Delete pattern")
+	waitFor("the confirmation", `[...document.querySelectorAll("button")].some(b => b.textContent == "Delete console-check")`)
+	click("button", "Delete console-check")
+	waitFor("deleted", `!!document.querySelector("[role=status]") && document.querySelector("[role=status]").textContent.includes("Deleted")`)
+	if _, err := patternc.GetPattern(ctx, connect.NewRequest(&cepv1.GetPatternRequest{Name: "console-check"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("the deleted pattern: %v, want NotFound", err)
+	}
+
+	// a reader is offered neither deploy nor delete
+	run("sign out", chromedp.Navigate(url+"/ui/#/"), chromedp.Click(chromedp.CSS(`.who button`)), chromedp.WaitVisible(chromedp.CSS("#token")))
+	signIn("R")
+	waitFor("signed in as a reader", `!!document.querySelector(".who") && document.querySelector(".who").textContent.includes("reader")`)
+	run("patterns as a reader", chromedp.Navigate(url+"/ui/#/patterns"))
+	waitFor("the pattern in the list", `!!document.querySelector('a[href="#/patterns/login-fail-logout"]')`)
+	run("the pattern as a reader", chromedp.Navigate(url+"/ui/#/patterns/login-fail-logout"))
+	waitFor("the automaton drawn", `document.querySelector(".automaton svg text")`)
+	var offered bool
+	eval("look for delete", `[...document.querySelectorAll("button, a")].some(b => /delete|deploy/i.test(b.textContent))`, &offered)
+	if offered {
+		t.Error("a reader is offered to deploy or delete")
+	}
+	var stored string
+	eval("session storage", `sessionStorage.getItem("cep.token") + "|" + localStorage.length + "|" + document.cookie`, &stored)
+	if stored != "R|0|" {
+		t.Errorf("the token is kept as %q, want in sessionStorage only", stored)
+	}
+	run("leave", chromedp.Navigate(url+"/ui/#/"))
+
+	// every request went to the node, and the browser had nothing to
+	// complain of (a CSP violation would be logged here)
+	all, _ := nl.requests("")
+	for _, u := range all {
+		if !strings.HasPrefix(u, url+"/") && !strings.HasPrefix(u, "blob:"+url+"/") {
+			t.Errorf("the page asked %s, not the node", u)
+		}
+	}
+	if len(all) < 10 {
+		t.Errorf("only %d requests recorded: %q", len(all), all)
+	}
+	nl.mu.Lock()
+	defer nl.mu.Unlock()
+	for _, p := range nl.problems {
+		t.Errorf("the browser reports %s", p)
+	}
+}
+
+// streamsActive reads the node's open Tail streams from /metrics.
+func streamsActive(t *testing.T, url string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer A")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "cep_rpc_streams_active{") && strings.Contains(line, "MatchService/Tail") {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			return v
+		}
+	}
+	return 0
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
