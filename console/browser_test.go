@@ -239,6 +239,20 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Fatalf("no %s %q to click; the page shows:\n%s", sel, text, shows())
 		}
 	}
+	// screenshotAs keeps a screenshot for a person to look at, in the
+	// test's log directory (CONSOLE_SHOTS)
+	screenshotAs := func(name string) {
+		t.Helper()
+		dir := os.Getenv("CONSOLE_SHOTS")
+		if dir == "" {
+			return
+		}
+		png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, name), png, 0o644)
+	}
 	screenshot := func(name string) {
 		t.Helper()
 		if !*screenshots {
@@ -346,7 +360,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	var top bool
 	run("expand the match", chromedp.Click(chromedp.CSS(`li.record.match summary`)))
 	eval("scroll to the top", `(scrollTo(0, 0), true)`, &top)
-	screenshot("console-pattern.png")
+	if *screenshots { // tall enough for the automaton, settings and output at once
+		run("a taller window", chromedp.EmulateViewport(1280, 1100))
+		screenshot("console-pattern.png")
+		run("back to 1280×800", chromedp.EmulateViewport(1280, 800))
+	}
 
 	// the filter keeps the key's records only
 	var keys []string
@@ -429,7 +447,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	if stored != "R|0|" {
 		t.Errorf("the token is kept as %q, want in sessionStorage only", stored)
 	}
+	// at a phone's width the pages fit: what is wider (tables, the
+	// automaton) scrolls in its own box, not the page
+	run("a phone's width", chromedp.EmulateViewport(390, 844))
+	var fits bool
+	eval("fits", `document.documentElement.scrollWidth <= innerWidth`, &fits)
+	if !fits {
+		t.Error("the pattern page is wider than a phone")
+	}
+	screenshotAs("phone-pattern.png")
 	run("leave", chromedp.Navigate(url+"/ui/#/"))
+	waitFor("the shards", `[...document.querySelectorAll("caption")].some(c => c.textContent == "Shards")`)
+	eval("fits", `document.documentElement.scrollWidth <= innerWidth`, &fits)
+	if !fits {
+		t.Error("the cluster page is wider than a phone")
+	}
+	screenshotAs("phone-cluster.png")
 
 	// every request went to the node, and the browser had nothing to
 	// complain of (a CSP violation would be logged here)

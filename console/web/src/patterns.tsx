@@ -138,6 +138,21 @@ export function PatternPage(props: { name: string; role: Role | null }) {
       <h1 id="pattern-h">{name}</h1>
       <ErrorBox error={error} />
       {p && (
+        <>
+          <h2>Automaton</h2>
+          {data.explained.warnings.map((w) => (
+            <p key={w}>
+              <Status kind="warn">{w}</Status>
+            </p>
+          ))}
+          {data.explained.svg && <SVG class="automaton" svg={data.explained.svg} label={data.explained.text} />}
+          <details>
+            <summary>As text</summary>
+            <pre>{data.explained.text}</pre>
+          </details>
+        </>
+      )}
+      {p && (
         <div class="pattern-grid">
           <div>
             <h2>Settings</h2>
@@ -187,17 +202,6 @@ export function PatternPage(props: { name: string; role: Role | null }) {
             <Tail name={name} />
           </div>
           <div>
-            <h2>Automaton</h2>
-            {data.explained.warnings.map((w) => (
-              <p key={w}>
-                <Status kind="warn">{w}</Status>
-              </p>
-            ))}
-            {data.explained.svg && <SVG class="automaton" svg={data.explained.svg} label={data.explained.text} />}
-            <details>
-              <summary>As text</summary>
-              <pre>{data.explained.text}</pre>
-            </details>
             <h2>Document</h2>
             <pre class="spec" tabIndex={0} aria-label="The pattern's document">
               {p.spec}

@@ -133,5 +133,5 @@ export function SVG(props: { svg: string; label: string; class?: string }) {
     if (el) el.setAttribute("aria-label", props.label);
     box.current.replaceChildren(...(el ? [el] : []));
   }, [props.svg, props.label]);
-  return <div class={props.class} ref={box} />;
+  return <div class={props.class} ref={box} tabIndex={0} />;
 }
