@@ -389,6 +389,28 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 		return nil
 	})
+	// pausing closes the stream; resuming opens it after the last record
+	// seen, so nothing is shown twice
+	click("button", "Pause")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := streamsActive(t, url); n != 0 {
+			return fmt.Errorf("paused, the node serves %v tails", n)
+		}
+		return nil
+	})
+	click("button", "Resume")
+	waitFor("following again", `document.querySelector(".tail-state").textContent.startsWith("Following")`)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := streamsActive(t, url); n != 1 {
+			return fmt.Errorf("resumed, the node serves %v tails", n)
+		}
+		return nil
+	})
+	var again []string
+	eval("read the keys", `[...document.querySelectorAll("li.record .rkey")].map(k => k.textContent)`, &again)
+	if !reflect.DeepEqual(again, acc1) {
+		t.Errorf("after resuming the page shows %q, before %q", again, acc1)
+	}
 	run("leave", chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)))
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if _, open := nl.requests("/cep.v1.MatchService/Tail"); open != 0 {
@@ -400,6 +422,16 @@ func TestConsoleInABrowser(t *testing.T) {
 		return nil
 	})
 	screenshot("console-cluster.png")
+
+	// the list counts the pattern's matches as the API's tail has them
+	matched := 0
+	for _, r := range want {
+		if r["type"] == "match" {
+			matched++
+		}
+	}
+	run("patterns", chromedp.Click(chromedp.CSS(`nav a[href="#/patterns"]`)))
+	waitFor("the match counted", fmt.Sprintf(`(() => { const t = [...document.querySelectorAll("table")].find(t => t.caption.textContent.startsWith("Deployed patterns")); if (!t) return false; const col = [...t.tHead.rows[0].cells].findIndex(c => c.textContent == "Matches"); const row = [...t.tBodies[0].rows].find(r => r.cells[0].textContent == "login-fail-logout"); return !!row && row.cells[col].textContent == %q })()`, fmt.Sprint(matched)))
 
 	// deploy: a refused document shows the API's reason; a good one runs
 	bad := "name: console-check\nsource: bank\nstages: []\n"
