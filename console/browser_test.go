@@ -28,6 +28,7 @@ import (
 	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
+	"github.com/cepcluster/cep/internal/testcerts"
 	"github.com/cepcluster/cep/internal/testutil"
 )
 
@@ -51,14 +52,15 @@ func chromium(t *testing.T) string {
 // node runs a single-node cluster, cepnode as a process with its embedded
 // NATS and the token file given, until the test ends; it returns the API
 // URL and the directory holding cepctl.
-func node(t *testing.T, tokenFile string) (url, bin string) {
+func node(t *testing.T, tokenFile string, extra ...string) (url, bin string) {
 	t.Helper()
 	bin = t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/cepnode", "../cmd/cepctl").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(filepath.Join(bin, "cepnode"), "--data", t.TempDir(), "--raft-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0",
-		"--gossip-addr", "127.0.0.1:0", "--nats-port", "-1", "--log-format", "json", "--token-file", tokenFile)
+	args := append([]string{"--data", t.TempDir(), "--raft-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0",
+		"--gossip-addr", "127.0.0.1:0", "--nats-port", "-1", "--log-format", "json", "--token-file", tokenFile}, extra...)
+	cmd := exec.Command(filepath.Join(bin, "cepnode"), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -74,9 +76,16 @@ func node(t *testing.T, tokenFile string) (url, bin string) {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var rec struct{ Msg, API string }
+			var rec struct {
+				Msg, API string
+				TLS      bool
+			}
 			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "cepnode started" {
-				started <- "http://" + rec.API
+				scheme := "http://"
+				if rec.TLS {
+					scheme = "https://"
+				}
+				started <- scheme + rec.API
 			}
 		}
 		io.Copy(io.Discard, stderr)
@@ -543,4 +552,61 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// Over TLS the console works as it does in clear: the page calls the
+// origin it came from, https, and nothing else.
+func TestConsoleOverTLS(t *testing.T) {
+	browser := chromium(t)
+	dir := t.TempDir()
+	ca, err := testcerts.NewAuthority(dir, "cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.Issue("node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokenFile, []byte("reader R\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := node(t, tokenFile, "--tls-cert", cert.Cert, "--tls-key", cert.Key, "--tls-ca", ca.CA)
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("the node serves %s, not https", url)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// the browser does not know the test's CA
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("headless", true))...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	nl := &netLog{urls: map[network.RequestID]string{}, ended: map[network.RequestID]bool{}}
+	if err := chromedp.Listen(bctx, nl.listen); err != nil {
+		t.Fatalf("start %s: %v", browser, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "R"), chromedp.Click(chromedp.CSS("form.signin button"))); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 60*time.Second, func() error {
+		ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`[...document.querySelectorAll("table")].some(t => t.caption.textContent == "Nodes" && [...t.tBodies[0].rows].some(r => r.cells[0].textContent == "node1" && r.cells[1].textContent.includes("alive")))`))
+		if err != nil || !ok {
+			text, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.innerText`))
+			return fmt.Errorf("node1 alive not shown (%v):\n%s", err, text)
+		}
+		return nil
+	})
+	all, _ := nl.requests("")
+	if len(all) < 4 {
+		t.Errorf("only %d requests: %q", len(all), all)
+	}
+	for _, u := range all {
+		if !strings.HasPrefix(u, url+"/") {
+			t.Errorf("the page asked %s, not the node", u)
+		}
+	}
 }
