@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -488,6 +489,28 @@ func TestConsoleInABrowser(t *testing.T) {
 	if stored != "R|0|" {
 		t.Errorf("the token is kept as %q, want in sessionStorage only", stored)
 	}
+	// the page follows the system's dark scheme, and back
+	darkness := func() float64 {
+		var rgb []float64
+		eval("the background", `getComputedStyle(document.body).backgroundColor.match(/[0-9.]+/g).slice(0, 3).map(Number)`, &rgb)
+		return (rgb[0] + rgb[1] + rgb[2]) / 3
+	}
+	scheme := func(v string) {
+		t.Helper()
+		if _, err := chromedp.Call(bctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: v}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scheme("dark")
+	if d := darkness(); d > 64 {
+		t.Errorf("in the dark scheme the background's brightness is %v", d)
+	}
+	screenshotAs("dark-pattern.png")
+	scheme("light")
+	if d := darkness(); d < 192 {
+		t.Errorf("in the light scheme the background's brightness is %v", d)
+	}
+
 	// at a phone's width the pages fit: what is wider (tables, the
 	// automaton) scrolls in its own box, not the page
 	run("a phone's width", chromedp.EmulateViewport(390, 844))
