@@ -489,6 +489,24 @@ func TestConsoleInABrowser(t *testing.T) {
 	if stored != "R|0|" {
 		t.Errorf("the token is kept as %q, want in sessionStorage only", stored)
 	}
+	// the sanitizer keeps the drawing and drops whatever could run or load
+	hostile := `<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>alert(2)</script>` +
+		`<defs><marker id="arrow"><path d="M0,0"/></marker></defs><g onclick="alert(3)"><text x="1" style="color:red">kept</text>` +
+		`<a href="javascript:alert(4)"><text>linked</text></a><foreignObject><div xmlns="http://www.w3.org/1999/xhtml">html</div></foreignObject>` +
+		`<image href="http://evil.example/x.png"/><rect width="1" fill="url(http://evil.example/f)"/><path d="M1,1" marker-end="url(#arrow)"/></g></svg>`
+	var cleaned string
+	eval("sanitize", fmt.Sprintf(`import("/ui/app.js").then(m => m.sanitizeSVG(%s).outerHTML)`, mustJSON(hostile)), &cleaned, chromedp.EvalAwaitPromise)
+	for _, want := range []string{">kept</text>", `marker-end="url(#arrow)"`, `<marker id="arrow">`} {
+		if !strings.Contains(cleaned, want) {
+			t.Errorf("the sanitized SVG lost %s: %s", want, cleaned)
+		}
+	}
+	for _, bad := range []string{"alert", "script", "onload", "onclick", "style", "foreignObject", "html", "<image", "<a", "evil", "linked"} {
+		if strings.Contains(cleaned, bad) {
+			t.Errorf("the sanitized SVG keeps %s: %s", bad, cleaned)
+		}
+	}
+
 	// the page follows the system's dark scheme, and back
 	darkness := func() float64 {
 		var rgb []float64

@@ -101,3 +101,8 @@ function SignIn(props: { onToken: (t: string) => void; refused: boolean }) {
 }
 
 render(<App />, document.getElementById("app")!);
+
+// The module's one export, for the browser test to try the sanitizer on
+// hostile input (import("/ui/app.js") returns this module, not a second
+// copy of the page).
+export { sanitizeSVG } from "./ui";

@@ -107,7 +107,10 @@ const svgElements = new Set(["svg", "g", "defs", "marker", "path", "rect", "circ
 // documents. The result goes into the page, where the CSP would block
 // inline styles anyway; text in it is real text (selectable, read aloud).
 export function sanitizeSVG(text: string): SVGSVGElement | null {
-  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  // handlers and styles go before parsing, too: the browser would refuse
+  // them by the page's policy even in an inert document, but report it
+  const pre = text.replace(/\s(?:on[\w-]*|style)\s*=\s*(?:"[^"]*"|'[^']*')/gi, "");
+  const doc = new DOMParser().parseFromString(pre, "image/svg+xml");
   const root = doc.documentElement;
   if (root.nodeName !== "svg" || doc.getElementsByTagName("parsererror").length) return null;
   const clean = (el: Element): boolean => {
