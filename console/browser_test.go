@@ -421,6 +421,17 @@ func TestConsoleInABrowser(t *testing.T) {
 	if !reflect.DeepEqual(again, acc1) {
 		t.Errorf("after resuming the page shows %q, before %q", again, acc1)
 	}
+	// from new records only the list starts empty; from everything
+	// retained it has them all again
+	from := func(v string) {
+		t.Helper()
+		var ok bool
+		eval("from "+v, fmt.Sprintf(`(s => { s.value = %q; s.dispatchEvent(new Event("change", {bubbles: true})); return true })(document.querySelector(".toolbar select"))`, v), &ok)
+	}
+	from("new")
+	waitFor("no records from new", `document.querySelectorAll("li.record").length == 0 && document.querySelector(".tail-state").textContent.startsWith("Following")`)
+	from("all")
+	waitFor("acc-1's records again", fmt.Sprintf(`JSON.stringify([...document.querySelectorAll("li.record .rkey")].map(k => k.textContent)) == %q`, mustJSON(acc1)))
 	run("leave", chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)))
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if _, open := nl.requests("/cep.v1.MatchService/Tail"); open != 0 {

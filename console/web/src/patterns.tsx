@@ -263,13 +263,19 @@ function Tail(props: { name: string }) {
   const [filter, setFilter] = useState("");
   const [err, setErr] = useState<unknown>(null);
   const [live, setLive] = useState(false);
-  const next = useRef<bigint>(0n); // sequence to resume at; 0: from the start
+  // a pattern's retained output can be long: a person may start at new
+  // records instead
+  const [from, setFrom] = useState<"all" | "new">("all");
+  const next = useRef<bigint>(0n); // sequence to resume at; 0: from `from`
   useEffect(() => {
     if (paused) return;
     const ctl = new AbortController();
     (async () => {
       try {
-        const start = next.current > 0n ? { start: TailStart.SEQUENCE, startSequence: next.current } : { start: TailStart.ALL };
+        const start =
+          next.current > 0n
+            ? { start: TailStart.SEQUENCE, startSequence: next.current }
+            : { start: from === "all" ? TailStart.ALL : TailStart.NEW };
         setLive(true);
         setErr(null);
         for await (const r of matches.tail({ pattern: props.name, ...start }, { signal: ctl.signal })) {
@@ -283,7 +289,12 @@ function Tail(props: { name: string }) {
       }
     })();
     return () => ctl.abort();
-  }, [props.name, paused]);
+  }, [props.name, paused, from]);
+  const restart = (f: "all" | "new") => {
+    next.current = 0n;
+    setRecs([]);
+    setFrom(f);
+  };
   const shown = filter ? recs.filter((r) => r.key.includes(filter)) : recs;
   return (
     <section aria-labelledby="tail-h" class="tail">
@@ -291,6 +302,13 @@ function Tail(props: { name: string }) {
       <div class="toolbar">
         <label>
           Filter by key <input type="search" value={filter} onInput={(e) => setFilter(e.currentTarget.value)} />
+        </label>
+        <label>
+          From{" "}
+          <select value={from} onChange={(e) => restart(e.currentTarget.value as "all" | "new")}>
+            <option value="all">everything retained</option>
+            <option value="new">new records only</option>
+          </select>
         </label>
         <button type="button" aria-pressed={paused} onClick={() => setPaused(!paused)}>
           {paused ? "Resume" : "Pause"}

@@ -1,7 +1,7 @@
 // Small pieces the pages share.
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 
 // Status marks trouble with a word and a sign, not by colour alone.
 export function Status(props: { kind: "ok" | "warn" | "bad"; children: ComponentChildren }) {
@@ -15,6 +15,9 @@ export function Status(props: { kind: "ok" | "warn" | "bad"; children: Component
 }
 
 export function errorText(e: unknown): string {
+  if (e instanceof ConnectError && e.code === Code.Unauthenticated) {
+    return "The node does not take the token (any more): sign out and in again.";
+  }
   if (e instanceof ConnectError) return `${e.rawMessage} (${codeName(e.code)})`;
   if (e instanceof Error) return e.message;
   return String(e);
