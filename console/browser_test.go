@@ -249,6 +249,16 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Fatalf("no %s %q to click; the page shows:\n%s", sel, text, shows())
 		}
 	}
+	// labelled checks that every control of the page has a name a screen
+	// reader says (a label, an aria-label or its text)
+	labelled := func(page string) {
+		t.Helper()
+		var bare []string
+		eval("controls of "+page, `[...document.querySelectorAll("input, select, textarea, button")].filter(e => !(e.labels && e.labels.length) && !e.getAttribute("aria-label") && !e.textContent.trim()).map(e => e.outerHTML)`, &bare)
+		if len(bare) > 0 {
+			t.Errorf("on the %s page, controls without a name: %q", page, bare)
+		}
+	}
 	// screenshotAs keeps a screenshot for a person to look at, in the
 	// test's log directory (CONSOLE_SHOTS)
 	screenshotAs := func(name string) {
@@ -287,6 +297,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Helper()
 		run("sign in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("form.signin button")))
 	}
+	labelled("sign-in")
 	signIn("O")
 
 	// the cluster page: the node and each shard the API lists, its leader
@@ -335,6 +346,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	waitFor("the delete button for an operator", `[...document.querySelectorAll("button")].some(b => b.textContent.startsWith("Delete pattern"))`)
 	waitFor("the tail open", `document.querySelector(".tail-state").textContent.startsWith("Following")`)
+	labelled("pattern")
 
 	// the match arrives live, as the API's own tail has it
 	cepctl(t, bin, url, "A", "publish", "--source", "bank", "-f", "../examples/events.jsonl")
@@ -462,6 +474,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	run("deploy a bad document", chromedp.Navigate(url+"/ui/#/deploy"), chromedp.WaitVisible(chromedp.CSS("#spec")),
 		chromedp.SendKeys(chromedp.CSS("#spec"), bad), chromedp.Click(chromedp.CSS(`form.deploy button[type=submit]`)))
+	labelled("deploy")
 	waitFor("the validation error", fmt.Sprintf(`[...document.querySelectorAll(".error")].some(e => e.textContent.includes(%q))`, vb.Msg.Error.GetMessage()))
 	good := "name: console-check\nsource: bank\nkey: e.account\nstages:\n- name: login\n  where: e.type == \"LOGIN\"\n"
 	var selected bool
