@@ -311,7 +311,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	n := status.Msg.Nodes[0]
 	waitFor("the node, alive and leading the metadata",
-		fmt.Sprintf(`[...document.querySelectorAll("table")].some(t => t.caption.textContent == "Nodes" && [...t.tBodies[0].rows].some(r => r.cells[0].textContent == %q && r.cells[1].textContent.includes("alive") && r.cells[2].textContent == "leader" && r.cells[5].textContent == %q))`, n.Id, n.ApiAddress))
+		fmt.Sprintf(`[...document.querySelectorAll("table")].some(t => t.caption.textContent == "Nodes" && [...t.tBodies[0].rows].some(r => r.cells[0].textContent == %q && r.cells[1].textContent.includes("alive") && r.cells[2].textContent == "leader" && r.cells[5].textContent == %q && r.cells[6].textContent == %q))`, n.Id, n.Version, n.ApiAddress))
+	// the version the page shows is the build the node's metrics name
+	if build := buildInfo(t, url); n.Version == "" || n.Version != build {
+		t.Errorf("GetStatus says node1 runs %q, its cep_build_info %q", n.Version, build)
+	}
 	var rows [][]string
 	eval("read the shards", `[...[...document.querySelectorAll("table")].find(t => t.caption.textContent == "Shards").tBodies[0].rows].map(r => [...r.cells].map(c => c.textContent))`, &rows)
 	if len(rows) != len(shards.Msg.Shards) {
@@ -674,4 +678,27 @@ func TestConsoleOverTLS(t *testing.T) {
 			t.Errorf("the page asked %s, not the node", u)
 		}
 	}
+}
+
+// buildInfo reads the version label of the node's cep_build_info.
+func buildInfo(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "cep_build_info{"); ok {
+			for _, kv := range strings.Split(rest[:strings.IndexByte(rest, '}')], ",") {
+				if v, ok := strings.CutPrefix(kv, `version="`); ok {
+					return strings.TrimSuffix(v, `"`)
+				}
+			}
+		}
+	}
+	return ""
 }

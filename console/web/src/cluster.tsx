@@ -62,12 +62,12 @@ export function ClusterPage() {
               <dd>{s.natsUrl}</dd>
             </div>
           )}
-          {data?.metrics && (
-            <div>
-              <dt>This node's version</dt>
-              <dd>{buildVersion(data.metrics)}</dd>
-            </div>
-          )}
+          <div>
+            <dt>Versions</dt>
+            <dd>
+              <Versions nodes={data?.status.nodes ?? []} />
+            </dd>
+          </div>
           {s.insecure && (
             <div>
               <dt>Security</dt>
@@ -84,9 +84,12 @@ export function ClusterPage() {
   );
 }
 
-function buildVersion(m: Sample[]): string {
-  const b = m.find((x) => x.name === "cep_build_info");
-  return b ? b.labels.version : "unknown";
+// Versions names the builds the nodes run: more than one is an upgrade
+// under way (or one left half done).
+function Versions(props: { nodes: Node[] }) {
+  const vs = [...new Set(props.nodes.map((n) => n.version || "not said"))].sort();
+  if (vs.length <= 1) return <>{vs[0] ?? "—"}</>;
+  return <Status kind="warn">mixed: {vs.join(", ")}</Status>;
 }
 
 function nodeState(n: Node) {
@@ -124,6 +127,7 @@ function Nodes(props: { nodes: Node[]; shards: Shard[] }) {
           <th scope="col">Metadata</th>
           <th scope="col">NATS</th>
           <th scope="col">Replicas</th>
+          <th scope="col">Version</th>
           <th scope="col">API</th>
           <th scope="col">Raft</th>
         </tr>
@@ -136,6 +140,7 @@ function Nodes(props: { nodes: Node[]; shards: Shard[] }) {
             <td>{n.isMetaLeader ? "leader" : "follower"}</td>
             <td>{natsOf(n.id, props.shards)}</td>
             <td class="num">{n.replicas}</td>
+            <td>{n.version || "not said"}</td>
             <td>{n.apiAddress}</td>
             <td>{n.address}</td>
           </tr>
