@@ -190,7 +190,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	patternc := cepv1connect.NewPatternServiceClient(hc, url, opt)
 	matchc := cepv1connect.NewMatchServiceClient(hc, url, opt)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // a loaded CI machine
 	defer cancel()
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1280, 800), chromedp.Flag("headless", true))...)
