@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: tools generate checkgenerate lint build breaking release-protos
+.PHONY: tools generate checkgenerate lint build breaking release-protos console checkconsole
 
 # tools installs buf, protoc-gen-go and protoc-gen-connect-go into ./bin
 # (skipped when the pinned versions are already there).
@@ -58,3 +58,18 @@ breaking: tools
 # compatible with (run when tagging a release, and commit the image).
 release-protos: tools
 	buf build -o $(PROTO_RELEASE)
+
+# console rebuilds the web console (console/dist, embedded in cepnode)
+# from console/web: its npm packages as package-lock.json pins them, its
+# API client generated from api/proto, then the bundle. Needs Node and npm.
+console: tools
+	cd console/web && npm ci --no-audit --no-fund
+	buf generate --template buf.gen.console.yaml
+	cd console/web && npx tsc --noEmit -p . && node build.mjs
+
+# checkconsole fails when the committed console differs from what its
+# sources build (stale or hand-edited).
+checkconsole: console
+	@git diff --exit-code -- console/dist console/web/src/gen || { echo "console/dist is stale: run make console and commit the result"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- console/dist console/web/src/gen); \
+	if [ -n "$$untracked" ]; then echo "untracked generated files:"; echo "$$untracked"; exit 1; fi

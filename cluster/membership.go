@@ -20,6 +20,7 @@ import (
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/internal/raftlog"
+	"github.com/cepcluster/cep/internal/version"
 )
 
 // Membership. The gossip (memberlist) says which nodes exist and which are
@@ -70,7 +71,7 @@ func (ms *membership) joinGossip() error {
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
 		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
 		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: key, Fresh: n.meta.fresh, Proto: protoCurrent,
-		Prove: prove,
+		Prove: prove, Release: version.Get().Version,
 	})
 	if err != nil {
 		return err // says "gossip: ..." itself

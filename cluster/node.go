@@ -30,6 +30,7 @@ import (
 	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
+	"github.com/cepcluster/cep/console"
 	"github.com/cepcluster/cep/internal/raftlog"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
@@ -315,6 +316,11 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		mux.Handle(path, h)
 	}
 	mux.Handle(peer.SavepointPartPath, n.savepointPartHandler())
+	// the web console's files are public (the page asks for a token);
+	// everything it shows comes through the API and its role checks
+	ui := console.Handler(n.auth)
+	mux.Handle(console.Prefix, ui)
+	mux.Handle("GET /{$}", ui)
 	if cfg.Pprof {
 		// admins only, and without /debug/pprof/cmdline: the command
 		// line may hold secrets (--token itself)

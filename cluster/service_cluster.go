@@ -20,6 +20,7 @@ import (
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/secret"
+	"github.com/cepcluster/cep/internal/version"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -75,6 +76,7 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 		if x := m.Node(p.ID); x != nil {
 			nd.Removing = x.Removing
 		}
+		nd.Version = n.releaseOf(p.ID)
 		out.Nodes = append(out.Nodes, nd)
 	}
 	commit, _ := strconv.ParseUint(n.meta.raft.Stats()["commit_index"], 10, 64)
@@ -94,6 +96,19 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 
 // gossipState is member id's state as this node's gossip sees it; ok is
 // false for a member it has not seen.
+// releaseOf is the build node id runs: this node's own, another's as its
+// gossiped metadata says ("" when it says none).
+func (n *Node) releaseOf(id string) string {
+	if id == n.cfg.NodeID {
+		return version.Get().Version
+	}
+	if n.gossip == nil {
+		return ""
+	}
+	mb, _ := n.gossip.Member(id)
+	return mb.Release
+}
+
 func (n *Node) gossipState(id string) (cepv1.NodeState, bool) {
 	if id == n.cfg.NodeID {
 		return cepv1.NodeState_NODE_STATE_ALIVE, true

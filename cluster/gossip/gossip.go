@@ -50,6 +50,9 @@ type Config struct {
 	// Proto is what the node's release can apply, carried in its metadata;
 	// the node defines the numbers (the gossip only carries them).
 	Proto int
+	// Release names the node's build (cepnode --version), carried in its
+	// metadata for people to see; nothing decides on it.
+	Release string
 	// Prove, when set, gives the proof of the node's Claim carried in its
 	// metadata (Member.Proof): what lets the others check, with a key the
 	// gossip does not hold, that the node may claim its id and addresses.
@@ -97,6 +100,7 @@ type Member struct {
 	Started                           int64     // at this time (Unix ms, its clock)
 	Proto                             int       // what its release can apply (Config.Proto)
 	Proof                             string    // its proof of Claim (Config.Prove), "" if none
+	Release                           string    // its build (Config.Release), "" if not said
 }
 
 // Claim is what m says of itself, as its proof covers it.
@@ -118,6 +122,8 @@ type Meta struct {
 	Proto int `json:"proto,omitempty"`
 	// Proof is the node's proof of its Claim (Config.Prove)
 	Proof string `json:"proof,omitempty"`
+	// Release is the node's build (Config.Release); older releases say none
+	Release string `json:"release,omitempty"`
 }
 
 // Gossip is a node's view of the cluster's membership, kept by a memberlist
@@ -212,7 +218,7 @@ func Start(cfg Config) (*Gossip, error) {
 		nt.Shutdown()
 		return nil, fmt.Errorf("gossip: start on %s: %w", cfg.BindAddr, err)
 	}
-	md := Meta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: cfg.Proto}
+	md := Meta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: cfg.Proto, Release: cfg.Release}
 	if cfg.Prove != nil {
 		md.Proof = cfg.Prove(Claim{ID: cfg.NodeID, GossipAddr: net.JoinHostPort(ip.String(), strconv.Itoa(port)),
 			RaftAddr: md.Raft, APIAddr: md.API, Fresh: md.Fresh, Started: md.Started})
@@ -368,7 +374,7 @@ func (g *Gossip) observe(n *memberlist.Node, state State) {
 	m.ID = n.Name
 	if state == Alive || !known { // a death repeats the last addresses
 		m.GossipAddr, m.RaftAddr, m.APIAddr = n.Address(), md.Raft, md.API
-		m.Fresh, m.Started, m.Proto, m.Proof = md.Fresh, md.Started, md.Proto, md.Proof
+		m.Fresh, m.Started, m.Proto, m.Proof, m.Release = md.Fresh, md.Started, md.Proto, md.Proof, md.Release
 	}
 	transition := !known || old.State != state
 	if transition {

@@ -300,12 +300,13 @@ func TestGossipBadConfig(t *testing.T) {
 }
 
 // A member's proof travels in its metadata, made over the claim the
-// others see: the gossip address they reach it at included.
+// others see: the gossip address they reach it at included; its release
+// travels too, outside the claim.
 func TestProofCoversTheClaimSeen(t *testing.T) {
 	prove := func(c Claim) string { return "proof of " + string(c.Bytes()) }
 	start := func(id string) *Gossip {
 		g, err := Start(Config{NodeID: id, BindAddr: "127.0.0.1:0", RaftAddr: id + "-raft:1", APIAddr: id + "-api:1",
-			Logger: testutil.Logger(t, slog.LevelDebug), Fast: true, Fresh: true, Prove: prove})
+			Logger: testutil.Logger(t, slog.LevelDebug), Fast: true, Fresh: true, Prove: prove, Release: "v1.2.3-" + id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,5 +321,8 @@ func TestProofCoversTheClaimSeen(t *testing.T) {
 	}
 	if mb.GossipAddr != b.Addr() || !mb.Fresh || mb.Started == 0 {
 		t.Fatalf("claim seen %+v, b at %s", mb.Claim(), b.Addr())
+	}
+	if mb.Release != "v1.2.3-b" {
+		t.Errorf("b's release seen as %q", mb.Release)
 	}
 }

@@ -145,7 +145,10 @@ type Node struct {
 	// An operator asked to remove it: its replicas are moving away.
 	Removing bool `protobuf:"varint,7,opt,name=removing,proto3" json:"removing,omitempty"`
 	// Shard replicas the shard map gives it.
-	Replicas      uint32 `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas uint32 `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// The build it runs (cepnode --version), as it says in its membership
+	// gossip; empty when not known (a release that does not say).
+	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +237,13 @@ func (x *Node) GetReplicas() uint32 {
 		return x.Replicas
 	}
 	return 0
+}
+
+func (x *Node) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 // ClusterSummary counts what GetStatus lists and what it does not.
@@ -1372,7 +1382,7 @@ var File_cep_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x14cep/v1/cluster.proto\x12\x06cep.v1\x1a\x16cep/v1/savepoint.proto\"\xff\x01\n" +
+	"\x14cep/v1/cluster.proto\x12\x06cep.v1\x1a\x16cep/v1/savepoint.proto\"\x99\x02\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1f\n" +
@@ -1382,7 +1392,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x0eis_meta_leader\x18\x05 \x01(\bR\fisMetaLeader\x12%\n" +
 	"\x0egossip_address\x18\x06 \x01(\tR\rgossipAddress\x12\x1a\n" +
 	"\bremoving\x18\a \x01(\bR\bremoving\x12\x1a\n" +
-	"\breplicas\x18\b \x01(\rR\breplicas\"\x94\x03\n" +
+	"\breplicas\x18\b \x01(\rR\breplicas\x12\x18\n" +
+	"\aversion\x18\t \x01(\tR\aversion\"\x94\x03\n" +
 	"\x0eClusterSummary\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\rR\x05nodes\x12\x14\n" +
 	"\x05alive\x18\x02 \x01(\rR\x05alive\x12\x18\n" +

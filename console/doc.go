@@ -1,0 +1,28 @@
+// Package console serves the web console: a single page, built from the
+// TypeScript sources in web/ into dist/ (`make console`, committed, so a
+// machine with Go alone builds and serves it) and embedded in the binary.
+// Every node mounts it at Prefix on its API address, "/" redirecting there.
+//
+// The page speaks the node's own Connect API from the browser
+// (@connectrpc/connect-web, a client protoc-gen-es generates from
+// api/proto into web/src/gen), with the bearer token a person signs in
+// with, kept in the tab's sessionStorage only. So it can do nothing the
+// token's role may not; RolePath tells it the role, so that it offers no
+// more than that (no deploy or delete for a reader).
+//
+// What the API has no call for comes from the node's /metrics, named as
+// this node's: the per-pattern counters (summed over the shards the node
+// leads), the ingest lag, the node's version.
+//
+// Every answer carries a Content-Security-Policy that lets the page load
+// and call nothing but the node itself (default-src 'self': no inline
+// script or style, no other origin, no frames) and X-Content-Type-Options:
+// nosniff. The automaton's SVG, which the server draws, is parsed and
+// cut down to drawing elements and attributes before it goes into the
+// page (no script, handler, style, link or outside reference), so it is
+// real text a screen reader reads and the policy holds for it too.
+//
+// console_test.go checks the handler and the built files; browser_test.go
+// drives Chromium against a cepnode process and checks what the pages
+// show against the API's answers (skipped where no Chromium is installed).
+package console
