@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file cep/v1/match.proto.
  */
 export const file_cep_v1_match: GenFile = /*@__PURE__*/
-  fileDesc("ChJjZXAvdjEvbWF0Y2gucHJvdG8SBmNlcC52MSKfAQoLVGFpbFJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIgCgVzdGFydBgCIAEoDjIRLmNlcC52MS5UYWlsU3RhcnQSFgoOc3RhcnRfc2VxdWVuY2UYAyABKAQSFAoMZGVhZF9sZXR0ZXJzGAogASgIEhoKEmRlYWRfbGV0dGVyX3NvdXJjZRgLIAEoCRITCgtzdG9wX2F0X2VuZBgMIAEoCCKJAQoGUmVjb3JkEgwKBHR5cGUYASABKAkSCgoCaWQYAiABKAkSDwoHcGF0dGVybhgDIAEoCRILCgNrZXkYBCABKAkSDAoEanNvbhgFIAEoDBIQCghzZXF1ZW5jZRgGIAEoBBInCgZyZWNvcmQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KmgKCVRhaWxTdGFydBIaChZUQUlMX1NUQVJUX1VOU1BFQ0lGSUVEEAASEgoOVEFJTF9TVEFSVF9ORVcQARISCg5UQUlMX1NUQVJUX0FMTBACEhcKE1RBSUxfU1RBUlRfU0VRVUVOQ0UQAzI9CgxNYXRjaFNlcnZpY2USLQoEVGFpbBITLmNlcC52MS5UYWlsUmVxdWVzdBoOLmNlcC52MS5SZWNvcmQwAUIwWi5naXRodWIuY29tL2NlcGNsdXN0ZXIvY2VwL2FwaS9nZW4vY2VwL3YxO2NlcHYxYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("ChJjZXAvdjEvbWF0Y2gucHJvdG8SBmNlcC52MSLaAQoLVGFpbFJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIgCgVzdGFydBgCIAEoDjIRLmNlcC52MS5UYWlsU3RhcnQSFgoOc3RhcnRfc2VxdWVuY2UYAyABKAQSFAoMZGVhZF9sZXR0ZXJzGAogASgIEhoKEmRlYWRfbGV0dGVyX3NvdXJjZRgLIAEoCRITCgtzdG9wX2F0X2VuZBgMIAEoCBIOCgZzb3VyY2UYFCABKAkSEgoKc291cmNlX2tleRgVIAEoCRIVCg1zdGFydF90aW1lX21zGBYgASgDIp8BCgZSZWNvcmQSDAoEdHlwZRgBIAEoCRIKCgJpZBgCIAEoCRIPCgdwYXR0ZXJuGAMgASgJEgsKA2tleRgEIAEoCRIMCgRqc29uGAUgASgMEhAKCHNlcXVlbmNlGAYgASgEEicKBnJlY29yZBgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFAoMc3RvcmVkX2F0X21zGAggASgDKn0KCVRhaWxTdGFydBIaChZUQUlMX1NUQVJUX1VOU1BFQ0lGSUVEEAASEgoOVEFJTF9TVEFSVF9ORVcQARISCg5UQUlMX1NUQVJUX0FMTBACEhcKE1RBSUxfU1RBUlRfU0VRVUVOQ0UQAxITCg9UQUlMX1NUQVJUX1RJTUUQBDI9CgxNYXRjaFNlcnZpY2USLQoEVGFpbBITLmNlcC52MS5UYWlsUmVxdWVzdBoOLmNlcC52MS5SZWNvcmQwAUIwWi5naXRodWIuY29tL2NlcGNsdXN0ZXIvY2VwL2FwaS9nZW4vY2VwL3YxO2NlcHYxYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
  * @generated from message cep.v1.TailRequest
@@ -65,6 +65,37 @@ export type TailRequest = Message<"cep.v1.TailRequest"> & {
    * @generated from field: bool stop_at_end = 12;
    */
   stopAtEnd: boolean;
+
+  /**
+   * Stream a source's stored events instead of a pattern's records, from
+   * the source's JetStream stream, in stream order (with stop_at_end, the
+   * history a pattern would have read; nothing in the cluster changes).
+   * Records have type "event", json the event as published, sequence its
+   * stream sequence, and no key or id; pattern must be empty and
+   * dead_letters false. A reader may read them: the records of a tail
+   * carry the events they matched already. NotFound for an unknown source.
+   *
+   * @generated from field: string source = 20;
+   */
+  source: string;
+
+  /**
+   * With source, only the part of the stream that holds the events of this
+   * key (the value of the source's own key expression): on a source the
+   * cluster partitions, the block of key groups the key falls in. Events of
+   * other keys of that block come too: the client keeps the key's.
+   *
+   * @generated from field: string source_key = 21;
+   */
+  sourceKey: string;
+
+  /**
+   * First time to deliver from when start is TAIL_START_TIME: Unix
+   * milliseconds, compared with the time each message was stored.
+   *
+   * @generated from field: int64 start_time_ms = 22;
+   */
+  startTimeMs: bigint;
 };
 
 /**
@@ -132,6 +163,14 @@ export type Record = Message<"cep.v1.Record"> & {
    * @generated from field: google.protobuf.Struct record = 7;
    */
   record?: JsonObject | undefined;
+
+  /**
+   * When the record (or event) was stored in its stream: Unix
+   * milliseconds.
+   *
+   * @generated from field: int64 stored_at_ms = 8;
+   */
+  storedAtMs: bigint;
 };
 
 /**
@@ -174,6 +213,13 @@ export enum TailStart {
    * @generated from enum value: TAIL_START_SEQUENCE = 3;
    */
   SEQUENCE = 3,
+
+  /**
+   * Records stored at or after TailRequest.start_time_ms.
+   *
+   * @generated from enum value: TAIL_START_TIME = 4;
+   */
+  TIME = 4,
 }
 
 /**

@@ -4,13 +4,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { SourceClock } from "./cluster_pb";
+import { file_cep_v1_cluster } from "./cluster_pb";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file cep/v1/pattern.proto.
  */
 export const file_cep_v1_pattern: GenFile = /*@__PURE__*/
-  fileDesc("ChRjZXAvdjEvcGF0dGVybi5wcm90bxIGY2VwLnYxIrsCCgdQYXR0ZXJuEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBBIMCgRzcGVjGAMgASgJEiIKBmZvcm1hdBgEIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0Eg8KB3NvdXJjZXMYBSADKAkSFgoOb3V0cHV0X3N1YmplY3QYBiABKAkSFQoNY3JlYXRlZF9pbmRleBgHIAEoBBIVCg11cGRhdGVkX2luZGV4GAggASgEEiMKBXN0YXRlGAkgASgOMhQuY2VwLnYxLlBhdHRlcm5TdGF0ZRINCgVyZWFkcxgKIAMoCRIbChNtYXhfcGFydGlhbF9tYXRjaGVzGAsgASgEEiMKB3JlY29yZHMYDCADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpmcm9tX3N0YXJ0GA0gASgIIlgKCVNwZWNFcnJvchIPCgdtZXNzYWdlGAEgASgJEg0KBXN0YWdlGAIgASgJEg0KBWZpZWxkGAMgASgJEgwKBGxpbmUYBCABKA0SDgoGY29sdW1uGAUgASgNIlgKFlZhbGlkYXRlUGF0dGVyblJlcXVlc3QSDAoEc3BlYxgBIAEoCRIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJIsMBChdWYWxpZGF0ZVBhdHRlcm5SZXNwb25zZRINCgV2YWxpZBgBIAEoCBIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJEg4KBnN0YWdlcxgEIAMoCRISCgpldmVudF90aW1lGAUgASgIEg8KB3NvdXJjZXMYBiADKAkSIAoFZXJyb3IYByABKAsyES5jZXAudjEuU3BlY0Vycm9yEhAKCHdhcm5pbmdzGAggAygJIuEBChREZXBsb3lQYXR0ZXJuUmVxdWVzdBIMCgRzcGVjGAEgASgJEiIKBmZvcm1hdBgCIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0EgwKBG5hbWUYAyABKAkSFgoOb3V0cHV0X3N1YmplY3QYBCABKAkSIAoTbWF4X3BhcnRpYWxfbWF0Y2hlcxgFIAEoBEgAiAEBEiMKB3JlY29yZHMYBiADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpmcm9tX3N0YXJ0GAcgASgIQhYKFF9tYXhfcGFydGlhbF9tYXRjaGVzImMKFURlcGxveVBhdHRlcm5SZXNwb25zZRIgCgdwYXR0ZXJuGAEgASgLMg8uY2VwLnYxLlBhdHRlcm4SEAoId2FybmluZ3MYAiADKAkSFgoOcGVuZGluZ19zaGFyZHMYAyADKA0i8wEKFFVwZGF0ZVBhdHRlcm5SZXF1ZXN0EgwKBHNwZWMYASABKAkSIgoGZm9ybWF0GAIgASgOMhIuY2VwLnYxLlNwZWNGb3JtYXQSDAoEbmFtZRgDIAEoCRIkCgZwb2xpY3kYBCABKA4yFC5jZXAudjEuVXBkYXRlUG9saWN5EhYKDm91dHB1dF9zdWJqZWN0GAUgASgJEiAKE21heF9wYXJ0aWFsX21hdGNoZXMYBiABKARIAIgBARIjCgdyZWNvcmRzGAcgAygOMhIuY2VwLnYxLlJlY29yZFR5cGVCFgoUX21heF9wYXJ0aWFsX21hdGNoZXMiYwoVVXBkYXRlUGF0dGVyblJlc3BvbnNlEiAKB3BhdHRlcm4YASABKAsyDy5jZXAudjEuUGF0dGVybhIQCgh3YXJuaW5ncxgCIAMoCRIWCg5wZW5kaW5nX3NoYXJkcxgDIAMoDSIkChREZWxldGVQYXR0ZXJuUmVxdWVzdBIMCgRuYW1lGAEgASgJIlEKFURlbGV0ZVBhdHRlcm5SZXNwb25zZRIgCgdwYXR0ZXJuGAEgASgLMg8uY2VwLnYxLlBhdHRlcm4SFgoOcGVuZGluZ19zaGFyZHMYAiADKA0iFQoTTGlzdFBhdHRlcm5zUmVxdWVzdCI5ChRMaXN0UGF0dGVybnNSZXNwb25zZRIhCghwYXR0ZXJucxgBIAMoCzIPLmNlcC52MS5QYXR0ZXJuIiEKEUdldFBhdHRlcm5SZXF1ZXN0EgwKBG5hbWUYASABKAkiTgoSR2V0UGF0dGVyblJlc3BvbnNlEiAKB3BhdHRlcm4YASABKAsyDy5jZXAudjEuUGF0dGVybhIWCg5wZW5kaW5nX3NoYXJkcxgCIAMoDSJXChVFeHBsYWluUGF0dGVyblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzcGVjGAIgASgJEiIKBmZvcm1hdBgDIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0InEKFkV4cGxhaW5QYXR0ZXJuUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEgwKBHRleHQYAyABKAkSCwoDZG90GAQgASgJEgsKA3N2ZxgFIAEoCRIQCgh3YXJuaW5ncxgGIAMoCSpUCgpTcGVjRm9ybWF0EhsKF1NQRUNfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQU1BFQ19GT1JNQVRfU1BFQxABEhMKD1NQRUNfRk9STUFUX1NRTBACKnoKDFVwZGF0ZVBvbGljeRIdChlVUERBVEVfUE9MSUNZX1VOU1BFQ0lGSUVEEAASFwoTVVBEQVRFX1BPTElDWV9EUkFJThABEhcKE1VQREFURV9QT0xJQ1lfUkVTRVQQAhIZChVVUERBVEVfUE9MSUNZX01JR1JBVEUQAypvCgpSZWNvcmRUeXBlEhsKF1JFQ09SRF9UWVBFX1VOU1BFQ0lGSUVEEAASFQoRUkVDT1JEX1RZUEVfTUFUQ0gQARIXChNSRUNPUkRfVFlQRV9USU1FT1VUEAISFAoQUkVDT1JEX1RZUEVfTEFURRADKn8KDFBhdHRlcm5TdGF0ZRIdChlQQVRURVJOX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUUEFUVEVSTl9TVEFURV9BQ1RJVkUQARIaChZQQVRURVJOX1NUQVRFX0RSQUlOSU5HEAISGgoWUEFUVEVSTl9TVEFURV9ERUxFVElORxADMsMECg5QYXR0ZXJuU2VydmljZRJXCg9WYWxpZGF0ZVBhdHRlcm4SHi5jZXAudjEuVmFsaWRhdGVQYXR0ZXJuUmVxdWVzdBofLmNlcC52MS5WYWxpZGF0ZVBhdHRlcm5SZXNwb25zZSIDkAIBEkwKDURlcGxveVBhdHRlcm4SHC5jZXAudjEuRGVwbG95UGF0dGVyblJlcXVlc3QaHS5jZXAudjEuRGVwbG95UGF0dGVyblJlc3BvbnNlEkwKDVVwZGF0ZVBhdHRlcm4SHC5jZXAudjEuVXBkYXRlUGF0dGVyblJlcXVlc3QaHS5jZXAudjEuVXBkYXRlUGF0dGVyblJlc3BvbnNlEkwKDURlbGV0ZVBhdHRlcm4SHC5jZXAudjEuRGVsZXRlUGF0dGVyblJlcXVlc3QaHS5jZXAudjEuRGVsZXRlUGF0dGVyblJlc3BvbnNlEk4KDExpc3RQYXR0ZXJucxIbLmNlcC52MS5MaXN0UGF0dGVybnNSZXF1ZXN0GhwuY2VwLnYxLkxpc3RQYXR0ZXJuc1Jlc3BvbnNlIgOQAgESSAoKR2V0UGF0dGVybhIZLmNlcC52MS5HZXRQYXR0ZXJuUmVxdWVzdBoaLmNlcC52MS5HZXRQYXR0ZXJuUmVzcG9uc2UiA5ACARJUCg5FeHBsYWluUGF0dGVybhIdLmNlcC52MS5FeHBsYWluUGF0dGVyblJlcXVlc3QaHi5jZXAudjEuRXhwbGFpblBhdHRlcm5SZXNwb25zZSIDkAIBQjBaLmdpdGh1Yi5jb20vY2VwY2x1c3Rlci9jZXAvYXBpL2dlbi9jZXAvdjE7Y2VwdjFiBnByb3RvMw");
+  fileDesc("ChRjZXAvdjEvcGF0dGVybi5wcm90bxIGY2VwLnYxIrsCCgdQYXR0ZXJuEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBBIMCgRzcGVjGAMgASgJEiIKBmZvcm1hdBgEIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0Eg8KB3NvdXJjZXMYBSADKAkSFgoOb3V0cHV0X3N1YmplY3QYBiABKAkSFQoNY3JlYXRlZF9pbmRleBgHIAEoBBIVCg11cGRhdGVkX2luZGV4GAggASgEEiMKBXN0YXRlGAkgASgOMhQuY2VwLnYxLlBhdHRlcm5TdGF0ZRINCgVyZWFkcxgKIAMoCRIbChNtYXhfcGFydGlhbF9tYXRjaGVzGAsgASgEEiMKB3JlY29yZHMYDCADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpmcm9tX3N0YXJ0GA0gASgIIlgKCVNwZWNFcnJvchIPCgdtZXNzYWdlGAEgASgJEg0KBXN0YWdlGAIgASgJEg0KBWZpZWxkGAMgASgJEgwKBGxpbmUYBCABKA0SDgoGY29sdW1uGAUgASgNIlgKFlZhbGlkYXRlUGF0dGVyblJlcXVlc3QSDAoEc3BlYxgBIAEoCRIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJIsMBChdWYWxpZGF0ZVBhdHRlcm5SZXNwb25zZRINCgV2YWxpZBgBIAEoCBIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJEg4KBnN0YWdlcxgEIAMoCRISCgpldmVudF90aW1lGAUgASgIEg8KB3NvdXJjZXMYBiADKAkSIAoFZXJyb3IYByABKAsyES5jZXAudjEuU3BlY0Vycm9yEhAKCHdhcm5pbmdzGAggAygJIuEBChREZXBsb3lQYXR0ZXJuUmVxdWVzdBIMCgRzcGVjGAEgASgJEiIKBmZvcm1hdBgCIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0EgwKBG5hbWUYAyABKAkSFgoOb3V0cHV0X3N1YmplY3QYBCABKAkSIAoTbWF4X3BhcnRpYWxfbWF0Y2hlcxgFIAEoBEgAiAEBEiMKB3JlY29yZHMYBiADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpmcm9tX3N0YXJ0GAcgASgIQhYKFF9tYXhfcGFydGlhbF9tYXRjaGVzImMKFURlcGxveVBhdHRlcm5SZXNwb25zZRIgCgdwYXR0ZXJuGAEgASgLMg8uY2VwLnYxLlBhdHRlcm4SEAoId2FybmluZ3MYAiADKAkSFgoOcGVuZGluZ19zaGFyZHMYAyADKA0i8wEKFFVwZGF0ZVBhdHRlcm5SZXF1ZXN0EgwKBHNwZWMYASABKAkSIgoGZm9ybWF0GAIgASgOMhIuY2VwLnYxLlNwZWNGb3JtYXQSDAoEbmFtZRgDIAEoCRIkCgZwb2xpY3kYBCABKA4yFC5jZXAudjEuVXBkYXRlUG9saWN5EhYKDm91dHB1dF9zdWJqZWN0GAUgASgJEiAKE21heF9wYXJ0aWFsX21hdGNoZXMYBiABKARIAIgBARIjCgdyZWNvcmRzGAcgAygOMhIuY2VwLnYxLlJlY29yZFR5cGVCFgoUX21heF9wYXJ0aWFsX21hdGNoZXMiYwoVVXBkYXRlUGF0dGVyblJlc3BvbnNlEiAKB3BhdHRlcm4YASABKAsyDy5jZXAudjEuUGF0dGVybhIQCgh3YXJuaW5ncxgCIAMoCRIWCg5wZW5kaW5nX3NoYXJkcxgDIAMoDSIkChREZWxldGVQYXR0ZXJuUmVxdWVzdBIMCgRuYW1lGAEgASgJIlEKFURlbGV0ZVBhdHRlcm5SZXNwb25zZRIgCgdwYXR0ZXJuGAEgASgLMg8uY2VwLnYxLlBhdHRlcm4SFgoOcGVuZGluZ19zaGFyZHMYAiADKA0iFQoTTGlzdFBhdHRlcm5zUmVxdWVzdCI5ChRMaXN0UGF0dGVybnNSZXNwb25zZRIhCghwYXR0ZXJucxgBIAMoCzIPLmNlcC52MS5QYXR0ZXJuIiEKEUdldFBhdHRlcm5SZXF1ZXN0EgwKBG5hbWUYASABKAkiTgoSR2V0UGF0dGVyblJlc3BvbnNlEiAKB3BhdHRlcm4YASABKAsyDy5jZXAudjEuUGF0dGVybhIWCg5wZW5kaW5nX3NoYXJkcxgCIAMoDSJXChVFeHBsYWluUGF0dGVyblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzcGVjGAIgASgJEiIKBmZvcm1hdBgDIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0InEKFkV4cGxhaW5QYXR0ZXJuUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEgwKBHRleHQYAyABKAkSCwoDZG90GAQgASgJEgsKA3N2ZxgFIAEoCRIQCgh3YXJuaW5ncxgGIAMoCSJSChFJbnNwZWN0S2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJEgsKA2tleRgCIAEoCRINCgVsaW1pdBgDIAEoDRITCgtsZWFkZXJfb25seRgEIAEoCCKsAwoSSW5zcGVjdEtleVJlc3BvbnNlEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBBILCgNrZXkYAyABKAkSEAoIc2hhcmRfaWQYBCABKA0SEQoJa2V5X2dyb3VwGAUgASgNEhYKDmxlYWRlcl9ub2RlX2lkGAYgASgJEhUKDWFwcGxpZWRfaW5kZXgYByABKAQSLQoPcGFydGlhbF9tYXRjaGVzGAggAygLMhQuY2VwLnYxLlBhcnRpYWxNYXRjaBIbChNwYXJ0aWFsX21hdGNoX2NvdW50GAkgASgEEi8KD2J1ZmZlcmVkX2V2ZW50cxgKIAMoCzIWLmNlcC52MS5JbnNwZWN0ZWRFdmVudBIcChRidWZmZXJlZF9ldmVudF9jb3VudBgLIAEoBBIUCgx3YXRlcm1hcmtfbXMYDCABKAMSFQoNaGFzX3dhdGVybWFyaxgNIAEoCBIjCgZjbG9ja3MYDiADKAsyEy5jZXAudjEuU291cmNlQ2xvY2sSKQoIZHJhaW5pbmcYDyADKAsyFy5jZXAudjEuRHJhaW5pbmdWZXJzaW9uIr0BCg9EcmFpbmluZ1ZlcnNpb24SDwoHdmVyc2lvbhgBIAEoBBItCg9wYXJ0aWFsX21hdGNoZXMYAiADKAsyFC5jZXAudjEuUGFydGlhbE1hdGNoEhsKE3BhcnRpYWxfbWF0Y2hfY291bnQYAyABKAQSLwoPYnVmZmVyZWRfZXZlbnRzGAQgAygLMhYuY2VwLnYxLkluc3BlY3RlZEV2ZW50EhwKFGJ1ZmZlcmVkX2V2ZW50X2NvdW50GAUgASgEIpEBCgxQYXJ0aWFsTWF0Y2gSDQoFc3RhdGUYASABKAkSDQoFc3RhZ2UYAiABKAkSEAoIc3RhcnRfbXMYAyABKAMSEwoLZGVhZGxpbmVfbXMYBCABKAMSFAoMaGFzX2RlYWRsaW5lGAUgASgIEiYKBmV2ZW50cxgGIAMoCzIWLmNlcC52MS5JbnNwZWN0ZWRFdmVudCJQCg5JbnNwZWN0ZWRFdmVudBINCgVzdGFnZRgBIAEoCRIPCgd0aW1lX21zGAIgASgDEhAKCHNlcXVlbmNlGAMgASgEEgwKBGpzb24YBCABKAwqVAoKU3BlY0Zvcm1hdBIbChdTUEVDX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhQKEFNQRUNfRk9STUFUX1NQRUMQARITCg9TUEVDX0ZPUk1BVF9TUUwQAip6CgxVcGRhdGVQb2xpY3kSHQoZVVBEQVRFX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE1VQREFURV9QT0xJQ1lfRFJBSU4QARIXChNVUERBVEVfUE9MSUNZX1JFU0VUEAISGQoVVVBEQVRFX1BPTElDWV9NSUdSQVRFEAMqbwoKUmVjb3JkVHlwZRIbChdSRUNPUkRfVFlQRV9VTlNQRUNJRklFRBAAEhUKEVJFQ09SRF9UWVBFX01BVENIEAESFwoTUkVDT1JEX1RZUEVfVElNRU9VVBACEhQKEFJFQ09SRF9UWVBFX0xBVEUQAyp/CgxQYXR0ZXJuU3RhdGUSHQoZUEFUVEVSTl9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFBBVFRFUk5fU1RBVEVfQUNUSVZFEAESGgoWUEFUVEVSTl9TVEFURV9EUkFJTklORxACEhoKFlBBVFRFUk5fU1RBVEVfREVMRVRJTkcQAzKNBQoOUGF0dGVyblNlcnZpY2USVwoPVmFsaWRhdGVQYXR0ZXJuEh4uY2VwLnYxLlZhbGlkYXRlUGF0dGVyblJlcXVlc3QaHy5jZXAudjEuVmFsaWRhdGVQYXR0ZXJuUmVzcG9uc2UiA5ACARJMCg1EZXBsb3lQYXR0ZXJuEhwuY2VwLnYxLkRlcGxveVBhdHRlcm5SZXF1ZXN0Gh0uY2VwLnYxLkRlcGxveVBhdHRlcm5SZXNwb25zZRJMCg1VcGRhdGVQYXR0ZXJuEhwuY2VwLnYxLlVwZGF0ZVBhdHRlcm5SZXF1ZXN0Gh0uY2VwLnYxLlVwZGF0ZVBhdHRlcm5SZXNwb25zZRJMCg1EZWxldGVQYXR0ZXJuEhwuY2VwLnYxLkRlbGV0ZVBhdHRlcm5SZXF1ZXN0Gh0uY2VwLnYxLkRlbGV0ZVBhdHRlcm5SZXNwb25zZRJOCgxMaXN0UGF0dGVybnMSGy5jZXAudjEuTGlzdFBhdHRlcm5zUmVxdWVzdBocLmNlcC52MS5MaXN0UGF0dGVybnNSZXNwb25zZSIDkAIBEkgKCkdldFBhdHRlcm4SGS5jZXAudjEuR2V0UGF0dGVyblJlcXVlc3QaGi5jZXAudjEuR2V0UGF0dGVyblJlc3BvbnNlIgOQAgESVAoORXhwbGFpblBhdHRlcm4SHS5jZXAudjEuRXhwbGFpblBhdHRlcm5SZXF1ZXN0Gh4uY2VwLnYxLkV4cGxhaW5QYXR0ZXJuUmVzcG9uc2UiA5ACARJICgpJbnNwZWN0S2V5EhkuY2VwLnYxLkluc3BlY3RLZXlSZXF1ZXN0GhouY2VwLnYxLkluc3BlY3RLZXlSZXNwb25zZSIDkAIBQjBaLmdpdGh1Yi5jb20vY2VwY2x1c3Rlci9jZXAvYXBpL2dlbi9jZXAvdjE7Y2VwdjFiBnByb3RvMw", [file_cep_v1_cluster]);
 
 /**
  * Pattern is a deployed pattern as the metadata group records it.
@@ -671,6 +673,298 @@ export const ExplainPatternResponseSchema: GenMessage<ExplainPatternResponse> = 
   messageDesc(file_cep_v1_pattern, 15);
 
 /**
+ * @generated from message cep.v1.InspectKeyRequest
+ */
+export type InspectKeyRequest = Message<"cep.v1.InspectKeyRequest"> & {
+  /**
+   * The deployed pattern's name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The key as the pattern's key expression gives it (acc-3, say); empty
+   * for a pattern without a key.
+   *
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * At most this many partial matches, and as many buffered events, are
+   * listed (0: 100; at most 10,000); the counts say how many there are.
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+
+  /**
+   * Answer from the called node's replica of the key's shard, which must
+   * lead it (Unavailable otherwise), instead of asking the leader: what a
+   * node asks the leader it forwards a call to.
+   *
+   * @generated from field: bool leader_only = 4;
+   */
+  leaderOnly: boolean;
+};
+
+/**
+ * Describes the message cep.v1.InspectKeyRequest.
+ * Use `create(InspectKeyRequestSchema)` to create a new message.
+ */
+export const InspectKeyRequestSchema: GenMessage<InspectKeyRequest> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 16);
+
+/**
+ * @generated from message cep.v1.InspectKeyResponse
+ */
+export type InspectKeyResponse = Message<"cep.v1.InspectKeyResponse"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The pattern's version the shard runs (older versions still draining
+   * after an update are under draining).
+   *
+   * @generated from field: uint64 version = 2;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: string key = 3;
+   */
+  key: string;
+
+  /**
+   * The shard owning the key, its key group, the node that answered for
+   * the shard (its leader) and the log index its state had applied.
+   *
+   * @generated from field: uint32 shard_id = 4;
+   */
+  shardId: number;
+
+  /**
+   * @generated from field: uint32 key_group = 5;
+   */
+  keyGroup: number;
+
+  /**
+   * @generated from field: string leader_node_id = 6;
+   */
+  leaderNodeId: string;
+
+  /**
+   * @generated from field: uint64 applied_index = 7;
+   */
+  appliedIndex: bigint;
+
+  /**
+   * The key's partial matches (those that took events, and completed
+   * matches a skip strategy holds back), oldest start first, at most the
+   * request's limit; partial_match_count counts them all.
+   *
+   * @generated from field: repeated cep.v1.PartialMatch partial_matches = 8;
+   */
+  partialMatches: PartialMatch[];
+
+  /**
+   * @generated from field: uint64 partial_match_count = 9;
+   */
+  partialMatchCount: bigint;
+
+  /**
+   * The key's events waiting for the watermark, by time, at most the
+   * request's limit; buffered_event_count counts them all.
+   *
+   * @generated from field: repeated cep.v1.InspectedEvent buffered_events = 10;
+   */
+  bufferedEvents: InspectedEvent[];
+
+  /**
+   * @generated from field: uint64 buffered_event_count = 11;
+   */
+  bufferedEventCount: bigint;
+
+  /**
+   * The pattern's watermark on the shard, in milliseconds since the Unix
+   * epoch (has_watermark is false before there is one).
+   *
+   * @generated from field: int64 watermark_ms = 12;
+   */
+  watermarkMs: bigint;
+
+  /**
+   * @generated from field: bool has_watermark = 13;
+   */
+  hasWatermark: boolean;
+
+  /**
+   * The clocks of the pattern's sources on the shard (event-time
+   * patterns).
+   *
+   * @generated from field: repeated cep.v1.SourceClock clocks = 14;
+   */
+  clocks: SourceClock[];
+
+  /**
+   * What older versions of the pattern, still finishing their partial
+   * matches after an update (the drain policy), hold for the key, oldest
+   * first; a version holding nothing for it is left out.
+   *
+   * @generated from field: repeated cep.v1.DrainingVersion draining = 15;
+   */
+  draining: DrainingVersion[];
+};
+
+/**
+ * Describes the message cep.v1.InspectKeyResponse.
+ * Use `create(InspectKeyResponseSchema)` to create a new message.
+ */
+export const InspectKeyResponseSchema: GenMessage<InspectKeyResponse> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 17);
+
+/**
+ * DrainingVersion is what an older version of a pattern, draining after
+ * an update, holds for a key: as InspectKeyResponse's fields of the same
+ * names.
+ *
+ * @generated from message cep.v1.DrainingVersion
+ */
+export type DrainingVersion = Message<"cep.v1.DrainingVersion"> & {
+  /**
+   * @generated from field: uint64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: repeated cep.v1.PartialMatch partial_matches = 2;
+   */
+  partialMatches: PartialMatch[];
+
+  /**
+   * @generated from field: uint64 partial_match_count = 3;
+   */
+  partialMatchCount: bigint;
+
+  /**
+   * @generated from field: repeated cep.v1.InspectedEvent buffered_events = 4;
+   */
+  bufferedEvents: InspectedEvent[];
+
+  /**
+   * @generated from field: uint64 buffered_event_count = 5;
+   */
+  bufferedEventCount: bigint;
+};
+
+/**
+ * Describes the message cep.v1.DrainingVersion.
+ * Use `create(DrainingVersionSchema)` to create a new message.
+ */
+export const DrainingVersionSchema: GenMessage<DrainingVersion> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 18);
+
+/**
+ * PartialMatch is one partial match of a key.
+ *
+ * @generated from message cep.v1.PartialMatch
+ */
+export type PartialMatch = Message<"cep.v1.PartialMatch"> & {
+  /**
+   * The automaton state it waits in (as ExplainPattern names them:
+   * stage, stage:N, $endState$ for a completed match held back) and the
+   * stage of that state.
+   *
+   * @generated from field: string state = 1;
+   */
+  state: string;
+
+  /**
+   * @generated from field: string stage = 2;
+   */
+  stage: string;
+
+  /**
+   * Its first event's time, in milliseconds.
+   *
+   * @generated from field: int64 start_ms = 3;
+   */
+  startMs: bigint;
+
+  /**
+   * When it times out (the end of its window), in milliseconds;
+   * has_deadline is false when it never does.
+   *
+   * @generated from field: int64 deadline_ms = 4;
+   */
+  deadlineMs: bigint;
+
+  /**
+   * @generated from field: bool has_deadline = 5;
+   */
+  hasDeadline: boolean;
+
+  /**
+   * The events it has taken, in the order taken.
+   *
+   * @generated from field: repeated cep.v1.InspectedEvent events = 6;
+   */
+  events: InspectedEvent[];
+};
+
+/**
+ * Describes the message cep.v1.PartialMatch.
+ * Use `create(PartialMatchSchema)` to create a new message.
+ */
+export const PartialMatchSchema: GenMessage<PartialMatch> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 19);
+
+/**
+ * InspectedEvent is an event a key holds.
+ *
+ * @generated from message cep.v1.InspectedEvent
+ */
+export type InspectedEvent = Message<"cep.v1.InspectedEvent"> & {
+  /**
+   * The stage the event is bound to (empty for a buffered event).
+   *
+   * @generated from field: string stage = 1;
+   */
+  stage: string;
+
+  /**
+   * The event's time, in milliseconds.
+   *
+   * @generated from field: int64 time_ms = 2;
+   */
+  timeMs: bigint;
+
+  /**
+   * Its position in the source's stream.
+   *
+   * @generated from field: uint64 sequence = 3;
+   */
+  sequence: bigint;
+
+  /**
+   * The event as published (JSON).
+   *
+   * @generated from field: bytes json = 4;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message cep.v1.InspectedEvent.
+ * Use `create(InspectedEventSchema)` to create a new message.
+ */
+export const InspectedEventSchema: GenMessage<InspectedEvent> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 20);
+
+/**
  * SpecFormat is the language a pattern is written in.
  *
  * @generated from enum cep.v1.SpecFormat
@@ -923,6 +1217,23 @@ export const PatternService: GenService<{
     methodKind: "unary";
     input: typeof ExplainPatternRequestSchema;
     output: typeof ExplainPatternResponseSchema;
+  },
+  /**
+   * InspectKey shows what a deployed pattern holds for one key now, as the
+   * leader of the shard owning the key has applied it: each partial match
+   * with its state, the events it has taken and its deadline, the events
+   * waiting for the watermark, the watermark and the sources' clocks.
+   * Any node answers (it asks the shard's leader). Errors: NotFound for an
+   * unknown pattern, InvalidArgument for a limit over 10,000, Unavailable
+   * while the shard has no leader or has not applied the pattern's
+   * deployment yet.
+   *
+   * @generated from rpc cep.v1.PatternService.InspectKey
+   */
+  inspectKey: {
+    methodKind: "unary";
+    input: typeof InspectKeyRequestSchema;
+    output: typeof InspectKeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_cep_v1_pattern, 0);
