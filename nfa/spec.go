@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -182,9 +181,6 @@ func ParseSpec(data []byte) (*Spec, error) {
 	}
 	js := trimmed
 	if trimmed[0] != '{' {
-		if err := checkYAMLKeys(trimmed); err != nil {
-			return nil, err
-		}
 		var err error
 		js, err = yaml.YAMLToJSON(trimmed)
 		if err != nil {
@@ -204,52 +200,6 @@ func ParseSpec(data []byte) (*Spec, error) {
 		return nil, errors.New("pattern: more than one document")
 	}
 	return &s, nil
-}
-
-// yaml11Bools are the plain scalars YAML 1.1 reads as booleans (or null),
-// in any case.
-var yaml11Bools = map[string]bool{"y": true, "n": true, "yes": true, "no": true, "on": true, "off": true,
-	"true": true, "false": true, "~": true, "null": true}
-
-// checkYAMLKeys refuses a mapping key that YAML 1.1 reads as a boolean or
-// null: as a JSON key it would become "true", "false" or "null", so an
-// emitted field named n would be named false, and y and on would be one
-// field. (A value read so fails to decode, and the error says to quote
-// it.) The document is walked, not expanded: aliases are not followed.
-func checkYAMLKeys(doc []byte) error {
-	var root yamlv3.Node
-	if err := yamlv3.Unmarshal(doc, &root); err != nil {
-		return nil // YAMLToJSON reports what is wrong with it
-	}
-	var walk func(n *yamlv3.Node, path string) error
-	walk = func(n *yamlv3.Node, path string) error {
-		switch n.Kind {
-		case yamlv3.DocumentNode:
-			for _, c := range n.Content {
-				if err := walk(c, path); err != nil {
-					return err
-				}
-			}
-		case yamlv3.SequenceNode:
-			for i, c := range n.Content {
-				if err := walk(c, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-					return err
-				}
-			}
-		case yamlv3.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k := n.Content[i]
-				if k.Kind == yamlv3.ScalarNode && k.Style == 0 && yaml11Bools[strings.ToLower(k.Value)] {
-					return fmt.Errorf("pattern: line %d: the key %s%s reads as a boolean (YAML 1.1, as Kubernetes reads it): quote it, \"%s\"", k.Line, path, k.Value, k.Value)
-				}
-				if err := walk(n.Content[i+1], path+k.Value+"."); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return walk(&root, "")
 }
 
 func describeJSONError(doc []byte, err error) string {
