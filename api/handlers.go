@@ -90,6 +90,16 @@ func (h *sourceHandler) DeleteSource(ctx context.Context, req *connect.Request[c
 	return unary(ctx, req, h.b.Delete)
 }
 
+// SampleSource is served when the source backend is also a
+// SourceSampleBackend, and Unimplemented otherwise.
+func (h *sourceHandler) SampleSource(ctx context.Context, req *connect.Request[cepv1.SampleSourceRequest]) (*connect.Response[cepv1.SampleSourceResponse], error) {
+	sb, ok := h.b.(SourceSampleBackend)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("api: this server does not sample sources"))
+	}
+	return unary(ctx, req, sb.Sample)
+}
+
 type clusterHandler struct{ b ClusterBackend }
 
 func (h *clusterHandler) GetStatus(ctx context.Context, req *connect.Request[cepv1.GetStatusRequest]) (*connect.Response[cepv1.GetStatusResponse], error) {
@@ -116,6 +126,16 @@ func (h *clusterHandler) GetPublishAccess(ctx context.Context, req *connect.Requ
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("api: this server does not hand out publish access"))
 	}
 	return unary(ctx, req, pb.PublishAccess)
+}
+
+// GetSubscribeAccess is served when the cluster backend is also a
+// SubscribeAccessBackend, and Unimplemented otherwise.
+func (h *clusterHandler) GetSubscribeAccess(ctx context.Context, req *connect.Request[cepv1.GetSubscribeAccessRequest]) (*connect.Response[cepv1.GetSubscribeAccessResponse], error) {
+	sb, ok := h.b.(SubscribeAccessBackend)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("api: this server does not hand out subscribe access"))
+	}
+	return unary(ctx, req, sb.SubscribeAccess)
 }
 
 type savepointHandler struct{ b SavepointBackend }

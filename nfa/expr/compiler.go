@@ -130,6 +130,7 @@ type program struct {
 	prg        cel.Program
 	usesEvents bool
 	refs       []StageRef // the events() calls, in source order
+	fields     []FieldRef // the reads of e's fields, in source order
 }
 
 // compile parses, checks, estimates and plans src.
@@ -182,6 +183,7 @@ func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
 		prg:        prg,
 		usesEvents: callsFunction(checked.NativeRep().Expr(), "events"),
 		refs:       stageRefs(checked.NativeRep()),
+		fields:     fieldRefs(checked.NativeRep()),
 	}, checked, nil
 }
 
