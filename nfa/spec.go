@@ -194,6 +194,9 @@ func ParseSpec(data []byte) (*Spec, error) {
 		if pe := unknownFieldError(js); pe != nil {
 			return nil, pe
 		}
+		if pe := durationFieldError(js); pe != nil {
+			return nil, pe
+		}
 		return nil, fmt.Errorf("pattern: %s", describeJSONError(js, err))
 	}
 	if dec.More() {
@@ -257,6 +260,69 @@ func fieldSet(v any) map[string]bool {
 		out[name] = true
 	}
 	return out
+}
+
+var specDurations = durationFields(Spec{})
+var stageDurations = durationFields(Stage{})
+
+// durationFields are the JSON names of v's Duration fields.
+func durationFields(v any) []string {
+	var out []string
+	t := reflect.TypeOf(v)
+	for i := 0; i < t.NumField(); i++ {
+		if ft := t.Field(i).Type; ft == reflect.TypeFor[*Duration]() || ft == reflect.TypeFor[Duration]() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// durationFieldError finds a duration that does not parse and names its
+// field and stage: the decoder reports Duration's error without them.
+func durationFieldError(js []byte) *PatternError {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(js, &doc) != nil {
+		return nil
+	}
+	name := ""
+	_ = json.Unmarshal(doc["name"], &name)
+	for _, k := range specDurations {
+		if raw, ok := doc[k]; ok && string(raw) != "null" {
+			if _, err := parseDuration(raw); err != nil {
+				return &PatternError{Pattern: name, Field: k, Err: err}
+			}
+		}
+	}
+	var walk func(raw json.RawMessage, prefix string) *PatternError
+	walk = func(raw json.RawMessage, prefix string) *PatternError {
+		var stages []map[string]json.RawMessage
+		if json.Unmarshal(raw, &stages) != nil {
+			return nil
+		}
+		for i, st := range stages {
+			sn := ""
+			_ = json.Unmarshal(st["name"], &sn)
+			if sn == "" {
+				sn = fmt.Sprintf("#%d", i+1)
+			}
+			for _, k := range stageDurations {
+				if raw, ok := st[k]; ok && string(raw) != "null" {
+					if _, err := parseDuration(raw); err != nil {
+						return &PatternError{Pattern: name, Stage: prefix + sn, Field: k, Err: err}
+					}
+				}
+			}
+			if g, ok := st["group"]; ok {
+				if pe := walk(g, prefix+sn+"/"); pe != nil {
+					return pe
+				}
+			}
+		}
+		return nil
+	}
+	return walk(doc["stages"], "")
 }
 
 // unknownFieldError finds a misspelt field and names the stage it is in.
