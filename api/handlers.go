@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -162,12 +160,13 @@ type matchHandler struct{ b MatchBackend }
 var errNilRecord = errors.New("api: nil record")
 
 func (h *matchHandler) Tail(ctx context.Context, req *connect.Request[cepv1.TailRequest], stream *connect.ServerStream[cepv1.Record]) error {
-	asJSON := jsonCodec(req.Header())
 	send := func(r *cepv1.Record) error {
 		if r == nil {
 			return errNilRecord
 		}
-		if asJSON && r.Record == nil {
+		// for every codec: grpcurl and other reflection clients speak the
+		// binary one and print json as base64
+		if r.Record == nil {
 			r = withRecord(r)
 		}
 		return stream.Send(r)
@@ -176,15 +175,8 @@ func (h *matchHandler) Tail(ctx context.Context, req *connect.Request[cepv1.Tail
 	return toConnectError(h.b.Tail(ctx, req.Msg, send))
 }
 
-// jsonCodec reports whether a call's messages are in JSON (the Connect,
-// gRPC and gRPC-Web protocols name the codec in the content type).
-func jsonCodec(h http.Header) bool {
-	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
-	return strings.HasSuffix(strings.TrimSpace(strings.ToLower(ct)), "json")
-}
-
-// withRecord is r with Record set from its JSON, for a JSON client: the
-// record then prints as an object rather than as base64. A payload that
+// withRecord is r with Record set from its JSON: the record then prints
+// as an object rather than as base64. A payload that
 // is not a JSON object leaves it unset (json still has it).
 func withRecord(r *cepv1.Record) *cepv1.Record {
 	st := &structpb.Struct{}

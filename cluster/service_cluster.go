@@ -355,3 +355,10 @@ func (b clusterBackend) SubscribeAccess(ctx context.Context, r *cepv1.GetSubscri
 	out.User, out.Password = NATSSubscriberUser, n.cfg.Secret.Token(secret.NATSReader)
 	return out, nil
 }
+
+// the optional procedures the API serves only for a backend that has them
+var (
+	_ api.PublishAccessBackend   = clusterBackend{}
+	_ api.SubscribeAccessBackend = clusterBackend{}
+	_ api.SourceSampleBackend    = sourceBackend{}
+)
