@@ -25,7 +25,7 @@ type sourceBackend struct{ s *Service }
 
 func toSource(m *meta.Source, k int) *cepv1.Source {
 	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin, Limits: toSourceLimits(m.Limits),
-		Fields: toSourceFields(m.Schema), Strict: m.Strict}
+		Fields: toSourceFields(m.Schema)}
 }
 
 func toSourceFields(s schema.Schema) []*cepv1.SourceField {
@@ -121,9 +121,6 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: source %q: %v", api.ErrInvalidArgument, r.Name, err)
 	}
-	if r.Strict && sch == nil {
-		return nil, fmt.Errorf("%w: source %q: strict needs the fields events must have (cepctl source create --schema FILE)", api.ErrInvalidArgument, r.Name)
-	}
 	k := b.s.n.keyGroups()
 	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
 		return nil, fmt.Errorf("%w: source %q", api.ErrAlreadyExists, r.Name)
@@ -179,7 +176,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		return nil, fmt.Errorf("%w: stream %s: %v", api.ErrUnavailable, sm.Stream, err)
 	}
 	sm.StreamCreated = created
-	sm.Schema, sm.Strict = sch, r.Strict
+	sm.Schema = sch
 	res, err := b.s.n.Propose(ctx, meta.PutSource{Source: sm})
 	if err != nil {
 		return nil, mapErr(err)

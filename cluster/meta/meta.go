@@ -169,11 +169,10 @@ type Source struct {
 	// the source; omitted when there are none, so a source without them
 	// encodes as the releases before wrote it.
 	Limits SourceLimits `json:"limits,omitzero"`
-	// Schema is the fields its events declare (nil: none declared), and
-	// Strict dead-letters events that do not fit it; both omitted when
-	// unset, so a source without them encodes as older releases wrote it.
+	// Schema is the fields its events declare (nil: none declared);
+	// omitted when unset, so a source without it encodes as older
+	// releases wrote it.
 	Schema schema.Schema `json:"schema,omitempty"`
-	Strict bool          `json:"strict,omitempty"`
 }
 
 // SourceLimits bound what a source's stream keeps; a zero field is no

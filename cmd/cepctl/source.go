@@ -49,11 +49,7 @@ func writeSource(w io.Writer, format string, s *cepv1.Source) error {
 	row(tw, "Managed:", s.GetManaged())
 	row(tw, "Retention:", retention(s.GetLimits()))
 	if fs := s.GetFields(); len(fs) > 0 {
-		strict := ""
-		if s.GetStrict() {
-			strict = " (strict: events that do not fit are dead-lettered)"
-		}
-		row(tw, "Fields:", plural(len(fs), "field")+strict)
+		row(tw, "Fields:", plural(len(fs), "field"))
 		for _, line := range strings.Split(strings.TrimSuffix(fromSchemaFields(fs).Format(), "\n"), "\n") {
 			row(tw, "", "  "+line)
 		}

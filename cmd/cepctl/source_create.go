@@ -23,10 +23,8 @@ type sourceCreateOptions struct {
 	MaxAge   time.Duration
 	MaxBytes sizeValue
 	MaxMsgs  int64
-	// Schema is the file declaring the events' fields; Strict
-	// dead-letters events that do not fit it
+	// Schema is the file declaring the events' fields
 	Schema string
-	Strict bool
 	fields []*cepv1.SourceField
 }
 
@@ -75,9 +73,7 @@ a trailing ? for an optional field; nested maps for an object's fields)
 or as a JSON Schema object ("properties", "type", "required"): cepctl
 source infer-schema writes one from a sample. Patterns reading the source
 are then checked against it when validated or deployed, a misspelt field
-refused with the closest declared one. With --strict, events that do not
-fit it (a required field missing, a field of another type) are
-dead-lettered with the reason.`,
+refused with the closest declared one.`,
 		Example: `  cepctl source create logins --key e.user
   cepctl source create clicks --subjects 'web.clicks.*'
   cepctl source create metrics --key e.host --max-age 72h --max-bytes 50G
@@ -98,9 +94,6 @@ dead-lettered with the reason.`,
 			case opts.Stream != "" && (opts.MaxAge > 0 || opts.MaxBytes > 0 || opts.MaxMsgs > 0):
 				return fmt.Errorf("--max-age, --max-bytes and --max-msgs bound a stream the cluster creates, not --stream %s (set its limits with nats stream edit)", opts.Stream)
 			}
-			if opts.Strict && opts.Schema == "" {
-				return fmt.Errorf("--strict dead-letters events that do not fit the --schema, which it needs")
-			}
 			if opts.Schema != "" {
 				s, err := readSchemaFile(d, opts.Schema)
 				if err != nil {
@@ -120,7 +113,6 @@ dead-lettered with the reason.`,
 	cmd.Flags().DurationVar(&opts.MaxAge, "max-age", 0, "remove events older than this from the stream, e.g. 72h (default: keep them)")
 	cmd.Flags().Var(&opts.MaxBytes, "max-bytes", "remove the oldest events once the stream holds more, e.g. 50G (K, M, G, T: powers of 1024; default: no limit)")
 	cmd.Flags().StringVar(&opts.Schema, "schema", "", "file declaring the events' fields (field: type lines, or a JSON Schema; see cepctl source infer-schema)")
-	cmd.Flags().BoolVar(&opts.Strict, "strict", false, "dead-letter events that do not fit --schema")
 	cmd.Flags().Int64Var(&opts.MaxMsgs, "max-msgs", 0, "remove the oldest events once the stream holds more events than this (default: no limit)")
 	return cmd
 }
@@ -129,7 +121,7 @@ func runSourceCreate(ctx context.Context, d *deps, opts *sourceCreateOptions) er
 	c := newClients(d, opts.globalOptions)
 	res, err := c.sources.CreateSource(ctx, connect.NewRequest(&cepv1.CreateSourceRequest{
 		Name: opts.Name, Subjects: opts.Subjects, Stream: opts.Stream, Key: opts.Key, Limits: opts.limits(),
-		Fields: opts.fields, Strict: opts.Strict,
+		Fields: opts.fields,
 	}))
 	if err != nil {
 		return err

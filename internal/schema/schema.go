@@ -3,8 +3,7 @@
 // JSON) map of field to type, or as a JSON Schema subset; cepctl infers
 // one from sample events. Patterns reading the source are checked against
 // it before they are deployed (a misspelt field is named, with the
-// closest declared one), and a strict source dead-letters events that do
-// not fit it.
+// closest declared one). Check says why an event does not fit one.
 //
 // The simple form maps each field to a type, nested maps declaring the
 // fields of an object, a type ending in "?" an optional field:

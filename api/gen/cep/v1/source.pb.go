@@ -58,10 +58,7 @@ type Source struct {
 	// The fields its events declare (empty: not declared), sorted by path:
 	// patterns reading the source are checked against them when validated
 	// or deployed.
-	Fields []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
-	// Events that do not fit the declared fields are dead-lettered, with
-	// the reason.
-	Strict        bool `protobuf:"varint,22,opt,name=strict,proto3" json:"strict,omitempty"`
+	Fields        []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,13 +161,6 @@ func (x *Source) GetFields() []*SourceField {
 		return x.Fields
 	}
 	return nil
-}
-
-func (x *Source) GetStrict() bool {
-	if x != nil {
-		return x.Strict
-	}
-	return false
 }
 
 // SourceField is one declared field of a source's events.
@@ -319,9 +309,7 @@ type CreateSourceRequest struct {
 	// The fields the source's events have (see Source.fields); an object's
 	// fields follow it. Errors: InvalidArgument (an unknown type, a field
 	// under a non-object, over 1000 fields).
-	Fields []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
-	// Dead-letter events that do not fit fields (which it needs).
-	Strict        bool `protobuf:"varint,22,opt,name=strict,proto3" json:"strict,omitempty"`
+	Fields        []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,13 +384,6 @@ func (x *CreateSourceRequest) GetFields() []*SourceField {
 		return x.Fields
 	}
 	return nil
-}
-
-func (x *CreateSourceRequest) GetStrict() bool {
-	if x != nil {
-		return x.Strict
-	}
-	return false
 }
 
 type CreateSourceResponse struct {
@@ -828,7 +809,7 @@ var File_cep_v1_source_proto protoreflect.FileDescriptor
 
 const file_cep_v1_source_proto_rawDesc = "" +
 	"\n" +
-	"\x13cep/v1/source.proto\x12\x06cep.v1\x1a\x1egoogle/protobuf/duration.proto\"\xcb\x02\n" +
+	"\x13cep/v1/source.proto\x12\x06cep.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb3\x02\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x1a\n" +
@@ -840,8 +821,7 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\x03key\x18\a \x01(\tR\x03key\x12\x16\n" +
 	"\x06origin\x18\b \x01(\tR\x06origin\x12,\n" +
 	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\x12+\n" +
-	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\x12\x16\n" +
-	"\x06strict\x18\x16 \x01(\bR\x06strict\"Q\n" +
+	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\"Q\n" +
 	"\vSourceField\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -849,15 +829,14 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\fSourceLimits\x122\n" +
 	"\amax_age\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x19\n" +
-	"\bmax_msgs\x18\x03 \x01(\x03R\amaxMsgs\"\xe2\x01\n" +
+	"\bmax_msgs\x18\x03 \x01(\x03R\amaxMsgs\"\xca\x01\n" +
 	"\x13CreateSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bsubjects\x18\x02 \x03(\tR\bsubjects\x12\x16\n" +
 	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12,\n" +
 	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\x12+\n" +
-	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\x12\x16\n" +
-	"\x06strict\x18\x16 \x01(\bR\x06strict\">\n" +
+	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\">\n" +
 	"\x14CreateSourceResponse\x12&\n" +
 	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source\"\x14\n" +
 	"\x12ListSourcesRequest\"?\n" +
