@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +114,29 @@ func TestSourceSchemaAgainstANode(t *testing.T) {
 	if r := cepctl(t, url, "pattern", "deploy", "--name", "v", q); r.code == 0 || !strings.Contains(r.stderr, "prcie") || !strings.Contains(r.stderr, `price`) {
 		t.Errorf("deploy of a misspelt column: exit %d, stderr %q", r.code, r.stderr)
 	}
+
+	// without a schema the query deploys; its events lack the column,
+	// which /metrics counts (it reads NULL: no condition error shows it)
+	cepctl(t, url, "source", "create", "ticks", "--key", "e.symbol").mustOK(t)
+	cepctl(t, url, "pattern", "deploy", "--name", "v", writeTemp(t, "v2.sql", strings.Replace(typoQuery, "FROM ticker", "FROM ticks", 1))).mustOK(t)
+	cepctl(t, url, "publish", "--source", "ticks", "-f", "../../examples/ticker.jsonl").mustOK(t)
+	lines, err := os.ReadFile("../../examples/ticker.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf(`cep_pattern_absent_field_events_total{field="prcie",pattern="v",shard="1"} %d`, strings.Count(string(lines), "\n"))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		res, err := http.Get(url + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if !strings.Contains(string(b), want) {
+			return fmt.Errorf("no %s in /metrics", want)
+		}
+		return nil
+	})
 
 	cepctl(t, url, "publish", "--source", "bank", "-f", "../../examples/events.jsonl").mustOK(t)
 	var inferred string
