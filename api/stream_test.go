@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,6 +182,3 @@ func TestServerConfig(t *testing.T) {
 		t.Errorf("protocols %v: want HTTP/1 and unencrypted HTTP/2", p)
 	}
 }
-
-// json reports whether p's messages are in JSON (the protocols' names say).
-func (p protocol) json() bool { return strings.HasSuffix(strings.SplitN(p.name, "-", 3)[1], "json") }
