@@ -100,6 +100,10 @@ func TestSourceSchemaAgainstANode(t *testing.T) {
 		t.Errorf("source get: %+v %v", src, err)
 	}
 
+	if out := cepctl(t, url, "source", "get", "bank").mustOK(t).stdout; !strings.Contains(out, "4 fields") || !strings.Contains(out, "amount: number?") {
+		t.Errorf("source get:\n%s", out)
+	}
+
 	typo := writeTemp(t, "typo.yaml", typoPattern)
 	want := `no field "amout" in source bank; did you mean "amount"? (e.amout at 1:31)`
 	for _, cmd := range []string{"validate", "deploy"} {
