@@ -55,6 +55,9 @@ func checkedSpec(spec string, format cepv1.SpecFormat, name string) (*nfa.Patter
 	if err := p.CheckStageRefs(); err != nil {
 		return nil, f, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
 	}
+	if err := nfa.CheckYAMLKeys([]byte(spec)); err != nil {
+		return nil, f, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
+	}
 	return p, f, nil
 }
 

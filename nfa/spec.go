@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -323,6 +324,43 @@ func durationFieldError(js []byte) *PatternError {
 		return nil
 	}
 	return walk(doc["stages"], "")
+}
+
+// yamlBoolKeys are the plain YAML 1.1 scalars that YAMLToJSON reads as
+// booleans, keys included.
+var yamlBoolKeys = map[string]bool{"y": true, "n": true, "yes": true, "no": true, "on": true, "off": true}
+
+// CheckYAMLKeys refuses an emit field whose name YAML reads as a boolean:
+// `n: size(events("a"))` would emit a field named "false". Like
+// CheckStageRefs it is for new documents (deploys, validation, offline
+// runs), not part of Compile: a pattern deployed before it existed must
+// compile the same way on every replica. JSON documents and queries pass.
+func CheckYAMLKeys(doc []byte) error {
+	doc = bytes.TrimSpace(doc)
+	if len(doc) == 0 || doc[0] == '{' || IsSQL(doc) {
+		return nil
+	}
+	if pe := yamlBoolKey(doc); pe != nil {
+		return pe
+	}
+	return nil
+}
+
+func yamlBoolKey(doc []byte) *PatternError {
+	var d struct {
+		Name string    `yaml:"name"`
+		Emit yaml3.Node `yaml:"emit"`
+	}
+	if yaml3.Unmarshal(doc, &d) != nil || d.Emit.Kind != yaml3.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(d.Emit.Content); i += 2 {
+		k := d.Emit.Content[i]
+		if k.Style == 0 && yamlBoolKeys[strings.ToLower(k.Value)] {
+			return &PatternError{Pattern: d.Name, Field: "emit." + k.Value, Err: fmt.Errorf("YAML reads %s unquoted as a boolean, so the field would be named true or false: quote it (%q)", k.Value, k.Value)}
+		}
+	}
+	return nil
 }
 
 // unknownFieldError finds a misspelt field and names the stage it is in.

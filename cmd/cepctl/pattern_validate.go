@@ -193,6 +193,9 @@ func compileSpecFile(f specFile, needSource bool) (*nfa.Pattern, cepv1.SpecForma
 	if err == nil {
 		err = p.CheckStageRefs()
 	}
+	if err == nil {
+		err = nfa.CheckYAMLKeys([]byte(f.spec))
+	}
 	if err != nil {
 		return nil, format, err
 	}
