@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
+	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/internal/schema"
 	"github.com/cepcluster/cep/nfa"
@@ -159,6 +160,25 @@ func specError(file string, e *cepv1.SpecError) error {
 		return fmt.Errorf("%s:%d:%d: %s", file, e.GetLine(), e.GetColumn(), msg)
 	}
 	return fmt.Errorf("%s: %s", file, msg)
+}
+
+// patternRPCError names the file in the server's refusal of a pattern
+// (InvalidArgument) as validate does: "FILE: message", or for a query
+// "FILE:LINE:COL: message", the position said once.
+func patternRPCError(file string, err error) error {
+	var ce *connect.Error
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !errors.As(err, &ce) {
+		return err
+	}
+	if file == "-" {
+		file = "stdin"
+	}
+	msg := strings.TrimPrefix(ce.Message(), api.ErrInvalidArgument.Error()+": ")
+	var line, col int
+	if n, _ := fmt.Sscanf(msg, "line %d:%d: ", &line, &col); n == 2 {
+		return &rpcError{fmt.Sprintf("%s:%d:%d: %s", file, line, col, strings.TrimPrefix(msg, fmt.Sprintf("line %d:%d: ", line, col))), err}
+	}
+	return &rpcError{file + ": " + msg, err}
 }
 
 // serverGiven reports whether the user named a server (--server,

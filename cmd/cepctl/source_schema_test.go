@@ -105,17 +105,17 @@ func TestSourceSchemaAgainstANode(t *testing.T) {
 	}
 
 	typo := writeTemp(t, "typo.yaml", typoPattern)
-	want := `no field "amout" in source bank; did you mean "amount"? (e.amout at 1:31)`
+	want := typo + `: pattern "typo": stage "failed": field "where": no field "amout" in source bank; did you mean "amount"? (e.amout at 1:31)` + "\n"
 	for _, cmd := range []string{"validate", "deploy"} {
-		if r := cepctl(t, url, "pattern", cmd, typo); r.code == 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("pattern %s of a misspelt field: exit %d, stderr %q, want one line with %q", cmd, r.code, r.stderr, want)
+		if r := cepctl(t, url, "pattern", cmd, typo); r.code == 0 || r.stderr != "cepctl: "+want {
+			t.Errorf("pattern %s of a misspelt field: exit %d, stderr %q, want %q", cmd, r.code, r.stderr, want)
 		}
 	}
 	cepctl(t, url, "pattern", "deploy", "../../examples/login-fail-logout.yaml").mustOK(t)
 
 	cepctl(t, url, "source", "create", "ticker", "--key", "e.symbol", "--schema", writeTemp(t, "t.yaml", "symbol: string\nprice: number\nts: integer\n")).mustOK(t)
 	q := writeTemp(t, "v.sql", typoQuery)
-	if r := cepctl(t, url, "pattern", "deploy", "--name", "v", q); r.code == 0 || !strings.Contains(r.stderr, "prcie") || !strings.Contains(r.stderr, `price`) {
+	if r := cepctl(t, url, "pattern", "deploy", "--name", "v", q); r.code == 0 || r.stderr != "cepctl: "+q+":6:22: no field 'prcie'. Did you mean 'price'?\n" {
 		t.Errorf("deploy of a misspelt column: exit %d, stderr %q", r.code, r.stderr)
 	}
 
