@@ -348,7 +348,7 @@ func CheckYAMLKeys(doc []byte) error {
 
 func yamlBoolKey(doc []byte) *PatternError {
 	var d struct {
-		Name string    `yaml:"name"`
+		Name string     `yaml:"name"`
 		Emit yaml3.Node `yaml:"emit"`
 	}
 	if yaml3.Unmarshal(doc, &d) != nil || d.Emit.Kind != yaml3.MappingNode {
