@@ -357,8 +357,13 @@ func subsetOf(s, of []string) bool {
 	return len(s) == len(of)
 }
 
-// maxSample bounds SampleSource's events.
-const maxSample = 1000
+// maxSample bounds SampleSource's events, and maxSampleBytes their
+// bytes: a thousand events of a megabyte would be an answer no client
+// takes.
+const (
+	maxSample      = 1000
+	maxSampleBytes = 4 << 20
+)
 
 // Sample returns the last events the source's stream stores, oldest
 // first: what cepctl source infer-schema reads the fields of. A derived
@@ -381,6 +386,7 @@ func (b sourceBackend) Sample(ctx context.Context, r *cepv1.SampleSourceRequest)
 	}
 	state := st.CachedInfo().State
 	out := &cepv1.SampleSourceResponse{}
+	size := 0
 	// backwards from the last, skipping deleted messages, at most a few
 	// times the limit of look-ups
 	for seq, tries := state.LastSeq, 0; seq >= state.FirstSeq && seq > 0 && len(out.Events) < limit && tries < 4*limit; seq, tries = seq-1, tries+1 {
@@ -393,6 +399,9 @@ func (b sourceBackend) Sample(ctx context.Context, r *cepv1.SampleSourceRequest)
 		}
 		if len(src.Filter) > 0 && !slices.ContainsFunc(src.Filter, func(f string) bool { return coveredBy(msg.Subject, []string{f}) }) {
 			continue
+		}
+		if size += len(msg.Data); size > maxSampleBytes && len(out.Events) > 0 {
+			break
 		}
 		out.Events = append(out.Events, msg.Data)
 	}

@@ -762,7 +762,8 @@ func (x *SampleSourceRequest) GetLimit() uint32 {
 
 type SampleSourceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The events as published, oldest first.
+	// The events as published, oldest first; fewer than the limit when
+	// they would take more than 4 MiB.
 	Events        [][]byte `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
