@@ -108,7 +108,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		sh.FSM().View(func(s *shard.State, _ uint64) {
 			cnt = s.Counters()
 			patterns = s.Patterns()
-			clocks = s.Watermarks()
+			clocks = s.Clocks()
 			for _, p := range patterns {
 				partial += p.PartialMatches
 				buffered += p.BufferedEvents

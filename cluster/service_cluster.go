@@ -193,7 +193,7 @@ func (n *Node) localShards() []*cepv1.Shard {
 			}
 			s.OutboxRecords = uint64(len(st.Outbox()))
 			s.RestoreId = st.RestoreID()
-			s.Clocks = sourceClocks(st.Watermarks())
+			s.Clocks = sourceClocks(st.Clocks())
 		})
 		s.UnreadStreams = n.unread.list(sh.ID())
 		if led, ok := n.ClockStatus(sh.ID()); ok {

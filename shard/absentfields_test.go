@@ -51,20 +51,3 @@ func TestAbsentFields(t *testing.T) {
 		}
 	}
 }
-
-// A pattern on its own events' watermark (one shard: no clocks logged)
-// shows it in Watermarks, which a person reads, and not in Clocks, which
-// the clock loop logs: the watermark is the newest event time less one
-// (abSpec has no outOfOrderness).
-func TestWatermarksOfAnUnclockedPattern(t *testing.T) {
-	s := NewState(0, 15, 16)
-	s.Apply(&Batch{Ops: []Op{deployOp(abSpec, 1, PolicyReset)}})
-	s.Apply(&Batch{Ops: []Op{eventsOp(ev(1, "x", "A", 10), ev(2, "y", "B", 30), ev(3, "x", "C", 20))}})
-	if c := s.Clocks(); len(c) != 0 {
-		t.Errorf("Clocks of a pattern on its own watermark: %+v", c)
-	}
-	w := s.Watermarks()
-	if len(w) != 1 || w[0].Pattern != "ab" || w[0].Source != "src" || w[0].Clock != 29 || w[0].MaxTime != 30 {
-		t.Errorf("Watermarks %+v, want ab's src at 29 (newest event 30)", w)
-	}
-}

@@ -1011,20 +1011,6 @@ func (s *State) Clocks() []SourceClock {
 	return out
 }
 
-// Watermarks is Clocks for a person: every event-time pattern's, those
-// that run on their own events' watermark too (a cluster of one shard,
-// where Clocks lists none), whose Clock is then that watermark. Not for
-// the clock loop, which logs clocks for Clocks' patterns only.
-func (s *State) Watermarks() []SourceClock {
-	var out []SourceClock
-	for _, p := range s.patterns {
-		if p.pattern.EventTime() {
-			out = append(out, s.clocksOf(p)...)
-		}
-	}
-	return out
-}
-
 // ClockModes says, per event-time pattern by name, whether it runs on
 // its sources' clocks (OpClockMode, Deploy.Clock).
 func (s *State) ClockModes() map[string]bool {

@@ -290,12 +290,6 @@ func summaryLine(s *cepv1.ClusterSummary) string {
 // writeClocks lists each shard's source clocks (docs/time.md): the
 // watermark it logged, how far it trails the newest event there, and
 // whether the shard is idle for the source. Nothing without clocks.
-// eventTime writes an event time in milliseconds since the epoch as an
-// RFC 3339 time, UTC, to the millisecond.
-func eventTime(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
-
 func writeClocks(w io.Writer, sh *cepv1.ListShardsResponse) {
 	tw := newTable(w)
 	anyClock := false
@@ -307,7 +301,7 @@ func writeClocks(w io.Writer, sh *cepv1.ListShardsResponse) {
 			}
 			wm, lag, idle := "-", "-", "-"
 			if c.GetHasWatermark() {
-				wm = eventTime(c.GetWatermarkMs())
+				wm = strconv.FormatInt(c.GetWatermarkMs(), 10)
 				if c.GetHasNewestEvent() {
 					lag = (time.Duration(max(0, c.GetNewestEventMs()-c.GetWatermarkMs())) * time.Millisecond).String()
 				}
