@@ -21,12 +21,12 @@ type patternValidateOptions struct {
 	globalOptions
 	File string
 	Name string
+	// online: a server was given (serverGiven), so the server checks it
+	online bool
 	// Schema and Sample check the fields the pattern reads against a
 	// declared schema or the fields sample events have
 	Schema string
 	Sample string
-	// online: a server was given (serverGiven), so the server checks it
-	online bool
 }
 
 func newPatternValidateCmd(d *deps, runF func(*patternValidateOptions) error) *cobra.Command {
@@ -67,10 +67,10 @@ the closest one.`,
 			return runPatternValidate(cmd.Context(), d, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
 	cmd.Flags().StringVar(&opts.Schema, "schema", "", "check the fields the pattern reads against this schema file (see cepctl source create --schema)")
 	cmd.Flags().StringVar(&opts.Sample, "sample", "", "check the fields the pattern reads against those of these JSON events, one a line")
 	cmd.MarkFlagsMutuallyExclusive("schema", "sample")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
 	return cmd
 }
 
