@@ -83,6 +83,24 @@ type PublishAccessBackend interface {
 	PublishAccess(context.Context, *cepv1.GetPublishAccessRequest) (*cepv1.GetPublishAccessResponse, error)
 }
 
+// SubscribeAccessBackend is a ClusterBackend that also hands out access
+// to read the output and dead letters from NATS
+// (ClusterService.GetSubscribeAccess).
+type SubscribeAccessBackend interface {
+	// SubscribeAccess returns the NATS URLs, the subscriber credentials
+	// and the subjects they may read; ErrFailedPrecondition when the
+	// cluster has none to give.
+	SubscribeAccess(context.Context, *cepv1.GetSubscribeAccessRequest) (*cepv1.GetSubscribeAccessResponse, error)
+}
+
+// SourceSampleBackend is a SourceBackend that also returns the last
+// events of a source (SourceService.SampleSource).
+type SourceSampleBackend interface {
+	// Sample returns up to the request's limit of the source's last
+	// events, oldest first; an unknown name wraps ErrNotFound.
+	Sample(context.Context, *cepv1.SampleSourceRequest) (*cepv1.SampleSourceResponse, error)
+}
+
 // SavepointBackend writes and restores savepoints for
 // [cepv1connect.SavepointServiceHandler].
 type SavepointBackend interface {

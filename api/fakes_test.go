@@ -21,7 +21,9 @@ var (
 	_ SavepointBackend = (*fakeSavepoints)(nil)
 	_ MatchBackend     = (*fakeMatches)(nil)
 
-	_ PublishAccessBackend = (*apitest.PublishingCluster)(nil)
+	_ PublishAccessBackend   = (*apitest.PublishingCluster)(nil)
+	_ SubscribeAccessBackend = (*apitest.PublishingCluster)(nil)
+	_ SourceSampleBackend    = (*apitest.Sources)(nil)
 )
 
 // allFakes returns a Backends with every service mounted on empty fakes.

@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -94,6 +92,16 @@ func (h *sourceHandler) DeleteSource(ctx context.Context, req *connect.Request[c
 	return unary(ctx, req, h.b.Delete)
 }
 
+// SampleSource is served when the source backend is also a
+// SourceSampleBackend, and Unimplemented otherwise.
+func (h *sourceHandler) SampleSource(ctx context.Context, req *connect.Request[cepv1.SampleSourceRequest]) (*connect.Response[cepv1.SampleSourceResponse], error) {
+	sb, ok := h.b.(SourceSampleBackend)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("api: this server does not sample sources"))
+	}
+	return unary(ctx, req, sb.Sample)
+}
+
 type clusterHandler struct{ b ClusterBackend }
 
 func (h *clusterHandler) GetStatus(ctx context.Context, req *connect.Request[cepv1.GetStatusRequest]) (*connect.Response[cepv1.GetStatusResponse], error) {
@@ -122,6 +130,16 @@ func (h *clusterHandler) GetPublishAccess(ctx context.Context, req *connect.Requ
 	return unary(ctx, req, pb.PublishAccess)
 }
 
+// GetSubscribeAccess is served when the cluster backend is also a
+// SubscribeAccessBackend, and Unimplemented otherwise.
+func (h *clusterHandler) GetSubscribeAccess(ctx context.Context, req *connect.Request[cepv1.GetSubscribeAccessRequest]) (*connect.Response[cepv1.GetSubscribeAccessResponse], error) {
+	sb, ok := h.b.(SubscribeAccessBackend)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("api: this server does not hand out subscribe access"))
+	}
+	return unary(ctx, req, sb.SubscribeAccess)
+}
+
 type savepointHandler struct{ b SavepointBackend }
 
 func (h *savepointHandler) CreateSavepoint(ctx context.Context, req *connect.Request[cepv1.CreateSavepointRequest]) (*connect.Response[cepv1.CreateSavepointResponse], error) {
@@ -146,12 +164,13 @@ type matchHandler struct{ b MatchBackend }
 var errNilRecord = errors.New("api: nil record")
 
 func (h *matchHandler) Tail(ctx context.Context, req *connect.Request[cepv1.TailRequest], stream *connect.ServerStream[cepv1.Record]) error {
-	asJSON := jsonCodec(req.Header())
 	send := func(r *cepv1.Record) error {
 		if r == nil {
 			return errNilRecord
 		}
-		if asJSON && r.Record == nil {
+		// for every codec: grpcurl and other reflection clients speak the
+		// binary one and print json as base64
+		if r.Record == nil {
 			r = withRecord(r)
 		}
 		return stream.Send(r)
@@ -160,15 +179,8 @@ func (h *matchHandler) Tail(ctx context.Context, req *connect.Request[cepv1.Tail
 	return toConnectError(h.b.Tail(ctx, req.Msg, send))
 }
 
-// jsonCodec reports whether a call's messages are in JSON (the Connect,
-// gRPC and gRPC-Web protocols name the codec in the content type).
-func jsonCodec(h http.Header) bool {
-	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
-	return strings.HasSuffix(strings.TrimSpace(strings.ToLower(ct)), "json")
-}
-
-// withRecord is r with Record set from its JSON, for a JSON client: the
-// record then prints as an object rather than as base64. A payload that
+// withRecord is r with Record set from its JSON: the record then prints
+// as an object rather than as base64. A payload that
 // is not a JSON object leaves it unset (json still has it).
 func withRecord(r *cepv1.Record) *cepv1.Record {
 	st := &structpb.Struct{}

@@ -81,6 +81,8 @@ var procedures = map[string]Access{
 	cepv1connect.SourceServiceGetSourceProcedure:    {Least: RoleReader},
 	cepv1connect.SourceServiceCreateSourceProcedure: {Least: RoleOperator, Node: true},
 	cepv1connect.SourceServiceDeleteSourceProcedure: {Least: RoleOperator, Node: true},
+	// events may hold what a reader of the output is not to see
+	cepv1connect.SourceServiceSampleSourceProcedure: {Least: RoleOperator},
 
 	cepv1connect.SavepointServiceListSavepointsProcedure:   {Least: RoleReader},
 	cepv1connect.SavepointServiceCreateSavepointProcedure:  {Least: RoleOperator, Node: true},
@@ -91,7 +93,9 @@ var procedures = map[string]Access{
 	// nodes ask each other for their shards (how far a replica applied)
 	// the publisher's NATS password: whoever may deploy may feed sources
 	cepv1connect.ClusterServiceGetPublishAccessProcedure: {Least: RoleOperator},
-	cepv1connect.ClusterServiceListShardsProcedure:       {Least: RoleReader, Node: true},
+	// reading from NATS what Tail reads through the API
+	cepv1connect.ClusterServiceGetSubscribeAccessProcedure: {Least: RoleReader},
+	cepv1connect.ClusterServiceListShardsProcedure:         {Least: RoleReader, Node: true},
 	// the cluster's shape is the admin's
 	cepv1connect.ClusterServiceRemoveNodeProcedure: {Least: RoleAdmin, Node: true},
 	cepv1connect.ClusterServiceSplitShardProcedure: {Least: RoleAdmin, Node: true},

@@ -36,6 +36,8 @@ var wantAccess = map[string][]Role{
 	"/cep.v1.SavepointService/DeleteSavepoint":  {RoleOperator, RoleAdmin, RoleNode},
 	"/cep.v1.ClusterService/GetStatus":          {RoleReader, RoleOperator, RoleAdmin, RoleNode},
 	"/cep.v1.ClusterService/GetPublishAccess":   {RoleOperator, RoleAdmin},
+	"/cep.v1.ClusterService/GetSubscribeAccess": {RoleReader, RoleOperator, RoleAdmin},
+	"/cep.v1.SourceService/SampleSource":        {RoleOperator, RoleAdmin},
 	"/cep.v1.ClusterService/ListShards":         {RoleReader, RoleOperator, RoleAdmin, RoleNode},
 	"/cep.v1.ClusterService/RemoveNode":         {RoleAdmin, RoleNode},
 	"/cep.v1.ClusterService/SplitShard":         {RoleAdmin, RoleNode},

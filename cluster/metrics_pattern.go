@@ -29,6 +29,7 @@ type patternCollector struct {
 	n *Node
 
 	matches, timeouts, late, dead, condErrors, emitErrors, partial *prometheus.Desc
+	absent                                                         *prometheus.Desc
 }
 
 func newPatternCollector(n *Node) *patternCollector {
@@ -45,11 +46,14 @@ func newPatternCollector(n *Node) *patternCollector {
 		condErrors: desc("cep_condition_errors_total", "Condition evaluations of a pattern that failed (a field the event lacks, say) and counted as false; the shard leader logs the first"),
 		emitErrors: desc("cep_emit_errors_total", "Emitted fields of a pattern's matches that failed and are null; the shard leader logs the first"),
 		partial:    desc("cep_pattern_partial_matches", "Partial matches a pattern holds on the shard, draining versions included"),
+		absent: prometheus.NewDesc("cep_pattern_absent_field_events_total",
+			"Events without a field the pattern reads while no event on the shard had it (a misspelt field, say: a query's column reads NULL, a condition fails); the shard leader logs each field once (since the leader built the pattern: not replicated).",
+			[]string{"shard", "pattern", "field"}, nil),
 	}
 }
 
 func (c *patternCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.matches, c.timeouts, c.late, c.dead, c.condErrors, c.emitErrors, c.partial} {
+	for _, d := range []*prometheus.Desc{c.matches, c.timeouts, c.late, c.dead, c.condErrors, c.emitErrors, c.partial, c.absent} {
 		ch <- d
 	}
 }
@@ -61,7 +65,13 @@ func (c *patternCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		id := fmt.Sprint(sh.ID())
 		var counts []shard.NamedPatternCounters
-		sh.FSM().View(func(s *shard.State, _ uint64) { counts = s.PatternCounters() })
+		var failures []shard.PatternInfo
+		sh.FSM().View(func(s *shard.State, _ uint64) { counts, failures = s.PatternCounters(), s.PatternFailures() })
+		for _, p := range failures {
+			for _, f := range p.AbsentFields {
+				ch <- prometheus.MustNewConstMetric(c.absent, prometheus.CounterValue, float64(f.Events), id, p.Name, f.Path)
+			}
+		}
 		for _, p := range counts {
 			counter := func(d *prometheus.Desc, v uint64) {
 				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), id, p.Name)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,26 @@ import (
 const (
 	NATSNodeAccount      = "CEP"
 	NATSPublisherAccount = "CEP_PUBLISH"
+	// NATSSubscriberAccount holds the subscriber user: it imports the
+	// output and dead-letter subjects as streams and nothing else, so its
+	// users cannot see a source's events or the node account's traffic
+	// whatever their permissions say.
+	NATSSubscriberAccount = "CEP_SUBSCRIBE"
 )
+
+// SubscriberSubjects are what the subscriber user may read: the
+// patterns' output and the dead letters.
+var SubscriberSubjects = []string{keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">"}
+
+// subscriberPermissions let a consumer subscribe to the output and
+// dead-letter subjects and do nothing else: no publish at all (not even
+// a reply: it serves no requests).
+func subscriberPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Deny: []string{">"}},
+		Subscribe: &server.SubjectPermission{Allow: slices.Clone(SubscriberSubjects)},
+	}
+}
 
 // PublisherLimits bound what the publisher user may hold on the server,
 // whose memory is the node's own for the embedded one: connections of the
@@ -74,11 +94,13 @@ func publisherPermissions(deny ...string) *server.Permissions {
 }
 
 // natsUsers are the users for the cluster secret sec: the node's (in
-// NATSNodeAccount) and the publisher's (in NATSPublisherAccount).
+// NATSNodeAccount), the publisher's (in NATSPublisherAccount) and the
+// subscriber's (in NATSSubscriberAccount).
 func natsUsers(sec secret.Secret, deny ...string) []*server.User {
 	return []*server.User{
 		{Username: NATSNodeUser, Password: sec.Token(secret.NATSNode)},
 		{Username: NATSPublisherUser, Password: sec.Token(secret.NATSPublic), Permissions: publisherPermissions(deny...)},
+		{Username: NATSSubscriberUser, Password: sec.Token(secret.NATSReader), Permissions: subscriberPermissions()},
 	}
 }
 
@@ -95,13 +117,28 @@ func natsAccounts(sec secret.Secret, lim PublisherLimits, deny ...string) string
 	b.WriteString("    ]\n")
 	// a service: the importer's replies are rewritten, and answered
 	// within its own account
-	b.WriteString("    exports: [\n      { service: \">\" }\n    ]\n  }\n")
+	b.WriteString("    exports: [\n      { service: \">\" }\n")
+	for _, subj := range SubscriberSubjects {
+		fmt.Fprintf(&b, "      { stream: %s }\n", strconv.Quote(subj))
+	}
+	b.WriteString("    ]\n  }\n")
 	fmt.Fprintf(&b, "  %s: {\n    jetstream: disabled\n    users: [\n", NATSPublisherAccount)
 	writeUser(&b, users[1])
 	b.WriteString("    ]\n")
 	fmt.Fprintf(&b, "    imports: [\n      { service: { account: %s, subject: \">\" } }\n    ]\n", NATSNodeAccount)
 	fmt.Fprintf(&b, "    limits: {\n      max_connections: %d\n      max_subscriptions: %d\n      max_payload: %d\n    }\n",
 		lim.MaxConnections, lim.MaxSubscriptions, lim.MaxPayload)
+	b.WriteString("  }\n")
+	fmt.Fprintf(&b, "  %s: {\n    jetstream: disabled\n    users: [\n", NATSSubscriberAccount)
+	writeUser(&b, users[2])
+	b.WriteString("    ]\n    imports: [\n")
+	for _, subj := range SubscriberSubjects {
+		fmt.Fprintf(&b, "      { stream: { account: %s, subject: %s } }\n", NATSNodeAccount, strconv.Quote(subj))
+	}
+	// the same bounds as the publisher's: readers are as many and need
+	// as few subscriptions
+	fmt.Fprintf(&b, "    ]\n    limits: {\n      max_connections: %d\n      max_subscriptions: %d\n    }\n",
+		lim.MaxConnections, lim.MaxSubscriptions)
 	b.WriteString("  }\n}\n")
 	return b.String()
 }

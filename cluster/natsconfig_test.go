@@ -36,7 +36,7 @@ func TestNATSServerConfig(t *testing.T) {
 	if len(opts.Users) != len(want) {
 		t.Fatalf("users: %d, want %d", len(opts.Users), len(want))
 	}
-	accounts := map[string]string{NATSNodeUser: NATSNodeAccount, NATSPublisherUser: NATSPublisherAccount}
+	accounts := map[string]string{NATSNodeUser: NATSNodeAccount, NATSPublisherUser: NATSPublisherAccount, NATSSubscriberUser: NATSSubscriberAccount}
 	for _, w := range want {
 		i := slices.IndexFunc(opts.Users, func(u *server.User) bool { return u.Username == w.Username })
 		if i < 0 {

@@ -34,6 +34,9 @@ const (
 const (
 	NATSNodeUser      = "cep-node"
 	NATSPublisherUser = "cep-publisher"
+	// NATSSubscriberUser reads the output and dead letters
+	// (subscriberPermissions)
+	NATSSubscriberUser = "cep-subscriber"
 	// nodeInboxPrefix is where the node's replies arrive (JetStream API
 	// answers, consumer deliveries, publish acks): not under _INBOX, which
 	// publishers may subscribe to for their acks, so that no publisher can

@@ -349,3 +349,31 @@ func (b clusterBackend) PublishAccess(ctx context.Context, r *cepv1.GetPublishAc
 	out.User, out.Password = NATSPublisherUser, n.cfg.Secret.Token(secret.NATSPublic)
 	return out, nil
 }
+
+// SubscribeAccess hands consumers of the output (the nats CLI, a service
+// of their own) the subscriber user of the cluster's embedded NATS
+// server, under the conditions PublishAccess has.
+func (b clusterBackend) SubscribeAccess(ctx context.Context, r *cepv1.GetSubscribeAccessRequest) (*cepv1.GetSubscribeAccessResponse, error) {
+	n := b.s.n
+	out := &cepv1.GetSubscribeAccessResponse{Subjects: slices.Clone(SubscriberSubjects)}
+	for _, u := range strings.Split(n.NATSURL(), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out.NatsUrls = append(out.NatsUrls, u)
+		}
+	}
+	switch {
+	case n.cfg.NATSCreds != "":
+		return nil, fmt.Errorf("%w: the cluster uses an external NATS server with credentials of its own: ask its operator for a user that may subscribe to %s", api.ErrFailedPrecondition, strings.Join(SubscriberSubjects, " "))
+	case n.cfg.Secret.IsZero():
+		return out, nil // an open server: no user
+	}
+	out.User, out.Password = NATSSubscriberUser, n.cfg.Secret.Token(secret.NATSReader)
+	return out, nil
+}
+
+// the optional procedures the API serves only for a backend that has them
+var (
+	_ api.PublishAccessBackend   = clusterBackend{}
+	_ api.SubscribeAccessBackend = clusterBackend{}
+	_ api.SourceSampleBackend    = sourceBackend{}
+)

@@ -55,6 +55,9 @@ func checkedSpec(spec string, format cepv1.SpecFormat, name string) (*nfa.Patter
 	if err := p.CheckStageRefs(); err != nil {
 		return nil, f, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
 	}
+	if err := nfa.CheckYAMLKeys([]byte(spec)); err != nil {
+		return nil, f, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
+	}
 	return p, f, nil
 }
 
@@ -248,6 +251,23 @@ func checkPattern(pm *meta.Pattern) error {
 
 type patternBackend struct{ s *Service }
 
+// checkFields checks the fields a new document reads against those its
+// sources declare (nfa.CheckSourceFields), for validate, deploy and
+// update.
+func (b patternBackend) checkFields(p *nfa.Pattern, spec string) error {
+	md := b.s.n.Meta()
+	decl := map[string]nfa.SourceFields{}
+	for _, n := range p.Sources() {
+		if s := md.Sources[n]; s != nil && s.Schema != nil {
+			decl[n] = s.Schema
+		}
+	}
+	if err := nfa.CheckSourceFields(p, spec, decl); err != nil {
+		return fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
+	}
+	return nil
+}
+
 func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRequest) (*cepv1.ValidatePatternResponse, error) {
 	release, err := b.s.compileTurn(ctx)
 	if err != nil {
@@ -255,6 +275,9 @@ func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRe
 	}
 	defer release()
 	p, f, err := checkedSpec(r.Spec, r.Format, r.Name)
+	if err == nil {
+		err = b.checkFields(p, r.Spec)
+	}
 	if err != nil {
 		return &cepv1.ValidatePatternResponse{Valid: false, Format: f, Error: specError(err)}, nil
 	}
@@ -319,6 +342,9 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy, opts outputOptions) (*cepv1.Pattern, []string, error) {
 	fromStart := create && opts.fromStart
 	p, f, err := checkedSpec(spec, format, name)
+	if err == nil {
+		err = b.checkFields(p, spec)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

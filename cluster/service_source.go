@@ -16,6 +16,7 @@ import (
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/peer"
+	"github.com/cepcluster/cep/internal/schema"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa/expr"
 )
@@ -23,7 +24,26 @@ import (
 type sourceBackend struct{ s *Service }
 
 func toSource(m *meta.Source, k int) *cepv1.Source {
-	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin, Limits: toSourceLimits(m.Limits)}
+	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin, Limits: toSourceLimits(m.Limits),
+		Fields: toSourceFields(m.Schema)}
+}
+
+func toSourceFields(s schema.Schema) []*cepv1.SourceField {
+	var out []*cepv1.SourceField
+	for _, f := range s {
+		out = append(out, &cepv1.SourceField{Path: f.Path, Type: f.Type, Optional: f.Optional})
+	}
+	return out
+}
+
+// fromSourceFields is a request's declared fields as a schema (nil when
+// none), checked.
+func fromSourceFields(fs []*cepv1.SourceField) (schema.Schema, error) {
+	var out []schema.Field
+	for _, f := range fs {
+		out = append(out, schema.Field{Path: f.GetPath(), Type: f.GetType(), Optional: f.GetOptional()})
+	}
+	return schema.FromFields(out)
 }
 
 func toSourceLimits(l meta.SourceLimits) *cepv1.SourceLimits {
@@ -97,6 +117,10 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	if r.Stream != "" && limits != (meta.SourceLimits{}) {
 		return nil, fmt.Errorf("%w: source %q: retention limits apply to a stream the cluster creates, not to the existing stream %q (set them with nats stream edit)", api.ErrInvalidArgument, r.Name, r.Stream)
 	}
+	sch, err := fromSourceFields(r.Fields)
+	if err != nil {
+		return nil, fmt.Errorf("%w: source %q: %v", api.ErrInvalidArgument, r.Name, err)
+	}
 	k := b.s.n.keyGroups()
 	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
 		return nil, fmt.Errorf("%w: source %q", api.ErrAlreadyExists, r.Name)
@@ -152,6 +176,7 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		return nil, fmt.Errorf("%w: stream %s: %v", api.ErrUnavailable, sm.Stream, err)
 	}
 	sm.StreamCreated = created
+	sm.Schema = sch
 	res, err := b.s.n.Propose(ctx, meta.PutSource{Source: sm})
 	if err != nil {
 		return nil, mapErr(err)
@@ -342,4 +367,56 @@ func subsetOf(s, of []string) bool {
 		}
 	}
 	return len(s) == len(of)
+}
+
+// maxSample bounds SampleSource's events, and maxSampleBytes their
+// bytes: a thousand events of a megabyte would be an answer no client
+// takes.
+const (
+	maxSample      = 1000
+	maxSampleBytes = 4 << 20
+)
+
+// Sample returns the last events the source's stream stores, oldest
+// first: what cepctl source infer-schema reads the fields of. A derived
+// source's events are its origin's, re-keyed.
+func (b sourceBackend) Sample(ctx context.Context, r *cepv1.SampleSourceRequest) (*cepv1.SampleSourceResponse, error) {
+	limit := int(r.Limit)
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit > maxSample:
+		return nil, fmt.Errorf("%w: limit %d: at most %d", api.ErrInvalidArgument, limit, maxSample)
+	}
+	src := b.s.n.Meta().Sources[r.Name]
+	if src == nil {
+		return nil, fmt.Errorf("%w: source %q", api.ErrNotFound, r.Name)
+	}
+	st, err := b.s.n.JetStream().Stream(ctx, src.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: %v", api.ErrUnavailable, src.Stream, err)
+	}
+	state := st.CachedInfo().State
+	out := &cepv1.SampleSourceResponse{}
+	size := 0
+	// backwards from the last, skipping deleted messages, at most a few
+	// times the limit of look-ups
+	for seq, tries := state.LastSeq, 0; seq >= state.FirstSeq && seq > 0 && len(out.Events) < limit && tries < 4*limit; seq, tries = seq-1, tries+1 {
+		msg, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: stream %s: %v", api.ErrUnavailable, src.Stream, err)
+		}
+		if len(src.Filter) > 0 && !slices.ContainsFunc(src.Filter, func(f string) bool { return coveredBy(msg.Subject, []string{f}) }) {
+			continue
+		}
+		if size += len(msg.Data); size > maxSampleBytes && len(out.Events) > 0 {
+			break
+		}
+		out.Events = append(out.Events, msg.Data)
+	}
+	slices.Reverse(out.Events)
+	return out, nil
 }

@@ -111,6 +111,8 @@ type Pattern struct {
 	tieLess func(a, b expr.Event) bool                 // ORDER BY columns after the time
 	rowFn   func(m *Matcher, p path) []Field           // MEASURES
 	sql     bool                                       // records carry fields only; no timeouts
+	// sqlFields are the query's event fields (FieldsRead)
+	sqlFields []string
 
 	hasWindows bool // some partial match can time out
 	// stageWindows: some state has a previous-and-current window

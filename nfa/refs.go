@@ -151,3 +151,83 @@ func skipTargetError(target string, last *pat) error {
 	}
 	return perr("", "skip", "The pattern name specified in AfterMatchSkipStrategy %q can not be found in the given Pattern (its stages: %s)%s", target, strings.Join(names, ", "), suggest(target, known))
 }
+
+// CheckFields reports the first read of an event field (e.a.b in a
+// where, until, emit, key or time expression) that missing refuses:
+// missing returns nil for a field the pattern's source may have, else why
+// not (the field, the source, the closest declared field). The error is
+// a *PatternError naming the stage and field, with the reference's
+// position in its expression. A query's columns are checked by
+// CompileSQLColumns instead.
+//
+// Like CheckStageRefs it is for new documents, not part of Compile.
+func (p *Pattern) CheckFields(missing func(path string) error) error {
+	if err := p.checkFields(missing); err != nil {
+		err.Pattern = p.Name()
+		return err
+	}
+	return nil
+}
+
+func (p *Pattern) checkFields(missing func(path string) error) *PatternError {
+	check := func(stage, field string, refs []expr.FieldRef) *PatternError {
+		for _, r := range refs {
+			if err := missing(r.Path); err != nil {
+				if r.Line > 0 {
+					err = fmt.Errorf("%w (e.%s at %d:%d)", err, r.Path, r.Line, r.Column)
+				}
+				return &PatternError{Stage: stage, Field: field, Err: err}
+			}
+		}
+		return nil
+	}
+	s := p.spec
+	bySrc := map[string]*expr.Condition{}
+	for _, l := range p.leaves {
+		if l.cel != nil {
+			bySrc[l.src] = l.cel
+		}
+	}
+	var visit func(prefix string, stages []Stage) *PatternError
+	visit = func(prefix string, stages []Stage) *PatternError {
+		for _, st := range stages {
+			path := prefix + st.Name
+			for _, f := range []struct{ field, src string }{{"where", st.Where}, {"until", st.Until}} {
+				if c := bySrc[f.src]; f.src != "" && c != nil {
+					if err := check(path, f.field, c.FieldRefs()); err != nil {
+						return err
+					}
+				}
+			}
+			if err := visit(path+"/", st.Group); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := visit("", s.Stages); err != nil {
+		return err
+	}
+	for _, f := range p.emit {
+		if err := check("", "emit."+f.name, f.v.FieldRefs()); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct{ field, src string }{{"key", s.Key}, {"time", s.Time}} {
+		if f.src == "" {
+			continue
+		}
+		ec, err := exprCompiler()
+		if err != nil {
+			continue
+		}
+		v, err := ec.Value(f.src)
+		if err != nil {
+			continue // it compiled once; nothing to check then
+		}
+		if err := check("", f.field, v.FieldRefs()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

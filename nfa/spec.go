@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -194,6 +195,9 @@ func ParseSpec(data []byte) (*Spec, error) {
 		if pe := unknownFieldError(js); pe != nil {
 			return nil, pe
 		}
+		if pe := durationFieldError(js); pe != nil {
+			return nil, pe
+		}
 		return nil, fmt.Errorf("pattern: %s", describeJSONError(js, err))
 	}
 	if dec.More() {
@@ -257,6 +261,106 @@ func fieldSet(v any) map[string]bool {
 		out[name] = true
 	}
 	return out
+}
+
+var specDurations = durationFields(Spec{})
+var stageDurations = durationFields(Stage{})
+
+// durationFields are the JSON names of v's Duration fields.
+func durationFields(v any) []string {
+	var out []string
+	t := reflect.TypeOf(v)
+	for i := 0; i < t.NumField(); i++ {
+		if ft := t.Field(i).Type; ft == reflect.TypeFor[*Duration]() || ft == reflect.TypeFor[Duration]() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// durationFieldError finds a duration that does not parse and names its
+// field and stage: the decoder reports Duration's error without them.
+func durationFieldError(js []byte) *PatternError {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(js, &doc) != nil {
+		return nil
+	}
+	name := ""
+	_ = json.Unmarshal(doc["name"], &name)
+	for _, k := range specDurations {
+		if raw, ok := doc[k]; ok && string(raw) != "null" {
+			if _, err := parseDuration(raw); err != nil {
+				return &PatternError{Pattern: name, Field: k, Err: err}
+			}
+		}
+	}
+	var walk func(raw json.RawMessage, prefix string) *PatternError
+	walk = func(raw json.RawMessage, prefix string) *PatternError {
+		var stages []map[string]json.RawMessage
+		if json.Unmarshal(raw, &stages) != nil {
+			return nil
+		}
+		for i, st := range stages {
+			sn := ""
+			_ = json.Unmarshal(st["name"], &sn)
+			if sn == "" {
+				sn = fmt.Sprintf("#%d", i+1)
+			}
+			for _, k := range stageDurations {
+				if raw, ok := st[k]; ok && string(raw) != "null" {
+					if _, err := parseDuration(raw); err != nil {
+						return &PatternError{Pattern: name, Stage: prefix + sn, Field: k, Err: err}
+					}
+				}
+			}
+			if g, ok := st["group"]; ok {
+				if pe := walk(g, prefix+sn+"/"); pe != nil {
+					return pe
+				}
+			}
+		}
+		return nil
+	}
+	return walk(doc["stages"], "")
+}
+
+// yamlBoolKeys are the plain YAML 1.1 scalars that YAMLToJSON reads as
+// booleans, keys included.
+var yamlBoolKeys = map[string]bool{"y": true, "n": true, "yes": true, "no": true, "on": true, "off": true}
+
+// CheckYAMLKeys refuses an emit field whose name YAML reads as a boolean:
+// `n: size(events("a"))` would emit a field named "false". Like
+// CheckStageRefs it is for new documents (deploys, validation, offline
+// runs), not part of Compile: a pattern deployed before it existed must
+// compile the same way on every replica. JSON documents and queries pass.
+func CheckYAMLKeys(doc []byte) error {
+	doc = bytes.TrimSpace(doc)
+	if len(doc) == 0 || doc[0] == '{' || IsSQL(doc) {
+		return nil
+	}
+	if pe := yamlBoolKey(doc); pe != nil {
+		return pe
+	}
+	return nil
+}
+
+func yamlBoolKey(doc []byte) *PatternError {
+	var d struct {
+		Name string     `yaml:"name"`
+		Emit yaml3.Node `yaml:"emit"`
+	}
+	if yaml3.Unmarshal(doc, &d) != nil || d.Emit.Kind != yaml3.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(d.Emit.Content); i += 2 {
+		k := d.Emit.Content[i]
+		if k.Style == 0 && yamlBoolKeys[strings.ToLower(k.Value)] {
+			return &PatternError{Pattern: d.Name, Field: "emit." + k.Value, Err: fmt.Errorf("YAML reads %s unquoted as a boolean, so the field would be named true or false: quote it (%q)", k.Value, k.Value)}
+		}
+	}
+	return nil
 }
 
 // unknownFieldError finds a misspelt field and names the stage it is in.

@@ -107,6 +107,9 @@ type patternRT struct {
 	// on bytes held
 	bytesRefused uint64
 	counts       PatternCounters // replicated (pattern_counters.go)
+	// absent watches the fields the pattern reads that no event had yet
+	// (absentfields.go); made at the first event
+	absent *absentFields
 }
 
 type drainingRT struct {
@@ -233,6 +236,9 @@ type PatternInfo struct {
 	ConditionErrors, EmitErrors uint64
 	FirstConditionError         string
 	FirstEmitError              string
+	// AbsentFields are the fields the pattern reads that no event has
+	// had since this replica built it, with the events without them.
+	AbsentFields []AbsentField
 }
 
 // Patterns lists the deployed patterns, sorted by name.
@@ -271,6 +277,7 @@ func (s *State) PatternFailures() []PatternInfo {
 		for _, d := range p.draining {
 			info.addStats(d.m)
 		}
+		info.AbsentFields = p.absent.list()
 		out = append(out, info)
 	}
 	return out
@@ -719,6 +726,10 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 			}
 			arr.Source = logical
 			arr.Held = p.stateBytes() - p.m.StateBytes() // its draining versions'
+			if p.absent == nil {
+				p.absent = newAbsentFields(p.pattern.FieldsRead())
+			}
+			p.absent.observe(arr.In.Data)
 			a, ref := p.m.Admit(&arr)
 			if ref != nil {
 				switch ref.Kind {

@@ -71,6 +71,12 @@ type Sources struct {
 	ListFunc   func(context.Context, *cepv1.ListSourcesRequest) (*cepv1.ListSourcesResponse, error)
 	GetFunc    func(context.Context, *cepv1.GetSourceRequest) (*cepv1.GetSourceResponse, error)
 	DeleteFunc func(context.Context, *cepv1.DeleteSourceRequest) (*cepv1.DeleteSourceResponse, error)
+	SampleFunc func(context.Context, *cepv1.SampleSourceRequest) (*cepv1.SampleSourceResponse, error)
+}
+
+// Sample makes Sources an api.SourceSampleBackend too.
+func (f *Sources) Sample(ctx context.Context, req *cepv1.SampleSourceRequest) (*cepv1.SampleSourceResponse, error) {
+	return call(f.SampleFunc, ctx, req)
 }
 
 func (f *Sources) Create(ctx context.Context, req *cepv1.CreateSourceRequest) (*cepv1.CreateSourceResponse, error) {
@@ -150,10 +156,15 @@ func (f *Matches) Tail(ctx context.Context, req *cepv1.TailRequest, send func(*c
 }
 
 // PublishingCluster fakes an api.ClusterBackend that is also an
-// api.PublishAccessBackend.
+// api.PublishAccessBackend and an api.SubscribeAccessBackend.
 type PublishingCluster struct {
 	*Cluster
-	AccessFunc func(context.Context, *cepv1.GetPublishAccessRequest) (*cepv1.GetPublishAccessResponse, error)
+	AccessFunc    func(context.Context, *cepv1.GetPublishAccessRequest) (*cepv1.GetPublishAccessResponse, error)
+	SubscribeFunc func(context.Context, *cepv1.GetSubscribeAccessRequest) (*cepv1.GetSubscribeAccessResponse, error)
+}
+
+func (f *PublishingCluster) SubscribeAccess(ctx context.Context, req *cepv1.GetSubscribeAccessRequest) (*cepv1.GetSubscribeAccessResponse, error) {
+	return call(f.SubscribeFunc, ctx, req)
 }
 
 func (f *PublishingCluster) PublishAccess(ctx context.Context, req *cepv1.GetPublishAccessRequest) (*cepv1.GetPublishAccessResponse, error) {

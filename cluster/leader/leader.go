@@ -69,6 +69,7 @@ type Leader struct {
 type loggedFailures struct {
 	condition, emit string
 	dropped         bool
+	absent          map[string]bool // fields no event had, by path
 }
 
 func (r *Leader) run() {

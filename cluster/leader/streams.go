@@ -126,6 +126,17 @@ func (r *Leader) logPatternErrors() {
 				"pattern", p.Name, "version", p.Version, "first", p.FirstEmitError, "failures", p.EmitErrors)
 			seen.emit = p.FirstEmitError
 		}
+		for _, f := range p.AbsentFields {
+			if seen.absent[f.Path] {
+				continue
+			}
+			r.log.Warn("the pattern reads a field no event has had so far (misspelt?): a condition reading it is false, a query's column NULL; cep_pattern_absent_field_events_total counts the events without it",
+				"pattern", p.Name, "version", p.Version, "field", f.Path, "events", f.Events)
+			if seen.absent == nil {
+				seen.absent = map[string]bool{}
+			}
+			seen.absent[f.Path] = true
+		}
 		if p.Dropped > 0 && !seen.dropped {
 			r.log.Warn("a key of the pattern held more partial matches than the bound per key, and the latest-starting were dropped (its partial matches multiply with each event); cep_partial_matches_dropped_total counts them",
 				"pattern", p.Name, "version", p.Version, "bound", p.MaxPartialMatches, "dropped", p.Dropped)

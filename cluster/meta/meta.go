@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cepcluster/cep/internal/schema"
 )
 
 // Meta is the replicated metadata of the cluster: patterns, sources, the
@@ -173,6 +175,10 @@ type Source struct {
 	// the source; omitted when there are none, so a source without them
 	// encodes as the releases before wrote it.
 	Limits SourceLimits `json:"limits,omitzero"`
+	// Schema is the fields its events declare (nil: none declared);
+	// omitted when unset, so a source without it encodes as older
+	// releases wrote it.
+	Schema schema.Schema `json:"schema,omitempty"`
 }
 
 // SourceLimits bound what a source's stream keeps; a zero field is no

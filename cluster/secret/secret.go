@@ -40,6 +40,7 @@ const (
 	Node       = "cep node credential v1" // bearer credential of node-to-node API calls
 	NATSNode   = "cep nats node v1"       // the embedded NATS server's password for the node itself
 	NATSPublic = "cep nats publisher v1"  // the embedded NATS server's password for publishers
+	NATSReader = "cep nats subscriber v1" // the embedded NATS server's password for readers of the output
 	Savepoint  = "cep savepoint seal v1"  // HMAC key sealing savepoint parts
 )
 

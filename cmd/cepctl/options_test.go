@@ -224,10 +224,12 @@ func TestStatusOptions(t *testing.T) {
 
 func TestPatternOptions(t *testing.T) {
 	checkOptions(t, "pattern", newPatternValidateCmd, []optCase[patternValidateOptions]{
-		{name: "file", args: []string{"pattern", "validate", "p.yaml"}, want: patternValidateOptions{defaults, "p.yaml", "", nil, false}},
+		{name: "file", args: []string{"pattern", "validate", "p.yaml"}, want: patternValidateOptions{globalOptions: defaults, File: "p.yaml"}},
+		{name: "name", args: []string{"pattern", "validate", "q.sql", "--name", "fraud"}, want: patternValidateOptions{globalOptions: defaults, File: "q.sql", Name: "fraud"}},
+		{name: "sample", args: []string{"pattern", "validate", "p.yaml", "--sample", "ev.jsonl"}, want: patternValidateOptions{globalOptions: defaults, File: "p.yaml", Sample: "ev.jsonl"}},
+		{name: "schema and sample", args: []string{"pattern", "validate", "p.yaml", "--sample", "ev.jsonl", "--schema", "s.yaml"}, wantErr: "none of the others can be"},
 		{name: "tests", args: []string{"pattern", "validate", "p.yaml", "--test", "a.test.yaml", "--test", "b.test.yaml"},
-			want: patternValidateOptions{defaults, "p.yaml", "", []string{"a.test.yaml", "b.test.yaml"}, false}},
-		{name: "name", args: []string{"pattern", "validate", "q.sql", "--name", "fraud"}, want: patternValidateOptions{defaults, "q.sql", "fraud", nil, false}},
+			want: patternValidateOptions{globalOptions: defaults, File: "p.yaml", Tests: []string{"a.test.yaml", "b.test.yaml"}}},
 		{name: "no file", args: []string{"pattern", "validate"}, wantErr: "accepts 1 arg"},
 	})
 	checkOptions(t, "pattern", newPatternDeployCmd, []optCase[patternDeployOptions]{

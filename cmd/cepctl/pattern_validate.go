@@ -10,7 +10,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
+	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
+	"github.com/cepcluster/cep/internal/schema"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/sql"
 )
@@ -23,6 +25,10 @@ type patternValidateOptions struct {
 	Tests []string
 	// online: a server was given (serverGiven), so the server checks it
 	online bool
+	// Schema and Sample check the fields the pattern reads against a
+	// declared schema or the fields sample events have
+	Schema string
+	Sample string
 }
 
 func newPatternValidateCmd(d *deps, runF func(*patternValidateOptions) error) *cobra.Command {
@@ -40,9 +46,15 @@ size, quantifiers, stages, emit fields, expression cost, maxKeys) is
 refused with the limit's name and value: docs/limits.md lists them all.
 Every reference to a stage (events("x"), a skip target, a query's pattern
 variables) must name one. Warnings (what is valid but likely to hurt once
-deployed) go to stderr. Sources the pattern names are not checked.`,
+deployed) go to stderr. The server checks the fields the pattern reads
+(e.amount, a query's columns) against those its sources declare (cepctl
+source create --schema); --schema FILE checks them against that schema,
+--sample FILE against the fields the JSON events of FILE (one a line)
+have, for a source that declares none: a misspelt field is named with
+the closest one.`,
 		Example: `  cepctl pattern validate login-fail.yaml
-  cepctl pattern validate --name fraud queries/fraud.sql`,
+  cepctl pattern validate --name fraud queries/fraud.sql
+  cepctl pattern validate --sample examples/events.jsonl examples/login-fail-logout.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := resolveGlobals(d, cmd)
@@ -57,6 +69,9 @@ deployed) go to stderr. Sources the pattern names are not checked.`,
 			return runPatternValidate(cmd.Context(), d, opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.Schema, "schema", "", "check the fields the pattern reads against this schema file (see cepctl source create --schema)")
+	cmd.Flags().StringVar(&opts.Sample, "sample", "", "check the fields the pattern reads against those of these JSON events, one a line")
+	cmd.MarkFlagsMutuallyExclusive("schema", "sample")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "pattern name (default: the document's name, or for SQL the file name)")
 	cmd.Flags().StringArrayVar(&opts.Tests, "test", nil, "run this test file first (see cepctl pattern test) and fail if a case fails; repeatable")
 	return cmd
@@ -90,6 +105,23 @@ func runPatternValidate(ctx context.Context, d *deps, opts *patternValidateOptio
 	}
 	if !v.GetValid() {
 		return specError(opts.File, v.GetError())
+	}
+	if opts.Schema != "" || opts.Sample != "" {
+		var s schema.Schema
+		if opts.Schema != "" {
+			s, err = readSchemaFile(d, opts.Schema)
+		} else {
+			var events []map[string]any
+			if events, err = readSampleEvents(d, opts.Sample); err == nil {
+				s = schema.Infer(events)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkAgainstSchema(f, s); err != nil {
+			return specError(opts.File, toSpecError(err, v.GetFormat()).GetError())
+		}
 	}
 	writeWarnings(d.stderr, v.GetWarnings())
 	if opts.Output == "table" {
@@ -129,9 +161,30 @@ func specError(file string, e *cepv1.SpecError) error {
 		msg = strings.Join(parts, ": ")
 	}
 	if e.GetLine() > 0 {
+		// a query's message starts with its position, said once here
+		msg = strings.TrimPrefix(msg, fmt.Sprintf("line %d:%d: ", e.GetLine(), e.GetColumn()))
 		return fmt.Errorf("%s:%d:%d: %s", file, e.GetLine(), e.GetColumn(), msg)
 	}
 	return fmt.Errorf("%s: %s", file, msg)
+}
+
+// patternRPCError names the file in the server's refusal of a pattern
+// (InvalidArgument) as validate does: "FILE: message", or for a query
+// "FILE:LINE:COL: message", the position said once.
+func patternRPCError(file string, err error) error {
+	var ce *connect.Error
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !errors.As(err, &ce) {
+		return err
+	}
+	if file == "-" {
+		file = "stdin"
+	}
+	msg := strings.TrimPrefix(ce.Message(), api.ErrInvalidArgument.Error()+": ")
+	var line, col int
+	if n, _ := fmt.Sscanf(msg, "line %d:%d: ", &line, &col); n == 2 {
+		return &rpcError{fmt.Sprintf("%s:%d:%d: %s", file, line, col, strings.TrimPrefix(msg, fmt.Sprintf("line %d:%d: ", line, col))), err}
+	}
+	return &rpcError{file + ": " + msg, err}
 }
 
 // serverGiven reports whether the user named a server (--server,
@@ -165,6 +218,9 @@ func compileSpecFile(f specFile, needSource bool) (*nfa.Pattern, cepv1.SpecForma
 	}
 	if err == nil {
 		err = p.CheckStageRefs()
+	}
+	if err == nil {
+		err = nfa.CheckYAMLKeys([]byte(f.spec))
 	}
 	if err != nil {
 		return nil, format, err

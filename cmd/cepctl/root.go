@@ -54,6 +54,7 @@ func newRootCmd(d *deps) *cobra.Command {
 		newShardCmd(d),
 		newVersionCmd(d),
 		newContextCmd(d),
+		newNATSContextCmd(d, nil),
 	)
 	addCompletions(d, root)
 	return root

@@ -26,6 +26,7 @@ publish).`,
 		newSourceListCmd(d, nil),
 		newSourceGetCmd(d, nil),
 		newSourceDeleteCmd(d, nil),
+		newSourceInferSchemaCmd(d, nil),
 	)
 	return cmd
 }
@@ -47,6 +48,12 @@ func writeSource(w io.Writer, format string, s *cepv1.Source) error {
 	row(tw, "Key groups:", s.GetKeyGroups())
 	row(tw, "Managed:", s.GetManaged())
 	row(tw, "Retention:", retention(s.GetLimits()))
+	if fs := s.GetFields(); len(fs) > 0 {
+		row(tw, "Fields:", plural(len(fs), "field"))
+		for _, line := range strings.Split(strings.TrimSuffix(fromSchemaFields(fs).Format(), "\n"), "\n") {
+			row(tw, "", "  "+line)
+		}
+	}
 	row(tw, "Created index:", s.GetCreatedIndex())
 	return tw.Flush()
 }

@@ -23,6 +23,9 @@ type sourceCreateOptions struct {
 	MaxAge   time.Duration
 	MaxBytes sizeValue
 	MaxMsgs  int64
+	// Schema is the file declaring the events' fields
+	Schema string
+	fields []*cepv1.SourceField
 }
 
 // sizeValue is a byte-count flag: "512M", "10GiB" (see package size).
@@ -62,10 +65,19 @@ each event into a derived source, listed by cepctl source list).
 creates keeps: past a limit its oldest events are removed, read or not (a
 pattern that falls further behind than that loses them, and says so in the
 log). Without them the stream keeps every event. Derived sources keep the
-same limits; an existing --stream keeps its own.`,
+same limits; an existing --stream keeps its own.
+
+--schema FILE declares the fields the events have, as YAML lines of
+field: type (string, number, integer, boolean, object, array, null, any;
+a trailing ? for an optional field; nested maps for an object's fields)
+or as a JSON Schema object ("properties", "type", "required"): cepctl
+source infer-schema writes one from a sample. Patterns reading the source
+are then checked against it when validated or deployed, a misspelt field
+refused with the closest declared one.`,
 		Example: `  cepctl source create logins --key e.user
   cepctl source create clicks --subjects 'web.clicks.*'
   cepctl source create metrics --key e.host --max-age 72h --max-bytes 50G
+  cepctl source create bank --key e.account --schema bank.schema.yaml
   cepctl source create eu-orders --stream ORDERS --subjects 'shop.orders.eu.>' --key e.customer.id`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -82,6 +94,13 @@ same limits; an existing --stream keeps its own.`,
 			case opts.Stream != "" && (opts.MaxAge > 0 || opts.MaxBytes > 0 || opts.MaxMsgs > 0):
 				return fmt.Errorf("--max-age, --max-bytes and --max-msgs bound a stream the cluster creates, not --stream %s (set its limits with nats stream edit)", opts.Stream)
 			}
+			if opts.Schema != "" {
+				s, err := readSchemaFile(d, opts.Schema)
+				if err != nil {
+					return err
+				}
+				opts.fields = toSchemaFields(s)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -93,6 +112,7 @@ same limits; an existing --stream keeps its own.`,
 	cmd.Flags().StringVar(&opts.Stream, "stream", "", "existing JetStream stream to read (default: the cluster creates one)")
 	cmd.Flags().DurationVar(&opts.MaxAge, "max-age", 0, "remove events older than this from the stream, e.g. 72h (default: keep them)")
 	cmd.Flags().Var(&opts.MaxBytes, "max-bytes", "remove the oldest events once the stream holds more, e.g. 50G (K, M, G, T: powers of 1024; default: no limit)")
+	cmd.Flags().StringVar(&opts.Schema, "schema", "", "file declaring the events' fields (field: type lines, or a JSON Schema; see cepctl source infer-schema)")
 	cmd.Flags().Int64Var(&opts.MaxMsgs, "max-msgs", 0, "remove the oldest events once the stream holds more events than this (default: no limit)")
 	return cmd
 }
@@ -101,6 +121,7 @@ func runSourceCreate(ctx context.Context, d *deps, opts *sourceCreateOptions) er
 	c := newClients(d, opts.globalOptions)
 	res, err := c.sources.CreateSource(ctx, connect.NewRequest(&cepv1.CreateSourceRequest{
 		Name: opts.Name, Subjects: opts.Subjects, Stream: opts.Stream, Key: opts.Key, Limits: opts.limits(),
+		Fields: opts.fields,
 	}))
 	if err != nil {
 		return err

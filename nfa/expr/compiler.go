@@ -130,6 +130,7 @@ type program struct {
 	prg        cel.Program
 	usesEvents bool
 	refs       []StageRef // the events() calls, in source order
+	fields     []FieldRef // the reads of e's fields, in source order
 }
 
 // compile parses, checks, estimates and plans src.
@@ -149,7 +150,7 @@ func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
 	}
 	checked, iss := c.env.Compile(src)
 	if iss != nil && iss.Err() != nil {
-		return nil, nil, issuesError(iss)
+		return nil, nil, issuesError(src, iss)
 	}
 	if dynamicRegex(checked.NativeRep().Expr()) {
 		return nil, nil, errors.New("matches() takes its regex as a string literal: a regex read from events would be compiled at every event, at a cost no limit sees in advance (see docs/limits.md)")
@@ -182,6 +183,7 @@ func (c *Compiler) compile(src string) (p *program, a *cel.Ast, err error) {
 		prg:        prg,
 		usesEvents: callsFunction(checked.NativeRep().Expr(), "events"),
 		refs:       stageRefs(checked.NativeRep()),
+		fields:     fieldRefs(checked.NativeRep()),
 	}, checked, nil
 }
 
@@ -194,8 +196,9 @@ func costString(c uint64) string {
 
 // issuesError condenses cel-go's issue report, which gives each problem a
 // line of its own followed by a source snippet and a caret line, into one
-// line: "ERROR: <input>:line:column: message; ERROR: ...".
-func issuesError(iss *cel.Issues) error {
+// line that quotes the expression (a pattern has many; cel-go calls each
+// "<input>"): "e.a ==" at line:column: message; at line:column: ...
+func issuesError(src string, iss *cel.Issues) error {
 	errs := iss.Errors()
 	if len(errs) == 0 {
 		return errors.New(oneLine(iss.String()))
@@ -203,13 +206,23 @@ func issuesError(iss *cel.Issues) error {
 	parts := make([]string, 0, len(errs))
 	for _, e := range errs {
 		if e.Location == nil || e.Location.Line() < 1 {
-			parts = append(parts, "ERROR: <input>: "+escapeControls(e.Message))
+			parts = append(parts, escapeControls(e.Message))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("ERROR: <input>:%d:%d: %s",
+		parts = append(parts, fmt.Sprintf("at %d:%d: %s",
 			e.Location.Line(), e.Location.Column()+1, escapeControls(e.Message)))
 	}
-	return errors.New(strings.Join(parts, "; "))
+	return fmt.Errorf("%s %s", quoteSource(src), strings.Join(parts, "; "))
+}
+
+// quoteSource quotes an expression for an error, on one line, its first
+// maxQuoted characters of a long one.
+func quoteSource(src string) string {
+	const maxQuoted = 80
+	if r := []rune(src); len(r) > maxQuoted {
+		return strconv.Quote(string(r[:maxQuoted])) + "…"
+	}
+	return strconv.Quote(src)
 }
 
 // escapeControls writes line breaks and other control characters in s as

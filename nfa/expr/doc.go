@@ -40,7 +40,8 @@
 // # Errors
 //
 // Compile errors and evaluation errors are single-line errors that say what
-// is wrong and, for compile errors, where (ERROR: <input>:line:column: ...).
+// is wrong and, for compile errors, where: the expression quoted, then
+// at line:column: and the problem.
 // Condition rejects an expression whose type is known not to be bool; one of
 // type dyn is accepted and fails at evaluation if it yields a non-bool. An
 // evaluation error (missing field, type mismatch, division by zero, cost

@@ -157,9 +157,9 @@ func TestCompileErrors(t *testing.T) {
 		want string
 	}{
 		{`e.a ==`, "Syntax error"},
-		{`e.a == "unterminated`, "ERROR: <input>:1:"},
+		{`e.a == "unterminated`, `"e.a == \"unterminated" at 1:`},
 		{`x == 1`, "undeclared reference to 'x'"},
-		{`e.a == 1 && y`, "<input>:1:13: undeclared reference to 'y'"},
+		{`e.a == 1 && y`, `"e.a == 1 && y" at 1:13: undeclared reference to 'y'`},
 		{`nosuch(e.a)`, "undeclared reference to 'nosuch'"},
 		{`"text"`, "must be a bool expression, but it has type string"},
 		{`1 + 2`, "must be a bool expression, but it has type int"},
@@ -170,7 +170,7 @@ func TestCompileErrors(t *testing.T) {
 		{`events("a").all(x, events("b").all(y, x.v < y.v))`, "cost"},
 		{`events("a").exists(x, events("a").exists(y, events("a").exists(z, x.v + y.v == z.v)))`, "cost"},
 		{`e.l.all(x, e.l.all(y, e.l.all(z, x < y && y < z)))`, "cost"},
-		{"e.a == \"x\r\ny\"", "ERROR: <input>:1:8:"},
+		{"e.a == \"x\r\ny\"", `"e.a == \"x\r\ny\"" at 1:8:`},
 		{``, "empty"},
 		{`   `, "empty"},
 		{strings.Repeat("e.a == 1 || ", 2000) + "true", "over the limit MaxSourceLen"},

@@ -109,6 +109,15 @@ func (c *checker) run(columns []string) {
 
 	// DEFINE.
 	seenDef := map[string]Pos{}
+	// a PATTERN variable without a DEFINE is the only one a DEFINE not in
+	// PATTERN may be meant for; which of the two is misspelt is not
+	// known (the DEFINE may be right and PATTERN wrong)
+	var undefined []string
+	for _, v := range c.varNames {
+		if !slices.ContainsFunc(q.Defines, func(d Define) bool { return d.Var == v }) {
+			undefined = append(undefined, v)
+		}
+	}
 	for _, d := range q.Defines {
 		if first, dup := seenDef[d.Var]; dup {
 			c.errorf(d.At, "variable %s is defined twice in DEFINE (first at line %d:%d)", quoteName(d.Var), first.Line, first.Col)
@@ -116,7 +125,11 @@ func (c *checker) run(columns []string) {
 			seenDef[d.Var] = d.At
 		}
 		if _, ok := c.vars[d.Var]; !ok {
-			c.errorf(d.At, "DEFINE for variable %s, which is not in PATTERN (%s)%s", quoteName(d.Var), strings.Join(c.varNames, ", "), didYouMean(d.Var, c.varNames))
+			near := ""
+			if s := suggest(d.Var, undefined); s != "" {
+				near = fmt.Sprintf(", whose %s has no DEFINE: one of the two is misspelt", quoteName(s))
+			}
+			c.errorf(d.At, "DEFINE for variable %s, which is not in PATTERN (%s)%s", quoteName(d.Var), strings.Join(c.varNames, ", "), near)
 		}
 		c.expr(d.Expr, exprCtx{define: true})
 	}

@@ -39,7 +39,10 @@ func TestCheckErrors(t *testing.T) {
 		{pre + "PATTERN (A B) DEFINE C AS C.price > 0)", unknown,
 			"line 1:67: DEFINE for variable 'C', which is not in PATTERN (A, B)"},
 		{pre + "PATTERN (A Bx) DEFINE Bxx AS true)", unknown,
-			"line 1:68: DEFINE for variable 'Bxx', which is not in PATTERN (A, Bx). Did you mean 'Bx'?"},
+			"line 1:68: DEFINE for variable 'Bxx', which is not in PATTERN (A, Bx), whose 'Bx' has no DEFINE: one of the two is misspelt"},
+		// a variable with a DEFINE of its own is not offered for another
+		{pre + "PATTERN (A Bx) DEFINE Bx AS true, Bxx AS true)", unknown,
+			"line 1:80: DEFINE for variable 'Bxx', which is not in PATTERN (A, Bx)"},
 		{pre + "MEASURES A.id AS x, B.id AS x PATTERN (A B) DEFINE A AS true)", unknown,
 			"line 1:74: measure name 'x' is used twice (first at line 1:63)"},
 		{"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES A.id AS symbol PATTERN (A B) DEFINE A AS true)", unknown,

@@ -1280,6 +1280,113 @@ func (x *ListShardsResponse) GetShards() []*Shard {
 	return nil
 }
 
+type GetSubscribeAccessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSubscribeAccessRequest) Reset() {
+	*x = GetSubscribeAccessRequest{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSubscribeAccessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSubscribeAccessRequest) ProtoMessage() {}
+
+func (x *GetSubscribeAccessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSubscribeAccessRequest.ProtoReflect.Descriptor instead.
+func (*GetSubscribeAccessRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+type GetSubscribeAccessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The NATS URLs to connect to.
+	NatsUrls []string `protobuf:"bytes,1,rep,name=nats_urls,json=natsUrls,proto3" json:"nats_urls,omitempty"`
+	// The subscriber user and its password; empty when NATS needs none.
+	User     string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Password string `protobuf:"bytes,3,opt,name=password,proto3" json:"password,omitempty"`
+	// The subjects it may subscribe to (NATS wildcards).
+	Subjects      []string `protobuf:"bytes,4,rep,name=subjects,proto3" json:"subjects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSubscribeAccessResponse) Reset() {
+	*x = GetSubscribeAccessResponse{}
+	mi := &file_cep_v1_cluster_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSubscribeAccessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSubscribeAccessResponse) ProtoMessage() {}
+
+func (x *GetSubscribeAccessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_cluster_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSubscribeAccessResponse.ProtoReflect.Descriptor instead.
+func (*GetSubscribeAccessResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetSubscribeAccessResponse) GetNatsUrls() []string {
+	if x != nil {
+		return x.NatsUrls
+	}
+	return nil
+}
+
+func (x *GetSubscribeAccessResponse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *GetSubscribeAccessResponse) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *GetSubscribeAccessResponse) GetSubjects() []string {
+	if x != nil {
+		return x.Subjects
+	}
+	return nil
+}
+
 type GetPublishAccessRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1288,7 +1395,7 @@ type GetPublishAccessRequest struct {
 
 func (x *GetPublishAccessRequest) Reset() {
 	*x = GetPublishAccessRequest{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[14]
+	mi := &file_cep_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1407,7 @@ func (x *GetPublishAccessRequest) String() string {
 func (*GetPublishAccessRequest) ProtoMessage() {}
 
 func (x *GetPublishAccessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[14]
+	mi := &file_cep_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1420,7 @@ func (x *GetPublishAccessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishAccessRequest.ProtoReflect.Descriptor instead.
 func (*GetPublishAccessRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 type GetPublishAccessResponse struct {
@@ -1329,7 +1436,7 @@ type GetPublishAccessResponse struct {
 
 func (x *GetPublishAccessResponse) Reset() {
 	*x = GetPublishAccessResponse{}
-	mi := &file_cep_v1_cluster_proto_msgTypes[15]
+	mi := &file_cep_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1448,7 @@ func (x *GetPublishAccessResponse) String() string {
 func (*GetPublishAccessResponse) ProtoMessage() {}
 
 func (x *GetPublishAccessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_cluster_proto_msgTypes[15]
+	mi := &file_cep_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1461,7 @@ func (x *GetPublishAccessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishAccessResponse.ProtoReflect.Descriptor instead.
 func (*GetPublishAccessResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_cep_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetPublishAccessResponse) GetNatsUrls() []string {
@@ -1477,7 +1584,13 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x12RemoveNodeResponse\x12 \n" +
 	"\x04node\x18\x01 \x01(\v2\f.cep.v1.NodeR\x04node\";\n" +
 	"\x12ListShardsResponse\x12%\n" +
-	"\x06shards\x18\x01 \x03(\v2\r.cep.v1.ShardR\x06shards\"\x19\n" +
+	"\x06shards\x18\x01 \x03(\v2\r.cep.v1.ShardR\x06shards\"\x1b\n" +
+	"\x19GetSubscribeAccessRequest\"\x85\x01\n" +
+	"\x1aGetSubscribeAccessResponse\x12\x1b\n" +
+	"\tnats_urls\x18\x01 \x03(\tR\bnatsUrls\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
+	"\bpassword\x18\x03 \x01(\tR\bpassword\x12\x1a\n" +
+	"\bsubjects\x18\x04 \x03(\tR\bsubjects\"\x19\n" +
 	"\x17GetPublishAccessRequest\"g\n" +
 	"\x18GetPublishAccessResponse\x12\x1b\n" +
 	"\tnats_urls\x18\x01 \x03(\tR\bnatsUrls\x12\x12\n" +
@@ -1491,7 +1604,7 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\bSuffrage\x12\x18\n" +
 	"\x14SUFFRAGE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSUFFRAGE_VOTER\x10\x01\x12\x15\n" +
-	"\x11SUFFRAGE_NONVOTER\x10\x022\x87\x03\n" +
+	"\x11SUFFRAGE_NONVOTER\x10\x022\xe9\x03\n" +
 	"\x0eClusterService\x12E\n" +
 	"\tGetStatus\x12\x18.cep.v1.GetStatusRequest\x1a\x19.cep.v1.GetStatusResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\n" +
@@ -1500,7 +1613,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"RemoveNode\x12\x19.cep.v1.RemoveNodeRequest\x1a\x1a.cep.v1.RemoveNodeResponse\x12C\n" +
 	"\n" +
 	"SplitShard\x12\x19.cep.v1.SplitShardRequest\x1a\x1a.cep.v1.SplitShardResponse\x12Z\n" +
-	"\x10GetPublishAccess\x12\x1f.cep.v1.GetPublishAccessRequest\x1a .cep.v1.GetPublishAccessResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"\x10GetPublishAccess\x12\x1f.cep.v1.GetPublishAccessRequest\x1a .cep.v1.GetPublishAccessResponse\"\x03\x90\x02\x01\x12`\n" +
+	"\x12GetSubscribeAccess\x12!.cep.v1.GetSubscribeAccessRequest\x1a\".cep.v1.GetSubscribeAccessResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_cluster_proto_rawDescOnce sync.Once
@@ -1515,27 +1629,29 @@ func file_cep_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_cep_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_cep_v1_cluster_proto_goTypes = []any{
-	(NodeState)(0),                   // 0: cep.v1.NodeState
-	(Suffrage)(0),                    // 1: cep.v1.Suffrage
-	(*Node)(nil),                     // 2: cep.v1.Node
-	(*ClusterSummary)(nil),           // 3: cep.v1.ClusterSummary
-	(*GetStatusRequest)(nil),         // 4: cep.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),        // 5: cep.v1.GetStatusResponse
-	(*KeyGroupRange)(nil),            // 6: cep.v1.KeyGroupRange
-	(*Replica)(nil),                  // 7: cep.v1.Replica
-	(*Shard)(nil),                    // 8: cep.v1.Shard
-	(*SourceClock)(nil),              // 9: cep.v1.SourceClock
-	(*ListShardsRequest)(nil),        // 10: cep.v1.ListShardsRequest
-	(*RemoveNodeRequest)(nil),        // 11: cep.v1.RemoveNodeRequest
-	(*SplitShardRequest)(nil),        // 12: cep.v1.SplitShardRequest
-	(*SplitShardResponse)(nil),       // 13: cep.v1.SplitShardResponse
-	(*RemoveNodeResponse)(nil),       // 14: cep.v1.RemoveNodeResponse
-	(*ListShardsResponse)(nil),       // 15: cep.v1.ListShardsResponse
-	(*GetPublishAccessRequest)(nil),  // 16: cep.v1.GetPublishAccessRequest
-	(*GetPublishAccessResponse)(nil), // 17: cep.v1.GetPublishAccessResponse
-	(*PatternVersion)(nil),           // 18: cep.v1.PatternVersion
+	(NodeState)(0),                     // 0: cep.v1.NodeState
+	(Suffrage)(0),                      // 1: cep.v1.Suffrage
+	(*Node)(nil),                       // 2: cep.v1.Node
+	(*ClusterSummary)(nil),             // 3: cep.v1.ClusterSummary
+	(*GetStatusRequest)(nil),           // 4: cep.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),          // 5: cep.v1.GetStatusResponse
+	(*KeyGroupRange)(nil),              // 6: cep.v1.KeyGroupRange
+	(*Replica)(nil),                    // 7: cep.v1.Replica
+	(*Shard)(nil),                      // 8: cep.v1.Shard
+	(*SourceClock)(nil),                // 9: cep.v1.SourceClock
+	(*ListShardsRequest)(nil),          // 10: cep.v1.ListShardsRequest
+	(*RemoveNodeRequest)(nil),          // 11: cep.v1.RemoveNodeRequest
+	(*SplitShardRequest)(nil),          // 12: cep.v1.SplitShardRequest
+	(*SplitShardResponse)(nil),         // 13: cep.v1.SplitShardResponse
+	(*RemoveNodeResponse)(nil),         // 14: cep.v1.RemoveNodeResponse
+	(*ListShardsResponse)(nil),         // 15: cep.v1.ListShardsResponse
+	(*GetSubscribeAccessRequest)(nil),  // 16: cep.v1.GetSubscribeAccessRequest
+	(*GetSubscribeAccessResponse)(nil), // 17: cep.v1.GetSubscribeAccessResponse
+	(*GetPublishAccessRequest)(nil),    // 18: cep.v1.GetPublishAccessRequest
+	(*GetPublishAccessResponse)(nil),   // 19: cep.v1.GetPublishAccessResponse
+	(*PatternVersion)(nil),             // 20: cep.v1.PatternVersion
 }
 var file_cep_v1_cluster_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Node.state:type_name -> cep.v1.NodeState
@@ -1544,7 +1660,7 @@ var file_cep_v1_cluster_proto_depIdxs = []int32{
 	1,  // 3: cep.v1.Replica.suffrage:type_name -> cep.v1.Suffrage
 	6,  // 4: cep.v1.Shard.key_groups:type_name -> cep.v1.KeyGroupRange
 	7,  // 5: cep.v1.Shard.replicas:type_name -> cep.v1.Replica
-	18, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
+	20, // 6: cep.v1.Shard.running:type_name -> cep.v1.PatternVersion
 	9,  // 7: cep.v1.Shard.clocks:type_name -> cep.v1.SourceClock
 	6,  // 8: cep.v1.SplitShardResponse.key_groups:type_name -> cep.v1.KeyGroupRange
 	6,  // 9: cep.v1.SplitShardResponse.new_key_groups:type_name -> cep.v1.KeyGroupRange
@@ -1554,14 +1670,16 @@ var file_cep_v1_cluster_proto_depIdxs = []int32{
 	10, // 13: cep.v1.ClusterService.ListShards:input_type -> cep.v1.ListShardsRequest
 	11, // 14: cep.v1.ClusterService.RemoveNode:input_type -> cep.v1.RemoveNodeRequest
 	12, // 15: cep.v1.ClusterService.SplitShard:input_type -> cep.v1.SplitShardRequest
-	16, // 16: cep.v1.ClusterService.GetPublishAccess:input_type -> cep.v1.GetPublishAccessRequest
-	5,  // 17: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
-	15, // 18: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
-	14, // 19: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
-	13, // 20: cep.v1.ClusterService.SplitShard:output_type -> cep.v1.SplitShardResponse
-	17, // 21: cep.v1.ClusterService.GetPublishAccess:output_type -> cep.v1.GetPublishAccessResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
+	18, // 16: cep.v1.ClusterService.GetPublishAccess:input_type -> cep.v1.GetPublishAccessRequest
+	16, // 17: cep.v1.ClusterService.GetSubscribeAccess:input_type -> cep.v1.GetSubscribeAccessRequest
+	5,  // 18: cep.v1.ClusterService.GetStatus:output_type -> cep.v1.GetStatusResponse
+	15, // 19: cep.v1.ClusterService.ListShards:output_type -> cep.v1.ListShardsResponse
+	14, // 20: cep.v1.ClusterService.RemoveNode:output_type -> cep.v1.RemoveNodeResponse
+	13, // 21: cep.v1.ClusterService.SplitShard:output_type -> cep.v1.SplitShardResponse
+	19, // 22: cep.v1.ClusterService.GetPublishAccess:output_type -> cep.v1.GetPublishAccessResponse
+	17, // 23: cep.v1.ClusterService.GetSubscribeAccess:output_type -> cep.v1.GetSubscribeAccessResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1579,7 +1697,7 @@ func file_cep_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_cluster_proto_rawDesc), len(file_cep_v1_cluster_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -234,10 +234,10 @@ type Record struct {
 	Json []byte `protobuf:"bytes,5,opt,name=json,proto3" json:"json,omitempty"`
 	// Sequence of the record in the pattern's output stream.
 	Sequence uint64 `protobuf:"varint,6,opt,name=sequence,proto3" json:"sequence,omitempty"`
-	// The record of json as a JSON object, for clients of the JSON codecs
-	// (Connect, gRPC and gRPC-Web with JSON; grpcurl prints it as it is);
-	// the server leaves it unset for binary clients, which read json. Its
-	// numbers are doubles: an integer beyond 2^53 is exact in json only.
+	// The record of json as a JSON object, set whenever json is one, for
+	// every codec: grpcurl (binary gRPC) and the JSON codecs print it as it
+	// is, where json shows as base64. Its numbers are doubles: an integer
+	// beyond 2^53 is exact in json only.
 	Record *structpb.Struct `protobuf:"bytes,7,opt,name=record,proto3" json:"record,omitempty"`
 	// When the record (or event) was stored in its stream: Unix
 	// milliseconds.

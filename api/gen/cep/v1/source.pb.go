@@ -54,7 +54,11 @@ type Source struct {
 	// Retention limits of the stream the cluster created for the source
 	// (unset: none, the stream keeps every event). The oldest events go once
 	// the stream holds more than a limit.
-	Limits        *SourceLimits `protobuf:"bytes,20,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *SourceLimits `protobuf:"bytes,20,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The fields its events declare (empty: not declared), sorted by path:
+	// patterns reading the source are checked against them when validated
+	// or deployed.
+	Fields        []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -152,6 +156,77 @@ func (x *Source) GetLimits() *SourceLimits {
 	return nil
 }
 
+func (x *Source) GetFields() []*SourceField {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// SourceField is one declared field of a source's events.
+type SourceField struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Dotted path from the event's top level, e.g. "card.country".
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// string, number, integer, boolean, object, array, null or any.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// An event may lack it.
+	Optional      bool `protobuf:"varint,3,opt,name=optional,proto3" json:"optional,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourceField) Reset() {
+	*x = SourceField{}
+	mi := &file_cep_v1_source_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceField) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceField) ProtoMessage() {}
+
+func (x *SourceField) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_source_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceField.ProtoReflect.Descriptor instead.
+func (*SourceField) Descriptor() ([]byte, []int) {
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SourceField) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SourceField) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *SourceField) GetOptional() bool {
+	if x != nil {
+		return x.Optional
+	}
+	return false
+}
+
 // SourceLimits bound what a source's stream keeps; a zero field is no
 // bound.
 type SourceLimits struct {
@@ -168,7 +243,7 @@ type SourceLimits struct {
 
 func (x *SourceLimits) Reset() {
 	*x = SourceLimits{}
-	mi := &file_cep_v1_source_proto_msgTypes[1]
+	mi := &file_cep_v1_source_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +255,7 @@ func (x *SourceLimits) String() string {
 func (*SourceLimits) ProtoMessage() {}
 
 func (x *SourceLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[1]
+	mi := &file_cep_v1_source_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +268,7 @@ func (x *SourceLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceLimits.ProtoReflect.Descriptor instead.
 func (*SourceLimits) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{1}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SourceLimits) GetMaxAge() *durationpb.Duration {
@@ -230,14 +305,18 @@ type CreateSourceRequest struct {
 	// Retention limits for the stream the cluster creates (not allowed with
 	// stream, whose configuration is its owner's). Errors: InvalidArgument
 	// (a negative limit, a max age under 1 s, or limits with stream).
-	Limits        *SourceLimits `protobuf:"bytes,20,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *SourceLimits `protobuf:"bytes,20,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The fields the source's events have (see Source.fields); an object's
+	// fields follow it. Errors: InvalidArgument (an unknown type, a field
+	// under a non-object, over 1000 fields).
+	Fields        []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSourceRequest) Reset() {
 	*x = CreateSourceRequest{}
-	mi := &file_cep_v1_source_proto_msgTypes[2]
+	mi := &file_cep_v1_source_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +328,7 @@ func (x *CreateSourceRequest) String() string {
 func (*CreateSourceRequest) ProtoMessage() {}
 
 func (x *CreateSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[2]
+	mi := &file_cep_v1_source_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +341,7 @@ func (x *CreateSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSourceRequest.ProtoReflect.Descriptor instead.
 func (*CreateSourceRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{2}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateSourceRequest) GetName() string {
@@ -300,6 +379,13 @@ func (x *CreateSourceRequest) GetLimits() *SourceLimits {
 	return nil
 }
 
+func (x *CreateSourceRequest) GetFields() []*SourceField {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
 type CreateSourceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Source        *Source                `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
@@ -309,7 +395,7 @@ type CreateSourceResponse struct {
 
 func (x *CreateSourceResponse) Reset() {
 	*x = CreateSourceResponse{}
-	mi := &file_cep_v1_source_proto_msgTypes[3]
+	mi := &file_cep_v1_source_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +407,7 @@ func (x *CreateSourceResponse) String() string {
 func (*CreateSourceResponse) ProtoMessage() {}
 
 func (x *CreateSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[3]
+	mi := &file_cep_v1_source_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +420,7 @@ func (x *CreateSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSourceResponse.ProtoReflect.Descriptor instead.
 func (*CreateSourceResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{3}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateSourceResponse) GetSource() *Source {
@@ -352,7 +438,7 @@ type ListSourcesRequest struct {
 
 func (x *ListSourcesRequest) Reset() {
 	*x = ListSourcesRequest{}
-	mi := &file_cep_v1_source_proto_msgTypes[4]
+	mi := &file_cep_v1_source_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +450,7 @@ func (x *ListSourcesRequest) String() string {
 func (*ListSourcesRequest) ProtoMessage() {}
 
 func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[4]
+	mi := &file_cep_v1_source_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +463,7 @@ func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{4}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{5}
 }
 
 type ListSourcesResponse struct {
@@ -390,7 +476,7 @@ type ListSourcesResponse struct {
 
 func (x *ListSourcesResponse) Reset() {
 	*x = ListSourcesResponse{}
-	mi := &file_cep_v1_source_proto_msgTypes[5]
+	mi := &file_cep_v1_source_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +488,7 @@ func (x *ListSourcesResponse) String() string {
 func (*ListSourcesResponse) ProtoMessage() {}
 
 func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[5]
+	mi := &file_cep_v1_source_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +501,7 @@ func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{5}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListSourcesResponse) GetSources() []*Source {
@@ -434,7 +520,7 @@ type GetSourceRequest struct {
 
 func (x *GetSourceRequest) Reset() {
 	*x = GetSourceRequest{}
-	mi := &file_cep_v1_source_proto_msgTypes[6]
+	mi := &file_cep_v1_source_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +532,7 @@ func (x *GetSourceRequest) String() string {
 func (*GetSourceRequest) ProtoMessage() {}
 
 func (x *GetSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[6]
+	mi := &file_cep_v1_source_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +545,7 @@ func (x *GetSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSourceRequest.ProtoReflect.Descriptor instead.
 func (*GetSourceRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{6}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetSourceRequest) GetName() string {
@@ -478,7 +564,7 @@ type GetSourceResponse struct {
 
 func (x *GetSourceResponse) Reset() {
 	*x = GetSourceResponse{}
-	mi := &file_cep_v1_source_proto_msgTypes[7]
+	mi := &file_cep_v1_source_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +576,7 @@ func (x *GetSourceResponse) String() string {
 func (*GetSourceResponse) ProtoMessage() {}
 
 func (x *GetSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[7]
+	mi := &file_cep_v1_source_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +589,7 @@ func (x *GetSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSourceResponse.ProtoReflect.Descriptor instead.
 func (*GetSourceResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{7}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetSourceResponse) GetSource() *Source {
@@ -525,7 +611,7 @@ type DeleteSourceRequest struct {
 
 func (x *DeleteSourceRequest) Reset() {
 	*x = DeleteSourceRequest{}
-	mi := &file_cep_v1_source_proto_msgTypes[8]
+	mi := &file_cep_v1_source_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +623,7 @@ func (x *DeleteSourceRequest) String() string {
 func (*DeleteSourceRequest) ProtoMessage() {}
 
 func (x *DeleteSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[8]
+	mi := &file_cep_v1_source_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +636,7 @@ func (x *DeleteSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSourceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSourceRequest) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{8}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteSourceRequest) GetName() string {
@@ -579,7 +665,7 @@ type DeleteSourceResponse struct {
 
 func (x *DeleteSourceResponse) Reset() {
 	*x = DeleteSourceResponse{}
-	mi := &file_cep_v1_source_proto_msgTypes[9]
+	mi := &file_cep_v1_source_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +677,7 @@ func (x *DeleteSourceResponse) String() string {
 func (*DeleteSourceResponse) ProtoMessage() {}
 
 func (x *DeleteSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cep_v1_source_proto_msgTypes[9]
+	mi := &file_cep_v1_source_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +690,7 @@ func (x *DeleteSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSourceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSourceResponse) Descriptor() ([]byte, []int) {
-	return file_cep_v1_source_proto_rawDescGZIP(), []int{9}
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteSourceResponse) GetSources() []*Source {
@@ -621,11 +707,110 @@ func (x *DeleteSourceResponse) GetDeletedStreams() []string {
 	return nil
 }
 
+type SampleSourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Events to return at most (0: 100; at most 1000).
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleSourceRequest) Reset() {
+	*x = SampleSourceRequest{}
+	mi := &file_cep_v1_source_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleSourceRequest) ProtoMessage() {}
+
+func (x *SampleSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_source_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleSourceRequest.ProtoReflect.Descriptor instead.
+func (*SampleSourceRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SampleSourceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SampleSourceRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type SampleSourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The events as published, oldest first; fewer than the limit when
+	// they would take more than 4 MiB.
+	Events        [][]byte `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleSourceResponse) Reset() {
+	*x = SampleSourceResponse{}
+	mi := &file_cep_v1_source_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleSourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleSourceResponse) ProtoMessage() {}
+
+func (x *SampleSourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_source_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleSourceResponse.ProtoReflect.Descriptor instead.
+func (*SampleSourceResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_source_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SampleSourceResponse) GetEvents() [][]byte {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_cep_v1_source_proto protoreflect.FileDescriptor
 
 const file_cep_v1_source_proto_rawDesc = "" +
 	"\n" +
-	"\x13cep/v1/source.proto\x12\x06cep.v1\x1a\x1egoogle/protobuf/duration.proto\"\x86\x02\n" +
+	"\x13cep/v1/source.proto\x12\x06cep.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb3\x02\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x1a\n" +
@@ -636,17 +821,23 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\rcreated_index\x18\x06 \x01(\x04R\fcreatedIndex\x12\x10\n" +
 	"\x03key\x18\a \x01(\tR\x03key\x12\x16\n" +
 	"\x06origin\x18\b \x01(\tR\x06origin\x12,\n" +
-	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\"z\n" +
+	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\x12+\n" +
+	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\"Q\n" +
+	"\vSourceField\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
+	"\boptional\x18\x03 \x01(\bR\boptional\"z\n" +
 	"\fSourceLimits\x122\n" +
 	"\amax_age\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x19\n" +
-	"\bmax_msgs\x18\x03 \x01(\x03R\amaxMsgs\"\x9d\x01\n" +
+	"\bmax_msgs\x18\x03 \x01(\x03R\amaxMsgs\"\xca\x01\n" +
 	"\x13CreateSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bsubjects\x18\x02 \x03(\tR\bsubjects\x12\x16\n" +
 	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12,\n" +
-	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\">\n" +
+	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\x12+\n" +
+	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\">\n" +
 	"\x14CreateSourceResponse\x12&\n" +
 	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source\"\x14\n" +
 	"\x12ListSourcesRequest\"?\n" +
@@ -661,12 +852,18 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\rdelete_stream\x18\x02 \x01(\bR\fdeleteStream\"i\n" +
 	"\x14DeleteSourceResponse\x12(\n" +
 	"\asources\x18\x01 \x03(\v2\x0e.cep.v1.SourceR\asources\x12'\n" +
-	"\x0fdeleted_streams\x18\x02 \x03(\tR\x0edeletedStreams2\xb9\x02\n" +
+	"\x0fdeleted_streams\x18\x02 \x03(\tR\x0edeletedStreams\"?\n" +
+	"\x13SampleSourceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\".\n" +
+	"\x14SampleSourceResponse\x12\x16\n" +
+	"\x06events\x18\x01 \x03(\fR\x06events2\x89\x03\n" +
 	"\rSourceService\x12I\n" +
 	"\fCreateSource\x12\x1b.cep.v1.CreateSourceRequest\x1a\x1c.cep.v1.CreateSourceResponse\x12K\n" +
 	"\vListSources\x12\x1a.cep.v1.ListSourcesRequest\x1a\x1b.cep.v1.ListSourcesResponse\"\x03\x90\x02\x01\x12E\n" +
 	"\tGetSource\x12\x18.cep.v1.GetSourceRequest\x1a\x19.cep.v1.GetSourceResponse\"\x03\x90\x02\x01\x12I\n" +
-	"\fDeleteSource\x12\x1b.cep.v1.DeleteSourceRequest\x1a\x1c.cep.v1.DeleteSourceResponseB0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"\fDeleteSource\x12\x1b.cep.v1.DeleteSourceRequest\x1a\x1c.cep.v1.DeleteSourceResponse\x12N\n" +
+	"\fSampleSource\x12\x1b.cep.v1.SampleSourceRequest\x1a\x1c.cep.v1.SampleSourceResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_source_proto_rawDescOnce sync.Once
@@ -680,41 +877,48 @@ func file_cep_v1_source_proto_rawDescGZIP() []byte {
 	return file_cep_v1_source_proto_rawDescData
 }
 
-var file_cep_v1_source_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_cep_v1_source_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_cep_v1_source_proto_goTypes = []any{
 	(*Source)(nil),               // 0: cep.v1.Source
-	(*SourceLimits)(nil),         // 1: cep.v1.SourceLimits
-	(*CreateSourceRequest)(nil),  // 2: cep.v1.CreateSourceRequest
-	(*CreateSourceResponse)(nil), // 3: cep.v1.CreateSourceResponse
-	(*ListSourcesRequest)(nil),   // 4: cep.v1.ListSourcesRequest
-	(*ListSourcesResponse)(nil),  // 5: cep.v1.ListSourcesResponse
-	(*GetSourceRequest)(nil),     // 6: cep.v1.GetSourceRequest
-	(*GetSourceResponse)(nil),    // 7: cep.v1.GetSourceResponse
-	(*DeleteSourceRequest)(nil),  // 8: cep.v1.DeleteSourceRequest
-	(*DeleteSourceResponse)(nil), // 9: cep.v1.DeleteSourceResponse
-	(*durationpb.Duration)(nil),  // 10: google.protobuf.Duration
+	(*SourceField)(nil),          // 1: cep.v1.SourceField
+	(*SourceLimits)(nil),         // 2: cep.v1.SourceLimits
+	(*CreateSourceRequest)(nil),  // 3: cep.v1.CreateSourceRequest
+	(*CreateSourceResponse)(nil), // 4: cep.v1.CreateSourceResponse
+	(*ListSourcesRequest)(nil),   // 5: cep.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),  // 6: cep.v1.ListSourcesResponse
+	(*GetSourceRequest)(nil),     // 7: cep.v1.GetSourceRequest
+	(*GetSourceResponse)(nil),    // 8: cep.v1.GetSourceResponse
+	(*DeleteSourceRequest)(nil),  // 9: cep.v1.DeleteSourceRequest
+	(*DeleteSourceResponse)(nil), // 10: cep.v1.DeleteSourceResponse
+	(*SampleSourceRequest)(nil),  // 11: cep.v1.SampleSourceRequest
+	(*SampleSourceResponse)(nil), // 12: cep.v1.SampleSourceResponse
+	(*durationpb.Duration)(nil),  // 13: google.protobuf.Duration
 }
 var file_cep_v1_source_proto_depIdxs = []int32{
-	1,  // 0: cep.v1.Source.limits:type_name -> cep.v1.SourceLimits
-	10, // 1: cep.v1.SourceLimits.max_age:type_name -> google.protobuf.Duration
-	1,  // 2: cep.v1.CreateSourceRequest.limits:type_name -> cep.v1.SourceLimits
-	0,  // 3: cep.v1.CreateSourceResponse.source:type_name -> cep.v1.Source
-	0,  // 4: cep.v1.ListSourcesResponse.sources:type_name -> cep.v1.Source
-	0,  // 5: cep.v1.GetSourceResponse.source:type_name -> cep.v1.Source
-	0,  // 6: cep.v1.DeleteSourceResponse.sources:type_name -> cep.v1.Source
-	2,  // 7: cep.v1.SourceService.CreateSource:input_type -> cep.v1.CreateSourceRequest
-	4,  // 8: cep.v1.SourceService.ListSources:input_type -> cep.v1.ListSourcesRequest
-	6,  // 9: cep.v1.SourceService.GetSource:input_type -> cep.v1.GetSourceRequest
-	8,  // 10: cep.v1.SourceService.DeleteSource:input_type -> cep.v1.DeleteSourceRequest
-	3,  // 11: cep.v1.SourceService.CreateSource:output_type -> cep.v1.CreateSourceResponse
-	5,  // 12: cep.v1.SourceService.ListSources:output_type -> cep.v1.ListSourcesResponse
-	7,  // 13: cep.v1.SourceService.GetSource:output_type -> cep.v1.GetSourceResponse
-	9,  // 14: cep.v1.SourceService.DeleteSource:output_type -> cep.v1.DeleteSourceResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	2,  // 0: cep.v1.Source.limits:type_name -> cep.v1.SourceLimits
+	1,  // 1: cep.v1.Source.fields:type_name -> cep.v1.SourceField
+	13, // 2: cep.v1.SourceLimits.max_age:type_name -> google.protobuf.Duration
+	2,  // 3: cep.v1.CreateSourceRequest.limits:type_name -> cep.v1.SourceLimits
+	1,  // 4: cep.v1.CreateSourceRequest.fields:type_name -> cep.v1.SourceField
+	0,  // 5: cep.v1.CreateSourceResponse.source:type_name -> cep.v1.Source
+	0,  // 6: cep.v1.ListSourcesResponse.sources:type_name -> cep.v1.Source
+	0,  // 7: cep.v1.GetSourceResponse.source:type_name -> cep.v1.Source
+	0,  // 8: cep.v1.DeleteSourceResponse.sources:type_name -> cep.v1.Source
+	3,  // 9: cep.v1.SourceService.CreateSource:input_type -> cep.v1.CreateSourceRequest
+	5,  // 10: cep.v1.SourceService.ListSources:input_type -> cep.v1.ListSourcesRequest
+	7,  // 11: cep.v1.SourceService.GetSource:input_type -> cep.v1.GetSourceRequest
+	9,  // 12: cep.v1.SourceService.DeleteSource:input_type -> cep.v1.DeleteSourceRequest
+	11, // 13: cep.v1.SourceService.SampleSource:input_type -> cep.v1.SampleSourceRequest
+	4,  // 14: cep.v1.SourceService.CreateSource:output_type -> cep.v1.CreateSourceResponse
+	6,  // 15: cep.v1.SourceService.ListSources:output_type -> cep.v1.ListSourcesResponse
+	8,  // 16: cep.v1.SourceService.GetSource:output_type -> cep.v1.GetSourceResponse
+	10, // 17: cep.v1.SourceService.DeleteSource:output_type -> cep.v1.DeleteSourceResponse
+	12, // 18: cep.v1.SourceService.SampleSource:output_type -> cep.v1.SampleSourceResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_source_proto_init() }
@@ -728,7 +932,7 @@ func file_cep_v1_source_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_source_proto_rawDesc), len(file_cep_v1_source_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,9 @@ const (
 	// ClusterServiceGetPublishAccessProcedure is the fully-qualified name of the ClusterService's
 	// GetPublishAccess RPC.
 	ClusterServiceGetPublishAccessProcedure = "/cep.v1.ClusterService/GetPublishAccess"
+	// ClusterServiceGetSubscribeAccessProcedure is the fully-qualified name of the ClusterService's
+	// GetSubscribeAccess RPC.
+	ClusterServiceGetSubscribeAccessProcedure = "/cep.v1.ClusterService/GetSubscribeAccess"
 )
 
 // ClusterServiceClient is a client for the cep.v1.ClusterService service.
@@ -85,6 +88,15 @@ type ClusterServiceClient interface {
 	// cluster uses an external NATS server with credentials of its own:
 	// producers need credentials from that server's operator.
 	GetPublishAccess(context.Context, *connect.Request[v1.GetPublishAccessRequest]) (*connect.Response[v1.GetPublishAccessResponse], error)
+	// GetSubscribeAccess returns what a consumer needs to read the
+	// patterns' output and the dead letters straight from the cluster's
+	// embedded NATS server (the nats CLI, a service of its own): its URLs
+	// and the subscriber user's name and password. That user may subscribe
+	// to the output and dead-letter subjects only: it publishes nothing,
+	// reads no source event and uses no JetStream API. Role reader. An
+	// insecure cluster answers with the URLs and no user;
+	// FAILED_PRECONDITION with an external NATS server.
+	GetSubscribeAccess(context.Context, *connect.Request[v1.GetSubscribeAccessRequest]) (*connect.Response[v1.GetSubscribeAccessResponse], error)
 }
 
 // NewClusterServiceClient constructs a client for the cep.v1.ClusterService service. By default, it
@@ -131,16 +143,24 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getSubscribeAccess: connect.NewClient[v1.GetSubscribeAccessRequest, v1.GetSubscribeAccessResponse](
+			httpClient,
+			baseURL+ClusterServiceGetSubscribeAccessProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("GetSubscribeAccess")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // clusterServiceClient implements ClusterServiceClient.
 type clusterServiceClient struct {
-	getStatus        *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
-	listShards       *connect.Client[v1.ListShardsRequest, v1.ListShardsResponse]
-	removeNode       *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
-	splitShard       *connect.Client[v1.SplitShardRequest, v1.SplitShardResponse]
-	getPublishAccess *connect.Client[v1.GetPublishAccessRequest, v1.GetPublishAccessResponse]
+	getStatus          *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
+	listShards         *connect.Client[v1.ListShardsRequest, v1.ListShardsResponse]
+	removeNode         *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	splitShard         *connect.Client[v1.SplitShardRequest, v1.SplitShardResponse]
+	getPublishAccess   *connect.Client[v1.GetPublishAccessRequest, v1.GetPublishAccessResponse]
+	getSubscribeAccess *connect.Client[v1.GetSubscribeAccessRequest, v1.GetSubscribeAccessResponse]
 }
 
 // GetStatus calls cep.v1.ClusterService.GetStatus.
@@ -166,6 +186,11 @@ func (c *clusterServiceClient) SplitShard(ctx context.Context, req *connect.Requ
 // GetPublishAccess calls cep.v1.ClusterService.GetPublishAccess.
 func (c *clusterServiceClient) GetPublishAccess(ctx context.Context, req *connect.Request[v1.GetPublishAccessRequest]) (*connect.Response[v1.GetPublishAccessResponse], error) {
 	return c.getPublishAccess.CallUnary(ctx, req)
+}
+
+// GetSubscribeAccess calls cep.v1.ClusterService.GetSubscribeAccess.
+func (c *clusterServiceClient) GetSubscribeAccess(ctx context.Context, req *connect.Request[v1.GetSubscribeAccessRequest]) (*connect.Response[v1.GetSubscribeAccessResponse], error) {
+	return c.getSubscribeAccess.CallUnary(ctx, req)
 }
 
 // ClusterServiceHandler is an implementation of the cep.v1.ClusterService service.
@@ -203,6 +228,15 @@ type ClusterServiceHandler interface {
 	// cluster uses an external NATS server with credentials of its own:
 	// producers need credentials from that server's operator.
 	GetPublishAccess(context.Context, *connect.Request[v1.GetPublishAccessRequest]) (*connect.Response[v1.GetPublishAccessResponse], error)
+	// GetSubscribeAccess returns what a consumer needs to read the
+	// patterns' output and the dead letters straight from the cluster's
+	// embedded NATS server (the nats CLI, a service of its own): its URLs
+	// and the subscriber user's name and password. That user may subscribe
+	// to the output and dead-letter subjects only: it publishes nothing,
+	// reads no source event and uses no JetStream API. Role reader. An
+	// insecure cluster answers with the URLs and no user;
+	// FAILED_PRECONDITION with an external NATS server.
+	GetSubscribeAccess(context.Context, *connect.Request[v1.GetSubscribeAccessRequest]) (*connect.Response[v1.GetSubscribeAccessResponse], error)
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -245,6 +279,13 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceGetSubscribeAccessHandler := connect.NewUnaryHandler(
+		ClusterServiceGetSubscribeAccessProcedure,
+		svc.GetSubscribeAccess,
+		connect.WithSchema(clusterServiceMethods.ByName("GetSubscribeAccess")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceGetStatusProcedure:
@@ -257,6 +298,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 			clusterServiceSplitShardHandler.ServeHTTP(w, r)
 		case ClusterServiceGetPublishAccessProcedure:
 			clusterServiceGetPublishAccessHandler.ServeHTTP(w, r)
+		case ClusterServiceGetSubscribeAccessProcedure:
+			clusterServiceGetSubscribeAccessHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -284,4 +327,8 @@ func (UnimplementedClusterServiceHandler) SplitShard(context.Context, *connect.R
 
 func (UnimplementedClusterServiceHandler) GetPublishAccess(context.Context, *connect.Request[v1.GetPublishAccessRequest]) (*connect.Response[v1.GetPublishAccessResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.ClusterService.GetPublishAccess is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) GetSubscribeAccess(context.Context, *connect.Request[v1.GetSubscribeAccessRequest]) (*connect.Response[v1.GetSubscribeAccessResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.ClusterService.GetSubscribeAccess is not implemented"))
 }

@@ -44,6 +44,9 @@ const (
 	// SourceServiceDeleteSourceProcedure is the fully-qualified name of the SourceService's
 	// DeleteSource RPC.
 	SourceServiceDeleteSourceProcedure = "/cep.v1.SourceService/DeleteSource"
+	// SourceServiceSampleSourceProcedure is the fully-qualified name of the SourceService's
+	// SampleSource RPC.
+	SourceServiceSampleSourceProcedure = "/cep.v1.SourceService/SampleSource"
 )
 
 // SourceServiceClient is a client for the cep.v1.SourceService service.
@@ -71,6 +74,11 @@ type SourceServiceClient interface {
 	// where its first pattern is deployed. Errors: NotFound,
 	// FailedPrecondition (a pattern reads it; the message names them).
 	DeleteSource(context.Context, *connect.Request[v1.DeleteSourceRequest]) (*connect.Response[v1.DeleteSourceResponse], error)
+	// SampleSource returns the last events its stream stores (cepctl source
+	// infer-schema reads their fields). Role operator: events may hold what
+	// a reader of the output is not to see. Errors: NotFound,
+	// InvalidArgument (limit over 1000).
+	SampleSource(context.Context, *connect.Request[v1.SampleSourceRequest]) (*connect.Response[v1.SampleSourceResponse], error)
 }
 
 // NewSourceServiceClient constructs a client for the cep.v1.SourceService service. By default, it
@@ -110,6 +118,13 @@ func NewSourceServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(sourceServiceMethods.ByName("DeleteSource")),
 			connect.WithClientOptions(opts...),
 		),
+		sampleSource: connect.NewClient[v1.SampleSourceRequest, v1.SampleSourceResponse](
+			httpClient,
+			baseURL+SourceServiceSampleSourceProcedure,
+			connect.WithSchema(sourceServiceMethods.ByName("SampleSource")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -119,6 +134,7 @@ type sourceServiceClient struct {
 	listSources  *connect.Client[v1.ListSourcesRequest, v1.ListSourcesResponse]
 	getSource    *connect.Client[v1.GetSourceRequest, v1.GetSourceResponse]
 	deleteSource *connect.Client[v1.DeleteSourceRequest, v1.DeleteSourceResponse]
+	sampleSource *connect.Client[v1.SampleSourceRequest, v1.SampleSourceResponse]
 }
 
 // CreateSource calls cep.v1.SourceService.CreateSource.
@@ -139,6 +155,11 @@ func (c *sourceServiceClient) GetSource(ctx context.Context, req *connect.Reques
 // DeleteSource calls cep.v1.SourceService.DeleteSource.
 func (c *sourceServiceClient) DeleteSource(ctx context.Context, req *connect.Request[v1.DeleteSourceRequest]) (*connect.Response[v1.DeleteSourceResponse], error) {
 	return c.deleteSource.CallUnary(ctx, req)
+}
+
+// SampleSource calls cep.v1.SourceService.SampleSource.
+func (c *sourceServiceClient) SampleSource(ctx context.Context, req *connect.Request[v1.SampleSourceRequest]) (*connect.Response[v1.SampleSourceResponse], error) {
+	return c.sampleSource.CallUnary(ctx, req)
 }
 
 // SourceServiceHandler is an implementation of the cep.v1.SourceService service.
@@ -166,6 +187,11 @@ type SourceServiceHandler interface {
 	// where its first pattern is deployed. Errors: NotFound,
 	// FailedPrecondition (a pattern reads it; the message names them).
 	DeleteSource(context.Context, *connect.Request[v1.DeleteSourceRequest]) (*connect.Response[v1.DeleteSourceResponse], error)
+	// SampleSource returns the last events its stream stores (cepctl source
+	// infer-schema reads their fields). Role operator: events may hold what
+	// a reader of the output is not to see. Errors: NotFound,
+	// InvalidArgument (limit over 1000).
+	SampleSource(context.Context, *connect.Request[v1.SampleSourceRequest]) (*connect.Response[v1.SampleSourceResponse], error)
 }
 
 // NewSourceServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -201,6 +227,13 @@ func NewSourceServiceHandler(svc SourceServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(sourceServiceMethods.ByName("DeleteSource")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sourceServiceSampleSourceHandler := connect.NewUnaryHandler(
+		SourceServiceSampleSourceProcedure,
+		svc.SampleSource,
+		connect.WithSchema(sourceServiceMethods.ByName("SampleSource")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.SourceService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SourceServiceCreateSourceProcedure:
@@ -211,6 +244,8 @@ func NewSourceServiceHandler(svc SourceServiceHandler, opts ...connect.HandlerOp
 			sourceServiceGetSourceHandler.ServeHTTP(w, r)
 		case SourceServiceDeleteSourceProcedure:
 			sourceServiceDeleteSourceHandler.ServeHTTP(w, r)
+		case SourceServiceSampleSourceProcedure:
+			sourceServiceSampleSourceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -234,4 +269,8 @@ func (UnimplementedSourceServiceHandler) GetSource(context.Context, *connect.Req
 
 func (UnimplementedSourceServiceHandler) DeleteSource(context.Context, *connect.Request[v1.DeleteSourceRequest]) (*connect.Response[v1.DeleteSourceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.SourceService.DeleteSource is not implemented"))
+}
+
+func (UnimplementedSourceServiceHandler) SampleSource(context.Context, *connect.Request[v1.SampleSourceRequest]) (*connect.Response[v1.SampleSourceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.SourceService.SampleSource is not implemented"))
 }
