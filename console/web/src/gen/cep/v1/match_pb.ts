@@ -155,10 +155,10 @@ export type Record = Message<"cep.v1.Record"> & {
   sequence: bigint;
 
   /**
-   * The record of json as a JSON object, for clients of the JSON codecs
-   * (Connect, gRPC and gRPC-Web with JSON; grpcurl prints it as it is);
-   * the server leaves it unset for binary clients, which read json. Its
-   * numbers are doubles: an integer beyond 2^53 is exact in json only.
+   * The record of json as a JSON object, set whenever json is one, for
+   * every codec: grpcurl (binary gRPC) and the JSON codecs print it as it
+   * is, where json shows as base64. Its numbers are doubles: an integer
+   * beyond 2^53 is exact in json only.
    *
    * @generated from field: google.protobuf.Struct record = 7;
    */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file cep/v1/source.proto.
  */
 export const file_cep_v1_source: GenFile = /*@__PURE__*/
-  fileDesc("ChNjZXAvdjEvc291cmNlLnByb3RvEgZjZXAudjEitwEKBlNvdXJjZRIMCgRuYW1lGAEgASgJEg4KBnN0cmVhbRgCIAEoCRIQCghzdWJqZWN0cxgDIAMoCRISCgprZXlfZ3JvdXBzGAQgASgNEg8KB21hbmFnZWQYBSABKAgSFQoNY3JlYXRlZF9pbmRleBgGIAEoBBILCgNrZXkYByABKAkSDgoGb3JpZ2luGAggASgJEiQKBmxpbWl0cxgUIAEoCzIULmNlcC52MS5Tb3VyY2VMaW1pdHMiXwoMU291cmNlTGltaXRzEioKB21heF9hZ2UYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJbWF4X2J5dGVzGAIgASgDEhAKCG1heF9tc2dzGAMgASgDIngKE0NyZWF0ZVNvdXJjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIQCghzdWJqZWN0cxgCIAMoCRIOCgZzdHJlYW0YAyABKAkSCwoDa2V5GAQgASgJEiQKBmxpbWl0cxgUIAEoCzIULmNlcC52MS5Tb3VyY2VMaW1pdHMiNgoUQ3JlYXRlU291cmNlUmVzcG9uc2USHgoGc291cmNlGAEgASgLMg4uY2VwLnYxLlNvdXJjZSIUChJMaXN0U291cmNlc1JlcXVlc3QiNgoTTGlzdFNvdXJjZXNSZXNwb25zZRIfCgdzb3VyY2VzGAEgAygLMg4uY2VwLnYxLlNvdXJjZSIgChBHZXRTb3VyY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkiMwoRR2V0U291cmNlUmVzcG9uc2USHgoGc291cmNlGAEgASgLMg4uY2VwLnYxLlNvdXJjZSI6ChNEZWxldGVTb3VyY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSFQoNZGVsZXRlX3N0cmVhbRgCIAEoCCJQChREZWxldGVTb3VyY2VSZXNwb25zZRIfCgdzb3VyY2VzGAEgAygLMg4uY2VwLnYxLlNvdXJjZRIXCg9kZWxldGVkX3N0cmVhbXMYAiADKAkyuQIKDVNvdXJjZVNlcnZpY2USSQoMQ3JlYXRlU291cmNlEhsuY2VwLnYxLkNyZWF0ZVNvdXJjZVJlcXVlc3QaHC5jZXAudjEuQ3JlYXRlU291cmNlUmVzcG9uc2USSwoLTGlzdFNvdXJjZXMSGi5jZXAudjEuTGlzdFNvdXJjZXNSZXF1ZXN0GhsuY2VwLnYxLkxpc3RTb3VyY2VzUmVzcG9uc2UiA5ACARJFCglHZXRTb3VyY2USGC5jZXAudjEuR2V0U291cmNlUmVxdWVzdBoZLmNlcC52MS5HZXRTb3VyY2VSZXNwb25zZSIDkAIBEkkKDERlbGV0ZVNvdXJjZRIbLmNlcC52MS5EZWxldGVTb3VyY2VSZXF1ZXN0GhwuY2VwLnYxLkRlbGV0ZVNvdXJjZVJlc3BvbnNlQjBaLmdpdGh1Yi5jb20vY2VwY2x1c3Rlci9jZXAvYXBpL2dlbi9jZXAvdjE7Y2VwdjFiBnByb3RvMw", [file_google_protobuf_duration]);
+  fileDesc("ChNjZXAvdjEvc291cmNlLnByb3RvEgZjZXAudjEi3AEKBlNvdXJjZRIMCgRuYW1lGAEgASgJEg4KBnN0cmVhbRgCIAEoCRIQCghzdWJqZWN0cxgDIAMoCRISCgprZXlfZ3JvdXBzGAQgASgNEg8KB21hbmFnZWQYBSABKAgSFQoNY3JlYXRlZF9pbmRleBgGIAEoBBILCgNrZXkYByABKAkSDgoGb3JpZ2luGAggASgJEiQKBmxpbWl0cxgUIAEoCzIULmNlcC52MS5Tb3VyY2VMaW1pdHMSIwoGZmllbGRzGBUgAygLMhMuY2VwLnYxLlNvdXJjZUZpZWxkIjsKC1NvdXJjZUZpZWxkEgwKBHBhdGgYASABKAkSDAoEdHlwZRgCIAEoCRIQCghvcHRpb25hbBgDIAEoCCJfCgxTb3VyY2VMaW1pdHMSKgoHbWF4X2FnZRgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCgltYXhfYnl0ZXMYAiABKAMSEAoIbWF4X21zZ3MYAyABKAMinQEKE0NyZWF0ZVNvdXJjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIQCghzdWJqZWN0cxgCIAMoCRIOCgZzdHJlYW0YAyABKAkSCwoDa2V5GAQgASgJEiQKBmxpbWl0cxgUIAEoCzIULmNlcC52MS5Tb3VyY2VMaW1pdHMSIwoGZmllbGRzGBUgAygLMhMuY2VwLnYxLlNvdXJjZUZpZWxkIjYKFENyZWF0ZVNvdXJjZVJlc3BvbnNlEh4KBnNvdXJjZRgBIAEoCzIOLmNlcC52MS5Tb3VyY2UiFAoSTGlzdFNvdXJjZXNSZXF1ZXN0IjYKE0xpc3RTb3VyY2VzUmVzcG9uc2USHwoHc291cmNlcxgBIAMoCzIOLmNlcC52MS5Tb3VyY2UiIAoQR2V0U291cmNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIjMKEUdldFNvdXJjZVJlc3BvbnNlEh4KBnNvdXJjZRgBIAEoCzIOLmNlcC52MS5Tb3VyY2UiOgoTRGVsZXRlU291cmNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhUKDWRlbGV0ZV9zdHJlYW0YAiABKAgiUAoURGVsZXRlU291cmNlUmVzcG9uc2USHwoHc291cmNlcxgBIAMoCzIOLmNlcC52MS5Tb3VyY2USFwoPZGVsZXRlZF9zdHJlYW1zGAIgAygJIjIKE1NhbXBsZVNvdXJjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVsaW1pdBgCIAEoDSImChRTYW1wbGVTb3VyY2VSZXNwb25zZRIOCgZldmVudHMYASADKAwyiQMKDVNvdXJjZVNlcnZpY2USSQoMQ3JlYXRlU291cmNlEhsuY2VwLnYxLkNyZWF0ZVNvdXJjZVJlcXVlc3QaHC5jZXAudjEuQ3JlYXRlU291cmNlUmVzcG9uc2USSwoLTGlzdFNvdXJjZXMSGi5jZXAudjEuTGlzdFNvdXJjZXNSZXF1ZXN0GhsuY2VwLnYxLkxpc3RTb3VyY2VzUmVzcG9uc2UiA5ACARJFCglHZXRTb3VyY2USGC5jZXAudjEuR2V0U291cmNlUmVxdWVzdBoZLmNlcC52MS5HZXRTb3VyY2VSZXNwb25zZSIDkAIBEkkKDERlbGV0ZVNvdXJjZRIbLmNlcC52MS5EZWxldGVTb3VyY2VSZXF1ZXN0GhwuY2VwLnYxLkRlbGV0ZVNvdXJjZVJlc3BvbnNlEk4KDFNhbXBsZVNvdXJjZRIbLmNlcC52MS5TYW1wbGVTb3VyY2VSZXF1ZXN0GhwuY2VwLnYxLlNhbXBsZVNvdXJjZVJlc3BvbnNlIgOQAgFCMFouZ2l0aHViLmNvbS9jZXBjbHVzdGVyL2NlcC9hcGkvZ2VuL2NlcC92MTtjZXB2MWIGcHJvdG8z", [file_google_protobuf_duration]);
 
 /**
  * Source is a named event input: a JetStream stream and the subjects read
@@ -94,6 +94,15 @@ export type Source = Message<"cep.v1.Source"> & {
    * @generated from field: cep.v1.SourceLimits limits = 20;
    */
   limits?: SourceLimits | undefined;
+
+  /**
+   * The fields its events declare (empty: not declared), sorted by path:
+   * patterns reading the source are checked against them when validated
+   * or deployed.
+   *
+   * @generated from field: repeated cep.v1.SourceField fields = 21;
+   */
+  fields: SourceField[];
 };
 
 /**
@@ -102,6 +111,41 @@ export type Source = Message<"cep.v1.Source"> & {
  */
 export const SourceSchema: GenMessage<Source> = /*@__PURE__*/
   messageDesc(file_cep_v1_source, 0);
+
+/**
+ * SourceField is one declared field of a source's events.
+ *
+ * @generated from message cep.v1.SourceField
+ */
+export type SourceField = Message<"cep.v1.SourceField"> & {
+  /**
+   * Dotted path from the event's top level, e.g. "card.country".
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * string, number, integer, boolean, object, array, null or any.
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * An event may lack it.
+   *
+   * @generated from field: bool optional = 3;
+   */
+  optional: boolean;
+};
+
+/**
+ * Describes the message cep.v1.SourceField.
+ * Use `create(SourceFieldSchema)` to create a new message.
+ */
+export const SourceFieldSchema: GenMessage<SourceField> = /*@__PURE__*/
+  messageDesc(file_cep_v1_source, 1);
 
 /**
  * SourceLimits bound what a source's stream keeps; a zero field is no
@@ -137,7 +181,7 @@ export type SourceLimits = Message<"cep.v1.SourceLimits"> & {
  * Use `create(SourceLimitsSchema)` to create a new message.
  */
 export const SourceLimitsSchema: GenMessage<SourceLimits> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 1);
+  messageDesc(file_cep_v1_source, 2);
 
 /**
  * @generated from message cep.v1.CreateSourceRequest
@@ -178,6 +222,15 @@ export type CreateSourceRequest = Message<"cep.v1.CreateSourceRequest"> & {
    * @generated from field: cep.v1.SourceLimits limits = 20;
    */
   limits?: SourceLimits | undefined;
+
+  /**
+   * The fields the source's events have (see Source.fields); an object's
+   * fields follow it. Errors: InvalidArgument (an unknown type, a field
+   * under a non-object, over 1000 fields).
+   *
+   * @generated from field: repeated cep.v1.SourceField fields = 21;
+   */
+  fields: SourceField[];
 };
 
 /**
@@ -185,7 +238,7 @@ export type CreateSourceRequest = Message<"cep.v1.CreateSourceRequest"> & {
  * Use `create(CreateSourceRequestSchema)` to create a new message.
  */
 export const CreateSourceRequestSchema: GenMessage<CreateSourceRequest> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 2);
+  messageDesc(file_cep_v1_source, 3);
 
 /**
  * @generated from message cep.v1.CreateSourceResponse
@@ -202,7 +255,7 @@ export type CreateSourceResponse = Message<"cep.v1.CreateSourceResponse"> & {
  * Use `create(CreateSourceResponseSchema)` to create a new message.
  */
 export const CreateSourceResponseSchema: GenMessage<CreateSourceResponse> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 3);
+  messageDesc(file_cep_v1_source, 4);
 
 /**
  * @generated from message cep.v1.ListSourcesRequest
@@ -215,7 +268,7 @@ export type ListSourcesRequest = Message<"cep.v1.ListSourcesRequest"> & {
  * Use `create(ListSourcesRequestSchema)` to create a new message.
  */
 export const ListSourcesRequestSchema: GenMessage<ListSourcesRequest> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 4);
+  messageDesc(file_cep_v1_source, 5);
 
 /**
  * @generated from message cep.v1.ListSourcesResponse
@@ -234,7 +287,7 @@ export type ListSourcesResponse = Message<"cep.v1.ListSourcesResponse"> & {
  * Use `create(ListSourcesResponseSchema)` to create a new message.
  */
 export const ListSourcesResponseSchema: GenMessage<ListSourcesResponse> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 5);
+  messageDesc(file_cep_v1_source, 6);
 
 /**
  * @generated from message cep.v1.GetSourceRequest
@@ -251,7 +304,7 @@ export type GetSourceRequest = Message<"cep.v1.GetSourceRequest"> & {
  * Use `create(GetSourceRequestSchema)` to create a new message.
  */
 export const GetSourceRequestSchema: GenMessage<GetSourceRequest> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 6);
+  messageDesc(file_cep_v1_source, 7);
 
 /**
  * @generated from message cep.v1.GetSourceResponse
@@ -268,7 +321,7 @@ export type GetSourceResponse = Message<"cep.v1.GetSourceResponse"> & {
  * Use `create(GetSourceResponseSchema)` to create a new message.
  */
 export const GetSourceResponseSchema: GenMessage<GetSourceResponse> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 7);
+  messageDesc(file_cep_v1_source, 8);
 
 /**
  * @generated from message cep.v1.DeleteSourceRequest
@@ -293,7 +346,7 @@ export type DeleteSourceRequest = Message<"cep.v1.DeleteSourceRequest"> & {
  * Use `create(DeleteSourceRequestSchema)` to create a new message.
  */
 export const DeleteSourceRequestSchema: GenMessage<DeleteSourceRequest> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 8);
+  messageDesc(file_cep_v1_source, 9);
 
 /**
  * @generated from message cep.v1.DeleteSourceResponse
@@ -319,7 +372,51 @@ export type DeleteSourceResponse = Message<"cep.v1.DeleteSourceResponse"> & {
  * Use `create(DeleteSourceResponseSchema)` to create a new message.
  */
 export const DeleteSourceResponseSchema: GenMessage<DeleteSourceResponse> = /*@__PURE__*/
-  messageDesc(file_cep_v1_source, 9);
+  messageDesc(file_cep_v1_source, 10);
+
+/**
+ * @generated from message cep.v1.SampleSourceRequest
+ */
+export type SampleSourceRequest = Message<"cep.v1.SampleSourceRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Events to return at most (0: 100; at most 1000).
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message cep.v1.SampleSourceRequest.
+ * Use `create(SampleSourceRequestSchema)` to create a new message.
+ */
+export const SampleSourceRequestSchema: GenMessage<SampleSourceRequest> = /*@__PURE__*/
+  messageDesc(file_cep_v1_source, 11);
+
+/**
+ * @generated from message cep.v1.SampleSourceResponse
+ */
+export type SampleSourceResponse = Message<"cep.v1.SampleSourceResponse"> & {
+  /**
+   * The events as published, oldest first; fewer than the limit when
+   * they would take more than 4 MiB.
+   *
+   * @generated from field: repeated bytes events = 1;
+   */
+  events: Uint8Array[];
+};
+
+/**
+ * Describes the message cep.v1.SampleSourceResponse.
+ * Use `create(SampleSourceResponseSchema)` to create a new message.
+ */
+export const SampleSourceResponseSchema: GenMessage<SampleSourceResponse> = /*@__PURE__*/
+  messageDesc(file_cep_v1_source, 12);
 
 /**
  * SourceService registers the NATS JetStream inputs that patterns read.
@@ -381,6 +478,19 @@ export const SourceService: GenService<{
     methodKind: "unary";
     input: typeof DeleteSourceRequestSchema;
     output: typeof DeleteSourceResponseSchema;
+  },
+  /**
+   * SampleSource returns the last events its stream stores (cepctl source
+   * infer-schema reads their fields). Role operator: events may hold what
+   * a reader of the output is not to see. Errors: NotFound,
+   * InvalidArgument (limit over 1000).
+   *
+   * @generated from rpc cep.v1.SourceService.SampleSource
+   */
+  sampleSource: {
+    methodKind: "unary";
+    input: typeof SampleSourceRequestSchema;
+    output: typeof SampleSourceResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_cep_v1_source, 0);
