@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
@@ -187,5 +188,7 @@ func withRecord(r *cepv1.Record) *cepv1.Record {
 	if protojson.Unmarshal(r.Json, st) != nil {
 		return r
 	}
-	return &cepv1.Record{Type: r.Type, Id: r.Id, Pattern: r.Pattern, Key: r.Key, Json: r.Json, Sequence: r.Sequence, Record: st}
+	out := proto.Clone(r).(*cepv1.Record) // every field, those added later too
+	out.Record = st
+	return out
 }
