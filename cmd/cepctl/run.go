@@ -53,7 +53,9 @@ same output whenever it is repeated.
 --trace writes why each event did or did not move each partial match
 (the conditions tested and their values, partial matches started,
 extended, matched and dropped with the reason) to stderr, or to
---trace-out; the records on stdout are the same. See docs/debugging.md.`,
+--trace-out; the records on stdout are the same. --key K (or --trace-key)
+traces one key, -o json (or --trace-format json) writes JSON lines. See
+docs/debugging.md.`,
 		Example: `  cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl
   cepctl run -p examples/login-fail-logout.yaml -i examples/events.jsonl --trace --trace-key acc-3 >/dev/null`,
 		Args: cobra.NoArgs,
@@ -65,6 +67,11 @@ extended, matched and dropped with the reason) to stderr, or to
 				if _, ok := recordTypes[r]; !ok {
 					return fmt.Errorf("--records: unknown record type %q: use match, timeout or late", r)
 				}
+			}
+			// -o json asks for the trace as JSON lines (the records are
+			// JSON lines whatever -o says)
+			if o := cmd.Flag("output"); o != nil && cmd.Flags().Changed("output") && !cmd.Flags().Changed("trace-format") && o.Value.String() == "json" {
+				opts.trace.format = "json"
 			}
 			if _, err := opts.trace.enabled(); err != nil {
 				return err

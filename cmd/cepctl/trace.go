@@ -27,6 +27,7 @@ func (o *traceOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.out, "trace-out", "", "write the trace to this file instead of stderr (implies --trace)")
 	cmd.Flags().StringVar(&o.format, "trace-format", "text", "trace format: text (one block per event) or json (one object a line)")
 	cmd.Flags().StringArrayVar(&o.keys, "trace-key", nil, "trace only this key; repeatable (implies --trace)")
+	cmd.Flags().StringArrayVar(&o.keys, "key", nil, "the same as --trace-key")
 	cmd.Flags().StringArrayVar(&o.patterns, "trace-pattern", nil, "trace only the pattern of this name; repeatable (implies --trace)")
 }
 

@@ -136,3 +136,17 @@ func TestRunTraceSQL(t *testing.T) {
 		}
 	}
 }
+
+// --key and -o json say what --trace-key and --trace-format json say: the
+// same trace, byte for byte.
+func TestRunTraceShortFlags(t *testing.T) {
+	t.Chdir("../..")
+	_, long, code := run(t, "", "run", "-p", "examples/login-fail-logout.yaml", "-i", "examples/events.jsonl", "--trace-key", "acc-3", "--trace-format", "json")
+	if code != 0 || !strings.Contains(long, `"key":"acc-3"`) {
+		t.Fatalf("the long flags: exit %d, %q", code, long)
+	}
+	_, short, code := run(t, "", "run", "-p", "examples/login-fail-logout.yaml", "-i", "examples/events.jsonl", "--key", "acc-3", "-o", "json")
+	if code != 0 || short != long {
+		t.Errorf("--key acc-3 -o json: exit %d\n%s\nwant\n%s", code, short, long)
+	}
+}
