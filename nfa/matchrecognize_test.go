@@ -113,3 +113,35 @@ func TestSQLErrors(t *testing.T) {
 		}
 	}
 }
+
+// Navigation over CLASSIFIER() reads the navigated row's variable (SQL:2016
+// 5.6.4: FIRST(CLASSIFIER()) of a match A B C is 'A'), in MEASURES and, by
+// PREV, in DEFINE.
+func TestClassifierUnderNavigation(t *testing.T) {
+	p, err := nfa.CompileSQL(`SELECT * FROM t MATCH_RECOGNIZE (
+		ORDER BY ts
+		MEASURES FIRST(CLASSIFIER()) AS f, FIRST(CLASSIFIER(), 1) AS f1, LAST(CLASSIFIER(), 1) AS l1,
+			LAST(CLASSIFIER()) AS l, CLASSIFIER() AS c
+		AFTER MATCH SKIP PAST LAST ROW
+		PATTERN (A B C)
+		DEFINE A AS v = 'a', C AS PREV(CLASSIFIER()) = 'B')`, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := nfa.NewRunner(p)
+	var rows []string
+	for _, line := range []string{`{"v":"a","ts":1}`, `{"v":"b","ts":2}`, `{"v":"c","ts":3}`, `{"$watermark":10}`} {
+		recs, err := r.Line([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			b, _ := recs[i].AppendJSON(nil)
+			rows = append(rows, string(b))
+		}
+	}
+	want := `{"type":"match","pattern":"q","key":"","fields":{"f":"A","f1":"B","l1":"B","l":"C","c":"C"}}`
+	if len(rows) != 1 || rows[0] != want {
+		t.Fatalf("got %d rows:\n%s\nwant\n%s", len(rows), strings.Join(rows, "\n"), want)
+	}
+}

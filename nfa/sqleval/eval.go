@@ -511,6 +511,11 @@ func (env *Env) call(c *sql.Call) (any, error) {
 		}
 		return env.Rows[len(env.Rows)-1].Time, nil
 	case "CLASSIFIER":
+		// inside navigation (FIRST(CLASSIFIER())) it is the navigated
+		// row's variable, as for a column
+		if env.bound != nil {
+			return env.bound.Var, nil
+		}
 		if r := env.rowFor(""); r != nil {
 			return r.Var, nil
 		}
