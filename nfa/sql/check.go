@@ -264,6 +264,16 @@ func (c *checker) pattern() {
 	if allOptional {
 		c.errorf(q.Pattern.At, "PATTERN (%s) can match no rows at all; Flink requires at least one variable that is not optional", q.Pattern.String())
 	}
+	for i := 1; i < len(items); i++ {
+		// Flink refuses optional() after a greedy stage and compiles
+		// times(0, n) there into an automaton that never leaves the loop
+		p, ok1 := items[i-1].(*PatternVar)
+		v, ok2 := items[i].(*PatternVar)
+		if ok1 && ok2 && v.Quant.Min == 0 && Greedy(p.Quant) {
+			c.errorf(v.Quant.At, "optional %s ('%s') right after the greedy quantifier '%s' on %s is not supported by Flink (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or %s not optional",
+				quoteName(v.Name), v.Quant.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String(), quoteName(v.Name))
+		}
+	}
 	if v, ok := items[len(items)-1].(*PatternVar); ok {
 		qu := v.Quant
 		if !qu.Reluctant && qu.Min != qu.Max && !(qu.Min == 0 && qu.Max == 1) {
@@ -271,6 +281,10 @@ func (c *checker) pattern() {
 		}
 	}
 }
+
+// Greedy reports whether q is greedy in Flink's sense: a loop or a range
+// not written reluctant ('?' and {n} have no greedy property).
+func Greedy(q Quantifier) bool { return !q.Reluctant && q.Min != q.Max && !(q.Min == 0 && q.Max == 1) }
 
 // minOf is the least number of rows a term matches.
 func minOf(t PatternTerm) int {

@@ -123,6 +123,11 @@ func TestCheckErrors(t *testing.T) {
 		{pre + "PATTERN (A B{2,5}) DEFINE A AS true)", unknown,
 			"line 1:58: greedy quantifier '{2,5}' on 'B'"},
 		{pre + "PATTERN (A B+? C? D{3}) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN (A+ B{0,2}? C) DEFINE A AS true)", unknown,
+			"line 1:59: optional 'B' ('{0,2}?') right after the greedy quantifier '+' on 'A' is not supported by Flink (an optional pattern cannot follow a greedy one); make 'A' reluctant ('+?') or 'B' not optional"},
+		{pre + "PATTERN (A{1,3} B? C) DEFINE A AS true)", unknown, "line 1:63: optional 'B' ('?') right after the greedy quantifier '{1,3}'"},
+		{pre + "PATTERN (A+? B* C) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN (A{2} B? C) DEFINE A AS true)", unknown, ""},
 		// WITHIN and ORDER BY.
 		{pre + "PATTERN (A B) WITHIN INTERVAL '1' MONTH DEFINE A AS true)", unknown,
 			"line 1:67: WITHIN needs a day-time interval (DAY, HOUR, MINUTE, SECOND, MILLISECOND); Flink supports only constant intervals with millisecond resolution as time constraints"},
