@@ -1,0 +1,302 @@
+package nfa_test
+
+// A reference for MATCH_RECOGNIZE's row pattern matching, written from
+// SQL:2016 (ISO/IEC 9075-2 7.x, row pattern recognition: the pattern's
+// matches from a start row, in the pattern's preference order) and not from
+// the engine: it backtracks over the pattern on a finite, sorted partition,
+// evaluating DEFINE with running semantics over the rows mapped so far.
+//
+// The engine follows Flink, whose streaming semantics differ from the
+// standard on purpose in three ways, which the reference models on top of
+// the standard's enumeration (flinkRows) rather than hiding:
+//
+//  1. A greedy quantifier (V*, V+, V{n,}, V{n,m} with n < m) does not
+//     branch: while V can take the next row it must, and only a row V
+//     refuses leaves the loop (the standard would backtrack into shorter
+//     loops when the rest of the pattern fails). This holds even when a
+//     bounded loop is full: after V{1,2} the next variable takes only a
+//     row V refuses (Flink's compiler adds NOT V to every transition of
+//     the state after the loop).
+//  2. Of the matches from one start row, the one that completes first is
+//     reported, not the standard's most preferred one; matches leave in
+//     the order of their start rows, and the skip strategy prunes what
+//     they rule out. A match whose last rows were optional completes only
+//     when the next row arrives (Flink's proceed edges run on an event).
+//  3. A match waits while a match starting earlier may still complete; at
+//     the end of a bounded input such a partial match never ends (there is
+//     no WITHIN here), so what waits behind it is never reported.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cepcluster/cep/nfa/expr"
+	"github.com/cepcluster/cep/nfa/sql"
+	"github.com/cepcluster/cep/nfa/sqleval"
+)
+
+// refRow is one row of a partition.
+type refRow struct {
+	ts   int64
+	data expr.Event
+}
+
+// refPath is one way the pattern matches from a start row: the variable
+// of each row from start on.
+type refPath struct {
+	start  int
+	labels []string
+	// direct: the last row's take completed the pattern (the last
+	// variable reached its maximum); otherwise the match is known only at
+	// the next row
+	direct bool
+}
+
+func (p refPath) end() int { return p.start + len(p.labels) - 1 }
+
+// refMatcher enumerates a query's matches over one partition.
+type refMatcher struct {
+	q     *sql.Query
+	vars  []*sql.PatternVar
+	rows  []refRow
+	flink bool // model Flink's greedy loops (1 above)
+	// nfaOrder enumerates in the order of the automaton's transitions
+	// rather than the standard's preference (see flinkMatches)
+	nfaOrder bool
+}
+
+// define reports whether row pos satisfies v's DEFINE when mapped to v,
+// after the rows start..pos-1 mapped to labels (running semantics).
+func (r *refMatcher) define(v string, start int, labels []string, pos int) bool {
+	d := r.q.Define(v)
+	if d == nil {
+		return true // a variable without DEFINE matches every row
+	}
+	env := &sqleval.Env{}
+	for i, l := range labels {
+		env.Rows = append(env.Rows, sqleval.Row{Var: l, Time: r.rows[start+i].ts, Data: r.rows[start+i].data})
+	}
+	env.Rows = append(env.Rows, sqleval.Row{Var: v, Time: r.rows[pos].ts, Data: r.rows[pos].data})
+	env.Cur = len(env.Rows) - 1
+	x, err := env.Eval(d.Expr)
+	b, _ := x.(bool)
+	return err == nil && b
+}
+
+func greedy(q sql.Quantifier) bool {
+	// as Flink's translation: ? and {n} have no greedy property
+	return !q.Reluctant && q.Min != q.Max && !(q.Min == 0 && q.Max == 1)
+}
+
+// paths calls yield for each match from start in the standard's
+// preference order (a greedy quantifier prefers one more row, a reluctant
+// one fewer), and reports whether a partial match took the partition's
+// last row without completing there (it would wait for more rows).
+func (r *refMatcher) paths(start int, yield func(refPath)) (waits bool) {
+	var labels []string
+	n := len(r.rows)
+	var step func(pos, i, c int)
+	step = func(pos, i, c int) {
+		v := r.vars[i]
+		q := v.Quant
+		take := func() {
+			if (q.Max >= 0 && c >= q.Max) || pos >= n || !r.define(v.Name, start, labels, pos) {
+				return
+			}
+			labels = append(labels, v.Name)
+			if pos == n-1 && !(i == len(r.vars)-1 && c+1 == q.Max) {
+				waits = true
+			}
+			step(pos+1, i, c+1)
+			labels = labels[:len(labels)-1]
+		}
+		exit := func() {
+			if c < q.Min {
+				return
+			}
+			if r.flink && greedy(q) {
+				// Flink: the states after a greedy loop take a row only if
+				// the loop's variable would not, even once the loop is full
+				if pos >= n || r.define(v.Name, start, labels, pos) {
+					return
+				}
+			}
+			if i == len(r.vars)-1 {
+				if len(labels) > 0 { // (Check refuses patterns matching no rows)
+					yield(refPath{start: start, labels: slices.Clone(labels), direct: c > 0 && c == q.Max})
+				}
+				return
+			}
+			step(pos, i+1, 0)
+		}
+		exitFirst := q.Reluctant
+		if r.nfaOrder {
+			// the order of the automaton's transitions: a loop past its
+			// minimum proceeds first, anything else takes first
+			exitFirst = q.Max < 0 && c >= max(q.Min, 1)
+		}
+		if exitFirst {
+			exit()
+			take()
+		} else {
+			take()
+			exit()
+		}
+	}
+	step(start, 0, 0)
+	return waits
+}
+
+// standardMatches is SQL:2016 ONE ROW PER MATCH: from each start row in
+// turn the most preferred match, then the AFTER MATCH SKIP clause says
+// where the next search starts. A skip to a row not after the match's
+// start (an error in the standard) ends the search.
+func (r *refMatcher) standardMatches() []refPath {
+	var out []refPath
+	for s := 0; s < len(r.rows); {
+		var m *refPath
+		r.paths(s, func(p refPath) {
+			if m == nil {
+				m = &p
+			}
+		})
+		if m == nil {
+			s++
+			continue
+		}
+		out = append(out, *m)
+		next := skipRow(r.q.Skip, *m)
+		if next <= s {
+			break
+		}
+		s = next
+	}
+	return out
+}
+
+// skipRow is the row the AFTER MATCH SKIP clause resumes at after m; -1
+// when it names a variable m has no row for.
+func skipRow(sk sql.SkipClause, m refPath) int {
+	switch sk.Kind {
+	case sql.SkipPastLastRow:
+		return m.end() + 1
+	case sql.SkipToFirst, sql.SkipToLast:
+		at := -1
+		for i, l := range m.labels {
+			if l == sk.Var && (at < 0 || sk.Kind == sql.SkipToLast) {
+				at = m.start + i
+			}
+		}
+		return at
+	}
+	return m.start + 1
+}
+
+// checkFlink checks the engine's rows for one partition (got, in order)
+// against the engine's selection (2 and 3 above) over the standard's
+// matches. Every match of every start is a candidate; rows leave in the
+// order of their start rows; a partial match that waits at the end holds
+// back every later start; each row leaving prunes the candidates starting
+// before its skip row (Flink's pruning: up to and including the row for
+// TO NEXT ROW and PAST LAST ROW, strictly before it for TO FIRST/LAST v,
+// nothing when v has no row). Which of one start's candidates leaves
+// first is not checked: Flink's queue orders completed matches by their
+// start alone, so of several from one start it emits one in an order of
+// its own (the standard would take the most preferred one).
+func (r *refMatcher) checkFlink(got []string) error {
+	type cand struct {
+		p       refPath
+		row     string
+		blocker bool
+	}
+	var cs []cand
+	for s := range r.rows {
+		waits := r.paths(s, func(p refPath) {
+			cs = append(cs, cand{p: p, row: refRows(r.q, r.rows, []refPath{p})[0]})
+		})
+		if waits {
+			cs = append(cs, cand{p: refPath{start: s}, blocker: true})
+		}
+	}
+	// next returns the candidates that may leave now.
+	next := func() (group []cand, blocked bool) {
+		s0 := -1
+		for _, c := range cs {
+			if s0 < 0 || c.p.start < s0 {
+				s0 = c.p.start
+			}
+		}
+		for _, c := range cs {
+			if c.p.start == s0 && c.blocker {
+				blocked = true
+			} else if c.p.start == s0 {
+				group = append(group, c)
+			}
+		}
+		return group, blocked
+	}
+	for i, g := range got {
+		group, _ := next()
+		k := slices.IndexFunc(group, func(c cand) bool { return c.row == g })
+		if k < 0 {
+			var allowed []string
+			for _, c := range group {
+				allowed = append(allowed, c.row)
+			}
+			return fmt.Errorf("row %d:\n%s\nthe reference allows:\n%s", i+1, g, strings.Join(allowed, "\n"))
+		}
+		c := group[k]
+		cs = slices.DeleteFunc(cs, func(x cand) bool { return x.p.start == c.p.start && slices.Equal(x.p.labels, c.p.labels) && !x.blocker })
+		pid, inclusive := skipRow(r.q.Skip, c.p), false
+		switch r.q.Skip.Kind {
+		case sql.SkipToNextRow:
+			pid, inclusive = c.p.start, true
+		case sql.SkipPastLastRow:
+			pid, inclusive = c.p.end(), true
+		}
+		if pid >= 0 {
+			cs = slices.DeleteFunc(cs, func(x cand) bool { return x.p.start < pid || (inclusive && x.p.start == pid) })
+		}
+	}
+	for len(cs) > 0 {
+		group, blocked := next()
+		if len(group) > 0 {
+			return fmt.Errorf("after %d rows, the reference has more:\n%s", len(got), group[0].row)
+		}
+		if blocked {
+			return nil
+		}
+	}
+	return nil
+}
+
+// refRows renders matches as the engine's rows: the partition columns,
+// then each measure with final semantics over the match's rows.
+func refRows(q *sql.Query, rows []refRow, ms []refPath) []string {
+	var out []string
+	for _, m := range ms {
+		env := &sqleval.Env{}
+		for i, l := range m.labels {
+			r := rows[m.start+i]
+			env.Rows = append(env.Rows, sqleval.Row{Var: l, Time: r.ts, Data: r.data})
+		}
+		env.Cur = len(env.Rows) - 1
+		var s []string
+		for _, c := range q.PartitionBy {
+			s = append(s, fieldString(c.Name, rows[m.start].data[c.Name]))
+		}
+		for _, me := range q.Measures {
+			v, err := env.Eval(me.Expr)
+			if err != nil {
+				v = nil
+			}
+			s = append(s, fieldString(me.Alias, v))
+		}
+		out = append(out, strings.Join(s, " "))
+	}
+	return out
+}
+
+// fieldString renders a column with its Go type, so that 1 and 1.0 differ.
+func fieldString(name string, v any) string { return fmt.Sprintf("%s=%T(%v)", name, v, v) }
