@@ -48,14 +48,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	if len(vars) > MaxSQLPatternVars {
 		return nil, overLimit("", "PATTERN", "MaxSQLPatternVars", "number of PATTERN variables", int64(len(vars)), MaxSQLPatternVars)
 	}
-	for i, v := range vars {
-		st := Stage{Name: v.Name}
-		if i > 0 {
-			st.Contiguity = "next"
-		}
-		applySQLQuantifier(&st, v.Quant)
-		s.Stages = append(s.Stages, st)
-	}
+	s.Stages = sqlStages(q.Pattern.Items, new(int))
 	if q.Within != nil {
 		s.Within = &Duration{Millis: q.Within.Millis}
 	}
@@ -208,6 +201,32 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	p.seq = seqPlanOf(p)
 	p.bounds = p.computeTimeBounds()
 	return p, nil
+}
+
+// sqlStages lowers PATTERN terms to stages that follow each other with
+// strict contiguity; a quantified group becomes a group stage named (n),
+// a name no variable has (a group's name holds no rows).
+func sqlStages(items []sql.PatternTerm, groups *int) []Stage {
+	var out []Stage
+	for i, it := range items {
+		var st Stage
+		switch t := it.(type) {
+		case *sql.PatternVar:
+			st.Name = t.Name
+			applySQLQuantifier(&st, t.Quant)
+		case *sql.PatternGroup:
+			*groups++
+			st.Name = fmt.Sprintf("(%d)", *groups)
+			st.Group = sqlStages(t.Inner.Items, groups)
+			applySQLQuantifier(&st, t.Quant)
+			st.Greedy = false // Check lets no greedy group through
+		}
+		if i > 0 {
+			st.Contiguity = "next"
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 func applySQLQuantifier(st *Stage, q sql.Quantifier) {

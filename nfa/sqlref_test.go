@@ -47,10 +47,6 @@ type refRow struct {
 type refPath struct {
 	start  int
 	labels []string
-	// direct: the last row's take completed the pattern (the last
-	// variable reached its maximum); otherwise the match is known only at
-	// the next row
-	direct bool
 }
 
 func (p refPath) end() int { return p.start + len(p.labels) - 1 }
@@ -58,12 +54,8 @@ func (p refPath) end() int { return p.start + len(p.labels) - 1 }
 // refMatcher enumerates a query's matches over one partition.
 type refMatcher struct {
 	q     *sql.Query
-	vars  []*sql.PatternVar
 	rows  []refRow
 	flink bool // model Flink's greedy loops (1 above)
-	// nfaOrder enumerates in the order of the automaton's transitions
-	// rather than the standard's preference (see flinkMatches)
-	nfaOrder bool
 }
 
 // define reports whether row pos satisfies v's DEFINE when mapped to v,
@@ -84,59 +76,75 @@ func (r *refMatcher) define(v string, start int, labels []string, pos int) bool 
 	return err == nil && b
 }
 
-func greedy(q sql.Quantifier) bool {
-	// as Flink's translation: ? and {n} have no greedy property
-	return !q.Reluctant && q.Min != q.Max && !(q.Min == 0 && q.Max == 1)
-}
-
 // paths calls yield for each match from start in the standard's
-// preference order (a greedy quantifier prefers one more row, a reluctant
-// one fewer), and reports whether a partial match took the partition's
-// last row without completing there (it would wait for more rows).
+// preference order (a greedy quantifier prefers one more row or group
+// iteration, a reluctant one fewer), and reports whether a partial match
+// took the partition's last row and still wants another (it waits for
+// more rows).
 func (r *refMatcher) paths(start int, yield func(refPath)) (waits bool) {
 	var labels []string
 	n := len(r.rows)
-	var step func(pos, i, c int)
-	step = func(pos, i, c int) {
-		v := r.vars[i]
-		q := v.Quant
+	var seq func(items []sql.PatternTerm, i, pos int, k func(int))
+	var quant func(t sql.PatternTerm, q sql.Quantifier, c, pos int, k func(int))
+	// seq matches items[i:] from pos, then calls k with the position after
+	seq = func(items []sql.PatternTerm, i, pos int, k func(int)) {
+		if i == len(items) {
+			k(pos)
+			return
+		}
+		var q sql.Quantifier
+		switch t := items[i].(type) {
+		case *sql.PatternVar:
+			q = t.Quant
+		case *sql.PatternGroup:
+			q = t.Quant
+		}
+		quant(items[i], q, 0, pos, func(p int) { seq(items, i+1, p, k) })
+	}
+	// quant matches term t, matched c times so far, from pos
+	quant = func(t sql.PatternTerm, q sql.Quantifier, c, pos int, k func(int)) {
 		take := func() {
-			if (q.Max >= 0 && c >= q.Max) || pos >= n || !r.define(v.Name, start, labels, pos) {
+			if q.Max >= 0 && c >= q.Max {
 				return
 			}
-			labels = append(labels, v.Name)
-			if pos == n-1 && !(i == len(r.vars)-1 && c+1 == q.Max) {
-				waits = true
+			switch t := t.(type) {
+			case *sql.PatternVar:
+				if pos >= n {
+					waits = true
+					return
+				}
+				if !r.define(t.Name, start, labels, pos) {
+					return
+				}
+				labels = append(labels, t.Name)
+				quant(t, q, c+1, pos+1, k)
+				labels = labels[:len(labels)-1]
+			case *sql.PatternGroup:
+				seq(t.Inner.Items, 0, pos, func(p int) {
+					if p > pos { // an iteration that matches no rows is not repeated
+						quant(t, q, c+1, p, k)
+					}
+				})
 			}
-			step(pos+1, i, c+1)
-			labels = labels[:len(labels)-1]
 		}
 		exit := func() {
 			if c < q.Min {
 				return
 			}
-			if r.flink && greedy(q) {
+			if v, ok := t.(*sql.PatternVar); ok && r.flink && sql.Greedy(q) {
 				// Flink: the states after a greedy loop take a row only if
 				// the loop's variable would not, even once the loop is full
-				if pos >= n || r.define(v.Name, start, labels, pos) {
+				if pos >= n {
+					waits = true // for a row to decide on
+					return
+				}
+				if r.define(v.Name, start, labels, pos) {
 					return
 				}
 			}
-			if i == len(r.vars)-1 {
-				if len(labels) > 0 { // (Check refuses patterns matching no rows)
-					yield(refPath{start: start, labels: slices.Clone(labels), direct: c > 0 && c == q.Max})
-				}
-				return
-			}
-			step(pos, i+1, 0)
+			k(pos)
 		}
-		exitFirst := q.Reluctant
-		if r.nfaOrder {
-			// the order of the automaton's transitions: a loop past its
-			// minimum proceeds first, anything else takes first
-			exitFirst = q.Max < 0 && c >= max(q.Min, 1)
-		}
-		if exitFirst {
+		if q.Reluctant {
 			exit()
 			take()
 		} else {
@@ -144,7 +152,11 @@ func (r *refMatcher) paths(start int, yield func(refPath)) (waits bool) {
 			exit()
 		}
 	}
-	step(start, 0, 0)
+	seq(r.q.Pattern.Items, 0, start, func(int) {
+		if len(labels) > 0 { // (Check refuses patterns matching no rows)
+			yield(refPath{start: start, labels: slices.Clone(labels)})
+		}
+	})
 	return waits
 }
 
@@ -247,7 +259,9 @@ func (r *refMatcher) checkFlink(got []string) error {
 			return fmt.Errorf("row %d:\n%s\nthe reference allows:\n%s", i+1, g, strings.Join(allowed, "\n"))
 		}
 		c := group[k]
-		cs = slices.DeleteFunc(cs, func(x cand) bool { return x.p.start == c.p.start && slices.Equal(x.p.labels, c.p.labels) && !x.blocker })
+		// (one path: several with the same rows are several matches)
+		at := slices.IndexFunc(cs, func(x cand) bool { return !x.blocker && x.p.start == c.p.start && x.row == c.row })
+		cs = slices.Delete(cs, at, at+1)
 		pid, inclusive := skipRow(r.q.Skip, c.p), false
 		switch r.q.Skip.Kind {
 		case sql.SkipToNextRow:

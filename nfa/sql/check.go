@@ -233,23 +233,37 @@ func (c *checker) pattern() {
 		c.vars[v.Name] = v
 		c.varNames = append(c.varNames, v.Name)
 	}
-	var walk func(t PatternTerm)
-	walk = func(t PatternTerm) {
+	var walk func(t PatternTerm, inGroup bool)
+	walk = func(t PatternTerm, inGroup bool) {
 		switch t := t.(type) {
 		case *PatternVar:
 			if qu := t.Quant; qu.Reluctant && qu.Min == 0 && qu.Max == 1 {
 				c.errorf(qu.At, "reluctant optional quantifier '%s' is not supported by Flink's MATCH_RECOGNIZE; use '?'", qu.String())
+			} else if inGroup && !qu.IsOne() && !(qu.Min == 0 && qu.Max == 1) {
+				// the automaton's loops and times inside group patterns keep
+				// or lose partial matches the standard does not
+				c.errorf(qu.At, "quantifier '%s' on %s inside a quantified group is not supported; inside a group a variable is single or optional ('?')", qu.String(), quoteName(t.Name))
 			}
 		case *PatternSeq:
 			for _, it := range t.Items {
-				walk(it)
+				walk(it, inGroup)
 			}
 		case *PatternGroup:
-			c.errorf(t.At, "quantifier '%s' on a group is not supported by Flink's MATCH_RECOGNIZE (group patterns); quantify single variables only", t.Quant.String())
-			walk(t.Inner)
+			// a group runs as Flink's group pattern, which cannot be
+			// greedy: it would end at the first row the rest accepts
+			if qu := t.Quant; qu.Reluctant && qu.Min == 0 && qu.Max == 1 {
+				c.errorf(qu.At, "reluctant optional quantifier '%s' is not supported by Flink's MATCH_RECOGNIZE; use '?'", qu.String())
+			} else if Greedy(qu) {
+				c.errorf(t.At, "greedy quantifier '%s' on a group is not supported (a group pattern cannot be greedy); make it reluctant ('%s?')", qu.String(), qu.String())
+			} else if minOf(t.Inner) == 0 {
+				// an iteration without a row: a loop would never end, and
+				// what it counts for differs between engines
+				c.errorf(t.At, "group (%s) can match no rows, so it cannot be quantified ('%s'); make one of its variables not optional", t.Inner.String(), qu.String())
+			}
+			walk(t.Inner, true)
 		}
 	}
-	walk(q.Pattern)
+	walk(q.Pattern, false)
 
 	items := q.Pattern.Items
 	if len(items) == 0 {
@@ -267,11 +281,21 @@ func (c *checker) pattern() {
 	for i := 1; i < len(items); i++ {
 		// Flink refuses optional() after a greedy stage and compiles
 		// times(0, n) there into an automaton that never leaves the loop
-		p, ok1 := items[i-1].(*PatternVar)
-		v, ok2 := items[i].(*PatternVar)
-		if ok1 && ok2 && v.Quant.Min == 0 && Greedy(p.Quant) {
-			c.errorf(v.Quant.At, "optional %s ('%s') right after the greedy quantifier '%s' on %s is not supported by Flink (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or %s not optional",
-				quoteName(v.Name), v.Quant.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String(), quoteName(v.Name))
+		p, ok := items[i-1].(*PatternVar)
+		if !ok || !Greedy(p.Quant) {
+			continue
+		}
+		switch v := items[i].(type) {
+		case *PatternVar:
+			if v.Quant.Min == 0 {
+				c.errorf(v.Quant.At, "optional %s ('%s') right after the greedy quantifier '%s' on %s is not supported by Flink (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or %s not optional",
+					quoteName(v.Name), v.Quant.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String(), quoteName(v.Name))
+			}
+		case *PatternGroup:
+			if v.Quant.Min == 0 {
+				c.errorf(v.At, "optional group ('%s') right after the greedy quantifier '%s' on %s is not supported by Flink (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or the group not optional",
+					v.Quant.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String())
+			}
 		}
 	}
 	if v, ok := items[len(items)-1].(*PatternVar); ok {

@@ -71,8 +71,9 @@
 // *PatternVar (a variable with its Quantifier{Min, Max (-1 = unbounded),
 // Reluctant}) and *PatternGroup (a quantified parenthesised sequence);
 // unquantified parentheses are flattened away, and (A)+ is the variable
-// A+. Flink accepts only flat sequences of variables, so after Check every
-// item is a *PatternVar.
+// A+. Flink accepts only flat sequences of variables; Check also lets
+// through quantified groups the engine runs as group patterns (reluctant,
+// exact or '?', over single or optional variables, never empty).
 //
 // Expressions implement Expr: *Literal, *Interval, *ColumnRef{Var, Name,
 // Fields}, *Unary, *Binary{Op}, *IsNull, *IsBool, *Between, *In, *Like,
@@ -93,9 +94,10 @@
 // AFTER MATCH SKIP TO that are not in PATTERN; DEFINE entries for unknown
 // or repeated variables; repeated measure names; unknown columns, with a
 // suggestion for a likely misspelling; variables repeated in PATTERN,
-// quantified groups, reluctant optional quantifiers, patterns that can
-// match no rows and a greedy quantifier on the last variable (all
-// rejected by Flink); navigation offsets that are not non-negative integer
+// reluctant optional quantifiers, patterns that can match no rows, a
+// greedy quantifier on the last variable and an optional term right after
+// a greedy variable (all rejected by Flink); greedy groups, groups that can
+// match no rows and quantified variables inside groups; navigation offsets that are not non-negative integer
 // literals; PREV/NEXT in MEASURES or inside FIRST/LAST; NEXT with an
 // offset; aggregates inside aggregates or navigation; DISTINCT
 // aggregates; one function over several variables; a WITHIN that is not
