@@ -28,7 +28,7 @@ var (
 	refDefines     = []string{
 		"V.v = 'x'", "V.v = 'y'", "V.v <> 'z'", "V.v IN ('x', 'y')",
 		"V.n > PREV(V.n)", "V.n <= PREV(V.n)", "SUM(V.n) < 6", "COUNT(V.n) < 3",
-		"V.n >= FIRST(V.n)", "V.n > LAST(W.n)", "PREV(CLASSIFIER()) <> 'V'", "V.v = 'x' OR V.n = 0",
+		"V.n >= FIRST(V.n)", "V.n > LAST(W.n)", "COUNT(V.*) < 3", "MIN_BY(V.v, V.n) <> 'z'", "PREV(CLASSIFIER()) <> 'V'", "V.v = 'x' OR V.n = 0",
 	}
 	refSkips = []string{"", "AFTER MATCH SKIP TO NEXT ROW", "AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO FIRST V", "AFTER MATCH SKIP TO LAST V"}
 )
@@ -63,7 +63,8 @@ func drawSQLCase(t *rapid.T) sqlCase {
 	}
 	ms := []string{"COUNT(*) AS rows_", "SUM(n) AS total", "FIRST(CLASSIFIER()) AS first_var", "LAST(CLASSIFIER()) AS last_var", "MATCH_ROWTIME() AS end_ts", "FIRST(n) AS first_n"}
 	for _, v := range names {
-		ms = append(ms, fmt.Sprintf("FIRST(%[1]s.n) AS %[1]s_first, LAST(%[1]s.n) AS %[1]s_last, COUNT(%[1]s.n) AS %[1]s_count", v))
+		ms = append(ms, fmt.Sprintf("FIRST(%[1]s.n) AS %[1]s_first, LAST(%[1]s.n) AS %[1]s_last, COUNT(%[1]s.n) AS %[1]s_count, "+
+			"COUNT(%[1]s.*) AS %[1]s_rows, MAX_BY(%[1]s.ts, %[1]s.n) AS %[1]s_top, ARBITRARY(%[1]s.v) AS %[1]s_any", v))
 	}
 	skips, skipVars := refSkips, names
 	skip := rapid.SampledFrom(skips).Draw(t, "skip")

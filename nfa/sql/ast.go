@@ -482,6 +482,8 @@ type Call struct {
 	Spelling string
 	Args     []Expr
 	Star     bool
+	StarVar  string // COUNT(X.*): the variable X; "" for COUNT(*)
+	StarAt   Pos    // the variable's position
 	Distinct bool
 	NoParens bool
 }

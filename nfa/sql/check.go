@@ -395,6 +395,7 @@ var fixedArity = map[string][2]int{
 	"SUM": {1, 1}, "AVG": {1, 1}, "MIN": {1, 1}, "MAX": {1, 1},
 	"STDDEV_POP": {1, 1}, "STDDEV_SAMP": {1, 1}, "VAR_POP": {1, 1}, "VAR_SAMP": {1, 1},
 	"STDDEV": {1, 1}, "VARIANCE": {1, 1}, "COLLECT": {1, 1}, "LISTAGG": {1, 2},
+	"MAX_BY": {2, 2}, "MIN_BY": {2, 2}, "ARBITRARY": {1, 1},
 	"COUNT":          {0, 1},
 	"CLASSIFIER":     {0, 0},
 	"MATCH_PROCTIME": {0, 0},
@@ -412,6 +413,9 @@ func (c *checker) call(e *Call, ctx *exprCtx) {
 	}
 	if e.Star && e.Name != "COUNT" {
 		c.errorf(e.At, "%s(*) is not allowed; only COUNT takes *", e.Name)
+	}
+	if e.StarVar != "" {
+		c.variable(e.StarVar, e.StarAt)
 	}
 	if e.Name == "COUNT" && !e.Star && len(e.Args) == 0 {
 		c.errorf(e.At, "COUNT needs an argument or *: COUNT(*) or COUNT(A.col)")
@@ -460,9 +464,8 @@ func (c *checker) call(e *Call, ctx *exprCtx) {
 			c.errorf(e.At, "aggregate %s cannot be used inside %s", e.Name, ctx.nav.Name)
 		}
 		ctx.agg = e
-		for _, a := range e.Args {
-			c.singleVariable(e, a, "an aggregate runs over the rows of one variable")
-		}
+		// (all arguments together: MAX_BY(A.x, B.y) mixes two)
+		c.singleVariable(e, e, "an aggregate runs over the rows of one variable")
 	}
 }
 

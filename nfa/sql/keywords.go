@@ -59,13 +59,15 @@ var (
 		"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true,
 		"STDDEV_POP": true, "STDDEV_SAMP": true, "VAR_POP": true, "VAR_SAMP": true,
 		"STDDEV": true, "VARIANCE": true, "COLLECT": true, "LISTAGG": true,
+		"MAX_BY": true, "MIN_BY": true, "ARBITRARY": true,
 	}
 	navigationFuncs = map[string]bool{"PREV": true, "NEXT": true, "FIRST": true, "LAST": true}
 )
 
 // IsAggregate reports whether the upper-case function name is a built-in
 // aggregate function (COUNT, SUM, AVG, MIN, MAX, STDDEV_POP, STDDEV_SAMP,
-// VAR_POP, VAR_SAMP, STDDEV, VARIANCE, COLLECT, LISTAGG).
+// VAR_POP, VAR_SAMP, STDDEV, VARIANCE, COLLECT, LISTAGG, MAX_BY, MIN_BY,
+// ARBITRARY).
 func IsAggregate(name string) bool { return aggregateFuncs[name] }
 
 // IsNavigation reports whether the upper-case function name is a pattern

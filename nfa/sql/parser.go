@@ -1009,7 +1009,7 @@ func (p *parser) nameExpr() Expr {
 		n := p.peek()
 		if n.kind != tIdent && n.kind != tQIdent {
 			if n.isOp("*") {
-				p.failAt(n, "'%s.*' is only allowed in COUNT(*) and SELECT", t.text)
+				p.failAt(n, "'%s.*' is only allowed in COUNT(%s.*) and SELECT", t.text, t.text)
 			}
 			p.failAt(n, "expected a name after '.', found %s", n.describe())
 		}
@@ -1043,6 +1043,12 @@ func (p *parser) call(name token) Expr {
 	case t.isOp("*") && p.peekN(1).isOp(")"):
 		p.advance()
 		c.Star = true
+	case isName(t) && p.peekN(1).isOp(".") && p.peekN(2).isOp("*") && p.peekN(3).isOp(")"):
+		// COUNT(X.*): the rows of variable X
+		c.Star, c.StarVar, c.StarAt = true, t.text, t.pos
+		p.advance()
+		p.advance()
+		p.advance()
 	default:
 		if t.is("DISTINCT") {
 			p.advance()

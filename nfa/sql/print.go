@@ -177,6 +177,9 @@ func (e *Call) String() string {
 	if e.Name == "EXTRACT" && len(e.Args) == 2 {
 		return "EXTRACT(" + e.Args[0].String() + " FROM " + e.Args[1].String() + ")"
 	}
+	if e.Star && e.StarVar != "" {
+		return e.Name + "(" + quoteIdent(e.StarVar) + ".*)"
+	}
 	if e.Star {
 		return e.Name + "(*)"
 	}

@@ -580,7 +580,8 @@ var functions = map[string]int{ // name → arity (-1: any)
 	"CHARACTER_LENGTH": 1, "TRIM": 1, "COALESCE": -1, "MOD": 2, "POWER": 2,
 }
 
-var aggregates = map[string]bool{"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true}
+var aggregates = map[string]bool{"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true,
+	"MAX_BY": true, "MIN_BY": true, "ARBITRARY": true}
 
 // Supported rejects what the evaluator cannot do, with a position: NEXT,
 // aggregates and functions it does not know. Run it after q.Check.
@@ -601,7 +602,7 @@ func Supported(q *sql.Query) error {
 			}
 		case c.IsAggregate():
 			if !aggregates[c.Name] {
-				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN or MAX)", c.Name)}
+				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN, MAX, MAX_BY, MIN_BY or ARBITRARY)", c.Name)}
 			}
 		default:
 			if _, ok := functions[c.Name]; !ok {
@@ -673,9 +674,17 @@ func (env *Env) navigate(c *sql.Call) (any, error) {
 
 func (env *Env) aggregate(c *sql.Call) (any, error) {
 	var rows []*Row
-	if c.Star {
-		rows = env.rowsOf("")
-	} else {
+	switch {
+	case c.Star:
+		rows = env.rowsOf(c.StarVar) // all rows for COUNT(*)
+	case c.Name == "MAX_BY" || c.Name == "MIN_BY":
+		v := refVar(c.Args[0])
+		if v == "" {
+			v = refVar(c.Args[1])
+		}
+		rows = env.rowsOf(v)
+		return env.maxBy(c, rows)
+	default:
 		rows = env.rowsOf(refVar(c.Args[0]))
 	}
 	saved := env.bound
@@ -707,6 +716,12 @@ func (env *Env) aggregate(c *sql.Call) (any, error) {
 	switch c.Name {
 	case "COUNT":
 		return int64(len(vals)), nil
+	case "ARBITRARY":
+		// the first non-null value in row order (Trino: any one)
+		if len(vals) == 0 {
+			return nil, nil
+		}
+		return vals[0], nil
 	case "SUM", "AVG":
 		if len(vals) == 0 {
 			return nil, nil
@@ -754,6 +769,41 @@ func (env *Env) aggregate(c *sql.Call) (any, error) {
 		return best, nil
 	}
 	return nil, fmt.Errorf("line %s: aggregate %s is not supported", c.At, c.Name)
+}
+
+// maxBy is MAX_BY(x, key) / MIN_BY(x, key): x on the row whose key is
+// greatest / least, rows with a NULL key left out; of rows with equal
+// keys the first in row order (Trino leaves it open).
+func (env *Env) maxBy(c *sql.Call, rows []*Row) (any, error) {
+	saved := env.bound
+	defer func() { env.bound = saved }()
+	var best *Row
+	var bestKey any
+	for _, r := range rows {
+		env.bound = r
+		k, err := env.Eval(c.Args[1])
+		if err != nil {
+			return nil, err
+		}
+		if k == nil {
+			continue
+		}
+		if best != nil {
+			cmp, ok := Compare(k, bestKey)
+			if !ok {
+				return nil, errType
+			}
+			if (c.Name == "MAX_BY" && cmp <= 0) || (c.Name == "MIN_BY" && cmp >= 0) {
+				continue
+			}
+		}
+		best, bestKey = r, k
+	}
+	if best == nil {
+		return nil, nil
+	}
+	env.bound = best
+	return env.Eval(c.Args[0])
 }
 
 func toFloat(v any) (float64, bool) {
