@@ -30,7 +30,10 @@
 //	  DEFINE v AS expr, ...
 //	) [[AS] alias] [;]
 //
-// The clauses must come in this order. Keywords are case-insensitive;
+// The clauses must come in this order. Keywords are case-insensitive
+// (PARTITION, MEASURES, ONE, AFTER, PATTERN, SUBSET, DEFINE, ASC, DESC,
+// WINDOW and LIMIT may also be names after AS, in the SELECT list and
+// after a qualifier);
 // identifiers are case-sensitive and may be quoted with `back quotes` or
 // "double quotes" (a doubled quote inside stands for one); strings use
 // single quotes ('it”s'). Comments are -- to the end of the line and

@@ -18,6 +18,15 @@ var reserved = map[string]bool{
 
 func isReserved(s string) bool { return reserved[strings.ToUpper(s)] }
 
+// nonReserved are the reserved words that SQL:2016 or Trino leave
+// non-reserved: they may name a measure, column or alias after AS, in a
+// SELECT list and after a qualifier (A.partition), where they cannot
+// start a clause.
+var nonReserved = map[string]bool{
+	"PARTITION": true, "MEASURES": true, "ONE": true, "AFTER": true, "PATTERN": true,
+	"SUBSET": true, "DEFINE": true, "ASC": true, "DESC": true, "WINDOW": true, "LIMIT": true,
+}
+
 // niladic are functions called without parentheses.
 var niladic = map[string]bool{
 	"CURRENT_TIMESTAMP": true, "CURRENT_DATE": true, "CURRENT_TIME": true,

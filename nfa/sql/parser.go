@@ -149,6 +149,16 @@ func (p *parser) name(what string) (string, Pos) {
 	return t.text, t.pos
 }
 
+// alias consumes a name after AS, where a non-reserved keyword
+// (MEASURES AS partition) cannot be read as anything else.
+func (p *parser) alias(what string) (string, Pos) {
+	if t := p.peek(); t.kind == tIdent && nonReserved[strings.ToUpper(t.text)] {
+		p.advance()
+		return t.text, t.pos
+	}
+	return p.name(what)
+}
+
 func (p *parser) enter() {
 	p.depth++
 	if p.depth > MaxDepth {
@@ -188,7 +198,7 @@ func (p *parser) query() *Query {
 	p.body(q, mr.pos)
 	p.expectOp(")", "')' to close MATCH_RECOGNIZE (")
 	if p.acceptKw("AS") {
-		q.Alias, q.AliasAt = p.name("an alias after AS")
+		q.Alias, q.AliasAt = p.alias("an alias after AS")
 	} else if isName(p.peek()) {
 		q.Alias, q.AliasAt = p.name("an alias")
 	}
@@ -220,14 +230,14 @@ func (p *parser) selectList(q *Query) {
 	}
 	for {
 		t := p.peek()
-		if !isName(t) {
+		if !isName(t) && !(t.kind == tIdent && nonReserved[strings.ToUpper(t.text)]) {
 			if t.is("FROM") {
 				p.failAt(t, "expected a column or * after SELECT, found FROM")
 			}
 			p.failAt(t, "SELECT list: only columns of the MATCH_RECOGNIZE output (PARTITION BY columns and measures) can be selected; found %s", t.describe())
 		}
 		item := SelectItem{At: t.pos}
-		item.Name, item.NameAt = p.name("a column")
+		item.Name, item.NameAt = p.alias("a column")
 		if p.acceptOp(".") {
 			if star := p.peek(); star.isOp("*") {
 				if len(q.Select) > 0 || !p.peekN(1).is("FROM") {
@@ -252,12 +262,12 @@ func (p *parser) selectList(q *Query) {
 			p.fail(item.At, "SELECT list: only columns of the MATCH_RECOGNIZE output (PARTITION BY columns and measures) can be selected; compute expressions in MEASURES")
 		}
 		if p.acceptKw("AS") {
-			item.Alias, item.AliasAt = p.name("a column alias after AS")
+			item.Alias, item.AliasAt = p.alias("a column alias after AS")
 		} else if isName(p.peek()) {
 			item.Alias, item.AliasAt = p.name("a column alias")
 		}
 		q.Select = append(q.Select, item)
-		if !p.listComma("FROM") {
+		if !p.listCommaOf(true, "FROM") {
 			return
 		}
 	}
@@ -265,13 +275,17 @@ func (p *parser) selectList(q *Query) {
 
 // listComma consumes a ',' between list items and reports whether it did.
 // A ',' directly before a clause keyword, ')' or the end is an error.
-func (p *parser) listComma(next ...string) bool {
+func (p *parser) listComma(next ...string) bool { return p.listCommaOf(false, next...) }
+
+// listCommaOf is listComma for a list whose items may be non-reserved
+// keywords (names) when names is true.
+func (p *parser) listCommaOf(names bool, next ...string) bool {
 	c := p.peek()
 	if !c.isOp(",") {
 		return false
 	}
 	t := p.peekN(1)
-	bad := t.kind == tEOF || t.isOp(")") || clauseRank(t) > 0
+	bad := t.kind == tEOF || t.isOp(")") || clauseRank(t) > 0 && !(names && t.kind == tIdent && nonReserved[strings.ToUpper(t.text)])
 	for _, kw := range next {
 		bad = bad || t.is(kw)
 	}
@@ -291,7 +305,7 @@ func (p *parser) projection() *Projection {
 		for {
 			it := ProjItem{At: p.peek().pos, Expr: p.expr()}
 			if p.acceptKw("AS") {
-				it.Alias, it.AliasAt = p.name("a column alias after AS")
+				it.Alias, it.AliasAt = p.alias("a column alias after AS")
 			} else if isName(p.peek()) {
 				it.Alias, it.AliasAt = p.name("a column alias")
 			}
@@ -307,7 +321,7 @@ func (p *parser) projection() *Projection {
 	}
 	pr.Table, pr.TableAt = p.name("a table name after FROM")
 	if p.acceptKw("AS") {
-		pr.TableAlias, _ = p.name("a table alias after AS")
+		pr.TableAlias, _ = p.alias("a table alias after AS")
 	} else if isName(p.peek()) {
 		pr.TableAlias, _ = p.name("a table alias")
 	}
@@ -485,7 +499,7 @@ func (p *parser) measures(q *Query) {
 			p.failAt(t, "expected AS and a name after the measure expression, found %s", t.describe())
 		}
 		p.advance()
-		m.Alias, m.AliasAt = p.name("a measure name after AS")
+		m.Alias, m.AliasAt = p.alias("a measure name after AS")
 		q.Measures = append(q.Measures, m)
 		if p.listComma() {
 			continue

@@ -577,3 +577,32 @@ func TestDepthLimit(t *testing.T) {
 		t.Errorf("150 terms: %v", err)
 	}
 }
+
+// Words that SQL:2016 or Trino leave non-reserved name measures, aliases,
+// select items and qualified columns; elsewhere they still start clauses.
+func TestNonReservedNames(t *testing.T) {
+	q := mustParse(t, "SELECT partition, `define` AS after, pattern FROM t MATCH_RECOGNIZE (ORDER BY ts "+
+		"MEASURES A.partition AS partition, A.x AS define, COUNT(*) AS pattern ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.x > 0)")
+	if err := q.Check(nil); err != nil {
+		t.Fatal(err)
+	}
+	var ms, sel []string
+	for _, m := range q.Measures {
+		ms = append(ms, m.Expr.String()+" AS "+m.Alias)
+	}
+	for _, it := range q.Select {
+		sel = append(sel, it.OutputName())
+	}
+	if got := strings.Join(ms, "; "); got != "A.`partition` AS partition; A.x AS define; COUNT(*) AS pattern" {
+		t.Errorf("measures: %s", got)
+	}
+	if got := strings.Join(sel, ","); got != "partition,after,pattern" {
+		t.Errorf("select: %s", got)
+	}
+	roundTrip(t, q)
+	// a clause keyword where a name cannot be is still the clause
+	_, err := Parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS x, PATTERN (A) DEFINE A AS A.x > 0)")
+	if err == nil || !strings.Contains(err.Error(), "unexpected ',' before keyword PATTERN") {
+		t.Errorf("got %v", err)
+	}
+}
