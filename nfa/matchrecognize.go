@@ -67,9 +67,11 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	if strings.EqualFold(timeCol, "proctime") {
 		procCol = timeCol
 	}
+	subsets := q.SubsetMap()
 	preds := map[string]predicate{}
 	for _, d := range q.Defines {
 		preds[d.Var] = newDefinePredicate(d.Var, d.Expr, procCol)
+		preds[d.Var].(*definePredicate).subsets = subsets
 	}
 	p, err := compileWith(s, preds)
 	if err != nil {
@@ -162,7 +164,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		}
 	}
 	p.rowFn = func(m *Matcher, pa path) []Field {
-		env := &sqleval.Env{Now: m.wm, ProcCol: procCol}
+		env := &sqleval.Env{Now: m.wm, ProcCol: procCol, Subsets: subsets}
 		for _, n := range pa {
 			env.Rows = append(env.Rows, sqleval.Row{Var: m.p.stageNames[n.key.stage], Time: n.ev.ts, Data: n.ev.data})
 		}
@@ -274,6 +276,7 @@ type definePredicate struct {
 	e       sql.Expr
 	procCol string
 	usesCtx bool
+	subsets map[string][]string // SUBSET
 	// col = 'lit' on the current row (DEFINE A AS type = 'LOGIN'): a row
 	// whose column holds a string is decided without the evaluator
 	eq           bool
@@ -314,7 +317,7 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	}
 	// the rows live in the matcher's scratch buffer: nothing keeps them
 	// beyond this evaluation
-	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Rows: ctx.m.sc.sqlRows[:0]}
+	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Subsets: d.subsets, Rows: ctx.m.sc.sqlRows[:0]}
 	defer func(env *sqleval.Env) {
 		clear(env.Rows)
 		ctx.m.sc.sqlRows = env.Rows[:0]
@@ -348,7 +351,7 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	ctx.lastRow = !w.lost && read <= 1 && d.usesCtx && ctx.cs != nil
 	if w.lost {
 		// not a path a partial match made: read it as extraction does
-		env = &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol}
+		env = &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Subsets: d.subsets}
 		for _, r := range ctx.rows() {
 			env.Rows = append(env.Rows, sqleval.Row{Var: r.stage, Time: r.ts, Data: r.data})
 		}

@@ -66,13 +66,28 @@ func drawSQLCase(t *rapid.T) sqlCase {
 		ms = append(ms, fmt.Sprintf("FIRST(%[1]s.n) AS %[1]s_first, LAST(%[1]s.n) AS %[1]s_last, COUNT(%[1]s.n) AS %[1]s_count, "+
 			"COUNT(%[1]s.*) AS %[1]s_rows, MAX_BY(%[1]s.ts, %[1]s.n) AS %[1]s_top, ARBITRARY(%[1]s.v) AS %[1]s_any", v))
 	}
+	subset := ""
+	if n > 1 && rapid.IntRange(0, 2).Draw(t, "subset") == 0 {
+		// a union of the first and last variables, read in MEASURES and DEFINE
+		u := names[0] + ", " + names[n-1]
+		subset = "SUBSET U = (" + u + ")"
+		ms = append(ms, "COUNT(U.*) AS u_rows, LAST(U.n) AS u_last, FIRST(U.ts) AS u_first_ts, MAX(U.n) AS u_max")
+		if rapid.Bool().Draw(t, "subsetDefine") {
+			defs = append(defs[:0:0], defs...)
+			for i, d := range defs {
+				if strings.HasPrefix(d, names[n-1]+" AS ") {
+					defs[i] = d + " AND COUNT(U.*) <= 3"
+				}
+			}
+		}
+	}
 	skips, skipVars := refSkips, names
 	skip := rapid.SampledFrom(skips).Draw(t, "skip")
 	if strings.HasSuffix(skip, " V") {
 		skip = strings.TrimSuffix(skip, "V") + rapid.SampledFrom(skipVars).Draw(t, "skipVar")
 	}
-	q := fmt.Sprintf("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES %s %s PATTERN (%s) DEFINE %s)",
-		strings.Join(ms, ", "), skip, strings.Join(pat, " "), strings.Join(defs, ", "))
+	q := fmt.Sprintf("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES %s %s PATTERN (%s) %s DEFINE %s)",
+		strings.Join(ms, ", "), skip, strings.Join(pat, " "), subset, strings.Join(defs, ", "))
 	rows := rapid.IntRange(0, 14).Draw(t, "rows")
 	var lines []string
 	for i := range rows {

@@ -65,7 +65,7 @@ func (r *refMatcher) define(v string, start int, labels []string, pos int) bool 
 	if d == nil {
 		return true // a variable without DEFINE matches every row
 	}
-	env := &sqleval.Env{}
+	env := &sqleval.Env{Subsets: r.q.SubsetMap()}
 	for i, l := range labels {
 		env.Rows = append(env.Rows, sqleval.Row{Var: l, Time: r.rows[start+i].ts, Data: r.rows[start+i].data})
 	}
@@ -290,7 +290,7 @@ func (r *refMatcher) checkFlink(got []string) error {
 func refRows(q *sql.Query, rows []refRow, ms []refPath) []string {
 	var out []string
 	for _, m := range ms {
-		env := &sqleval.Env{}
+		env := &sqleval.Env{Subsets: q.SubsetMap()}
 		for i, l := range m.labels {
 			r := rows[m.start+i]
 			env.Rows = append(env.Rows, sqleval.Row{Var: l, Time: r.ts, Data: r.data})

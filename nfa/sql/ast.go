@@ -53,6 +53,10 @@ type Query struct {
 	// Within is the WITHIN INTERVAL time constraint, nil when absent.
 	Within *Interval
 
+	// Subsets holds the SUBSET clause: union variables, each naming the
+	// rows of several pattern variables.
+	Subsets []Subset
+
 	// Defines holds the DEFINE clause in source order. Pattern variables
 	// without a definition match every row.
 	Defines []Define
@@ -138,6 +142,26 @@ type Measure struct {
 	Expr    Expr
 	Alias   string
 	AliasAt Pos
+}
+
+// Subset is one SUBSET entry: Name = (Vars...).
+type Subset struct {
+	At     Pos // the name
+	Name   string
+	Vars   []string
+	VarsAt []Pos
+}
+
+// SubsetMap returns the union variables by name (nil without SUBSET).
+func (q *Query) SubsetMap() map[string][]string {
+	if len(q.Subsets) == 0 {
+		return nil
+	}
+	m := make(map[string][]string, len(q.Subsets))
+	for _, s := range q.Subsets {
+		m[s.Name] = s.Vars
+	}
+	return m
 }
 
 // Define is one DEFINE entry: Var AS Expr.

@@ -49,7 +49,8 @@ type checker struct {
 	q        *Query
 	vars     map[string]*PatternVar // first occurrence of each pattern variable
 	varNames []string
-	known    bool // columns known
+	subsets  map[string]bool // SUBSET union variables
+	known    bool            // columns known
 	cols     map[string]bool
 	colList  []string
 	errs     []*Error
@@ -62,6 +63,7 @@ func (c *checker) errorf(p Pos, format string, args ...any) {
 func (c *checker) run(columns []string) {
 	q := c.q
 	c.pattern()
+	c.subsetClause()
 
 	// Columns visible inside MATCH_RECOGNIZE.
 	if columns != nil {
@@ -327,6 +329,29 @@ func minOf(t PatternTerm) int {
 	return 0
 }
 
+// subsetClause checks SUBSET: new names over pattern variables.
+func (c *checker) subsetClause() {
+	c.subsets = map[string]bool{}
+	for _, s := range c.q.Subsets {
+		switch _, isVar := c.vars[s.Name]; {
+		case isVar:
+			c.errorf(s.At, "SUBSET %s has the name of a pattern variable", quoteName(s.Name))
+		case c.subsets[s.Name]:
+			c.errorf(s.At, "SUBSET %s is defined twice", quoteName(s.Name))
+		}
+		c.subsets[s.Name] = true
+		for i, v := range s.Vars {
+			c.variable(v, s.VarsAt[i])
+		}
+	}
+}
+
+// isVar reports whether name is a pattern or union variable.
+func (c *checker) isVar(name string) bool {
+	_, ok := c.vars[name]
+	return ok || c.subsets[name]
+}
+
 // variable reports name if it is not a pattern variable.
 func (c *checker) variable(name string, at Pos) bool {
 	if _, ok := c.vars[name]; ok {
@@ -378,7 +403,7 @@ func (c *checker) columnRef(r *ColumnRef) {
 		c.column(r.Name, r.NameAt, "")
 		return
 	}
-	if _, ok := c.vars[r.Var]; ok {
+	if c.isVar(r.Var) {
 		c.column(r.Name, r.NameAt, "")
 		return
 	}
@@ -414,7 +439,7 @@ func (c *checker) call(e *Call, ctx *exprCtx) {
 	if e.Star && e.Name != "COUNT" {
 		c.errorf(e.At, "%s(*) is not allowed; only COUNT takes *", e.Name)
 	}
-	if e.StarVar != "" {
+	if e.StarVar != "" && !c.subsets[e.StarVar] {
 		c.variable(e.StarVar, e.StarAt)
 	}
 	if e.Name == "COUNT" && !e.Star && len(e.Args) == 0 {
@@ -489,7 +514,7 @@ func (c *checker) singleVariable(call *Call, arg Expr, why string) {
 	var vs []string
 	Walk(arg, func(x Expr) bool {
 		if r, ok := x.(*ColumnRef); ok && r.Var != "" {
-			if _, isVar := c.vars[r.Var]; isVar && !slices.Contains(vs, r.Var) {
+			if c.isVar(r.Var) && !slices.Contains(vs, r.Var) {
 				vs = append(vs, r.Var)
 			}
 		}

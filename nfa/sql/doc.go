@@ -27,6 +27,7 @@
 //	  [ONE ROW PER MATCH]
 //	  [AFTER MATCH SKIP PAST LAST ROW | TO NEXT ROW | TO FIRST v | TO LAST v | TO v]
 //	  PATTERN (terms) [WITHIN INTERVAL 'n' unit]
+//	  [SUBSET u = (v, ...), ...]              (union variables, Query.Subsets)
 //	  DEFINE v AS expr, ...
 //	) [[AS] alias] [;]
 //

@@ -14,8 +14,7 @@ const MaxDepth = 200
 // Parse parses one MATCH_RECOGNIZE query (an optional trailing semicolon
 // is allowed). It checks the syntax and rejects constructs that Flink's
 // MATCH_RECOGNIZE cannot run and that have no place in the AST
-// (alternation, PERMUTE, anchors, exclusions, SUBSET, ALL ROWS PER
-// MATCH). Name resolution and the remaining Flink rules are in
+// (alternation, PERMUTE, anchors, exclusions, ALL ROWS PER MATCH). Name resolution and the remaining Flink rules are in
 // Query.Check, which a caller should run before compiling the query.
 //
 // The error, if any, is an *Error.
@@ -464,7 +463,25 @@ func (p *parser) body(q *Query, mrAt Pos) {
 				q.Within = p.interval()
 			}
 		case 7:
-			p.failAt(t, "SUBSET is not supported by Flink's MATCH_RECOGNIZE")
+			p.advance()
+			for {
+				s := Subset{}
+				s.Name, s.At = p.name("a union variable name in SUBSET")
+				p.expectOp("=", "'=' after the SUBSET name")
+				p.expectOp("(", "'(' and the variables of SUBSET "+s.Name)
+				for {
+					v, at := p.name("a pattern variable in SUBSET")
+					s.Vars, s.VarsAt = append(s.Vars, v), append(s.VarsAt, at)
+					if !p.acceptOp(",") {
+						break
+					}
+				}
+				p.expectOp(")", "')' to close SUBSET "+s.Name+" = (")
+				q.Subsets = append(q.Subsets, s)
+				if !p.listComma() {
+					break
+				}
+			}
 		case 8:
 			p.advance()
 			p.defines(q)

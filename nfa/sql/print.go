@@ -328,6 +328,18 @@ func (q *Query) String() string {
 	if q.Within != nil {
 		b.WriteString(" WITHIN " + q.Within.String())
 	}
+	for i, s := range q.Subsets {
+		if i == 0 {
+			b.WriteString("\n  SUBSET ")
+		} else {
+			b.WriteString(", ")
+		}
+		var vs []string
+		for _, v := range s.Vars {
+			vs = append(vs, quoteIdent(v))
+		}
+		b.WriteString(quoteIdent(s.Name) + " = (" + strings.Join(vs, ", ") + ")")
+	}
 	b.WriteString("\n  DEFINE")
 	for i, d := range q.Defines {
 		if i > 0 {

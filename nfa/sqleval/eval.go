@@ -25,6 +25,9 @@ type Env struct {
 	Cur     int    // the current row (DEFINE) or the last row (MEASURES)
 	Now     int64  // CURRENT_TIMESTAMP / MATCH_PROCTIME
 	ProcCol string // the processing-time column (ORDER BY proctime), "" for none
+	// Subsets are the SUBSET union variables: a reference to one reads
+	// the rows of any of its variables (sql.Query.SubsetMap)
+	Subsets map[string][]string
 	// Past, when set, supplies the rows before Rows lazily, newest first:
 	// Past(0) is the row just before Rows[0] (false: there are no more).
 	// A condition reading the last few rows of a long match (PREV,
@@ -91,7 +94,7 @@ func (env *Env) lastOf(v string, n int) *Row {
 		if r == nil {
 			return nil
 		}
-		if v == "" || r.Var == v {
+		if env.mapped(r, v) {
 			if n == 0 {
 				return r
 			}
@@ -135,12 +138,26 @@ func (env *Env) rowFor(v string) *Row {
 	return env.lastOf(v, 0)
 }
 
+// mapped reports whether row r is mapped to variable v: v itself, a union
+// variable holding r's variable, or "" (every row).
+func (env *Env) mapped(r *Row, v string) bool {
+	if v == "" || r.Var == v {
+		return true
+	}
+	for _, u := range env.Subsets[v] {
+		if u == r.Var {
+			return true
+		}
+	}
+	return false
+}
+
 // rowsOf returns the rows mapped to v (all rows for "").
 func (env *Env) rowsOf(v string) []*Row {
 	env.full()
 	var out []*Row
 	for i := range env.Rows {
-		if v == "" || env.Rows[i].Var == v {
+		if env.mapped(&env.Rows[i], v) {
 			out = append(out, &env.Rows[i])
 		}
 	}

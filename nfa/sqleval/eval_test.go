@@ -142,6 +142,15 @@ func TestEvalEachKind(t *testing.T) {
 		{"NEXT(id)", "error: line 1:1: NEXT is not supported"},
 		{"COUNT(*)", "int64 3"},
 		{"COUNT(A.*)", "int64 2"},
+		{"COUNT(U.*)", "int64 3"},
+		{"COUNT(W.*)", "int64 1"},
+		{"U.id", "int64 3"},
+		{"FIRST(U.id)", "int64 1"},
+		{"LAST(U.id, 1)", "int64 2"},
+		{"LAST(W.id, 1)", "<nil> <nil>"},
+		{"SUM(U.id)", "int64 6"},
+		{"MAX_BY(U.t, U.price)", "string y"},
+		{"FIRST(CLASSIFIER(), 2)", "string B"},
 		{"COUNT(B.*)", "int64 1"},
 		{"MAX_BY(A.t, A.price)", "string y"},
 		{"MIN_BY(A.t, A.price)", "string x"},
@@ -176,7 +185,7 @@ func TestEvalEachKind(t *testing.T) {
 			t.Errorf("%s: %v", c.expr, err)
 			continue
 		}
-		env := &Env{Rows: rows, Cur: len(rows) - 1, Now: 99}
+		env := &Env{Rows: rows, Cur: len(rows) - 1, Now: 99, Subsets: map[string][]string{"U": {"A", "B"}, "W": {"B"}}}
 		v, err := env.Eval(e)
 		got := fmt.Sprintf("%T %v", v, v)
 		if err != nil {
