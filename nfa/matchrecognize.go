@@ -78,6 +78,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		return nil, err
 	}
 	p.sql = true
+	p.sqlTimeouts = q.ShowTimeouts
 	if pr := q.Projection; pr != nil {
 		p.project = func(e expr.Event) (expr.Event, bool, error) {
 			env := &sqleval.Env{Rows: []sqleval.Row{{Data: e}}, ProcCol: procCol}

@@ -40,6 +40,10 @@ type Query struct {
 	// OneRowPerMatch records whether ONE ROW PER MATCH was written; it is
 	// the only (and the default) output mode Flink supports.
 	OneRowPerMatch bool
+	// ShowTimeouts is ONE ROW PER MATCH SHOW TIMEOUT MATCHES (an
+	// extension): partial matches WITHIN ends are reported too.
+	ShowTimeouts bool
+	ShowAt       Pos // the SHOW keyword
 
 	Skip SkipClause
 

@@ -99,6 +99,10 @@ func (c *checker) run(columns []string) {
 		c.variable(s.Var, s.VarAt)
 	}
 
+	if q.ShowTimeouts && q.Within == nil {
+		c.errorf(q.ShowAt, "SHOW TIMEOUT MATCHES needs WITHIN: without it a partial match never times out")
+	}
+
 	// Within.
 	if w := q.Within; w != nil {
 		switch {

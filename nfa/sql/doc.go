@@ -24,7 +24,7 @@
 //	  [PARTITION BY col, ...]
 //	  ORDER BY col [ASC|DESC], ...          (the first is the time attribute)
 //	  [MEASURES expr AS name, ...]
-//	  [ONE ROW PER MATCH]
+//	  [ONE ROW PER MATCH [SHOW TIMEOUT MATCHES]]  (the latter an extension)
 //	  [AFTER MATCH SKIP PAST LAST ROW | TO NEXT ROW | TO FIRST v | TO LAST v | TO v]
 //	  PATTERN (terms) [WITHIN INTERVAL 'n' unit]
 //	  [SUBSET u = (v, ...), ...]              (union variables, Query.Subsets)

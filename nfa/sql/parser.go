@@ -448,6 +448,12 @@ func (p *parser) body(q *Query, mrAt Pos) {
 			p.expectKw("PER", "PER MATCH after ONE ROW")
 			p.expectKw("MATCH", "MATCH after ONE ROW PER")
 			q.OneRowPerMatch = true
+			if s := p.peek(); s.is("SHOW") {
+				p.advance()
+				p.expectKw("TIMEOUT", "TIMEOUT MATCHES after SHOW (ONE ROW PER MATCH SHOW TIMEOUT MATCHES)")
+				p.expectKw("MATCHES", "MATCHES after SHOW TIMEOUT")
+				q.ShowTimeouts, q.ShowAt = true, s.pos
+			}
 		case 5:
 			p.skipClause(q)
 		case 6:

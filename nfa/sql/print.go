@@ -312,6 +312,9 @@ func (q *Query) String() string {
 	}
 	if q.OneRowPerMatch {
 		b.WriteString("\n  ONE ROW PER MATCH")
+		if q.ShowTimeouts {
+			b.WriteString(" SHOW TIMEOUT MATCHES")
+		}
 	}
 	if q.Skip.Explicit {
 		b.WriteString("\n  AFTER MATCH ")
