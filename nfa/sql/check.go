@@ -243,9 +243,7 @@ func (c *checker) pattern() {
 	walk = func(t PatternTerm, inGroup bool) {
 		switch t := t.(type) {
 		case *PatternVar:
-			if qu := t.Quant; qu.Reluctant && qu.Min == 0 && qu.Max == 1 {
-				c.errorf(qu.At, "reluctant optional quantifier '%s' is not supported by Flink's MATCH_RECOGNIZE; use '?'", qu.String())
-			} else if inGroup && !qu.IsOne() && !(qu.Min == 0 && qu.Max == 1) {
+			if qu := t.Quant; inGroup && !qu.IsOne() && !(qu.Min == 0 && qu.Max == 1) {
 				// the automaton's loops and times inside group patterns keep
 				// or lose partial matches the standard does not
 				c.errorf(qu.At, "quantifier '%s' on %s inside a quantified group is not supported; inside a group a variable is single or optional ('?')", qu.String(), quoteName(t.Name))
@@ -257,9 +255,7 @@ func (c *checker) pattern() {
 		case *PatternGroup:
 			// a group runs as Flink's group pattern, which cannot be
 			// greedy: it would end at the first row the rest accepts
-			if qu := t.Quant; qu.Reluctant && qu.Min == 0 && qu.Max == 1 {
-				c.errorf(qu.At, "reluctant optional quantifier '%s' is not supported by Flink's MATCH_RECOGNIZE; use '?'", qu.String())
-			} else if Greedy(qu) {
+			if qu := t.Quant; Greedy(qu) {
 				c.errorf(t.At, "greedy quantifier '%s' on a group is not supported (a group pattern cannot be greedy); make it reluctant ('%s?')", qu.String(), qu.String())
 			} else if minOf(t.Inner) == 0 {
 				// an iteration without a row: a loop would never end, and

@@ -98,7 +98,7 @@
 // AFTER MATCH SKIP TO that are not in PATTERN; DEFINE entries for unknown
 // or repeated variables; repeated measure names; unknown columns, with a
 // suggestion for a likely misspelling; variables repeated in PATTERN,
-// reluctant optional quantifiers, patterns that can match no rows, a
+// patterns that can match no rows, a
 // greedy quantifier on the last variable and an optional term right after
 // a greedy variable (all rejected by Flink); greedy groups, groups that can
 // match no rows and quantified variables inside groups; navigation offsets that are not non-negative integer
