@@ -94,20 +94,22 @@
 //
 // # Checks
 //
-// Check reports, among others: variables used in MEASURES, DEFINE or
-// AFTER MATCH SKIP TO that are not in PATTERN; DEFINE entries for unknown
-// or repeated variables; repeated measure names; unknown columns, with a
+// Check reports, among others: variables used in MEASURES, DEFINE or AFTER
+// MATCH SKIP TO that are not in PATTERN; DEFINE entries for unknown or
+// repeated variables; repeated measure names; unknown columns, with a
 // suggestion for a likely misspelling; variables repeated in PATTERN,
-// patterns that can match no rows, a
-// greedy quantifier on the last variable and an optional term right after
-// a greedy variable (all rejected by Flink); greedy groups, groups that can
-// match no rows and quantified variables inside groups; navigation offsets that are not non-negative integer
-// literals; PREV/NEXT in MEASURES or inside FIRST/LAST; NEXT with an
-// offset; aggregates inside aggregates or navigation; DISTINCT
-// aggregates; one function over several variables; a WITHIN that is not
-// a positive day-time interval; a descending time attribute; and select
-// items that are not columns of the MATCH_RECOGNIZE output. Problems
-// returns all of them in source order; Check returns the first.
+// patterns that can match no rows, a greedy quantifier on the last
+// variable and an optional term right after a greedy variable (all
+// rejected by Flink); greedy groups, groups that can match no rows and
+// quantified variables inside groups; SUBSET names that are pattern
+// variables or repeated; SHOW TIMEOUT MATCHES without WITHIN; navigation
+// offsets that are not non-negative integer literals; PREV/NEXT in
+// MEASURES or inside FIRST/LAST; NEXT with an offset; aggregates inside
+// aggregates or navigation; DISTINCT aggregates; one function over several
+// variables; a WITHIN that is not a positive day-time interval; a
+// descending time attribute; and select items that are not columns of the
+// MATCH_RECOGNIZE output. Problems returns all of them in source order;
+// Check returns the first.
 //
 // Check does not type expressions and does not resolve function names;
 // the compiler rejects unknown functions and type errors.
