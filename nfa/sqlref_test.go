@@ -1,14 +1,15 @@
 package nfa_test
 
 // A reference for MATCH_RECOGNIZE's row pattern matching, written from
-// SQL:2016 (ISO/IEC 9075-2 7.x, row pattern recognition: the pattern's
-// matches from a start row, in the pattern's preference order) and not from
-// the engine: it backtracks over the pattern on a finite, sorted partition,
-// evaluating DEFINE with running semantics over the rows mapped so far.
+// SQL:2016's definitions (ISO/IEC TR 19075-5, row pattern recognition:
+// the pattern's matches from a start row, in the pattern's preference
+// order) and not from the engine: it backtracks over the pattern on a
+// finite, sorted partition, evaluating DEFINE with running semantics over
+// the rows mapped so far.
 //
 // The engine follows Flink, whose streaming semantics differ from the
 // standard on purpose in three ways, which the reference models on top of
-// the standard's enumeration (flinkRows) rather than hiding:
+// the standard's enumeration (checkFlink) rather than hiding:
 //
 //  1. A greedy quantifier (V*, V+, V{n,}, V{n,m} with n < m) does not
 //     branch: while V can take the next row it must, and only a row V
@@ -17,11 +18,11 @@ package nfa_test
 //     bounded loop is full: after V{1,2} the next variable takes only a
 //     row V refuses (Flink's compiler adds NOT V to every transition of
 //     the state after the loop).
-//  2. Of the matches from one start row, the one that completes first is
-//     reported, not the standard's most preferred one; matches leave in
-//     the order of their start rows, and the skip strategy prunes what
-//     they rule out. A match whose last rows were optional completes only
-//     when the next row arrives (Flink's proceed edges run on an event).
+//  2. Of the matches from one start row, one is reported, not necessarily
+//     the standard's most preferred one: Flink's queue orders completed
+//     matches by their start row alone. A match is known at its last row,
+//     also when the variables after it are optional. Matches leave in the
+//     order of their start rows, and each prunes what its skip rules out.
 //  3. A match waits while a match starting earlier may still complete; at
 //     the end of a bounded input such a partial match never ends (there is
 //     no WITHIN here), so what waits behind it is never reported.
