@@ -255,7 +255,10 @@ func (c *checker) pattern() {
 		case *PatternGroup:
 			// a group runs as Flink's group pattern, which cannot be
 			// greedy: it would end at the first row the rest accepts
-			if qu := t.Quant; Greedy(qu) {
+			if qu := t.Quant; inGroup {
+				// not what the reference checks the engine's groups against
+				c.errorf(t.At, "a quantified group inside a quantified group is not supported")
+			} else if Greedy(qu) {
 				c.errorf(t.At, "greedy quantifier '%s' on a group is not supported (a group pattern cannot be greedy); make it reluctant ('%s?')", qu.String(), qu.String())
 			} else if minOf(t.Inner) == 0 {
 				// an iteration without a row: a loop would never end, and

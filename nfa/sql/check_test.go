@@ -126,6 +126,8 @@ func TestCheckErrors(t *testing.T) {
 			"line 1:57: greedy quantifier '+' on a group is not supported (a group pattern cannot be greedy); make it reluctant ('+?')"},
 		{pre + "PATTERN (A (B C){1,3} D) DEFINE A AS true)", unknown, "line 1:57: greedy quantifier '{1,3}' on a group"},
 		{pre + "PATTERN (A (B C)?? D) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN (A (B (C D){2})+? E) DEFINE A AS true)", unknown, "line 1:60: a quantified group inside a quantified group is not supported"},
+		{pre + "PATTERN (A (B (C D))+? E) DEFINE A AS true)", unknown, ""},
 		{pre + "PATTERN (A (B C{1,2}? D)+? E) DEFINE A AS true)", unknown,
 			"line 1:61: quantifier '{1,2}?' on 'C' inside a quantified group is not supported; inside a group a variable is single or optional ('?')"},
 		{pre + "PATTERN (A (B C{2})? E) DEFINE A AS true)", unknown, "line 1:61: quantifier '{2}' on 'C' inside a quantified group"},
