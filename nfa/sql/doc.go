@@ -101,7 +101,7 @@
 // patterns that can match no rows, a greedy quantifier on the last
 // variable and an optional term right after a greedy variable (all
 // rejected by Flink); greedy groups, groups that can match no rows and
-// quantified variables inside groups; SUBSET names that are pattern
+// quantified variables and groups inside groups; SUBSET names that are pattern
 // variables or repeated; SHOW TIMEOUT MATCHES without WITHIN; navigation
 // offsets that are not non-negative integer literals; PREV/NEXT in
 // MEASURES or inside FIRST/LAST; NEXT with an offset; aggregates inside
