@@ -898,6 +898,10 @@ func (m *Matcher) emitExpired(ks *keyState, matches []path, tos []timeout) {
 		if len(p) > 0 {
 			r.Start = p[0].ev.ts
 		}
+		if m.p.rowFn != nil {
+			// a query's measures over the rows the partial match has
+			r.Fields = m.p.rowFn(m, p)
+		}
 		m.sc.out = append(m.sc.out, r)
 	}
 	clear(m.sc.toNodes)
@@ -905,9 +909,11 @@ func (m *Matcher) emitExpired(ks *keyState, matches []path, tos []timeout) {
 }
 
 // reportsTimeouts reports whether timed-out partial matches become
-// records: not for MATCH_RECOGNIZE, which reports none, nor when the
-// caller does not want them.
-func (m *Matcher) reportsTimeouts() bool { return m.cfg.ReportTimeouts && !m.p.sql }
+// records: not for MATCH_RECOGNIZE, which reports none unless asked to
+// (SHOW TIMEOUT MATCHES), nor when the caller does not want them.
+func (m *Matcher) reportsTimeouts() bool {
+	return m.cfg.ReportTimeouts && (!m.p.sql || m.p.sqlTimeouts)
+}
 
 // numberDuplicates numbers records of one step that are identical (Flink
 // can complete or time out equal partial matches through different

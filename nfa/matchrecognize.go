@@ -48,14 +48,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	if len(vars) > MaxSQLPatternVars {
 		return nil, overLimit("", "PATTERN", "MaxSQLPatternVars", "number of PATTERN variables", int64(len(vars)), MaxSQLPatternVars)
 	}
-	for i, v := range vars {
-		st := Stage{Name: v.Name}
-		if i > 0 {
-			st.Contiguity = "next"
-		}
-		applySQLQuantifier(&st, v.Quant)
-		s.Stages = append(s.Stages, st)
-	}
+	s.Stages = sqlStages(q.Pattern.Items, new(int))
 	if q.Within != nil {
 		s.Within = &Duration{Millis: q.Within.Millis}
 	}
@@ -74,9 +67,11 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	if strings.EqualFold(timeCol, "proctime") {
 		procCol = timeCol
 	}
+	subsets := q.SubsetMap()
 	preds := map[string]predicate{}
 	for _, d := range q.Defines {
 		preds[d.Var] = newDefinePredicate(d.Var, d.Expr, procCol)
+		preds[d.Var].(*definePredicate).subsets = subsets
 	}
 	p, err := compileWith(s, preds)
 	if err != nil {
@@ -84,6 +79,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	}
 	p.sql = true
 	p.sqlFields = sqlFieldsRead(q)
+	p.sqlTimeouts = q.ShowTimeouts
 	if pr := q.Projection; pr != nil {
 		p.project = func(e expr.Event) (expr.Event, bool, error) {
 			env := &sqleval.Env{Rows: []sqleval.Row{{Data: e}}, ProcCol: procCol}
@@ -170,7 +166,7 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		}
 	}
 	p.rowFn = func(m *Matcher, pa path) []Field {
-		env := &sqleval.Env{Now: m.wm, ProcCol: procCol}
+		env := &sqleval.Env{Now: m.wm, ProcCol: procCol, Subsets: subsets}
 		for _, n := range pa {
 			env.Rows = append(env.Rows, sqleval.Row{Var: m.p.stageNames[n.key.stage], Time: n.ev.ts, Data: n.ev.data})
 		}
@@ -209,6 +205,32 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 	p.seq = seqPlanOf(p)
 	p.bounds = p.computeTimeBounds()
 	return p, nil
+}
+
+// sqlStages lowers PATTERN terms to stages that follow each other with
+// strict contiguity; a quantified group becomes a group stage named (n),
+// a name no variable has (a group's name holds no rows).
+func sqlStages(items []sql.PatternTerm, groups *int) []Stage {
+	var out []Stage
+	for i, it := range items {
+		var st Stage
+		switch t := it.(type) {
+		case *sql.PatternVar:
+			st.Name = t.Name
+			applySQLQuantifier(&st, t.Quant)
+		case *sql.PatternGroup:
+			*groups++
+			st.Name = fmt.Sprintf("(%d)", *groups)
+			st.Group = sqlStages(t.Inner.Items, groups)
+			applySQLQuantifier(&st, t.Quant)
+			st.Greedy = false // Check lets no greedy group through
+		}
+		if i > 0 {
+			st.Contiguity = "next"
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 func applySQLQuantifier(st *Stage, q sql.Quantifier) {
@@ -256,6 +278,7 @@ type definePredicate struct {
 	e       sql.Expr
 	procCol string
 	usesCtx bool
+	subsets map[string][]string // SUBSET
 	// col = 'lit' on the current row (DEFINE A AS type = 'LOGIN'): a row
 	// whose column holds a string is decided without the evaluator
 	eq           bool
@@ -296,7 +319,7 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	}
 	// the rows live in the matcher's scratch buffer: nothing keeps them
 	// beyond this evaluation
-	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Rows: ctx.m.sc.sqlRows[:0]}
+	env := &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Subsets: d.subsets, Rows: ctx.m.sc.sqlRows[:0]}
 	defer func(env *sqleval.Env) {
 		clear(env.Rows)
 		ctx.m.sc.sqlRows = env.Rows[:0]
@@ -330,7 +353,7 @@ func (d *definePredicate) Eval(e expr.Event, ctx *evalCtx) (bool, error) {
 	ctx.lastRow = !w.lost && read <= 1 && d.usesCtx && ctx.cs != nil
 	if w.lost {
 		// not a path a partial match made: read it as extraction does
-		env = &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol}
+		env = &sqleval.Env{Now: ctx.m.wm, ProcCol: d.procCol, Subsets: d.subsets}
 		for _, r := range ctx.rows() {
 			env.Rows = append(env.Rows, sqleval.Row{Var: r.stage, Time: r.ts, Data: r.data})
 		}

@@ -113,3 +113,93 @@ func TestSQLErrors(t *testing.T) {
 		}
 	}
 }
+
+// Navigation over CLASSIFIER() reads the navigated row's variable (SQL:2016
+// 5.6.4: FIRST(CLASSIFIER()) of a match A B C is 'A'), in MEASURES and, by
+// PREV, in DEFINE.
+func TestClassifierUnderNavigation(t *testing.T) {
+	p, err := nfa.CompileSQL(`SELECT * FROM t MATCH_RECOGNIZE (
+		ORDER BY ts
+		MEASURES FIRST(CLASSIFIER()) AS f, FIRST(CLASSIFIER(), 1) AS f1, LAST(CLASSIFIER(), 1) AS l1,
+			LAST(CLASSIFIER()) AS l, CLASSIFIER() AS c
+		AFTER MATCH SKIP PAST LAST ROW
+		PATTERN (A B C)
+		DEFINE A AS v = 'a', C AS PREV(CLASSIFIER()) = 'B')`, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := nfa.NewRunner(p)
+	var rows []string
+	for _, line := range []string{`{"v":"a","ts":1}`, `{"v":"b","ts":2}`, `{"v":"c","ts":3}`, `{"$watermark":10}`} {
+		recs, err := r.Line([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			b, _ := recs[i].AppendJSON(nil)
+			rows = append(rows, string(b))
+		}
+	}
+	want := `{"type":"match","pattern":"q","key":"","fields":{"f":"A","f1":"B","l1":"B","l":"C","c":"C"}}`
+	if len(rows) != 1 || rows[0] != want {
+		t.Fatalf("got %d rows:\n%s\nwant\n%s", len(rows), strings.Join(rows, "\n"), want)
+	}
+}
+
+// ONE ROW PER MATCH SHOW TIMEOUT MATCHES reports a partial match that
+// WITHIN ends, with its rows by variable and the measures over them; a
+// partial match that a row ends first (strict contiguity) is not one.
+func TestSQLShowTimeoutMatches(t *testing.T) {
+	const q = `SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+		MEASURES A.ts AS a_ts, COUNT(B.ts) AS bs, LAST(CLASSIFIER()) AS reached
+		ONE ROW PER MATCH SHOW TIMEOUT MATCHES
+		PATTERN (A B{2} C) WITHIN INTERVAL '2' SECOND
+		DEFINE A AS v = 'a', B AS v = 'b', C AS v = 'c')`
+	p, err := nfa.CompileSQL(q, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := nfa.NewRunner(p)
+	var got []string
+	for _, line := range []string{
+		`{"k":"x","v":"a","ts":1000}`, `{"k":"x","v":"b","ts":1500}`, `{"k":"x","v":"b","ts":1600}`, `{"k":"x","v":"c","ts":1700}`, // a match
+		`{"k":"y","v":"a","ts":3000}`, `{"k":"y","v":"b","ts":3500}`, // times out at 5000
+		`{"k":"z","v":"a","ts":3600}`, `{"k":"z","v":"x","ts":3700}`, // ended by a row: nothing
+		`{"k":"y","v":"x","ts":6000}`,
+	} {
+		recs, err := r.Line([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			b, _ := recs[i].AppendJSON(nil)
+			got = append(got, string(b))
+		}
+	}
+	for _, rec := range r.Finish(true) {
+		b, _ := rec.AppendJSON(nil)
+		got = append(got, string(b))
+	}
+	want := []string{
+		`{"type":"match","pattern":"q","key":"x","fields":{"k":"x","a_ts":1000,"bs":2,"reached":"C"}}`,
+		`{"type":"timeout","pattern":"q","key":"y","start":3000,"timeoutAt":5000,"events":{"A":[{"k":"y","v":"a","ts":3000}],"B":[{"k":"y","v":"b","ts":3500}]},"fields":{"k":"y","a_ts":3000,"bs":1,"reached":"B"}}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// without the clause, the same query reports no timeout
+	p, err = nfa.CompileSQL(strings.Replace(q, " SHOW TIMEOUT MATCHES", "", 1), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = nfa.NewRunner(p)
+	for _, line := range []string{`{"k":"y","v":"a","ts":3000}`, `{"k":"y","v":"x","ts":6000}`} {
+		recs, _ := r.Line([]byte(line))
+		if len(recs) > 0 {
+			t.Fatalf("records without SHOW TIMEOUT MATCHES: %v", recs)
+		}
+	}
+	if _, err := nfa.CompileSQL(strings.Replace(q, " WITHIN INTERVAL '2' SECOND", "", 1), "q"); err == nil || !strings.Contains(err.Error(), "line 3:21: SHOW TIMEOUT MATCHES needs WITHIN") {
+		t.Fatalf("without WITHIN: %v", err)
+	}
+}

@@ -107,10 +107,11 @@ type Pattern struct {
 	bounds     timeBounds // what an event time may be (eventtime.go)
 
 	// MATCH_RECOGNIZE
-	project func(expr.Event) (expr.Event, bool, error) // FROM (SELECT ...)
-	tieLess func(a, b expr.Event) bool                 // ORDER BY columns after the time
-	rowFn   func(m *Matcher, p path) []Field           // MEASURES
-	sql     bool                                       // records carry fields only; no timeouts
+	project     func(expr.Event) (expr.Event, bool, error) // FROM (SELECT ...)
+	tieLess     func(a, b expr.Event) bool                 // ORDER BY columns after the time
+	rowFn       func(m *Matcher, p path) []Field           // MEASURES
+	sql         bool                                       // records carry fields only; no timeouts
+	sqlTimeouts bool                                       // but timeouts after all (SHOW TIMEOUT MATCHES)
 	// sqlFields are the query's event fields (FieldsRead)
 	sqlFields []string
 

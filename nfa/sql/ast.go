@@ -40,6 +40,10 @@ type Query struct {
 	// OneRowPerMatch records whether ONE ROW PER MATCH was written; it is
 	// the only (and the default) output mode Flink supports.
 	OneRowPerMatch bool
+	// ShowTimeouts is ONE ROW PER MATCH SHOW TIMEOUT MATCHES (an
+	// extension): partial matches WITHIN ends are reported too.
+	ShowTimeouts bool
+	ShowAt       Pos // the SHOW keyword
 
 	Skip SkipClause
 
@@ -52,6 +56,10 @@ type Query struct {
 
 	// Within is the WITHIN INTERVAL time constraint, nil when absent.
 	Within *Interval
+
+	// Subsets holds the SUBSET clause: union variables, each naming the
+	// rows of several pattern variables.
+	Subsets []Subset
 
 	// Defines holds the DEFINE clause in source order. Pattern variables
 	// without a definition match every row.
@@ -138,6 +146,26 @@ type Measure struct {
 	Expr    Expr
 	Alias   string
 	AliasAt Pos
+}
+
+// Subset is one SUBSET entry: Name = (Vars...).
+type Subset struct {
+	At     Pos // the name
+	Name   string
+	Vars   []string
+	VarsAt []Pos
+}
+
+// SubsetMap returns the union variables by name (nil without SUBSET).
+func (q *Query) SubsetMap() map[string][]string {
+	if len(q.Subsets) == 0 {
+		return nil
+	}
+	m := make(map[string][]string, len(q.Subsets))
+	for _, s := range q.Subsets {
+		m[s.Name] = s.Vars
+	}
+	return m
 }
 
 // Define is one DEFINE entry: Var AS Expr.
@@ -482,6 +510,8 @@ type Call struct {
 	Spelling string
 	Args     []Expr
 	Star     bool
+	StarVar  string // COUNT(X.*): the variable X; "" for COUNT(*)
+	StarAt   Pos    // the variable's position
 	Distinct bool
 	NoParens bool
 }

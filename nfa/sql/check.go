@@ -49,7 +49,8 @@ type checker struct {
 	q        *Query
 	vars     map[string]*PatternVar // first occurrence of each pattern variable
 	varNames []string
-	known    bool // columns known
+	subsets  map[string]bool // SUBSET union variables
+	known    bool            // columns known
 	cols     map[string]bool
 	colList  []string
 	errs     []*Error
@@ -62,6 +63,7 @@ func (c *checker) errorf(p Pos, format string, args ...any) {
 func (c *checker) run(columns []string) {
 	q := c.q
 	c.pattern()
+	c.subsetClause()
 
 	// Columns visible inside MATCH_RECOGNIZE.
 	if columns != nil {
@@ -95,6 +97,10 @@ func (c *checker) run(columns []string) {
 	// Skip target.
 	if s := q.Skip; s.Kind == SkipToFirst || s.Kind == SkipToLast {
 		c.variable(s.Var, s.VarAt)
+	}
+
+	if q.ShowTimeouts && q.Within == nil {
+		c.errorf(q.ShowAt, "SHOW TIMEOUT MATCHES needs WITHIN: without it a partial match never times out")
 	}
 
 	// Within.
@@ -246,23 +252,36 @@ func (c *checker) pattern() {
 		c.vars[v.Name] = v
 		c.varNames = append(c.varNames, v.Name)
 	}
-	var walk func(t PatternTerm)
-	walk = func(t PatternTerm) {
+	var walk func(t PatternTerm, inGroup bool)
+	walk = func(t PatternTerm, inGroup bool) {
 		switch t := t.(type) {
 		case *PatternVar:
-			if qu := t.Quant; qu.Reluctant && qu.Min == 0 && qu.Max == 1 {
-				c.errorf(qu.At, "reluctant optional quantifier '%s' is not supported by Flink's MATCH_RECOGNIZE; use '?'", qu.String())
+			if qu := t.Quant; inGroup && !qu.IsOne() && !(qu.Min == 0 && qu.Max == 1) {
+				// the automaton's loops and times inside group patterns keep
+				// or lose partial matches the standard does not
+				c.errorf(qu.At, "quantifier '%s' on %s inside a quantified group is not supported; inside a group a variable is single or optional ('?')", qu.String(), quoteName(t.Name))
 			}
 		case *PatternSeq:
 			for _, it := range t.Items {
-				walk(it)
+				walk(it, inGroup)
 			}
 		case *PatternGroup:
-			c.errorf(t.At, "quantifier '%s' on a group is not supported by Flink's MATCH_RECOGNIZE (group patterns); quantify single variables only", t.Quant.String())
-			walk(t.Inner)
+			// a group runs as Flink's group pattern, which cannot be
+			// greedy: it would end at the first row the rest accepts
+			if qu := t.Quant; inGroup {
+				// not what the reference checks the engine's groups against
+				c.errorf(t.At, "a quantified group inside a quantified group is not supported")
+			} else if Greedy(qu) {
+				c.errorf(t.At, "greedy quantifier '%s' on a group is not supported (a group pattern cannot be greedy); make it reluctant ('%s?')", qu.String(), qu.String())
+			} else if minOf(t.Inner) == 0 {
+				// an iteration without a row: a loop would never end, and
+				// what it counts for differs between engines
+				c.errorf(t.At, "group (%s) can match no rows, so it cannot be quantified ('%s'); make one of its variables not optional", t.Inner.String(), qu.String())
+			}
+			walk(t.Inner, true)
 		}
 	}
-	walk(q.Pattern)
+	walk(q.Pattern, false)
 
 	items := q.Pattern.Items
 	if len(items) == 0 {
@@ -277,6 +296,26 @@ func (c *checker) pattern() {
 	if allOptional {
 		c.errorf(q.Pattern.At, "PATTERN (%s) can match no rows at all; Flink requires at least one variable that is not optional", q.Pattern.String())
 	}
+	for i := 1; i < len(items); i++ {
+		// Flink refuses optional() after a greedy stage and compiles
+		// times(0, n) there into an automaton that never leaves the loop
+		p, ok := items[i-1].(*PatternVar)
+		if !ok || !Greedy(p.Quant) {
+			continue
+		}
+		switch v := items[i].(type) {
+		case *PatternVar:
+			if v.Quant.Min == 0 {
+				c.errorf(v.Quant.At, "optional %s ('%s') right after the greedy quantifier '%s' on %s is not supported by Flink (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or %s not optional",
+					quoteName(v.Name), v.Quant.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String(), quoteName(v.Name))
+			}
+		case *PatternGroup:
+			if v.Quant.Min == 0 {
+				c.errorf(v.At, "optional group ('%s') right after the greedy quantifier '%s' on %s is not supported by Flink (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or the group not optional",
+					v.Quant.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String())
+			}
+		}
+	}
 	if v, ok := items[len(items)-1].(*PatternVar); ok {
 		qu := v.Quant
 		if !qu.Reluctant && qu.Min != qu.Max && !(qu.Min == 0 && qu.Max == 1) {
@@ -284,6 +323,10 @@ func (c *checker) pattern() {
 		}
 	}
 }
+
+// Greedy reports whether q is greedy in Flink's sense: a loop or a range
+// not written reluctant ('?' and {n} have no greedy property).
+func Greedy(q Quantifier) bool { return !q.Reluctant && q.Min != q.Max && !(q.Min == 0 && q.Max == 1) }
 
 // minOf is the least number of rows a term matches.
 func minOf(t PatternTerm) int {
@@ -300,6 +343,29 @@ func minOf(t PatternTerm) int {
 		return t.Quant.Min * minOf(t.Inner)
 	}
 	return 0
+}
+
+// subsetClause checks SUBSET: new names over pattern variables.
+func (c *checker) subsetClause() {
+	c.subsets = map[string]bool{}
+	for _, s := range c.q.Subsets {
+		switch _, isVar := c.vars[s.Name]; {
+		case isVar:
+			c.errorf(s.At, "SUBSET %s has the name of a pattern variable", quoteName(s.Name))
+		case c.subsets[s.Name]:
+			c.errorf(s.At, "SUBSET %s is defined twice", quoteName(s.Name))
+		}
+		c.subsets[s.Name] = true
+		for i, v := range s.Vars {
+			c.variable(v, s.VarsAt[i])
+		}
+	}
+}
+
+// isVar reports whether name is a pattern or union variable.
+func (c *checker) isVar(name string) bool {
+	_, ok := c.vars[name]
+	return ok || c.subsets[name]
 }
 
 // variable reports name if it is not a pattern variable.
@@ -353,7 +419,7 @@ func (c *checker) columnRef(r *ColumnRef) {
 		c.column(r.Name, r.NameAt, "")
 		return
 	}
-	if _, ok := c.vars[r.Var]; ok {
+	if c.isVar(r.Var) {
 		c.column(r.Name, r.NameAt, "")
 		return
 	}
@@ -370,6 +436,7 @@ var fixedArity = map[string][2]int{
 	"SUM": {1, 1}, "AVG": {1, 1}, "MIN": {1, 1}, "MAX": {1, 1},
 	"STDDEV_POP": {1, 1}, "STDDEV_SAMP": {1, 1}, "VAR_POP": {1, 1}, "VAR_SAMP": {1, 1},
 	"STDDEV": {1, 1}, "VARIANCE": {1, 1}, "COLLECT": {1, 1}, "LISTAGG": {1, 2},
+	"MAX_BY": {2, 2}, "MIN_BY": {2, 2}, "ARBITRARY": {1, 1},
 	"COUNT":          {0, 1},
 	"CLASSIFIER":     {0, 0},
 	"MATCH_PROCTIME": {0, 0},
@@ -387,6 +454,9 @@ func (c *checker) call(e *Call, ctx *exprCtx) {
 	}
 	if e.Star && e.Name != "COUNT" {
 		c.errorf(e.At, "%s(*) is not allowed; only COUNT takes *", e.Name)
+	}
+	if e.StarVar != "" && !c.subsets[e.StarVar] {
+		c.variable(e.StarVar, e.StarAt)
 	}
 	if e.Name == "COUNT" && !e.Star && len(e.Args) == 0 {
 		c.errorf(e.At, "COUNT needs an argument or *: COUNT(*) or COUNT(A.col)")
@@ -435,9 +505,8 @@ func (c *checker) call(e *Call, ctx *exprCtx) {
 			c.errorf(e.At, "aggregate %s cannot be used inside %s", e.Name, ctx.nav.Name)
 		}
 		ctx.agg = e
-		for _, a := range e.Args {
-			c.singleVariable(e, a, "an aggregate runs over the rows of one variable")
-		}
+		// (all arguments together: MAX_BY(A.x, B.y) mixes two)
+		c.singleVariable(e, e, "an aggregate runs over the rows of one variable")
 	}
 }
 
@@ -461,7 +530,7 @@ func (c *checker) singleVariable(call *Call, arg Expr, why string) {
 	var vs []string
 	Walk(arg, func(x Expr) bool {
 		if r, ok := x.(*ColumnRef); ok && r.Var != "" {
-			if _, isVar := c.vars[r.Var]; isVar && !slices.Contains(vs, r.Var) {
+			if c.isVar(r.Var) && !slices.Contains(vs, r.Var) {
 				vs = append(vs, r.Var)
 			}
 		}

@@ -24,13 +24,17 @@
 //	  [PARTITION BY col, ...]
 //	  ORDER BY col [ASC|DESC], ...          (the first is the time attribute)
 //	  [MEASURES expr AS name, ...]
-//	  [ONE ROW PER MATCH]
+//	  [ONE ROW PER MATCH [SHOW TIMEOUT MATCHES]]  (the latter an extension)
 //	  [AFTER MATCH SKIP PAST LAST ROW | TO NEXT ROW | TO FIRST v | TO LAST v | TO v]
 //	  PATTERN (terms) [WITHIN INTERVAL 'n' unit]
+//	  [SUBSET u = (v, ...), ...]              (union variables, Query.Subsets)
 //	  DEFINE v AS expr, ...
 //	) [[AS] alias] [;]
 //
-// The clauses must come in this order. Keywords are case-insensitive;
+// The clauses must come in this order. Keywords are case-insensitive
+// (PARTITION, MEASURES, ONE, AFTER, PATTERN, SUBSET, DEFINE, ASC, DESC,
+// WINDOW and LIMIT may also be names after AS, in the SELECT list and
+// after a qualifier);
 // identifiers are case-sensitive and may be quoted with `back quotes` or
 // "double quotes" (a doubled quote inside stands for one); strings use
 // single quotes ('it”s'). Comments are -- to the end of the line and
@@ -71,8 +75,9 @@
 // *PatternVar (a variable with its Quantifier{Min, Max (-1 = unbounded),
 // Reluctant}) and *PatternGroup (a quantified parenthesised sequence);
 // unquantified parentheses are flattened away, and (A)+ is the variable
-// A+. Flink accepts only flat sequences of variables, so after Check every
-// item is a *PatternVar.
+// A+. Flink accepts only flat sequences of variables; Check also lets
+// through quantified groups the engine runs as group patterns (reluctant,
+// exact or '?', over single or optional variables, never empty).
 //
 // Expressions implement Expr: *Literal, *Interval, *ColumnRef{Var, Name,
 // Fields}, *Unary, *Binary{Op}, *IsNull, *IsBool, *Between, *In, *Like,
@@ -89,19 +94,22 @@
 //
 // # Checks
 //
-// Check reports, among others: variables used in MEASURES, DEFINE or
-// AFTER MATCH SKIP TO that are not in PATTERN; DEFINE entries for unknown
-// or repeated variables; repeated measure names; unknown columns, with a
+// Check reports, among others: variables used in MEASURES, DEFINE or AFTER
+// MATCH SKIP TO that are not in PATTERN; DEFINE entries for unknown or
+// repeated variables; repeated measure names; unknown columns, with a
 // suggestion for a likely misspelling; variables repeated in PATTERN,
-// quantified groups, reluctant optional quantifiers, patterns that can
-// match no rows and a greedy quantifier on the last variable (all
-// rejected by Flink); navigation offsets that are not non-negative integer
-// literals; PREV/NEXT in MEASURES or inside FIRST/LAST; NEXT with an
-// offset; aggregates inside aggregates or navigation; DISTINCT
-// aggregates; one function over several variables; a WITHIN that is not
-// a positive day-time interval; a descending time attribute; and select
-// items that are not columns of the MATCH_RECOGNIZE output. Problems
-// returns all of them in source order; Check returns the first.
+// patterns that can match no rows, a greedy quantifier on the last
+// variable and an optional term right after a greedy variable (all
+// rejected by Flink); greedy groups, groups that can match no rows and
+// quantified variables and groups inside groups; SUBSET names that are pattern
+// variables or repeated; SHOW TIMEOUT MATCHES without WITHIN; navigation
+// offsets that are not non-negative integer literals; PREV/NEXT in
+// MEASURES or inside FIRST/LAST; NEXT with an offset; aggregates inside
+// aggregates or navigation; DISTINCT aggregates; one function over several
+// variables; a WITHIN that is not a positive day-time interval; a
+// descending time attribute; and select items that are not columns of the
+// MATCH_RECOGNIZE output. Problems returns all of them in source order;
+// Check returns the first.
 //
 // Check does not type expressions and does not resolve function names;
 // the compiler rejects unknown functions and type errors.

@@ -18,6 +18,15 @@ var reserved = map[string]bool{
 
 func isReserved(s string) bool { return reserved[strings.ToUpper(s)] }
 
+// nonReserved are the reserved words that SQL:2016 or Trino leave
+// non-reserved: they may name a measure, column or alias after AS, in a
+// SELECT list and after a qualifier (A.partition), where they cannot
+// start a clause.
+var nonReserved = map[string]bool{
+	"PARTITION": true, "MEASURES": true, "ONE": true, "AFTER": true, "PATTERN": true,
+	"SUBSET": true, "DEFINE": true, "ASC": true, "DESC": true, "WINDOW": true, "LIMIT": true,
+}
+
 // niladic are functions called without parentheses.
 var niladic = map[string]bool{
 	"CURRENT_TIMESTAMP": true, "CURRENT_DATE": true, "CURRENT_TIME": true,
@@ -59,13 +68,15 @@ var (
 		"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true,
 		"STDDEV_POP": true, "STDDEV_SAMP": true, "VAR_POP": true, "VAR_SAMP": true,
 		"STDDEV": true, "VARIANCE": true, "COLLECT": true, "LISTAGG": true,
+		"MAX_BY": true, "MIN_BY": true, "ARBITRARY": true,
 	}
 	navigationFuncs = map[string]bool{"PREV": true, "NEXT": true, "FIRST": true, "LAST": true}
 )
 
 // IsAggregate reports whether the upper-case function name is a built-in
 // aggregate function (COUNT, SUM, AVG, MIN, MAX, STDDEV_POP, STDDEV_SAMP,
-// VAR_POP, VAR_SAMP, STDDEV, VARIANCE, COLLECT, LISTAGG).
+// VAR_POP, VAR_SAMP, STDDEV, VARIANCE, COLLECT, LISTAGG, MAX_BY, MIN_BY,
+// ARBITRARY).
 func IsAggregate(name string) bool { return aggregateFuncs[name] }
 
 // IsNavigation reports whether the upper-case function name is a pattern

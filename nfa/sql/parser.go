@@ -14,8 +14,7 @@ const MaxDepth = 200
 // Parse parses one MATCH_RECOGNIZE query (an optional trailing semicolon
 // is allowed). It checks the syntax and rejects constructs that Flink's
 // MATCH_RECOGNIZE cannot run and that have no place in the AST
-// (alternation, PERMUTE, anchors, exclusions, SUBSET, ALL ROWS PER
-// MATCH). Name resolution and the remaining Flink rules are in
+// (alternation, PERMUTE, anchors, exclusions, ALL ROWS PER MATCH). Name resolution and the remaining Flink rules are in
 // Query.Check, which a caller should run before compiling the query.
 //
 // The error, if any, is an *Error.
@@ -149,6 +148,16 @@ func (p *parser) name(what string) (string, Pos) {
 	return t.text, t.pos
 }
 
+// alias consumes a name after AS, where a non-reserved keyword
+// (MEASURES AS partition) cannot be read as anything else.
+func (p *parser) alias(what string) (string, Pos) {
+	if t := p.peek(); t.kind == tIdent && nonReserved[strings.ToUpper(t.text)] {
+		p.advance()
+		return t.text, t.pos
+	}
+	return p.name(what)
+}
+
 func (p *parser) enter() {
 	p.depth++
 	if p.depth > MaxDepth {
@@ -188,7 +197,7 @@ func (p *parser) query() *Query {
 	p.body(q, mr.pos)
 	p.expectOp(")", "')' to close MATCH_RECOGNIZE (")
 	if p.acceptKw("AS") {
-		q.Alias, q.AliasAt = p.name("an alias after AS")
+		q.Alias, q.AliasAt = p.alias("an alias after AS")
 	} else if isName(p.peek()) {
 		q.Alias, q.AliasAt = p.name("an alias")
 	}
@@ -220,14 +229,14 @@ func (p *parser) selectList(q *Query) {
 	}
 	for {
 		t := p.peek()
-		if !isName(t) {
+		if !isName(t) && !(t.kind == tIdent && nonReserved[strings.ToUpper(t.text)]) {
 			if t.is("FROM") {
 				p.failAt(t, "expected a column or * after SELECT, found FROM")
 			}
 			p.failAt(t, "SELECT list: only columns of the MATCH_RECOGNIZE output (PARTITION BY columns and measures) can be selected; found %s", t.describe())
 		}
 		item := SelectItem{At: t.pos}
-		item.Name, item.NameAt = p.name("a column")
+		item.Name, item.NameAt = p.alias("a column")
 		if p.acceptOp(".") {
 			if star := p.peek(); star.isOp("*") {
 				if len(q.Select) > 0 || !p.peekN(1).is("FROM") {
@@ -252,12 +261,12 @@ func (p *parser) selectList(q *Query) {
 			p.fail(item.At, "SELECT list: only columns of the MATCH_RECOGNIZE output (PARTITION BY columns and measures) can be selected; compute expressions in MEASURES")
 		}
 		if p.acceptKw("AS") {
-			item.Alias, item.AliasAt = p.name("a column alias after AS")
+			item.Alias, item.AliasAt = p.alias("a column alias after AS")
 		} else if isName(p.peek()) {
 			item.Alias, item.AliasAt = p.name("a column alias")
 		}
 		q.Select = append(q.Select, item)
-		if !p.listComma("FROM") {
+		if !p.listCommaOf(true, "FROM") {
 			return
 		}
 	}
@@ -265,13 +274,17 @@ func (p *parser) selectList(q *Query) {
 
 // listComma consumes a ',' between list items and reports whether it did.
 // A ',' directly before a clause keyword, ')' or the end is an error.
-func (p *parser) listComma(next ...string) bool {
+func (p *parser) listComma(next ...string) bool { return p.listCommaOf(false, next...) }
+
+// listCommaOf is listComma for a list whose items may be non-reserved
+// keywords (names) when names is true.
+func (p *parser) listCommaOf(names bool, next ...string) bool {
 	c := p.peek()
 	if !c.isOp(",") {
 		return false
 	}
 	t := p.peekN(1)
-	bad := t.kind == tEOF || t.isOp(")") || clauseRank(t) > 0
+	bad := t.kind == tEOF || t.isOp(")") || clauseRank(t) > 0 && !(names && t.kind == tIdent && nonReserved[strings.ToUpper(t.text)])
 	for _, kw := range next {
 		bad = bad || t.is(kw)
 	}
@@ -291,7 +304,7 @@ func (p *parser) projection() *Projection {
 		for {
 			it := ProjItem{At: p.peek().pos, Expr: p.expr()}
 			if p.acceptKw("AS") {
-				it.Alias, it.AliasAt = p.name("a column alias after AS")
+				it.Alias, it.AliasAt = p.alias("a column alias after AS")
 			} else if isName(p.peek()) {
 				it.Alias, it.AliasAt = p.name("a column alias")
 			}
@@ -307,7 +320,7 @@ func (p *parser) projection() *Projection {
 	}
 	pr.Table, pr.TableAt = p.name("a table name after FROM")
 	if p.acceptKw("AS") {
-		pr.TableAlias, _ = p.name("a table alias after AS")
+		pr.TableAlias, _ = p.alias("a table alias after AS")
 	} else if isName(p.peek()) {
 		pr.TableAlias, _ = p.name("a table alias")
 	}
@@ -435,6 +448,12 @@ func (p *parser) body(q *Query, mrAt Pos) {
 			p.expectKw("PER", "PER MATCH after ONE ROW")
 			p.expectKw("MATCH", "MATCH after ONE ROW PER")
 			q.OneRowPerMatch = true
+			if s := p.peek(); s.is("SHOW") {
+				p.advance()
+				p.expectKw("TIMEOUT", "TIMEOUT MATCHES after SHOW (ONE ROW PER MATCH SHOW TIMEOUT MATCHES)")
+				p.expectKw("MATCHES", "MATCHES after SHOW TIMEOUT")
+				q.ShowTimeouts, q.ShowAt = true, s.pos
+			}
 		case 5:
 			p.skipClause(q)
 		case 6:
@@ -450,7 +469,25 @@ func (p *parser) body(q *Query, mrAt Pos) {
 				q.Within = p.interval()
 			}
 		case 7:
-			p.failAt(t, "SUBSET is not supported by Flink's MATCH_RECOGNIZE")
+			p.advance()
+			for {
+				s := Subset{}
+				s.Name, s.At = p.name("a union variable name in SUBSET")
+				p.expectOp("=", "'=' after the SUBSET name")
+				p.expectOp("(", "'(' and the variables of SUBSET "+s.Name)
+				for {
+					v, at := p.name("a pattern variable in SUBSET")
+					s.Vars, s.VarsAt = append(s.Vars, v), append(s.VarsAt, at)
+					if !p.acceptOp(",") {
+						break
+					}
+				}
+				p.expectOp(")", "')' to close SUBSET "+s.Name+" = (")
+				q.Subsets = append(q.Subsets, s)
+				if !p.listComma() {
+					break
+				}
+			}
 		case 8:
 			p.advance()
 			p.defines(q)
@@ -485,7 +522,7 @@ func (p *parser) measures(q *Query) {
 			p.failAt(t, "expected AS and a name after the measure expression, found %s", t.describe())
 		}
 		p.advance()
-		m.Alias, m.AliasAt = p.name("a measure name after AS")
+		m.Alias, m.AliasAt = p.alias("a measure name after AS")
 		q.Measures = append(q.Measures, m)
 		if p.listComma() {
 			continue
@@ -1009,7 +1046,7 @@ func (p *parser) nameExpr() Expr {
 		n := p.peek()
 		if n.kind != tIdent && n.kind != tQIdent {
 			if n.isOp("*") {
-				p.failAt(n, "'%s.*' is only allowed in COUNT(*) and SELECT", t.text)
+				p.failAt(n, "'%s.*' is only allowed in COUNT(%s.*) and SELECT", t.text, t.text)
 			}
 			p.failAt(n, "expected a name after '.', found %s", n.describe())
 		}
@@ -1043,6 +1080,12 @@ func (p *parser) call(name token) Expr {
 	case t.isOp("*") && p.peekN(1).isOp(")"):
 		p.advance()
 		c.Star = true
+	case isName(t) && p.peekN(1).isOp(".") && p.peekN(2).isOp("*") && p.peekN(3).isOp(")"):
+		// COUNT(X.*): the rows of variable X
+		c.Star, c.StarVar, c.StarAt = true, t.text, t.pos
+		p.advance()
+		p.advance()
+		p.advance()
 	default:
 		if t.is("DISTINCT") {
 			p.advance()

@@ -159,6 +159,7 @@ func TestPrecedence(t *testing.T) {
 		{"CASE a WHEN 1 THEN 2 END + 1", "(CASE a WHEN 1 THEN 2 END + 1)"},
 		{"LAST(B.price, 1) IS NULL OR B.price < LAST(B.price, 1)", "((LAST(B.price, 1) IS NULL) OR (B.price < LAST(B.price, 1)))"},
 		{"count(*) + Count(A.x) + sum(distinct A.y)", "((COUNT(*) + COUNT(A.x)) + SUM(DISTINCT A.y))"},
+		{"count(A.*) + COUNT(`b c`.*) + max_by(A.x, A.y)", "((COUNT(A.*) + COUNT(`b c`.*)) + MAX_BY(A.x, A.y))"},
 		{"CAST(A.x AS DECIMAL(10, 2)) > 1.5", "(CAST(A.x AS DECIMAL(10, 2)) > 1.5)"},
 		{"cast(a as timestamp(3) with local time zone)", "CAST(a AS TIMESTAMP(3) WITH LOCAL TIME ZONE)"},
 		{"TRY_CAST(a AS DOUBLE PRECISION)", "TRY_CAST(a AS DOUBLE PRECISION)"},
@@ -459,8 +460,10 @@ func TestParseErrors(t *testing.T) {
 			`line 1:46: ALL ROWS PER MATCH is not supported by Flink's MATCH_RECOGNIZE; use ONE ROW PER MATCH`},
 		{pre + "ONE ROWS PER MATCH PATTERN (A) DEFINE A AS true)",
 			`line 1:50: expected ROW PER MATCH after ONE, found 'ROWS'`},
-		{pre + "PATTERN (A) SUBSET U = (A) DEFINE A AS true)",
-			`line 1:58: SUBSET is not supported by Flink's MATCH_RECOGNIZE`},
+		{pre + "PATTERN (A) SUBSET U = A DEFINE A AS true)",
+			`line 1:69: expected '(' and the variables of SUBSET U, found 'A' near "A DEFINE A AS true)"`},
+		{pre + "PATTERN (A) SUBSET U = (A, ) DEFINE A AS true)",
+			`line 1:73: expected a pattern variable in SUBSET, found ')'`},
 		{pre + "AFTER MATCH SKIP TO PATTERN (A) DEFINE A AS true)",
 			`line 1:66: expected NEXT ROW, FIRST var, LAST var or a variable after SKIP TO, found keyword PATTERN`},
 		{pre + "AFTER MATCH SKIP PAST ROW PATTERN (A) DEFINE A AS true)",
@@ -506,7 +509,7 @@ func TestParseErrors(t *testing.T) {
 		{pre + "PATTERN (A) DEFINE A AS A.x IN (SELECT 1))",
 			`line 1:78: subqueries are not supported in IN`},
 		{pre + "PATTERN (A) DEFINE A AS A.* > 1)",
-			`line 1:72: 'A.*' is only allowed in COUNT(*) and SELECT`},
+			`line 1:72: 'A.*' is only allowed in COUNT(A.*) and SELECT`},
 		{pre + "PATTERN (A) DEFINE A AS A.x # 1)",
 			`line 1:74: unexpected character '#'`},
 		{pre + "PATTERN (A) DEFINE A AS A.x > 1) /* unterminated",
@@ -574,5 +577,34 @@ func TestDepthLimit(t *testing.T) {
 	ok := "a" + strings.Repeat(" + a", 150)
 	if _, err := ParseExpr(ok); err != nil {
 		t.Errorf("150 terms: %v", err)
+	}
+}
+
+// Words that SQL:2016 or Trino leave non-reserved name measures, aliases,
+// select items and qualified columns; elsewhere they still start clauses.
+func TestNonReservedNames(t *testing.T) {
+	q := mustParse(t, "SELECT partition, `define` AS after, pattern FROM t MATCH_RECOGNIZE (ORDER BY ts "+
+		"MEASURES A.partition AS partition, A.x AS define, COUNT(*) AS pattern ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.x > 0)")
+	if err := q.Check(nil); err != nil {
+		t.Fatal(err)
+	}
+	var ms, sel []string
+	for _, m := range q.Measures {
+		ms = append(ms, m.Expr.String()+" AS "+m.Alias)
+	}
+	for _, it := range q.Select {
+		sel = append(sel, it.OutputName())
+	}
+	if got := strings.Join(ms, "; "); got != "A.`partition` AS partition; A.x AS define; COUNT(*) AS pattern" {
+		t.Errorf("measures: %s", got)
+	}
+	if got := strings.Join(sel, ","); got != "partition,after,pattern" {
+		t.Errorf("select: %s", got)
+	}
+	roundTrip(t, q)
+	// a clause keyword where a name cannot be is still the clause
+	_, err := Parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS x, PATTERN (A) DEFINE A AS A.x > 0)")
+	if err == nil || !strings.Contains(err.Error(), "unexpected ',' before keyword PATTERN") {
+		t.Errorf("got %v", err)
 	}
 }

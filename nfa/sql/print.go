@@ -177,6 +177,9 @@ func (e *Call) String() string {
 	if e.Name == "EXTRACT" && len(e.Args) == 2 {
 		return "EXTRACT(" + e.Args[0].String() + " FROM " + e.Args[1].String() + ")"
 	}
+	if e.Star && e.StarVar != "" {
+		return e.Name + "(" + quoteIdent(e.StarVar) + ".*)"
+	}
 	if e.Star {
 		return e.Name + "(*)"
 	}
@@ -309,6 +312,9 @@ func (q *Query) String() string {
 	}
 	if q.OneRowPerMatch {
 		b.WriteString("\n  ONE ROW PER MATCH")
+		if q.ShowTimeouts {
+			b.WriteString(" SHOW TIMEOUT MATCHES")
+		}
 	}
 	if q.Skip.Explicit {
 		b.WriteString("\n  AFTER MATCH ")
@@ -324,6 +330,18 @@ func (q *Query) String() string {
 	b.WriteString(")")
 	if q.Within != nil {
 		b.WriteString(" WITHIN " + q.Within.String())
+	}
+	for i, s := range q.Subsets {
+		if i == 0 {
+			b.WriteString("\n  SUBSET ")
+		} else {
+			b.WriteString(", ")
+		}
+		var vs []string
+		for _, v := range s.Vars {
+			vs = append(vs, quoteIdent(v))
+		}
+		b.WriteString(quoteIdent(s.Name) + " = (" + strings.Join(vs, ", ") + ")")
 	}
 	b.WriteString("\n  DEFINE")
 	for i, d := range q.Defines {

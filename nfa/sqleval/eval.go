@@ -25,6 +25,9 @@ type Env struct {
 	Cur     int    // the current row (DEFINE) or the last row (MEASURES)
 	Now     int64  // CURRENT_TIMESTAMP / MATCH_PROCTIME
 	ProcCol string // the processing-time column (ORDER BY proctime), "" for none
+	// Subsets are the SUBSET union variables: a reference to one reads
+	// the rows of any of its variables (sql.Query.SubsetMap)
+	Subsets map[string][]string
 	// Past, when set, supplies the rows before Rows lazily, newest first:
 	// Past(0) is the row just before Rows[0] (false: there are no more).
 	// A condition reading the last few rows of a long match (PREV,
@@ -91,7 +94,7 @@ func (env *Env) lastOf(v string, n int) *Row {
 		if r == nil {
 			return nil
 		}
-		if v == "" || r.Var == v {
+		if env.mapped(r, v) {
 			if n == 0 {
 				return r
 			}
@@ -135,12 +138,26 @@ func (env *Env) rowFor(v string) *Row {
 	return env.lastOf(v, 0)
 }
 
+// mapped reports whether row r is mapped to variable v: v itself, a union
+// variable holding r's variable, or "" (every row).
+func (env *Env) mapped(r *Row, v string) bool {
+	if v == "" || r.Var == v {
+		return true
+	}
+	for _, u := range env.Subsets[v] {
+		if u == r.Var {
+			return true
+		}
+	}
+	return false
+}
+
 // rowsOf returns the rows mapped to v (all rows for "").
 func (env *Env) rowsOf(v string) []*Row {
 	env.full()
 	var out []*Row
 	for i := range env.Rows {
-		if v == "" || env.Rows[i].Var == v {
+		if env.mapped(&env.Rows[i], v) {
 			out = append(out, &env.Rows[i])
 		}
 	}
@@ -511,6 +528,11 @@ func (env *Env) call(c *sql.Call) (any, error) {
 		}
 		return env.Rows[len(env.Rows)-1].Time, nil
 	case "CLASSIFIER":
+		// inside navigation (FIRST(CLASSIFIER())) it is the navigated
+		// row's variable, as for a column
+		if env.bound != nil {
+			return env.bound.Var, nil
+		}
 		if r := env.rowFor(""); r != nil {
 			return r.Var, nil
 		}
@@ -575,7 +597,8 @@ var functions = map[string]int{ // name → arity (-1: any)
 	"CHARACTER_LENGTH": 1, "TRIM": 1, "COALESCE": -1, "MOD": 2, "POWER": 2,
 }
 
-var aggregates = map[string]bool{"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true}
+var aggregates = map[string]bool{"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true,
+	"MAX_BY": true, "MIN_BY": true, "ARBITRARY": true}
 
 // Supported rejects what the evaluator cannot do, with a position: NEXT,
 // aggregates and functions it does not know. Run it after q.Check.
@@ -596,7 +619,7 @@ func Supported(q *sql.Query) error {
 			}
 		case c.IsAggregate():
 			if !aggregates[c.Name] {
-				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN or MAX)", c.Name)}
+				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN, MAX, MAX_BY, MIN_BY or ARBITRARY)", c.Name)}
 			}
 		default:
 			if _, ok := functions[c.Name]; !ok {
@@ -668,9 +691,17 @@ func (env *Env) navigate(c *sql.Call) (any, error) {
 
 func (env *Env) aggregate(c *sql.Call) (any, error) {
 	var rows []*Row
-	if c.Star {
-		rows = env.rowsOf("")
-	} else {
+	switch {
+	case c.Star:
+		rows = env.rowsOf(c.StarVar) // all rows for COUNT(*)
+	case c.Name == "MAX_BY" || c.Name == "MIN_BY":
+		v := refVar(c.Args[0])
+		if v == "" {
+			v = refVar(c.Args[1])
+		}
+		rows = env.rowsOf(v)
+		return env.maxBy(c, rows)
+	default:
 		rows = env.rowsOf(refVar(c.Args[0]))
 	}
 	saved := env.bound
@@ -702,6 +733,12 @@ func (env *Env) aggregate(c *sql.Call) (any, error) {
 	switch c.Name {
 	case "COUNT":
 		return int64(len(vals)), nil
+	case "ARBITRARY":
+		// the first non-null value in row order (Trino: any one)
+		if len(vals) == 0 {
+			return nil, nil
+		}
+		return vals[0], nil
 	case "SUM", "AVG":
 		if len(vals) == 0 {
 			return nil, nil
@@ -749,6 +786,41 @@ func (env *Env) aggregate(c *sql.Call) (any, error) {
 		return best, nil
 	}
 	return nil, fmt.Errorf("line %s: aggregate %s is not supported", c.At, c.Name)
+}
+
+// maxBy is MAX_BY(x, key) / MIN_BY(x, key): x on the row whose key is
+// greatest / least, rows with a NULL key left out; of rows with equal
+// keys the first in row order (Trino leaves it open).
+func (env *Env) maxBy(c *sql.Call, rows []*Row) (any, error) {
+	saved := env.bound
+	defer func() { env.bound = saved }()
+	var best *Row
+	var bestKey any
+	for _, r := range rows {
+		env.bound = r
+		k, err := env.Eval(c.Args[1])
+		if err != nil {
+			return nil, err
+		}
+		if k == nil {
+			continue
+		}
+		if best != nil {
+			cmp, ok := Compare(k, bestKey)
+			if !ok {
+				return nil, errType
+			}
+			if (c.Name == "MAX_BY" && cmp <= 0) || (c.Name == "MIN_BY" && cmp >= 0) {
+				continue
+			}
+		}
+		best, bestKey = r, k
+	}
+	if best == nil {
+		return nil, nil
+	}
+	env.bound = best
+	return env.Eval(c.Args[0])
 }
 
 func toFloat(v any) (float64, bool) {

@@ -114,6 +114,11 @@ func TestEvalEachKind(t *testing.T) {
 		{"CURRENT_TIMESTAMP", "int64 99"},
 		{"MATCH_ROWTIME()", "int64 30"},
 		{"CLASSIFIER()", "string B"},
+		{"FIRST(CLASSIFIER())", "string A"},
+		{"LAST(CLASSIFIER())", "string B"},
+		{"LAST(CLASSIFIER(), 1)", "string A"},
+		{"PREV(CLASSIFIER())", "string A"},
+		{"FIRST(CLASSIFIER(), 3)", "<nil> <nil>"},
 		{"ABS(-A.id)", "int64 2"},
 		{"ABS(-price)", "float64 9"},
 		{"ABS(t)", "error: type mismatch"},
@@ -136,6 +141,29 @@ func TestEvalEachKind(t *testing.T) {
 		{"PREV(id, 3)", "<nil> <nil>"},
 		{"NEXT(id)", "error: line 1:1: NEXT is not supported"},
 		{"COUNT(*)", "int64 3"},
+		{"COUNT(A.*)", "int64 2"},
+		{"COUNT(U.*)", "int64 3"},
+		{"COUNT(W.*)", "int64 1"},
+		{"U.id", "int64 3"},
+		{"FIRST(U.id)", "int64 1"},
+		{"LAST(U.id, 1)", "int64 2"},
+		{"LAST(W.id, 1)", "<nil> <nil>"},
+		{"SUM(U.id)", "int64 6"},
+		{"MAX_BY(U.t, U.price)", "string y"},
+		{"FIRST(CLASSIFIER(), 2)", "string B"},
+		{"COUNT(B.*)", "int64 1"},
+		{"MAX_BY(A.t, A.price)", "string y"},
+		{"MIN_BY(A.t, A.price)", "string x"},
+		{"MAX_BY(t, price)", "string y"},
+		{"MIN_BY(id, price)", "int64 3"},
+		{"MAX_BY(A.id, A.n)", "<nil> <nil>"},
+		{"MAX_BY(id, ok)", "int64 1"},
+		{"MAX_BY(id, t < 'z')", "int64 1"},
+		{"MAX_BY(id, A.t)", "int64 2"},
+		{"MIN_BY(id, CASE WHEN id > 1 THEN 1 ELSE 't' END)", "error: type mismatch"},
+		{"ARBITRARY(A.t)", "string x"},
+		{"ARBITRARY(ok)", "bool true"},
+		{"ARBITRARY(n)", "<nil> <nil>"},
 		{"COUNT(A.id)", "int64 2"},
 		{"COUNT(A.n)", "int64 0"},
 		{"SUM(A.price)", "float64 22.5"},
@@ -157,7 +185,7 @@ func TestEvalEachKind(t *testing.T) {
 			t.Errorf("%s: %v", c.expr, err)
 			continue
 		}
-		env := &Env{Rows: rows, Cur: len(rows) - 1, Now: 99}
+		env := &Env{Rows: rows, Cur: len(rows) - 1, Now: 99, Subsets: map[string][]string{"U": {"A", "B"}, "W": {"B"}}}
 		v, err := env.Eval(e)
 		got := fmt.Sprintf("%T %v", v, v)
 		if err != nil {
