@@ -42,6 +42,18 @@ type pat struct {
 }
 
 func (p *pat) isSingle() bool { return !p.looping && !p.timesQ }
+
+// mayTakeNothing reports whether the chain ending at last can complete
+// without taking an event: each of its elements optional, negative, or a
+// group that may itself take nothing.
+func mayTakeNothing(last *pat) bool {
+	for q := last; q != nil; q = q.prev {
+		if !q.optional && !q.isNot() && (q.group == nil || !mayTakeNothing(q.group)) {
+			return false
+		}
+	}
+	return true
+}
 func (p *pat) isNot() bool    { return p.consume == notNext || p.consume == notFollow }
 
 // takeCond is Pattern.getCondition(): the where condition, true when absent.
@@ -128,6 +140,13 @@ func (b *builder) buildChain(stages []Stage, prefix string) (*pat, error) {
 		}
 		if err := b.applyQuantifiers(p, st); err != nil {
 			return nil, err
+		}
+		if p.group != nil && mayTakeNothing(p.group) {
+			// repeated, a group that takes no event is a loop without end
+			// (the automaton went round it for ever on one event); once,
+			// it matches twice what skipping it matches (make the group
+			// optional instead)
+			return nil, perr(path, "group", "a group must take an event, but every stage in it may be skipped (optional, times from 0, or negative); make the group itself optional instead")
 		}
 		last = p
 	}
