@@ -25,6 +25,26 @@ import (
 
 type savepointBackend struct{ s *Service }
 
+// removeSavepointParts deletes, as far as it can, the parts a savepoint
+// that failed wrote before it failed: a client asks again, under a new
+// id, and the store would keep the old parts for nobody.
+func (n *Node) removeSavepointParts(store snapshot.Store, id string) {
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	files, err := store.List(ctx)
+	if err != nil {
+		n.log.Warn("a failed savepoint's parts stay", "savepoint", id, "err", err)
+		return
+	}
+	for _, f := range files {
+		if strings.HasPrefix(f, id+"-shard-") {
+			if err := store.Delete(ctx, f); err != nil {
+				n.log.Warn("a failed savepoint's part stays", "savepoint", id, "file", f, "err", err)
+			}
+		}
+	}
+}
+
 // savepointID names a savepoint by its time, UTC to the millisecond, so
 // that a person reads when it was taken and the ids sort by it
 // (sp-20261202-110026.123; releases before wrote the Unix milliseconds,
@@ -66,6 +86,7 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 			LoggedTimeMs: now.UnixMilli(), Patterns: string(pj), Sources: string(sj), Streams: streams}
 		got, err := n.savepointPartOf(ctx, store, info, part)
 		if err != nil {
+			n.removeSavepointParts(store, id)
 			return nil, err
 		}
 		for src, p := range got {
