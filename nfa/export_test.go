@@ -259,11 +259,16 @@ func RecountStateBytes(m *Matcher) int64 {
 	var n int64
 	for _, ks := range generalKeys(m) {
 		seen := map[*event]bool{}
+		// each node once: partial matches share their history, so the
+		// paths through it can be exponentially many (a walk of every
+		// path ran for minutes on some random patterns)
+		visited := map[*node]bool{}
 		var walk func(*node)
 		walk = func(nd *node) {
-			if nd == nil {
+			if nd == nil || visited[nd] {
 				return
 			}
+			visited[nd] = true
 			if !seen[nd.ev] {
 				seen[nd.ev] = true
 				n += int64(len(nd.ev.raw))
