@@ -256,6 +256,31 @@ func TestSQLReferenceRegressions(t *testing.T) {
 	}
 }
 
+// PREV and NEXT in MEASURES, written out: from a variable's last row,
+// from the row FIRST/LAST picks, across variables, and beyond the
+// match's ends (NULL), against the reference's own reading of them.
+func TestSQLPhysicalNavigationReference(t *testing.T) {
+	ms := "MEASURES PREV(B.n) AS b_prev, NEXT(B.n, 2) AS b_next2, PREV(FIRST(B.n), 1) AS b_first_prev, " +
+		"NEXT(FIRST(A.v)) AS a_next, PREV(LAST(U.ts, 1), 0) AS u_ts, NEXT(LAST(B.n)) AS end_next, PREV(n, 4) AS n_prev4"
+	for _, c := range []sqlCase{
+		{"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts " + ms +
+			" AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+? C) SUBSET U = (A, C) DEFINE A AS A.v = 'x', C AS C.v = 'z')",
+			rowsOf("x", "y", "y", "z", "x", "z", "x", "y", "x", "y", "y", "y", "z")},
+		{"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts " + ms +
+			" PATTERN (A (B C)+? D) SUBSET U = (A, C) DEFINE A AS A.v = 'x', B AS B.v = 'y', C AS C.n > PREV(FIRST(B.n)), D AS D.v = 'x')",
+			rowsOf("x", "y", "z", "x", "x", "y", "y", "y", "y", "x")},
+	} {
+		got, err := engineRows(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got["p"]) == 0 {
+			t.Fatalf("%s: no match; the case would prove little", c.query)
+		}
+		referenceCheck(t, c, got)
+	}
+}
+
 // Where the engine and the standard part, shown on the reference itself:
 // the standard's ONE ROW PER MATCH (standardMatches) against the engine.
 func TestSQLStandardDifferences(t *testing.T) {
