@@ -639,6 +639,10 @@ func Supported(q *sql.Query) error {
 			if !aggregates[c.Name] {
 				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN, MAX, MAX_BY, MIN_BY or ARBITRARY)", c.Name)}
 			}
+		case c.Name == "MATCH_NUMBER":
+			// it numbers a partition's matches: a count per partition kept
+			// for ever, which the engine's saved state has no place for
+			err = &sql.Error{Pos: c.At, Msg: "MATCH_NUMBER() is not supported: the engine keeps no count of a partition's matches"}
 		default:
 			if _, ok := functions[c.Name]; !ok {
 				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("function %s is not supported", c.Spelling)}
