@@ -29,6 +29,7 @@ var (
 		"V.v = 'x'", "V.v = 'y'", "V.v <> 'z'", "V.v IN ('x', 'y')",
 		"V.n > PREV(V.n)", "V.n <= PREV(V.n)", "SUM(V.n) < 6", "COUNT(V.n) < 3",
 		"V.n >= FIRST(V.n)", "V.n > LAST(W.n)", "COUNT(V.*) < 3", "MIN_BY(V.v, V.n) <> 'z'", "PREV(CLASSIFIER()) <> 'V'", "V.v = 'x' OR V.n = 0",
+		"V.n >= PREV(FIRST(V.n), 1)", "PREV(LAST(W.v, 1)) IS NULL",
 	}
 	refSkips = []string{"", "AFTER MATCH SKIP TO NEXT ROW", "AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO FIRST V", "AFTER MATCH SKIP TO LAST V"}
 )
@@ -65,13 +66,21 @@ func drawSQLCase(t *rapid.T) sqlCase {
 	for _, v := range names {
 		ms = append(ms, fmt.Sprintf("FIRST(%[1]s.n) AS %[1]s_first, LAST(%[1]s.n) AS %[1]s_last, COUNT(%[1]s.n) AS %[1]s_count, "+
 			"COUNT(%[1]s.*) AS %[1]s_rows, MAX_BY(%[1]s.ts, %[1]s.n) AS %[1]s_top, ARBITRARY(%[1]s.v) AS %[1]s_any", v))
+		// physical navigation from the variable's rows, plain and from
+		// FIRST/LAST, with drawn offsets
+		off := func() string { return rapid.SampledFrom([]string{"", ", 0", ", 1", ", 2", ", 3"}).Draw(t, "offset") }
+		ms = append(ms, fmt.Sprintf("PREV(%[1]s.n%[2]s) AS %[1]s_prev, NEXT(%[1]s.ts%[3]s) AS %[1]s_next, "+
+			"PREV(FIRST(%[1]s.ts%[4]s)%[5]s) AS %[1]s_prev_first, NEXT(LAST(%[1]s.v%[6]s)%[7]s) AS %[1]s_next_last, "+
+			"NEXT(FIRST(%[1]s.n%[8]s)%[9]s) AS %[1]s_next_first, PREV(LAST(%[1]s.ts%[10]s)%[11]s) AS %[1]s_prev_last",
+			v, off(), off(), off(), off(), off(), off(), off(), off(), off(), off()))
 	}
+	ms = append(ms, "PREV(ts"+rapid.SampledFrom([]string{"", ", 2"}).Draw(t, "offset")+") AS prev_ts", "NEXT(FIRST(ts), 2) AS third_ts")
 	subset := ""
 	if n > 1 && rapid.IntRange(0, 2).Draw(t, "subset") == 0 {
 		// a union of the first and last variables, read in MEASURES and DEFINE
 		u := names[0] + ", " + names[n-1]
 		subset = "SUBSET U = (" + u + ")"
-		ms = append(ms, "COUNT(U.*) AS u_rows, LAST(U.n) AS u_last, FIRST(U.ts) AS u_first_ts, MAX(U.n) AS u_max")
+		ms = append(ms, "COUNT(U.*) AS u_rows, LAST(U.n) AS u_last, FIRST(U.ts) AS u_first_ts, MAX(U.n) AS u_max, PREV(U.ts) AS u_prev, NEXT(FIRST(U.ts, 1)) AS u_next")
 		if rapid.Bool().Draw(t, "subsetDefine") {
 			defs = append(defs[:0:0], defs...)
 			for i, d := range defs {
@@ -244,6 +253,31 @@ func TestSQLReferenceRegressions(t *testing.T) {
 		{q("AFTER MATCH SKIP TO FIRST B PATTERN (A B? C) DEFINE A AS A.v = 'x', B AS B.v = 'y'"), rowsOf("x", "x", "x", "y", "x")},
 	} {
 		compareSQLCase(t, c, false)
+	}
+}
+
+// PREV and NEXT in MEASURES, written out: from a variable's last row,
+// from the row FIRST/LAST picks, across variables, and beyond the
+// match's ends (NULL), against the reference's own reading of them.
+func TestSQLPhysicalNavigationReference(t *testing.T) {
+	ms := "MEASURES PREV(B.n) AS b_prev, NEXT(B.n, 2) AS b_next2, PREV(FIRST(B.n), 1) AS b_first_prev, " +
+		"NEXT(FIRST(A.v)) AS a_next, PREV(LAST(U.ts, 1), 0) AS u_ts, NEXT(LAST(B.n)) AS end_next, PREV(n, 4) AS n_prev4"
+	for _, c := range []sqlCase{
+		{"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts " + ms +
+			" AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+? C) SUBSET U = (A, C) DEFINE A AS A.v = 'x', C AS C.v = 'z')",
+			rowsOf("x", "y", "y", "z", "x", "z", "x", "y", "x", "y", "y", "y", "z")},
+		{"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts " + ms +
+			" PATTERN (A (B C)+? D) SUBSET U = (A, C) DEFINE A AS A.v = 'x', B AS B.v = 'y', C AS C.n > PREV(FIRST(B.n)), D AS D.v = 'x')",
+			rowsOf("x", "y", "z", "x", "x", "y", "y", "y", "y", "x")},
+	} {
+		got, err := engineRows(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got["p"]) == 0 {
+			t.Fatalf("%s: no match; the case would prove little", c.query)
+		}
+		referenceCheck(t, c, got)
 	}
 }
 

@@ -306,6 +306,9 @@ func refRows(q *sql.Query, rows []refRow, ms []refPath) []string {
 			if err != nil {
 				v = nil
 			}
+			if c, ok := me.Expr.(*sql.Call); ok && (c.Name == "PREV" || c.Name == "NEXT") {
+				v = refPhysical(q, rows, m, c)
+			}
 			s = append(s, fieldString(me.Alias, v))
 		}
 		out = append(out, strings.Join(s, " "))
@@ -315,3 +318,64 @@ func refRows(q *sql.Query, rows []refRow, ms []refPath) []string {
 
 // fieldString renders a column with its Go type, so that 1 and 1.0 differ.
 func fieldString(name string, v any) string { return fmt.Sprintf("%s=%T(%v)", name, v, v) }
+
+// refPhysical is PREV/NEXT in MEASURES by the standard's definition,
+// written over the match's labels rather than with the evaluator: the
+// argument's row (the last row of its variable, the last row of the
+// match for a plain column, or the row a FIRST/LAST argument picks), then
+// n rows back or forward; here, as in a stream, only the match's rows
+// are within reach. The argument is a column or FIRST/LAST of one (what
+// the property test draws).
+func refPhysical(q *sql.Query, rows []refRow, m refPath, c *sql.Call) any {
+	in := func(label, v string) bool {
+		return v == "" || label == v || slices.Contains(q.SubsetMap()[v], label)
+	}
+	offset := func(c *sql.Call) int {
+		if len(c.Args) < 2 {
+			if c.Name == "FIRST" || c.Name == "LAST" {
+				return 0
+			}
+			return 1
+		}
+		return int(c.Args[1].(*sql.Literal).Int)
+	}
+	arg := c.Args[0]
+	var at int // index into the match's rows
+	switch a := arg.(type) {
+	case *sql.ColumnRef:
+		at = -1
+		for i, l := range m.labels {
+			if in(l, a.Var) {
+				at = i
+			}
+		}
+	case *sql.Call:
+		col := a.Args[0].(*sql.ColumnRef)
+		var idx []int
+		for i, l := range m.labels {
+			if in(l, col.Var) {
+				idx = append(idx, i)
+			}
+		}
+		k := offset(a)
+		if a.Name == "LAST" {
+			k = len(idx) - 1 - k
+		}
+		if k < 0 || k >= len(idx) {
+			return nil
+		}
+		at, arg = idx[k], col
+	}
+	if at < 0 {
+		return nil
+	}
+	if c.Name == "PREV" {
+		at -= offset(c)
+	} else {
+		at += offset(c)
+	}
+	if at < 0 || at >= len(m.labels) {
+		return nil
+	}
+	return rows[m.start+at].data[arg.(*sql.ColumnRef).Name]
+}

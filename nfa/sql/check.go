@@ -387,7 +387,7 @@ func (c *checker) column(name string, at Pos, extra string) {
 
 type exprCtx struct {
 	define bool  // in DEFINE (else MEASURES)
-	nav    *Call // innermost enclosing FIRST/LAST
+	nav    *Call // innermost enclosing navigation
 	agg    *Call // enclosing aggregate
 }
 
@@ -476,17 +476,28 @@ func (c *checker) call(e *Call, ctx *exprCtx) {
 		}
 		switch e.Name {
 		case "PREV", "NEXT":
-			if !ctx.define {
-				c.errorf(e.At, "%s cannot be used in MEASURES; use FIRST or LAST (e.g. LAST(A.price, 1))", e.Name)
+			if e.Name == "NEXT" && ctx.define {
+				c.errorf(e.At, "NEXT cannot be used in DEFINE: it reads a row after the current one, which a stream has not seen yet (NEXT may be used in MEASURES)")
 			}
 			if ctx.nav != nil {
 				c.errorf(e.At, "%s cannot be nested inside %s", e.Name, ctx.nav.Name)
 			}
-			if n, ok := e.Offset(); e.Name == "NEXT" && ok && n != 0 {
-				c.errorf(e.At, "NEXT is not supported: it reads a row after the current one, and Flink does not support physical offsets within partition")
+			if len(e.Args) > 0 {
+				// FIRST/LAST may only be the whole argument: it picks the
+				// row PREV/NEXT counts from (PREV(FIRST(A.price), 2))
+				inner, whole := e.Args[0].(*Call)
+				whole = whole && (inner.Name == "FIRST" || inner.Name == "LAST")
+				Walk(e.Args[0], func(x Expr) bool {
+					if l, ok := x.(*Call); ok && (l.Name == "FIRST" || l.Name == "LAST") && !(whole && l == inner) {
+						c.errorf(l.At, "%s inside %s must be its whole first argument, as in %s(%s(A.col), 1)", l.Name, e.Name, e.Name, l.Name)
+						return false
+					}
+					return true
+				})
 			}
+			ctx.nav = e
 		case "FIRST", "LAST":
-			if ctx.nav != nil {
+			if ctx.nav != nil && !((ctx.nav.Name == "PREV" || ctx.nav.Name == "NEXT") && ctx.nav.Args[0] == Expr(e)) {
 				c.errorf(e.At, "%s cannot be nested inside %s", e.Name, ctx.nav.Name)
 			}
 			ctx.nav = e

@@ -103,9 +103,10 @@
 // rejected by Flink); greedy groups, groups that can match no rows and
 // quantified variables and groups inside groups; SUBSET names that are pattern
 // variables or repeated; SHOW TIMEOUT MATCHES without WITHIN; navigation
-// offsets that are not non-negative integer literals; PREV/NEXT in
-// MEASURES or inside FIRST/LAST; NEXT with an offset; aggregates inside
-// aggregates or navigation; DISTINCT aggregates; one function over several
+// offsets that are not non-negative integer literals; PREV/NEXT inside
+// FIRST/LAST or PREV/NEXT, FIRST/LAST inside PREV/NEXT other than as the
+// whole first argument (PREV(FIRST(A.x), 2)); NEXT in DEFINE; aggregates
+// inside aggregates or navigation; DISTINCT aggregates; one function over several
 // variables; a WITHIN that is not a positive day-time interval; a
 // descending time attribute; and select items that are not columns of the
 // MATCH_RECOGNIZE output. Problems returns all of them in source order;
@@ -119,7 +120,12 @@
 //   - PREV(x [, n]) is accepted in DEFINE with any non-negative integer
 //     literal n, as pattern-v1 lists PREV. Flink's planner rejects PREV
 //     and NEXT with an offset other than 0 ("Flink does not support
-//     physical offsets within partition"); Check rejects only NEXT.
+//     physical offsets within partition"); Check rejects only NEXT in
+//     DEFINE, which would read a row the stream has not brought yet.
+//   - PREV and NEXT are accepted in MEASURES, as SQL:2016 has them
+//     (Flink rejects them there), also over FIRST/LAST; they move within
+//     the match's rows, so beyond its first or last row they are NULL
+//     (the standard reads on within the partition).
 //   - MILLISECOND and WEEK interval units and plural unit names (MINUTES)
 //     are extensions.
 //   - Without AFTER MATCH, Skip.Kind is SkipToNextRow, which is what

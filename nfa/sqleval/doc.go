@@ -2,7 +2,7 @@
 // (package sql's AST) over the rows of a match, with SQL semantics: NULL
 // and three-valued logic, integer and floating-point arithmetic, and
 // Flink's running (DEFINE) and final (MEASURES) semantics for pattern
-// variables, navigation (FIRST, LAST, PREV) and aggregates.
+// variables, navigation (FIRST, LAST, PREV, NEXT) and aggregates.
 //
 // It is a package of its own rather than part of sql so that the parser
 // needs nothing but the standard library; it reads values the way the

@@ -86,6 +86,22 @@ func (env *Env) back(i int) *Row {
 	return env.pastRow(i - len(env.Rows))
 }
 
+// lastIndex is lastOf's row as an index for back.
+func (env *Env) lastIndex(v string, n int) (int, bool) {
+	for i := 0; ; i++ {
+		r := env.back(i)
+		if r == nil {
+			return 0, false
+		}
+		if env.mapped(r, v) {
+			if n == 0 {
+				return i, true
+			}
+			n--
+		}
+	}
+}
+
 // lastOf returns the n-th row counting back from the last one mapped to v
 // (all rows for ""), or nil, reading only as far back as it must.
 func (env *Env) lastOf(v string, n int) *Row {
@@ -600,10 +616,12 @@ var functions = map[string]int{ // name → arity (-1: any)
 var aggregates = map[string]bool{"COUNT": true, "SUM": true, "AVG": true, "MIN": true, "MAX": true,
 	"MAX_BY": true, "MIN_BY": true, "ARBITRARY": true}
 
-// Supported rejects what the evaluator cannot do, with a position: NEXT,
+// Supported rejects what the evaluator cannot do, with a position: NEXT
+// outside MEASURES,
 // aggregates and functions it does not know. Run it after q.Check.
 func Supported(q *sql.Query) error {
 	var err error
+	inMeasures := false
 	visit := func(e sql.Expr) bool {
 		if err != nil {
 			return false
@@ -614,13 +632,17 @@ func Supported(q *sql.Query) error {
 		}
 		switch {
 		case c.IsNavigation():
-			if c.Name == "NEXT" {
-				err = &sql.Error{Pos: c.At, Msg: "NEXT is not supported (it reads a row after the current one)"}
+			if c.Name == "NEXT" && !inMeasures {
+				err = &sql.Error{Pos: c.At, Msg: "NEXT is supported only in MEASURES (elsewhere it reads a row after the current one)"}
 			}
 		case c.IsAggregate():
 			if !aggregates[c.Name] {
 				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("aggregate %s is not supported (use COUNT, SUM, AVG, MIN, MAX, MAX_BY, MIN_BY or ARBITRARY)", c.Name)}
 			}
+		case c.Name == "MATCH_NUMBER":
+			// it numbers a partition's matches: a count per partition kept
+			// for ever, which the engine's saved state has no place for
+			err = &sql.Error{Pos: c.At, Msg: "MATCH_NUMBER() is not supported: the engine keeps no count of a partition's matches"}
 		default:
 			if _, ok := functions[c.Name]; !ok {
 				err = &sql.Error{Pos: c.At, Msg: fmt.Sprintf("function %s is not supported", c.Spelling)}
@@ -631,9 +653,11 @@ func Supported(q *sql.Query) error {
 	for _, d := range q.Defines {
 		sql.Walk(d.Expr, visit)
 	}
+	inMeasures = true
 	for _, m := range q.Measures {
 		sql.Walk(m.Expr, visit)
 	}
+	inMeasures = false
 	if q.Projection != nil {
 		for _, it := range q.Projection.Items {
 			sql.Walk(it.Expr, visit)
@@ -665,20 +689,28 @@ func (env *Env) navigate(c *sql.Call) (any, error) {
 			return nil, nil
 		}
 		row = rows[i]
-	case "PREV":
-		if env.Past != nil && env.Cur == len(env.Rows)-1 && n >= 0 {
-			// PREV(x, n) in a DEFINE: the n-th row back
-			if row = env.back(int(n)); row == nil {
-				return nil, nil
-			}
-			break
-		}
-		env.full()
-		i := env.Cur - int(n)
-		if i < 0 || i >= len(env.Rows) {
+	case "PREV", "NEXT":
+		// the row the argument reads (the last row of its variable, the
+		// current row without one, or the row a FIRST/LAST argument
+		// picks), then n rows back or forward within the match
+		at, ok := env.anchor(arg)
+		if !ok || n < 0 {
 			return nil, nil
 		}
-		row = &env.Rows[i]
+		if c.Name == "PREV" {
+			at += int(n)
+		} else {
+			at -= int(n)
+		}
+		if at < 0 {
+			return nil, nil // after the last row seen
+		}
+		if row = env.back(at); row == nil {
+			return nil, nil
+		}
+		if l, nested := arg.(*sql.Call); nested && (l.Name == "FIRST" || l.Name == "LAST") {
+			arg = l.Args[0]
+		}
 	default:
 		return nil, fmt.Errorf("line %s: %s is not supported", c.At, c.Name)
 	}
@@ -687,6 +719,37 @@ func (env *Env) navigate(c *sql.Call) (any, error) {
 	v, err := env.Eval(arg)
 	env.bound = saved
 	return v, err
+}
+
+// anchor returns where (counting back from the last row, as back does)
+// the row is that physical navigation over e counts from.
+func (env *Env) anchor(e sql.Expr) (int, bool) {
+	if l, ok := e.(*sql.Call); ok && (l.Name == "FIRST" || l.Name == "LAST") {
+		n, _ := l.Offset()
+		if n < 0 {
+			return 0, false
+		}
+		v := refVar(l.Args[0])
+		if l.Name == "LAST" {
+			return env.lastIndex(v, int(n))
+		}
+		env.full()
+		for i := range env.Rows {
+			if env.mapped(&env.Rows[i], v) {
+				if n == 0 {
+					return len(env.Rows) - 1 - i, true
+				}
+				n--
+			}
+		}
+		return 0, false
+	}
+	v := refVar(e)
+	if v == "" {
+		// the current row: the last one, in DEFINE and in MEASURES
+		return len(env.Rows) - 1 - env.Cur, env.Cur >= 0 && env.Cur < len(env.Rows)
+	}
+	return env.lastIndex(v, 0)
 }
 
 func (env *Env) aggregate(c *sql.Call) (any, error) {

@@ -16,7 +16,7 @@ import (
 
 // MATCH_RECOGNIZE queries deployed to a node — the README's example and
 // random ones (quantifiers greedy and reluctant, PREV/FIRST/LAST and
-// aggregates in DEFINE and MEASURES, each skip, with and without WITHIN,
+// aggregates in DEFINE and MEASURES, PREV/NEXT in MEASURES, each skip, with and without WITHIN,
 // a select list or *, groups, SUBSET, timeouts) — over one stream of ticks with some disorder: each
 // query's rows on NATS are exactly those the offline engine produces.
 func TestQueriesEqualOffline(t *testing.T) {
@@ -34,6 +34,12 @@ func TestQueriesEqualOffline(t *testing.T) {
 			MEASURES FIRST(A.id) AS first_id, COUNT(A.*) AS n ONE ROW PER MATCH SHOW TIMEOUT MATCHES
 			PATTERN (A{3} B) WITHIN INTERVAL '0.02' SECOND
 			DEFINE A AS price >= 15, B AS price < 12)`,
+		// physical navigation in MEASURES, beyond the match's last row too
+		"navigation": `SELECT * FROM ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+			MEASURES PREV(B.price) AS before_last_b, NEXT(FIRST(A.id), 2) AS third_id,
+				PREV(FIRST(B.id), 2) AS two_before_b, NEXT(LAST(C.id)) AS after_end, PREV(id, 3) AS fourth_last
+			AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+? C) WITHIN INTERVAL '1' SECOND
+			DEFINE A AS kind = 'A', B AS kind = 'B' OR B.price > PREV(FIRST(B.price)), C AS kind = 'C')`,
 	}
 	r := rand.New(rand.NewPCG(11, 3))
 	for len(queries) < 15 {
@@ -76,8 +82,8 @@ func TestQueriesEqualOffline(t *testing.T) {
 		want = withoutIDs(want)
 		if slices.ContainsFunc(want, func(r string) bool { return strings.HasPrefix(r, `{"type":"match"`) }) {
 			producing++
-		} else if name == "groups" {
-			t.Errorf("query groups matches nothing; the test would prove little")
+		} else if name == "groups" || name == "navigation" {
+			t.Errorf("query %s matches nothing; the test would prove little", name)
 		}
 		if name == "timeouts" && !slices.ContainsFunc(want, func(r string) bool { return strings.HasPrefix(r, `{"type":"timeout"`) }) {
 			t.Errorf("query timeouts times nothing out; the test would prove little")
