@@ -67,24 +67,26 @@ type Access struct {
 // check every procedure of the generated descriptors has an entry.
 var procedures = map[string]Access{
 	cepv1connect.PatternServiceValidatePatternProcedure: {Least: RoleReader},
-	cepv1connect.PatternServiceListPatternsProcedure:    {Least: RoleReader},
-	cepv1connect.PatternServiceGetPatternProcedure:      {Least: RoleReader},
-	cepv1connect.PatternServiceExplainPatternProcedure:  {Least: RoleReader},
-	cepv1connect.PatternServiceDeployPatternProcedure:   {Least: RoleOperator, Node: true},
-	cepv1connect.PatternServiceUpdatePatternProcedure:   {Least: RoleOperator, Node: true},
-	cepv1connect.PatternServiceDeletePatternProcedure:   {Least: RoleOperator, Node: true},
+	// reads of what changes make are the metadata leader's, forwarded
+	// to it like changes (linearizable reads)
+	cepv1connect.PatternServiceListPatternsProcedure:   {Least: RoleReader, Node: true},
+	cepv1connect.PatternServiceGetPatternProcedure:     {Least: RoleReader, Node: true},
+	cepv1connect.PatternServiceExplainPatternProcedure: {Least: RoleReader},
+	cepv1connect.PatternServiceDeployPatternProcedure:  {Least: RoleOperator, Node: true},
+	cepv1connect.PatternServiceUpdatePatternProcedure:  {Least: RoleOperator, Node: true},
+	cepv1connect.PatternServiceDeletePatternProcedure:  {Least: RoleOperator, Node: true},
 
 	// a node that does not lead the key's shard asks its leader
 	cepv1connect.PatternServiceInspectKeyProcedure: {Least: RoleReader, Node: true},
 
-	cepv1connect.SourceServiceListSourcesProcedure:  {Least: RoleReader},
-	cepv1connect.SourceServiceGetSourceProcedure:    {Least: RoleReader},
+	cepv1connect.SourceServiceListSourcesProcedure:  {Least: RoleReader, Node: true},
+	cepv1connect.SourceServiceGetSourceProcedure:    {Least: RoleReader, Node: true},
 	cepv1connect.SourceServiceCreateSourceProcedure: {Least: RoleOperator, Node: true},
 	cepv1connect.SourceServiceDeleteSourceProcedure: {Least: RoleOperator, Node: true},
 	// events may hold what a reader of the output is not to see
 	cepv1connect.SourceServiceSampleSourceProcedure: {Least: RoleOperator},
 
-	cepv1connect.SavepointServiceListSavepointsProcedure:   {Least: RoleReader},
+	cepv1connect.SavepointServiceListSavepointsProcedure:   {Least: RoleReader, Node: true},
 	cepv1connect.SavepointServiceCreateSavepointProcedure:  {Least: RoleOperator, Node: true},
 	cepv1connect.SavepointServiceRestoreSavepointProcedure: {Least: RoleOperator, Node: true},
 	cepv1connect.SavepointServiceDeleteSavepointProcedure:  {Least: RoleOperator, Node: true},
