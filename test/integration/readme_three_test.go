@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // The README's "Three nodes by hand" runs as written, top to bottom, in an
@@ -36,6 +38,9 @@ func TestReadmeThreeNodesByHand(t *testing.T) {
 	}
 	root, _ := filepath.Abs("../..")
 	dir := t.TempDir()
+	// the block's ports are fixed: another run of this test on the
+	// machine (a second go test ./...) goes first
+	testutil.MachineLock(t, "readme-three-nodes")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
