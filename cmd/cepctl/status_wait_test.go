@@ -47,8 +47,8 @@ func TestStatusWait(t *testing.T) {
 		t.Fatalf("status without --wait: %d calls, %q", asked.Load(), out)
 	}
 	url = serve(2)
-	r := cepctl(t, url, "status", "--wait", "200ms")
-	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 200ms: 2 shards have no leader yet") {
+	r := cepctl(t, url, "status", "--wait", "2s")
+	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 2s: 2 shards have no leader yet") {
 		t.Fatalf("status --wait on shards that stay unled: exit %d, %q", r.code, r.stderr)
 	}
 	// the wait runs out while a call is under way (a loaded machine, a
@@ -63,12 +63,12 @@ func TestStatusWait(t *testing.T) {
 		},
 	}})
 	asked.Store(0)
-	r = cepctl(t, slow, "status", "--wait", "200ms")
-	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 200ms: 2 shards have no leader yet") {
+	r = cepctl(t, slow, "status", "--wait", "2s")
+	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 2s: 2 shards have no leader yet") {
 		t.Fatalf("status --wait running out during a call: exit %d, %q", r.code, r.stderr)
 	}
-	r = cepctl(t, deadURL(t), "status", "--wait", "200ms")
-	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 200ms: cannot reach the server") {
+	r = cepctl(t, deadURL(t), "status", "--wait", "2s")
+	if r.code == 0 || !strings.Contains(r.stderr, "after waiting 2s: cannot reach the server") {
 		t.Fatalf("status --wait on a dead server: exit %d, %q", r.code, r.stderr)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/internal/testutil"
+
+	"connectrpc.com/connect"
 )
 
 // A shard of a three-node cluster splits in two while events flow: the new
@@ -36,12 +38,23 @@ func TestShardSplit(t *testing.T) {
 	keyOf := func(e map[string]any) string { return fmt.Sprint(e["account"]) }
 	tc.publish("bank", keyOf, lines[:1000])
 
-	if _, err := c.cluster.SplitShard(ctx, req(&cepv1.SplitShardRequest{ShardId: 1, AtKeyGroup: 3})); err == nil || !strings.Contains(err.Error(), "invalid_argument") {
+	// a client asks again while the metadata group elects a leader (the
+	// answer says the change was not applied)
+	split := func(r *cepv1.SplitShardRequest) (*connect.Response[cepv1.SplitShardResponse], error) {
+		for {
+			res, err := c.cluster.SplitShard(ctx, req(r))
+			if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "not applied") || ctx.Err() != nil {
+				return res, err
+			}
+			time.Sleep(poll)
+		}
+	}
+	if _, err := split(&cepv1.SplitShardRequest{ShardId: 1, AtKeyGroup: 3}); err == nil || !strings.Contains(err.Error(), "invalid_argument") {
 		t.Fatalf("a split point inside a block: %v", err)
 	}
 	done := make(chan *cepv1.SplitShardResponse, 1)
 	go func() {
-		res, err := c.cluster.SplitShard(ctx, req(&cepv1.SplitShardRequest{ShardId: 1}))
+		res, err := split(&cepv1.SplitShardRequest{ShardId: 1})
 		if err != nil {
 			t.Errorf("split: %v", err)
 			done <- nil
