@@ -111,7 +111,7 @@ const readInspection = `(() => {
 // them, they are a partial match's. The node may still be applying the
 // events: the page and the API are asked again until they agree on an
 // answer that holds what is waited for.
-func inspectKey(t *testing.T, ctx context.Context, bin, url string, patternc cepv1connect.PatternServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, labelled labelledFunc) {
+func inspectKey(t *testing.T, ctx context.Context, bin, url string, patternc cepv1connect.PatternServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, labelled labelledFunc, shot func(name string)) {
 	t.Helper()
 	run("the key field", chromedp.WaitVisible(chromedp.CSS("#inspect-key")), chromedp.SendKeys(chromedp.CSS("#inspect-key"), "acc-3"))
 	labelled("pattern, inspecting")
@@ -144,12 +144,15 @@ func inspectKey(t *testing.T, ctx context.Context, bin, url string, patternc cep
 	agree("a partial match with both events", func(x *cepv1.InspectKeyResponse) bool {
 		return len(x.PartialMatches) > 0 && len(x.PartialMatches[0].Events) == 2 && len(x.BufferedEvents) == 0
 	})
+	var top bool
+	eval("scroll to the inspection", `(document.querySelector(".inspect").scrollIntoView(), true)`, &top)
+	shot("inspect.png")
 }
 
 // sourcesAndDeadLetters checks the sources page against ListSources, and
 // that a dead letter published while it is open appears with the reason
 // the API's tail of dead letters gives; leaving closes the stream.
-func sourcesAndDeadLetters(t *testing.T, ctx context.Context, bin, url string, nl *netLog, sourcec cepv1connect.SourceServiceClient, matchc cepv1connect.MatchServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, labelled labelledFunc) {
+func sourcesAndDeadLetters(t *testing.T, ctx context.Context, bin, url string, nl *netLog, sourcec cepv1connect.SourceServiceClient, matchc cepv1connect.MatchServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, labelled labelledFunc, shot func(name string)) {
 	t.Helper()
 	run("sources", chromedp.Navigate(url+"/ui/#/sources"))
 	waitFor("the sources table", `[...document.querySelectorAll("caption")].some(c => c.textContent == "Sources")`)
@@ -228,6 +231,7 @@ func sourcesAndDeadLetters(t *testing.T, ctx context.Context, bin, url string, n
 	if dead[0][0] != "bank" || dead[0][1] != "login-fail-logout" || dead[0][3] != refused {
 		t.Errorf("the dead letter %q is not the refused event's", dead[0])
 	}
+	shot("sources.png")
 	// filtered by source: bank's are all of them
 	var ok bool
 	eval("filter by bank", `(s => { s.value = "bank"; s.dispatchEvent(new Event("change", {bubbles: true})); return true })(document.querySelector("#dl-source"))`, &ok)
@@ -248,7 +252,7 @@ func sourcesAndDeadLetters(t *testing.T, ctx context.Context, bin, url string, n
 
 // createSavepoint creates a savepoint from the page, as an operator, after
 // the confirmation, and checks the list against ListSavepoints.
-func createSavepoint(t *testing.T, ctx context.Context, spc cepv1connect.SavepointServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, click clickFunc, labelled labelledFunc) {
+func createSavepoint(t *testing.T, ctx context.Context, spc cepv1connect.SavepointServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, click clickFunc, labelled labelledFunc, shot func(name string)) {
 	t.Helper()
 	run("savepoints", chromedp.Click(chromedp.CSS(`nav a[href="#/savepoints"]`)))
 	waitFor("no savepoint yet", `[...document.querySelectorAll("p")].some(p => p.textContent == "No savepoint is recorded.")`)
@@ -274,6 +278,7 @@ func createSavepoint(t *testing.T, ctx context.Context, spc cepv1connect.Savepoi
 		t.Errorf("the savepoint is at %s, not the default target", sp.Location)
 	}
 	waitFor("it is listed", fmt.Sprintf(`[...document.querySelectorAll("tbody th")].some(c => c.textContent == %q)`, sp.Id))
+	shot("savepoints.png")
 	var status string
 	eval("the status", `document.querySelector("[role=status]").textContent`, &status)
 	if !strings.Contains(status, sp.Id) {

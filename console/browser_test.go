@@ -448,7 +448,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	waitFor("no records from new", `document.querySelectorAll("li.record").length == 0 && document.querySelector(".tail-state").textContent.startsWith("Following")`)
 	from("all")
 	waitFor("acc-1's records again", fmt.Sprintf(`JSON.stringify([...document.querySelectorAll("li.record .rkey")].map(k => k.textContent)) == %q`, mustJSON(acc1)))
-	inspectKey(t, ctx, bin, url, patternc, run, eval, waitFor, labelled)
+	inspectKey(t, ctx, bin, url, patternc, run, eval, waitFor, labelled, screenshotAs)
 	run("leave", chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)))
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if _, open := nl.requests("/cep.v1.MatchService/Tail"); open != 0 {
@@ -500,9 +500,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("the deleted pattern: %v, want NotFound", err)
 	}
 
-	sourcesAndDeadLetters(t, ctx, bin, url, nl, cepv1connect.NewSourceServiceClient(hc, url, opt), matchc, run, eval, waitFor, labelled)
+	sourcesAndDeadLetters(t, ctx, bin, url, nl, cepv1connect.NewSourceServiceClient(hc, url, opt), matchc, run, eval, waitFor, labelled, screenshotAs)
 	spc := cepv1connect.NewSavepointServiceClient(hc, url, opt)
-	createSavepoint(t, ctx, spc, run, eval, waitFor, click, labelled)
+	createSavepoint(t, ctx, spc, run, eval, waitFor, click, labelled, screenshotAs)
 
 	// a reader is offered neither deploy nor delete
 	run("sign out", chromedp.Navigate(url+"/ui/#/"), chromedp.Click(chromedp.CSS(`.who button`)), chromedp.WaitVisible(chromedp.CSS("#token")))

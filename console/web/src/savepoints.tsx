@@ -43,8 +43,8 @@ export function SavepointsPage(props: { role: Role | null }) {
                 <td>{created(s)}</td>
                 <td class="num">{s.shardCount}</td>
                 <td class="num">{s.keyGroups}</td>
-                <td>{s.patternVersions.map((p) => `${p.name} v${p.version}`).join(", ")}</td>
-                <td>{s.sourcePositions.map((p) => `${p.source} at ${fmtNum(p.sequence)}`).join(", ")}</td>
+                <td>{s.patternVersions.map((p) => `${p.name} v${p.version}`).join(", ") || "none"}</td>
+                <td>{s.sourcePositions.map((p) => `${p.source} at ${fmtNum(p.sequence)}`).join(", ") || "none"}</td>
               </tr>
             ))}
           </tbody>
