@@ -579,6 +579,14 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Error("the cluster page is wider than a phone")
 	}
 	screenshotAs("phone-cluster.png")
+	for _, pg := range []struct{ hash, caption string }{{"sources", "Sources"}, {"savepoints", "Savepoints, newest first"}} {
+		run("the "+pg.hash+" page on a phone", chromedp.Navigate(url+"/ui/#/"+pg.hash))
+		waitFor("its table", fmt.Sprintf(`[...document.querySelectorAll("caption")].some(c => c.textContent == %q)`, pg.caption))
+		eval("fits", `document.documentElement.scrollWidth <= innerWidth`, &fits)
+		if !fits {
+			t.Errorf("the %s page is wider than a phone", pg.hash)
+		}
+	}
 
 	// every request went to the node, and the browser had nothing to
 	// complain of (a CSP violation would be logged here)
