@@ -448,6 +448,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	waitFor("no records from new", `document.querySelectorAll("li.record").length == 0 && document.querySelector(".tail-state").textContent.startsWith("Following")`)
 	from("all")
 	waitFor("acc-1's records again", fmt.Sprintf(`JSON.stringify([...document.querySelectorAll("li.record .rkey")].map(k => k.textContent)) == %q`, mustJSON(acc1)))
+	inspectKey(t, ctx, bin, url, patternc, run, eval, waitFor, labelled, screenshotAs)
 	run("leave", chromedp.Click(chromedp.CSS(`nav a[href="#/"]`)))
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if _, open := nl.requests("/cep.v1.MatchService/Tail"); open != 0 {
@@ -499,10 +500,15 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("the deleted pattern: %v, want NotFound", err)
 	}
 
+	sourcesAndDeadLetters(t, ctx, bin, url, nl, cepv1connect.NewSourceServiceClient(hc, url, opt), matchc, run, eval, waitFor, labelled, screenshotAs)
+	spc := cepv1connect.NewSavepointServiceClient(hc, url, opt)
+	createSavepoint(t, ctx, spc, run, eval, waitFor, click, labelled, screenshotAs)
+
 	// a reader is offered neither deploy nor delete
 	run("sign out", chromedp.Navigate(url+"/ui/#/"), chromedp.Click(chromedp.CSS(`.who button`)), chromedp.WaitVisible(chromedp.CSS("#token")))
 	signIn("R")
 	waitFor("signed in as a reader", `!!document.querySelector(".who") && document.querySelector(".who").textContent.includes("reader")`)
+	savepointsAsReader(t, ctx, url, spc, run, eval, waitFor)
 	run("patterns as a reader", chromedp.Navigate(url+"/ui/#/patterns"))
 	waitFor("the pattern in the list", `!!document.querySelector('a[href="#/patterns/login-fail-logout"]')`)
 	run("the pattern as a reader", chromedp.Navigate(url+"/ui/#/patterns/login-fail-logout"))
@@ -573,6 +579,14 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Error("the cluster page is wider than a phone")
 	}
 	screenshotAs("phone-cluster.png")
+	for _, pg := range []struct{ hash, caption string }{{"sources", "Sources"}, {"savepoints", "Savepoints, newest first"}} {
+		run("the "+pg.hash+" page on a phone", chromedp.Navigate(url+"/ui/#/"+pg.hash))
+		waitFor("its table", fmt.Sprintf(`[...document.querySelectorAll("caption")].some(c => c.textContent == %q)`, pg.caption))
+		eval("fits", `document.documentElement.scrollWidth <= innerWidth`, &fits)
+		if !fits {
+			t.Errorf("the %s page is wider than a phone", pg.hash)
+		}
+	}
 
 	// every request went to the node, and the browser had nothing to
 	// complain of (a CSP violation would be logged here)

@@ -8,7 +8,12 @@
 // api/proto into web/src/gen), with the bearer token a person signs in
 // with, kept in the tab's sessionStorage only. So it can do nothing the
 // token's role may not; RolePath tells it the role, so that it offers no
-// more than that (no deploy or delete for a reader).
+// more than that (no deploy, delete or savepoint creation for a reader).
+//
+// Its pages: the cluster (nodes, shards); the patterns, each with its
+// automaton, live output and a key's inside (InspectKey); the sources
+// with the latest dead letters (a Tail of dead letters, closed when the
+// page is left); the savepoints.
 //
 // What the API has no call for comes from the node's /metrics, named as
 // this node's: the per-pattern counters (summed over the shards the node

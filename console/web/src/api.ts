@@ -4,6 +4,8 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 import { ClusterService } from "./gen/cep/v1/cluster_pb";
 import { PatternService } from "./gen/cep/v1/pattern_pb";
 import { MatchService } from "./gen/cep/v1/match_pb";
+import { SourceService } from "./gen/cep/v1/source_pb";
+import { SavepointService } from "./gen/cep/v1/savepoint_pb";
 
 // The token lives in sessionStorage only: it goes with the tab, never to
 // disk for longer than the browser session, and never into a cookie.
@@ -38,6 +40,8 @@ const transport = createConnectTransport({
 export const cluster: Client<typeof ClusterService> = createClient(ClusterService, transport);
 export const patterns: Client<typeof PatternService> = createClient(PatternService, transport);
 export const matches: Client<typeof MatchService> = createClient(MatchService, transport);
+export const sources: Client<typeof SourceService> = createClient(SourceService, transport);
+export const savepoints: Client<typeof SavepointService> = createClient(SavepointService, transport);
 
 export type Role = "reader" | "operator" | "admin";
 

@@ -4,6 +4,8 @@ import { useEffect, useState } from "preact/hooks";
 import { getToken, setToken, whoami, type Role } from "./api";
 import { ClusterPage } from "./cluster";
 import { DeployPage, PatternPage, PatternsPage } from "./patterns";
+import { SourcesPage } from "./sources";
+import { SavepointsPage } from "./savepoints";
 import { ErrorBox } from "./ui";
 import "./style.css";
 
@@ -32,13 +34,16 @@ function App() {
   };
   const path = hash.replace(/^#/, "") || "/";
   const route = path.split("/").filter(Boolean);
-  const cur = route[0] === "patterns" || route[0] === "deploy" ? "patterns" : "cluster";
+  const cur =
+    route[0] === "patterns" || route[0] === "deploy" ? "patterns" : route[0] === "sources" || route[0] === "savepoints" ? route[0] : "cluster";
   let page;
   if (role === null) page = <SignIn onToken={signIn} refused={getToken() !== ""} />;
   else if (role === undefined) page = <p>Loading…</p>;
   else if (route[0] === "patterns" && route[1]) page = <PatternPage key={route[1]} name={decodeURIComponent(route[1])} role={role} />;
   else if (route[0] === "patterns") page = <PatternsPage role={role} />;
   else if (route[0] === "deploy") page = <DeployPage role={role} />;
+  else if (route[0] === "sources") page = <SourcesPage />;
+  else if (route[0] === "savepoints") page = <SavepointsPage role={role} />;
   else page = <ClusterPage />;
   return (
     <>
@@ -53,6 +58,12 @@ function App() {
           </a>
           <a href="#/patterns" aria-current={cur === "patterns" ? "page" : undefined}>
             Patterns
+          </a>
+          <a href="#/sources" aria-current={cur === "sources" ? "page" : undefined}>
+            Sources
+          </a>
+          <a href="#/savepoints" aria-current={cur === "savepoints" ? "page" : undefined}>
+            Savepoints
           </a>
         </nav>
         {role && (

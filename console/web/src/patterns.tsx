@@ -6,6 +6,7 @@ import { matches, nodeMetrics, patterns, sumBy, type Role, mayOperate } from "./
 import { PatternState, RecordType, SpecFormat, type Pattern } from "./gen/cep/v1/pattern_pb";
 import { TailStart, type Record as OutRecord } from "./gen/cep/v1/match_pb";
 import { ErrorBox, Status, Table, Updated, errorText, fmtNum, usePoll, SVG } from "./ui";
+import { Inspect } from "./inspect";
 
 const counters: [string, string][] = [
   ["cep_pattern_matches_total", "Matches"],
@@ -209,6 +210,7 @@ export function PatternPage(props: { name: string; role: Role | null }) {
           </div>
         </div>
       )}
+      {p && <Inspect name={name} />}
     </section>
   );
 }
