@@ -32,14 +32,7 @@ func TestReadmeInspectQuickStart(t *testing.T) {
 	if first == nil || next == nil {
 		t.Fatal("the README does not show `bin/cepctl pattern inspect login-fail-logout --key acc-3` with its output, before and after one more event")
 	}
-	url := startNode(t)
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if r := cepctl(t, url, "source", "create", "bank", "--key", "e.account"); r.code != 0 && !strings.Contains(r.stderr, "already") {
-			return &testError{r.stderr}
-		}
-		return nil
-	})
-	cepctl(t, url, "pattern", "deploy", "../../examples/login-fail-logout.yaml").mustOK(t)
+	url := quickStartNode(t)
 	cepctl(t, url, "publish", "--source", "bank", "-f", "../../examples/events.jsonl").mustOK(t)
 	lines := strings.Split(strings.TrimSpace(readFile(t, "../../examples/events.jsonl")), "\n")
 	p, err := nfa.CompileBytes([]byte(readFile(t, "../../examples/login-fail-logout.yaml")))

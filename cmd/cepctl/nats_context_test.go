@@ -2,27 +2,17 @@ package main
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/cepcluster/cep/internal/testutil"
 )
 
 // Against a real node: the context cepctl nats-context prints reaches the
 // node's NATS and reads a pattern's records as they are published, and
 // nothing of the source's events.
 func TestNATSContextAgainstANode(t *testing.T) {
-	url := startNode(t)
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if r := cepctl(t, url, "source", "create", "bank", "--key", "e.account"); r.code != 0 && !strings.Contains(r.stderr, "already") {
-			return &testError{r.stderr}
-		}
-		return nil
-	})
-	cepctl(t, url, "pattern", "deploy", "../../examples/login-fail-logout.yaml").mustOK(t)
+	url := quickStartNode(t)
 
 	var ctx natsCLIContext
 	out := cepctl(t, url, "nats-context").mustOK(t).stdout

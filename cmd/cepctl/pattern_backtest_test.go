@@ -21,14 +21,7 @@ import (
 // records that differ are exactly those the offline engine (cepctl run)
 // gives the two versions differently over the same events.
 func TestPatternBacktestAgainstANode(t *testing.T) {
-	url := startNode(t)
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if r := cepctl(t, url, "source", "create", "bank", "--key", "e.account"); r.code != 0 && !strings.Contains(r.stderr, "already") {
-			return &testError{r.stderr}
-		}
-		return nil
-	})
-	cepctl(t, url, "pattern", "deploy", "../../examples/login-fail-logout.yaml").mustOK(t)
+	url := quickStartNode(t)
 	before := time.Now().Add(-time.Millisecond)
 	events := "../../examples/events.jsonl"
 	cepctl(t, url, "publish", "--source", "bank", "-f", events).mustOK(t)

@@ -17,15 +17,8 @@ import (
 // Another key's events are not in it; -o json is JSON lines; a pattern
 // that does not exist is NotFound.
 func TestPatternTraceFromTheStream(t *testing.T) {
-	url := startNode(t)
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if r := cepctl(t, url, "source", "create", "bank", "--key", "e.account"); r.code != 0 && !strings.Contains(r.stderr, "already") {
-			return &testError{r.stderr}
-		}
-		return nil
-	})
+	url := quickStartNode(t)
 	doc := "../../examples/login-fail-logout.yaml"
-	cepctl(t, url, "pattern", "deploy", doc).mustOK(t)
 	events := "../../examples/events.jsonl"
 	cepctl(t, url, "publish", "--source", "bank", "-f", events).mustOK(t)
 

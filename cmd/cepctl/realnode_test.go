@@ -67,11 +67,11 @@ func startNode(t *testing.T) string {
 	return ""
 }
 
-// Against a real node: node list shows it as the alive meta leader,
-// completion offers the names the server has, and tail --dead-letters
-// prints the dead letters of the events the pattern refused, as the
-// server recorded them, in table and JSON form.
-func TestAgainstANode(t *testing.T) {
+// quickStartNode starts a node as the README's quick start leaves it: the
+// source bank keyed by e.account (created once the node answers) and the
+// example pattern deployed; it returns the node's API URL.
+func quickStartNode(t *testing.T) string {
+	t.Helper()
 	url := startNode(t)
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if r := cepctl(t, url, "source", "create", "bank", "--key", "e.account"); r.code != 0 && !strings.Contains(r.stderr, "already") {
@@ -80,6 +80,15 @@ func TestAgainstANode(t *testing.T) {
 		return nil
 	})
 	cepctl(t, url, "pattern", "deploy", "../../examples/login-fail-logout.yaml").mustOK(t)
+	return url
+}
+
+// Against a real node: node list shows it as the alive meta leader,
+// completion offers the names the server has, and tail --dead-letters
+// prints the dead letters of the events the pattern refused, as the
+// server recorded them, in table and JSON form.
+func TestAgainstANode(t *testing.T) {
+	url := quickStartNode(t)
 
 	out := cepctl(t, url, "node", "list").mustOK(t).stdout
 	if !hasRow(out, "NODE", "STATE", "META", "REPLICAS", "RAFT", "API", "GOSSIP") || len(fields(out)) != 3 {
