@@ -217,7 +217,7 @@ func moveGlobalStore(dir string, sec secret.Secret) error {
 // created, are not denied to publishers there.
 func NATSServerConfig(sec secret.Secret, storeDir string, httpPort int, lim PublisherLimits) string {
 	var b strings.Builder
-	b.WriteString("# nats-server configuration for a CEP cluster (cepnode nats-config): its\n# users' passwords are bcrypt hashes of keys derived from the cluster secret.\n")
+	b.WriteString("# nats-server configuration for a CEP cluster (cepnode nats-config): it holds\n# passwords derived from the cluster secret; keep it as secret as that.\n")
 	b.WriteString("port: 4222\n")
 	if httpPort > 0 {
 		fmt.Fprintf(&b, "http_port: %d\n", httpPort)
