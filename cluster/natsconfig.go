@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/keygroup"
@@ -99,25 +98,10 @@ func publisherPermissions(deny ...string) *server.Permissions {
 // subscriber's (in NATSSubscriberAccount).
 func natsUsers(sec secret.Secret, deny ...string) []*server.User {
 	return []*server.User{
-		{Username: NATSNodeUser, Password: hashed(sec.Token(secret.NATSNode))},
-		{Username: NATSPublisherUser, Password: hashed(sec.Token(secret.NATSPublic)), Permissions: publisherPermissions(deny...)},
-		{Username: NATSSubscriberUser, Password: hashed(sec.Token(secret.NATSReader)), Permissions: subscriberPermissions()},
+		{Username: NATSNodeUser, Password: sec.Token(secret.NATSNode)},
+		{Username: NATSPublisherUser, Password: sec.Token(secret.NATSPublic), Permissions: publisherPermissions(deny...)},
+		{Username: NATSSubscriberUser, Password: sec.Token(secret.NATSReader), Permissions: subscriberPermissions()},
 	}
-}
-
-// hashed is a password as bcrypt, which nats-server checks a client's
-// against: the configuration (the embedded server's, or the one printed
-// for an operator's server) then holds no usable password, and the
-// server no longer warns of plaintext ones at every start. The passwords
-// are 256-bit keys derived from the cluster secret, so bcrypt's cost adds
-// nothing against guessing them: the lowest keeps the check of a
-// connection at about a millisecond.
-func hashed(password string) string {
-	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
-	if err != nil {
-		return password // longer than bcrypt takes (72 bytes): never for a derived key
-	}
-	return string(h)
 }
 
 // natsAccounts is the accounts block of a nats-server configuration: the

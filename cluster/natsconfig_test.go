@@ -2,21 +2,18 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cepcluster/cep/cluster/secret"
 )
@@ -46,13 +43,7 @@ func TestNATSServerConfig(t *testing.T) {
 			t.Fatalf("no user %s", w.Username)
 		}
 		u := opts.Users[i]
-		// the passwords are bcrypt hashes (a salt of their own each time)
-		// of the users' keys
-		token := map[string]string{NATSNodeUser: sec.Token(secret.NATSNode), NATSPublisherUser: sec.Token(secret.NATSPublic), NATSSubscriberUser: sec.Token(secret.NATSReader)}[w.Username]
-		if !strings.HasPrefix(u.Password, "$2") || bcrypt.CompareHashAndPassword([]byte(u.Password), []byte(token)) != nil {
-			t.Errorf("user %s: password %q is not a bcrypt hash of its key", u.Username, u.Password)
-		}
-		if !reflect.DeepEqual(u.Permissions, w.Permissions) || u.Account == nil || u.Account.Name != accounts[w.Username] {
+		if u.Password != w.Password || !reflect.DeepEqual(u.Permissions, w.Permissions) || u.Account == nil || u.Account.Name != accounts[w.Username] {
 			t.Errorf("user %+v %+v, want %+v %+v in account %s", u, u.Permissions, w, w.Permissions, accounts[w.Username])
 		}
 	}
@@ -224,73 +215,5 @@ func TestEmbeddedNATSReloadKeepsAccounts(t *testing.T) {
 	info, err := st.Info(ctx)
 	if err != nil || info.State.Msgs != 3 {
 		t.Fatalf("stream after the reload: %v, %+v", err, info)
-	}
-}
-
-// warnings records what a nats-server warns of.
-type warnings struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (w *warnings) Noticef(string, ...any) {}
-func (w *warnings) Debugf(string, ...any)  {}
-func (w *warnings) Tracef(string, ...any)  {}
-func (w *warnings) Fatalf(f string, a ...any) {
-	w.Warnf(f, a...)
-}
-func (w *warnings) Errorf(f string, a ...any) { w.Warnf(f, a...) }
-func (w *warnings) Warnf(f string, a ...any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.got = append(w.got, fmt.Sprintf(f, a...))
-}
-
-// The embedded server's users hold bcrypt hashes: it starts without the
-// plaintext-password warning, and the users still sign in with their
-// keys (and not with the hash).
-func TestEmbeddedNATSPasswordsHashed(t *testing.T) {
-	sec := secret.Generate()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true}
-	if err := setNATSAccounts(opts, sec, DefaultPublisherLimits); err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &warnings{}
-	s.SetLoggerV2(w, false, false, false)
-	go s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	w.mu.Lock()
-	for _, l := range w.got {
-		if strings.Contains(strings.ToLower(l), "plaintext") {
-			t.Errorf("the server warns: %s", l)
-		}
-	}
-	w.mu.Unlock()
-	for _, u := range opts.Users {
-		if !strings.HasPrefix(u.Password, "$2") {
-			t.Errorf("user %s: password not hashed", u.Username)
-		}
-	}
-	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(NATSPublisherUser, sec.Token(secret.NATSPublic)))
-	if err != nil {
-		t.Fatalf("the publisher with its key: %v", err)
-	}
-	nc.Close()
-	var hash string
-	for _, u := range opts.Users {
-		if u.Username == NATSPublisherUser {
-			hash = u.Password
-		}
-	}
-	if nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(NATSPublisherUser, hash)); err == nil {
-		nc.Close()
-		t.Error("the hash itself signs in")
 	}
 }
