@@ -54,7 +54,7 @@ func mayTakeNothing(last *pat) bool {
 	}
 	return true
 }
-func (p *pat) isNot() bool    { return p.consume == notNext || p.consume == notFollow }
+func (p *pat) isNot() bool { return p.consume == notNext || p.consume == notFollow }
 
 // takeCond is Pattern.getCondition(): the where condition, true when absent.
 func (p *pat) takeCond() *cond {
