@@ -272,12 +272,22 @@ func (ms *membership) noticeRemoved(m *meta.Meta) {
 	if f := n.meta.raft.GetConfiguration(); f.Error() == nil {
 		inGroup = slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
 	}
+	// the group may drop this node before sending it the change that
+	// does: a node left unheard by any leader for removedSilence is out
+	// of it as well
+	if lc := n.meta.raft.LastContact(); inGroup && !n.IsMetaLeader() && !lc.IsZero() && time.Since(lc) > removedSilence {
+		inGroup = false
+	}
 	if !plan.RemovedSelf(m, n.cfg.NodeID, self.Fresh, self.Started, len(n.Shards()), inGroup) {
 		return
 	}
 	ms.removed.Store(true)
 	n.log.Error("this node has been removed from the cluster: it holds no replica and no part in the metadata, and serves nothing; stop it (its data directory may go), or start it with an empty data directory to join again")
 }
+
+// removedSilence is how long a node being removed goes without hearing
+// from a metadata leader before it takes itself for out of the group.
+const removedSilence = 10 * time.Second
 
 // busyPoll is how soon the membership loops look again after a change,
 // or while one is under way (a replica catching up, shards moving).
