@@ -166,33 +166,50 @@ func backtestRun(p *nfa.Pattern, history map[string][]storedEvent, final bool) (
 	for _, src := range p.Sources() {
 		evs = append(evs, history[src]...)
 	}
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].StoredAt < evs[j].StoredAt })
-	r := nfa.NewRunner(p)
-	var ingest int64
-	r.IngestTime = func() int64 { return ingest }
+	sortByStored(evs)
 	var out []string
 	var buf []byte
-	add := func(recs []nfa.Record) {
+	_, err := replayHistory(nfa.NewRunner(p), evs, final, func(recs []nfa.Record) {
 		for i := range recs {
 			buf, _ = recs[i].AppendJSON(buf[:0])
 			out = append(out, string(buf))
 		}
+	})
+	return out, err
+}
+
+// sortByStored orders events of several sources as they were stored,
+// each source's own keeping its stream order.
+func sortByStored(evs []storedEvent) {
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].StoredAt < evs[j].StoredAt })
+}
+
+// replayHistory runs stored events through r, each at the time it was
+// stored as its ingest time, handing the records to add (nil: not
+// wanted), then finishes (to +infinity when final). A stored event the
+// engine cannot read is left out and counted, as the cluster
+// dead-letters it.
+func replayHistory(r *nfa.Runner, evs []storedEvent, final bool, add func([]nfa.Record)) (unreadable int, err error) {
+	var ingest int64
+	r.IngestTime = func() int64 { return ingest }
+	if add == nil {
+		add = func([]nfa.Record) {}
 	}
 	for _, e := range evs {
 		ingest = e.StoredAt
 		recs, err := r.Line(e.JSON)
 		if err != nil {
-			// a stored event the engine cannot read: the cluster dead-letters it
 			var ie *nfa.InputError
 			if errors.As(err, &ie) {
+				unreadable++
 				continue
 			}
-			return nil, fmt.Errorf("source %s sequence %d: %w", e.Source, e.Sequence, err)
+			return unreadable, fmt.Errorf("source %s sequence %d: %w", e.Source, e.Sequence, err)
 		}
 		add(recs)
 	}
 	add(r.Finish(final))
-	return out, nil
+	return unreadable, nil
 }
 
 func writeBacktest(w io.Writer, format string, diff *patterntest.RecordDiff, events int) error {

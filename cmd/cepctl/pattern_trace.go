@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -103,7 +102,7 @@ func runPatternTrace(ctx context.Context, d *deps, opts *patternTraceOptions) er
 		}
 		evs = append(evs, got...)
 	}
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].StoredAt < evs[j].StoredAt })
+	sortByStored(evs)
 	if opts.Last > 0 && len(evs) > opts.Last {
 		evs = evs[len(evs)-opts.Last:]
 	}
@@ -112,21 +111,11 @@ func runPatternTrace(ctx context.Context, d *deps, opts *patternTraceOptions) er
 	tw := nfa.NewTraceWriter(bw, opts.Output == "json")
 	tw.Keep = func(e *nfa.TraceEntry) bool { return e.Key == opts.Key || e.Key == "" }
 	r := nfa.NewRunner(p)
-	var ingest int64
-	r.IngestTime = func() int64 { return ingest }
 	r.SetTracer(tw.Trace)
-	unreadable := 0
-	for _, e := range evs {
-		ingest = e.StoredAt
-		if _, err := r.Line(e.JSON); err != nil {
-			var ie *nfa.InputError
-			if !errors.As(err, &ie) {
-				return fmt.Errorf("source %s sequence %d: %w", e.Source, e.Sequence, err)
-			}
-			unreadable++ // the cluster dead-lettered it
-		}
+	unreadable, err := replayHistory(r, evs, opts.FinalWatermark, nil)
+	if err != nil {
+		return err
 	}
-	r.Finish(opts.FinalWatermark)
 	tw.Flush()
 	if err := tw.Err(); err != nil {
 		return err
