@@ -88,33 +88,34 @@ const (
 )
 
 type options struct {
-	nodes        int
-	events       int
-	mode         string
-	join         int
-	shards       int
-	sourceKey    string
-	keys         int
-	window       int
-	rate         float64
-	duration     time.Duration
-	inflight     int
-	refBatch     int
-	refAckEach   bool
-	refRuns      int
-	failover     bool
-	failWait     time.Duration
-	failRuns     int
-	warmup       time.Duration
-	keep         bool
-	jsonOut      bool
-	dir          string
-	cepnode      string
-	nodeProcs    int // GOMAXPROCS of node processes (0: Go's default)
-	cpuprofile   string
-	timeout      time.Duration
-	stall        time.Duration
-	nodeLogLevel string
+	nodes          int
+	events         int
+	mode           string
+	join           int
+	shards         int
+	sourceKey      string
+	keys           int
+	window         int
+	rate           float64
+	duration       time.Duration
+	inflight       int
+	refBatch       int
+	refAckEach     bool
+	refRuns        int
+	failover       bool
+	failWait       time.Duration
+	failRuns       int
+	warmup         time.Duration
+	keep           bool
+	jsonOut        bool
+	dir            string
+	cepnode        string
+	nodeProcs      int // GOMAXPROCS of node processes (0: Go's default)
+	cpuprofile     string
+	nodeProfileFor time.Duration
+	timeout        time.Duration
+	stall          time.Duration
+	nodeLogLevel   string
 
 	patterns     int
 	scale        string // "": the cluster benchmark; keys, patterns or idle
@@ -175,7 +176,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.dir, "dir", "", "where to create the run's data directory cepbench-* (default: the system temporary directory)")
 	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", -1, "with 3 nodes: GOMAXPROCS of each node process; -1: the machine's CPUs divided among the nodes, rounded up (what Go sets for a container limited to that share), 0: Go's default (all CPUs)")
 	fs.StringVar(&o.cepnode, "cepnode", "", "cepnode binary for --nodes 3 (default: go build ./cmd/cepnode)")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the throughput phase to this file (with --nodes 1 it includes the node); with --scale idle, of node n1 over each sample, to FILE.0 and FILE.1")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the throughput phase to this file (with --nodes 1 it includes the node; with --nodes 3 it is the benchmark process's, NATS server included, and each node's profile over its first --node-profile-for goes to FILE.n1, FILE.n2, FILE.n3); with --scale idle, of node n1 over each sample, to FILE.0 and FILE.1")
+	fs.DurationVar(&o.nodeProfileFor, "node-profile-for", 10*time.Second, "with --nodes 3 and --cpuprofile: length of each node's profile from the start of the throughput phase")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "limit for the whole run")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail when the applied count does not move for this long")
 	fs.StringVar(&o.nodeLogLevel, "node-log-level", "warn", "log level of the nodes (their logs are files in the data directory: n1.log ..., n1-inprocess.log)")
@@ -539,10 +541,11 @@ func drainOutbox(ctx context.Context, o *options, c *benchCluster, res *throughp
 // startProfile starts a CPU profile of the throughput phase into path
 // (none when it is empty) and returns the function that stops it, safe to
 // call more than once.
-func startProfile(path string, res *throughput) (func(), error) {
+func startProfile(ctx context.Context, path string, nodesFor time.Duration, c *benchCluster, res *throughput) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
+	nodesDone := profileNodes(ctx, path, nodesFor, c)
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
@@ -555,12 +558,31 @@ func startProfile(path string, res *throughput) (func(), error) {
 	return sync.OnceFunc(func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		nodesDone()
 	}), nil
+}
+
+// profileNodes profiles each node running as a process of its own (they
+// run with --pprof) over d, into path.ID, and returns the function that
+// waits for the profiles; a node's failure to give one is logged.
+func profileNodes(ctx context.Context, path string, d time.Duration, c *benchCluster) func() {
+	var wg sync.WaitGroup
+	for _, m := range c.members {
+		if m.node != nil || m.api == "" {
+			continue
+		}
+		wg.Go(func() {
+			if err := nodeProfile(ctx, m.api, d, path+"."+m.id); err != nil {
+				c.log.Warn("node profile", "node", m.id, "err", err)
+			}
+		})
+	}
+	return wg.Wait
 }
 
 func measureThroughput(ctx context.Context, o *options, c *benchCluster, pub *publisher, evs *events, subj []string, log *slog.Logger) (*throughput, error) {
 	res := &throughput{Events: evs.len(), Mode: "live"}
-	stopProfile, err := startProfile(o.cpuprofile, res)
+	stopProfile, err := startProfile(ctx, o.cpuprofile, o.nodeProfileFor, c, res)
 	if err != nil {
 		return nil, err
 	}
@@ -641,7 +663,7 @@ func measureBacklog(ctx context.Context, o *options, c *benchCluster, pub *publi
 	res.PublishSeconds = d.Seconds()
 	res.PublishEventsPerSec = float64(evs.len()) / d.Seconds()
 	log.Info("throughput: backlog published", "took", d.Round(time.Millisecond), "events/s", int(res.PublishEventsPerSec))
-	stopProfile, err := startProfile(o.cpuprofile, res)
+	stopProfile, err := startProfile(ctx, o.cpuprofile, o.nodeProfileFor, c, res)
 	if err != nil {
 		return nil, err
 	}
