@@ -182,7 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail when the applied count does not move for this long")
 	fs.StringVar(&o.nodeLogLevel, "node-log-level", "warn", "log level of the nodes (their logs are files in the data directory: n1.log ..., n1-inprocess.log)")
 	fs.IntVar(&o.patterns, "patterns", 1, "with --mode live: deploy this many copies of the pattern on the source (each with its own name and output)")
-	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys) or idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic)")
+	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys), idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic) or filters (NATS alone: the CPU of reading a source stream of --events events split among --shards shards (default 3) in several consumer and subject layouts)")
 	fs.StringVar(&o.scalePattern, "scale-pattern", "examples/login-fail-logout.yaml", "--scale keys and patterns: the pattern file (relative to the module root when not found here)")
 	fs.StringVar(&o.counts, "scale-counts", "", "--scale keys: key counts (default 1000,100000,1000000); patterns: pattern counts (default 1,10,100)")
 	fs.StringVar(&o.memprofile, "memprofile", "", "--scale keys: write a heap profile after the last count to this file")
@@ -202,8 +202,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--mode must be backlog or live")
 	case o.join < 0 || o.join > 0 && o.nodes != 1:
 		return nil, fmt.Errorf("--join N starts N nodes joining the in-process node: it needs --nodes 1")
-	case o.scale != "" && o.scale != "keys" && o.scale != "patterns" && o.scale != "idle":
-		return nil, fmt.Errorf("--scale must be keys, patterns or idle")
+	case o.scale != "" && o.scale != "keys" && o.scale != "patterns" && o.scale != "idle" && o.scale != "filters":
+		return nil, fmt.Errorf("--scale must be keys, patterns, idle or filters")
 	case o.scale == "idle" && (o.shards < 0 || o.idleFor <= 0 || o.idleSettle < 0):
 		return nil, fmt.Errorf("--scale idle: --shards must not be negative, --idle-for positive")
 	case o.patterns < 1 || o.patterns > 1 && o.mode != "live":

@@ -22,11 +22,12 @@ import (
 // patterns offline (the engine alone, through nfa.Runner as cepctl run
 // drives it), or the idle CPU of a cluster.
 type scaleResult struct {
-	Mode     string     `json:"mode"`
-	Pattern  string     `json:"pattern,omitempty"`
-	Keys     []keysRow  `json:"keys,omitempty"`
-	Patterns []patRow   `json:"patterns,omitempty"`
-	Idle     []idlePart `json:"idle,omitempty"`
+	Mode     string       `json:"mode"`
+	Pattern  string       `json:"pattern,omitempty"`
+	Keys     []keysRow    `json:"keys,omitempty"`
+	Patterns []patRow     `json:"patterns,omitempty"`
+	Idle     []idlePart   `json:"idle,omitempty"`
+	Filters  []filtersRow `json:"filters,omitempty"`
 }
 
 // keysRow is one run of --scale keys: a LOGIN then a PAYMENT_FAILED per
@@ -396,8 +397,16 @@ func runScale(ctx context.Context, o *options, rep *Report, dir string, startNAT
 		defer stop()
 		res.Idle, err = measureIdle(ctx, o, dir, url, log)
 		return err
+	case "filters":
+		url, stop, err := startNATS()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		res.Filters, err = measureFilters(ctx, o, url, log)
+		return err
 	}
-	return fmt.Errorf("--scale: want keys, patterns or idle")
+	return fmt.Errorf("--scale: want keys, patterns, idle or filters")
 }
 
 // writeScale prints what --scale measured.
@@ -424,6 +433,15 @@ func (r *scaleResult) writeText(p func(string, ...any)) {
 				each = append(each, fmt.Sprintf("%s %.3f", pr.Name, pr.Cores))
 			}
 			p("  %s, over %.0f s (load avg %s): %s cores", part.What, part.Seconds, part.LoadAvg, strings.Join(each, ", "))
+		}
+	case "filters":
+		p("NATS only: a source stream read by shards' consumers in each layout; CPU of this process (server and readers) per stored event")
+		p("%-26s %10s %8s %10s %9s %14s %8s  %s", "layout", "consumers", "filters", "delivered", "seconds", "CPU µs/event", "cores", "load avg")
+		for _, f := range r.Filters {
+			p("%-26s %10d %8d %10s %9.2f %14.2f %8.2f  %s", f.Layout, f.Consumers, f.Filters, group(float64(f.Delivered)), f.Seconds, f.CPUMicros, f.CPUCores, f.LoadAvg)
+		}
+		for _, f := range r.Filters {
+			p("  %s: %s", f.Layout, f.Describing)
 		}
 	}
 }
