@@ -57,22 +57,26 @@ type setupInfo struct {
 }
 
 type throughput struct {
-	Mode                 string    `json:"mode"` // backlog or live
-	Events               int       `json:"events"`
-	AppliedSeconds       float64   `json:"applied_seconds"`
-	EventsPerSec         float64   `json:"events_per_sec"`
-	PublishSeconds       float64   `json:"publish_seconds"`
-	PublishEventsPerSec  float64   `json:"publish_events_per_sec"`
-	OutboxDrainedSeconds float64   `json:"outbox_drained_seconds"`
-	Matches              int64     `json:"matches"`
-	Timeouts             int64     `json:"timeouts"`
-	DeadLetters          int64     `json:"dead_letters"`
-	RatioToReference     float64   `json:"ratio_to_reference"`
-	Target               float64   `json:"target"`
-	TargetMet            bool      `json:"target_met"`
-	CPUProfile           string    `json:"cpu_profile,omitempty"`
-	CPU                  *cpuUsage `json:"machine_cpu,omitempty"`
-	Own                  *ownCPU   `json:"own_cpu,omitempty"`
+	Mode                 string  `json:"mode"` // backlog or live
+	Events               int     `json:"events"`
+	AppliedSeconds       float64 `json:"applied_seconds"`
+	EventsPerSec         float64 `json:"events_per_sec"`
+	PublishSeconds       float64 `json:"publish_seconds"`
+	PublishEventsPerSec  float64 `json:"publish_events_per_sec"`
+	OutboxDrainedSeconds float64 `json:"outbox_drained_seconds"`
+	Matches              int64   `json:"matches"`
+	Timeouts             int64   `json:"timeouts"`
+	DeadLetters          int64   `json:"dead_letters"`
+	RatioToReference     float64 `json:"ratio_to_reference"`
+	Target               float64 `json:"target"`
+	TargetMet            bool    `json:"target_met"`
+	CPUTarget            float64 `json:"cpu_target"` // own CPU per event over the reference's, at most
+	CPUTargetMet         bool    `json:"cpu_target_met"`
+	CPUProfile           string  `json:"cpu_profile,omitempty"`
+	// Breakdown is where the CPU of each profiled process went, per event
+	Breakdown []cpuBreakdown `json:"cpu_breakdown,omitempty"`
+	CPU       *cpuUsage      `json:"machine_cpu,omitempty"`
+	Own       *ownCPU        `json:"own_cpu,omitempty"`
 	// CPU per event over the reference's: the benchmark's processes, and
 	// the machine's
 	OwnCPURatio     float64 `json:"own_cpu_per_event_ratio_to_reference,omitempty"`
@@ -275,6 +279,12 @@ func (r *Report) writeText(w io.Writer) {
 		printOwn(p, t.Own)
 		if t.CPUProfile != "" {
 			p("             CPU profile of the throughput phase: %s", t.CPUProfile)
+			for _, b := range t.Breakdown {
+				p("             where %s's CPU went (%.1f µs per event):", b.Profile, b.Total)
+				for _, part := range b.Parts {
+					p("               %-40s %6.2f µs/event", part.Category, part.MicrosPerEvent)
+				}
+			}
 		}
 	}
 	if f := r.Ref; f != nil {
@@ -293,7 +303,7 @@ func (r *Report) writeText(w io.Writer) {
 	if t := r.Thru; t != nil && r.Ref != nil {
 		p("  ratio      %12.3f           target >= %.2f: %s", t.RatioToReference, t.Target, mark(t.TargetMet))
 		if t.OwnCPURatio > 0 || t.MachineCPURatio > 0 {
-			p("  CPU/event  %12s           over the reference's: own processes %s, machine %s", "", ratioText(t.OwnCPURatio), ratioText(t.MachineCPURatio))
+			p("  CPU/event  %12s           over the reference's: own processes %s, machine %s; target own <= %.1f x: %s", "", ratioText(t.OwnCPURatio), ratioText(t.MachineCPURatio), t.CPUTarget, mark(t.CPUTargetMet))
 		}
 	}
 	if j := r.Join; j != nil {
