@@ -35,6 +35,15 @@ lint: tools
 chaos:
 	CEP_FAULTS=all CEP_FAULT_SEEDS=$${CEP_FAULT_SEEDS:-3} go test ./test/integration -run 'TestFaults$$' -count=1 -v -timeout 120m
 
+.PHONY: soak
+# soak runs random faults of the fault suite against a cluster under steady
+# load for DURATION (default 1h), checking every record after each round,
+# and fails on memory, goroutines, open files, disk or JetStream consumers
+# growing past the bounds in test/integration/soak_test.go. CI runs 3m.
+DURATION ?= 1h
+soak:
+	CEP_SOAK=$(DURATION) go test ./test/integration -run 'TestSoak$$' -count=1 -v -timeout 6h
+
 # build builds cepnode and cepctl into ./bin, stamped with VERSION (default:
 # git describe) so that --version and cepctl version say which release runs.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)

@@ -226,7 +226,8 @@ func positionBefore(ctx context.Context, js jetstream.JetStream, stream string, 
 	case lm.Time.Before(t):
 		return last, nil
 	}
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t})
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t,
+		InactiveThreshold: 10 * time.Second}) // one fetch: gone soon after
 	if err != nil {
 		return 0, err
 	}

@@ -88,6 +88,29 @@ func (r *Leader) readFromApplied(ctx context.Context, spec func() readSpec) erro
 	}
 }
 
+// consumerInactive is how long the server keeps a reader's consumer that
+// nobody pulls from: the backstop for a reader whose consumer could not be
+// deleted (NATS unreachable, the node killed). nats.go's default, five
+// minutes, kept a consumer for each read a leader change or a refused
+// entry ended (the soak counted over a hundred after three minutes of
+// faults). A live reader pulls far more often than this.
+const consumerInactive = 30 * time.Second
+
+// dropConsumer deletes the server's side of a reader's ordered consumer
+// once the read is over (stopping the iterator does not): bounded, and
+// left to consumerInactive when the server cannot be reached.
+func (r *Leader) dropConsumer(stream string, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.env.JetStream().DeleteConsumer(ctx, stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		r.log.Debug("reader's consumer not deleted: the server drops it when inactive", "stream", stream, "consumer", info.Name, "err", err)
+	}
+}
+
 // readSpec is what read reads and how it logs it.
 type readSpec struct {
 	source  string // whose stream it is (its identity is the source's)
@@ -104,8 +127,9 @@ type readSpec struct {
 func (r *Leader) read(ctx context.Context, rs readSpec) error {
 	pos := rs.from
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: rs.filters,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		FilterSubjects:    rs.filters,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: consumerInactive,
 	}
 	if pos > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
@@ -120,6 +144,8 @@ func (r *Leader) read(ctx context.Context, rs readSpec) error {
 	if err != nil {
 		return err
 	}
+	// runs after the reader stops (deferred before it)
+	defer r.dropConsumer(rs.stream, cons)
 	it, err := cons.Messages(jetstream.PullMaxMessages(r.env.Config.IngestBatch))
 	if err != nil {
 		return err

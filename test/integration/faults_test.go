@@ -290,9 +290,13 @@ const faultToken = "s3cret"
 // faultReplicas is how many replicas each shard has (the default).
 const faultReplicas = 3
 
-func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
+// newFaultRun starts the fault suite's cluster: a NATS server and three
+// nodes (each in a network namespace when withLab), with n4 ready to join,
+// every node run with args more; it stops them when the test ends, with
+// their logs' ends when it failed.
+func newFaultRun(t *testing.T, args []string, withLab bool, within time.Duration) *faultRun {
 	tc := &testCluster{t: t, base: t.TempDir(), hc: http.DefaultClient, scheme: "http"}
-	tc.ctx = tc.context(6 * time.Minute)
+	tc.ctx = tc.context(within)
 	r := &faultRun{testCluster: tc, token: faultToken}
 	names := []string{"n1", "n2", "n3", "n4"} // n4 joins later
 	addr := func(name string, port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
@@ -337,13 +341,13 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
 			"--nats", tc.natsAt, "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"),
 			"--dead-after", "30s", "--cluster-secret-file", r.secretFile, "--savepoint-dir", filepath.Join(tc.base, "savepoints")}
-		p.args = append(p.args, f.args...)
+		p.args = append(p.args, args...)
 		p.env = []string{"CEPNODE_TOKEN=" + r.token}
 		if p != r.joiner {
 			p.start(t)
 		}
 	}
-	defer func() {
+	t.Cleanup(func() {
 		for _, p := range append(tc.procs, r.joiner) {
 			if p.cmd != nil && p.cmd.Process != nil {
 				p.cmd.Process.Signal(syscall.SIGCONT) // a paused one dies too
@@ -359,22 +363,14 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 			b, _ := os.ReadFile(r.natsLog)
 			t.Logf("log of NATS:\n%s", lastLines(string(b), 20))
 		}
-	}()
+	})
+	return r
+}
 
+func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
+	r := newFaultRun(t, f.args, withLab, 6*time.Minute)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	c := r.client()
-	tc.createBank(c)
-	specs := faultSpecs(rng)
-	for _, s := range specs {
-		testutil.EventuallyEvery(t, 30*time.Second, poll, func() error {
-			_, err := c.patterns.DeployPattern(tc.ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)}))
-			if err != nil && strings.Contains(err.Error(), "already") {
-				return nil
-			}
-			return err
-		})
-	}
-	r.waitServing(time.Minute)
+	specs := r.deployWorkload(rng)
 	lines := workload.Sessions(rng, 3000)
 
 	var before map[string][]string
@@ -384,7 +380,7 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 		// publish through the whole run, the fault a third of the way in
 		const spread = 3 * faultTime
 		published := make(chan error, 1)
-		go func() { published <- r.publishSpread(lines, spread) }()
+		go func() { published <- r.publishSpread(lines, 0, spread) }()
 		time.Sleep(spread / 3)
 		heal := f.inject(r, rng)
 		time.Sleep(faultTime)
@@ -399,6 +395,38 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 	}
 	r.waitServing(30 * time.Second)
 
+	total := r.checkRecords(specs, lines, before, f.name)
+	r.replicasAgree()
+	if t.Failed() {
+		return
+	}
+	t.Logf("%s seed %d: %d events, %d records compared: 0 lost, 0 duplicated, 0 unexpected", f.name, seed, len(lines), total)
+}
+
+// deployWorkload creates the bank source and deploys the workload's
+// patterns (faultSpecs), and waits until the cluster serves them.
+func (r *faultRun) deployWorkload(rng *rand.Rand) [][]byte {
+	c := r.client()
+	r.createBank(c)
+	specs := faultSpecs(rng)
+	for _, s := range specs {
+		testutil.EventuallyEvery(r.t, 30*time.Second, poll, func() error {
+			_, err := c.patterns.DeployPattern(r.ctx, req(&cepv1.DeployPatternRequest{Spec: string(s)}))
+			if err != nil && strings.Contains(err.Error(), "already") {
+				return nil
+			}
+			return err
+		})
+	}
+	r.waitServing(time.Minute)
+	return specs
+}
+
+// checkRecords checks that every pattern's records are the offline
+// engine's from lines, each once (with before, the records of a cluster
+// this one replaced, by pattern), and returns how many were compared.
+func (r *faultRun) checkRecords(specs [][]byte, lines []string, before map[string][]string, what string) int {
+	t, tc := r.t, r.testCluster
 	// every pattern's records are the offline engine's, each once
 	total := 0
 	for _, s := range specs {
@@ -431,15 +459,11 @@ func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
 			ids[v.ID] = true
 		}
 		if d := differsFromOffline(withoutIDs(raw), want, string(s)); d != "" {
-			t.Errorf("%s after %s: %s", name, f.name, d)
+			t.Errorf("%s after %s: %s", name, what, d)
 		}
 		total += len(want)
 	}
-	r.replicasAgree()
-	if t.Failed() {
-		return
-	}
-	t.Logf("%s seed %d: %d events, %d records compared: 0 lost, 0 duplicated, 0 unexpected", f.name, seed, len(lines), total)
+	return total
 }
 
 func (r *faultRun) client() clients {
@@ -484,7 +508,7 @@ func (r *faultRun) stopNATS() {
 // subject bank.<account>), spread over about d, each with a message id and
 // retried until JetStream stores it, so that a NATS restart loses and
 // doubles nothing; it gives up after a few minutes.
-func (r *faultRun) publishSpread(lines []string, d time.Duration) error {
+func (r *faultRun) publishSpread(lines []string, first int, d time.Duration) error {
 	nc, err := nats.Connect(r.natsAt, nats.UserInfo(cluster.NATSPublisherUser, r.secret.Token(secret.NATSPublic)),
 		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
@@ -509,7 +533,7 @@ func (r *faultRun) publishSpread(lines []string, d time.Duration) error {
 		}
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := js.Publish(ctx, "bank."+ev.Account, []byte(l), jetstream.WithMsgID(fmt.Sprintf("ev-%d", i)))
+			_, err := js.Publish(ctx, "bank."+ev.Account, []byte(l), jetstream.WithMsgID(fmt.Sprintf("ev-%d", first+i)))
 			cancel()
 			if err == nil {
 				break
@@ -905,7 +929,7 @@ func runWithin(cmd *exec.Cmd, d time.Duration) (string, error) {
 func freshRestore(r *faultRun, lines []string) map[string][]string {
 	t := r.t
 	half := len(lines) / 2
-	if err := r.publishSpread(lines[:half], faultTime); err != nil {
+	if err := r.publishSpread(lines[:half], 0, faultTime); err != nil {
 		t.Fatal(err)
 	}
 	r.waitDrained()
@@ -948,7 +972,7 @@ func freshRestore(r *faultRun, lines []string) map[string][]string {
 		return err
 	})
 	r.waitServing(time.Minute)
-	if err := r.publishSpread(lines[half:], faultTime); err != nil {
+	if err := r.publishSpread(lines[half:], half, faultTime); err != nil {
 		t.Fatal(err)
 	}
 	return before

@@ -473,7 +473,9 @@ func (tc *testCluster) outputs(subject string) []string {
 	if total == 0 {
 		return nil
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	// gone soon after the read: a test reading again and again (the soak
+	// does, every round) must not pile consumers up
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
