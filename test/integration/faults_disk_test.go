@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cepcluster/cep/internal/testutil"
 )
 
 func init() {
@@ -49,6 +53,20 @@ func diskFull(r *faultRun, rng *rand.Rand) func() {
 	filler := filepath.Join(p.dir, "filler")
 	n := fillUp(filler)
 	t.Logf("%s (a shard leader) on a %d MiB filesystem, filled up (%d MiB of filler) under load", p.id, size>>20, n>>20)
+	// it says so: not ready, naming its data directory
+	testutil.EventuallyEvery(t, 10*time.Second, 200*time.Millisecond, func() error {
+		res, err := http.Get("http://" + p.api + "/readyz")
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), p.dir) {
+			return fmt.Errorf("%s's /readyz with its disk full: %d %s", p.id, res.StatusCode, b)
+		}
+		t.Logf("%s's /readyz: %s", p.id, strings.TrimSpace(string(b)))
+		return nil
+	})
 	return func() {
 		if err := os.Remove(filler); err != nil {
 			t.Errorf("free %s's filesystem: %v", p.id, err)
