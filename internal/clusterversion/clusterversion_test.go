@@ -65,7 +65,7 @@ func TestReportedNoneIsBase(t *testing.T) {
 		}
 	}
 	err := clusterversion.Unreadable(clusterversion.Highest + 1)
-	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), (clusterversion.Highest + 1).String()) {
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), (clusterversion.Highest+1).String()) {
 		t.Errorf("above Highest: %v", err)
 	}
 }
