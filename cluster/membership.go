@@ -19,6 +19,7 @@ import (
 	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/secret"
+	"github.com/cepcluster/cep/internal/clusterversion"
 	"github.com/cepcluster/cep/internal/raftlog"
 	"github.com/cepcluster/cep/internal/version"
 )
@@ -71,7 +72,7 @@ func (ms *membership) joinGossip() error {
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
 		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
 		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: key, Fresh: n.meta.fresh, Proto: protoCurrent,
-		Prove: prove, Release: version.Get().Version,
+		Prove: prove, Release: version.Get().Version, Version: int(clusterversion.Highest),
 	})
 	if err != nil {
 		return err // says "gossip: ..." itself
