@@ -3,10 +3,16 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cepcluster/cep/api"
 	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/meta"
@@ -91,4 +97,210 @@ func checkVersionLine(t *testing.T, who string, err error, active clusterversion
 		!strings.Contains(err.Error(), "up to "+clusterversion.Highest.String()) {
 		t.Errorf("%s: %v", who, err)
 	}
+}
+
+// The rolling upgrade from the release test/upgrade/PREVIOUS names: a
+// cluster of three nodes of it, under the fault suite's workload, has its
+// nodes replaced by this build one at a time while events flow. The long
+// run (CEP_FAULTS=rolling-upgrade, and make chaos) kills one node with
+// SIGKILL mid-upgrade and rolls one back to the previous release before
+// finishing; the short one (go test ./..., "upgrade") replaces each node
+// once. Both check that the cluster version stays at the base version
+// while a node of the previous release is a member and moves up once none
+// is, and, as every fault, that each pattern's records equal the offline
+// engine's, none lost or doubled, and that the replicas agree. Skipped,
+// saying why, when the previous release cannot be built (no git history:
+// a shallow clone, or its modules not reachable).
+func init() {
+	faults = append(faults,
+		fault{name: "upgrade", smoke: true, bin: previousCepnode, scenario: func(r *faultRun, lines []string) map[string][]string {
+			return rollingUpgrade(r, lines, false)
+		}},
+		fault{name: "rolling-upgrade", bin: previousCepnode, scenario: func(r *faultRun, lines []string) map[string][]string {
+			return rollingUpgrade(r, lines, true)
+		}},
+	)
+}
+
+// rollingUpgrade publishes lines while it replaces the nodes (all of the
+// previous release) by this build, one at a time; long adds a SIGKILL and
+// a rollback.
+func rollingUpgrade(r *faultRun, lines []string, long bool) map[string][]string {
+	t := r.t
+	previous := r.procs[0].bin
+	spread := 60 * time.Second
+	if long {
+		spread = 2 * time.Minute
+	}
+	published := make(chan error, 1)
+	go func() { published <- r.publishSpread(lines, spread) }()
+	defer func() {
+		if err := <-published; err != nil {
+			t.Fatal(err)
+		}
+	}()
+	time.Sleep(spread / 10)
+	// replace runs p with bin: stopped as an operator's rolling update
+	// stops it (SIGTERM, it hands over its leaderships), or killed
+	replace := func(p *proc, bin string, kill bool) {
+		t.Helper()
+		what := map[bool]string{false: "this build", true: "the previous release"}[bin != ""]
+		if kill {
+			t.Logf("kill -9 %s, restarted with %s", p.id, what)
+			p.kill()
+		} else {
+			t.Logf("stop %s, restarted with %s", p.id, what)
+			stopGracefully(t, p)
+		}
+		p.bin = bin
+		p.start(t)
+		r.waitServing(2 * time.Minute)
+		r.checkClusterVersion(clusterversion.Base)
+	}
+	n1, n2, n3 := r.procs[0], r.procs[1], r.procs[2]
+	replace(n1, "", false)
+	if long {
+		replace(n2, "", true)
+		replace(n2, previous, false) // rolled back: the version has not moved
+	}
+	replace(n2, "", false)
+	// the last one: the version moves once it runs this build
+	t.Logf("stop %s, restarted with this build", n3.id)
+	stopGracefully(t, n3)
+	n3.bin = ""
+	n3.start(t)
+	r.waitServing(2 * time.Minute)
+	testutil.EventuallyEvery(t, time.Minute, 200*time.Millisecond, func() error {
+		return r.clusterVersionIs(clusterversion.Highest)
+	})
+	t.Logf("every node runs this build; cluster version %v", clusterversion.Highest)
+	return nil
+}
+
+// checkClusterVersion fails the test unless every node of this build says
+// the cluster version is v (asked once each, at a moment when it cannot
+// move).
+func (r *faultRun) checkClusterVersion(v clusterversion.Version) {
+	r.t.Helper()
+	if err := r.clusterVersionIs(v); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// clusterVersionIs says how the cluster version that the nodes of this
+// build report differs from v, nil when none does; nodes of the previous
+// release (which report none) are not asked.
+func (r *faultRun) clusterVersionIs(v clusterversion.Version) error {
+	for _, p := range r.procs {
+		if p.bin != "" {
+			continue
+		}
+		res, err := r.clients(p.api, api.WithClientToken(r.token)).cluster.GetStatus(r.ctx, req(&cepv1.GetStatusRequest{}))
+		if err != nil {
+			return fmt.Errorf("%s: %v", p.id, err)
+		}
+		if got := clusterversion.Active(res.Msg.GetSummary().GetClusterVersion()); got != v {
+			return fmt.Errorf("%s says the cluster version is %v, want %v", p.id, got, v)
+		}
+	}
+	return nil
+}
+
+// stopGracefully stops p as a rolling update does (SIGTERM), and kills it
+// if it has not stopped within 40 s (cepnode's shutdown takes at most 30).
+func stopGracefully(t *testing.T, p *proc) {
+	t.Helper()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		t.Errorf("%s did not stop within 40 s of SIGTERM", p.id)
+		p.cmd.Process.Kill()
+		<-done
+	}
+	p.cmd = nil
+	if p.logf != nil {
+		p.logf.Close()
+	}
+}
+
+var (
+	previousOnce sync.Once
+	previousBin  string
+	previousErr  error
+)
+
+// previousCepnode is cepnode built at the commit test/upgrade/PREVIOUS
+// names (once per test process), or skips the test saying why it cannot
+// be built.
+func previousCepnode(t *testing.T) string {
+	t.Helper()
+	previousOnce.Do(func() { previousBin, previousErr = buildPrevious(filepath.Dir(cepnodeBin)) })
+	if previousErr != nil {
+		t.Skipf("no previous release to upgrade from: %v", previousErr)
+	}
+	return previousBin
+}
+
+// buildPrevious extracts the previous release's tree from git history
+// (git archive: the clone's worktrees and index stay as they are) and
+// builds its cepnode into dir.
+func buildPrevious(dir string) (string, error) {
+	b, err := os.ReadFile("../upgrade/PREVIOUS")
+	if err != nil {
+		return "", err
+	}
+	var commit string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			commit = f[0]
+			break
+		}
+	}
+	if commit == "" {
+		return "", errors.New("../upgrade/PREVIOUS names no commit")
+	}
+	if out, err := exec.Command("git", "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("commit %s is not in this clone's history (a shallow clone? fetch with --unshallow): %v %s", commit, err, strings.TrimSpace(string(out)))
+	}
+	src := filepath.Join(dir, "previous-src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(src)
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("not in a git clone: %v", err)
+	}
+	// from the top: in a subdirectory git archive takes only that one
+	archive := exec.Command("git", "archive", "--format=tar", commit)
+	archive.Dir = strings.TrimSpace(string(top))
+	untar := exec.Command("tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	untar.Stdin = pipe
+	if err := archive.Start(); err != nil {
+		return "", err
+	}
+	out, err := untar.CombinedOutput()
+	if werr := archive.Wait(); err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		return "", fmt.Errorf("extracting %s: %v %s", commit, err, out)
+	}
+	bin := filepath.Join(dir, "cepnode-previous")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/cepnode")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building cepnode at %s failed (its modules not reachable?): %v\n%s", commit, err, lastLines(string(out), 5))
+	}
+	return bin, nil
 }
