@@ -937,6 +937,7 @@ func freshRestore(r *faultRun, lines []string) map[string][]string {
 		if err := os.Rename(p.dir, p.dir+".before"); err != nil {
 			t.Fatal(err)
 		}
+		p.bin = "" // this build's cluster, whichever release took the savepoint
 	}
 	r.stopNATS()
 	for i, a := range r.natsArgs {

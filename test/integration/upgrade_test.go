@@ -105,7 +105,9 @@ func checkVersionLine(t *testing.T, who string, err error, active clusterversion
 // run (CEP_FAULTS=rolling-upgrade, and make chaos) kills one node with
 // SIGKILL mid-upgrade and rolls one back to the previous release before
 // finishing; the short one (go test ./..., "upgrade") replaces each node
-// once. Both check that the cluster version stays at the base version
+// once. ("upgrade-restore", in the long set too, restores a savepoint the
+// previous release took into a fresh cluster of this build.) Both check
+// that the cluster version stays at the base version
 // while a node of the previous release is a member and moves up once none
 // is, and, as every fault, that each pattern's records equal the offline
 // engine's, none lost or doubled, and that the replicas agree. Skipped,
@@ -119,6 +121,9 @@ func init() {
 		fault{name: "rolling-upgrade", bin: previousCepnode, scenario: func(r *faultRun, lines []string) map[string][]string {
 			return rollingUpgrade(r, lines, true)
 		}},
+		// a savepoint of the previous release restored into a fresh
+		// cluster of this build
+		fault{name: "upgrade-restore", bin: previousCepnode, scenario: freshRestore},
 	)
 }
 
