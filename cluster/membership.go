@@ -48,6 +48,8 @@ type membership struct {
 	// unprovenWarned: the gossip claims without a proof of the secret
 	// already warned of
 	unprovenWarned map[string]bool
+	// behindWarned: the members below the cluster version already warned of
+	behindWarned map[string]bool
 	// removed: this node has left the cluster (noticeRemoved), read by
 	// Ready
 	removed atomic.Bool
@@ -337,6 +339,9 @@ func (ms *membership) registerMembers(ctx context.Context, m *meta.Meta) (bool, 
 			continue // a process removed from the cluster, still running
 		}
 		nd := m.Node(mb.ID)
+		if nd == nil && !ms.readsVersion(mb, m.ActiveVersion()) {
+			continue
+		}
 		if nd != nil && nd.RaftAddr == mb.RaftAddr && nd.APIAddr == mb.APIAddr && nd.GossipAddr == mb.GossipAddr {
 			continue
 		}

@@ -169,3 +169,22 @@ func (n *Node) highestVersionOf(id string) uint32 {
 	mb, _ := n.gossip.Member(id)
 	return uint32(mb.Version)
 }
+
+// readsVersion reports whether gossip member mb's release reads the
+// cluster version v; a node that does not is not taken in (warned of once):
+// it could not read what the members write.
+func (ms *membership) readsVersion(mb gossip.Member, v clusterversion.Version) bool {
+	if clusterversion.Reported(mb.Version) >= v {
+		return true
+	}
+	key := fmt.Sprintf("%s\x00%d", mb.ID, mb.Version)
+	if ms.behindWarned == nil || len(ms.behindWarned) > 1000 {
+		ms.behindWarned = map[string]bool{} // bounded: warned of again
+	}
+	if !ms.behindWarned[key] {
+		ms.behindWarned[key] = true
+		ms.n.log.Warn("a node whose release cannot read the cluster version is not taken in: run a release that reads it",
+			"member", mb.ID, "release", mb.Release, "writes", clusterversion.Reported(mb.Version), "version", v)
+	}
+	return false
+}

@@ -104,7 +104,8 @@ func checkVersionLine(t *testing.T, who string, err error, active clusterversion
 // nodes replaced by this build one at a time while events flow. The long
 // run (CEP_FAULTS=rolling-upgrade, and make chaos) kills one node with
 // SIGKILL mid-upgrade and rolls one back to the previous release before
-// finishing; the short one (go test ./..., "upgrade") replaces each node
+// finishing, and once the version has moved starts a fourth node of the
+// previous release, which must not be taken in; the short one (go test ./..., "upgrade") replaces each node
 // once. ("upgrade-restore", in the long set too, restores a savepoint the
 // previous release took into a fresh cluster of this build.) Both check
 // that the cluster version stays at the base version
@@ -179,6 +180,33 @@ func rollingUpgrade(r *faultRun, lines []string, long bool) map[string][]string 
 		return r.clusterVersionIs(clusterversion.Highest)
 	})
 	t.Logf("every node runs this build; cluster version %v", clusterversion.Highest)
+	if long {
+		// a node of the previous release cannot read what the members
+		// now write: it is not taken in
+		j := r.joiner
+		j.bin = previous
+		j.start(t)
+		defer j.kill()
+		testutil.EventuallyEvery(t, time.Minute, 200*time.Millisecond, func() error {
+			for _, p := range r.procs {
+				b, _ := os.ReadFile(p.dir + ".log")
+				if strings.Contains(string(b), "cannot read the cluster version is not taken in") && strings.Contains(string(b), "member="+j.id) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no node says it does not take %s in", j.id)
+		})
+		res, err := r.client().cluster.GetStatus(r.ctx, req(&cepv1.GetStatusRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, nd := range res.Msg.GetNodes() {
+			if nd.GetId() == j.id {
+				t.Fatalf("%s, of the previous release, joined a cluster at %v", j.id, clusterversion.Highest)
+			}
+		}
+		t.Logf("%s of the previous release is not taken in", j.id)
+	}
 	return nil
 }
 
