@@ -19,6 +19,7 @@ import (
 	"github.com/cepcluster/cep/cluster/peer"
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/secret"
+	"github.com/cepcluster/cep/internal/clusterversion"
 	"github.com/cepcluster/cep/internal/raftlog"
 	"github.com/cepcluster/cep/internal/version"
 )
@@ -47,6 +48,8 @@ type membership struct {
 	// unprovenWarned: the gossip claims without a proof of the secret
 	// already warned of
 	unprovenWarned map[string]bool
+	// behindWarned: the members below the cluster version already warned of
+	behindWarned map[string]bool
 	// removed: this node has left the cluster (noticeRemoved), read by
 	// Ready
 	removed atomic.Bool
@@ -71,7 +74,7 @@ func (ms *membership) joinGossip() error {
 		NodeID: n.cfg.NodeID, BindAddr: n.cfg.GossipAddr, Advertise: n.advertised.GossipAddr,
 		RaftAddr: n.mux.Addr().String(), APIAddr: n.advertised.APIAddr,
 		Logger: n.log.With("component", "gossip"), Fast: n.cfg.knobs().FastGossip, SecretKey: key, Fresh: n.meta.fresh, Proto: protoCurrent,
-		Prove: prove, Release: version.Get().Version,
+		Prove: prove, Release: version.Get().Version, Version: int(clusterversion.Highest),
 	})
 	if err != nil {
 		return err // says "gossip: ..." itself
@@ -336,6 +339,9 @@ func (ms *membership) registerMembers(ctx context.Context, m *meta.Meta) (bool, 
 			continue // a process removed from the cluster, still running
 		}
 		nd := m.Node(mb.ID)
+		if nd == nil && !ms.readsVersion(mb, m.ActiveVersion()) {
+			continue
+		}
 		if nd != nil && nd.RaftAddr == mb.RaftAddr && nd.APIAddr == mb.APIAddr && nd.GossipAddr == mb.GossipAddr {
 			continue
 		}

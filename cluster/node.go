@@ -31,6 +31,7 @@ import (
 	"github.com/cepcluster/cep/cluster/plan"
 	"github.com/cepcluster/cep/cluster/transport"
 	"github.com/cepcluster/cep/console"
+	"github.com/cepcluster/cep/internal/clusterversion"
 	"github.com/cepcluster/cep/internal/raftlog"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/shard"
@@ -101,6 +102,8 @@ type Node struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	// failed carries why the node cannot go on (Failed)
+	failed chan error
 	// wg counts the node's goroutines, all started by spawn; closing,
 	// under spawnMu, stops spawn once Close waits for them
 	spawnMu sync.Mutex
@@ -181,6 +184,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.replicas = newReplicaSet(n)
 	n.membership = &membership{n: n}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.failed = make(chan error, 1)
 	n.peerHTTP = http.DefaultClient
 	if cfg.TLS != nil {
 		n.peerTLS = http.DefaultTransport.(*http.Transport).Clone()
@@ -286,6 +290,11 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return n, fmt.Errorf("metadata group: %w", err)
 	}
 	n.metaFSM.Store(n.meta.fsm)
+	// the metadata as its last snapshot left it: a release that cannot
+	// read the cluster's version stops before it writes anything
+	if err := clusterversion.Unreadable(n.Meta().ActiveVersion()); err != nil {
+		return n, err
+	}
 	// a new cluster's shard layout follows from the configuration; the
 	// metadata group records it when the cluster is first initialised
 	replication := min(cfg.Replicas, len(cfg.Peers))
@@ -348,6 +357,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.spawn(n.replicas.run)
 	n.spawn(n.membership.run)
 	n.spawn(n.forgetDeleted)
+	n.spawn(n.moveVersion)
 	if n.ns != nil && !cfg.Secret.IsZero() {
 		n.spawn(func() { n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats")) })
 	}

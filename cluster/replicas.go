@@ -213,6 +213,7 @@ func (rs *replicaSet) open(info meta.ShardInfo, groups int, bootstrap []raft.Ser
 		}
 		return err
 	}
+	n.writeShardFormats(sh)
 	ctx, cancel := context.WithCancel(n.ctx)
 	rep := &replica{sh: sh, trans: trans, cancel: cancel, done: make(chan struct{})}
 	rs.mu.Lock()

@@ -140,6 +140,9 @@ func (n *Node) writeSavepointPart(ctx context.Context, store snapshot.Store, par
 	if err := sh.Barrier(ctx, 10*time.Second); err != nil {
 		return nil, fmt.Errorf("%w: shard %d: %v", api.ErrUnavailable, part.Shard, err)
 	}
+	if err := n.savepointFormats(); err != nil {
+		return nil, err
+	}
 	sink, err := store.Create(ctx, part.File)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)

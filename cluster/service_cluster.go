@@ -77,6 +77,7 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 			nd.Removing = x.Removing
 		}
 		nd.Version = n.releaseOf(p.ID)
+		nd.HighestVersion = n.highestVersionOf(p.ID)
 		out.Nodes = append(out.Nodes, nd)
 	}
 	commit, _ := strconv.ParseUint(n.meta.raft.Stats()["commit_index"], 10, 64)
@@ -90,6 +91,7 @@ func (b clusterBackend) Status(ctx context.Context, r *cepv1.GetStatusRequest) (
 	sum.KeyGroups, sum.Shards, sum.ShardsWithoutLeader = uint32(m.KeyGroups), uint32(len(m.Shards)), uint32(noLeader)
 	sum.Patterns, sum.Sources, sum.NatsUrl = uint32(len(m.PatternNames())), uint32(len(m.Sources)), n.NATSURL()
 	sum.Insecure = n.cfg.Insecure
+	sum.ClusterVersion = uint32(m.ActiveVersion())
 	out.Summary = sum
 	return out, nil
 }

@@ -386,6 +386,7 @@ type Shard struct {
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	once  sync.Once
+	write writeVersion // the batch version proposals are written in
 }
 
 // ErrNotLeader is returned by Propose on a follower.
@@ -532,7 +533,7 @@ func (s *Shard) Propose(ctx context.Context, b *Batch) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	return Result(ctx, s.raft.Apply(integrity.Seal(b.Encode(nil)), timeout))
+	return Result(ctx, s.raft.Apply(integrity.Seal(s.encode(b)), timeout))
 }
 
 // Result waits for a proposal (see raftlog.Wait) and returns its outcome: the state
@@ -554,7 +555,7 @@ func Result(ctx context.Context, f raft.ApplyFuture) error {
 // ProposeAsync appends a batch without waiting; the future reports the
 // outcome. Pipelining several keeps the log busy while the leader reads.
 func (s *Shard) ProposeAsync(b *Batch) raft.ApplyFuture {
-	return s.raft.Apply(integrity.Seal(b.Encode(nil)), 10*time.Second)
+	return s.raft.Apply(integrity.Seal(s.encode(b)), 10*time.Second)
 }
 
 // Barrier waits until everything committed before it is applied here (a new
@@ -563,7 +564,7 @@ func (s *Shard) ProposeAsync(b *Batch) raft.ApplyFuture {
 // it, so its applied index (Index) reaches the end of the log, past the
 // entries it is never shown (a new leader's no-op, configurations).
 func (s *Shard) Barrier(ctx context.Context, timeout time.Duration) error {
-	return Result(ctx, s.raft.Apply(integrity.Seal((&Batch{}).Encode(nil)), timeout))
+	return Result(ctx, s.raft.Apply(integrity.Seal(s.encode(&Batch{})), timeout))
 }
 
 // Close shuts the replica down and closes its log. Safe to call twice.

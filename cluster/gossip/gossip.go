@@ -53,6 +53,9 @@ type Config struct {
 	// Release names the node's build (cepnode --version), carried in its
 	// metadata for people to see; nothing decides on it.
 	Release string
+	// Version is the highest cluster format version the node's release
+	// writes (internal/clusterversion), carried in its metadata.
+	Version int
 	// Prove, when set, gives the proof of the node's Claim carried in its
 	// metadata (Member.Proof): what lets the others check, with a key the
 	// gossip does not hold, that the node may claim its id and addresses.
@@ -101,6 +104,7 @@ type Member struct {
 	Proto                             int       // what its release can apply (Config.Proto)
 	Proof                             string    // its proof of Claim (Config.Prove), "" if none
 	Release                           string    // its build (Config.Release), "" if not said
+	Version                           int       // its highest cluster version (Config.Version), 0 if not said
 }
 
 // Claim is what m says of itself, as its proof covers it.
@@ -124,6 +128,9 @@ type Meta struct {
 	Proof string `json:"proof,omitempty"`
 	// Release is the node's build (Config.Release); older releases say none
 	Release string `json:"release,omitempty"`
+	// Version is the node's highest cluster version (Config.Version);
+	// releases before cluster versions say none
+	Version int `json:"version,omitempty"`
 }
 
 // Gossip is a node's view of the cluster's membership, kept by a memberlist
@@ -218,7 +225,7 @@ func Start(cfg Config) (*Gossip, error) {
 		nt.Shutdown()
 		return nil, fmt.Errorf("gossip: start on %s: %w", cfg.BindAddr, err)
 	}
-	md := Meta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: cfg.Proto, Release: cfg.Release}
+	md := Meta{Raft: cfg.RaftAddr, API: cfg.APIAddr, Fresh: cfg.Fresh, Started: time.Now().UnixMilli(), Proto: cfg.Proto, Release: cfg.Release, Version: cfg.Version}
 	if cfg.Prove != nil {
 		md.Proof = cfg.Prove(Claim{ID: cfg.NodeID, GossipAddr: net.JoinHostPort(ip.String(), strconv.Itoa(port)),
 			RaftAddr: md.Raft, APIAddr: md.API, Fresh: md.Fresh, Started: md.Started})
@@ -374,7 +381,7 @@ func (g *Gossip) observe(n *memberlist.Node, state State) {
 	m.ID = n.Name
 	if state == Alive || !known { // a death repeats the last addresses
 		m.GossipAddr, m.RaftAddr, m.APIAddr = n.Address(), md.Raft, md.API
-		m.Fresh, m.Started, m.Proto, m.Proof, m.Release = md.Fresh, md.Started, md.Proto, md.Proof, md.Release
+		m.Fresh, m.Started, m.Proto, m.Proof, m.Release, m.Version = md.Fresh, md.Started, md.Proto, md.Proof, md.Release, md.Version
 	}
 	transition := !known || old.State != state
 	if transition {

@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -306,7 +307,7 @@ func TestProofCoversTheClaimSeen(t *testing.T) {
 	prove := func(c Claim) string { return "proof of " + string(c.Bytes()) }
 	start := func(id string) *Gossip {
 		g, err := Start(Config{NodeID: id, BindAddr: "127.0.0.1:0", RaftAddr: id + "-raft:1", APIAddr: id + "-api:1",
-			Logger: testutil.Logger(t, slog.LevelDebug), Fast: true, Fresh: true, Prove: prove, Release: "v1.2.3-" + id})
+			Logger: testutil.Logger(t, slog.LevelDebug), Fast: true, Fresh: true, Prove: prove, Release: "v1.2.3-" + id, Version: len(id) + 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +323,37 @@ func TestProofCoversTheClaimSeen(t *testing.T) {
 	if mb.GossipAddr != b.Addr() || !mb.Fresh || mb.Started == 0 {
 		t.Fatalf("claim seen %+v, b at %s", mb.Claim(), b.Addr())
 	}
-	if mb.Release != "v1.2.3-b" {
-		t.Errorf("b's release seen as %q", mb.Release)
+	if mb.Release != "v1.2.3-b" || mb.Version != 2 {
+		t.Errorf("b's release seen as %q, its version as %d", mb.Release, mb.Version)
+	}
+}
+
+// The metadata a release before cluster versions gossips (no "version")
+// reads as version 0, which the cluster takes for its base version; this
+// release's omits nothing an older one reads.
+func TestMetaOfOlderReleases(t *testing.T) {
+	older := `{"fresh":true,"started":5,"raft":"r:1","api":"a:1","proto":3,"proof":"p","release":"v0.9"}`
+	var md Meta
+	if err := json.Unmarshal([]byte(older), &md); err != nil {
+		t.Fatal(err)
+	}
+	if md.Version != 0 || md.Proto != 3 || md.Release != "v0.9" {
+		t.Fatalf("older metadata read as %+v", md)
+	}
+	md.Version = 2
+	b, _ := json.Marshal(md)
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	var old map[string]any
+	json.Unmarshal([]byte(older), &old)
+	for k, v := range old {
+		if back[k] != v {
+			t.Errorf("%s: %v, was %v", k, back[k], v)
+		}
+	}
+	if back["version"] != float64(2) {
+		t.Errorf("version encoded as %v", back["version"])
 	}
 }

@@ -38,6 +38,9 @@ type Meta struct {
 	// while the cluster has fewer nodes); 0 in metadata written before
 	// nodes could join: the replica count the shards were created with.
 	Replication int `json:"replication,omitempty"`
+	// ClusterVersion is the active cluster version (SetClusterVersion):
+	// the formats every node writes; 0 (omitted) is clusterversion.Base.
+	ClusterVersion uint32 `json:"clusterVersion,omitempty"`
 	// Removed are the nodes removed from the cluster, sorted by id: a
 	// process still running under one of their ids is not taken back; a
 	// node started afresh (empty data directory) after the removal is.

@@ -30,11 +30,11 @@ func statusCluster() *fakeCluster {
 		StatusFunc: func(context.Context, *cepv1.GetStatusRequest) (*cepv1.GetStatusResponse, error) {
 			return &cepv1.GetStatusResponse{
 				Nodes: []*cepv1.Node{
-					{Id: "n1", Address: "10.0.0.1:7946", ApiAddress: "10.0.0.1:7070", State: cepv1.NodeState_NODE_STATE_ALIVE, IsMetaLeader: true, Replicas: 2},
+					{Id: "n1", Address: "10.0.0.1:7946", ApiAddress: "10.0.0.1:7070", State: cepv1.NodeState_NODE_STATE_ALIVE, IsMetaLeader: true, Replicas: 2, Version: "v1.4.0", HighestVersion: 2},
 					{Id: "n2", Address: "10.0.0.2:7946", ApiAddress: "10.0.0.2:7070", State: cepv1.NodeState_NODE_STATE_SUSPECT, Removing: true, Replicas: 1},
 				},
 				Summary: &cepv1.ClusterSummary{Nodes: 2, Alive: 1, Suspect: 1, MetaLeaderId: "n1", MetaCommitIndex: 42,
-					KeyGroups: 128, Shards: 2, ShardsWithoutLeader: 1, Patterns: 3, Sources: 1, NatsUrl: "nats://10.0.0.1:4222"},
+					KeyGroups: 128, Shards: 2, ShardsWithoutLeader: 1, Patterns: 3, Sources: 1, NatsUrl: "nats://10.0.0.1:4222", ClusterVersion: 1},
 			}, nil
 		},
 		ShardsFunc: func(_ context.Context, r *cepv1.ListShardsRequest) (*cepv1.ListShardsResponse, error) {
@@ -60,10 +60,10 @@ func TestStatus(t *testing.T) {
 
 	out := cepctl(t, url, "status").mustOK(t).stdout
 	for _, row := range [][]string{
-		{"NODE", "ADDRESS", "API", "STATE", "META", "REPLICAS"},
+		{"NODE", "ADDRESS", "API", "STATE", "META", "REPLICAS", "RELEASE", "WRITES"},
 		{"SHARD", "KEY GROUPS", "LEADER", "REPLICAS", "COMMIT", "APPLIED", "APPLIED BY REPLICA", "PATTERNS", "PARTIAL MATCHES", "BUFFERED EVENTS", "OUTBOX"},
-		{"n1", "10.0.0.1:7946", "10.0.0.1:7070", "alive", "leader", "2"},
-		{"n2", "10.0.0.2:7946", "10.0.0.2:7070", "suspect,removing", "-", "1"},
+		{"n1", "10.0.0.1:7946", "10.0.0.1:7070", "alive", "leader", "2", "v1.4.0", "v2"},
+		{"n2", "10.0.0.2:7946", "10.0.0.2:7070", "suspect,removing", "-", "1", "-", "v1?"},
 		{"1", "0-63", "n1", "n1,n2(nonvoter),n3", "100", "99", "n1=100,n2=90,n3=unknown", "3", "17", "5", "12"},
 		{"2", "64-127", "NONE", "-", "0", "0", "-", "0", "0", "0", "0"},
 	} {
@@ -71,7 +71,7 @@ func TestStatus(t *testing.T) {
 			t.Errorf("no row %q in\n%s", row, out)
 		}
 	}
-	for _, want := range []string{"2 nodes (1 alive, 1 suspect)", "meta leader n1 at index 42", "2 shards over 128 key groups", "1 WITHOUT A LEADER", "3 patterns, 1 source", "NATS nats://10.0.0.1:4222"} {
+	for _, want := range []string{"2 nodes (1 alive, 1 suspect)", "meta leader n1 at index 42", "2 shards over 128 key groups", "1 WITHOUT A LEADER", "3 patterns, 1 source", "NATS nats://10.0.0.1:4222", "cluster version v1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}

@@ -140,7 +140,7 @@ func runStatus(ctx context.Context, d *deps, opts *statusOptions) error {
 
 func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListShardsResponse) {
 	tw := newTable(w)
-	row(tw, "NODE", "ADDRESS", "API", "STATE", "META", "REPLICAS")
+	row(tw, "NODE", "ADDRESS", "API", "STATE", "META", "REPLICAS", "RELEASE", "WRITES")
 	for _, n := range st.GetNodes() {
 		meta := "-"
 		if n.GetIsMetaLeader() {
@@ -150,7 +150,7 @@ func writeStatusTable(w io.Writer, st *cepv1.GetStatusResponse, sh *cepv1.ListSh
 		if n.GetRemoving() {
 			state += ",removing"
 		}
-		row(tw, n.GetId(), orDash(n.GetAddress()), orDash(n.GetApiAddress()), state, meta, n.GetReplicas())
+		row(tw, n.GetId(), orDash(n.GetAddress()), orDash(n.GetApiAddress()), state, meta, n.GetReplicas(), orDash(n.GetVersion()), highestVersion(n))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -288,6 +288,9 @@ func summaryLine(s *cepv1.ClusterSummary) string {
 	if u := s.GetNatsUrl(); u != "" {
 		fmt.Fprintf(&b, "; NATS %s", u)
 	}
+	if v := s.GetClusterVersion(); v > 0 {
+		fmt.Fprintf(&b, "; cluster version v%d", v)
+	}
 	if s.GetInsecure() {
 		b.WriteString("; INSECURE: no cluster secret, members do not authenticate each other (cepnode --insecure)")
 	}
@@ -329,4 +332,14 @@ func writeClocks(w io.Writer, sh *cepv1.ListShardsResponse) {
 		tw.Flush()
 		fmt.Fprintln(w)
 	}
+}
+
+// highestVersion is the highest cluster version a node's release writes,
+// as status prints it: "v2"; "v1?" for a node that says none (a release
+// before cluster versions, or one not seen: taken for the base version).
+func highestVersion(n *cepv1.Node) string {
+	if v := n.GetHighestVersion(); v > 0 {
+		return fmt.Sprintf("v%d", v)
+	}
+	return "v1?"
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cepcluster/cep/internal/clusterversion"
 	"github.com/cepcluster/cep/internal/version"
 )
 
@@ -181,6 +182,8 @@ func wantsVersion(args []string) bool {
 }
 
 func printVersion(out io.Writer) error {
-	_, err := fmt.Fprintln(out, "cepnode", version.Get().String())
+	// the cluster version too: what an operator checks before a rolling
+	// upgrade or a rollback (README "Upgrading")
+	_, err := fmt.Fprintf(out, "cepnode %s; cluster versions up to %v\n", version.Get().String(), clusterversion.Highest)
 	return err
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cepcluster/cep/cluster"
+	"github.com/cepcluster/cep/internal/clusterversion"
 	"github.com/cepcluster/cep/internal/testutil"
 )
 
@@ -254,7 +255,8 @@ func TestVersion(t *testing.T) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "CEPNODE_DEAD_AFTER=nonsense") // not parsed for --version
 		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.HasPrefix(string(out), "cepnode v9.8.7-test") || strings.Count(string(out), "\n") != 1 {
+		if err != nil || !strings.HasPrefix(string(out), "cepnode v9.8.7-test") || strings.Count(string(out), "\n") != 1 ||
+			!strings.Contains(string(out), "cluster versions up to "+clusterversion.Highest.String()) {
 			t.Errorf("cepnode %v: %v, %q", args, err, out)
 		}
 	}

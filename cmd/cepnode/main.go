@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -234,13 +235,17 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		return flagError(err) // a missing secret is found at start
 	}
 	logger.Info("cepnode started", "id", *id, "api", n.APIAddr(), "tls", cfg.TLS != nil, "insecure", cfg.Insecure, "nats", n.NATSURL(), "data", *data)
-	<-ctx.Done()
-	logger.Info("shutting down")
+	var failed error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case failed = <-n.Failed():
+	}
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
 	select {
 	case err := <-done:
-		return err
+		return cmp.Or(failed, err)
 	case <-time.After(30 * time.Second):
 		return errors.New("shutdown took longer than 30s")
 	}

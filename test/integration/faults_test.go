@@ -86,6 +86,9 @@ type fault struct {
 	scenario func(r *faultRun, lines []string) (before map[string][]string)
 	// args are more cepnode flags for every node of the fault's runs
 	args []string
+	// bin, when set, gives the cepnode binary the nodes start with (or
+	// skips the test): an earlier release's, for the upgrade
+	bin func(t *testing.T) string
 }
 
 // faultTime is how long a fault lasts.
@@ -337,7 +340,12 @@ func newFaultRun(t *testing.T, args []string, withLab bool, within time.Duration
 		tc.procs = append(tc.procs, p)
 		peers = append(peers, p.id+"="+p.raft+"="+p.api+"="+p.gossip)
 	}
+	var bin string
+	if f.bin != nil {
+		bin = f.bin(t)
+	}
 	for _, p := range append(tc.procs, r.joiner) {
+		p.bin = bin
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
 			"--nats", tc.natsAt, "--peers", strings.Join(peers, ","), "--log-level", cmp.Or(os.Getenv("CEP_NODE_LOG_LEVEL"), "warn"),
 			"--dead-after", "30s", "--cluster-secret-file", r.secretFile, "--savepoint-dir", filepath.Join(tc.base, "savepoints")}
@@ -953,6 +961,7 @@ func freshRestore(r *faultRun, lines []string) map[string][]string {
 		if err := os.Rename(p.dir, p.dir+".before"); err != nil {
 			t.Fatal(err)
 		}
+		p.bin = "" // this build's cluster, whichever release took the savepoint
 	}
 	r.stopNATS()
 	for i, a := range r.natsArgs {

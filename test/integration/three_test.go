@@ -78,6 +78,9 @@ func freePorts(t *testing.T, n int) []string {
 type proc struct {
 	id, dir, raft, api, gossip string
 	args                       []string
+	// bin is the cepnode binary it runs: "" for this build's (cepnodeBin),
+	// or an earlier release's (the upgrade test's)
+	bin string
 	// env is added to the process's environment
 	env []string
 	// command makes the process's command (default: cepnode with args;
@@ -94,10 +97,11 @@ func (p *proc) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin := cmp.Or(p.bin, cepnodeBin)
 	if p.command != nil {
-		p.cmd = p.command(cepnodeBin, p.args...)
+		p.cmd = p.command(bin, p.args...)
 	} else {
-		p.cmd = exec.Command(cepnodeBin, p.args...)
+		p.cmd = exec.Command(bin, p.args...)
 	}
 	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logf, p.logf

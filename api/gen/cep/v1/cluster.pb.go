@@ -148,9 +148,13 @@ type Node struct {
 	Replicas uint32 `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	// The build it runs (cepnode --version), as it says in its membership
 	// gossip; empty when not known (a release that does not say).
-	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	// The highest cluster format version its release writes, as it says in
+	// its membership gossip; 0 when not known (a release before cluster
+	// versions says none, and runs version 1).
+	HighestVersion uint32 `protobuf:"varint,10,opt,name=highest_version,json=highestVersion,proto3" json:"highest_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -246,6 +250,13 @@ func (x *Node) GetVersion() string {
 	return ""
 }
 
+func (x *Node) GetHighestVersion() uint32 {
+	if x != nil {
+		return x.HighestVersion
+	}
+	return 0
+}
+
 // ClusterSummary counts what GetStatus lists and what it does not.
 type ClusterSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -272,9 +283,12 @@ type ClusterSummary struct {
 	// The answering node runs without a cluster secret (cepnode --insecure):
 	// its members do not authenticate each other on the Raft port, the
 	// gossip or node-to-node calls.
-	Insecure      bool `protobuf:"varint,13,opt,name=insecure,proto3" json:"insecure,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Insecure bool `protobuf:"varint,13,opt,name=insecure,proto3" json:"insecure,omitempty"`
+	// The cluster's active format version: what every node writes. It moves
+	// up by itself once every node's release writes a higher one.
+	ClusterVersion uint32 `protobuf:"varint,14,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ClusterSummary) Reset() {
@@ -396,6 +410,13 @@ func (x *ClusterSummary) GetInsecure() bool {
 		return x.Insecure
 	}
 	return false
+}
+
+func (x *ClusterSummary) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
+	}
+	return 0
 }
 
 type GetStatusRequest struct {
@@ -1489,7 +1510,7 @@ var File_cep_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x14cep/v1/cluster.proto\x12\x06cep.v1\x1a\x16cep/v1/savepoint.proto\"\x99\x02\n" +
+	"\x14cep/v1/cluster.proto\x12\x06cep.v1\x1a\x16cep/v1/savepoint.proto\"\xc2\x02\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1f\n" +
@@ -1500,7 +1521,9 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	"\x0egossip_address\x18\x06 \x01(\tR\rgossipAddress\x12\x1a\n" +
 	"\bremoving\x18\a \x01(\bR\bremoving\x12\x1a\n" +
 	"\breplicas\x18\b \x01(\rR\breplicas\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion\"\x94\x03\n" +
+	"\aversion\x18\t \x01(\tR\aversion\x12'\n" +
+	"\x0fhighest_version\x18\n" +
+	" \x01(\rR\x0ehighestVersion\"\xbd\x03\n" +
 	"\x0eClusterSummary\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\rR\x05nodes\x12\x14\n" +
 	"\x05alive\x18\x02 \x01(\rR\x05alive\x12\x18\n" +
@@ -1516,7 +1539,8 @@ const file_cep_v1_cluster_proto_rawDesc = "" +
 	" \x01(\rR\bpatterns\x12\x18\n" +
 	"\asources\x18\v \x01(\rR\asources\x12\x19\n" +
 	"\bnats_url\x18\f \x01(\tR\anatsUrl\x12\x1a\n" +
-	"\binsecure\x18\r \x01(\bR\binsecure\"\x12\n" +
+	"\binsecure\x18\r \x01(\bR\binsecure\x12'\n" +
+	"\x0fcluster_version\x18\x0e \x01(\rR\x0eclusterVersion\"\x12\n" +
 	"\x10GetStatusRequest\"i\n" +
 	"\x11GetStatusResponse\x12\"\n" +
 	"\x05nodes\x18\x01 \x03(\v2\f.cep.v1.NodeR\x05nodes\x120\n" +
