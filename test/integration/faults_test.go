@@ -295,9 +295,10 @@ const faultReplicas = 3
 
 // newFaultRun starts the fault suite's cluster: a NATS server and three
 // nodes (each in a network namespace when withLab), with n4 ready to join,
-// every node run with args more; it stops them when the test ends, with
+// every node run with args more (of the cepnode binary bin, "" for this
+// build's); it stops them when the test ends, with
 // their logs' ends when it failed.
-func newFaultRun(t *testing.T, args []string, withLab bool, within time.Duration) *faultRun {
+func newFaultRun(t *testing.T, args []string, bin string, withLab bool, within time.Duration) *faultRun {
 	tc := &testCluster{t: t, base: t.TempDir(), hc: http.DefaultClient, scheme: "http"}
 	tc.ctx = tc.context(within)
 	r := &faultRun{testCluster: tc, token: faultToken}
@@ -340,10 +341,6 @@ func newFaultRun(t *testing.T, args []string, withLab bool, within time.Duration
 		tc.procs = append(tc.procs, p)
 		peers = append(peers, p.id+"="+p.raft+"="+p.api+"="+p.gossip)
 	}
-	var bin string
-	if f.bin != nil {
-		bin = f.bin(t)
-	}
 	for _, p := range append(tc.procs, r.joiner) {
 		p.bin = bin
 		p.args = []string{"--id", p.id, "--data", p.dir, "--raft-addr", p.raft, "--api-addr", p.api, "--gossip-addr", p.gossip,
@@ -376,7 +373,11 @@ func newFaultRun(t *testing.T, args []string, withLab bool, within time.Duration
 }
 
 func runFault(t *testing.T, f fault, seed uint64, withLab bool) {
-	r := newFaultRun(t, f.args, withLab, 6*time.Minute)
+	var bin string // "": this build's
+	if f.bin != nil {
+		bin = f.bin(t)
+	}
+	r := newFaultRun(t, f.args, bin, withLab, 6*time.Minute)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	specs := r.deployWorkload(rng)
 	lines := workload.Sessions(rng, 3000)

@@ -47,7 +47,7 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak of %v, seed %d (CEP_SOAK_SEED=%d repeats the faults drawn)", d, seed, seed)
 	why := labAvailable()
 	faults := soakFaults(why == "")
-	r := newFaultRun(t, nil, why == "", d+10*time.Minute)
+	r := newFaultRun(t, nil, "", why == "", d+10*time.Minute)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	specs := r.deployWorkload(rng)
 
@@ -102,7 +102,7 @@ func TestSoak(t *testing.T) {
 func soakFaults(lab bool) []fault {
 	var out []fault
 	for _, f := range faults {
-		if f.inject == nil || f.args != nil || f.needsLab && !lab || f.name == "join-remove" || f.name == "second-process" {
+		if f.inject == nil || f.args != nil || f.bin != nil || f.needsLab && !lab || f.name == "join-remove" || f.name == "second-process" {
 			continue
 		}
 		out = append(out, f)

@@ -139,7 +139,7 @@ func rollingUpgrade(r *faultRun, lines []string, long bool) map[string][]string 
 		spread = 2 * time.Minute
 	}
 	published := make(chan error, 1)
-	go func() { published <- r.publishSpread(lines, spread) }()
+	go func() { published <- r.publishSpread(lines, 0, spread) }()
 	defer func() {
 		if err := <-published; err != nil {
 			t.Fatal(err)
