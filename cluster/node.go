@@ -349,7 +349,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.spawn(n.membership.run)
 	n.spawn(n.forgetDeleted)
 	if n.ns != nil && !cfg.Secret.IsZero() {
-		n.spawn(func() { n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats")) })
+		n.spawn(n.guardDerivedSources)
 	}
 	return n, nil
 }
