@@ -55,6 +55,10 @@ type Meta struct {
 	// Sealed: a checksummed entry was applied; unchecksummed (legacy
 	// JSON) entries are refused from then on (FSM.Apply).
 	Sealed bool `json:"sealed,omitempty"`
+	// Requests are the last MaxRequests request ids applied, oldest
+	// first, with their results (Requested); omitted when none, so a
+	// snapshot without them reads as older releases wrote it.
+	Requests []Request `json:"requests,omitempty"`
 }
 
 // Removed is a node removed from the cluster, at Time (Unix ms, as
