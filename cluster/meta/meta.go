@@ -183,6 +183,10 @@ type Source struct {
 	// omitted when unset, so a source without it encodes as older
 	// releases wrote it.
 	Schema schema.Schema `json:"schema,omitempty"`
+	// Strict: the shards dead-letter the events that do not fit Schema
+	// (with the reason) instead of passing them to patterns; omitted when
+	// unset, as Schema.
+	Strict bool `json:"strict,omitempty"`
 }
 
 // SourceLimits bound what a source's stream keeps; a zero field is no
