@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/keygroup"
@@ -77,17 +78,18 @@ var DefaultPublisherLimits = PublisherLimits{MaxConnections: 256, MaxSubscriptio
 // can subscribe to nothing but _INBOX.>. It needs no response
 // permission: it serves no requests. Publishers share the user, so one
 // may see the acks (stream and sequence, not the events) of another.
-// The subjects of derived sources (deny) are the cluster's too: a shard
-// writes the re-keyed events there (guardDerivedSources).
-func publisherPermissions(deny ...string) *server.Permissions {
+// The subjects of derived sources are the cluster's too: a shard writes
+// the re-keyed events there; the embedded server maps them into
+// deniedSubjectRoot (guardDerivedSources).
+func publisherPermissions() *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: []string{">"},
-			Deny: append([]string{
+			Deny: []string{
 				keygroup.OutputSubjectRoot + ">", keygroup.DeadLetterRoot + ">", ClockSubjectRoot + ">",
 				"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>",
-				"_INBOX.>", nodeInboxPrefix + ".>", "_R_.>",
-			}, deny...),
+				"_INBOX.>", nodeInboxPrefix + ".>", "_R_.>", deniedSubjectRoot + ".>",
+			},
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 	}
@@ -96,21 +98,37 @@ func publisherPermissions(deny ...string) *server.Permissions {
 // natsUsers are the users for the cluster secret sec: the node's (in
 // NATSNodeAccount), the publisher's (in NATSPublisherAccount) and the
 // subscriber's (in NATSSubscriberAccount).
-func natsUsers(sec secret.Secret, deny ...string) []*server.User {
+func natsUsers(sec secret.Secret) []*server.User {
 	return []*server.User{
-		{Username: NATSNodeUser, Password: sec.Token(secret.NATSNode)},
-		{Username: NATSPublisherUser, Password: sec.Token(secret.NATSPublic), Permissions: publisherPermissions(deny...)},
-		{Username: NATSSubscriberUser, Password: sec.Token(secret.NATSReader), Permissions: subscriberPermissions()},
+		{Username: NATSNodeUser, Password: hashed(sec.Token(secret.NATSNode))},
+		{Username: NATSPublisherUser, Password: hashed(sec.Token(secret.NATSPublic)), Permissions: publisherPermissions()},
+		{Username: NATSSubscriberUser, Password: hashed(sec.Token(secret.NATSReader)), Permissions: subscriberPermissions()},
 	}
+}
+
+// hashed is a password as bcrypt, which nats-server checks a client's
+// against: the configuration (the embedded server's, or the one printed
+// for an operator's server) then holds no usable password, and the server
+// no longer warns of plaintext ones at every start. The passwords are
+// 256-bit keys derived from the cluster secret, so bcrypt's cost adds
+// nothing against guessing them: the lowest keeps the check of a
+// connection at about a millisecond. (The embedded server is never
+// reloaded, which would check every client again: guardDerivedSources.)
+func hashed(password string) string {
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		return password // longer than bcrypt takes (72 bytes): never for a derived key
+	}
+	return string(h)
 }
 
 // natsAccounts is the accounts block of a nats-server configuration: the
 // node account with JetStream and the node user, exporting its subjects
 // as a service; the publisher account without JetStream, with the
 // publisher user, importing them, and lim.
-func natsAccounts(sec secret.Secret, lim PublisherLimits, deny ...string) string {
+func natsAccounts(sec secret.Secret, lim PublisherLimits) string {
 	var b strings.Builder
-	users := natsUsers(sec, deny...)
+	users := natsUsers(sec)
 	b.WriteString("accounts {\n")
 	fmt.Fprintf(&b, "  %s: {\n    jetstream: enabled\n    users: [\n", NATSNodeAccount)
 	writeUser(&b, users[0])
@@ -156,9 +174,9 @@ func writeUser(b *strings.Builder, u *server.User) {
 
 // setNATSAccounts gives opts (the embedded server's) the accounts and
 // users of NATSServerConfig, parsed from the same text.
-func setNATSAccounts(opts *server.Options, sec secret.Secret, lim PublisherLimits, deny ...string) error {
+func setNATSAccounts(opts *server.Options, sec secret.Secret, lim PublisherLimits) error {
 	var parsed server.Options
-	if err := parsed.ProcessConfigString(natsAccounts(sec, lim, deny...)); err != nil {
+	if err := parsed.ProcessConfigString(natsAccounts(sec, lim)); err != nil {
 		return fmt.Errorf("accounts: %w", err)
 	}
 	opts.Accounts, opts.Users = parsed.Accounts, parsed.Users
@@ -201,7 +219,7 @@ func moveGlobalStore(dir string, sec secret.Secret) error {
 // created, are not denied to publishers there.
 func NATSServerConfig(sec secret.Secret, storeDir string, httpPort int, lim PublisherLimits) string {
 	var b strings.Builder
-	b.WriteString("# nats-server configuration for a CEP cluster (cepnode nats-config): it holds\n# passwords derived from the cluster secret; keep it as secret as that.\n")
+	b.WriteString("# nats-server configuration for a CEP cluster (cepnode nats-config): its\n# users' passwords are bcrypt hashes of keys derived from the cluster secret.\n")
 	b.WriteString("port: 4222\n")
 	if httpPort > 0 {
 		fmt.Fprintf(&b, "http_port: %d\n", httpPort)

@@ -2,18 +2,21 @@ package cluster
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cepcluster/cep/cluster/secret"
 )
@@ -43,7 +46,13 @@ func TestNATSServerConfig(t *testing.T) {
 			t.Fatalf("no user %s", w.Username)
 		}
 		u := opts.Users[i]
-		if u.Password != w.Password || !reflect.DeepEqual(u.Permissions, w.Permissions) || u.Account == nil || u.Account.Name != accounts[w.Username] {
+		// the passwords are bcrypt hashes (a salt of their own each time)
+		// of the users' keys
+		token := map[string]string{NATSNodeUser: sec.Token(secret.NATSNode), NATSPublisherUser: sec.Token(secret.NATSPublic), NATSSubscriberUser: sec.Token(secret.NATSReader)}[w.Username]
+		if !strings.HasPrefix(u.Password, "$2") || bcrypt.CompareHashAndPassword([]byte(u.Password), []byte(token)) != nil {
+			t.Errorf("user %s: password %q is not a bcrypt hash of its key", u.Username, u.Password)
+		}
+		if !reflect.DeepEqual(u.Permissions, w.Permissions) || u.Account == nil || u.Account.Name != accounts[w.Username] {
 			t.Errorf("user %+v %+v, want %+v %+v in account %s", u, u.Permissions, w, w.Permissions, accounts[w.Username])
 		}
 	}
@@ -150,70 +159,184 @@ func TestEmbeddedNATSKeepsGlobalAccountStreams(t *testing.T) {
 	}
 }
 
-// Reloading the embedded server's accounts (guardDerivedSources does, as
-// derived sources come and go) keeps the node account's streams working
-// and the publisher's import: a publish of the publisher after the reload
-// is acked and stored, its ack never reaches a node subject named as the
-// reply, and a subject denied by the reload is refused.
-func TestEmbeddedNATSReloadKeepsAccounts(t *testing.T) {
+// The embedded server denies the publisher the derived sources' subjects
+// without a reload (derivedGuard): while they come and go, every JetStream
+// request of the node is answered — a reload of the users made JetStream's
+// API answer "no responders" until the server had checked each client's
+// password again, a bcrypt comparison each — and the publisher's publish
+// to a derived subject is refused as a permissions violation while the
+// node's is stored, and allowed again once the subject is no longer
+// derived.
+func TestEmbeddedNATSDeniesDerivedSubjectsWithoutReload(t *testing.T) {
 	sec := secret.Generate()
-	dir := t.TempDir()
-	s, err := StartSecureEmbeddedNATS(dir, "127.0.0.1", -1, nil, sec)
+	s, err := StartSecureEmbeddedNATS(t.TempDir(), "127.0.0.1", -1, nil, sec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Shutdown()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := dialNATS(s.ClientURL(), "", "", "test-node", sec)
-	if err != nil {
-		t.Fatal(err)
+	// clients for the server to check again, were it reloaded
+	var conns []*nats.Conn
+	for range 16 {
+		c, err := dialNATS(s.ClientURL(), "", "", "test-node", sec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
 	}
-	defer node.Close()
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	node := conns[0]
 	js, _ := jetstream.New(node)
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SRC", Subjects: []string{"src.>", "derived.>"}})
+	const derived = "bank.k0123abcd.*"
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SRC", Subjects: []string{"src.>", derived}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err := embeddedOptions(dir, "127.0.0.1", s.Addr().(*net.TCPAddr).Port, sec, "derived.>")
+	acc, err := s.LookupAccount(NATSPublisherAccount)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReloadOptions(opts); err != nil {
-		t.Fatalf("reload: %v", err)
+	g := derivedGuard{acc: acc, have: map[string]bool{}}
+
+	var stop atomic.Bool
+	var failed atomic.Value
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			if _, err := js.Stream(ctx, "SRC"); err != nil {
+				failed.Store(err)
+				return
+			}
+		}
+	}()
+	for i := range 40 {
+		var want []string
+		if i%2 == 0 {
+			want = []string{derived}
+		}
+		if err := g.set(want); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	pub, err := nats.Connect(s.ClientURL(), nats.UserInfo(NATSPublisherUser, sec.Token(secret.NATSPublic)))
+	stop.Store(true)
+	<-done
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatalf("a JetStream request while the derived subjects changed: %v", err)
+	}
+
+	if err := g.set([]string{derived}); err != nil {
+		t.Fatal(err)
+	}
+	violations := make(chan string, 8)
+	pub, err := nats.Connect(s.ClientURL(), nats.UserInfo(NATSPublisherUser, sec.Token(secret.NATSPublic)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err.Error() }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
 	pjs, _ := jetstream.New(pub)
-	out, err := node.SubscribeSync("cep.out.x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.PublishMsg(&nats.Msg{Subject: "src.b", Reply: "cep.out.x", Data: []byte("{}")}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := pjs.Publish(ctx, "src.a", []byte("{}")); err != nil {
-		t.Fatalf("the publisher's publish after the reload: %v", err)
-	}
-	if m, err := out.NextMsg(300 * time.Millisecond); err == nil {
-		t.Fatalf("the publisher's reply wrote on the node's cep.out.x: %s", m.Data)
+		t.Fatalf("the publisher's publish to a source: %v", err)
 	}
 	short, cancelShort := context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
-	if _, err := pjs.Publish(short, "derived.a", []byte("{}")); err == nil {
-		t.Fatal("the publisher wrote to a subject the reload denied")
+	if _, err := pjs.Publish(short, "bank.k0123abcd.r1", []byte("{}")); err == nil {
+		t.Fatal("the publisher wrote to a derived source's subject")
 	}
-	if _, err := js.Publish(ctx, "derived.a", []byte("{}")); err != nil {
-		t.Fatalf("the node's publish after the reload: %v", err)
+	select {
+	case v := <-violations:
+		if !strings.Contains(strings.ToLower(v), "permissions violation") || !strings.Contains(v, "bank.k0123abcd.r1") {
+			t.Fatalf("the refusal: %s", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no permissions violation for the derived subject")
+	}
+	if _, err := js.Publish(ctx, "bank.k0123abcd.r1", []byte("{}")); err != nil {
+		t.Fatalf("the node's publish to the derived subject: %v", err)
+	}
+	if err := g.set(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pjs.Publish(ctx, "bank.k0123abcd.r2", []byte("{}")); err != nil {
+		t.Fatalf("the publisher's publish once the subject is no longer derived: %v", err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil || info.State.Msgs != 3 {
-		t.Fatalf("stream after the reload: %v, %+v", err, info)
+		t.Fatalf("stream: %v, %+v; want the 3 allowed publishes", err, info)
+	}
+}
+
+// warnings records what a nats-server warns of.
+type warnings struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (w *warnings) Noticef(string, ...any) {}
+func (w *warnings) Debugf(string, ...any)  {}
+func (w *warnings) Tracef(string, ...any)  {}
+func (w *warnings) Fatalf(f string, a ...any) {
+	w.Warnf(f, a...)
+}
+func (w *warnings) Errorf(f string, a ...any) { w.Warnf(f, a...) }
+func (w *warnings) Warnf(f string, a ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, fmt.Sprintf(f, a...))
+}
+
+// The embedded server's users hold bcrypt hashes: it starts without the
+// plaintext-password warning, and the users still sign in with their
+// keys (and not with the hash).
+func TestEmbeddedNATSPasswordsHashed(t *testing.T) {
+	sec := secret.Generate()
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true}
+	if err := setNATSAccounts(opts, sec, DefaultPublisherLimits); err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &warnings{}
+	s.SetLoggerV2(w, false, false, false)
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	w.mu.Lock()
+	for _, l := range w.got {
+		if strings.Contains(strings.ToLower(l), "plaintext") {
+			t.Errorf("the server warns: %s", l)
+		}
+	}
+	w.mu.Unlock()
+	for _, u := range opts.Users {
+		if !strings.HasPrefix(u.Password, "$2") {
+			t.Errorf("user %s: password not hashed", u.Username)
+		}
+	}
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(NATSPublisherUser, sec.Token(secret.NATSPublic)))
+	if err != nil {
+		t.Fatalf("the publisher with its key: %v", err)
+	}
+	nc.Close()
+	var hash string
+	for _, u := range opts.Users {
+		if u.Username == NATSPublisherUser {
+			hash = u.Password
+		}
+	}
+	if nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(NATSPublisherUser, hash)); err == nil {
+		nc.Close()
+		t.Error("the hash itself signs in")
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/secret"
 	"github.com/cepcluster/cep/keygroup"
 )
@@ -109,7 +111,7 @@ type natsListenError struct{ msg string }
 
 func (e *natsListenError) Error() string { return e.msg }
 
-func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...string) (*server.Options, error) {
+func embeddedOptions(dir, host string, port int, sec secret.Secret) (*server.Options, error) {
 	opts := &server.Options{
 		ServerName: "cep-embedded",
 		Host:       host,
@@ -122,7 +124,7 @@ func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...stri
 	if !sec.IsZero() {
 		// the accounts and users of an external server's configuration
 		// (NATSServerConfig), parsed from the same text
-		if err := setNATSAccounts(opts, sec, DefaultPublisherLimits, deny...); err != nil {
+		if err := setNATSAccounts(opts, sec, DefaultPublisherLimits); err != nil {
 			return nil, err
 		}
 	}
@@ -132,29 +134,35 @@ func embeddedOptions(dir, host string, port int, sec secret.Secret, deny ...stri
 // guardDerivedSources keeps the publisher user of this node's embedded
 // server off the subjects of the derived sources, which only the shards
 // re-keying a source write: each time the metadata changes them, the
-// server's users are reloaded with those subjects denied.
-func (n *Node) guardDerivedSources(dir string) {
-	var have []string
+// publisher account maps each derived subject into deniedSubjectRoot,
+// which its permissions deny, so a publish there is refused as a
+// permissions violation.
+//
+// A mapping changes while the server runs; reloading the server's users
+// with those subjects denied, as this did before, dropped every account's
+// JetStream API import until the server had checked every connected
+// client's password again (nats-server's reloadAuthorization), so a
+// JetStream request in that moment was answered "no responders" — for
+// microseconds with plain passwords, for a bcrypt comparison per client
+// with hashed ones.
+func (n *Node) guardDerivedSources() {
+	acc, err := n.ns.LookupAccount(NATSPublisherAccount)
+	if err != nil {
+		n.log.Warn("embedded nats: cannot deny publishers the derived sources' subjects", "err", err)
+		return
+	}
+	g := derivedGuard{acc: acc, have: map[string]bool{}}
 	for {
-		m, changed := n.meta.fsm.View()
-		var deny []string
-		for _, s := range m.Sources {
-			if s.Origin != "" {
-				deny = append(deny, s.Subjects...)
+		var want []string
+		changed := n.meta.fsm.Watch(func(m *meta.Meta) {
+			for _, s := range m.Sources {
+				if s.Origin != "" {
+					want = append(want, s.Subjects...)
+				}
 			}
-		}
-		slices.Sort(deny)
-		if !slices.Equal(deny, have) {
-			port := n.ns.Addr().(*net.TCPAddr).Port
-			opts, err := embeddedOptions(dir, n.cfg.NATSHost, port, n.cfg.Secret, deny...)
-			if err == nil {
-				err = n.ns.ReloadOptions(opts)
-			}
-			if err != nil {
-				n.log.Warn("embedded nats: cannot deny publishers the derived sources' subjects", "err", err)
-			} else {
-				have = deny
-			}
+		})
+		if err := g.set(want); err != nil {
+			n.log.Warn("embedded nats: cannot deny publishers a derived source's subject", "err", err)
 		}
 		select {
 		case <-changed:
@@ -162,6 +170,56 @@ func (n *Node) guardDerivedSources(dir string) {
 			return
 		}
 	}
+}
+
+// derivedGuard maps the subjects of the derived sources into
+// deniedSubjectRoot in the publisher account acc; have are those mapped.
+type derivedGuard struct {
+	acc  *server.Account
+	have map[string]bool
+}
+
+// set maps the subjects want and no others.
+func (g *derivedGuard) set(want []string) error {
+	var errs []error
+	keep := map[string]bool{}
+	for _, subj := range want {
+		keep[subj] = true
+		if g.have[subj] {
+			continue
+		}
+		if err := g.acc.AddMapping(subj, deniedMapping(subj)); err != nil {
+			errs = append(errs, fmt.Errorf("subject %s: %w", subj, err))
+			continue
+		}
+		g.have[subj] = true
+	}
+	for subj := range g.have {
+		if !keep[subj] {
+			g.acc.RemoveMapping(subj)
+			delete(g.have, subj)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deniedSubjectRoot is where the publisher account's mappings send a
+// publish to a derived source's subject (guardDerivedSources): the
+// publisher's permissions deny it.
+const deniedSubjectRoot = "_CEP_DENIED"
+
+// deniedMapping is the destination of subj's mapping: subj under
+// deniedSubjectRoot, each wildcard carried over.
+func deniedMapping(subj string) string {
+	toks := strings.Split(subj, ".")
+	w := 0
+	for i, t := range toks {
+		if t == "*" {
+			w++
+			toks[i] = "{{wildcard(" + strconv.Itoa(w) + ")}}"
+		}
+	}
+	return deniedSubjectRoot + "." + strings.Join(toks, ".")
 }
 
 type natsLogger struct {
@@ -205,10 +263,9 @@ func SourceConfig(source string, keyGroups int) jetstream.StreamConfig {
 	}
 }
 
-// jsAgain makes a JetStream API call again while nobody answers the API:
-// the embedded server reloads its accounts when derived sources change
-// (guardDerivedSources), and JetStream's API has no responder for that
-// moment. Bounded by ctx and 5 s; any other outcome is returned at once.
+// jsAgain makes a JetStream API call again while nobody answers the API
+// (a server whose JetStream is still starting, an external server reloading
+// its accounts, which drops JetStream's API imports for a moment). Bounded by ctx and 5 s; any other outcome is returned at once.
 func jsAgain(ctx context.Context, call func() error) error {
 	wait, deadline := 50*time.Millisecond, time.Now().Add(5*time.Second)
 	for {

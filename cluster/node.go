@@ -359,7 +359,7 @@ func start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.spawn(n.forgetDeleted)
 	n.spawn(n.moveVersion)
 	if n.ns != nil && !cfg.Secret.IsZero() {
-		n.spawn(func() { n.guardDerivedSources(filepath.Join(cfg.DataDir, "nats")) })
+		n.spawn(n.guardDerivedSources)
 	}
 	return n, nil
 }

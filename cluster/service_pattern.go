@@ -339,14 +339,24 @@ func (b patternBackend) derivedReads(ctx context.Context, p *nfa.Pattern) ([]str
 
 // put deploys or updates a pattern and returns it with its warnings
 // (nfa.Pattern.Warnings).
-func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy, opts outputOptions) (*cepv1.Pattern, []string, error) {
+func (b patternBackend) put(ctx context.Context, requestID, spec string, format cepv1.SpecFormat, name, subject string, create bool, policy cepv1.UpdatePolicy, opts outputOptions) (*cepv1.Pattern, []string, error) {
 	fromStart := create && opts.fromStart
 	p, f, err := checkedSpec(spec, format, name)
 	if err == nil {
 		err = b.checkFields(p, spec)
 	}
+	if err == nil {
+		err = checkRequestID(requestID)
+	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if res, done, err := b.s.n.requestDone(requestID); done {
+		// a retry: answered as the first time, nothing created again
+		if err != nil {
+			return nil, nil, err
+		}
+		return toPattern(res.(*meta.Pattern)), p.Warnings(), nil
 	}
 	if old := b.s.n.Meta().Patterns[p.Name()]; !create && old != nil && !old.Deleted {
 		// what an update leaves out stays as it is
@@ -400,7 +410,7 @@ func (b patternBackend) put(ctx context.Context, spec string, format cepv1.SpecF
 	if err := checkPatternMeta(pm, p); err != nil {
 		return nil, nil, err
 	}
-	res, err := b.s.n.Propose(ctx, meta.PutPattern{Create: create, Pattern: pm})
+	res, err := b.s.n.proposeRequest(ctx, requestID, meta.PutPattern{Create: create, Pattern: pm})
 	if err != nil {
 		return nil, nil, mapErr(err)
 	}
@@ -411,7 +421,7 @@ func (b patternBackend) Deploy(ctx context.Context, r *cepv1.DeployPatternReques
 	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Patterns, cepv1connect.PatternServiceClient.DeployPattern); done {
 		return res, err
 	}
-	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0, outputOptions{r.MaxPartialMatches, r.Records, r.FromStart})
+	p, warnings, err := b.put(ctx, r.RequestId, r.Spec, r.Format, r.Name, r.OutputSubject, true, 0, outputOptions{r.MaxPartialMatches, r.Records, r.FromStart})
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +432,7 @@ func (b patternBackend) Update(ctx context.Context, r *cepv1.UpdatePatternReques
 	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Patterns, cepv1connect.PatternServiceClient.UpdatePattern); done {
 		return res, err
 	}
-	p, warnings, err := b.put(ctx, r.Spec, r.Format, r.Name, r.OutputSubject, false, r.Policy, outputOptions{maxPartialMatches: r.MaxPartialMatches, records: r.Records})
+	p, warnings, err := b.put(ctx, r.RequestId, r.Spec, r.Format, r.Name, r.OutputSubject, false, r.Policy, outputOptions{maxPartialMatches: r.MaxPartialMatches, records: r.Records})
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +443,7 @@ func (b patternBackend) Delete(ctx context.Context, r *cepv1.DeletePatternReques
 	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Patterns, cepv1connect.PatternServiceClient.DeletePattern); done {
 		return res, err
 	}
-	res, err := b.s.n.Propose(ctx, meta.DeletePattern{Name: r.Name})
+	res, err := b.s.n.proposeRequest(ctx, r.RequestId, meta.DeletePattern{Name: r.Name})
 	if err != nil {
 		return nil, mapErr(err)
 	}

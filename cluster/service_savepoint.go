@@ -61,6 +61,16 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 	if err := splitting(n.Meta()); err != nil {
 		return nil, err
 	}
+	if err := checkRequestID(r.RequestId); err != nil {
+		return nil, err
+	}
+	if res, done, err := n.requestDone(r.RequestId); done {
+		// a retry: answered with the savepoint written the first time
+		if err != nil {
+			return nil, err
+		}
+		return &cepv1.CreateSavepointResponse{Savepoint: toSavepoint(res.(*meta.Savepoint), n.Meta())}, nil
+	}
 	store, err := n.openStore(ctx, r.Target)
 	if err != nil {
 		return nil, err
@@ -96,9 +106,15 @@ func (b savepointBackend) Create(ctx context.Context, r *cepv1.CreateSavepointRe
 			seen[src] = true
 		}
 	}
-	res, err := n.Propose(ctx, meta.AddSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: r.Target, CreatedTime: now.UnixMilli(), Shards: len(m.Shards)}})
+	res, err := n.proposeRequest(ctx, r.RequestId, meta.AddSavepoint{Savepoint: &meta.Savepoint{ID: id, Location: r.Target, CreatedTime: now.UnixMilli(), Shards: len(m.Shards)}})
 	if err != nil {
 		return nil, mapErr(err)
+	}
+	if first := res.(*meta.Savepoint); first.ID != id {
+		// the request was applied first by an earlier try, which the
+		// metadata recorded while this one wrote its files
+		n.removeSavepointParts(store, id)
+		return &cepv1.CreateSavepointResponse{Savepoint: toSavepoint(first, n.Meta())}, nil
 	}
 	sp := toSavepoint(res.(*meta.Savepoint), m)
 	for _, src := range slices.Sorted(maps.Keys(positions)) {
@@ -127,7 +143,7 @@ func (b savepointBackend) Delete(ctx context.Context, r *cepv1.DeleteSavepointRe
 	n := b.s.n
 	m := n.Meta()
 	// forgotten first: the list never names a savepoint with files missing
-	res, err := n.Propose(ctx, meta.DeleteSavepoint{Name: r.Id})
+	res, err := n.proposeRequest(ctx, r.RequestId, meta.DeleteSavepoint{Name: r.Id})
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -266,7 +282,7 @@ func (b savepointBackend) Restore(ctx context.Context, r *cepv1.RestoreSavepoint
 	for _, note := range plan.notes {
 		n.log.Info("savepoint restore: positions mapped", "savepoint", id, "mapping", note)
 	}
-	res, err := n.Propose(ctx, cmd)
+	res, err := n.proposeRequest(ctx, r.RequestId, cmd)
 	if err != nil {
 		return nil, mapErr(err)
 	}

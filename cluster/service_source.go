@@ -25,7 +25,7 @@ type sourceBackend struct{ s *Service }
 
 func toSource(m *meta.Source, k int) *cepv1.Source {
 	return &cepv1.Source{Name: m.Name, Stream: m.Stream, Subjects: m.Subjects, KeyGroups: uint32(k), Managed: m.Managed, CreatedIndex: m.CreatedIndex, Key: m.Key, Origin: m.Origin, Limits: toSourceLimits(m.Limits),
-		Fields: toSourceFields(m.Schema)}
+		Fields: toSourceFields(m.Schema), Strict: m.Strict}
 }
 
 func toSourceFields(s schema.Schema) []*cepv1.SourceField {
@@ -121,7 +121,20 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: source %q: %v", api.ErrInvalidArgument, r.Name, err)
 	}
+	if r.Strict && len(sch) == 0 {
+		return nil, fmt.Errorf("%w: source %q: strict needs the fields its events declare (cepctl source create --schema FILE)", api.ErrInvalidArgument, r.Name)
+	}
+	if err := checkRequestID(r.RequestId); err != nil {
+		return nil, err
+	}
 	k := b.s.n.keyGroups()
+	if res, done, err := b.s.n.requestDone(r.RequestId); done {
+		// a retry: answered as the first time, no stream created again
+		if err != nil {
+			return nil, err
+		}
+		return &cepv1.CreateSourceResponse{Source: toSource(res.(*meta.Source), k)}, nil
+	}
 	if m := b.s.n.Meta(); m.Sources[r.Name] != nil {
 		return nil, fmt.Errorf("%w: source %q", api.ErrAlreadyExists, r.Name)
 	}
@@ -176,8 +189,8 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 		return nil, fmt.Errorf("%w: stream %s: %v", api.ErrUnavailable, sm.Stream, err)
 	}
 	sm.StreamCreated = created
-	sm.Schema = sch
-	res, err := b.s.n.Propose(ctx, meta.PutSource{Source: sm})
+	sm.Schema, sm.Strict = sch, r.Strict
+	res, err := b.s.n.proposeRequest(ctx, r.RequestId, meta.PutSource{Source: sm})
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -218,7 +231,7 @@ func (b sourceBackend) Delete(ctx context.Context, r *cepv1.DeleteSourceRequest)
 	if res, done, err := forwarded(b.s.n, ctx, r, peer.Client.Sources, cepv1connect.SourceServiceClient.DeleteSource); done {
 		return res, err
 	}
-	res, err := b.s.n.Propose(ctx, meta.DeleteSource{Name: r.Name})
+	res, err := b.s.n.proposeRequest(ctx, r.RequestId, meta.DeleteSource{Name: r.Name})
 	if err != nil {
 		return nil, mapErr(err)
 	}

@@ -204,7 +204,7 @@ const protoSplit = 2
 const protoForgetPerName = 3
 
 // protoCurrent is this release's protocol, the highest it speaks.
-const protoCurrent = protoForgetPerName
+const protoCurrent = protoRequestID
 
 // behindProto returns a member of m, not being removed, that the gossip
 // does not see alive or whose release speaks a protocol below proto, and

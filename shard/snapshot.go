@@ -54,6 +54,9 @@ func (s *State) WriteSnapshot(w io.Writer, h snapshot.Header, opts ...snapshot.W
 	if err := s.writePatternCounters(sw); err != nil {
 		return err
 	}
+	if err := s.writeStrict(sw); err != nil {
+		return err
+	}
 	// group every matcher's keys by key group once
 	type km struct {
 		name    string
@@ -199,6 +202,9 @@ func RestoreState(readers []*snapshot.Reader, first, last int) (*State, error) {
 	}
 	// like Counters, from the first file
 	if err := s.restorePatternCounters(readers[0]); err != nil {
+		return nil, fmt.Errorf("shard: snapshot %q: %w", readers[0].Header().ID, err)
+	}
+	if err := s.restoreStrict(readers[0]); err != nil {
 		return nil, fmt.Errorf("shard: snapshot %q: %w", readers[0].Header().ID, err)
 	}
 	err := snapshot.ForEachKeyGroup(readers, first, last, func(kg int, payload []byte) error {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cepcluster/cep/internal/schema"
 	"github.com/cepcluster/cep/keygroup"
 	"github.com/cepcluster/cep/nfa"
 	"github.com/cepcluster/cep/nfa/expr"
@@ -57,6 +58,9 @@ type State struct {
 	first, last, groups int
 
 	patterns []*patternRT // sorted by name
+	// strict are the fields the events of each strict source must fit
+	// (StrictOp)
+	strict map[string]schema.Schema
 	// positions[kg-first][source] is the last source position applied for
 	// that key group.
 	positions []map[string]uint64
@@ -539,6 +543,10 @@ func (s *State) applyForward(source, derived string, events []Event) {
 			s.deadLetter(source, "", e, s.first, decoded[i].err.Error())
 			continue
 		}
+		if err := s.strict[source].Check(decoded[i].ev); err != nil {
+			s.deadLetter(source, "", e, s.first, strictReason(source, err))
+			continue
+		}
 		in, keep, err := by.m.Project(nfa.Input{Data: decoded[i].ev, Raw: e.Data, Pos: e.Pos})
 		if err != nil {
 			s.deadLetter(source, by.deploy.Name, e, s.first, err.Error())
@@ -692,6 +700,7 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 	var originKG int
 	var originDup bool
 	arr.Owns = func(key string) (bool, string) { return s.owns(source, e, key, &originKG, &originDup) }
+	strict := s.strict[source]
 	for i := range events {
 		e = &events[i]
 		bf, bl, ok := s.blockRange(e.Block) // ok: 0 <= e.Block < keygroup.MaxBlocks
@@ -714,6 +723,10 @@ func (s *State) applyEvents(source string, events []Event, ingest int64) {
 		s.counters.Events++
 		if err := decoded[i].err; err != nil {
 			s.deadLetter(source, "", *e, bf, err.Error())
+			continue
+		}
+		if err := strict.Check(decoded[i].ev); err != nil {
+			s.deadLetter(source, "", *e, bf, strictReason(source, err))
 			continue
 		}
 		arr.In = nfa.Input{Data: decoded[i].ev, Raw: e.Data, Pos: e.Pos}

@@ -2,9 +2,11 @@ package leader
 
 import (
 	"context"
+	"slices"
 
 	"github.com/cepcluster/cep/cluster/meta"
 	"github.com/cepcluster/cep/cluster/plan"
+	"github.com/cepcluster/cep/internal/schema"
 	"github.com/cepcluster/cep/shard"
 )
 
@@ -50,6 +52,7 @@ func (r *Leader) reconcile(ctx context.Context, m *meta.Meta) error {
 	}
 	for _, name := range rc.Deploy {
 		p := m.Patterns[name]
+		ops = append(ops, r.strictOps(m, p)...)
 		maxKeys, maxStateBytes := r.env.PatternLimits(p.Spec, p.Format)
 		ops = append(ops, &shard.Deploy{
 			Name: name, Version: p.Version, Spec: []byte(p.Spec), Sources: p.Sources, Reads: p.Reads,
@@ -63,6 +66,26 @@ func (r *Leader) reconcile(ctx context.Context, m *meta.Meta) error {
 		})
 	}
 	return r.sh.Propose(ctx, &shard.Batch{Ops: ops})
+}
+
+// strictOps are the StrictOps that make the shard check the events of
+// p's sources as the metadata declares them: with a strict source's
+// fields, or none once it is not strict (created again without). Only
+// where the shard's differ, so a shard without strict sources logs none.
+func (r *Leader) strictOps(m *meta.Meta, p *meta.Pattern) []shard.Op {
+	var ops []shard.Op
+	r.sh.FSM().View(func(s *shard.State, _ uint64) {
+		for _, name := range p.Sources {
+			var want schema.Schema
+			if src := m.Sources[name]; src != nil && src.Strict {
+				want = src.Schema
+			}
+			if !slices.Equal(s.Strict(name), want) {
+				ops = append(ops, shard.StrictOp{Source: name, Fields: want})
+			}
+		}
+	})
+	return ops
 }
 
 // skipHistory returns the OpSkip operations that make a pattern starting

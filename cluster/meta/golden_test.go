@@ -253,7 +253,7 @@ func TestGoldenEntriesReencode(t *testing.T) {
 		}
 	}
 	for kind := range commands {
-		if !seen[kind] && !gatedKinds[kind] { // those have golden files of their own
+		if !seen[kind] && !gatedKinds[kind] && !versionGated[kind] { // those have golden files of their own, or none yet
 			t.Errorf("kind %q is not in the golden log", kind)
 		}
 	}

@@ -58,6 +58,10 @@ type Meta struct {
 	// Sealed: a checksummed entry was applied; unchecksummed (legacy
 	// JSON) entries are refused from then on (FSM.Apply).
 	Sealed bool `json:"sealed,omitempty"`
+	// Requests are the last MaxRequests request ids applied, oldest
+	// first, with their results (Requested); omitted when none, so a
+	// snapshot without them reads as older releases wrote it.
+	Requests []Request `json:"requests,omitempty"`
 }
 
 // Removed is a node removed from the cluster, at Time (Unix ms, as
@@ -182,6 +186,10 @@ type Source struct {
 	// omitted when unset, so a source without it encodes as older
 	// releases wrote it.
 	Schema schema.Schema `json:"schema,omitempty"`
+	// Strict: the shards dead-letter the events that do not fit Schema
+	// (with the reason) instead of passing them to patterns; omitted when
+	// unset, as Schema.
+	Strict bool `json:"strict,omitempty"`
 }
 
 // SourceLimits bound what a source's stream keeps; a zero field is no

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/cepcluster/cep/api"
 	"github.com/cepcluster/cep/api/gen/cep/v1/cepv1connect"
@@ -191,20 +195,24 @@ const (
 // retrier is a client interceptor that calls again, with a backoff and for
 // up to budget, what the cluster answered it could not do for a moment
 // (Unavailable): a call without side effects (the protos'
-// idempotency_level), and a change the server says it did not apply ("not
-// applied" in the message: a node that knows no metadata leader, or is no
-// longer it). A change that may have been applied is not sent again, nor
-// is a call to a server that cannot be reached (a wrong address should
-// not wait; tail resumes on its own). Streams pass through.
+// idempotency_level), a change with a request id (which the cluster
+// applies once, however often it is sent: the retrier gives every change
+// that takes one an id of its own, kept across its tries), and a change
+// the server says it did not apply ("not applied" in the message: a node
+// that knows no metadata leader, or is no longer it). Another change that
+// may have been applied is not sent again, nor is a call to a server that
+// cannot be reached (a wrong address should not wait; tail resumes on its
+// own). Streams pass through.
 type retrier struct{ budget time.Duration }
 
 func (r retrier) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		end := time.Now().Add(r.budget)
 		backoff := retryBackoffMin
+		hasID := withRequestID(req.Any())
 		for {
 			res, err := next(ctx, req)
-			if err == nil || !retryable(req.Spec(), err) || ctx.Err() != nil || time.Now().Add(backoff).After(end) {
+			if err == nil || !(retryable(req.Spec(), err) || hasID && unavailable(err)) || ctx.Err() != nil || time.Now().Add(backoff).After(end) {
 				return res, err
 			}
 			select {
@@ -223,6 +231,33 @@ func (r retrier) WrapStreamingClient(next connect.StreamingClientFunc) connect.S
 
 func (r retrier) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// withRequestID gives msg a request id of its own when it has the
+// request_id field and the caller left it empty, and reports whether it
+// has one now.
+func withRequestID(msg any) bool {
+	m, ok := msg.(proto.Message)
+	if !ok {
+		return false
+	}
+	r := m.ProtoReflect()
+	fd := r.Descriptor().Fields().ByName("request_id")
+	if fd == nil || fd.Kind() != protoreflect.StringKind {
+		return false
+	}
+	if r.Get(fd).String() == "" {
+		b := make([]byte, 16)
+		rand.Read(b)
+		r.Set(fd, protoreflect.ValueOfString("cepctl-"+hex.EncodeToString(b)))
+	}
+	return true
+}
+
+// unavailable reports whether the server answered err as Unavailable.
+func unavailable(err error) bool {
+	var ce *connect.Error
+	return errors.As(err, &ce) && connect.IsWireError(ce) && ce.Code() == connect.CodeUnavailable
 }
 
 // retryable reports whether a call of spec that failed with err may be

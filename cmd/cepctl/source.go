@@ -49,7 +49,11 @@ func writeSource(w io.Writer, format string, s *cepv1.Source) error {
 	row(tw, "Managed:", s.GetManaged())
 	row(tw, "Retention:", retention(s.GetLimits()))
 	if fs := s.GetFields(); len(fs) > 0 {
-		row(tw, "Fields:", plural(len(fs), "field"))
+		fields := plural(len(fs), "field")
+		if s.GetStrict() {
+			fields += " (strict: events that do not fit are dead-lettered)"
+		}
+		row(tw, "Fields:", fields)
 		for _, line := range strings.Split(strings.TrimSuffix(fromSchemaFields(fs).Format(), "\n"), "\n") {
 			row(tw, "", "  "+line)
 		}

@@ -26,6 +26,8 @@ type sourceCreateOptions struct {
 	// Schema is the file declaring the events' fields
 	Schema string
 	fields []*cepv1.SourceField
+	// Strict: events that do not fit the schema are dead-lettered
+	Strict bool
 }
 
 // sizeValue is a byte-count flag: "512M", "10GiB" (see package size).
@@ -73,11 +75,15 @@ a trailing ? for an optional field; nested maps for an object's fields)
 or as a JSON Schema object ("properties", "type", "required"): cepctl
 source infer-schema writes one from a sample. Patterns reading the source
 are then checked against it when validated or deployed, a misspelt field
-refused with the closest declared one.`,
+refused with the closest declared one. With --strict (which needs --schema)
+an event that does not fit it (a required field missing, a value of another
+type) is dead-lettered with the field and the reason (cepctl tail
+--dead-letters) instead of reaching the patterns.`,
 		Example: `  cepctl source create logins --key e.user
   cepctl source create clicks --subjects 'web.clicks.*'
   cepctl source create metrics --key e.host --max-age 72h --max-bytes 50G
   cepctl source create bank --key e.account --schema bank.schema.yaml
+  cepctl source create payments --key e.account --schema payments.schema.yaml --strict
   cepctl source create eu-orders --stream ORDERS --subjects 'shop.orders.eu.>' --key e.customer.id`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -93,6 +99,8 @@ refused with the closest declared one.`,
 				return fmt.Errorf("--max-msgs %d: positive (or 0, no limit)", opts.MaxMsgs)
 			case opts.Stream != "" && (opts.MaxAge > 0 || opts.MaxBytes > 0 || opts.MaxMsgs > 0):
 				return fmt.Errorf("--max-age, --max-bytes and --max-msgs bound a stream the cluster creates, not --stream %s (set its limits with nats stream edit)", opts.Stream)
+			case opts.Strict && opts.Schema == "":
+				return fmt.Errorf("--strict checks events against the fields --schema FILE declares: give --schema too")
 			}
 			if opts.Schema != "" {
 				s, err := readSchemaFile(d, opts.Schema)
@@ -113,6 +121,7 @@ refused with the closest declared one.`,
 	cmd.Flags().DurationVar(&opts.MaxAge, "max-age", 0, "remove events older than this from the stream, e.g. 72h (default: keep them)")
 	cmd.Flags().Var(&opts.MaxBytes, "max-bytes", "remove the oldest events once the stream holds more, e.g. 50G (K, M, G, T: powers of 1024; default: no limit)")
 	cmd.Flags().StringVar(&opts.Schema, "schema", "", "file declaring the events' fields (field: type lines, or a JSON Schema; see cepctl source infer-schema)")
+	cmd.Flags().BoolVar(&opts.Strict, "strict", false, "dead-letter the events that do not fit --schema, with the reason, instead of passing them to patterns")
 	cmd.Flags().Int64Var(&opts.MaxMsgs, "max-msgs", 0, "remove the oldest events once the stream holds more events than this (default: no limit)")
 	return cmd
 }
@@ -121,7 +130,7 @@ func runSourceCreate(ctx context.Context, d *deps, opts *sourceCreateOptions) er
 	c := newClients(d, opts.globalOptions)
 	res, err := c.sources.CreateSource(ctx, connect.NewRequest(&cepv1.CreateSourceRequest{
 		Name: opts.Name, Subjects: opts.Subjects, Stream: opts.Stream, Key: opts.Key, Limits: opts.limits(),
-		Fields: opts.fields,
+		Fields: opts.fields, Strict: opts.Strict,
 	}))
 	if err != nil {
 		return err

@@ -114,6 +114,14 @@ func TestSourceSchemaAgainstANode(t *testing.T) {
 	cepctl(t, url, "pattern", "deploy", "../../examples/login-fail-logout.yaml").mustOK(t)
 
 	cepctl(t, url, "source", "create", "ticker", "--key", "e.symbol", "--schema", writeTemp(t, "t.yaml", "symbol: string\nprice: number\nts: integer\n")).mustOK(t)
+
+	// --strict needs the schema it checks events against; the source
+	// says it is strict
+	cepctl(t, url, "source", "create", "pay", "--key", "e.account", "--strict").mustFail(t, "--strict checks events against the fields --schema FILE declares")
+	cepctl(t, url, "source", "create", "pay", "--key", "e.account", "--strict", "--schema", schemaFile).mustOK(t)
+	if out := cepctl(t, url, "source", "get", "pay").mustOK(t).stdout; !strings.Contains(out, "4 fields (strict: events that do not fit are dead-lettered)") {
+		t.Errorf("source get of a strict source:\n%s", out)
+	}
 	q := writeTemp(t, "v.sql", typoQuery)
 	if r := cepctl(t, url, "pattern", "deploy", "--name", "v", q); r.code == 0 || r.stderr != "cepctl: "+q+":6:22: no field 'prcie'. Did you mean 'price'?\n" {
 		t.Errorf("deploy of a misspelt column: exit %d, stderr %q", r.code, r.stderr)

@@ -331,5 +331,7 @@ func TestNATSPublisherCannotWriteDerivedSources(t *testing.T) {
 		}
 		return nil
 	})
-	perrs.violated(t, subject)
+	// the embedded server maps a derived subject under _CEP_DENIED, which
+	// the publisher may not publish to (cluster's guardDerivedSources)
+	perrs.violated(t, "_CEP_DENIED."+subject)
 }

@@ -687,7 +687,12 @@ type DeployPatternRequest struct {
 	// backfill over the events they hold) instead of from the deployment.
 	// Sources are read once for every pattern, so this is refused
 	// (FailedPrecondition) when another pattern reads one of them.
-	FromStart     bool `protobuf:"varint,7,opt,name=from_start,json=fromStart,proto3" json:"from_start,omitempty"`
+	FromStart bool `protobuf:"varint,7,opt,name=from_start,json=fromStart,proto3" json:"from_start,omitempty"`
+	// Optional: an id the caller chooses for this request (at most 128
+	// bytes), sent again unchanged when it retries. The cluster applies a
+	// request id once: the same id again (within the last 1024 ids) returns
+	// the first request's result without applying anything.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -771,6 +776,13 @@ func (x *DeployPatternRequest) GetFromStart() bool {
 	return false
 }
 
+func (x *DeployPatternRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type DeployPatternResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Pattern *Pattern               `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
@@ -851,7 +863,12 @@ type UpdatePatternRequest struct {
 	// As in DeployPatternRequest; absent keeps the current bound.
 	MaxPartialMatches *uint64 `protobuf:"varint,6,opt,name=max_partial_matches,json=maxPartialMatches,proto3,oneof" json:"max_partial_matches,omitempty"`
 	// As in DeployPatternRequest; empty keeps the current record types.
-	Records       []RecordType `protobuf:"varint,7,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
+	Records []RecordType `protobuf:"varint,7,rep,packed,name=records,proto3,enum=cep.v1.RecordType" json:"records,omitempty"`
+	// Optional: an id the caller chooses for this request (at most 128
+	// bytes), sent again unchanged when it retries. The cluster applies a
+	// request id once: the same id again (within the last 1024 ids) returns
+	// the first request's result without applying anything.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -935,6 +952,13 @@ func (x *UpdatePatternRequest) GetRecords() []RecordType {
 	return nil
 }
 
+func (x *UpdatePatternRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type UpdatePatternResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pattern at its new version.
@@ -999,8 +1023,13 @@ func (x *UpdatePatternResponse) GetPendingShards() []uint32 {
 }
 
 type DeletePatternRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional: an id the caller chooses for this request (at most 128
+	// bytes), sent again unchanged when it retries. The cluster applies a
+	// request id once: the same id again (within the last 1024 ids) returns
+	// the first request's result without applying anything.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1038,6 +1067,13 @@ func (*DeletePatternRequest) Descriptor() ([]byte, []int) {
 func (x *DeletePatternRequest) GetName() string {
 	if x != nil {
 		return x.Name
+	}
+	return ""
+}
+
+func (x *DeletePatternRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -1966,7 +2002,7 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"event_time\x18\x05 \x01(\bR\teventTime\x12\x18\n" +
 	"\asources\x18\x06 \x03(\tR\asources\x12'\n" +
 	"\x05error\x18\a \x01(\v2\x11.cep.v1.SpecErrorR\x05error\x12\x1a\n" +
-	"\bwarnings\x18\b \x03(\tR\bwarnings\"\xab\x02\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"\xca\x02\n" +
 	"\x14DeployPatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
@@ -1975,12 +2011,14 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x13max_partial_matches\x18\x05 \x01(\x04H\x00R\x11maxPartialMatches\x88\x01\x01\x12,\n" +
 	"\arecords\x18\x06 \x03(\x0e2\x12.cep.v1.RecordTypeR\arecords\x12\x1d\n" +
 	"\n" +
-	"from_start\x18\a \x01(\bR\tfromStartB\x16\n" +
+	"from_start\x18\a \x01(\bR\tfromStart\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestIdB\x16\n" +
 	"\x14_max_partial_matches\"\x85\x01\n" +
 	"\x15DeployPatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12%\n" +
-	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"\xba\x02\n" +
+	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"\xd9\x02\n" +
 	"\x14UpdatePatternRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12*\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x12.cep.v1.SpecFormatR\x06format\x12\x12\n" +
@@ -1988,14 +2026,18 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x06policy\x18\x04 \x01(\x0e2\x14.cep.v1.UpdatePolicyR\x06policy\x12%\n" +
 	"\x0eoutput_subject\x18\x05 \x01(\tR\routputSubject\x123\n" +
 	"\x13max_partial_matches\x18\x06 \x01(\x04H\x00R\x11maxPartialMatches\x88\x01\x01\x12,\n" +
-	"\arecords\x18\a \x03(\x0e2\x12.cep.v1.RecordTypeR\arecordsB\x16\n" +
+	"\arecords\x18\a \x03(\x0e2\x12.cep.v1.RecordTypeR\arecords\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestIdB\x16\n" +
 	"\x14_max_partial_matches\"\x85\x01\n" +
 	"\x15UpdatePatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12%\n" +
-	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"*\n" +
+	"\x0epending_shards\x18\x03 \x03(\rR\rpendingShards\"I\n" +
 	"\x14DeletePatternRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"i\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"i\n" +
 	"\x15DeletePatternResponse\x12)\n" +
 	"\apattern\x18\x01 \x01(\v2\x0f.cep.v1.PatternR\apattern\x12%\n" +
 	"\x0epending_shards\x18\x02 \x03(\rR\rpendingShards\"\x15\n" +

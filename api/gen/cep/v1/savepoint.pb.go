@@ -327,7 +327,12 @@ type CreateSavepointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Where to write: "dir:///path" (a directory on every node's file system)
 	// or "nats://bucket" (a JetStream object store bucket).
-	Target        string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// Optional: an id the caller chooses for this request (at most 128
+	// bytes), sent again unchanged when it retries. The cluster applies a
+	// request id once: the same id again (within the last 1024 ids) returns
+	// the first request's result without applying anything.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -365,6 +370,13 @@ func (*CreateSavepointRequest) Descriptor() ([]byte, []int) {
 func (x *CreateSavepointRequest) GetTarget() string {
 	if x != nil {
 		return x.Target
+	}
+	return ""
+}
+
+func (x *CreateSavepointRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -498,7 +510,12 @@ type DeleteSavepointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Only forget it: leave its files where they are.
-	KeepFiles     bool `protobuf:"varint,2,opt,name=keep_files,json=keepFiles,proto3" json:"keep_files,omitempty"`
+	KeepFiles bool `protobuf:"varint,2,opt,name=keep_files,json=keepFiles,proto3" json:"keep_files,omitempty"`
+	// Optional: an id the caller chooses for this request (at most 128
+	// bytes), sent again unchanged when it retries. The cluster applies a
+	// request id once: the same id again (within the last 1024 ids) returns
+	// the first request's result without applying anything.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -545,6 +562,13 @@ func (x *DeleteSavepointRequest) GetKeepFiles() bool {
 		return x.KeepFiles
 	}
 	return false
+}
+
+func (x *DeleteSavepointRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type DeleteSavepointResponse struct {
@@ -626,7 +650,12 @@ type RestoreSavepointRequest struct {
 	// checksums are still checked, but not who wrote them, so only set it
 	// for files you trust. Without it such a restore fails with
 	// FailedPrecondition naming the part.
-	Unsealed      bool `protobuf:"varint,6,opt,name=unsealed,proto3" json:"unsealed,omitempty"`
+	Unsealed bool `protobuf:"varint,6,opt,name=unsealed,proto3" json:"unsealed,omitempty"`
+	// Optional: an id the caller chooses for this request (at most 128
+	// bytes), sent again unchanged when it retries. The cluster applies a
+	// request id once: the same id again (within the last 1024 ids) returns
+	// the first request's result without applying anything.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -712,6 +741,13 @@ func (x *RestoreSavepointRequest) GetUnsealed() bool {
 		return x.Unsealed
 	}
 	return false
+}
+
+func (x *RestoreSavepointRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type isRestoreSavepointRequest_Savepoint interface {
@@ -838,23 +874,27 @@ const file_cep_v1_savepoint_proto_rawDesc = "" +
 	"\x0estream_created\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rstreamCreated\">\n" +
 	"\x0ePatternVersion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"0\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"O\n" +
 	"\x16CreateSavepointRequest\x12\x16\n" +
-	"\x06target\x18\x01 \x01(\tR\x06target\"J\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"J\n" +
 	"\x17CreateSavepointResponse\x12/\n" +
 	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\"\x17\n" +
 	"\x15ListSavepointsRequest\"K\n" +
 	"\x16ListSavepointsResponse\x121\n" +
 	"\n" +
 	"savepoints\x18\x01 \x03(\v2\x11.cep.v1.SavepointR\n" +
-	"savepoints\"G\n" +
+	"savepoints\"f\n" +
 	"\x16DeleteSavepointRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
-	"keep_files\x18\x02 \x01(\bR\tkeepFiles\"o\n" +
+	"keep_files\x18\x02 \x01(\bR\tkeepFiles\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"o\n" +
 	"\x17DeleteSavepointResponse\x12/\n" +
 	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\x12#\n" +
-	"\rdeleted_files\x18\x02 \x03(\tR\fdeletedFiles\"\x8d\x02\n" +
+	"\rdeleted_files\x18\x02 \x03(\tR\fdeletedFiles\"\xac\x02\n" +
 	"\x17RestoreSavepointRequest\x12\x10\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x12\x1c\n" +
 	"\blocation\x18\x02 \x01(\tH\x00R\blocation\x12\x1f\n" +
@@ -862,7 +902,9 @@ const file_cep_v1_savepoint_proto_rawDesc = "" +
 	"shardCount\x125\n" +
 	"\tpositions\x18\x04 \x01(\x0e2\x17.cep.v1.PositionMappingR\tpositions\x12A\n" +
 	"\x0epositions_from\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rpositionsFrom\x12\x1a\n" +
-	"\bunsealed\x18\x06 \x01(\bR\bunsealedB\v\n" +
+	"\bunsealed\x18\x06 \x01(\bR\bunsealed\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestIdB\v\n" +
 	"\tsavepoint\"\xfd\x01\n" +
 	"\x18RestoreSavepointResponse\x12/\n" +
 	"\tsavepoint\x18\x01 \x01(\v2\x11.cep.v1.SavepointR\tsavepoint\x12\x1f\n" +

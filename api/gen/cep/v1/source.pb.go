@@ -58,7 +58,11 @@ type Source struct {
 	// The fields its events declare (empty: not declared), sorted by path:
 	// patterns reading the source are checked against them when validated
 	// or deployed.
-	Fields        []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
+	Fields []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Events that do not fit fields (a required field missing, a value of
+	// another type) are dead-lettered with the reason instead of reaching
+	// patterns.
+	Strict        bool `protobuf:"varint,22,opt,name=strict,proto3" json:"strict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +165,13 @@ func (x *Source) GetFields() []*SourceField {
 		return x.Fields
 	}
 	return nil
+}
+
+func (x *Source) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
 }
 
 // SourceField is one declared field of a source's events.
@@ -309,7 +320,16 @@ type CreateSourceRequest struct {
 	// The fields the source's events have (see Source.fields); an object's
 	// fields follow it. Errors: InvalidArgument (an unknown type, a field
 	// under a non-object, over 1000 fields).
-	Fields        []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
+	Fields []*SourceField `protobuf:"bytes,21,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Dead-letter the events that do not fit fields, with the field and
+	// the reason, instead of passing them to patterns (see Source.strict).
+	// Errors: InvalidArgument (strict without fields).
+	Strict bool `protobuf:"varint,22,opt,name=strict,proto3" json:"strict,omitempty"`
+	// Optional: an id the caller chooses for this request (at most 128
+	// bytes), sent again unchanged when it retries. The cluster applies a
+	// request id once: the same id again (within the last 1024 ids) returns
+	// the first request's result without applying anything.
+	RequestId     string `protobuf:"bytes,23,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -384,6 +404,20 @@ func (x *CreateSourceRequest) GetFields() []*SourceField {
 		return x.Fields
 	}
 	return nil
+}
+
+func (x *CreateSourceRequest) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+func (x *CreateSourceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type CreateSourceResponse struct {
@@ -604,7 +638,12 @@ type DeleteSourceRequest struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Also delete the streams the cluster created for the source and for its
 	// derived sources.
-	DeleteStream  bool `protobuf:"varint,2,opt,name=delete_stream,json=deleteStream,proto3" json:"delete_stream,omitempty"`
+	DeleteStream bool `protobuf:"varint,2,opt,name=delete_stream,json=deleteStream,proto3" json:"delete_stream,omitempty"`
+	// Optional: an id the caller chooses for this request (at most 128
+	// bytes), sent again unchanged when it retries. The cluster applies a
+	// request id once: the same id again (within the last 1024 ids) returns
+	// the first request's result without applying anything.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +690,13 @@ func (x *DeleteSourceRequest) GetDeleteStream() bool {
 		return x.DeleteStream
 	}
 	return false
+}
+
+func (x *DeleteSourceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type DeleteSourceResponse struct {
@@ -810,7 +856,7 @@ var File_cep_v1_source_proto protoreflect.FileDescriptor
 
 const file_cep_v1_source_proto_rawDesc = "" +
 	"\n" +
-	"\x13cep/v1/source.proto\x12\x06cep.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb3\x02\n" +
+	"\x13cep/v1/source.proto\x12\x06cep.v1\x1a\x1egoogle/protobuf/duration.proto\"\xcb\x02\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x1a\n" +
@@ -822,7 +868,8 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\x03key\x18\a \x01(\tR\x03key\x12\x16\n" +
 	"\x06origin\x18\b \x01(\tR\x06origin\x12,\n" +
 	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\x12+\n" +
-	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\"Q\n" +
+	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\x12\x16\n" +
+	"\x06strict\x18\x16 \x01(\bR\x06strict\"Q\n" +
 	"\vSourceField\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -830,14 +877,17 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\fSourceLimits\x122\n" +
 	"\amax_age\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x19\n" +
-	"\bmax_msgs\x18\x03 \x01(\x03R\amaxMsgs\"\xca\x01\n" +
+	"\bmax_msgs\x18\x03 \x01(\x03R\amaxMsgs\"\x81\x02\n" +
 	"\x13CreateSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bsubjects\x18\x02 \x03(\tR\bsubjects\x12\x16\n" +
 	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12,\n" +
 	"\x06limits\x18\x14 \x01(\v2\x14.cep.v1.SourceLimitsR\x06limits\x12+\n" +
-	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\">\n" +
+	"\x06fields\x18\x15 \x03(\v2\x13.cep.v1.SourceFieldR\x06fields\x12\x16\n" +
+	"\x06strict\x18\x16 \x01(\bR\x06strict\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x17 \x01(\tR\trequestId\">\n" +
 	"\x14CreateSourceResponse\x12&\n" +
 	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source\"\x14\n" +
 	"\x12ListSourcesRequest\"?\n" +
@@ -846,10 +896,12 @@ const file_cep_v1_source_proto_rawDesc = "" +
 	"\x10GetSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\";\n" +
 	"\x11GetSourceResponse\x12&\n" +
-	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source\"N\n" +
+	"\x06source\x18\x01 \x01(\v2\x0e.cep.v1.SourceR\x06source\"m\n" +
 	"\x13DeleteSourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
-	"\rdelete_stream\x18\x02 \x01(\bR\fdeleteStream\"i\n" +
+	"\rdelete_stream\x18\x02 \x01(\bR\fdeleteStream\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"i\n" +
 	"\x14DeleteSourceResponse\x12(\n" +
 	"\asources\x18\x01 \x03(\v2\x0e.cep.v1.SourceR\asources\x12'\n" +
 	"\x0fdeleted_streams\x18\x02 \x03(\tR\x0edeletedStreams\"?\n" +
