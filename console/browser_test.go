@@ -470,6 +470,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	run("patterns", chromedp.Click(chromedp.CSS(`nav a[href="#/patterns"]`)))
 	waitFor("the match counted", fmt.Sprintf(`(() => { const t = [...document.querySelectorAll("table")].find(t => t.caption.textContent.startsWith("Deployed patterns")); if (!t) return false; const col = [...t.tHead.rows[0].cells].findIndex(c => c.textContent == "Matches"); const row = [...t.tBodies[0].rows].find(r => r.cells[0].textContent == "login-fail-logout"); return !!row && row.cells[col].textContent == %q })()`, fmt.Sprint(matched)))
+	patternStatsShown(t, ctx, patternc, eval, waitFor, "login-fail-logout", matched)
+
+	editorErrorsAtTheirLine(t, ctx, url, patternc, run, eval, waitFor, click)
 
 	// deploy: a refused document shows the API's reason; a good one runs
 	bad := "name: console-check\nsource: bank\nstages: []\n"
