@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,4 +113,58 @@ func patternStatsShown(t *testing.T, ctx context.Context, patternc cepv1connect.
 	}
 	// two polls make a rate: the line is drawn and its label says it
 	waitFor("the rate's sparkline", fmt.Sprintf(`(r => !!r.querySelector("td.rate svg.spark polyline") && r.querySelector("td.rate svg.spark").getAttribute("aria-label").startsWith("Matches per second of %s"))(%s)`, name, row))
+}
+
+// restoreSavepoint restores the savepoint createSavepoint wrote, from the
+// page, after its confirmation: a pattern deployed since is gone from the
+// API's list afterwards (a restore replaces the cluster's patterns with
+// the savepoint's), and nothing changed before the confirmation.
+func restoreSavepoint(t *testing.T, ctx context.Context, patternc cepv1connect.PatternServiceClient, spc cepv1connect.SavepointServiceClient, eval evalFunc, waitFor waitForFunc, click clickFunc, labelled labelledFunc) {
+	t.Helper()
+	l, err := spc.ListSavepoints(ctx, connect.NewRequest(&cepv1.ListSavepointsRequest{}))
+	if err != nil || len(l.Msg.Savepoints) == 0 {
+		t.Fatalf("the API lists %v, %v", l, err)
+	}
+	sp := l.Msg.Savepoints[0]
+	since := "name: console-since\nsource: bank\nkey: e.account\nstages:\n- name: login\n  where: e.type == \"LOGIN\"\n"
+	if _, err := patternc.DeployPattern(ctx, connect.NewRequest(&cepv1.DeployPatternRequest{Spec: since})); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		t.Helper()
+		ps, err := patternc.ListPatterns(ctx, connect.NewRequest(&cepv1.ListPatternsRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range ps.Msg.Patterns {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	var saved []string
+	for _, p := range sp.PatternVersions {
+		saved = append(saved, p.Name)
+	}
+	click("button", "Restore…")
+	waitFor("the confirmation", fmt.Sprintf(`[...document.querySelectorAll("button")].some(b => b.textContent == "Restore %s")`, sp.Id))
+	var choices []string
+	eval("the position choices", `[...document.querySelectorAll("#restore-positions option")].map(o => o.textContent.split(":")[0])`, &choices)
+	if want := []string{"refuse the restore (the default)", "keep", "from-start", "from-end", "from-time"}; !slices.Equal(choices, want) {
+		t.Errorf("the restore offers positions %q, want %q (cepctl savepoint restore --positions)", choices, want)
+	}
+	labelled("restore")
+	if got := names(); !slices.Contains(got, "console-since") {
+		t.Fatalf("before the confirmation the patterns are %q", got)
+	}
+	click("button", "Restore "+sp.Id)
+	waitFor("restored", `[...document.querySelectorAll("[role=status]")].some(s => s.textContent.includes("Restored"))`)
+	if got := names(); !slices.Equal(got, saved) {
+		t.Errorf("after the restore the API lists patterns %q, the savepoint has %q", got, saved)
+	}
+	var status string
+	eval("the status", `[...document.querySelectorAll("[role=status]")].find(s => s.textContent.includes("Restored")).textContent`, &status)
+	if !strings.Contains(status, sp.Id) || !strings.Contains(status, fmt.Sprintf("into %d shard", sp.ShardCount)) {
+		t.Errorf("the page says %q; restored %s into %d shards", status, sp.Id, sp.ShardCount)
+	}
 }

@@ -503,9 +503,11 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("the deleted pattern: %v, want NotFound", err)
 	}
 
+	buildGoAround(t, ctx, bin, url, patternc, run, eval, waitFor, labelled)
 	sourcesAndDeadLetters(t, ctx, bin, url, nl, cepv1connect.NewSourceServiceClient(hc, url, opt), matchc, run, eval, waitFor, labelled, screenshotAs)
 	spc := cepv1connect.NewSavepointServiceClient(hc, url, opt)
 	createSavepoint(t, ctx, spc, run, eval, waitFor, click, labelled, screenshotAs)
+	restoreSavepoint(t, ctx, patternc, spc, eval, waitFor, click, labelled)
 
 	// a reader is offered neither deploy nor delete
 	run("sign out", chromedp.Navigate(url+"/ui/#/"), chromedp.Click(chromedp.CSS(`.who button`)), chromedp.WaitVisible(chromedp.CSS("#token")))

@@ -13,7 +13,10 @@
 // Its pages: the cluster (nodes, shards); the patterns, each with its
 // automaton, live output and a key's inside (InspectKey); the sources
 // with the latest dead letters (a Tail of dead letters, closed when the
-// page is left); the savepoints.
+// page is left); the savepoints (create, restore with its position
+// choice); the pattern builder, a form that writes a MATCH_RECOGNIZE
+// query, each line of which it knows the part of the form that wrote, so
+// that a validation error at a line is shown on that part.
 //
 // The pattern list's counters are GetPatternStats' (every shard's leader's,
 // summed), sampled at each poll for the sparkline of matches per second.

@@ -79,7 +79,9 @@ export function selectLine(ta: HTMLTextAreaElement, line: number) {
 
 // useExplained asks the API to draw the spec's automaton, a moment after
 // the last change (not at every key), and keeps the last drawing while
-// the text does not compile.
+// the text does not compile. It validates first: ExplainPattern answers
+// an invalid spec with an error status, which the browser logs as a
+// failed request at every key.
 export function useExplained(spec: string, name: string) {
   const [svg, setSvg] = useState<{ svg: string; text: string } | null>(null);
   useEffect(() => {
@@ -90,6 +92,8 @@ export function useExplained(spec: string, name: string) {
     const ctl = new AbortController();
     const timer = setTimeout(async () => {
       try {
+        const v = await patterns.validatePattern({ spec, name }, { signal: ctl.signal });
+        if (!v.valid || ctl.signal.aborted) return;
         const r = await patterns.explainPattern({ spec, name }, { signal: ctl.signal });
         if (!ctl.signal.aborted) setSvg({ svg: r.svg, text: r.text });
       } catch {

@@ -93,6 +93,9 @@ export function PatternsPage(props: { role: Role | null }) {
         <p>
           <a class="button" href="#/deploy">
             Deploy a pattern
+          </a>{" "}
+          <a class="button" href="#/build">
+            Build a pattern
           </a>
         </p>
       )}
@@ -459,6 +462,9 @@ export function DeployPage(props: { role: Role | null }) {
   return (
     <section aria-labelledby="deploy-h">
       <h1 id="deploy-h">Deploy a pattern</h1>
+      <p>
+        <a href="#/build">Build one step by step instead</a>
+      </p>
       <div class="pattern-grid">
         <form
           onSubmit={(e) => {
