@@ -2,8 +2,10 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -70,7 +72,7 @@ func offlineRecords(t *testing.T, query, name string, events []string) []string 
 // misspelt field's error lands on its condition, then checks the query
 // the builder wrote gives the example's records on the same events
 // (offline), and deploys it.
-func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc cepv1connect.PatternServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, labelled labelledFunc) {
+func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc cepv1connect.PatternServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, labelled labelledFunc, shot func(name string)) {
 	t.Helper()
 	cepctl(t, bin, url, "A", "source", "create", "record", "--key", "e.input.icao24")
 	run("the builder", chromedp.Navigate(url+"/ui/#/build"))
@@ -95,8 +97,35 @@ func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc 
 		waitFor("the automaton of steps "+strings.Join(want, " "), fmt.Sprintf(`(w => { const l = [...document.querySelectorAll(".draft-automaton svg text")].map(t => t.textContent); return w.every(s => l.includes(s)) && !l.some(x => /^[A-D](:\d+)?$/.test(x) && !w.includes(x[0])) })(%s)`, mustJSON(want)))
 	}
 
+	// the source's fields, from its latest events, are offered for the
+	// columns: the leaf fields of the events published
+	events := aircraftTracks()
+	file := filepath.Join(t.TempDir(), "tracks.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(events[:len(events)-1], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cepctl(t, bin, url, "A", "publish", "--source", "record", "-f", file)
 	fill("#b-name", "go-around-built")
 	fill("#b-source", "record")
+	var paths []string
+	for _, e := range events[:3] {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(e), &m); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range m {
+			if in, ok := v.(map[string]any); ok {
+				for k2 := range in {
+					paths = append(paths, k+"."+k2)
+				}
+			} else {
+				paths = append(paths, k)
+			}
+		}
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+	waitFor("the source's fields offered", fmt.Sprintf(`JSON.stringify([...document.querySelectorAll("#b-source-fields option")].map(o => o.value)) == %q`, mustJSON(paths)))
 	for i, c := range [][2]string{{"input.icao24", "icao24"}, {"input.on_ground", "on_ground"}, {"input.vertical_rate", "vertical_rate"}, {"input.baro_altitude", "baro_altitude"}, {"record_time", ""}} {
 		press("#b-add-col")
 		fill(fmt.Sprintf("#b-col-%d-expr", i), c[0])
@@ -143,6 +172,7 @@ func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc 
 		if s.name == "C" {
 			// the misspelt field's error is on its condition, not elsewhere
 			waitFor("the error on condition 2 of step C", `(e => !!e && e.textContent.includes("Condition 2 of step C: ") && e.textContent.includes("no field 'vertcal_rate'. Did you mean 'vertical_rate'?"))(document.querySelector("#err-cond-2-1"))`)
+			waitFor("the drawing said to be of the last valid query", `[...document.querySelectorAll(".draft-automaton .hint")].some(p => p.textContent.startsWith("Drawn for the last valid version"))`)
 			var errs int
 			eval("count the errors", `document.querySelectorAll(".field-error").length`, &errs)
 			if errs != 1 {
@@ -153,6 +183,7 @@ func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc 
 			if invalid != "true err-cond-2-1" {
 				t.Errorf("the misspelt field is marked %q", invalid)
 			}
+			shot("builder-error.png")
 			fill(p+"-cond-1-field", "vertical_rate")
 			waitFor("the error gone", `!document.querySelector(".field-error")`)
 		}
@@ -186,13 +217,13 @@ func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc 
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := aircraftTracks()
 	want := offlineRecords(t, string(example), "go-around", events)
 	got := offlineRecords(t, built, "go-around", events)
 	if len(want) == 0 || !slices.Equal(got, want) {
 		t.Errorf("the built query's records\n%s\nthe example's\n%s\nthe built query:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), built)
 	}
 
+	shot("builder.png")
 	press("#b-deploy")
 	waitFor("deployed", `!!document.querySelector('[role=status] a[href="#/patterns/go-around-built"]')`)
 	p, err := patternc.GetPattern(ctx, connect.NewRequest(&cepv1.GetPatternRequest{Name: "go-around-built"}))

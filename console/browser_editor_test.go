@@ -27,7 +27,7 @@ func setSpec(t *testing.T, eval evalFunc, sel, text string) {
 // knows (the line and column of what it misspelt), and checks that the
 // page shows the API's message under that line of the text, with the
 // caret at the column, and moves the editor's selection to it.
-func editorErrorsAtTheirLine(t *testing.T, ctx context.Context, url string, patternc cepv1connect.PatternServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, click clickFunc) {
+func editorErrorsAtTheirLine(t *testing.T, ctx context.Context, url string, patternc cepv1connect.PatternServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, click clickFunc, shot func(name string)) {
 	t.Helper()
 	goAround, err := os.ReadFile("../examples/go-around.sql")
 	if err != nil {
@@ -74,7 +74,11 @@ func editorErrorsAtTheirLine(t *testing.T, ctx context.Context, url string, patt
 		if !strings.Contains(shown.Msg, fmt.Sprintf("line %d, column %d", line, col)) || !strings.Contains(shown.Msg, msg) {
 			t.Errorf("%s: the page says %q, want line %d, column %d and %q", c.what, shown.Msg, line, col, msg)
 		}
-		start := len(strings.Join(lines[:line-1], "\n")) + 1
+		shot(fmt.Sprintf("editor-error-%d.png", line))
+		start := 0
+		for _, l := range lines[:line-1] {
+			start += len(l) + 1
+		}
 		if !shown.Focused || shown.Start != start || shown.End != start+len(lines[line-1]) {
 			t.Errorf("%s: the editor selects %d–%d (focused %v), the line is %d–%d", c.what, shown.Start, shown.End, shown.Focused, start, start+len(lines[line-1]))
 		}
@@ -119,7 +123,7 @@ func patternStatsShown(t *testing.T, ctx context.Context, patternc cepv1connect.
 // page, after its confirmation: a pattern deployed since is gone from the
 // API's list afterwards (a restore replaces the cluster's patterns with
 // the savepoint's), and nothing changed before the confirmation.
-func restoreSavepoint(t *testing.T, ctx context.Context, patternc cepv1connect.PatternServiceClient, spc cepv1connect.SavepointServiceClient, eval evalFunc, waitFor waitForFunc, click clickFunc, labelled labelledFunc) {
+func restoreSavepoint(t *testing.T, ctx context.Context, patternc cepv1connect.PatternServiceClient, spc cepv1connect.SavepointServiceClient, eval evalFunc, waitFor waitForFunc, click clickFunc, labelled labelledFunc, shot func(name string)) {
 	t.Helper()
 	l, err := spc.ListSavepoints(ctx, connect.NewRequest(&cepv1.ListSavepointsRequest{}))
 	if err != nil || len(l.Msg.Savepoints) == 0 {
@@ -154,6 +158,7 @@ func restoreSavepoint(t *testing.T, ctx context.Context, patternc cepv1connect.P
 		t.Errorf("the restore offers positions %q, want %q (cepctl savepoint restore --positions)", choices, want)
 	}
 	labelled("restore")
+	shot("restore.png")
 	if got := names(); !slices.Contains(got, "console-since") {
 		t.Fatalf("before the confirmation the patterns are %q", got)
 	}

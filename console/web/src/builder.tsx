@@ -130,6 +130,42 @@ export function toSQL(f: Form): { sql: string; parts: string[] } {
   return { sql: lines.join("\n") + "\n", parts };
 }
 
+// fieldPaths lists the leaf fields of JSON events as dotted paths, sorted.
+export function fieldPaths(events: Uint8Array[]): string[] {
+  const out = new Set<string>();
+  const walk = (v: unknown, path: string) => {
+    if (v !== null && typeof v === "object" && !Array.isArray(v)) {
+      for (const [k, x] of Object.entries(v)) walk(x, path ? `${path}.${k}` : k);
+    } else if (path) out.add(path);
+  };
+  const dec = new TextDecoder();
+  for (const e of events) {
+    try {
+      walk(JSON.parse(dec.decode(e)), "");
+    } catch {
+      // not JSON: the engine dead-letters it, it offers no field
+    }
+  }
+  return [...out].sort();
+}
+
+// useSourceFields offers the fields of the source's latest events (an
+// operator's: the events may hold what a reader is not to see).
+function useSourceFields(source: string, known: string[] | undefined, operator: boolean): string[] {
+  const [fields, setFields] = useState<string[]>([]);
+  useEffect(() => {
+    setFields([]);
+    if (!operator || !known?.includes(source)) return;
+    const ctl = new AbortController();
+    sources.sampleSource({ name: source, limit: 50 }, { signal: ctl.signal }).then(
+      (r) => setFields(fieldPaths(r.events)),
+      () => {},
+    );
+    return () => ctl.abort();
+  }, [source, known?.join(","), operator]);
+  return fields;
+}
+
 // partLabel names a part of the form as a person reads it.
 function partLabel(f: Form, part: string): string {
   const [kind, a, b] = part.split("-");
@@ -166,6 +202,7 @@ export function BuilderPage(props: { role: Role | null }) {
   const [done, setDone] = useState<string | null>(null);
   const { data: srcs } = usePoll((signal) => sources.listSources({}, { signal }), 30000, []);
   const gen = useMemo(() => toSQL(f), [f]);
+  const sourceFields = useSourceFields(f.source.trim(), srcs?.sources.map((s) => s.name), mayOperate(props.role));
   const sql = hand ?? gen.sql;
   const name = f.name.trim();
   const drawn = useExplained(name ? sql : "", name);
@@ -206,7 +243,8 @@ export function BuilderPage(props: { role: Role | null }) {
   const errOf = (part: string) =>
     problem && problem.part === part && problem.sql === sql ? `${partLabel(f, part)}: ${problem.error.message.replace(/^line \d+:\d+: /, "")}` : undefined;
   const described = (part: string) => (errOf(part) ? { "aria-invalid": true, "aria-describedby": "err-" + part } : {});
-  const fields = f.columns.map((c) => c.as.trim() || c.expr.trim().split(".").pop() || "").filter(Boolean);
+  // a condition reads the columns, or the source's fields when none
+  const fields = f.columns.length ? f.columns.map((c) => c.as.trim() || c.expr.trim().split(".").pop() || "").filter(Boolean) : sourceFields;
   const stepNames = f.steps.map((s) => s.name.trim()).filter(Boolean);
 
   const deploy = async () => {
@@ -229,6 +267,7 @@ export function BuilderPage(props: { role: Role | null }) {
       <p class="hint">
         The form writes a SQL MATCH_RECOGNIZE query, shown below it; the automaton is redrawn and the query validated as the form changes.
       </p>
+      <DraftAutomaton drawn={drawn} spec={sql} invalid={problem?.sql === sql} />
       <div class="pattern-grid">
         <form class="build" onSubmit={(e) => e.preventDefault()}>
           <div class="row">
@@ -248,7 +287,7 @@ export function BuilderPage(props: { role: Role | null }) {
             {f.columns.map((col, i) => (
               <div class="row inline" key={i}>
                 <label for={`b-col-${i}-expr`}>Column {i + 1}: field</label>
-                <input id={`b-col-${i}-expr`} value={col.expr} onInput={(e) => set((c) => (c.columns[i].expr = e.currentTarget.value))} {...described(`column-${i}`)} />
+                <input id={`b-col-${i}-expr`} list="b-source-fields" value={col.expr} onInput={(e) => set((c) => (c.columns[i].expr = e.currentTarget.value))} {...described(`column-${i}`)} />
                 <label for={`b-col-${i}-as`}>as</label>
                 <input id={`b-col-${i}-as`} value={col.as} onInput={(e) => set((c) => (c.columns[i].as = e.currentTarget.value))} />
                 <button type="button" aria-label={`Remove column ${i + 1}`} onClick={() => set((c) => c.columns.splice(i, 1))}>
@@ -261,6 +300,9 @@ export function BuilderPage(props: { role: Role | null }) {
               Add a column
             </button>
           </fieldset>
+          <datalist id="b-source-fields">
+            {sourceFields.map((x) => <option value={x} key={x} />)}
+          </datalist>
           <datalist id="b-fields">
             {fields.map((x) => <option value={x} key={x} />)}
           </datalist>
@@ -440,7 +482,6 @@ export function BuilderPage(props: { role: Role | null }) {
           </div>
         </form>
         <div>
-          <DraftAutomaton drawn={drawn} />
           <h2>
             <label for="b-sql">The query</label>
           </h2>

@@ -83,7 +83,7 @@ export function selectLine(ta: HTMLTextAreaElement, line: number) {
 // an invalid spec with an error status, which the browser logs as a
 // failed request at every key.
 export function useExplained(spec: string, name: string) {
-  const [svg, setSvg] = useState<{ svg: string; text: string } | null>(null);
+  const [svg, setSvg] = useState<Drawn | null>(null);
   useEffect(() => {
     if (!spec.trim()) {
       setSvg(null);
@@ -95,7 +95,7 @@ export function useExplained(spec: string, name: string) {
         const v = await patterns.validatePattern({ spec, name }, { signal: ctl.signal });
         if (!v.valid || ctl.signal.aborted) return;
         const r = await patterns.explainPattern({ spec, name }, { signal: ctl.signal });
-        if (!ctl.signal.aborted) setSvg({ svg: r.svg, text: r.text });
+        if (!ctl.signal.aborted) setSvg({ svg: r.svg, text: r.text, spec });
       } catch {
         // not valid (yet): validation says why
       }
@@ -108,11 +108,21 @@ export function useExplained(spec: string, name: string) {
   return svg;
 }
 
-// Automaton draws the explained spec, or says there is none yet.
-export function DraftAutomaton(props: { drawn: { svg: string; text: string } | null }) {
+// Drawn is a spec's automaton, as ExplainPattern draws it.
+export type Drawn = { svg: string; text: string; spec: string };
+
+// Automaton draws the explained spec, or says there is none yet; a
+// drawing of an earlier text says so once the current one is known to
+// be refused (invalid).
+export function DraftAutomaton(props: { drawn: Drawn | null; spec: string; invalid: boolean }) {
   return (
     <div class="draft-automaton">
       <h2>Automaton</h2>
+      {props.drawn && props.invalid && props.drawn.spec !== props.spec && (
+        <p class="hint">
+          Drawn for the last valid version: the current one is not valid (yet).
+        </p>
+      )}
       {props.drawn ? (
         <SVG class="automaton" svg={props.drawn.svg} label={props.drawn.text} />
       ) : (

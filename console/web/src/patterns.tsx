@@ -513,7 +513,7 @@ export function DeployPage(props: { role: Role | null }) {
             </p>
           )}
         </form>
-        <DraftAutomaton drawn={drawn} />
+        <DraftAutomaton drawn={drawn} spec={spec} invalid={v.problem?.spec === spec} />
       </div>
     </section>
   );
