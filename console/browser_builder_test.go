@@ -72,7 +72,7 @@ func offlineRecords(t *testing.T, query, name string, events []string) []string 
 // misspelt field's error lands on its condition, then checks the query
 // the builder wrote gives the example's records on the same events
 // (offline), and deploys it.
-func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc cepv1connect.PatternServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, labelled labelledFunc, shot func(name string)) {
+func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc cepv1connect.PatternServiceClient, run runFunc, eval evalFunc, waitFor waitForFunc, click clickFunc, labelled labelledFunc, shot func(name string)) {
 	t.Helper()
 	cepctl(t, bin, url, "A", "source", "create", "record", "--key", "e.input.icao24")
 	run("the builder", chromedp.Navigate(url+"/ui/#/build"))
@@ -211,6 +211,33 @@ func buildGoAround(t *testing.T, ctx context.Context, bin, url string, patternc 
 	waitFor("the query valid", `!!document.querySelector(".b-valid") && !document.querySelector("#b-deploy").disabled`)
 	var built string
 	eval("the query", `document.querySelector("#b-sql").value`, &built)
+
+	// an edit of the query the form can write goes into the form; one it
+	// cannot leaves the form, until the form's query is taken back
+	edit := func(from, to string) {
+		t.Helper()
+		if !strings.Contains(built, from) {
+			t.Fatalf("the query has no %q:\n%s", from, built)
+		}
+		fill("#b-sql", strings.Replace(built, from, to, 1))
+	}
+	handEdited := `[...document.querySelectorAll("p")].some(p => p.textContent.includes("Edited by hand"))`
+	edit("WITHIN INTERVAL '3' MINUTE", "WITHIN INTERVAL '4' MINUTE")
+	waitFor("the window in the form", `document.querySelector("#b-within-n").value == "4"`)
+	edit("C.vertical_rate > 2.0", "C.vertical_rate > 2.5")
+	waitFor("the condition in the form", `document.querySelector("#b-step-2-cond-1-value").value == "2.5" && document.querySelector("#b-within-n").value == "3"`)
+	var hand bool
+	eval("no hand edit", handEdited, &hand)
+	if hand {
+		t.Error("an edit the form can write is said to be by hand")
+	}
+	fill("#b-sql", built)
+	waitFor("the form as built", `document.querySelector("#b-step-2-cond-1-value").value == "2.0"`)
+	edit("SELECT *", "-- by hand\nSELECT *")
+	waitFor("edited by hand", handEdited)
+	click("button", "Back to the form's query")
+	waitFor("the form's query again", fmt.Sprintf(`document.querySelector("#b-sql").value == %s && !(%s)`, mustJSON(built), handEdited))
+	waitFor("the query valid again", `!!document.querySelector(".b-valid") && !document.querySelector("#b-deploy").disabled`)
 
 	// the same records as the example's on the same events
 	example, err := os.ReadFile("../examples/go-around.sql")

@@ -504,7 +504,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("the deleted pattern: %v, want NotFound", err)
 	}
 
-	buildGoAround(t, ctx, bin, url, patternc, run, eval, waitFor, labelled, screenshotAs)
+	buildGoAround(t, ctx, bin, url, patternc, run, eval, waitFor, click, labelled, screenshotAs)
 	sourcesAndDeadLetters(t, ctx, bin, url, nl, cepv1connect.NewSourceServiceClient(hc, url, opt), matchc, run, eval, waitFor, labelled, screenshotAs)
 	spc := cepv1connect.NewSavepointServiceClient(hc, url, opt)
 	createSavepoint(t, ctx, spc, run, eval, waitFor, click, labelled, screenshotAs)

@@ -16,7 +16,9 @@
 // page is left); the savepoints (create, restore with its position
 // choice); the pattern builder, a form that writes a MATCH_RECOGNIZE
 // query, each line of which it knows the part of the form that wrote, so
-// that a validation error at a line is shown on that part.
+// that a validation error at a line is shown on that part; a hand edit of
+// the query that reads back into a form writing exactly that text
+// (fromSQL) goes into the form, any other leaves it.
 //
 // The pattern list's counters are GetPatternStats' (every shard's leader's,
 // summed), sampled at each poll for the sparkline of matches per second.

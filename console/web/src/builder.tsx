@@ -166,6 +166,96 @@ function useSourceFields(source: string, known: string[] | undefined, operator: 
   return fields;
 }
 
+// fromSQL reads a query back into the form, when the form can write it:
+// exactly this text, as toSQL writes it (so a hand edit of a value, a
+// condition or a step keeps the form in step); null when it cannot.
+export function fromSQL(sql: string): Form | null {
+  const f = emptyForm();
+  f.steps = [];
+  const ls = sql.split("\n");
+  let i = 0;
+  const next = (re: RegExp): RegExpExecArray | null => {
+    const m = i < ls.length ? re.exec(ls[i]) : null;
+    if (m) i++;
+    return m;
+  };
+  if (!next(/^SELECT \*$/)) return null;
+  if (next(/^FROM \($/)) {
+    if (!next(/^ {2}SELECT$/)) return null;
+    for (let m; (m = next(/^ {4}(.+?)(?: AS ([^\s,]+))?,?$/)); ) f.columns.push({ expr: m[1], as: m[2] ?? "" });
+    const src = next(/^ {2}FROM (.+)$/);
+    if (!src || !next(/^\)$/)) return null;
+    f.source = src[1];
+  } else {
+    const src = next(/^FROM (.+)$/);
+    if (!src) return null;
+    f.source = src[1];
+  }
+  if (!next(/^MATCH_RECOGNIZE \($/)) return null;
+  f.partition = next(/^ {4}PARTITION BY (.+)$/)?.[1] ?? "";
+  f.order = next(/^ {4}ORDER BY (.+)$/)?.[1] ?? "";
+  const measures: string[] = [];
+  if (next(/^ {4}MEASURES$/)) for (let m; (m = next(/^ {8}(.+?),?$/)); ) measures.push(m[1]);
+  if (!next(/^ {4}ONE ROW PER MATCH$/)) return null;
+  const after = next(/^ {4}AFTER MATCH SKIP (.+)$/);
+  const pattern = next(/^ {4}PATTERN \((.+)\)$/);
+  if (!after || !pattern) return null;
+  f.after = after[1];
+  for (const tok of pattern[1].split(" ")) {
+    const m = /^(\w+)(\+|\*|\?|\{\d+\}|\{\d*,\d*\})?(\?)?$/.exec(tok);
+    if (!m) return null;
+    const s = newStep(m[1]);
+    s.conds = [];
+    const q = m[2] ?? "";
+    const range = /^\{(\d*)(,?)(\d*)\}$/.exec(q);
+    if (q === "{2,}") s.quant = "2+";
+    else if (range && !range[2]) [s.quant, s.n] = ["n", range[1]];
+    else if (range) [s.quant, s.n, s.m] = ["nm", range[1], range[3]];
+    else s.quant = q || "1";
+    s.reluctant = !!m[3];
+    f.steps.push(s);
+  }
+  const within = next(/^ {4}WITHIN INTERVAL '(\d+)' (\w+)$/);
+  if (within) [f.withinN, f.withinUnit] = [within[1], within[2]];
+  if (next(/^ {4}DEFINE$/)) {
+    let desc = "";
+    let step: Step | undefined;
+    for (;;) {
+      const d = next(/^ {8}-- (.*)$/);
+      if (d) {
+        desc = d[1];
+        continue;
+      }
+      const head = next(/^ {8}(\w+) AS (.+?),?$/);
+      const and = head ? null : next(/^ {10}AND (.+?),?$/);
+      if (head) {
+        step = f.steps.find((s) => s.name === head[1]);
+        if (!step) return null;
+        step.description = desc;
+        desc = "";
+      }
+      const c = head?.[2] ?? and?.[1];
+      if (c === undefined || !step) break;
+      const simple = new RegExp(`^${step.name}\\.([\\w.]+) (IS NOT NULL|IS NULL|!=|<=|>=|=|<|>)(?: (.+))?$`).exec(c);
+      // a value the form would write otherwise (a field, a call) is an expression
+      if (simple && (simple[2].startsWith("IS") ? simple[3] === undefined : simple[3] !== undefined && literal(simple[3]) === simple[3]))
+        step.conds.push({ mode: "simple", field: simple[1], op: simple[2], value: simple[3] ?? "", expr: "" });
+      else step.conds.push({ mode: "expr", field: "", op: "=", value: "", expr: c });
+    }
+  }
+  const names = f.steps.map((s) => s.name);
+  for (const ms of measures) {
+    const m = /^(?:(FIRST|LAST)\((.+)\)|(.+?))(?: AS (\S+))?$/.exec(ms);
+    if (!m) return null;
+    const e = m[2] ?? m[3];
+    const dot = e.indexOf(".");
+    const st = dot > 0 && names.includes(e.slice(0, dot)) ? e.slice(0, dot) : "";
+    f.measures.push({ step: st, fn: (m[1] ?? "") as Measure["fn"], expr: st ? e.slice(dot + 1) : e, as: m[4] ?? "" });
+  }
+  if (!next(/^\) AS match_result$/)) return null;
+  return toSQL(f).sql === sql ? f : null;
+}
+
 // partLabel names a part of the form as a person reads it.
 function partLabel(f: Form, part: string): string {
   const [kind, a, b] = part.split("-");
@@ -196,7 +286,7 @@ export function BuilderPage(props: { role: Role | null }) {
   const [f, setF] = useState<Form>(emptyForm);
   const [hand, setHand] = useState<string | null>(null); // the query as edited by hand
   const [problem, setProblem] = useState<{ sql: string; error: SpecError; part: string } | null>(null);
-  const [valid, setValid] = useState<string | null>(null);
+  const [valid, setValid] = useState<{ sql: string; name: string } | null>(null); // what was found valid
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
@@ -206,6 +296,8 @@ export function BuilderPage(props: { role: Role | null }) {
   const sql = hand ?? gen.sql;
   const name = f.name.trim();
   const drawn = useExplained(name ? sql : "", name);
+  // valid as it stands: this query under this name (SQL needs one)
+  const isValid = valid !== null && valid.sql === sql && valid.name === name && name !== "";
 
   // validated a moment after the last change: the error goes to the part
   // of the form that wrote its line
@@ -218,7 +310,7 @@ export function BuilderPage(props: { role: Role | null }) {
         if (ctl.signal.aborted) return;
         if (v.valid) {
           setProblem(null);
-          setValid(sql);
+          setValid({ sql, name });
         } else if (v.error) {
           setValid(null);
           const part = hand === null && v.error.line > 0 ? (gen.parts[v.error.line - 1] ?? "") : "";
@@ -487,23 +579,38 @@ export function BuilderPage(props: { role: Role | null }) {
           </h2>
           {hand !== null && (
             <p>
-              <Status kind="warn">Edited by hand: the form no longer writes it.</Status>{" "}
+              <Status kind="warn">Edited by hand beyond what the form writes: the form no longer writes it.</Status>{" "}
               <button type="button" onClick={() => setHand(null)}>
                 Back to the form's query
               </button>
             </p>
           )}
-          <textarea id="b-sql" rows={24} spellcheck={false} value={sql} onInput={(e) => setHand(e.currentTarget.value)} />
+          <textarea
+            id="b-sql"
+            rows={24}
+            spellcheck={false}
+            value={sql}
+            onInput={(e) => {
+              // an edit the form can write goes into the form
+              const text = e.currentTarget.value;
+              const back = fromSQL(text);
+              if (back) {
+                back.name = f.name; // the query names no pattern
+                setF(back);
+                setHand(null);
+              } else setHand(text);
+            }}
+          />
           {!name && <p class="hint">Name the pattern to validate it and draw its automaton.</p>}
           {problem && problem.sql === sql && (problem.part === "" ? <SpecProblem spec={sql} error={problem.error} /> : <p class="hint">Not valid: see the form.</p>)}
-          {valid === sql && (
+          {isValid && (
             <p role="status" class="b-valid">
               <Status kind="ok">Valid</Status>
             </p>
           )}
           {mayOperate(props.role) && (
             <p>
-              <button type="button" id="b-deploy" disabled={busy || valid !== sql} onClick={deploy}>
+              <button type="button" id="b-deploy" disabled={busy || !isValid} onClick={deploy}>
                 Deploy {name || "the pattern"}
               </button>
             </p>
