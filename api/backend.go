@@ -43,6 +43,9 @@ type PatternBackend interface {
 	// Inspect shows what a deployed pattern holds for one key; an unknown
 	// name wraps ErrNotFound, a shard without a leader ErrUnavailable.
 	Inspect(context.Context, *cepv1.InspectKeyRequest) (*cepv1.InspectKeyResponse, error)
+	// Stats sums the patterns' counters over the shards' leaders; a shard
+	// whose leader does not answer is listed missing, not an error.
+	Stats(context.Context, *cepv1.GetPatternStatsRequest) (*cepv1.GetPatternStatsResponse, error)
 }
 
 // SourceBackend registers event sources for [cepv1connect.SourceServiceHandler].

@@ -75,6 +75,10 @@ func (h *patternHandler) InspectKey(ctx context.Context, req *connect.Request[ce
 	return unary(ctx, req, h.b.Inspect)
 }
 
+func (h *patternHandler) GetPatternStats(ctx context.Context, req *connect.Request[cepv1.GetPatternStatsRequest]) (*connect.Response[cepv1.GetPatternStatsResponse], error) {
+	return unary(ctx, req, h.b.Stats)
+}
+
 type sourceHandler struct{ b SourceBackend }
 
 func (h *sourceHandler) CreateSource(ctx context.Context, req *connect.Request[cepv1.CreateSourceRequest]) (*connect.Response[cepv1.CreateSourceResponse], error) {

@@ -78,6 +78,8 @@ var procedures = map[string]Access{
 
 	// a node that does not lead the key's shard asks its leader
 	cepv1connect.PatternServiceInspectKeyProcedure: {Least: RoleReader, Node: true},
+	// a node asks the other shards' leaders for their counters
+	cepv1connect.PatternServiceGetPatternStatsProcedure: {Least: RoleReader, Node: true},
 
 	cepv1connect.SourceServiceListSourcesProcedure:  {Least: RoleReader, Node: true},
 	cepv1connect.SourceServiceGetSourceProcedure:    {Least: RoleReader, Node: true},

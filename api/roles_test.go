@@ -23,6 +23,7 @@ var wantAccess = map[string][]Role{
 	"/cep.v1.PatternService/GetPattern":         {RoleReader, RoleOperator, RoleAdmin, RoleNode},
 	"/cep.v1.PatternService/ExplainPattern":     {RoleReader, RoleOperator, RoleAdmin},
 	"/cep.v1.PatternService/InspectKey":         {RoleReader, RoleOperator, RoleAdmin, RoleNode},
+	"/cep.v1.PatternService/GetPatternStats":    {RoleReader, RoleOperator, RoleAdmin, RoleNode},
 	"/cep.v1.PatternService/DeployPattern":      {RoleOperator, RoleAdmin, RoleNode},
 	"/cep.v1.PatternService/UpdatePattern":      {RoleOperator, RoleAdmin, RoleNode},
 	"/cep.v1.PatternService/DeletePattern":      {RoleOperator, RoleAdmin, RoleNode},

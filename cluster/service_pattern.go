@@ -84,11 +84,15 @@ func patternMaxKeys(spec, format string, clusterMax int) int {
 	return clusterMax
 }
 
-func specError(err error) *cepv1.SpecError {
+// specError is a refused spec's error, with the position it points to:
+// the SQL parser's, or where the document writes the stage and field.
+func specError(spec string, err error) *cepv1.SpecError {
 	out := &cepv1.SpecError{Message: api.Detail(err)}
 	var pe *nfa.PatternError
 	if errors.As(err, &pe) {
 		out.Stage, out.Field = pe.Stage, pe.Field
+		l, c := nfa.SpecPosition([]byte(spec), pe.Stage, pe.Field)
+		out.Line, out.Column = uint32(l), uint32(c)
 	}
 	var se *sql.Error
 	if errors.As(err, &se) {
@@ -279,7 +283,11 @@ func (b patternBackend) Validate(ctx context.Context, r *cepv1.ValidatePatternRe
 		err = b.checkFields(p, r.Spec)
 	}
 	if err != nil {
-		return &cepv1.ValidatePatternResponse{Valid: false, Format: f, Error: specError(err)}, nil
+		doc := r.Spec // the SQL parser's errors carry their own position
+		if f == cepv1.SpecFormat_SPEC_FORMAT_SQL {
+			doc = ""
+		}
+		return &cepv1.ValidatePatternResponse{Valid: false, Format: f, Error: specError(doc, err)}, nil
 	}
 	var stages []string
 	for _, st := range p.Spec().Stages {

@@ -470,6 +470,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	run("patterns", chromedp.Click(chromedp.CSS(`nav a[href="#/patterns"]`)))
 	waitFor("the match counted", fmt.Sprintf(`(() => { const t = [...document.querySelectorAll("table")].find(t => t.caption.textContent.startsWith("Deployed patterns")); if (!t) return false; const col = [...t.tHead.rows[0].cells].findIndex(c => c.textContent == "Matches"); const row = [...t.tBodies[0].rows].find(r => r.cells[0].textContent == "login-fail-logout"); return !!row && row.cells[col].textContent == %q })()`, fmt.Sprint(matched)))
+	patternStatsShown(t, ctx, patternc, eval, waitFor, "login-fail-logout", matched)
+	screenshotAs("patterns.png")
+
+	editorErrorsAtTheirLine(t, ctx, url, patternc, run, eval, waitFor, click, screenshotAs)
 
 	// deploy: a refused document shows the API's reason; a good one runs
 	bad := "name: console-check\nsource: bank\nstages: []\n"
@@ -500,9 +504,11 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("the deleted pattern: %v, want NotFound", err)
 	}
 
+	buildGoAround(t, ctx, bin, url, patternc, run, eval, waitFor, click, labelled, screenshotAs)
 	sourcesAndDeadLetters(t, ctx, bin, url, nl, cepv1connect.NewSourceServiceClient(hc, url, opt), matchc, run, eval, waitFor, labelled, screenshotAs)
 	spc := cepv1connect.NewSavepointServiceClient(hc, url, opt)
 	createSavepoint(t, ctx, spc, run, eval, waitFor, click, labelled, screenshotAs)
+	restoreSavepoint(t, ctx, patternc, spc, eval, waitFor, click, labelled, screenshotAs)
 
 	// a reader is offered neither deploy nor delete
 	run("sign out", chromedp.Navigate(url+"/ui/#/"), chromedp.Click(chromedp.CSS(`.who button`)), chromedp.WaitVisible(chromedp.CSS("#token")))
@@ -587,6 +593,13 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Errorf("the %s page is wider than a phone", pg.hash)
 		}
 	}
+	run("the builder on a phone", chromedp.Navigate(url+"/ui/#/build"))
+	waitFor("its form", `!!document.querySelector("#b-step-0-cond-0-field")`)
+	eval("fits", `document.documentElement.scrollWidth <= innerWidth`, &fits)
+	if !fits {
+		t.Error("the builder is wider than a phone")
+	}
+	screenshotAs("phone-builder.png")
 
 	// every request went to the node, and the browser had nothing to
 	// complain of (a CSP violation would be logged here)

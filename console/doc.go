@@ -13,11 +13,22 @@
 // Its pages: the cluster (nodes, shards); the patterns, each with its
 // automaton, live output and a key's inside (InspectKey); the sources
 // with the latest dead letters (a Tail of dead letters, closed when the
-// page is left); the savepoints.
+// page is left); the savepoints (create, restore with its position
+// choice); the pattern builder, a form that writes a MATCH_RECOGNIZE
+// query, each line of which it knows the part of the form that wrote, so
+// that a validation error at a line is shown on that part; a hand edit of
+// the query that reads back into a form writing exactly that text
+// (fromSQL) goes into the form, any other leaves it.
 //
+// The pattern list's counters are GetPatternStats' (every shard's leader's,
+// summed), sampled at each poll for the sparkline of matches per second.
 // What the API has no call for comes from the node's /metrics, named as
-// this node's: the per-pattern counters (summed over the shards the node
-// leads), the ingest lag, the node's version.
+// this node's: the ingest lag, the node's version.
+//
+// The deploy page's editor validates with ValidatePattern and shows the
+// error under the line and column its answer points to (a SQL parser's
+// position, or where the document writes the stage and field named), and
+// redraws the automaton with ExplainPattern as the text changes.
 //
 // Every answer carries a Content-Security-Policy that lets the page load
 // and call nothing but the node itself (default-src 'self': no inline

@@ -31,6 +31,11 @@ type Patterns struct {
 	GetFunc      func(context.Context, *cepv1.GetPatternRequest) (*cepv1.GetPatternResponse, error)
 	ExplainFunc  func(context.Context, *cepv1.ExplainPatternRequest) (*cepv1.ExplainPatternResponse, error)
 	InspectFunc  func(context.Context, *cepv1.InspectKeyRequest) (*cepv1.InspectKeyResponse, error)
+	StatsFunc    func(context.Context, *cepv1.GetPatternStatsRequest) (*cepv1.GetPatternStatsResponse, error)
+}
+
+func (f *Patterns) Stats(ctx context.Context, req *cepv1.GetPatternStatsRequest) (*cepv1.GetPatternStatsResponse, error) {
+	return call(f.StatsFunc, ctx, req)
 }
 
 func (f *Patterns) Inspect(ctx context.Context, req *cepv1.InspectKeyRequest) (*cepv1.InspectKeyResponse, error) {

@@ -6,6 +6,7 @@ import { ClusterPage } from "./cluster";
 import { DeployPage, PatternPage, PatternsPage } from "./patterns";
 import { SourcesPage } from "./sources";
 import { SavepointsPage } from "./savepoints";
+import { BuilderPage } from "./builder";
 import { ErrorBox } from "./ui";
 import "./style.css";
 
@@ -35,13 +36,14 @@ function App() {
   const path = hash.replace(/^#/, "") || "/";
   const route = path.split("/").filter(Boolean);
   const cur =
-    route[0] === "patterns" || route[0] === "deploy" ? "patterns" : route[0] === "sources" || route[0] === "savepoints" ? route[0] : "cluster";
+    route[0] === "patterns" || route[0] === "deploy" || route[0] === "build" ? "patterns" : route[0] === "sources" || route[0] === "savepoints" ? route[0] : "cluster";
   let page;
   if (role === null) page = <SignIn onToken={signIn} refused={getToken() !== ""} />;
   else if (role === undefined) page = <p>Loading…</p>;
   else if (route[0] === "patterns" && route[1]) page = <PatternPage key={route[1]} name={decodeURIComponent(route[1])} role={role} />;
   else if (route[0] === "patterns") page = <PatternsPage role={role} />;
   else if (route[0] === "deploy") page = <DeployPage role={role} />;
+  else if (route[0] === "build") page = <BuilderPage role={role} />;
   else if (route[0] === "sources") page = <SourcesPage />;
   else if (route[0] === "savepoints") page = <SavepointsPage role={role} />;
   else page = <ClusterPage />;

@@ -2,20 +2,58 @@
 // output), and deploying one.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { matches, nodeMetrics, patterns, sumBy, type Role, mayOperate } from "./api";
-import { PatternState, RecordType, SpecFormat, type Pattern } from "./gen/cep/v1/pattern_pb";
+import { matches, patterns, type Role, mayOperate } from "./api";
+import { PatternState, RecordType, SpecFormat, type Pattern, type PatternStats } from "./gen/cep/v1/pattern_pb";
 import { TailStart, type Record as OutRecord } from "./gen/cep/v1/match_pb";
 import { ErrorBox, Status, Table, Updated, errorText, fmtNum, usePoll, SVG } from "./ui";
 import { Inspect } from "./inspect";
+import { DraftAutomaton, SpecProblem, useExplained, useValidation } from "./editor";
 
-const counters: [string, string][] = [
-  ["cep_pattern_matches_total", "Matches"],
-  ["cep_pattern_timeouts_total", "Timeouts"],
-  ["cep_pattern_late_events_total", "Late"],
-  ["cep_pattern_dead_lettered_total", "Dead letters"],
-  ["cep_pattern_partial_matches", "Partial matches"],
-  ["cep_condition_errors_total", "Condition errors"],
+// The counters GetPatternStats sums over the shards' leaders, and the
+// ones that are trouble when not zero.
+const counters: [keyof PatternStats & string, string, boolean][] = [
+  ["matches", "Matches", false],
+  ["timeouts", "Timeouts", false],
+  ["late", "Late", false],
+  ["deadLetters", "Dead letters", true],
+  ["partialMatches", "Partial matches", false],
+  ["conditionErrors", "Condition errors", true],
 ];
+
+// The rate history each pattern's sparkline draws: a sample per poll,
+// the last minute's.
+const sparkSamples = 30;
+type Sample = { at: number; matches: number };
+
+// rates turns samples of a counter into per-second rates between them.
+export function rates(h: Sample[]): number[] {
+  const out: number[] = [];
+  for (let i = 1; i < h.length; i++) {
+    const dt = (h[i].at - h[i - 1].at) / 1000;
+    out.push(dt > 0 ? Math.max(0, h[i].matches - h[i - 1].matches) / dt : 0);
+  }
+  return out;
+}
+
+// Sparkline draws rates as a line, the highest at the top; its label says
+// the figures, for who does not see it.
+function Sparkline(props: { values: number[]; label: string }) {
+  const w = 90,
+    h = 20;
+  const v = props.values;
+  const max = Math.max(...v, 0);
+  const pts = v.map((x, i) => `${v.length > 1 ? ((i / (v.length - 1)) * w).toFixed(1) : 0},${(h - 1 - (max > 0 ? (x / max) * (h - 2) : 0)).toFixed(1)}`);
+  return (
+    <svg class="spark" width={w} height={h} viewBox={`0 0 ${w} ${h}`} role="img" aria-label={props.label}>
+      <line class="base" x1="0" y1={h - 0.5} x2={w} y2={h - 0.5} />
+      {pts.length > 1 && <polyline points={pts.join(" ")} />}
+    </svg>
+  );
+}
+
+function fmtRate(r: number): string {
+  return r === 0 ? "0" : r < 10 ? r.toFixed(2) : Math.round(r).toLocaleString("en");
+}
 
 function stateOf(p: Pattern) {
   switch (p.state) {
@@ -30,14 +68,20 @@ function stateOf(p: Pattern) {
 }
 
 export function PatternsPage(props: { role: Role | null }) {
+  const history = useRef(new Map<string, Sample[]>());
   const { data, error, at } = usePoll(
     async (signal) => {
-      const [list, metrics] = await Promise.all([
-        patterns.listPatterns({}, { signal }),
-        nodeMetrics().catch(() => null),
-      ]);
-      const sums = metrics ? counters.map(([m]) => sumBy(metrics, m, "pattern")) : null;
-      return { list: list.patterns, sums };
+      const [list, stats] = await Promise.all([patterns.listPatterns({}, { signal }), patterns.getPatternStats({}, { signal })]);
+      const now = Date.now();
+      const by = new Map(stats.patterns.map((p) => [p.name, p]));
+      for (const p of list.patterns) {
+        const h = history.current.get(p.name) ?? [];
+        const st = by.get(p.name);
+        // a shard not counted would show as a drop: no sample then
+        if (st && stats.missingShards.length === 0) h.push({ at: now, matches: Number(st.matches) });
+        history.current.set(p.name, h.slice(-sparkSamples - 1));
+      }
+      return { list: list.patterns, by, missing: stats.missingShards };
     },
     2000,
     [],
@@ -49,47 +93,74 @@ export function PatternsPage(props: { role: Role | null }) {
         <p>
           <a class="button" href="#/deploy">
             Deploy a pattern
+          </a>{" "}
+          <a class="button" href="#/build">
+            Build a pattern
           </a>
         </p>
       )}
       <Updated at={at} />
       <ErrorBox error={error} />
+      {data && data.missing.length > 0 && (
+        <p>
+          <Status kind="warn">
+            Shard{data.missing.length === 1 ? "" : "s"} {data.missing.join(", ")} did not answer: {data.missing.length === 1 ? "its" : "their"} counts are
+            missing.
+          </Status>
+        </p>
+      )}
       {data && data.list.length === 0 && <p>No pattern is deployed.</p>}
       {data && data.list.length > 0 && (
-        <Table caption="Deployed patterns (counters of the shards this node leads)">
+        <Table caption="Deployed patterns (counters summed over every shard's leader)">
           <thead>
             <tr>
               <th scope="col">Pattern</th>
               <th scope="col">Version</th>
               <th scope="col">State</th>
               <th scope="col">Sources</th>
-              {counters.map(([m, label]) => (
-                <th scope="col" key={m}>
+              {counters.map(([k, label]) => (
+                <th scope="col" key={k}>
                   {label}
                 </th>
               ))}
+              <th scope="col">Matches per second</th>
             </tr>
           </thead>
           <tbody>
-            {data.list.map((p) => (
-              <tr key={p.name}>
-                <th scope="row">
-                  <a href={"#/patterns/" + encodeURIComponent(p.name)}>{p.name}</a>
-                </th>
-                <td class="num">{fmtNum(p.version)}</td>
-                <td>{stateOf(p)}</td>
-                <td>{p.sources.join(", ")}</td>
-                {counters.map(([m], i) => {
-                  const v = data.sums?.[i].get(p.name);
-                  const bad = v !== undefined && v > 0 && (m === "cep_condition_errors_total" || m === "cep_pattern_dead_lettered_total");
-                  return (
-                    <td class="num" key={m}>
-                      {data.sums === null ? "—" : bad ? <Status kind="warn">{fmtNum(v)}</Status> : fmtNum(v ?? 0)}
-                    </td>
-                  );
-                })}
-              </tr>
-            ))}
+            {data.list.map((p) => {
+              const st = data.by.get(p.name);
+              const r = rates(history.current.get(p.name) ?? []);
+              const last = r.length ? r[r.length - 1] : undefined;
+              return (
+                <tr key={p.name}>
+                  <th scope="row">
+                    <a href={"#/patterns/" + encodeURIComponent(p.name)}>{p.name}</a>
+                  </th>
+                  <td class="num">{fmtNum(p.version)}</td>
+                  <td>{stateOf(p)}</td>
+                  <td>{p.sources.join(", ")}</td>
+                  {counters.map(([k, , trouble]) => {
+                    const v = st ? Number(st[k]) : undefined;
+                    return (
+                      <td class="num" key={k}>
+                        {v === undefined ? "—" : trouble && v > 0 ? <Status kind="warn">{fmtNum(v)}</Status> : fmtNum(v)}
+                      </td>
+                    );
+                  })}
+                  <td class="rate">
+                    <Sparkline
+                      values={r}
+                      label={
+                        r.length
+                          ? `Matches per second of ${p.name} over the last ${r.length * 2} seconds, oldest first: ${r.map(fmtRate).join(", ")}`
+                          : `No rate of ${p.name} yet`
+                      }
+                    />{" "}
+                    <span class="rate-now">{last === undefined ? "—" : fmtRate(last) + "/s"}</span>
+                  </td>
+                </tr>
+              );
+            })}
           </tbody>
         </Table>
       )}
@@ -354,9 +425,11 @@ export function DeployPage(props: { role: Role | null }) {
   const [name, setName] = useState("");
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState<unknown>(null);
-  const [problem, setProblem] = useState<string | null>(null);
   const [warnings, setWarnings] = useState<string[]>([]);
   const [done, setDone] = useState<string | null>(null);
+  const [valid, setValid] = useState<string | null>(null); // the spec last found valid
+  const v = useValidation();
+  const drawn = useExplained(spec, name);
   if (!mayOperate(props.role)) {
     return (
       <section>
@@ -365,22 +438,21 @@ export function DeployPage(props: { role: Role | null }) {
       </section>
     );
   }
-  const submit = async (e: Event) => {
-    e.preventDefault();
+  const check = async (deploy: boolean) => {
     setBusy(true);
     setErr(null);
-    setProblem(null);
     setWarnings([]);
     setDone(null);
+    setValid(null);
     try {
-      const v = await patterns.validatePattern({ spec, name });
-      if (!v.valid) {
-        setProblem(v.error?.message ?? "the pattern is not valid");
+      if (!(await v.validate(spec, name))) return;
+      if (!deploy) {
+        setValid(spec);
         return;
       }
       const r = await patterns.deployPattern({ spec, name });
       setWarnings(r.warnings);
-      setDone(r.pattern?.name ?? v.name);
+      setDone(r.pattern?.name ?? name);
     } catch (e) {
       setErr(e);
     } finally {
@@ -390,33 +462,59 @@ export function DeployPage(props: { role: Role | null }) {
   return (
     <section aria-labelledby="deploy-h">
       <h1 id="deploy-h">Deploy a pattern</h1>
-      <form onSubmit={submit} class="deploy">
-        <label for="spec">Pattern document (YAML or JSON) or SQL MATCH_RECOGNIZE query</label>
-        <textarea id="spec" rows={18} spellcheck={false} value={spec} onInput={(e) => setSpec(e.currentTarget.value)} required />
-        <label for="pname">Name (optional: the document's own)</label>
-        <input id="pname" value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        <div>
-          <button type="submit" disabled={busy}>
-            Validate and deploy
-          </button>
-        </div>
-      </form>
-      {problem && (
-        <p class="error" role="alert">
-          <Status kind="bad">Not valid: {problem}</Status>
-        </p>
-      )}
-      <ErrorBox error={err} />
-      {warnings.map((w) => (
-        <p key={w}>
-          <Status kind="warn">{w}</Status>
-        </p>
-      ))}
-      {done && (
-        <p role="status">
-          <Status kind="ok">Deployed</Status> <a href={"#/patterns/" + encodeURIComponent(done)}>{done}</a>
-        </p>
-      )}
+      <p>
+        <a href="#/build">Build one step by step instead</a>
+      </p>
+      <div class="pattern-grid">
+        <form
+          onSubmit={(e) => {
+            e.preventDefault();
+            check(true);
+          }}
+          class="deploy"
+        >
+          <label for="spec">Pattern document (YAML or JSON) or SQL MATCH_RECOGNIZE query</label>
+          <textarea
+            id="spec"
+            ref={v.ta}
+            rows={18}
+            spellcheck={false}
+            value={spec}
+            onInput={(e) => setSpec(e.currentTarget.value)}
+            aria-describedby={v.problem ? "spec-problem" : undefined}
+            aria-invalid={v.problem ? true : undefined}
+            required
+          />
+          <label for="pname">Name (optional for a document: its own; required for SQL)</label>
+          <input id="pname" value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <div class="toolbar">
+            <button type="button" disabled={busy} onClick={() => check(false)}>
+              Validate
+            </button>
+            <button type="submit" disabled={busy}>
+              Validate and deploy
+            </button>
+          </div>
+          {v.problem && <SpecProblem id="spec-problem" spec={v.problem.spec} error={v.problem.error} />}
+          {valid !== null && valid === spec && (
+            <p role="status">
+              <Status kind="ok">Valid</Status>
+            </p>
+          )}
+          <ErrorBox error={v.err ?? err} />
+          {warnings.map((w) => (
+            <p key={w}>
+              <Status kind="warn">{w}</Status>
+            </p>
+          ))}
+          {done && (
+            <p role="status">
+              <Status kind="ok">Deployed</Status> <a href={"#/patterns/" + encodeURIComponent(done)}>{done}</a>
+            </p>
+          )}
+        </form>
+        <DraftAutomaton drawn={drawn} spec={spec} invalid={v.problem?.spec === spec} />
+      </div>
     </section>
   );
 }

@@ -417,7 +417,8 @@ type SpecError struct {
 	Stage string `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
 	// Field name within the stage, or a document-level field when stage is empty.
 	Field string `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
-	// 1-based line and column of a SQL error.
+	// 1-based line and column of a SQL error; of a document's error, where
+	// the document writes its stage and field (0 when not known).
 	Line          uint32 `protobuf:"varint,4,opt,name=line,proto3" json:"line,omitempty"`
 	Column        uint32 `protobuf:"varint,5,opt,name=column,proto3" json:"column,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1962,6 +1963,300 @@ func (x *InspectedEvent) GetJson() []byte {
 	return nil
 }
 
+type GetPatternStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this pattern; empty: every pattern.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Only the shards the node answering leads, each apart (by_shard); a
+	// node sets it asking another, so a call is forwarded once at most.
+	LeaderOnly    bool `protobuf:"varint,2,opt,name=leader_only,json=leaderOnly,proto3" json:"leader_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPatternStatsRequest) Reset() {
+	*x = GetPatternStatsRequest{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPatternStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPatternStatsRequest) ProtoMessage() {}
+
+func (x *GetPatternStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPatternStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetPatternStatsRequest) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetPatternStatsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPatternStatsRequest) GetLeaderOnly() bool {
+	if x != nil {
+		return x.LeaderOnly
+	}
+	return false
+}
+
+// PatternStats is what one pattern produced: on one shard, or summed.
+type PatternStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Records produced, published or not.
+	Matches  uint64 `protobuf:"varint,2,opt,name=matches,proto3" json:"matches,omitempty"`
+	Timeouts uint64 `protobuf:"varint,3,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
+	Late     uint64 `protobuf:"varint,4,opt,name=late,proto3" json:"late,omitempty"`
+	// Events and failures naming the pattern sent to the dead letters.
+	DeadLetters uint64 `protobuf:"varint,5,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	// Partial matches held now, draining versions included.
+	PartialMatches uint64 `protobuf:"varint,6,opt,name=partial_matches,json=partialMatches,proto3" json:"partial_matches,omitempty"`
+	// Condition evaluations that failed and counted as false.
+	ConditionErrors uint64 `protobuf:"varint,7,opt,name=condition_errors,json=conditionErrors,proto3" json:"condition_errors,omitempty"`
+	// Emitted fields that failed and are null.
+	EmitErrors    uint64 `protobuf:"varint,8,opt,name=emit_errors,json=emitErrors,proto3" json:"emit_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PatternStats) Reset() {
+	*x = PatternStats{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PatternStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PatternStats) ProtoMessage() {}
+
+func (x *PatternStats) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PatternStats.ProtoReflect.Descriptor instead.
+func (*PatternStats) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PatternStats) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PatternStats) GetMatches() uint64 {
+	if x != nil {
+		return x.Matches
+	}
+	return 0
+}
+
+func (x *PatternStats) GetTimeouts() uint64 {
+	if x != nil {
+		return x.Timeouts
+	}
+	return 0
+}
+
+func (x *PatternStats) GetLate() uint64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *PatternStats) GetDeadLetters() uint64 {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return 0
+}
+
+func (x *PatternStats) GetPartialMatches() uint64 {
+	if x != nil {
+		return x.PartialMatches
+	}
+	return 0
+}
+
+func (x *PatternStats) GetConditionErrors() uint64 {
+	if x != nil {
+		return x.ConditionErrors
+	}
+	return 0
+}
+
+func (x *PatternStats) GetEmitErrors() uint64 {
+	if x != nil {
+		return x.EmitErrors
+	}
+	return 0
+}
+
+type ShardPatternStats struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	// The shard's Raft index its counters were read at.
+	AppliedIndex  uint64          `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Patterns      []*PatternStats `protobuf:"bytes,3,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardPatternStats) Reset() {
+	*x = ShardPatternStats{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardPatternStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardPatternStats) ProtoMessage() {}
+
+func (x *ShardPatternStats) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardPatternStats.ProtoReflect.Descriptor instead.
+func (*ShardPatternStats) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ShardPatternStats) GetShardId() uint32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ShardPatternStats) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ShardPatternStats) GetPatterns() []*PatternStats {
+	if x != nil {
+		return x.Patterns
+	}
+	return nil
+}
+
+type GetPatternStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Summed over the shards counted, sorted by name.
+	Patterns []*PatternStats `protobuf:"bytes,1,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	// The shards counted, sorted.
+	Shards []uint32 `protobuf:"varint,2,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	// The shards not counted (no leader, or its node did not answer), sorted.
+	MissingShards []uint32 `protobuf:"varint,3,rep,packed,name=missing_shards,json=missingShards,proto3" json:"missing_shards,omitempty"`
+	// With leader_only: each shard's own counters.
+	ByShard       []*ShardPatternStats `protobuf:"bytes,4,rep,name=by_shard,json=byShard,proto3" json:"by_shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPatternStatsResponse) Reset() {
+	*x = GetPatternStatsResponse{}
+	mi := &file_cep_v1_pattern_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPatternStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPatternStatsResponse) ProtoMessage() {}
+
+func (x *GetPatternStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cep_v1_pattern_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPatternStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetPatternStatsResponse) Descriptor() ([]byte, []int) {
+	return file_cep_v1_pattern_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetPatternStatsResponse) GetPatterns() []*PatternStats {
+	if x != nil {
+		return x.Patterns
+	}
+	return nil
+}
+
+func (x *GetPatternStatsResponse) GetShards() []uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+func (x *GetPatternStatsResponse) GetMissingShards() []uint32 {
+	if x != nil {
+		return x.MissingShards
+	}
+	return nil
+}
+
+func (x *GetPatternStatsResponse) GetByShard() []*ShardPatternStats {
+	if x != nil {
+		return x.ByShard
+	}
+	return nil
+}
+
 var File_cep_v1_pattern_proto protoreflect.FileDescriptor
 
 const file_cep_v1_pattern_proto_rawDesc = "" +
@@ -2101,7 +2396,30 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x17\n" +
 	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x1a\n" +
 	"\bsequence\x18\x03 \x01(\x04R\bsequence\x12\x12\n" +
-	"\x04json\x18\x04 \x01(\fR\x04json*T\n" +
+	"\x04json\x18\x04 \x01(\fR\x04json\"M\n" +
+	"\x16GetPatternStatsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vleader_only\x18\x02 \x01(\bR\n" +
+	"leaderOnly\"\x84\x02\n" +
+	"\fPatternStats\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\amatches\x18\x02 \x01(\x04R\amatches\x12\x1a\n" +
+	"\btimeouts\x18\x03 \x01(\x04R\btimeouts\x12\x12\n" +
+	"\x04late\x18\x04 \x01(\x04R\x04late\x12!\n" +
+	"\fdead_letters\x18\x05 \x01(\x04R\vdeadLetters\x12'\n" +
+	"\x0fpartial_matches\x18\x06 \x01(\x04R\x0epartialMatches\x12)\n" +
+	"\x10condition_errors\x18\a \x01(\x04R\x0fconditionErrors\x12\x1f\n" +
+	"\vemit_errors\x18\b \x01(\x04R\n" +
+	"emitErrors\"\x85\x01\n" +
+	"\x11ShardPatternStats\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x120\n" +
+	"\bpatterns\x18\x03 \x03(\v2\x14.cep.v1.PatternStatsR\bpatterns\"\xc0\x01\n" +
+	"\x17GetPatternStatsResponse\x120\n" +
+	"\bpatterns\x18\x01 \x03(\v2\x14.cep.v1.PatternStatsR\bpatterns\x12\x16\n" +
+	"\x06shards\x18\x02 \x03(\rR\x06shards\x12%\n" +
+	"\x0emissing_shards\x18\x03 \x03(\rR\rmissingShards\x124\n" +
+	"\bby_shard\x18\x04 \x03(\v2\x19.cep.v1.ShardPatternStatsR\abyShard*T\n" +
 	"\n" +
 	"SpecFormat\x12\x1b\n" +
 	"\x17SPEC_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -2122,7 +2440,7 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"\x19PATTERN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PATTERN_STATE_ACTIVE\x10\x01\x12\x1a\n" +
 	"\x16PATTERN_STATE_DRAINING\x10\x02\x12\x1a\n" +
-	"\x16PATTERN_STATE_DELETING\x10\x032\x8d\x05\n" +
+	"\x16PATTERN_STATE_DELETING\x10\x032\xe6\x05\n" +
 	"\x0ePatternService\x12W\n" +
 	"\x0fValidatePattern\x12\x1e.cep.v1.ValidatePatternRequest\x1a\x1f.cep.v1.ValidatePatternResponse\"\x03\x90\x02\x01\x12L\n" +
 	"\rDeployPattern\x12\x1c.cep.v1.DeployPatternRequest\x1a\x1d.cep.v1.DeployPatternResponse\x12L\n" +
@@ -2133,7 +2451,8 @@ const file_cep_v1_pattern_proto_rawDesc = "" +
 	"GetPattern\x12\x19.cep.v1.GetPatternRequest\x1a\x1a.cep.v1.GetPatternResponse\"\x03\x90\x02\x01\x12T\n" +
 	"\x0eExplainPattern\x12\x1d.cep.v1.ExplainPatternRequest\x1a\x1e.cep.v1.ExplainPatternResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\n" +
-	"InspectKey\x12\x19.cep.v1.InspectKeyRequest\x1a\x1a.cep.v1.InspectKeyResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
+	"InspectKey\x12\x19.cep.v1.InspectKeyRequest\x1a\x1a.cep.v1.InspectKeyResponse\"\x03\x90\x02\x01\x12W\n" +
+	"\x0fGetPatternStats\x12\x1e.cep.v1.GetPatternStatsRequest\x1a\x1f.cep.v1.GetPatternStatsResponse\"\x03\x90\x02\x01B0Z.github.com/cepcluster/cep/api/gen/cep/v1;cepv1b\x06proto3"
 
 var (
 	file_cep_v1_pattern_proto_rawDescOnce sync.Once
@@ -2148,7 +2467,7 @@ func file_cep_v1_pattern_proto_rawDescGZIP() []byte {
 }
 
 var file_cep_v1_pattern_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_cep_v1_pattern_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_cep_v1_pattern_proto_goTypes = []any{
 	(SpecFormat)(0),                 // 0: cep.v1.SpecFormat
 	(UpdatePolicy)(0),               // 1: cep.v1.UpdatePolicy
@@ -2175,7 +2494,11 @@ var file_cep_v1_pattern_proto_goTypes = []any{
 	(*DrainingVersion)(nil),         // 22: cep.v1.DrainingVersion
 	(*PartialMatch)(nil),            // 23: cep.v1.PartialMatch
 	(*InspectedEvent)(nil),          // 24: cep.v1.InspectedEvent
-	(*SourceClock)(nil),             // 25: cep.v1.SourceClock
+	(*GetPatternStatsRequest)(nil),  // 25: cep.v1.GetPatternStatsRequest
+	(*PatternStats)(nil),            // 26: cep.v1.PatternStats
+	(*ShardPatternStats)(nil),       // 27: cep.v1.ShardPatternStats
+	(*GetPatternStatsResponse)(nil), // 28: cep.v1.GetPatternStatsResponse
+	(*SourceClock)(nil),             // 29: cep.v1.SourceClock
 }
 var file_cep_v1_pattern_proto_depIdxs = []int32{
 	0,  // 0: cep.v1.Pattern.format:type_name -> cep.v1.SpecFormat
@@ -2197,32 +2520,37 @@ var file_cep_v1_pattern_proto_depIdxs = []int32{
 	0,  // 16: cep.v1.ExplainPatternRequest.format:type_name -> cep.v1.SpecFormat
 	23, // 17: cep.v1.InspectKeyResponse.partial_matches:type_name -> cep.v1.PartialMatch
 	24, // 18: cep.v1.InspectKeyResponse.buffered_events:type_name -> cep.v1.InspectedEvent
-	25, // 19: cep.v1.InspectKeyResponse.clocks:type_name -> cep.v1.SourceClock
+	29, // 19: cep.v1.InspectKeyResponse.clocks:type_name -> cep.v1.SourceClock
 	22, // 20: cep.v1.InspectKeyResponse.draining:type_name -> cep.v1.DrainingVersion
 	23, // 21: cep.v1.DrainingVersion.partial_matches:type_name -> cep.v1.PartialMatch
 	24, // 22: cep.v1.DrainingVersion.buffered_events:type_name -> cep.v1.InspectedEvent
 	24, // 23: cep.v1.PartialMatch.events:type_name -> cep.v1.InspectedEvent
-	6,  // 24: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
-	8,  // 25: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
-	10, // 26: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
-	12, // 27: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
-	14, // 28: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
-	16, // 29: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
-	18, // 30: cep.v1.PatternService.ExplainPattern:input_type -> cep.v1.ExplainPatternRequest
-	20, // 31: cep.v1.PatternService.InspectKey:input_type -> cep.v1.InspectKeyRequest
-	7,  // 32: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
-	9,  // 33: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
-	11, // 34: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
-	13, // 35: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
-	15, // 36: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
-	17, // 37: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
-	19, // 38: cep.v1.PatternService.ExplainPattern:output_type -> cep.v1.ExplainPatternResponse
-	21, // 39: cep.v1.PatternService.InspectKey:output_type -> cep.v1.InspectKeyResponse
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	26, // 24: cep.v1.ShardPatternStats.patterns:type_name -> cep.v1.PatternStats
+	26, // 25: cep.v1.GetPatternStatsResponse.patterns:type_name -> cep.v1.PatternStats
+	27, // 26: cep.v1.GetPatternStatsResponse.by_shard:type_name -> cep.v1.ShardPatternStats
+	6,  // 27: cep.v1.PatternService.ValidatePattern:input_type -> cep.v1.ValidatePatternRequest
+	8,  // 28: cep.v1.PatternService.DeployPattern:input_type -> cep.v1.DeployPatternRequest
+	10, // 29: cep.v1.PatternService.UpdatePattern:input_type -> cep.v1.UpdatePatternRequest
+	12, // 30: cep.v1.PatternService.DeletePattern:input_type -> cep.v1.DeletePatternRequest
+	14, // 31: cep.v1.PatternService.ListPatterns:input_type -> cep.v1.ListPatternsRequest
+	16, // 32: cep.v1.PatternService.GetPattern:input_type -> cep.v1.GetPatternRequest
+	18, // 33: cep.v1.PatternService.ExplainPattern:input_type -> cep.v1.ExplainPatternRequest
+	20, // 34: cep.v1.PatternService.InspectKey:input_type -> cep.v1.InspectKeyRequest
+	25, // 35: cep.v1.PatternService.GetPatternStats:input_type -> cep.v1.GetPatternStatsRequest
+	7,  // 36: cep.v1.PatternService.ValidatePattern:output_type -> cep.v1.ValidatePatternResponse
+	9,  // 37: cep.v1.PatternService.DeployPattern:output_type -> cep.v1.DeployPatternResponse
+	11, // 38: cep.v1.PatternService.UpdatePattern:output_type -> cep.v1.UpdatePatternResponse
+	13, // 39: cep.v1.PatternService.DeletePattern:output_type -> cep.v1.DeletePatternResponse
+	15, // 40: cep.v1.PatternService.ListPatterns:output_type -> cep.v1.ListPatternsResponse
+	17, // 41: cep.v1.PatternService.GetPattern:output_type -> cep.v1.GetPatternResponse
+	19, // 42: cep.v1.PatternService.ExplainPattern:output_type -> cep.v1.ExplainPatternResponse
+	21, // 43: cep.v1.PatternService.InspectKey:output_type -> cep.v1.InspectKeyResponse
+	28, // 44: cep.v1.PatternService.GetPatternStats:output_type -> cep.v1.GetPatternStatsResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_cep_v1_pattern_proto_init() }
@@ -2239,7 +2567,7 @@ func file_cep_v1_pattern_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cep_v1_pattern_proto_rawDesc), len(file_cep_v1_pattern_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -57,6 +57,9 @@ const (
 	// PatternServiceInspectKeyProcedure is the fully-qualified name of the PatternService's InspectKey
 	// RPC.
 	PatternServiceInspectKeyProcedure = "/cep.v1.PatternService/InspectKey"
+	// PatternServiceGetPatternStatsProcedure is the fully-qualified name of the PatternService's
+	// GetPatternStats RPC.
+	PatternServiceGetPatternStatsProcedure = "/cep.v1.PatternService/GetPatternStats"
 )
 
 // PatternServiceClient is a client for the cep.v1.PatternService service.
@@ -100,6 +103,12 @@ type PatternServiceClient interface {
 	// while the shard has no leader or has not applied the pattern's
 	// deployment yet.
 	InspectKey(context.Context, *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error)
+	// GetPatternStats: what each deployed pattern has produced, cluster-wide:
+	// its counters summed over every shard, each shard's read from its
+	// leader (the replicated counts cep_pattern_*_total name per shard).
+	// Any node answers (it asks the other shards' leaders). A shard whose
+	// leader does not answer is listed as missing, not counted.
+	GetPatternStats(context.Context, *connect.Request[v1.GetPatternStatsRequest]) (*connect.Response[v1.GetPatternStatsResponse], error)
 }
 
 // NewPatternServiceClient constructs a client for the cep.v1.PatternService service. By default, it
@@ -166,6 +175,13 @@ func NewPatternServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getPatternStats: connect.NewClient[v1.GetPatternStatsRequest, v1.GetPatternStatsResponse](
+			httpClient,
+			baseURL+PatternServiceGetPatternStatsProcedure,
+			connect.WithSchema(patternServiceMethods.ByName("GetPatternStats")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -179,6 +195,7 @@ type patternServiceClient struct {
 	getPattern      *connect.Client[v1.GetPatternRequest, v1.GetPatternResponse]
 	explainPattern  *connect.Client[v1.ExplainPatternRequest, v1.ExplainPatternResponse]
 	inspectKey      *connect.Client[v1.InspectKeyRequest, v1.InspectKeyResponse]
+	getPatternStats *connect.Client[v1.GetPatternStatsRequest, v1.GetPatternStatsResponse]
 }
 
 // ValidatePattern calls cep.v1.PatternService.ValidatePattern.
@@ -219,6 +236,11 @@ func (c *patternServiceClient) ExplainPattern(ctx context.Context, req *connect.
 // InspectKey calls cep.v1.PatternService.InspectKey.
 func (c *patternServiceClient) InspectKey(ctx context.Context, req *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error) {
 	return c.inspectKey.CallUnary(ctx, req)
+}
+
+// GetPatternStats calls cep.v1.PatternService.GetPatternStats.
+func (c *patternServiceClient) GetPatternStats(ctx context.Context, req *connect.Request[v1.GetPatternStatsRequest]) (*connect.Response[v1.GetPatternStatsResponse], error) {
+	return c.getPatternStats.CallUnary(ctx, req)
 }
 
 // PatternServiceHandler is an implementation of the cep.v1.PatternService service.
@@ -262,6 +284,12 @@ type PatternServiceHandler interface {
 	// while the shard has no leader or has not applied the pattern's
 	// deployment yet.
 	InspectKey(context.Context, *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error)
+	// GetPatternStats: what each deployed pattern has produced, cluster-wide:
+	// its counters summed over every shard, each shard's read from its
+	// leader (the replicated counts cep_pattern_*_total name per shard).
+	// Any node answers (it asks the other shards' leaders). A shard whose
+	// leader does not answer is listed as missing, not counted.
+	GetPatternStats(context.Context, *connect.Request[v1.GetPatternStatsRequest]) (*connect.Response[v1.GetPatternStatsResponse], error)
 }
 
 // NewPatternServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -324,6 +352,13 @@ func NewPatternServiceHandler(svc PatternServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	patternServiceGetPatternStatsHandler := connect.NewUnaryHandler(
+		PatternServiceGetPatternStatsProcedure,
+		svc.GetPatternStats,
+		connect.WithSchema(patternServiceMethods.ByName("GetPatternStats")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cep.v1.PatternService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PatternServiceValidatePatternProcedure:
@@ -342,6 +377,8 @@ func NewPatternServiceHandler(svc PatternServiceHandler, opts ...connect.Handler
 			patternServiceExplainPatternHandler.ServeHTTP(w, r)
 		case PatternServiceInspectKeyProcedure:
 			patternServiceInspectKeyHandler.ServeHTTP(w, r)
+		case PatternServiceGetPatternStatsProcedure:
+			patternServiceGetPatternStatsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -381,4 +418,8 @@ func (UnimplementedPatternServiceHandler) ExplainPattern(context.Context, *conne
 
 func (UnimplementedPatternServiceHandler) InspectKey(context.Context, *connect.Request[v1.InspectKeyRequest]) (*connect.Response[v1.InspectKeyResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.PatternService.InspectKey is not implemented"))
+}
+
+func (UnimplementedPatternServiceHandler) GetPatternStats(context.Context, *connect.Request[v1.GetPatternStatsRequest]) (*connect.Response[v1.GetPatternStatsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cep.v1.PatternService.GetPatternStats is not implemented"))
 }

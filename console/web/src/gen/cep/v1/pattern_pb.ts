@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file cep/v1/pattern.proto.
  */
 export const file_cep_v1_pattern: GenFile = /*@__PURE__*/
-  fileDesc("ChRjZXAvdjEvcGF0dGVybi5wcm90bxIGY2VwLnYxIrsCCgdQYXR0ZXJuEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBBIMCgRzcGVjGAMgASgJEiIKBmZvcm1hdBgEIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0Eg8KB3NvdXJjZXMYBSADKAkSFgoOb3V0cHV0X3N1YmplY3QYBiABKAkSFQoNY3JlYXRlZF9pbmRleBgHIAEoBBIVCg11cGRhdGVkX2luZGV4GAggASgEEiMKBXN0YXRlGAkgASgOMhQuY2VwLnYxLlBhdHRlcm5TdGF0ZRINCgVyZWFkcxgKIAMoCRIbChNtYXhfcGFydGlhbF9tYXRjaGVzGAsgASgEEiMKB3JlY29yZHMYDCADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpmcm9tX3N0YXJ0GA0gASgIIlgKCVNwZWNFcnJvchIPCgdtZXNzYWdlGAEgASgJEg0KBXN0YWdlGAIgASgJEg0KBWZpZWxkGAMgASgJEgwKBGxpbmUYBCABKA0SDgoGY29sdW1uGAUgASgNIlgKFlZhbGlkYXRlUGF0dGVyblJlcXVlc3QSDAoEc3BlYxgBIAEoCRIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJIsMBChdWYWxpZGF0ZVBhdHRlcm5SZXNwb25zZRINCgV2YWxpZBgBIAEoCBIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJEg4KBnN0YWdlcxgEIAMoCRISCgpldmVudF90aW1lGAUgASgIEg8KB3NvdXJjZXMYBiADKAkSIAoFZXJyb3IYByABKAsyES5jZXAudjEuU3BlY0Vycm9yEhAKCHdhcm5pbmdzGAggAygJIuEBChREZXBsb3lQYXR0ZXJuUmVxdWVzdBIMCgRzcGVjGAEgASgJEiIKBmZvcm1hdBgCIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0EgwKBG5hbWUYAyABKAkSFgoOb3V0cHV0X3N1YmplY3QYBCABKAkSIAoTbWF4X3BhcnRpYWxfbWF0Y2hlcxgFIAEoBEgAiAEBEiMKB3JlY29yZHMYBiADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpmcm9tX3N0YXJ0GAcgASgIQhYKFF9tYXhfcGFydGlhbF9tYXRjaGVzImMKFURlcGxveVBhdHRlcm5SZXNwb25zZRIgCgdwYXR0ZXJuGAEgASgLMg8uY2VwLnYxLlBhdHRlcm4SEAoId2FybmluZ3MYAiADKAkSFgoOcGVuZGluZ19zaGFyZHMYAyADKA0i8wEKFFVwZGF0ZVBhdHRlcm5SZXF1ZXN0EgwKBHNwZWMYASABKAkSIgoGZm9ybWF0GAIgASgOMhIuY2VwLnYxLlNwZWNGb3JtYXQSDAoEbmFtZRgDIAEoCRIkCgZwb2xpY3kYBCABKA4yFC5jZXAudjEuVXBkYXRlUG9saWN5EhYKDm91dHB1dF9zdWJqZWN0GAUgASgJEiAKE21heF9wYXJ0aWFsX21hdGNoZXMYBiABKARIAIgBARIjCgdyZWNvcmRzGAcgAygOMhIuY2VwLnYxLlJlY29yZFR5cGVCFgoUX21heF9wYXJ0aWFsX21hdGNoZXMiYwoVVXBkYXRlUGF0dGVyblJlc3BvbnNlEiAKB3BhdHRlcm4YASABKAsyDy5jZXAudjEuUGF0dGVybhIQCgh3YXJuaW5ncxgCIAMoCRIWCg5wZW5kaW5nX3NoYXJkcxgDIAMoDSIkChREZWxldGVQYXR0ZXJuUmVxdWVzdBIMCgRuYW1lGAEgASgJIlEKFURlbGV0ZVBhdHRlcm5SZXNwb25zZRIgCgdwYXR0ZXJuGAEgASgLMg8uY2VwLnYxLlBhdHRlcm4SFgoOcGVuZGluZ19zaGFyZHMYAiADKA0iFQoTTGlzdFBhdHRlcm5zUmVxdWVzdCI5ChRMaXN0UGF0dGVybnNSZXNwb25zZRIhCghwYXR0ZXJucxgBIAMoCzIPLmNlcC52MS5QYXR0ZXJuIiEKEUdldFBhdHRlcm5SZXF1ZXN0EgwKBG5hbWUYASABKAkiTgoSR2V0UGF0dGVyblJlc3BvbnNlEiAKB3BhdHRlcm4YASABKAsyDy5jZXAudjEuUGF0dGVybhIWCg5wZW5kaW5nX3NoYXJkcxgCIAMoDSJXChVFeHBsYWluUGF0dGVyblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzcGVjGAIgASgJEiIKBmZvcm1hdBgDIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0InEKFkV4cGxhaW5QYXR0ZXJuUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEgwKBHRleHQYAyABKAkSCwoDZG90GAQgASgJEgsKA3N2ZxgFIAEoCRIQCgh3YXJuaW5ncxgGIAMoCSJSChFJbnNwZWN0S2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJEgsKA2tleRgCIAEoCRINCgVsaW1pdBgDIAEoDRITCgtsZWFkZXJfb25seRgEIAEoCCKsAwoSSW5zcGVjdEtleVJlc3BvbnNlEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBBILCgNrZXkYAyABKAkSEAoIc2hhcmRfaWQYBCABKA0SEQoJa2V5X2dyb3VwGAUgASgNEhYKDmxlYWRlcl9ub2RlX2lkGAYgASgJEhUKDWFwcGxpZWRfaW5kZXgYByABKAQSLQoPcGFydGlhbF9tYXRjaGVzGAggAygLMhQuY2VwLnYxLlBhcnRpYWxNYXRjaBIbChNwYXJ0aWFsX21hdGNoX2NvdW50GAkgASgEEi8KD2J1ZmZlcmVkX2V2ZW50cxgKIAMoCzIWLmNlcC52MS5JbnNwZWN0ZWRFdmVudBIcChRidWZmZXJlZF9ldmVudF9jb3VudBgLIAEoBBIUCgx3YXRlcm1hcmtfbXMYDCABKAMSFQoNaGFzX3dhdGVybWFyaxgNIAEoCBIjCgZjbG9ja3MYDiADKAsyEy5jZXAudjEuU291cmNlQ2xvY2sSKQoIZHJhaW5pbmcYDyADKAsyFy5jZXAudjEuRHJhaW5pbmdWZXJzaW9uIr0BCg9EcmFpbmluZ1ZlcnNpb24SDwoHdmVyc2lvbhgBIAEoBBItCg9wYXJ0aWFsX21hdGNoZXMYAiADKAsyFC5jZXAudjEuUGFydGlhbE1hdGNoEhsKE3BhcnRpYWxfbWF0Y2hfY291bnQYAyABKAQSLwoPYnVmZmVyZWRfZXZlbnRzGAQgAygLMhYuY2VwLnYxLkluc3BlY3RlZEV2ZW50EhwKFGJ1ZmZlcmVkX2V2ZW50X2NvdW50GAUgASgEIpEBCgxQYXJ0aWFsTWF0Y2gSDQoFc3RhdGUYASABKAkSDQoFc3RhZ2UYAiABKAkSEAoIc3RhcnRfbXMYAyABKAMSEwoLZGVhZGxpbmVfbXMYBCABKAMSFAoMaGFzX2RlYWRsaW5lGAUgASgIEiYKBmV2ZW50cxgGIAMoCzIWLmNlcC52MS5JbnNwZWN0ZWRFdmVudCJQCg5JbnNwZWN0ZWRFdmVudBINCgVzdGFnZRgBIAEoCRIPCgd0aW1lX21zGAIgASgDEhAKCHNlcXVlbmNlGAMgASgEEgwKBGpzb24YBCABKAwqVAoKU3BlY0Zvcm1hdBIbChdTUEVDX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhQKEFNQRUNfRk9STUFUX1NQRUMQARITCg9TUEVDX0ZPUk1BVF9TUUwQAip6CgxVcGRhdGVQb2xpY3kSHQoZVVBEQVRFX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE1VQREFURV9QT0xJQ1lfRFJBSU4QARIXChNVUERBVEVfUE9MSUNZX1JFU0VUEAISGQoVVVBEQVRFX1BPTElDWV9NSUdSQVRFEAMqbwoKUmVjb3JkVHlwZRIbChdSRUNPUkRfVFlQRV9VTlNQRUNJRklFRBAAEhUKEVJFQ09SRF9UWVBFX01BVENIEAESFwoTUkVDT1JEX1RZUEVfVElNRU9VVBACEhQKEFJFQ09SRF9UWVBFX0xBVEUQAyp/CgxQYXR0ZXJuU3RhdGUSHQoZUEFUVEVSTl9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFBBVFRFUk5fU1RBVEVfQUNUSVZFEAESGgoWUEFUVEVSTl9TVEFURV9EUkFJTklORxACEhoKFlBBVFRFUk5fU1RBVEVfREVMRVRJTkcQAzKNBQoOUGF0dGVyblNlcnZpY2USVwoPVmFsaWRhdGVQYXR0ZXJuEh4uY2VwLnYxLlZhbGlkYXRlUGF0dGVyblJlcXVlc3QaHy5jZXAudjEuVmFsaWRhdGVQYXR0ZXJuUmVzcG9uc2UiA5ACARJMCg1EZXBsb3lQYXR0ZXJuEhwuY2VwLnYxLkRlcGxveVBhdHRlcm5SZXF1ZXN0Gh0uY2VwLnYxLkRlcGxveVBhdHRlcm5SZXNwb25zZRJMCg1VcGRhdGVQYXR0ZXJuEhwuY2VwLnYxLlVwZGF0ZVBhdHRlcm5SZXF1ZXN0Gh0uY2VwLnYxLlVwZGF0ZVBhdHRlcm5SZXNwb25zZRJMCg1EZWxldGVQYXR0ZXJuEhwuY2VwLnYxLkRlbGV0ZVBhdHRlcm5SZXF1ZXN0Gh0uY2VwLnYxLkRlbGV0ZVBhdHRlcm5SZXNwb25zZRJOCgxMaXN0UGF0dGVybnMSGy5jZXAudjEuTGlzdFBhdHRlcm5zUmVxdWVzdBocLmNlcC52MS5MaXN0UGF0dGVybnNSZXNwb25zZSIDkAIBEkgKCkdldFBhdHRlcm4SGS5jZXAudjEuR2V0UGF0dGVyblJlcXVlc3QaGi5jZXAudjEuR2V0UGF0dGVyblJlc3BvbnNlIgOQAgESVAoORXhwbGFpblBhdHRlcm4SHS5jZXAudjEuRXhwbGFpblBhdHRlcm5SZXF1ZXN0Gh4uY2VwLnYxLkV4cGxhaW5QYXR0ZXJuUmVzcG9uc2UiA5ACARJICgpJbnNwZWN0S2V5EhkuY2VwLnYxLkluc3BlY3RLZXlSZXF1ZXN0GhouY2VwLnYxLkluc3BlY3RLZXlSZXNwb25zZSIDkAIBQjBaLmdpdGh1Yi5jb20vY2VwY2x1c3Rlci9jZXAvYXBpL2dlbi9jZXAvdjE7Y2VwdjFiBnByb3RvMw", [file_cep_v1_cluster]);
+  fileDesc("ChRjZXAvdjEvcGF0dGVybi5wcm90bxIGY2VwLnYxIrsCCgdQYXR0ZXJuEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBBIMCgRzcGVjGAMgASgJEiIKBmZvcm1hdBgEIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0Eg8KB3NvdXJjZXMYBSADKAkSFgoOb3V0cHV0X3N1YmplY3QYBiABKAkSFQoNY3JlYXRlZF9pbmRleBgHIAEoBBIVCg11cGRhdGVkX2luZGV4GAggASgEEiMKBXN0YXRlGAkgASgOMhQuY2VwLnYxLlBhdHRlcm5TdGF0ZRINCgVyZWFkcxgKIAMoCRIbChNtYXhfcGFydGlhbF9tYXRjaGVzGAsgASgEEiMKB3JlY29yZHMYDCADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpmcm9tX3N0YXJ0GA0gASgIIlgKCVNwZWNFcnJvchIPCgdtZXNzYWdlGAEgASgJEg0KBXN0YWdlGAIgASgJEg0KBWZpZWxkGAMgASgJEgwKBGxpbmUYBCABKA0SDgoGY29sdW1uGAUgASgNIlgKFlZhbGlkYXRlUGF0dGVyblJlcXVlc3QSDAoEc3BlYxgBIAEoCRIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJIsMBChdWYWxpZGF0ZVBhdHRlcm5SZXNwb25zZRINCgV2YWxpZBgBIAEoCBIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJEg4KBnN0YWdlcxgEIAMoCRISCgpldmVudF90aW1lGAUgASgIEg8KB3NvdXJjZXMYBiADKAkSIAoFZXJyb3IYByABKAsyES5jZXAudjEuU3BlY0Vycm9yEhAKCHdhcm5pbmdzGAggAygJIvUBChREZXBsb3lQYXR0ZXJuUmVxdWVzdBIMCgRzcGVjGAEgASgJEiIKBmZvcm1hdBgCIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0EgwKBG5hbWUYAyABKAkSFgoOb3V0cHV0X3N1YmplY3QYBCABKAkSIAoTbWF4X3BhcnRpYWxfbWF0Y2hlcxgFIAEoBEgAiAEBEiMKB3JlY29yZHMYBiADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpmcm9tX3N0YXJ0GAcgASgIEhIKCnJlcXVlc3RfaWQYCCABKAlCFgoUX21heF9wYXJ0aWFsX21hdGNoZXMiYwoVRGVwbG95UGF0dGVyblJlc3BvbnNlEiAKB3BhdHRlcm4YASABKAsyDy5jZXAudjEuUGF0dGVybhIQCgh3YXJuaW5ncxgCIAMoCRIWCg5wZW5kaW5nX3NoYXJkcxgDIAMoDSKHAgoUVXBkYXRlUGF0dGVyblJlcXVlc3QSDAoEc3BlYxgBIAEoCRIiCgZmb3JtYXQYAiABKA4yEi5jZXAudjEuU3BlY0Zvcm1hdBIMCgRuYW1lGAMgASgJEiQKBnBvbGljeRgEIAEoDjIULmNlcC52MS5VcGRhdGVQb2xpY3kSFgoOb3V0cHV0X3N1YmplY3QYBSABKAkSIAoTbWF4X3BhcnRpYWxfbWF0Y2hlcxgGIAEoBEgAiAEBEiMKB3JlY29yZHMYByADKA4yEi5jZXAudjEuUmVjb3JkVHlwZRISCgpyZXF1ZXN0X2lkGAggASgJQhYKFF9tYXhfcGFydGlhbF9tYXRjaGVzImMKFVVwZGF0ZVBhdHRlcm5SZXNwb25zZRIgCgdwYXR0ZXJuGAEgASgLMg8uY2VwLnYxLlBhdHRlcm4SEAoId2FybmluZ3MYAiADKAkSFgoOcGVuZGluZ19zaGFyZHMYAyADKA0iOAoURGVsZXRlUGF0dGVyblJlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIlEKFURlbGV0ZVBhdHRlcm5SZXNwb25zZRIgCgdwYXR0ZXJuGAEgASgLMg8uY2VwLnYxLlBhdHRlcm4SFgoOcGVuZGluZ19zaGFyZHMYAiADKA0iFQoTTGlzdFBhdHRlcm5zUmVxdWVzdCI5ChRMaXN0UGF0dGVybnNSZXNwb25zZRIhCghwYXR0ZXJucxgBIAMoCzIPLmNlcC52MS5QYXR0ZXJuIiEKEUdldFBhdHRlcm5SZXF1ZXN0EgwKBG5hbWUYASABKAkiTgoSR2V0UGF0dGVyblJlc3BvbnNlEiAKB3BhdHRlcm4YASABKAsyDy5jZXAudjEuUGF0dGVybhIWCg5wZW5kaW5nX3NoYXJkcxgCIAMoDSJXChVFeHBsYWluUGF0dGVyblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzcGVjGAIgASgJEiIKBmZvcm1hdBgDIAEoDjISLmNlcC52MS5TcGVjRm9ybWF0InEKFkV4cGxhaW5QYXR0ZXJuUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEgwKBHRleHQYAyABKAkSCwoDZG90GAQgASgJEgsKA3N2ZxgFIAEoCRIQCgh3YXJuaW5ncxgGIAMoCSJSChFJbnNwZWN0S2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJEgsKA2tleRgCIAEoCRINCgVsaW1pdBgDIAEoDRITCgtsZWFkZXJfb25seRgEIAEoCCKsAwoSSW5zcGVjdEtleVJlc3BvbnNlEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBBILCgNrZXkYAyABKAkSEAoIc2hhcmRfaWQYBCABKA0SEQoJa2V5X2dyb3VwGAUgASgNEhYKDmxlYWRlcl9ub2RlX2lkGAYgASgJEhUKDWFwcGxpZWRfaW5kZXgYByABKAQSLQoPcGFydGlhbF9tYXRjaGVzGAggAygLMhQuY2VwLnYxLlBhcnRpYWxNYXRjaBIbChNwYXJ0aWFsX21hdGNoX2NvdW50GAkgASgEEi8KD2J1ZmZlcmVkX2V2ZW50cxgKIAMoCzIWLmNlcC52MS5JbnNwZWN0ZWRFdmVudBIcChRidWZmZXJlZF9ldmVudF9jb3VudBgLIAEoBBIUCgx3YXRlcm1hcmtfbXMYDCABKAMSFQoNaGFzX3dhdGVybWFyaxgNIAEoCBIjCgZjbG9ja3MYDiADKAsyEy5jZXAudjEuU291cmNlQ2xvY2sSKQoIZHJhaW5pbmcYDyADKAsyFy5jZXAudjEuRHJhaW5pbmdWZXJzaW9uIr0BCg9EcmFpbmluZ1ZlcnNpb24SDwoHdmVyc2lvbhgBIAEoBBItCg9wYXJ0aWFsX21hdGNoZXMYAiADKAsyFC5jZXAudjEuUGFydGlhbE1hdGNoEhsKE3BhcnRpYWxfbWF0Y2hfY291bnQYAyABKAQSLwoPYnVmZmVyZWRfZXZlbnRzGAQgAygLMhYuY2VwLnYxLkluc3BlY3RlZEV2ZW50EhwKFGJ1ZmZlcmVkX2V2ZW50X2NvdW50GAUgASgEIpEBCgxQYXJ0aWFsTWF0Y2gSDQoFc3RhdGUYASABKAkSDQoFc3RhZ2UYAiABKAkSEAoIc3RhcnRfbXMYAyABKAMSEwoLZGVhZGxpbmVfbXMYBCABKAMSFAoMaGFzX2RlYWRsaW5lGAUgASgIEiYKBmV2ZW50cxgGIAMoCzIWLmNlcC52MS5JbnNwZWN0ZWRFdmVudCJQCg5JbnNwZWN0ZWRFdmVudBINCgVzdGFnZRgBIAEoCRIPCgd0aW1lX21zGAIgASgDEhAKCHNlcXVlbmNlGAMgASgEEgwKBGpzb24YBCABKAwiOwoWR2V0UGF0dGVyblN0YXRzUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2xlYWRlcl9vbmx5GAIgASgIIqsBCgxQYXR0ZXJuU3RhdHMSDAoEbmFtZRgBIAEoCRIPCgdtYXRjaGVzGAIgASgEEhAKCHRpbWVvdXRzGAMgASgEEgwKBGxhdGUYBCABKAQSFAoMZGVhZF9sZXR0ZXJzGAUgASgEEhcKD3BhcnRpYWxfbWF0Y2hlcxgGIAEoBBIYChBjb25kaXRpb25fZXJyb3JzGAcgASgEEhMKC2VtaXRfZXJyb3JzGAggASgEImQKEVNoYXJkUGF0dGVyblN0YXRzEhAKCHNoYXJkX2lkGAEgASgNEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQSJgoIcGF0dGVybnMYAyADKAsyFC5jZXAudjEuUGF0dGVyblN0YXRzIpYBChdHZXRQYXR0ZXJuU3RhdHNSZXNwb25zZRImCghwYXR0ZXJucxgBIAMoCzIULmNlcC52MS5QYXR0ZXJuU3RhdHMSDgoGc2hhcmRzGAIgAygNEhYKDm1pc3Npbmdfc2hhcmRzGAMgAygNEisKCGJ5X3NoYXJkGAQgAygLMhkuY2VwLnYxLlNoYXJkUGF0dGVyblN0YXRzKlQKClNwZWNGb3JtYXQSGwoXU1BFQ19GT1JNQVRfVU5TUEVDSUZJRUQQABIUChBTUEVDX0ZPUk1BVF9TUEVDEAESEwoPU1BFQ19GT1JNQVRfU1FMEAIqegoMVXBkYXRlUG9saWN5Eh0KGVVQREFURV9QT0xJQ1lfVU5TUEVDSUZJRUQQABIXChNVUERBVEVfUE9MSUNZX0RSQUlOEAESFwoTVVBEQVRFX1BPTElDWV9SRVNFVBACEhkKFVVQREFURV9QT0xJQ1lfTUlHUkFURRADKm8KClJlY29yZFR5cGUSGwoXUkVDT1JEX1RZUEVfVU5TUEVDSUZJRUQQABIVChFSRUNPUkRfVFlQRV9NQVRDSBABEhcKE1JFQ09SRF9UWVBFX1RJTUVPVVQQAhIUChBSRUNPUkRfVFlQRV9MQVRFEAMqfwoMUGF0dGVyblN0YXRlEh0KGVBBVFRFUk5fU1RBVEVfVU5TUEVDSUZJRUQQABIYChRQQVRURVJOX1NUQVRFX0FDVElWRRABEhoKFlBBVFRFUk5fU1RBVEVfRFJBSU5JTkcQAhIaChZQQVRURVJOX1NUQVRFX0RFTEVUSU5HEAMy5gUKDlBhdHRlcm5TZXJ2aWNlElcKD1ZhbGlkYXRlUGF0dGVybhIeLmNlcC52MS5WYWxpZGF0ZVBhdHRlcm5SZXF1ZXN0Gh8uY2VwLnYxLlZhbGlkYXRlUGF0dGVyblJlc3BvbnNlIgOQAgESTAoNRGVwbG95UGF0dGVybhIcLmNlcC52MS5EZXBsb3lQYXR0ZXJuUmVxdWVzdBodLmNlcC52MS5EZXBsb3lQYXR0ZXJuUmVzcG9uc2USTAoNVXBkYXRlUGF0dGVybhIcLmNlcC52MS5VcGRhdGVQYXR0ZXJuUmVxdWVzdBodLmNlcC52MS5VcGRhdGVQYXR0ZXJuUmVzcG9uc2USTAoNRGVsZXRlUGF0dGVybhIcLmNlcC52MS5EZWxldGVQYXR0ZXJuUmVxdWVzdBodLmNlcC52MS5EZWxldGVQYXR0ZXJuUmVzcG9uc2USTgoMTGlzdFBhdHRlcm5zEhsuY2VwLnYxLkxpc3RQYXR0ZXJuc1JlcXVlc3QaHC5jZXAudjEuTGlzdFBhdHRlcm5zUmVzcG9uc2UiA5ACARJICgpHZXRQYXR0ZXJuEhkuY2VwLnYxLkdldFBhdHRlcm5SZXF1ZXN0GhouY2VwLnYxLkdldFBhdHRlcm5SZXNwb25zZSIDkAIBElQKDkV4cGxhaW5QYXR0ZXJuEh0uY2VwLnYxLkV4cGxhaW5QYXR0ZXJuUmVxdWVzdBoeLmNlcC52MS5FeHBsYWluUGF0dGVyblJlc3BvbnNlIgOQAgESSAoKSW5zcGVjdEtleRIZLmNlcC52MS5JbnNwZWN0S2V5UmVxdWVzdBoaLmNlcC52MS5JbnNwZWN0S2V5UmVzcG9uc2UiA5ACARJXCg9HZXRQYXR0ZXJuU3RhdHMSHi5jZXAudjEuR2V0UGF0dGVyblN0YXRzUmVxdWVzdBofLmNlcC52MS5HZXRQYXR0ZXJuU3RhdHNSZXNwb25zZSIDkAIBQjBaLmdpdGh1Yi5jb20vY2VwY2x1c3Rlci9jZXAvYXBpL2dlbi9jZXAvdjE7Y2VwdjFiBnByb3RvMw", [file_cep_v1_cluster]);
 
 /**
  * Pattern is a deployed pattern as the metadata group records it.
@@ -150,7 +150,8 @@ export type SpecError = Message<"cep.v1.SpecError"> & {
   field: string;
 
   /**
-   * 1-based line and column of a SQL error.
+   * 1-based line and column of a SQL error; of a document's error, where
+   * the document writes its stage and field (0 when not known).
    *
    * @generated from field: uint32 line = 4;
    */
@@ -330,6 +331,16 @@ export type DeployPatternRequest = Message<"cep.v1.DeployPatternRequest"> & {
    * @generated from field: bool from_start = 7;
    */
   fromStart: boolean;
+
+  /**
+   * Optional: an id the caller chooses for this request (at most 128
+   * bytes), sent again unchanged when it retries. The cluster applies a
+   * request id once: the same id again (within the last 1024 ids) returns
+   * the first request's result without applying anything.
+   *
+   * @generated from field: string request_id = 8;
+   */
+  requestId: string;
 };
 
 /**
@@ -422,6 +433,16 @@ export type UpdatePatternRequest = Message<"cep.v1.UpdatePatternRequest"> & {
    * @generated from field: repeated cep.v1.RecordType records = 7;
    */
   records: RecordType[];
+
+  /**
+   * Optional: an id the caller chooses for this request (at most 128
+   * bytes), sent again unchanged when it retries. The cluster applies a
+   * request id once: the same id again (within the last 1024 ids) returns
+   * the first request's result without applying anything.
+   *
+   * @generated from field: string request_id = 8;
+   */
+  requestId: string;
 };
 
 /**
@@ -472,6 +493,16 @@ export type DeletePatternRequest = Message<"cep.v1.DeletePatternRequest"> & {
    * @generated from field: string name = 1;
    */
   name: string;
+
+  /**
+   * Optional: an id the caller chooses for this request (at most 128
+   * bytes), sent again unchanged when it retries. The cluster applies a
+   * request id once: the same id again (within the last 1024 ids) returns
+   * the first request's result without applying anything.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
 };
 
 /**
@@ -965,6 +996,166 @@ export const InspectedEventSchema: GenMessage<InspectedEvent> = /*@__PURE__*/
   messageDesc(file_cep_v1_pattern, 20);
 
 /**
+ * @generated from message cep.v1.GetPatternStatsRequest
+ */
+export type GetPatternStatsRequest = Message<"cep.v1.GetPatternStatsRequest"> & {
+  /**
+   * Only this pattern; empty: every pattern.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Only the shards the node answering leads, each apart (by_shard); a
+   * node sets it asking another, so a call is forwarded once at most.
+   *
+   * @generated from field: bool leader_only = 2;
+   */
+  leaderOnly: boolean;
+};
+
+/**
+ * Describes the message cep.v1.GetPatternStatsRequest.
+ * Use `create(GetPatternStatsRequestSchema)` to create a new message.
+ */
+export const GetPatternStatsRequestSchema: GenMessage<GetPatternStatsRequest> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 21);
+
+/**
+ * PatternStats is what one pattern produced: on one shard, or summed.
+ *
+ * @generated from message cep.v1.PatternStats
+ */
+export type PatternStats = Message<"cep.v1.PatternStats"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Records produced, published or not.
+   *
+   * @generated from field: uint64 matches = 2;
+   */
+  matches: bigint;
+
+  /**
+   * @generated from field: uint64 timeouts = 3;
+   */
+  timeouts: bigint;
+
+  /**
+   * @generated from field: uint64 late = 4;
+   */
+  late: bigint;
+
+  /**
+   * Events and failures naming the pattern sent to the dead letters.
+   *
+   * @generated from field: uint64 dead_letters = 5;
+   */
+  deadLetters: bigint;
+
+  /**
+   * Partial matches held now, draining versions included.
+   *
+   * @generated from field: uint64 partial_matches = 6;
+   */
+  partialMatches: bigint;
+
+  /**
+   * Condition evaluations that failed and counted as false.
+   *
+   * @generated from field: uint64 condition_errors = 7;
+   */
+  conditionErrors: bigint;
+
+  /**
+   * Emitted fields that failed and are null.
+   *
+   * @generated from field: uint64 emit_errors = 8;
+   */
+  emitErrors: bigint;
+};
+
+/**
+ * Describes the message cep.v1.PatternStats.
+ * Use `create(PatternStatsSchema)` to create a new message.
+ */
+export const PatternStatsSchema: GenMessage<PatternStats> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 22);
+
+/**
+ * @generated from message cep.v1.ShardPatternStats
+ */
+export type ShardPatternStats = Message<"cep.v1.ShardPatternStats"> & {
+  /**
+   * @generated from field: uint32 shard_id = 1;
+   */
+  shardId: number;
+
+  /**
+   * The shard's Raft index its counters were read at.
+   *
+   * @generated from field: uint64 applied_index = 2;
+   */
+  appliedIndex: bigint;
+
+  /**
+   * @generated from field: repeated cep.v1.PatternStats patterns = 3;
+   */
+  patterns: PatternStats[];
+};
+
+/**
+ * Describes the message cep.v1.ShardPatternStats.
+ * Use `create(ShardPatternStatsSchema)` to create a new message.
+ */
+export const ShardPatternStatsSchema: GenMessage<ShardPatternStats> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 23);
+
+/**
+ * @generated from message cep.v1.GetPatternStatsResponse
+ */
+export type GetPatternStatsResponse = Message<"cep.v1.GetPatternStatsResponse"> & {
+  /**
+   * Summed over the shards counted, sorted by name.
+   *
+   * @generated from field: repeated cep.v1.PatternStats patterns = 1;
+   */
+  patterns: PatternStats[];
+
+  /**
+   * The shards counted, sorted.
+   *
+   * @generated from field: repeated uint32 shards = 2;
+   */
+  shards: number[];
+
+  /**
+   * The shards not counted (no leader, or its node did not answer), sorted.
+   *
+   * @generated from field: repeated uint32 missing_shards = 3;
+   */
+  missingShards: number[];
+
+  /**
+   * With leader_only: each shard's own counters.
+   *
+   * @generated from field: repeated cep.v1.ShardPatternStats by_shard = 4;
+   */
+  byShard: ShardPatternStats[];
+};
+
+/**
+ * Describes the message cep.v1.GetPatternStatsResponse.
+ * Use `create(GetPatternStatsResponseSchema)` to create a new message.
+ */
+export const GetPatternStatsResponseSchema: GenMessage<GetPatternStatsResponse> = /*@__PURE__*/
+  messageDesc(file_cep_v1_pattern, 24);
+
+/**
  * SpecFormat is the language a pattern is written in.
  *
  * @generated from enum cep.v1.SpecFormat
@@ -1234,6 +1425,20 @@ export const PatternService: GenService<{
     methodKind: "unary";
     input: typeof InspectKeyRequestSchema;
     output: typeof InspectKeyResponseSchema;
+  },
+  /**
+   * GetPatternStats: what each deployed pattern has produced, cluster-wide:
+   * its counters summed over every shard, each shard's read from its
+   * leader (the replicated counts cep_pattern_*_total name per shard).
+   * Any node answers (it asks the other shards' leaders). A shard whose
+   * leader does not answer is listed as missing, not counted.
+   *
+   * @generated from rpc cep.v1.PatternService.GetPatternStats
+   */
+  getPatternStats: {
+    methodKind: "unary";
+    input: typeof GetPatternStatsRequestSchema;
+    output: typeof GetPatternStatsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_cep_v1_pattern, 0);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file cep/v1/source.proto.
  */
 export const file_cep_v1_source: GenFile = /*@__PURE__*/
-  fileDesc("ChNjZXAvdjEvc291cmNlLnByb3RvEgZjZXAudjEi3AEKBlNvdXJjZRIMCgRuYW1lGAEgASgJEg4KBnN0cmVhbRgCIAEoCRIQCghzdWJqZWN0cxgDIAMoCRISCgprZXlfZ3JvdXBzGAQgASgNEg8KB21hbmFnZWQYBSABKAgSFQoNY3JlYXRlZF9pbmRleBgGIAEoBBILCgNrZXkYByABKAkSDgoGb3JpZ2luGAggASgJEiQKBmxpbWl0cxgUIAEoCzIULmNlcC52MS5Tb3VyY2VMaW1pdHMSIwoGZmllbGRzGBUgAygLMhMuY2VwLnYxLlNvdXJjZUZpZWxkIjsKC1NvdXJjZUZpZWxkEgwKBHBhdGgYASABKAkSDAoEdHlwZRgCIAEoCRIQCghvcHRpb25hbBgDIAEoCCJfCgxTb3VyY2VMaW1pdHMSKgoHbWF4X2FnZRgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCgltYXhfYnl0ZXMYAiABKAMSEAoIbWF4X21zZ3MYAyABKAMinQEKE0NyZWF0ZVNvdXJjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIQCghzdWJqZWN0cxgCIAMoCRIOCgZzdHJlYW0YAyABKAkSCwoDa2V5GAQgASgJEiQKBmxpbWl0cxgUIAEoCzIULmNlcC52MS5Tb3VyY2VMaW1pdHMSIwoGZmllbGRzGBUgAygLMhMuY2VwLnYxLlNvdXJjZUZpZWxkIjYKFENyZWF0ZVNvdXJjZVJlc3BvbnNlEh4KBnNvdXJjZRgBIAEoCzIOLmNlcC52MS5Tb3VyY2UiFAoSTGlzdFNvdXJjZXNSZXF1ZXN0IjYKE0xpc3RTb3VyY2VzUmVzcG9uc2USHwoHc291cmNlcxgBIAMoCzIOLmNlcC52MS5Tb3VyY2UiIAoQR2V0U291cmNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIjMKEUdldFNvdXJjZVJlc3BvbnNlEh4KBnNvdXJjZRgBIAEoCzIOLmNlcC52MS5Tb3VyY2UiOgoTRGVsZXRlU291cmNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhUKDWRlbGV0ZV9zdHJlYW0YAiABKAgiUAoURGVsZXRlU291cmNlUmVzcG9uc2USHwoHc291cmNlcxgBIAMoCzIOLmNlcC52MS5Tb3VyY2USFwoPZGVsZXRlZF9zdHJlYW1zGAIgAygJIjIKE1NhbXBsZVNvdXJjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVsaW1pdBgCIAEoDSImChRTYW1wbGVTb3VyY2VSZXNwb25zZRIOCgZldmVudHMYASADKAwyiQMKDVNvdXJjZVNlcnZpY2USSQoMQ3JlYXRlU291cmNlEhsuY2VwLnYxLkNyZWF0ZVNvdXJjZVJlcXVlc3QaHC5jZXAudjEuQ3JlYXRlU291cmNlUmVzcG9uc2USSwoLTGlzdFNvdXJjZXMSGi5jZXAudjEuTGlzdFNvdXJjZXNSZXF1ZXN0GhsuY2VwLnYxLkxpc3RTb3VyY2VzUmVzcG9uc2UiA5ACARJFCglHZXRTb3VyY2USGC5jZXAudjEuR2V0U291cmNlUmVxdWVzdBoZLmNlcC52MS5HZXRTb3VyY2VSZXNwb25zZSIDkAIBEkkKDERlbGV0ZVNvdXJjZRIbLmNlcC52MS5EZWxldGVTb3VyY2VSZXF1ZXN0GhwuY2VwLnYxLkRlbGV0ZVNvdXJjZVJlc3BvbnNlEk4KDFNhbXBsZVNvdXJjZRIbLmNlcC52MS5TYW1wbGVTb3VyY2VSZXF1ZXN0GhwuY2VwLnYxLlNhbXBsZVNvdXJjZVJlc3BvbnNlIgOQAgFCMFouZ2l0aHViLmNvbS9jZXBjbHVzdGVyL2NlcC9hcGkvZ2VuL2NlcC92MTtjZXB2MWIGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("ChNjZXAvdjEvc291cmNlLnByb3RvEgZjZXAudjEi7AEKBlNvdXJjZRIMCgRuYW1lGAEgASgJEg4KBnN0cmVhbRgCIAEoCRIQCghzdWJqZWN0cxgDIAMoCRISCgprZXlfZ3JvdXBzGAQgASgNEg8KB21hbmFnZWQYBSABKAgSFQoNY3JlYXRlZF9pbmRleBgGIAEoBBILCgNrZXkYByABKAkSDgoGb3JpZ2luGAggASgJEiQKBmxpbWl0cxgUIAEoCzIULmNlcC52MS5Tb3VyY2VMaW1pdHMSIwoGZmllbGRzGBUgAygLMhMuY2VwLnYxLlNvdXJjZUZpZWxkEg4KBnN0cmljdBgWIAEoCCI7CgtTb3VyY2VGaWVsZBIMCgRwYXRoGAEgASgJEgwKBHR5cGUYAiABKAkSEAoIb3B0aW9uYWwYAyABKAgiXwoMU291cmNlTGltaXRzEioKB21heF9hZ2UYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJbWF4X2J5dGVzGAIgASgDEhAKCG1heF9tc2dzGAMgASgDIsEBChNDcmVhdGVTb3VyY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSEAoIc3ViamVjdHMYAiADKAkSDgoGc3RyZWFtGAMgASgJEgsKA2tleRgEIAEoCRIkCgZsaW1pdHMYFCABKAsyFC5jZXAudjEuU291cmNlTGltaXRzEiMKBmZpZWxkcxgVIAMoCzITLmNlcC52MS5Tb3VyY2VGaWVsZBIOCgZzdHJpY3QYFiABKAgSEgoKcmVxdWVzdF9pZBgXIAEoCSI2ChRDcmVhdGVTb3VyY2VSZXNwb25zZRIeCgZzb3VyY2UYASABKAsyDi5jZXAudjEuU291cmNlIhQKEkxpc3RTb3VyY2VzUmVxdWVzdCI2ChNMaXN0U291cmNlc1Jlc3BvbnNlEh8KB3NvdXJjZXMYASADKAsyDi5jZXAudjEuU291cmNlIiAKEEdldFNvdXJjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIzChFHZXRTb3VyY2VSZXNwb25zZRIeCgZzb3VyY2UYASABKAsyDi5jZXAudjEuU291cmNlIk4KE0RlbGV0ZVNvdXJjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIVCg1kZWxldGVfc3RyZWFtGAIgASgIEhIKCnJlcXVlc3RfaWQYAyABKAkiUAoURGVsZXRlU291cmNlUmVzcG9uc2USHwoHc291cmNlcxgBIAMoCzIOLmNlcC52MS5Tb3VyY2USFwoPZGVsZXRlZF9zdHJlYW1zGAIgAygJIjIKE1NhbXBsZVNvdXJjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVsaW1pdBgCIAEoDSImChRTYW1wbGVTb3VyY2VSZXNwb25zZRIOCgZldmVudHMYASADKAwyiQMKDVNvdXJjZVNlcnZpY2USSQoMQ3JlYXRlU291cmNlEhsuY2VwLnYxLkNyZWF0ZVNvdXJjZVJlcXVlc3QaHC5jZXAudjEuQ3JlYXRlU291cmNlUmVzcG9uc2USSwoLTGlzdFNvdXJjZXMSGi5jZXAudjEuTGlzdFNvdXJjZXNSZXF1ZXN0GhsuY2VwLnYxLkxpc3RTb3VyY2VzUmVzcG9uc2UiA5ACARJFCglHZXRTb3VyY2USGC5jZXAudjEuR2V0U291cmNlUmVxdWVzdBoZLmNlcC52MS5HZXRTb3VyY2VSZXNwb25zZSIDkAIBEkkKDERlbGV0ZVNvdXJjZRIbLmNlcC52MS5EZWxldGVTb3VyY2VSZXF1ZXN0GhwuY2VwLnYxLkRlbGV0ZVNvdXJjZVJlc3BvbnNlEk4KDFNhbXBsZVNvdXJjZRIbLmNlcC52MS5TYW1wbGVTb3VyY2VSZXF1ZXN0GhwuY2VwLnYxLlNhbXBsZVNvdXJjZVJlc3BvbnNlIgOQAgFCMFouZ2l0aHViLmNvbS9jZXBjbHVzdGVyL2NlcC9hcGkvZ2VuL2NlcC92MTtjZXB2MWIGcHJvdG8z", [file_google_protobuf_duration]);
 
 /**
  * Source is a named event input: a JetStream stream and the subjects read
@@ -103,6 +103,15 @@ export type Source = Message<"cep.v1.Source"> & {
    * @generated from field: repeated cep.v1.SourceField fields = 21;
    */
   fields: SourceField[];
+
+  /**
+   * Events that do not fit fields (a required field missing, a value of
+   * another type) are dead-lettered with the reason instead of reaching
+   * patterns.
+   *
+   * @generated from field: bool strict = 22;
+   */
+  strict: boolean;
 };
 
 /**
@@ -231,6 +240,25 @@ export type CreateSourceRequest = Message<"cep.v1.CreateSourceRequest"> & {
    * @generated from field: repeated cep.v1.SourceField fields = 21;
    */
   fields: SourceField[];
+
+  /**
+   * Dead-letter the events that do not fit fields, with the field and
+   * the reason, instead of passing them to patterns (see Source.strict).
+   * Errors: InvalidArgument (strict without fields).
+   *
+   * @generated from field: bool strict = 22;
+   */
+  strict: boolean;
+
+  /**
+   * Optional: an id the caller chooses for this request (at most 128
+   * bytes), sent again unchanged when it retries. The cluster applies a
+   * request id once: the same id again (within the last 1024 ids) returns
+   * the first request's result without applying anything.
+   *
+   * @generated from field: string request_id = 23;
+   */
+  requestId: string;
 };
 
 /**
@@ -339,6 +367,16 @@ export type DeleteSourceRequest = Message<"cep.v1.DeleteSourceRequest"> & {
    * @generated from field: bool delete_stream = 2;
    */
   deleteStream: boolean;
+
+  /**
+   * Optional: an id the caller chooses for this request (at most 128
+   * bytes), sent again unchanged when it retries. The cluster applies a
+   * request id once: the same id again (within the last 1024 ids) returns
+   * the first request's result without applying anything.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
 };
 
 /**
