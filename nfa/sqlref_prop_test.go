@@ -529,3 +529,41 @@ func TestSQLAlternationPreference(t *testing.T) {
 		compareStandard(t, c)
 	}
 }
+
+// A query's state, alternations and PERMUTE included, encodes midway and
+// decodes into a fresh matcher that goes on as an uninterrupted run does.
+func TestSQLSplitResumeEqualsUninterrupted(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := drawSQLCase(t)
+		p, err := nfa.CompileSQL(c.query, "q")
+		if err != nil {
+			t.Skip(err)
+		}
+		var lines [][]byte
+		for _, l := range c.lines {
+			lines = append(lines, []byte(l))
+		}
+		whole := nfa.NewMatcher(p)
+		want := append(runLines(t, whole, lines), recordsJSON(t, whole.Finish(true))...)
+		cut := rapid.IntRange(0, len(lines)).Draw(t, "cut")
+		first := nfa.NewMatcher(p)
+		got := runLines(t, first, lines[:cut])
+		state, err := first.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := nfa.CompileSQL(c.query, "q") // as a restarted node compiles it
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := nfa.UnmarshalMatcher(again, state)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		got = append(got, runLines(t, second, lines[cut:])...)
+		got = append(got, recordsJSON(t, second.Finish(true))...)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%s\nresumed at line %d:\n got %s\nwant %s", c.query, cut, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+		}
+	})
+}
