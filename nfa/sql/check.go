@@ -58,7 +58,13 @@ type checker struct {
 }
 
 func (c *checker) errorf(p Pos, format string, args ...any) {
-	c.errs = append(c.errs, errorf(p, format, args...))
+	e := errorf(p, format, args...)
+	for _, x := range c.errs {
+		if x.Error() == e.Error() {
+			return // PERMUTE's terms stand in several alternatives: say it once
+		}
+	}
+	c.errs = append(c.errs, e)
 }
 
 func (c *checker) run(columns []string) {

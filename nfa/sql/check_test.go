@@ -286,3 +286,19 @@ func TestSuggest(t *testing.T) {
 		t.Errorf("distance(ab, ba) = %d", d)
 	}
 }
+
+// A term PERMUTE repeats in several alternatives is reported once.
+func TestPermuteProblemsOnce(t *testing.T) {
+	q, err := Parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (PERMUTE(A, B+, C) D) DEFINE A AS true)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range q.Problems(nil) {
+		got = append(got, e.Error())
+	}
+	want := []string{"line 1:67: greedy quantifier '+' on 'B', the last variable of an alternative, is not supported; make it reluctant ('+?') or end the alternative with a single variable"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
