@@ -371,6 +371,16 @@ func (c *checker) sequenceRules(items []PatternTerm, last bool) {
 				c.errorf(v.At, "optional group ('%s') right after the greedy quantifier '%s' on %s is not supported by Flink (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or the group not optional",
 					v.Quant.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String())
 			}
+		case *PatternAlt:
+			// the same automaton: the loop is left only for a row the
+			// alternative takes, so skipping its optional start never ends
+			// the match
+			for _, a := range v.Alts {
+				if startsOptional(a) {
+					c.errorf(a.At, "alternative (%s), which starts with an optional term, right after the greedy quantifier '%s' on %s is not supported (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or the alternative's start not optional",
+						a.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String())
+				}
+			}
 		}
 	}
 	if len(items) == 0 {
@@ -391,6 +401,27 @@ func (c *checker) sequenceRules(items []PatternTerm, last bool) {
 // Greedy reports whether q is greedy in Flink's sense: a loop or a range
 // not written reluctant ('?' and {n} have no greedy property).
 func Greedy(q Quantifier) bool { return !q.Reluctant && q.Min != q.Max && !(q.Min == 0 && q.Max == 1) }
+
+// startsOptional reports whether a term may match without its first
+// element taking a row: its first variable or group optional, or an
+// alternative that does.
+func startsOptional(t PatternTerm) bool {
+	switch t := t.(type) {
+	case *PatternVar:
+		return t.Quant.Min == 0
+	case *PatternGroup:
+		return t.Quant.Min == 0 || startsOptional(t.Inner)
+	case *PatternSeq:
+		return len(t.Items) == 0 || startsOptional(t.Items[0])
+	case *PatternAlt:
+		for _, a := range t.Alts {
+			if startsOptional(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // minOf is the least number of rows a term matches.
 func minOf(t PatternTerm) int {

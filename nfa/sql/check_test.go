@@ -168,6 +168,9 @@ func TestCheckErrors(t *testing.T) {
 		// alternation and PERMUTE
 		{pre + "PATTERN (A | B C | D) DEFINE A AS true)", unknown, ""},
 		{pre + "PATTERN (A+ (B | C) D) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN (A+ (B C | D?)) DEFINE A AS true)", unknown,
+			"line 1:65: alternative (D?), which starts with an optional term, right after the greedy quantifier '+' on 'A' is not supported (an optional pattern cannot follow a greedy one); make 'A' reluctant ('+?') or the alternative's start not optional"},
+		{pre + "PATTERN (A+ (B? C | D) E) DEFINE A AS true)", unknown, "line 1:59: alternative (B? C), which starts with an optional term"},
 		{pre + "PATTERN ((A | B)+? C) DEFINE A AS true)", unknown, ""},
 		{pre + "PATTERN (PERMUTE(A, B?, C) D) DEFINE A AS true)", unknown, ""},
 		{pre + "PATTERN ((A B | A C) D) DEFINE A AS true)", unknown, ""},

@@ -103,7 +103,8 @@
 // repeated variables; repeated measure names; unknown columns, with a
 // suggestion for a likely misspelling; variables repeated in PATTERN
 // (other than in separate alternatives), a greedy variable ending an
-// alternative, two alternatives of one alternation that can match no rows,
+// alternative, an alternative starting optional right after a greedy
+// variable, two alternatives of one alternation that can match no rows,
 // patterns that can match no rows, a greedy quantifier on the last
 // variable and an optional term right after a greedy variable (all
 // rejected by Flink); greedy groups, groups that can match no rows and
