@@ -38,7 +38,10 @@ type pat struct {
 	hasWithinFL, hasWithin bool // hasWithin: previousAndCurrent present
 
 	group *pat // raw pattern (last element of the inner chain) for group patterns
-	prev  *pat
+	// alts: an alternation (MATCH_RECOGNIZE's '|'): the last element of
+	// each alternative's chain, in preference order
+	alts []*pat
+	prev *pat
 }
 
 func (p *pat) isSingle() bool { return !p.looping && !p.timesQ }
@@ -48,11 +51,20 @@ func (p *pat) isSingle() bool { return !p.looping && !p.timesQ }
 // group that may itself take nothing.
 func mayTakeNothing(last *pat) bool {
 	for q := last; q != nil; q = q.prev {
-		if !q.optional && !q.isNot() && (q.group == nil || !mayTakeNothing(q.group)) {
+		if !q.optional && !q.isNot() && (q.group == nil || !mayTakeNothing(q.group)) && (q.alts == nil || !anyTakesNothing(q.alts)) {
 			return false
 		}
 	}
 	return true
+}
+
+func anyTakesNothing(alts []*pat) bool {
+	for _, a := range alts {
+		if mayTakeNothing(a) {
+			return true
+		}
+	}
+	return false
 }
 func (p *pat) isNot() bool { return p.consume == notNext || p.consume == notFollow }
 
@@ -120,7 +132,18 @@ func (b *builder) buildChain(stages []Stage, prefix string) (*pat, error) {
 			}
 		}
 		p.prev = last
-		if st.Group != nil {
+		if st.Alts != nil {
+			if st.Group != nil || st.Where != "" {
+				return nil, perr(path, "group", "an alternation has neither where nor group")
+			}
+			for i, alt := range st.Alts {
+				a, err := b.buildChain(alt, fmt.Sprintf("%s|%d/", path, i+1))
+				if err != nil {
+					return nil, err
+				}
+				p.alts = append(p.alts, a)
+			}
+		} else if st.Group != nil {
 			if st.Where != "" {
 				return nil, perr(path, "where", "a stage has either where or group, not both")
 			}

@@ -2,6 +2,7 @@ package nfa
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 )
 
@@ -103,6 +104,25 @@ func (c *compiler) checkNames(p *pat) error {
 			}
 			continue
 		}
+		if p.alts != nil {
+			// separate alternatives may name the same stage (no match
+			// takes both): its states then share the stage
+			all := map[string]bool{}
+			for _, a := range p.alts {
+				outer := c.used
+				c.used = maps.Clone(outer)
+				err := c.checkNames(a)
+				for k := range c.used {
+					all[k] = true
+				}
+				c.used = outer
+				if err != nil {
+					return err
+				}
+			}
+			maps.Copy(c.used, all)
+			continue
+		}
 		if c.used[p.name] {
 			return perr(p.path, "name", "Duplicate pattern name: %s. Names must be unique.", p.name)
 		}
@@ -128,14 +148,8 @@ func (c *compiler) compile(skipTarget string) (err error) {
 		return err
 	}
 	c.used = map[string]bool{}
-	if skipTarget != "" {
-		p := last
-		for p.prev != nil && p.name != skipTarget {
-			p = p.prev
-		}
-		if p.name != skipTarget {
-			return skipTargetError(skipTarget, last)
-		}
+	if skipTarget != "" && !namesStage(last, skipTarget) {
+		return skipTargetError(skipTarget, last)
 	}
 	sink := c.createEndingState()
 	sink = c.createMiddleStates(sink)
@@ -159,6 +173,23 @@ func (c *compiler) compile(skipTarget string) (err error) {
 		}
 	}
 	return nil
+}
+
+// namesStage reports whether the chain ending at last has a stage named
+// name at its top level or in an alternative (not inside groups, as Flink
+// finds skip targets).
+func namesStage(last *pat, name string) bool {
+	for p := last; p != nil; p = p.prev {
+		if p.name == name {
+			return true
+		}
+		for _, a := range p.alts {
+			if namesStage(a, name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // uniqueName gives the base name, or base:N with the smallest unused N
@@ -275,6 +306,8 @@ func (c *compiler) convertPattern(sink *cstate) *cstate {
 	p := c.current
 	var last *cstate
 	switch {
+	case p.alts != nil:
+		last = c.createBranchState(sink)
 	case p.looping:
 		c.setFirstOfLoop(false)
 		s := c.copyWithoutTransitiveNots(sink)
@@ -466,6 +499,46 @@ func (c *compiler) createGroupPatternState(g *pat, sink, proceed *cstate, option
 	}
 	c.current, c.following, c.group = oldCur, oldFol, oldGroup
 	return last
+}
+
+// createBranchState compiles an alternation: each alternative's chain
+// into sink, and a state that proceeds to each alternative's first state.
+// An alternative's first element follows what precedes the alternation
+// as the alternation itself would (its own contiguity, or the enclosing
+// group's at the group's head).
+func (c *compiler) createBranchState(sink *cstate) *cstate {
+	b := c.current
+	cs := b.consume
+	if c.headOfGroup(b) {
+		if c.isGroupFirstOfLoop() {
+			cs = c.group.consume
+		} else {
+			cs = c.group.inner
+		}
+	}
+	proceedCond := c.getTrueFunction()
+	oldCur, oldFol, oldGroup := c.current, c.following, c.group
+	heads := make([]*cstate, len(b.alts))
+	for i, alt := range b.alts {
+		head := alt
+		for head.prev != nil {
+			head = head.prev
+		}
+		head.consume = cs
+		c.current, c.following, c.group = alt, oldFol, nil
+		last := c.createMiddleStates(sink)
+		heads[i] = c.convertPattern(last)
+	}
+	c.current, c.following, c.group = oldCur, oldFol, oldGroup
+	br := c.createStateT(stNormal, false)
+	// in reverse: the decision graph visits a state's proceeds last one
+	// first (a stack, as Flink's), so the leftmost alternative's takes
+	// come first; of the matches of one start completed by one row, the
+	// first made leaves first (the standard's preference order)
+	for i := len(heads) - 1; i >= 0; i-- {
+		br.add(aProceed, heads[i], proceedCond)
+	}
+	return br
 }
 
 func (c *compiler) createLoopingGroupPatternState(g *pat, sink *cstate) *cstate {

@@ -133,6 +133,9 @@ func expressionBytes(s *Spec) int64 {
 		for i := range stages {
 			n += int64(len(stages[i].Where) + len(stages[i].Until))
 			walk(stages[i].Group)
+			for _, a := range stages[i].Alts {
+				walk(a)
+			}
 		}
 	}
 	walk(s.Stages)
@@ -174,6 +177,13 @@ func expandedStages(stages []Stage, prefix string) (int64, error) {
 				return 0, err
 			}
 			n *= inner
+		}
+		for _, a := range st.Alts {
+			inner, err := expandedStages(a, path+"/")
+			if err != nil {
+				return 0, err
+			}
+			n += inner
 		}
 		total += n
 		if total > MaxExpandedStages {

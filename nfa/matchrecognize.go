@@ -44,7 +44,11 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 		name = SanitizeName(q.Alias)
 	}
 	s := &Spec{Name: name, Source: Sources{q.Source}}
-	vars := q.Pattern.Vars()
+	// distinct variables (PERMUTE names each in many alternatives)
+	vars := map[string]bool{}
+	for _, v := range q.Pattern.Vars() {
+		vars[v.Name] = true
+	}
 	if len(vars) > MaxSQLPatternVars {
 		return nil, overLimit("", "PATTERN", "MaxSQLPatternVars", "number of PATTERN variables", int64(len(vars)), MaxSQLPatternVars)
 	}
@@ -209,7 +213,8 @@ func CompileSQLColumns(src, name string, columns []string) (*Pattern, error) {
 
 // sqlStages lowers PATTERN terms to stages that follow each other with
 // strict contiguity; a quantified group becomes a group stage named (n),
-// a name no variable has (a group's name holds no rows).
+// a name no variable has (a group's name holds no rows), and an
+// alternation a stage (n) with the alternatives' stages (Stage.Alts).
 func sqlStages(items []sql.PatternTerm, groups *int) []Stage {
 	var out []Stage
 	for i, it := range items {
@@ -224,6 +229,14 @@ func sqlStages(items []sql.PatternTerm, groups *int) []Stage {
 			st.Group = sqlStages(t.Inner.Items, groups)
 			applySQLQuantifier(&st, t.Quant)
 			st.Greedy = false // Check lets no greedy group through
+		case *sql.PatternAlt:
+			// a stage that branches to each alternative in order; like a
+			// group's, its name holds no rows
+			*groups++
+			st.Name = fmt.Sprintf("(%d)", *groups)
+			for _, a := range t.Alts {
+				st.Alts = append(st.Alts, sqlStages(a.Items, groups))
+			}
 		}
 		if i > 0 {
 			st.Contiguity = "next"

@@ -99,8 +99,8 @@ func TestSQLErrors(t *testing.T) {
 			[]string{"ts", "amount"}, "no field 'amout'. Did you mean 'amount'?"},
 		{"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES C.x AS x PATTERN (A B) DEFINE A AS x > 1)",
 			nil, "line 1:55: variable 'C' is not defined in PATTERN"},
-		{"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS x PATTERN (A | B) DEFINE A AS x > 1)",
-			nil, "line 1:75: alternation"},
+		{"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS x PATTERN (A | B+) DEFINE A AS x > 1)",
+			nil, "line 1:78: greedy quantifier '+' on 'B', the last variable of an alternative"},
 		{"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS x PATTERN (A B) DEFINE A AS FOO(x) > 1)",
 			nil, "line 1:90: function FOO is not supported"},
 	} {

@@ -65,6 +65,10 @@ type Stage struct {
 	Within            *Duration `json:"within,omitempty"`
 	WithinType        string    `json:"withinType,omitempty"`
 	Group             []Stage   `json:"group,omitempty"`
+	// Alts makes the stage an alternation of stage chains, tried in
+	// order (the first that matches is preferred). Only MATCH_RECOGNIZE's
+	// '|' and PERMUTE build one: pattern documents have no such key.
+	Alts [][]Stage `json:"-"`
 }
 
 // Times is `times: n` or `times: [from, to]`.
@@ -258,7 +262,9 @@ func fieldSet(v any) map[string]bool {
 	t := reflect.TypeOf(v)
 	for i := 0; i < t.NumField(); i++ {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out[name] = true
+		if name != "-" {
+			out[name] = true
+		}
 	}
 	return out
 }

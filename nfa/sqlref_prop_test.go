@@ -35,13 +35,18 @@ var (
 )
 
 // drawSQLCase draws a pattern of one to four variables, some in quantified
-// groups, with random quantifiers, DEFINEs (running aggregates and navigation among them),
+// groups or alternations (drawAlternation), with random quantifiers, DEFINEs (running aggregates and navigation among them),
 // a skip clause, and up to 14 rows over two partitions.
 func drawSQLCase(t *rapid.T) sqlCase {
 	n := rapid.IntRange(1, 4).Draw(t, "vars")
 	names := []string{"A", "B", "C", "D"}[:n]
 	var pat, defs []string
 	for i := 0; i < n; i++ {
+		if alt, used := drawAlternation(t, names[i:]); used > 0 {
+			pat = append(pat, alt)
+			i += used - 1
+			continue
+		}
 		if i+1 < n && rapid.IntRange(0, 3).Draw(t, "group") == 0 {
 			// a quantified group of two variables
 			pat = append(pat, fmt.Sprintf("(%s%s %s%s)%s", names[i], rapid.SampledFrom(refInnerQuants).Draw(t, "inner"),
@@ -105,6 +110,27 @@ func drawSQLCase(t *rapid.T) sqlCase {
 			rapid.IntRange(0, 4).Draw(t, "n"), i+1))
 	}
 	return sqlCase{query: q, lines: lines}
+}
+
+// drawAlternation draws, now and then, an alternation over the first of
+// names: (X | Y), (X Y | Z), PERMUTE(X, Y) or a quantified group of
+// (X | Y), each variable with a quantifier Check lets through there (an
+// alternative's last variable is never greedy). It returns the term and
+// how many names it used, 0 for none.
+func drawAlternation(t *rapid.T, names []string) (string, int) {
+	q := func() string { return rapid.SampledFrom(refLastQuants).Draw(t, "altQuant") }
+	switch k := rapid.IntRange(0, 7).Draw(t, "alternation"); {
+	case k == 0 && len(names) >= 2:
+		return fmt.Sprintf("(%s%s | %s%s)", names[0], q(), names[1], q()), 2
+	case k == 1 && len(names) >= 3:
+		return fmt.Sprintf("(%s%s %s%s | %s%s)", names[0], rapid.SampledFrom(refQuants).Draw(t, "altQuant"), names[1], q(), names[2], q()), 3
+	case k == 2 && len(names) >= 2:
+		return fmt.Sprintf("PERMUTE(%s%s, %s%s)", names[0], q(), names[1], q()), 2
+	case k == 3 && len(names) >= 2:
+		in := func() string { return rapid.SampledFrom(refInnerQuants).Draw(t, "inner") }
+		return fmt.Sprintf("(%s%s | %s%s)%s", names[0], in(), names[1], in(), rapid.SampledFrom(refGroupQuants).Draw(t, "groupQuant")), 2
+	}
+	return "", 0
 }
 
 // engineRows runs a case through the engine (cepctl run's path) and
@@ -249,6 +275,14 @@ func TestSQLReferenceRegressions(t *testing.T) {
 		{q("AFTER MATCH SKIP PAST LAST ROW PATTERN ((A B){2} C?) DEFINE A AS A.v = 'x', C AS C.v = 'x'"), rowsOf("x", "y", "x", "y", "x", "x", "x", "y")},
 		{q("AFTER MATCH SKIP TO FIRST A PATTERN (A (B? C)+?) DEFINE A AS A.v = 'x'"), rowsOf("x", "x", "x")},
 		{q("PATTERN ((A B)? C) DEFINE A AS A.v = 'x', C AS C.v = 'y'"), rowsOf("x", "x", "y", "x")},
+		// alternation: the leftmost alternative of those that end at a row
+		// is preferred; one that ends earlier leaves first
+		{q("PATTERN (A | B) DEFINE A AS A.v = 'x', B AS B.v IN ('x', 'y')"), rowsOf("x", "y", "z", "x")},
+		{q("PATTERN (A B | C) DEFINE A AS A.v = 'x', B AS B.v = 'y', C AS C.v = 'x'"), rowsOf("x", "y", "z", "x", "x")},
+		{q("PATTERN (A (B | C)? D) DEFINE A AS A.v = 'x', B AS B.v = 'y', C AS C.v = 'z', D AS D.v = 'x'"), rowsOf("x", "y", "x", "x", "z", "x", "x")},
+		{q("PATTERN ((A | B)+? C) DEFINE A AS A.v = 'x', B AS B.v = 'y', C AS C.v = 'z'"), rowsOf("x", "y", "x", "z", "y", "z")},
+		{q("AFTER MATCH SKIP TO LAST B PATTERN (A+ (B C | C B) D) DEFINE A AS A.v = 'x', B AS B.v = 'y', C AS C.v = 'z'"), rowsOf("x", "x", "z", "y", "x", "y", "z", "z")},
+		{q("AFTER MATCH SKIP PAST LAST ROW PATTERN (PERMUTE(A, B, C)) DEFINE A AS A.v = 'x', B AS B.v = 'y', C AS C.v = 'z'"), rowsOf("x", "y", "z", "z", "y", "x", "y", "x")},
 		// SKIP TO FIRST of a variable that maps no row prunes nothing
 		{q("AFTER MATCH SKIP TO FIRST B PATTERN (A B? C) DEFINE A AS A.v = 'x', B AS B.v = 'y'"), rowsOf("x", "x", "x", "y", "x")},
 	} {
@@ -381,6 +415,155 @@ func TestSQLFixedLengthMatchesStandard(t *testing.T) {
 				t.Fatalf("%s\ninput:\n%s\npartition %q: engine:\n%s\nstandard:\n%s", c.query, strings.Join(c.lines, "\n"), k,
 					strings.Join(got[k], "\n"), strings.Join(want, "\n"))
 			}
+		}
+	})
+}
+
+// Alternation's preference order, exactly: a pattern of fixed length
+// whose alternations have alternatives of equal length ((A | B),
+// (A B | C D), PERMUTE) completes every match of one start at the same
+// row, so the engine must emit the standard's most preferred one — the
+// leftmost alternative, and PERMUTE's permutations in lexicographic
+// order — and, with no loops, give exactly the standard's rows.
+func TestSQLAlternationMatchesStandard(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		names := []string{"A", "B", "C", "D", "E", "F"}
+		next := 0
+		take := func(k int) []string { v := names[next : next+k]; next += k; return v }
+		var pat []string
+		for range rapid.IntRange(1, 3).Draw(t, "items") {
+			left := len(names) - next
+			switch k := rapid.IntRange(0, 4).Draw(t, "kind"); {
+			case k == 0 && left >= 2:
+				v := take(2)
+				pat = append(pat, fmt.Sprintf("(%s | %s)", v[0], v[1]))
+			case k == 1 && left >= 4:
+				v := take(4)
+				pat = append(pat, fmt.Sprintf("(%s %s | %s %s)", v[0], v[1], v[2], v[3]))
+			case k == 2 && left >= 2:
+				v := take(2)
+				pat = append(pat, fmt.Sprintf("PERMUTE(%s, %s)", v[0], v[1]))
+			case k == 3 && left >= 3:
+				v := take(3)
+				pat = append(pat, fmt.Sprintf("PERMUTE(%s, %s, %s)", v[0], v[1], v[2]))
+			case left >= 1:
+				v := take(1)
+				pat = append(pat, v[0]+rapid.SampledFrom([]string{"", "{2}"}).Draw(t, "quant"))
+			}
+		}
+		var defs []string
+		for _, v := range names[:next] {
+			d := rapid.SampledFrom(refDefines).Draw(t, "define")
+			d = strings.ReplaceAll(d, "W.", rapid.SampledFrom(names[:next]).Draw(t, "other")+".")
+			defs = append(defs, v+" AS "+strings.ReplaceAll(strings.ReplaceAll(d, "V.", v+"."), "'V'", "'"+v+"'"))
+		}
+		ms := []string{"COUNT(*) AS rows_", "FIRST(ts) AS start_ts", "FIRST(CLASSIFIER()) AS first_var", "LAST(CLASSIFIER()) AS last_var", "SUM(n) AS total"}
+		skip := rapid.SampledFrom([]string{"", "AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW"}).Draw(t, "skip")
+		c := sqlCase{query: fmt.Sprintf("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES %s %s PATTERN (%s) DEFINE %s)",
+			strings.Join(ms, ", "), skip, strings.Join(pat, " "), strings.Join(defs, ", "))}
+		for i := range rapid.IntRange(0, 16).Draw(t, "rows") {
+			c.lines = append(c.lines, fmt.Sprintf(`{"k":%q,"v":%q,"n":%d,"ts":%d}`,
+				rapid.SampledFrom([]string{"p", "q"}).Draw(t, "k"), rapid.SampledFrom([]string{"x", "y", "z"}).Draw(t, "v"),
+				rapid.IntRange(0, 4).Draw(t, "n"), i+1))
+		}
+		compareStandard(t, c)
+	})
+}
+
+// compareStandard fails t unless the engine gives each partition exactly
+// the standard's ONE ROW PER MATCH rows (standardMatches).
+func compareStandard(t sqlTB, c sqlCase) {
+	t.Helper()
+	got, err := engineRows(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sql.Parse(c.query)
+	if err == nil {
+		err = q.Check(nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := map[string][]refRow{}
+	for _, l := range c.lines {
+		ev, _ := expr.DecodeEvent([]byte(l))
+		k := ev["k"].(string)
+		parts[k] = append(parts[k], refRow{ts: ev["ts"].(int64), data: ev})
+	}
+	for _, k := range []string{"p", "q"} {
+		m := &refMatcher{q: q, rows: parts[k]}
+		want := refRows(q, parts[k], m.standardMatches())
+		if strings.Join(got[k], "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%s\ninput:\n%s\npartition %q: engine:\n%s\nstandard:\n%s", c.query, strings.Join(c.lines, "\n"), k,
+				strings.Join(got[k], "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// The preferred alternative, written out: of alternatives that match the
+// same rows, the leftmost; PERMUTE's permutations in their list order.
+func TestSQLAlternationPreference(t *testing.T) {
+	for _, tc := range []struct{ pattern, want string }{
+		{"(A | B | C)", "A"},
+		{"(C | B | A)", "C"},
+		{"(B C | A B)", "B C"},
+		{"PERMUTE(C, A, B)", "C A B"},
+		{"PERMUTE(B, PERMUTE(C, A))", "B C A"},
+	} {
+		c := sqlCase{"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES FIRST(CLASSIFIER()) AS v1, FIRST(CLASSIFIER(), 1) AS v2, " +
+			"FIRST(CLASSIFIER(), 2) AS v3 AFTER MATCH SKIP PAST LAST ROW PATTERN (" + tc.pattern + ") DEFINE A AS TRUE, B AS TRUE, C AS TRUE)", rowsOf("x", "x", "x")}
+		got, err := engineRows(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Fields(tc.want)
+		for len(want) < 3 {
+			want = append(want, "")
+		}
+		row := fmt.Sprintf("k=string(p) v1=string(%s) v2=string(%s) v3=string(%s)", want[0], want[1], want[2])
+		row = strings.ReplaceAll(row, "string()", "<nil>(<nil>)")
+		if len(got["p"]) == 0 || got["p"][0] != row {
+			t.Errorf("%s: got %q, want first %q", tc.pattern, got["p"], row)
+		}
+		compareStandard(t, c)
+	}
+}
+
+// A query's state, alternations and PERMUTE included, encodes midway and
+// decodes into a fresh matcher that goes on as an uninterrupted run does.
+func TestSQLSplitResumeEqualsUninterrupted(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := drawSQLCase(t)
+		p, err := nfa.CompileSQL(c.query, "q")
+		if err != nil {
+			t.Skip(err)
+		}
+		var lines [][]byte
+		for _, l := range c.lines {
+			lines = append(lines, []byte(l))
+		}
+		whole := nfa.NewMatcher(p)
+		want := append(runLines(t, whole, lines), recordsJSON(t, whole.Finish(true))...)
+		cut := rapid.IntRange(0, len(lines)).Draw(t, "cut")
+		first := nfa.NewMatcher(p)
+		got := runLines(t, first, lines[:cut])
+		state, err := first.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := nfa.CompileSQL(c.query, "q") // as a restarted node compiles it
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := nfa.UnmarshalMatcher(again, state)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		got = append(got, runLines(t, second, lines[cut:])...)
+		got = append(got, recordsJSON(t, second.Finish(true))...)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%s\nresumed at line %d:\n got %s\nwant %s", c.query, cut, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 		}
 	})
 }

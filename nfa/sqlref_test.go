@@ -99,6 +99,12 @@ func (r *refMatcher) paths(start int, yield func(refPath)) (waits bool) {
 			q = t.Quant
 		case *sql.PatternGroup:
 			q = t.Quant
+		case *sql.PatternAlt:
+			// the alternatives in order: the leftmost is preferred
+			for _, a := range t.Alts {
+				seq(a.Items, 0, pos, func(p int) { seq(items, i+1, p, k) })
+			}
+			return
 		}
 		quant(items[i], q, 0, pos, func(p int) { seq(items, i+1, p, k) })
 	}

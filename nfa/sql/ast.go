@@ -233,8 +233,8 @@ func (q Quantifier) IsOne() bool { return q.Min == 1 && q.Max == 1 && !q.Relucta
 // Unbounded reports whether q has no upper bound.
 func (q Quantifier) Unbounded() bool { return q.Max < 0 }
 
-// PatternTerm is a node of the PATTERN clause: *PatternVar, *PatternSeq
-// or *PatternGroup.
+// PatternTerm is a node of the PATTERN clause: *PatternVar, *PatternSeq,
+// *PatternGroup or *PatternAlt.
 type PatternTerm interface {
 	Pos() Pos
 	String() string
@@ -262,15 +262,30 @@ type PatternGroup struct {
 	Quant Quantifier
 }
 
+// PatternAlt is an alternation, A B | C, in the standard's preference
+// order: the leftmost alternative that matches is preferred. It carries no
+// quantifier: (A | B)+ is a PatternGroup whose Inner holds one PatternAlt.
+// PERMUTE(A, B, C) parses into the alternation of the permutations in
+// lexicographic order of their positions in the list (A B C | A C B |
+// B A C | ...), with Permute holding the listed terms (for printing).
+type PatternAlt struct {
+	At      Pos // the first alternative's first token, or PERMUTE
+	Alts    []*PatternSeq
+	Permute []PatternTerm
+}
+
 func (v *PatternVar) Pos() Pos     { return v.At }
 func (s *PatternSeq) Pos() Pos     { return s.At }
 func (g *PatternGroup) Pos() Pos   { return g.At }
+func (a *PatternAlt) Pos() Pos     { return a.At }
 func (*PatternVar) patternTerm()   {}
 func (*PatternSeq) patternTerm()   {}
 func (*PatternGroup) patternTerm() {}
+func (*PatternAlt) patternTerm()   {}
 
 // Vars returns the pattern variables in the order they appear, descending
-// into groups.
+// into groups and alternatives. A variable named in several alternatives
+// (or by PERMUTE) appears once per occurrence.
 func (s *PatternSeq) Vars() []*PatternVar {
 	var out []*PatternVar
 	var walk func(PatternTerm)
@@ -284,6 +299,10 @@ func (s *PatternSeq) Vars() []*PatternVar {
 			}
 		case *PatternGroup:
 			walk(t.Inner)
+		case *PatternAlt:
+			for _, a := range t.Alts {
+				walk(a)
+			}
 		}
 	}
 	if s != nil {

@@ -2,6 +2,7 @@ package sql
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -57,7 +58,13 @@ type checker struct {
 }
 
 func (c *checker) errorf(p Pos, format string, args ...any) {
-	c.errs = append(c.errs, errorf(p, format, args...))
+	e := errorf(p, format, args...)
+	for _, x := range c.errs {
+		if x.Error() == e.Error() {
+			return // PERMUTE's terms stand in several alternatives: say it once
+		}
+	}
+	c.errs = append(c.errs, e)
 }
 
 func (c *checker) run(columns []string) {
@@ -244,14 +251,42 @@ func (c *checker) pattern() {
 	if q.Pattern == nil {
 		return
 	}
-	for _, v := range q.Pattern.Vars() {
-		if first, dup := c.vars[v.Name]; dup {
-			c.errorf(v.At, "variable %s appears twice in PATTERN (first at line %d:%d); Flink requires pattern variables to be unique", quoteName(v.Name), first.At.Line, first.At.Col)
-			continue
+	// a variable may stand in several alternatives (PERMUTE repeats
+	// every one), never twice on one path through the pattern
+	var onPath func(t PatternTerm, seen map[string]*PatternVar)
+	onPath = func(t PatternTerm, seen map[string]*PatternVar) {
+		switch t := t.(type) {
+		case *PatternVar:
+			if first, dup := seen[t.Name]; dup {
+				c.errorf(t.At, "variable %s appears twice in PATTERN (first at line %d:%d); Flink requires pattern variables to be unique", quoteName(t.Name), first.At.Line, first.At.Col)
+				return
+			}
+			seen[t.Name] = t
+			if _, known := c.vars[t.Name]; !known {
+				c.vars[t.Name] = t
+				c.varNames = append(c.varNames, t.Name)
+			}
+		case *PatternSeq:
+			for _, it := range t.Items {
+				onPath(it, seen)
+			}
+		case *PatternGroup:
+			onPath(t.Inner, seen)
+		case *PatternAlt:
+			all := map[string]*PatternVar{}
+			for _, a := range t.Alts {
+				branch := maps.Clone(seen)
+				onPath(a, branch)
+				for k, v := range branch {
+					if _, ok := all[k]; !ok {
+						all[k] = v
+					}
+				}
+			}
+			maps.Copy(seen, all)
 		}
-		c.vars[v.Name] = v
-		c.varNames = append(c.varNames, v.Name)
 	}
+	onPath(q.Pattern, map[string]*PatternVar{})
 	var walk func(t PatternTerm, inGroup bool)
 	walk = func(t PatternTerm, inGroup bool) {
 		switch t := t.(type) {
@@ -276,9 +311,24 @@ func (c *checker) pattern() {
 			} else if minOf(t.Inner) == 0 {
 				// an iteration without a row: a loop would never end, and
 				// what it counts for differs between engines
-				c.errorf(t.At, "group (%s) can match no rows, so it cannot be quantified ('%s'); make one of its variables not optional", t.Inner.String(), qu.String())
+				c.errorf(t.At, "group (%s) can match no rows, so it cannot be quantified ('%s'); make one of its variables not optional", t.Inner.body(), qu.String())
 			}
 			walk(t.Inner, true)
+		case *PatternAlt:
+			var empty *PatternSeq
+			for _, a := range t.Alts {
+				walk(a, inGroup)
+				c.sequenceRules(a.Items, false)
+				if minOf(a) > 0 {
+					continue
+				}
+				if empty != nil {
+					// the automaton would find the match without rows
+					// here once per such alternative
+					c.errorf(a.At, "alternatives (%s) and (%s) can both match no rows; make at most one of them optional", empty.String(), a.String())
+				}
+				empty = a
+			}
 		}
 	}
 	walk(q.Pattern, false)
@@ -294,8 +344,15 @@ func (c *checker) pattern() {
 		}
 	}
 	if allOptional {
-		c.errorf(q.Pattern.At, "PATTERN (%s) can match no rows at all; Flink requires at least one variable that is not optional", q.Pattern.String())
+		c.errorf(q.Pattern.At, "PATTERN (%s) can match no rows at all; Flink requires at least one variable that is not optional", q.Pattern.body())
 	}
+	c.sequenceRules(items, true)
+}
+
+// sequenceRules checks the rules on neighbours in one sequence: nothing
+// optional right after a greedy variable, no greedy variable at the end
+// (last: of the whole pattern, else of an alternative).
+func (c *checker) sequenceRules(items []PatternTerm, last bool) {
 	for i := 1; i < len(items); i++ {
 		// Flink refuses optional() after a greedy stage and compiles
 		// times(0, n) there into an automaton that never leaves the loop
@@ -314,12 +371,29 @@ func (c *checker) pattern() {
 				c.errorf(v.At, "optional group ('%s') right after the greedy quantifier '%s' on %s is not supported by Flink (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or the group not optional",
 					v.Quant.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String())
 			}
+		case *PatternAlt:
+			// the same automaton: the loop is left only for a row the
+			// alternative takes, so skipping its optional start never ends
+			// the match
+			for _, a := range v.Alts {
+				if startsOptional(a) {
+					c.errorf(a.At, "alternative (%s), which starts with an optional term, right after the greedy quantifier '%s' on %s is not supported (an optional pattern cannot follow a greedy one); make %s reluctant ('%s?') or the alternative's start not optional",
+						a.String(), p.Quant.String(), quoteName(p.Name), quoteName(p.Name), p.Quant.String())
+				}
+			}
 		}
+	}
+	if len(items) == 0 {
+		return
 	}
 	if v, ok := items[len(items)-1].(*PatternVar); ok {
 		qu := v.Quant
-		if !qu.Reluctant && qu.Min != qu.Max && !(qu.Min == 0 && qu.Max == 1) {
+		if Greedy(qu) && last {
 			c.errorf(qu.At, "greedy quantifier '%s' on %s, the last variable of PATTERN, is not supported by Flink (greedy quantifiers are not allowed as the last element of a pattern); make it reluctant ('%s?') or end the pattern with a single variable", qu.String(), quoteName(v.Name), qu.String())
+		} else if Greedy(qu) {
+			// the automaton's greedy loop would keep the row it refuses
+			// from every alternative, not only its own
+			c.errorf(qu.At, "greedy quantifier '%s' on %s, the last variable of an alternative, is not supported; make it reluctant ('%s?') or end the alternative with a single variable", qu.String(), quoteName(v.Name), qu.String())
 		}
 	}
 }
@@ -327,6 +401,27 @@ func (c *checker) pattern() {
 // Greedy reports whether q is greedy in Flink's sense: a loop or a range
 // not written reluctant ('?' and {n} have no greedy property).
 func Greedy(q Quantifier) bool { return !q.Reluctant && q.Min != q.Max && !(q.Min == 0 && q.Max == 1) }
+
+// startsOptional reports whether a term may match without its first
+// element taking a row: its first variable or group optional, or an
+// alternative that does.
+func startsOptional(t PatternTerm) bool {
+	switch t := t.(type) {
+	case *PatternVar:
+		return t.Quant.Min == 0
+	case *PatternGroup:
+		return t.Quant.Min == 0 || startsOptional(t.Inner)
+	case *PatternSeq:
+		return len(t.Items) == 0 || startsOptional(t.Items[0])
+	case *PatternAlt:
+		for _, a := range t.Alts {
+			if startsOptional(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // minOf is the least number of rows a term matches.
 func minOf(t PatternTerm) int {
@@ -341,6 +436,14 @@ func minOf(t PatternTerm) int {
 		return n
 	case *PatternGroup:
 		return t.Quant.Min * minOf(t.Inner)
+	case *PatternAlt:
+		n := -1
+		for _, a := range t.Alts {
+			if m := minOf(a); n < 0 || m < n {
+				n = m
+			}
+		}
+		return max(n, 0)
 	}
 	return 0
 }

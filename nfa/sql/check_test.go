@@ -165,6 +165,24 @@ func TestCheckErrors(t *testing.T) {
 		{pre + "PATTERN (A{1,3} B? C) DEFINE A AS true)", unknown, "line 1:63: optional 'B' ('?') right after the greedy quantifier '{1,3}'"},
 		{pre + "PATTERN (A+? B* C) DEFINE A AS true)", unknown, ""},
 		{pre + "PATTERN (A{2} B? C) DEFINE A AS true)", unknown, ""},
+		// alternation and PERMUTE
+		{pre + "PATTERN (A | B C | D) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN (A+ (B | C) D) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN (A+ (B C | D?)) DEFINE A AS true)", unknown,
+			"line 1:65: alternative (D?), which starts with an optional term, right after the greedy quantifier '+' on 'A' is not supported (an optional pattern cannot follow a greedy one); make 'A' reluctant ('+?') or the alternative's start not optional"},
+		{pre + "PATTERN (A+ (B? C | D) E) DEFINE A AS true)", unknown, "line 1:59: alternative (B? C), which starts with an optional term"},
+		{pre + "PATTERN ((A | B)+? C) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN (PERMUTE(A, B?, C) D) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN ((A B | A C) D) DEFINE A AS true)", unknown, ""},
+		{pre + "PATTERN (A (B | A)) DEFINE A AS true)", unknown,
+			"line 1:62: variable 'A' appears twice in PATTERN (first at line 1:55); Flink requires pattern variables to be unique"},
+		{pre + "PATTERN ((A+ | B) C) DEFINE A AS true)", unknown,
+			"line 1:57: greedy quantifier '+' on 'A', the last variable of an alternative, is not supported; make it reluctant ('+?') or end the alternative with a single variable"},
+		{pre + "PATTERN (A (B? | C*?) D) DEFINE A AS true)", unknown,
+			"line 1:63: alternatives (B?) and (C*?) can both match no rows; make at most one of them optional"},
+		{pre + "PATTERN (A? | B?) DEFINE A AS true)", unknown, "line 1:55: PATTERN (A? | B?) can match no rows at all"},
+		{pre + "PATTERN ((A | B?)+? C) DEFINE A AS true)", unknown, "line 1:55: group (A | B?) can match no rows"},
+		{pre + "PATTERN ((A B+ | C)+? D) DEFINE A AS true)", unknown, "line 1:59: quantifier '+' on 'B' inside a quantified group is not supported"},
 		// WITHIN and ORDER BY.
 		{pre + "PATTERN (A B) WITHIN INTERVAL '1' MONTH DEFINE A AS true)", unknown,
 			"line 1:67: WITHIN needs a day-time interval (DAY, HOUR, MINUTE, SECOND, MILLISECOND); Flink supports only constant intervals with millisecond resolution as time constraints"},
@@ -269,5 +287,21 @@ func TestSuggest(t *testing.T) {
 	}
 	if d := distance("ab", "ba"); d != 1 {
 		t.Errorf("distance(ab, ba) = %d", d)
+	}
+}
+
+// A term PERMUTE repeats in several alternatives is reported once.
+func TestPermuteProblemsOnce(t *testing.T) {
+	q, err := Parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (PERMUTE(A, B+, C) D) DEFINE A AS true)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range q.Problems(nil) {
+		got = append(got, e.Error())
+	}
+	want := []string{"line 1:67: greedy quantifier '+' on 'B', the last variable of an alternative, is not supported; make it reluctant ('+?') or end the alternative with a single variable"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

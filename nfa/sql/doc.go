@@ -40,10 +40,13 @@
 // single quotes ('it”s'). Comments are -- to the end of the line and
 // /* ... */.
 //
-// PATTERN terms are variables and parenthesised groups, each optionally
-// followed by a quantifier * + ? {n} {n,} {n,m} {,m} and then optionally
-// by ? (reluctant). Alternation |, PERMUTE, anchors ^ $ and exclusions
-// {- -} are rejected by Parse, as Flink rejects them.
+// PATTERN terms are variables, parenthesised groups and PERMUTE(p, ...),
+// each optionally followed by a quantifier * + ? {n} {n,} {n,m} {,m} and
+// then optionally by ? (reluctant); sequences of terms may be separated
+// by | (alternation, the leftmost alternative preferred). PERMUTE(A, B)
+// parses into the alternation of its terms' permutations in lexicographic
+// order of their positions (A B | B A), at most 5 terms. Anchors ^ $ and
+// exclusions {- -} are rejected by Parse, as Flink rejects them.
 //
 // Interval literals are INTERVAL [-]'text' unit [TO unit], with units
 // YEAR, MONTH, DAY, HOUR, MINUTE, SECOND and, as an extension,
@@ -73,7 +76,8 @@
 //
 // Query holds the clauses. Pattern is a *PatternSeq whose items are
 // *PatternVar (a variable with its Quantifier{Min, Max (-1 = unbounded),
-// Reluctant}) and *PatternGroup (a quantified parenthesised sequence);
+// Reluctant}), *PatternGroup (a quantified parenthesised sequence) and
+// *PatternAlt (alternatives, in preference order, each a *PatternSeq);
 // unquantified parentheses are flattened away, and (A)+ is the variable
 // A+. Flink accepts only flat sequences of variables; Check also lets
 // through quantified groups the engine runs as group patterns (reluctant,
@@ -97,7 +101,10 @@
 // Check reports, among others: variables used in MEASURES, DEFINE or AFTER
 // MATCH SKIP TO that are not in PATTERN; DEFINE entries for unknown or
 // repeated variables; repeated measure names; unknown columns, with a
-// suggestion for a likely misspelling; variables repeated in PATTERN,
+// suggestion for a likely misspelling; variables repeated in PATTERN
+// (other than in separate alternatives), a greedy variable ending an
+// alternative, an alternative starting optional right after a greedy
+// variable, two alternatives of one alternation that can match no rows,
 // patterns that can match no rows, a greedy quantifier on the last
 // variable and an optional term right after a greedy variable (all
 // rejected by Flink); greedy groups, groups that can match no rows and

@@ -20,6 +20,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(goAround)
 	for _, s := range []string{
 		"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A | B) DEFINE A AS true)",
+		"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (X (A B | C)+? PERMUTE(D, E | F, (G H)?)* | PERMUTE(I)) DEFINE A AS true)",
 		"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN ((A B)+ C{2,5}? D*?) WITHIN INTERVAL '10 00:00:00.004' DAY TO SECOND DEFINE A AS CASE WHEN x IN (1, 2) THEN TRUE ELSE x BETWEEN 1 AND 2 END)",
 		"SELECT a AS b FROM (SELECT r.x.y AS a, CAST(z AS TIMESTAMP(3) WITH LOCAL TIME ZONE) FROM r WHERE q LIKE 'a%' ESCAPE '!') MATCH_RECOGNIZE (PARTITION BY a ORDER BY ts MEASURES FINAL LAST(A.x, 1) AS b PATTERN (A) DEFINE A AS EXTRACT(DAY FROM ts) = 1 AND TIMESTAMPADD(SECOND, 1, ts) > CURRENT_TIMESTAMP) T;",
 		"select `x``y` from \"t\" match_recognize (order by ts measures count(*) as `x``y` pattern (a) define a as 'it''s' || 'x' = a.b /* c */ -- d\n)",

@@ -594,17 +594,42 @@ func (p *parser) skipClause(q *Query) {
 
 // ---- PATTERN ----
 
-// patternSeq parses a sequence up to ')' (not consumed). open is the
-// position of the '(' the sequence started at.
+// patternSeq parses a sequence, or an alternation of sequences, up to
+// ')' (not consumed). open is the position of the '(' the sequence
+// started at.
 func (p *parser) patternSeq(open Pos) *PatternSeq {
+	return p.patternAlts(open, "(", false)
+}
+
+// patternAlts parses alternatives separated by '|' up to ')' (or ',' in a
+// PERMUTE list); an alternation becomes a sequence holding one
+// *PatternAlt.
+func (p *parser) patternAlts(open Pos, opener string, inList bool) *PatternSeq {
+	var alts []*PatternSeq
+	for {
+		seq := p.patternConcat(open, opener, inList)
+		alts = append(alts, seq)
+		t := p.peek()
+		if !t.isOp("|") {
+			break
+		}
+		p.advance()
+		open, opener = t.pos, "|"
+	}
+	if len(alts) == 1 {
+		return alts[0]
+	}
+	return &PatternSeq{At: alts[0].At, Items: []PatternTerm{&PatternAlt{At: alts[0].At, Alts: alts}}}
+}
+
+// patternConcat parses a concatenation up to ')', '|' or (inList) ','.
+// open is where the sequence started ('(', '|' or ','), for errors.
+func (p *parser) patternConcat(open Pos, opener string, inList bool) *PatternSeq {
 	seq := &PatternSeq{At: p.peek().pos}
 	for {
 		t := p.peek()
-		if t.isOp(")") || t.kind == tEOF {
+		if t.isOp(")") || t.isOp("|") || t.kind == tEOF || inList && t.isOp(",") {
 			break
-		}
-		if t.isOp("|") {
-			p.failAt(t, "alternation '|' in PATTERN is not supported by Flink's MATCH_RECOGNIZE")
 		}
 		term := p.patternFactor()
 		if s, ok := term.(*PatternSeq); ok {
@@ -614,9 +639,83 @@ func (p *parser) patternSeq(open Pos) *PatternSeq {
 		}
 	}
 	if len(seq.Items) == 0 {
-		p.fail(open, "empty pattern: '(' must hold at least one pattern variable")
+		if t := p.peek(); t.isOp("|") {
+			p.failAt(t, "empty alternative before '|': each alternative must hold at least one pattern variable")
+		}
+		if opener == "(" {
+			p.fail(open, "empty pattern: '(' must hold at least one pattern variable")
+		}
+		if opener == "," {
+			p.fail(open, "empty PERMUTE term after ',': it must hold at least one pattern variable")
+		}
+		p.fail(open, "empty alternative after '%s': it must hold at least one pattern variable", opener)
 	}
 	return seq
+}
+
+// maxPermute bounds the terms of PERMUTE: n terms are n! alternatives.
+const maxPermute = 5
+
+// permute parses PERMUTE(term, ...) (at PERMUTE) into the alternation of
+// the terms' permutations, in lexicographic order of their positions in
+// the list, as the standard orders them.
+func (p *parser) permute() PatternTerm {
+	at := p.advance().pos
+	p.expectOp("(", "'(' after PERMUTE")
+	var terms []*PatternSeq
+	open, opener := p.peek().pos, "("
+	for {
+		terms = append(terms, p.patternAlts(open, opener, true))
+		t := p.peek()
+		if !t.isOp(",") {
+			break
+		}
+		p.advance()
+		open, opener = t.pos, ","
+	}
+	p.expectOp(")", "')' to close PERMUTE")
+	if len(terms) > maxPermute {
+		p.fail(at, "PERMUTE of %d terms is not supported (at most %d: n terms make n! alternatives)", len(terms), maxPermute)
+	}
+	alt := &PatternAlt{At: at}
+	for _, t := range terms {
+		alt.Permute = append(alt.Permute, t)
+	}
+	used := make([]bool, len(terms))
+	var items []PatternTerm
+	var rec func()
+	rec = func() {
+		if len(items) > 0 && countTrue(used) == len(terms) {
+			alt.Alts = append(alt.Alts, &PatternSeq{At: at, Items: append([]PatternTerm(nil), items...)})
+			return
+		}
+		for i, t := range terms {
+			if used[i] {
+				continue
+			}
+			used[i] = true
+			n := len(items)
+			items = append(items, t.Items...)
+			rec()
+			items = items[:n]
+			used[i] = false
+		}
+	}
+	rec()
+	if len(alt.Alts) == 1 {
+		return alt.Alts[0] // PERMUTE(A) is A
+	}
+	return alt
+}
+
+func countTrue(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
 }
 
 func (p *parser) patternFactor() PatternTerm {
@@ -643,7 +742,16 @@ func (p *parser) patternFactor() PatternTerm {
 		}
 		term = &PatternGroup{At: t.pos, Inner: inner, Quant: q}
 	case t.is("PERMUTE") && p.peekN(1).isOp("("):
-		p.failAt(t, "PERMUTE in PATTERN is not supported by Flink's MATCH_RECOGNIZE")
+		p.enter()
+		term = p.permute()
+		p.leave()
+		if q, ok := p.quantifier(); ok {
+			inner, isSeq := term.(*PatternSeq)
+			if !isSeq {
+				inner = &PatternSeq{At: t.pos, Items: []PatternTerm{term}}
+			}
+			term = &PatternGroup{At: t.pos, Inner: inner, Quant: q}
+		}
 	case t.isOp("^") || t.isOp("$"):
 		p.failAt(t, "anchor '%s' in PATTERN is not supported by Flink's MATCH_RECOGNIZE", t.text)
 	case t.isOp("{") && p.peekN(1).isOp("-"):

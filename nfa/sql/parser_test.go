@@ -398,12 +398,16 @@ func TestSkipClauses(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	const pre = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
 	cases := []struct{ src, want string }{
-		{pre + "PATTERN (A | B) DEFINE A AS true)",
-			`line 1:57: alternation '|' in PATTERN is not supported by Flink's MATCH_RECOGNIZE near "| B) DEFINE A AS true)"`},
-		{"SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN ((A B) |\n (C D))\n  DEFINE A AS true)",
-			`line 3:18: alternation '|' in PATTERN is not supported by Flink's MATCH_RECOGNIZE`},
-		{"SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A PERMUTE(B, C))\n  DEFINE A AS true)",
-			`line 3:14: PERMUTE in PATTERN is not supported by Flink's MATCH_RECOGNIZE near "PERMUTE(B, C))"`},
+		{pre + "PATTERN (A | ) DEFINE A AS true)",
+			`line 1:57: empty alternative after '|': it must hold at least one pattern variable near "| ) DEFINE A AS true)"`},
+		{"SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN ((A B) |\n | (C D))\n  DEFINE A AS true)",
+			`line 4:2: empty alternative before '|': each alternative must hold at least one pattern variable near "| (C D))"`},
+		{"SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A PERMUTE(B, ))\n  DEFINE A AS true)",
+			`line 3:23: empty PERMUTE term after ',': it must hold at least one pattern variable near ", ))"`},
+		{pre + "PATTERN (PERMUTE(A, B, C, D, E, F)) DEFINE A AS true)",
+			`line 1:55: PERMUTE of 6 terms is not supported (at most 5: n terms make n! alternatives) near "PERMUTE(A, B, C, D, E, F…"`},
+		{pre + "PATTERN (PERMUTE(A, B) C) DEFINE A AS true",
+			`line 1:88: expected ',' or ')' after the definition of 'A', found end of query`},
 		{pre + "PATTERN (^A) DEFINE A AS true)",
 			`line 1:55: anchor '^' in PATTERN is not supported by Flink's MATCH_RECOGNIZE`},
 		{pre + "PATTERN (A $) DEFINE A AS true)",

@@ -42,7 +42,39 @@ func (s *PatternSeq) String() string {
 	return strings.Join(parts, " ")
 }
 
-func (g *PatternGroup) String() string { return "(" + g.Inner.String() + ")" + g.Quant.String() }
+func (g *PatternGroup) String() string { return "(" + g.Inner.body() + ")" + g.Quant.String() }
+
+// body is s as it stands inside parentheses: an alternation alone needs
+// none of its own.
+func (s *PatternSeq) body() string {
+	if len(s.Items) == 1 {
+		if a, ok := s.Items[0].(*PatternAlt); ok && a.Permute == nil {
+			return a.alts()
+		}
+	}
+	return s.String()
+}
+
+// String prints an alternation in parentheses, so that it re-parses to
+// the same tree wherever it stands in a sequence.
+func (a *PatternAlt) String() string {
+	if a.Permute != nil {
+		parts := make([]string, len(a.Permute))
+		for i, t := range a.Permute {
+			parts[i] = t.String()
+		}
+		return "PERMUTE(" + strings.Join(parts, ", ") + ")"
+	}
+	return "(" + a.alts() + ")"
+}
+
+func (a *PatternAlt) alts() string {
+	parts := make([]string, len(a.Alts))
+	for i, s := range a.Alts {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, " | ")
+}
 
 func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
@@ -325,7 +357,7 @@ func (q *Query) String() string {
 	}
 	b.WriteString("\n  PATTERN (")
 	if q.Pattern != nil {
-		b.WriteString(q.Pattern.String())
+		b.WriteString(q.Pattern.body())
 	}
 	b.WriteString(")")
 	if q.Within != nil {
