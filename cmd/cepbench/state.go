@@ -45,7 +45,10 @@ const (
 	// at clockSpan ms: the pattern's 5 minutes never pass, so no partial
 	// match times out however long the run
 	clockSpan = 290_000
-	flowPerMs = 20
+	// minQuietWindows is how many windows without the leader's snapshot
+	// the stall is compared with.
+	minQuietWindows = 3
+	flowPerMs       = 20
 )
 
 // eventClock is the event time of the run's events: the flow advances it,
@@ -86,9 +89,8 @@ type buildR struct {
 	StateBytes     float64  `json:"state_bytes"` // cep_pattern_state_bytes
 	PartialMatches float64  `json:"partial_matches"`
 	PatternKeys    float64  `json:"pattern_keys"`
-	SnapshotBytes  int64    `json:"snapshot_file_bytes"` // the leader's latest snapshot on disk
-	RSS            []string `json:"rss"`                 // each node's resident set
-	ScrapeMs       []string `json:"metrics_scrape_ms"`   // one /metrics scrape of each node
+	RSS            []string `json:"rss"`               // each node's resident set
+	ScrapeMs       []string `json:"metrics_scrape_ms"` // one /metrics scrape of each node
 	Own            *ownCPU  `json:"own_cpu,omitempty"`
 	LoadAvg        string   `json:"loadavg"`
 }
@@ -99,7 +101,8 @@ type snapR struct {
 	Leader   bool    `json:"leader"`
 	Index    uint64  `json:"index"`
 	EncodeS  float64 `json:"encode_seconds"`  // cep_raft_snapshot_encode_seconds: applying waits
-	PersistS float64 `json:"persist_seconds"` // logged start to complete: written to disk
+	PersistS float64 `json:"persist_seconds"` // created to complete: written to disk
+	Bytes    int64   `json:"file_bytes"`
 	LoadAvg  string  `json:"loadavg"`
 }
 
@@ -143,6 +146,8 @@ type catchUp struct {
 	LoadAvg        string `json:"loadavg"`
 }
 
+const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
 // stateEvent writes the event of key i, LOGIN or PAYMENT_FAILED, padded
 // with a note to size bytes (at least its fields).
 func stateEvent(buf []byte, i int, login bool, ts int64, size int) []byte {
@@ -155,8 +160,17 @@ func stateEvent(buf []byte, i int, login bool, ts int64, size int) []byte {
 	}
 	buf = strconv.AppendInt(buf, ts, 10)
 	buf = append(buf, `,"note":"`...)
+	// letters of a generator seeded by the key and the type: a snapshot's
+	// compression cannot shrink them, as it would a repeated pattern
+	x := uint64(i)*2 + 0x9e3779b97f4a7c15
+	if login {
+		x++
+	}
 	for pad := size - len(buf) - 2; pad > 0; pad-- {
-		buf = append(buf, byte('a'+pad%26))
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		buf = append(buf, letters[x%uint64(len(letters))])
 	}
 	return append(buf, `"}`...)
 }
@@ -312,21 +326,6 @@ func shardSnapshots(m *member) string {
 	return filepath.Join(m.dir, "shards", strconv.Itoa(stateShard), "snapshots")
 }
 
-// largestSnapshot is the size of the largest state.bin under dir (a
-// node's snapshots).
-func largestSnapshot(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && d.Name() == "state.bin" {
-			if fi, err := d.Info(); err == nil && fi.Size() > n {
-				n = fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}
-
 // memberByID finds a member.
 func (c *benchCluster) memberByID(id string) *member {
 	for _, m := range c.members {
@@ -348,6 +347,7 @@ type stateRun struct {
 	natsURL, bin, dir string
 	extra             []string
 	pattern           string // the pattern's name, as its metrics are labelled
+	flow              *flow
 }
 
 // stateLeader is the live member whose replica of the shard reports itself
@@ -428,6 +428,7 @@ func measureState(ctx context.Context, o *options, dir, natsURL string, log *slo
 	clock := &eventClock{base: time.Now().UnixMilli() - clockSpan - 10_000}
 	fl := startFlow(ctx, r.pub, o.stateRate, clock)
 	defer fl.stop()
+	r.flow = fl
 	check := func() error {
 		if err := fl.failed(); err != nil {
 			return fmt.Errorf("steady flow: %w", err)
@@ -570,7 +571,6 @@ func (r *stateRun) build(ctx context.Context, clock *eventClock, check func() er
 			b.StateBytes, _ = metricValue(body, "cep_pattern_state_bytes", strconv.Itoa(stateShard), ps)
 			b.PartialMatches, _ = metricValue(body, "cep_partial_matches", strconv.Itoa(stateShard), "")
 			b.PatternKeys, _ = metricValue(body, "cep_pattern_keys", strconv.Itoa(stateShard), ps)
-			b.SnapshotBytes = largestSnapshot(m.dir)
 		}
 	}
 	b.LoadAvg = loadAvg()
@@ -614,7 +614,7 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 	prev := parseHistogram(body, "cep_raft_apply_seconds")
 	st := &stallR{}
 	r.res.Stall = st
-	own := startOwn(r.c)
+	own, sent0 := startOwn(r.c), r.flow.sent.Load()
 	deadline := time.Now().Add(r.wait)
 	for w := 0; ; w++ {
 		if err := check(); err != nil {
@@ -666,7 +666,14 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 		} else if path != "" {
 			os.Remove(path)
 		}
-		if all {
+		quiet := 0
+		for _, w := range st.Windows {
+			if !w.Snapshot {
+				quiet++
+			}
+		}
+		// and windows without the leader's snapshot: the reference
+		if all && quiet >= minQuietWindows {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -679,7 +686,7 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 			return fmt.Errorf("no snapshot of shard %d on %s within %s", stateShard, strings.Join(none, ", "), r.wait)
 		}
 	}
-	if st.Own, err = own.stop(0); err != nil {
+	if st.Own, err = own.stop(int(r.flow.sent.Load() - sent0)); err != nil {
 		r.log.Warn("state: own CPU unknown", "err", err)
 	}
 	for _, nm := range marks {
@@ -688,7 +695,7 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 			return err
 		}
 		enc, _ := metricValue(body, "cep_raft_snapshot_encode_seconds", strconv.Itoa(stateShard), "")
-		s := snapR{Node: nm.m.id, Leader: nm.m == leader, Index: nm.snap.Index, EncodeS: enc, PersistS: nm.snap.Complete.Sub(nm.snap.Created).Seconds(), LoadAvg: loadAvg()}
+		s := snapR{Node: nm.m.id, Leader: nm.m == leader, Index: nm.snap.Index, EncodeS: enc, PersistS: nm.snap.Complete.Sub(nm.snap.Created).Seconds(), Bytes: nm.snap.Bytes, LoadAvg: loadAvg()}
 		r.res.Snapshots = append(r.res.Snapshots, s)
 		r.log.Info("state: snapshot", "node", s.Node, "leader", s.Leader, "encode s", s.EncodeS, "persist s", s.PersistS)
 	}
@@ -861,6 +868,7 @@ func (r *stateRun) catchUp(ctx context.Context) (*catchUp, error) {
 	cu.MemberMs = ms(time.Since(start))
 	r.log.Info("state: n4 is a member; removing a follower", "node", old.id, "after ms", cu.MemberMs)
 	var leaderSnap uint64
+	leaderID := ld.id
 	if ds := snapshotDirs(shardSnapshots(ld)); len(ds) > 0 {
 		leaderSnap = ds[len(ds)-1].Index
 	}
@@ -889,10 +897,15 @@ func (r *stateRun) catchUp(ctx context.Context) (*catchUp, error) {
 		return cu, err
 	}
 	cu.CaughtUpMs = ms(time.Since(removeAt))
-	// a replica sent the leader's snapshot holds it as its own first one
+	// a replica sent the leader's snapshot stores it as its first one,
+	// at the leader's index (one of its own would be at any index)
 	if ds := snapshotDirs(shardSnapshots(n4)); len(ds) > 0 {
 		cu.SnapshotIndex = ds[0].Index
-		cu.Installed = ds[0].Index >= leaderSnap && leaderSnap > 0
+		if ld := r.c.memberByID(leaderID); ld != nil {
+			for _, d := range snapshotDirs(shardSnapshots(ld)) {
+				cu.Installed = cu.Installed || d.Index == cu.SnapshotIndex
+			}
+		}
 	}
 	cu.LeaderSnapshot = leaderSnap
 	r.log.Info("state: n4 caught up", "opened ms", cu.OpenedMs, "caught up ms", cu.CaughtUpMs, "snapshot installed", cu.Installed)
@@ -905,8 +918,8 @@ func (s *stateResult) writeText(p func(string, ...any)) {
 		s.Shards, group(float64(s.TargetBytes)), s.Keys, s.EventBytes, s.FlowRate)
 	p("load average: %s at the start, %s at the end", s.LoadAvgStart, s.LoadAvgEnd)
 	if b := s.Build; b != nil && b.Seconds > 0 {
-		p("built: %s events in %.1f s; the leader holds %s state bytes (cep_pattern_state_bytes), %s partial matches, %s keys; snapshot file %s bytes",
-			group(float64(b.Events)), b.Seconds, group(b.StateBytes), group(b.PartialMatches), group(b.PatternKeys), group(float64(b.SnapshotBytes)))
+		p("built: %s events in %.1f s; the leader holds %s state bytes (cep_pattern_state_bytes), %s partial matches, %s keys",
+			group(float64(b.Events)), b.Seconds, group(b.StateBytes), group(b.PartialMatches), group(b.PatternKeys))
 		p("  resident: %s; one /metrics scrape (ms): %s", strings.Join(b.RSS, ", "), strings.Join(b.ScrapeMs, ", "))
 		if b.Own != nil {
 			printOwn(p, b.Own)
@@ -917,7 +930,7 @@ func (s *stateResult) writeText(p func(string, ...any)) {
 		if sn.Leader {
 			role = "leader"
 		}
-		p("snapshot %-3s (%s) at index %d: encode %.2f s (applying waits), write %.2f s, total %.2f s (load avg %s)", sn.Node, role, sn.Index, sn.EncodeS, sn.PersistS, sn.EncodeS+sn.PersistS, sn.LoadAvg)
+		p("snapshot %-3s (%s) at index %d, %s bytes: encode %.2f s (applying waits), write %.2f s, total %.2f s (load avg %s)", sn.Node, role, sn.Index, group(float64(sn.Bytes)), sn.EncodeS, sn.PersistS, sn.EncodeS+sn.PersistS, sn.LoadAvg)
 	}
 	if st := s.Stall; st != nil && len(st.Windows) > 0 {
 		p("leader's apply latency (cep_raft_apply_seconds, proposal to applied, per ingest batch), by window; target: no stall over %s", stallTarget)
@@ -954,7 +967,7 @@ func (s *stateResult) writeText(p func(string, ...any)) {
 	rs("empty state", s.RestartEmpty)
 	rs("with the state", s.Restart)
 	if c := s.CatchUp; c != nil {
-		p("new replica: %s a member after %.0f ms; %s removed: %s holds the replica after %.0f ms, caught up after %.0f ms (its first snapshot at index %d, the leader's last %d: sent the snapshot %v; load avg %s)",
+		p("new replica: %s a member after %.0f ms; %s removed: %s holds the replica after %.0f ms, caught up after %.0f ms (its first snapshot at index %d, the leader's last at the removal %d; it is the leader's: %v; load avg %s)",
 			c.Node, c.MemberMs, c.Replaces, c.Node, c.OpenedMs, c.CaughtUpMs, c.SnapshotIndex, c.LeaderSnapshot, c.Installed, c.LoadAvg)
 	}
 	for _, pr := range s.Profiles {

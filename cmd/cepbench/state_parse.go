@@ -149,6 +149,7 @@ type snapDir struct {
 	Index    uint64
 	Created  time.Time
 	Complete time.Time // meta.json's modification; zero while being written
+	Bytes    int64     // state.bin's size
 }
 
 // parseSnapshotName reads raft's snapshot directory name.
@@ -186,7 +187,11 @@ func snapshotDirs(dir string) []snapDir {
 		if err != nil {
 			continue
 		}
-		out = append(out, snapDir{Name: e.Name(), Index: idx, Created: created, Complete: fi.ModTime()})
+		d := snapDir{Name: e.Name(), Index: idx, Created: created, Complete: fi.ModTime()}
+		if st, err := os.Stat(filepath.Join(dir, e.Name(), "state.bin")); err == nil {
+			d.Bytes = st.Size()
+		}
+		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out
