@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,6 +189,8 @@ type flow struct {
 	sent   atomic.Int64
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
+	err    error
 }
 
 func startFlow(ctx context.Context, p *publisher, rate float64, clock *eventClock) *flow {
@@ -224,15 +227,18 @@ func startFlow(ctx context.Context, p *publisher, rate float64, clock *eventCloc
 	return f
 }
 
-// stop ends the flow and returns its error, if it failed.
+// stop ends the flow and returns its error, if it failed; again, the
+// same.
 func (f *flow) stop() error {
-	f.cancel()
-	select {
-	case err := <-f.done:
-		return err
-	case <-time.After(30 * time.Second):
-		return errors.New("the steady flow did not stop within 30s")
-	}
+	f.once.Do(func() {
+		f.cancel()
+		select {
+		case f.err = <-f.done:
+		case <-time.After(30 * time.Second):
+			f.err = errors.New("the steady flow did not stop within 30s")
+		}
+	})
+	return f.err
 }
 
 // failed returns the flow's error once it has stopped on one.
@@ -582,9 +588,10 @@ func (r *stateRun) build(ctx context.Context, clock *eventClock, check func() er
 }
 
 // snapshots waits, in windows of --stall-window, until every replica has
-// taken a snapshot of the state, reading the leader's apply-latency
-// histogram at each window's end; with --cpuprofile each window has a CPU
-// profile of the leader, kept when its snapshot fell in it.
+// taken a snapshot of the state and there have been minQuietWindows windows
+// in which none encoded one, reading the leader's apply-latency histogram
+// at each window's end; with --cpuprofile each window has a CPU profile of
+// the leader, kept when its snapshot's encoding fell in it.
 func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 	leader, err := r.c.stateLeader(ctx)
 	if err != nil {
@@ -593,7 +600,9 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 	type nodeMark struct {
 		m     *member
 		after uint64 // the last snapshot's index before the windows
-		snap  *snapDir
+		snap  *snapR
+		from  time.Time // its encoding, from the gauge and its creation
+		to    time.Time
 	}
 	var marks []*nodeMark
 	for _, m := range r.c.alive() {
@@ -614,6 +623,26 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 	prev := parseHistogram(body, "cep_raft_apply_seconds")
 	st := &stallR{}
 	r.res.Stall = st
+	type span struct{ from, to time.Time }
+	var spans []span
+	var paths []string
+	// mark gives each window the replicas whose encoding overlapped it
+	mark := func() (quiet int) {
+		for i := range st.Windows {
+			w := &st.Windows[i]
+			w.Encoding, w.Snapshot = nil, false
+			for _, nm := range marks {
+				if nm.snap != nil && nm.from.Before(spans[i].to) && nm.to.After(spans[i].from) {
+					w.Encoding = append(w.Encoding, nm.m.id)
+					w.Snapshot = w.Snapshot || nm.m == leader
+				}
+			}
+			if len(w.Encoding) == 0 && i < len(st.Windows)-1 { // the last may hold one not yet created
+				quiet++
+			}
+		}
+		return quiet
+	}
 	own, sent0 := startOwn(r.c), r.flow.sent.Load()
 	deadline := time.Now().Add(r.wait)
 	for w := 0; ; w++ {
@@ -628,6 +657,7 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 			prof = make(chan error, 1)
 			go func() { prof <- nodeProfile(ctx, leader.api, r.o.stallWindow, path) }()
 		}
+		paths = append(paths, path)
 		if err := sleepCtx(ctx, r.o.stallWindow); err != nil {
 			return err
 		}
@@ -646,34 +676,29 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 			return err
 		}
 		prev = cur
+		spans = append(spans, span{wStart, time.Now()})
 		win.Seconds = time.Since(wStart).Seconds()
+		st.Windows = append(st.Windows, win)
 		all := true
 		for _, nm := range marks {
 			if ds := snapshotDirs(shardSnapshots(nm.m)); nm.snap == nil && len(ds) > 0 && ds[len(ds)-1].Index > nm.after {
-				nm.snap = &ds[len(ds)-1]
-				// its encoding ended when it was created: in this window
-				// or (the scrape waited for it) just before its end
-				if nm.m == leader {
-					win.Snapshot = true
+				d := ds[len(ds)-1]
+				body, _, err := rawMetrics(ctx, nm.m.api)
+				if err != nil {
+					return err
 				}
+				// the last snapshot's encoding, which ended as raft
+				// created its directory
+				enc, _ := metricValue(body, "cep_raft_snapshot_encode_seconds", strconv.Itoa(stateShard), "")
+				nm.snap = &snapR{Node: nm.m.id, Leader: nm.m == leader, Index: d.Index, EncodeS: enc, PersistS: d.Complete.Sub(d.Created).Seconds(), Bytes: d.Bytes, LoadAvg: loadAvg()}
+				nm.from, nm.to = d.Created.Add(-time.Duration(enc*float64(time.Second))), d.Created
+				r.log.Info("state: snapshot", "node", nm.m.id, "leader", nm.m == leader, "index", d.Index, "encode s", enc, "persist s", nm.snap.PersistS)
 			}
 			all = all && nm.snap != nil
 		}
-		st.Windows = append(st.Windows, win)
-		r.log.Info("state: window", "n", w, "batches", win.Batches, "longest ms in", fmt.Sprintf("(%g, %g]", win.LongestL, win.LongestU), "leader snapshot", win.Snapshot)
-		if path != "" && win.Snapshot {
-			r.res.Profiles = append(r.res.Profiles, path)
-		} else if path != "" {
-			os.Remove(path)
-		}
-		quiet := 0
-		for _, w := range st.Windows {
-			if !w.Snapshot {
-				quiet++
-			}
-		}
-		// and windows without the leader's snapshot: the reference
-		if all && quiet >= minQuietWindows {
+		quiet := mark()
+		r.log.Info("state: window", "n", w, "batches", win.Batches, "longest ms in", fmt.Sprintf("(%g, %g]", win.LongestL, win.LongestU))
+		if all && (quiet >= minQuietWindows || time.Now().After(deadline)) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -689,15 +714,18 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 	if st.Own, err = own.stop(int(r.flow.sent.Load() - sent0)); err != nil {
 		r.log.Warn("state: own CPU unknown", "err", err)
 	}
-	for _, nm := range marks {
-		body, _, err := rawMetrics(ctx, nm.m.api)
-		if err != nil {
-			return err
+	for i, w := range st.Windows {
+		if paths[i] == "" {
+			continue
 		}
-		enc, _ := metricValue(body, "cep_raft_snapshot_encode_seconds", strconv.Itoa(stateShard), "")
-		s := snapR{Node: nm.m.id, Leader: nm.m == leader, Index: nm.snap.Index, EncodeS: enc, PersistS: nm.snap.Complete.Sub(nm.snap.Created).Seconds(), Bytes: nm.snap.Bytes, LoadAvg: loadAvg()}
-		r.res.Snapshots = append(r.res.Snapshots, s)
-		r.log.Info("state: snapshot", "node", s.Node, "leader", s.Leader, "encode s", s.EncodeS, "persist s", s.PersistS)
+		if w.Snapshot {
+			r.res.Profiles = append(r.res.Profiles, paths[i])
+		} else {
+			os.Remove(paths[i])
+		}
+	}
+	for _, nm := range marks {
+		r.res.Snapshots = append(r.res.Snapshots, *nm.snap)
 	}
 	return nil
 }
@@ -818,8 +846,8 @@ func (r *stateRun) caughtUp(ctx context.Context, m *member, index *uint64) error
 	return nil
 }
 
-// catchUp starts a fourth node joining the cluster, removes a follower of
-// the shard, and times until the new node's replica (sent by the leader as
+// catchUp starts a fourth node joining the cluster, kills and removes a
+// follower of the shard (a lost node replaced), and times until the new node's replica (sent by the leader as
 // a snapshot) has applied what the leader had.
 func (r *stateRun) catchUp(ctx context.Context) (*catchUp, error) {
 	ld, err := r.c.stateLeader(ctx)
@@ -866,7 +894,12 @@ func (r *stateRun) catchUp(ctx context.Context) (*catchUp, error) {
 		return cu, err
 	}
 	cu.MemberMs = ms(time.Since(start))
-	r.log.Info("state: n4 is a member; removing a follower", "node", old.id, "after ms", cu.MemberMs)
+	// the follower it replaces is lost first (and three replicas, not
+	// four, hold the state in this machine's memory)
+	r.log.Info("state: n4 is a member; a follower killed and removed", "node", old.id, "after ms", cu.MemberMs)
+	if err := old.kill(); err != nil {
+		return cu, err
+	}
 	var leaderSnap uint64
 	leaderID := ld.id
 	if ds := snapshotDirs(shardSnapshots(ld)); len(ds) > 0 {
@@ -934,19 +967,26 @@ func (s *stateResult) writeText(p func(string, ...any)) {
 	}
 	if st := s.Stall; st != nil && len(st.Windows) > 0 {
 		p("leader's apply latency (cep_raft_apply_seconds, proposal to applied, per ingest batch), by window; target: no stall over %s", stallTarget)
-		worstSnap, worstBase := -1.0, -1.0
+		worstSnap, worstFollow, worstBase := -1.0, -1.0, -1.0
 		for i, w := range st.Windows {
 			tag := ""
-			if w.Snapshot {
-				tag = "  <- leader's snapshot"
+			if len(w.Encoding) > 0 {
+				tag = "  <- encoding a snapshot: " + strings.Join(w.Encoding, ", ")
+			}
+			switch {
+			case w.Snapshot:
+				tag += " (the leader)"
 				worstSnap = math.Max(worstSnap, w.LongestU)
-			} else {
+			case len(w.Encoding) > 0:
+				worstFollow = math.Max(worstFollow, w.LongestU)
+			default:
 				worstBase = math.Max(worstBase, w.LongestU)
 			}
 			p("  window %2d, %4.1f s: %5.0f batches, slowest in (%g, %g] ms, %2.0f over %g ms%s", i, w.Seconds, w.Batches, w.LongestL, w.LongestU, w.Over, w.OverMs, tag)
 		}
 		if worstSnap >= 0 {
-			p("  longest apply stall: with the leader's snapshot <= %g ms %s; reference, windows without: <= %g ms", worstSnap, mark(worstSnap <= float64(stallTarget.Milliseconds())), worstBase)
+			p("  longest apply stall: while the leader encodes its snapshot <= %g ms %s; while only followers encode theirs <= %g ms; reference, windows where none does: <= %g ms (-1: no such window)",
+				worstSnap, mark(worstSnap <= float64(stallTarget.Milliseconds())), worstFollow, worstBase)
 		}
 		if st.Own != nil {
 			printOwn(p, st.Own)
@@ -967,7 +1007,7 @@ func (s *stateResult) writeText(p func(string, ...any)) {
 	rs("empty state", s.RestartEmpty)
 	rs("with the state", s.Restart)
 	if c := s.CatchUp; c != nil {
-		p("new replica: %s a member after %.0f ms; %s removed: %s holds the replica after %.0f ms, caught up after %.0f ms (its first snapshot at index %d, the leader's last at the removal %d; it is the leader's: %v; load avg %s)",
+		p("new replica: %s a member after %.0f ms; %s killed and removed: %s holds the replica after %.0f ms, caught up after %.0f ms (its first snapshot at index %d, the leader's last at the removal %d; it is the leader's: %v; load avg %s)",
 			c.Node, c.MemberMs, c.Replaces, c.Node, c.OpenedMs, c.CaughtUpMs, c.SnapshotIndex, c.LeaderSnapshot, c.Installed, c.LoadAvg)
 	}
 	for _, pr := range s.Profiles {

@@ -84,13 +84,14 @@ func parseHistogram(body []byte, name string) []bucket {
 // window: how many ingest batches it applied and, for the slowest, the
 // bucket its proposal-to-applied time fell in.
 type stallWindow struct {
-	Seconds  float64 `json:"seconds"`
-	Batches  float64 `json:"batches"`
-	LongestL float64 `json:"longest_above_ms"`   // the slowest batch took more than this
-	LongestU float64 `json:"longest_at_most_ms"` // and at most this (+Inf: past the last bucket)
-	Over     float64 `json:"batches_over_ms"`    // batches slower than OverMs
-	OverMs   float64 `json:"over_ms"`
-	Snapshot bool    `json:"leader_snapshot"` // the leader encoded a snapshot in it
+	Seconds  float64  `json:"seconds"`
+	Batches  float64  `json:"batches"`
+	LongestL float64  `json:"longest_above_ms"`   // the slowest batch took more than this
+	LongestU float64  `json:"longest_at_most_ms"` // and at most this (+Inf: past the last bucket)
+	Over     float64  `json:"batches_over_ms"`    // batches slower than OverMs
+	OverMs   float64  `json:"over_ms"`
+	Snapshot bool     `json:"leader_snapshot"` // the leader encoded a snapshot in it
+	Encoding []string `json:"encoding"`        // the replicas that encoded one in it
 }
 
 // stallBetween is the stall window of the histogram's observations between
