@@ -945,6 +945,38 @@ func (r *stateRun) catchUp(ctx context.Context) (*catchUp, error) {
 	return cu, nil
 }
 
+// longestStalls is the longest stall, in ms, over the windows in which
+// the leader encoded its snapshot, those in which only followers did, and
+// those in which none did (-1 for none such): a window's stall is its
+// slowest batch's bucket bound, or the whole window when it applied no
+// batch (the leader proposes nothing while it cannot read the state, so
+// the histogram alone would miss that stop).
+func longestStalls(ws []stallWindow) (leader, followers, none float64) {
+	leader, followers, none = -1, -1, -1
+	for _, w := range ws {
+		v := w.LongestU
+		if w.Batches == 0 {
+			v = w.Seconds * 1000
+		}
+		switch {
+		case w.Snapshot:
+			leader = math.Max(leader, v)
+		case len(w.Encoding) > 0:
+			followers = math.Max(followers, v)
+		default:
+			none = math.Max(none, v)
+		}
+	}
+	return leader, followers, none
+}
+
+func stallText(v float64) string {
+	if v < 0 {
+		return "(no such window)"
+	}
+	return fmt.Sprintf("<= %.0f ms", v)
+}
+
 // writeText prints --scale state's figures.
 func (s *stateResult) writeText(p func(string, ...any)) {
 	p("3 cepnode processes, %d shard(s) x 3 replicas; state: %s of events (%d keys, a LOGIN and a PAYMENT_FAILED of %d bytes each, one partial match per key); steady flow %.0f events/s",
@@ -967,27 +999,23 @@ func (s *stateResult) writeText(p func(string, ...any)) {
 	}
 	if st := s.Stall; st != nil && len(st.Windows) > 0 {
 		p("leader's apply latency (cep_raft_apply_seconds, proposal to applied, per ingest batch), by window; target: no stall over %s", stallTarget)
-		worstSnap, worstFollow, worstBase := -1.0, -1.0, -1.0
 		for i, w := range st.Windows {
 			tag := ""
 			if len(w.Encoding) > 0 {
 				tag = "  <- encoding a snapshot: " + strings.Join(w.Encoding, ", ")
+				if w.Snapshot {
+					tag += " (the leader)"
+				}
 			}
-			switch {
-			case w.Snapshot:
-				tag += " (the leader)"
-				worstSnap = math.Max(worstSnap, w.LongestU)
-			case len(w.Encoding) > 0:
-				worstFollow = math.Max(worstFollow, w.LongestU)
-			default:
-				worstBase = math.Max(worstBase, w.LongestU)
+			if w.Batches == 0 {
+				p("  window %2d, %4.1f s: no batch applied: the leader proposed or applied nothing for the whole window%s", i, w.Seconds, tag)
+				continue
 			}
 			p("  window %2d, %4.1f s: %5.0f batches, slowest in (%g, %g] ms, %2.0f over %g ms%s", i, w.Seconds, w.Batches, w.LongestL, w.LongestU, w.Over, w.OverMs, tag)
 		}
-		if worstSnap >= 0 {
-			p("  longest apply stall: while the leader encodes its snapshot <= %g ms %s; while only followers encode theirs <= %g ms; reference, windows where none does: <= %g ms (-1: no such window)",
-				worstSnap, mark(worstSnap <= float64(stallTarget.Milliseconds())), worstFollow, worstBase)
-		}
+		leader, followers, none := longestStalls(st.Windows)
+		p("  longest stall (a batch's bucket bound, or a whole window without a batch): while the leader encodes its snapshot %s %s; while only followers encode theirs %s; reference, while none does: %s",
+			stallText(leader), mark(leader >= 0 && leader <= float64(stallTarget.Milliseconds())), stallText(followers), stallText(none))
 		if st.Own != nil {
 			printOwn(p, st.Own)
 		}

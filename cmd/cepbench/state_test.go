@@ -216,3 +216,20 @@ func TestStateEventSizeAndKeys(t *testing.T) {
 		t.Fatalf("%d keys of 2 KB for 50 MB", k)
 	}
 }
+
+func TestLongestStalls(t *testing.T) {
+	ws := []stallWindow{
+		{Seconds: 10, Batches: 900, LongestU: 256},
+		{Seconds: 10, Batches: 0, Encoding: []string{"n2"}}, // stopped: the whole window
+		{Seconds: 10, Batches: 12, LongestU: 4096, Encoding: []string{"n1"}, Snapshot: true},
+		{Seconds: 10, Batches: 800, LongestU: 512},
+		{Seconds: 10.5, Batches: 0, Encoding: []string{"n1", "n3"}, Snapshot: true},
+	}
+	l, f, n := longestStalls(ws)
+	if l != 10500 || f != 10000 || n != 512 {
+		t.Fatalf("leader %v, followers %v, none %v", l, f, n)
+	}
+	if l, f, n := longestStalls(ws[:1]); l != -1 || f != -1 || n != 256 {
+		t.Fatalf("one quiet window: %v %v %v", l, f, n)
+	}
+}
