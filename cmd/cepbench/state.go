@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -616,11 +617,38 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 		ap, _ := metricValue(body, "cep_raft_applied_index", strconv.Itoa(stateShard), "")
 		r.log.Info("state: waiting for snapshots", "node", m.id, "applied", ap, "last snapshot", nm.after, "threshold entries", th)
 	}
-	body, _, err := rawMetrics(ctx, leader.api)
+	// every node's histogram and whether it leads, read together at each
+	// window's end: a window is its leader's, and says so when the
+	// leadership moved during it (the histogram then covers part of it)
+	type reading struct {
+		hist []bucket
+		lead bool
+	}
+	readAll := func() (map[*member]reading, error) {
+		out := map[*member]reading{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var firstErr error
+		for _, nm := range marks {
+			wg.Go(func() {
+				body, _, err := rawMetrics(ctx, nm.m.api)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					firstErr = cmp.Or(firstErr, err)
+					return
+				}
+				l, _ := metricValue(body, "cep_shard_leader", strconv.Itoa(stateShard), "")
+				out[nm.m] = reading{parseHistogram(body, "cep_raft_apply_seconds"), l == 1}
+			})
+		}
+		wg.Wait()
+		return out, firstErr
+	}
+	prev, err := readAll()
 	if err != nil {
 		return err
 	}
-	prev := parseHistogram(body, "cep_raft_apply_seconds")
 	st := &stallR{}
 	r.res.Stall = st
 	type span struct{ from, to time.Time }
@@ -634,7 +662,7 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 			for _, nm := range marks {
 				if nm.snap != nil && nm.from.Before(spans[i].to) && nm.to.After(spans[i].from) {
 					w.Encoding = append(w.Encoding, nm.m.id)
-					w.Snapshot = w.Snapshot || nm.m == leader
+					w.Snapshot = w.Snapshot || nm.m.id == w.Leader
 				}
 			}
 			if len(w.Encoding) == 0 && i < len(st.Windows)-1 { // the last may hold one not yet created
@@ -655,7 +683,7 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 		if r.o.cpuprofile != "" {
 			path = fmt.Sprintf("%s.snapshot%d", r.o.cpuprofile, w)
 			prof = make(chan error, 1)
-			go func() { prof <- nodeProfile(ctx, leader.api, r.o.stallWindow, path) }()
+			go func(api string) { prof <- nodeProfile(ctx, api, r.o.stallWindow, path) }(leader.api)
 		}
 		paths = append(paths, path)
 		if err := sleepCtx(ctx, r.o.stallWindow); err != nil {
@@ -666,14 +694,22 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 				r.log.Warn("state: profile of the leader", "err", err)
 			}
 		}
-		body, _, err := rawMetrics(ctx, leader.api)
+		cur, err := readAll()
 		if err != nil {
 			return err
 		}
-		cur := parseHistogram(body, "cep_raft_apply_seconds")
-		win, err := stallBetween(prev, cur, float64(stallTarget.Milliseconds()))
+		win, err := stallBetween(prev[leader].hist, cur[leader].hist, float64(stallTarget.Milliseconds()))
 		if err != nil {
 			return err
+		}
+		win.Leader = leader.id
+		if !cur[leader].lead {
+			win.LeaderMoved = true
+			for m, rd := range cur {
+				if rd.lead {
+					leader = m // the next window's
+				}
+			}
 		}
 		prev = cur
 		spans = append(spans, span{wStart, time.Now()})
@@ -690,9 +726,9 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 				// the last snapshot's encoding, which ended as raft
 				// created its directory
 				enc, _ := metricValue(body, "cep_raft_snapshot_encode_seconds", strconv.Itoa(stateShard), "")
-				nm.snap = &snapR{Node: nm.m.id, Leader: nm.m == leader, Index: d.Index, EncodeS: enc, PersistS: d.Complete.Sub(d.Created).Seconds(), Bytes: d.Bytes, LoadAvg: loadAvg()}
+				nm.snap = &snapR{Node: nm.m.id, Index: d.Index, EncodeS: enc, PersistS: d.Complete.Sub(d.Created).Seconds(), Bytes: d.Bytes, LoadAvg: loadAvg()}
 				nm.from, nm.to = d.Created.Add(-time.Duration(enc*float64(time.Second))), d.Created
-				r.log.Info("state: snapshot", "node", nm.m.id, "leader", nm.m == leader, "index", d.Index, "encode s", enc, "persist s", nm.snap.PersistS)
+				r.log.Info("state: snapshot", "node", nm.m.id, "leading", nm.m == leader, "index", d.Index, "encode s", enc, "persist s", nm.snap.PersistS)
 			}
 			all = all && nm.snap != nil
 		}
@@ -725,6 +761,7 @@ func (r *stateRun) snapshots(ctx context.Context, check func() error) error {
 		}
 	}
 	for _, nm := range marks {
+		nm.snap.Leader = nm.m.id == st.Windows[0].Leader
 		r.res.Snapshots = append(r.res.Snapshots, *nm.snap)
 	}
 	return nil
@@ -1007,11 +1044,14 @@ func (s *stateResult) writeText(p func(string, ...any)) {
 					tag += " (the leader)"
 				}
 			}
+			if w.LeaderMoved {
+				tag += "  (" + w.Leader + " lost the leadership in it)"
+			}
 			if w.Batches == 0 {
-				p("  window %2d, %4.1f s: no batch applied: the leader proposed or applied nothing for the whole window%s", i, w.Seconds, tag)
+				p("  window %2d, %4.1f s, %s: no batch applied: the leader proposed or applied nothing for the whole window%s", i, w.Seconds, w.Leader, tag)
 				continue
 			}
-			p("  window %2d, %4.1f s: %5.0f batches, slowest in (%g, %g] ms, %2.0f over %g ms%s", i, w.Seconds, w.Batches, w.LongestL, w.LongestU, w.Over, w.OverMs, tag)
+			p("  window %2d, %4.1f s, %s: %5.0f batches, slowest in (%g, %g] ms, %2.0f over %g ms%s", i, w.Seconds, w.Leader, w.Batches, w.LongestL, w.LongestU, w.Over, w.OverMs, tag)
 		}
 		leader, followers, none := longestStalls(st.Windows)
 		p("  longest stall (a batch's bucket bound, or a whole window without a batch): while the leader encodes its snapshot %s %s; while only followers encode theirs %s; reference, while none does: %s",

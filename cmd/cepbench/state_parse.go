@@ -92,6 +92,9 @@ type stallWindow struct {
 	OverMs   float64  `json:"over_ms"`
 	Snapshot bool     `json:"leader_snapshot"` // the leader encoded a snapshot in it
 	Encoding []string `json:"encoding"`        // the replicas that encoded one in it
+	Leader   string   `json:"leader"`          // whose histogram: the leader at its start
+	// the leadership moved during it: the histogram covers its first part
+	LeaderMoved bool `json:"leader_moved"`
 }
 
 // stallBetween is the stall window of the histogram's observations between
