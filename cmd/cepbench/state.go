@@ -473,8 +473,11 @@ func measureState(ctx context.Context, o *options, dir, natsURL string, log *slo
 		return res, fmt.Errorf("catch-up: %w", err)
 	}
 	// the state is still whole: every key waits with its partial match
-	ld, err := c.stateLeader(ctx)
-	if err != nil {
+	var ld *member
+	if err := poll(ctx, r.wait, 200*time.Millisecond, func() (err error) {
+		ld, err = c.stateLeader(ctx)
+		return err
+	}); err != nil {
 		return res, err
 	}
 	body, _, err := rawMetrics(ctx, ld.api)
