@@ -1044,7 +1044,7 @@ func (s *stateResult) writeText(p func(string, ...any)) {
 			if len(w.Encoding) > 0 {
 				tag = "  <- encoding a snapshot: " + strings.Join(w.Encoding, ", ")
 				if w.Snapshot {
-					tag += " (the leader)"
+					tag += " (the leader among them)"
 				}
 			}
 			if w.LeaderMoved {
