@@ -190,7 +190,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail when the applied count does not move for this long")
 	fs.StringVar(&o.nodeLogLevel, "node-log-level", "warn", "log level of the nodes (their logs are files in the data directory: n1.log ..., n1-inprocess.log)")
 	fs.IntVar(&o.patterns, "patterns", 1, "with --mode live: deploy this many copies of the pattern on the source (each with its own name and output)")
-	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys), idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic) filters (NATS alone: the CPU of reading a source stream of --events events split among --shards shards (default 3) in several consumer and subject layouts) or state (3 cepnode processes, --shards shards (default 1) x 3 replicas holding --state-size of events in partial matches of --scale-pattern: snapshot time and the longest apply stall meanwhile, restart, a new replica's catch-up, failover against an empty state)")
+	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys), idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic), filters (NATS alone: the CPU of reading a source stream of --events events split among --shards shards (default 3) in several consumer and subject layouts) or state (3 cepnode processes, one shard x 3 replicas holding --state-size of events in partial matches of --scale-pattern: snapshot time and the longest apply stall meanwhile, restart, a new replica's catch-up, failover against an empty state)")
 	fs.StringVar(&o.scalePattern, "scale-pattern", "examples/login-fail-logout.yaml", "--scale keys and patterns: the pattern file (relative to the module root when not found here)")
 	fs.StringVar(&o.counts, "scale-counts", "", "--scale keys: key counts (default 1000,100000,1000000); patterns: pattern counts (default 1,10,100)")
 	fs.StringVar(&o.memprofile, "memprofile", "", "--scale keys: write a heap profile after the last count to this file")
@@ -254,6 +254,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.nodes = 3
 		if o.shards == 0 {
 			o.shards = 1
+		}
+		if o.shards != 1 {
+			// the state, its checks and the stall are read off shard 1
+			return nil, fmt.Errorf("--scale state measures one shard holding the whole state: --shards must be 1")
 		}
 	}
 	switch {
