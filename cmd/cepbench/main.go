@@ -47,6 +47,7 @@
 //	go run ./cmd/cepbench --scale keys       # offline: events/s and live heap per key, 1k/100k/1M keys
 //	go run ./cmd/cepbench --scale patterns   # offline: events/s with 1, 10 and 100 patterns on one source
 //	go run ./cmd/cepbench --scale idle       # CPU of 3 idle cepnode processes, 32 shards x 3 replicas
+//	go run ./cmd/cepbench --scale state      # 1 GB of shard state: snapshot, apply stall, restart, catch-up, failover
 //
 // Everything (NATS store, node data, logs) lives in a temporary directory,
 // removed at the end unless --keep.
@@ -125,6 +126,13 @@ type options struct {
 	memprofile   string
 	idleFor      time.Duration
 	idleSettle   time.Duration
+
+	stateSize    string // --scale state
+	eventBytes   int
+	stateRate    float64
+	stateWait    time.Duration
+	stallWindow  time.Duration
+	nodeMemLimit string
 }
 
 // scaleCounts is --scale-counts, or the mode's default.
@@ -183,12 +191,18 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail when the applied count does not move for this long")
 	fs.StringVar(&o.nodeLogLevel, "node-log-level", "warn", "log level of the nodes (their logs are files in the data directory: n1.log ..., n1-inprocess.log)")
 	fs.IntVar(&o.patterns, "patterns", 1, "with --mode live: deploy this many copies of the pattern on the source (each with its own name and output)")
-	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys), idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic) or filters (NATS alone: the CPU of reading a source stream of --events events split among --shards shards (default 3) in several consumer and subject layouts)")
+	fs.StringVar(&o.scale, "scale", "", "instead of the cluster benchmark: keys (offline: events/s and live heap per key, one partial match per key, for each of --scale-counts keys), patterns (offline: events/s with each of --scale-counts copies of the pattern over --events events of --keys keys), idle (the CPU of 3 cepnode processes with --shards shards x 3 replicas and no traffic), filters (NATS alone: the CPU of reading a source stream of --events events split among --shards shards (default 3) in several consumer and subject layouts) or state (3 cepnode processes, one shard x 3 replicas holding --state-size of events in partial matches of --scale-pattern: snapshot time and the longest apply stall meanwhile, restart, a new replica's catch-up, failover against an empty state)")
 	fs.StringVar(&o.scalePattern, "scale-pattern", "examples/login-fail-logout.yaml", "--scale keys and patterns: the pattern file (relative to the module root when not found here)")
 	fs.StringVar(&o.counts, "scale-counts", "", "--scale keys: key counts (default 1000,100000,1000000); patterns: pattern counts (default 1,10,100)")
 	fs.StringVar(&o.memprofile, "memprofile", "", "--scale keys: write a heap profile after the last count to this file")
 	fs.DurationVar(&o.idleFor, "idle-for", 30*time.Second, "--scale idle: length of each sample")
 	fs.DurationVar(&o.idleSettle, "idle-settle", 10*time.Second, "--scale idle: wait before each sample (elections, deploys)")
+	fs.StringVar(&o.stateSize, "state-size", "1GB", "--scale state: bytes of events the shard holds in partial matches (cep_pattern_state_bytes), such as 50MB or 1GB")
+	fs.IntVar(&o.eventBytes, "event-bytes", 1024, "--scale state: size of each event of the state (padded with a note field)")
+	fs.Float64Var(&o.stateRate, "state-rate", 1000, "--scale state: events/s of the steady flow that runs throughout")
+	fs.DurationVar(&o.stateWait, "state-wait", 20*time.Minute, "--scale state: longest wait of each step (the state applied, the snapshots, a failover, a restart, a catch-up)")
+	fs.DurationVar(&o.stallWindow, "stall-window", 10*time.Second, "--scale state: length of each window of the leader's apply latency (and, with --cpuprofile, of each profile of the leader: FILE.snapshotN, kept for the windows of its snapshot)")
+	fs.StringVar(&o.nodeMemLimit, "node-memlimit", "", "--scale state: GOMEMLIMIT of each node process (such as 4GiB; default none)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: go run ./cmd/cepbench [flags]\n\nBenchmarks the cluster through JetStream: throughput against a plain\nJetStream consumer, publish-to-match latency and (3 nodes) failover.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -203,8 +217,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--mode must be backlog or live")
 	case o.join < 0 || o.join > 0 && o.nodes != 1:
 		return nil, fmt.Errorf("--join N starts N nodes joining the in-process node: it needs --nodes 1")
-	case o.scale != "" && o.scale != "keys" && o.scale != "patterns" && o.scale != "idle" && o.scale != "filters":
-		return nil, fmt.Errorf("--scale must be keys, patterns, idle or filters")
+	case o.scale != "" && o.scale != "keys" && o.scale != "patterns" && o.scale != "idle" && o.scale != "filters" && o.scale != "state":
+		return nil, fmt.Errorf("--scale must be keys, patterns, idle, filters or state")
+	case o.scale == "state" && (o.shards < 0 || o.eventBytes < 100 || o.eventBytes > 1<<20 || o.stateRate <= 0 || o.stateWait <= 0 || o.stallWindow < time.Second):
+		return nil, fmt.Errorf("--scale state: --event-bytes must be in [100, 1048576], --state-rate and --state-wait positive, --stall-window at least 1s")
 	case o.scale == "idle" && (o.shards < 0 || o.idleFor <= 0 || o.idleSettle < 0):
 		return nil, fmt.Errorf("--scale idle: --shards must not be negative, --idle-for positive")
 	case o.patterns < 1 || o.patterns > 1 && o.mode != "live":
@@ -230,6 +246,19 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.nodes = 3
 		if o.shards == 0 {
 			o.shards = 32
+		}
+	}
+	if o.scale == "state" {
+		if _, err := parseSize(o.stateSize); err != nil {
+			return nil, fmt.Errorf("--state-size: %w", err)
+		}
+		o.nodes = 3
+		if o.shards == 0 {
+			o.shards = 1
+		}
+		if o.shards != 1 {
+			// the state, its checks and the stall are read off shard 1
+			return nil, fmt.Errorf("--scale state measures one shard holding the whole state: --shards must be 1")
 		}
 	}
 	switch {

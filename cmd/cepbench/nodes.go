@@ -214,6 +214,12 @@ func freePorts(n int) ([]string, error) {
 // and read from the bench's NATS server, as test/integration does.
 // Each runs with GOMAXPROCS procs when procs > 0.
 func startProcesses(bin, dir, natsURL string, n, shards, procs int, logLevel string, log *slog.Logger) (*benchCluster, error) {
+	return startProcessesWith(bin, dir, natsURL, n, shards, procs, logLevel, nil, "", log)
+}
+
+// startProcessesWith is startProcesses with extra cepnode arguments and,
+// when memLimit is not empty, GOMEMLIMIT=memLimit for each node.
+func startProcessesWith(bin, dir, natsURL string, n, shards, procs int, logLevel string, extra []string, memLimit string, log *slog.Logger) (*benchCluster, error) {
 	ports, err := freePorts(3 * n)
 	if err != nil {
 		return nil, err
@@ -228,6 +234,9 @@ func startProcesses(bin, dir, natsURL string, n, shards, procs int, logLevel str
 		if procs > 0 {
 			m.env = append(m.env, "GOMAXPROCS="+strconv.Itoa(procs))
 		}
+		if memLimit != "" {
+			m.env = append(m.env, "GOMEMLIMIT="+memLimit)
+		}
 		m.dir = filepath.Join(dir, m.id)
 		m.logPath = m.dir + ".log"
 		c.members = append(c.members, m)
@@ -236,6 +245,7 @@ func startProcesses(bin, dir, natsURL string, n, shards, procs int, logLevel str
 	for _, m := range c.members {
 		m.args = []string{"--id", m.id, "--data", m.dir, "--raft-addr", m.raft, "--api-addr", m.api, "--gossip-addr", m.gossip,
 			"--nats", natsURL, "--peers", strings.Join(peers, ","), "--log-level", logLevel, "--shards", strconv.Itoa(shards), "--pprof"}
+		m.args = append(m.args, extra...)
 		if err := m.start(); err != nil {
 			c.close()
 			return nil, err

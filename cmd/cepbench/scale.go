@@ -28,6 +28,7 @@ type scaleResult struct {
 	Patterns []patRow     `json:"patterns,omitempty"`
 	Idle     []idlePart   `json:"idle,omitempty"`
 	Filters  []filtersRow `json:"filters,omitempty"`
+	State    *stateResult `json:"state,omitempty"`
 }
 
 // keysRow is one run of --scale keys: a LOGIN then a PAYMENT_FAILED per
@@ -405,8 +406,16 @@ func runScale(ctx context.Context, o *options, rep *Report, dir string, startNAT
 		defer stop()
 		res.Filters, err = measureFilters(ctx, o, url, log)
 		return err
+	case "state":
+		url, stop, err := startNATS()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		res.State, err = measureState(ctx, o, dir, url, log)
+		return err
 	}
-	return fmt.Errorf("--scale: want keys, patterns, idle or filters")
+	return fmt.Errorf("--scale: want keys, patterns, idle, filters or state")
 }
 
 // writeScale prints what --scale measured.
@@ -433,6 +442,10 @@ func (r *scaleResult) writeText(p func(string, ...any)) {
 				each = append(each, fmt.Sprintf("%s %.3f", pr.Name, pr.Cores))
 			}
 			p("  %s, over %.0f s (load avg %s): %s cores", part.What, part.Seconds, part.LoadAvg, strings.Join(each, ", "))
+		}
+	case "state":
+		if r.State != nil {
+			r.State.writeText(p)
 		}
 	case "filters":
 		p("NATS only: a source stream read by shards' consumers in each layout; CPU of this process (server and readers) per stored event")
