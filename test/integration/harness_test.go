@@ -7,6 +7,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -49,12 +50,36 @@ type clients struct {
 
 // clientsAt talks to the API at base URL through hc.
 func clientsAt(hc *http.Client, base string, opts ...connect.ClientOption) clients {
+	opts = append([]connect.ClientOption{connect.WithInterceptors(retryNotApplied())}, opts...)
 	return clients{
 		patterns:   cepv1connect.NewPatternServiceClient(hc, base, opts...),
 		sources:    cepv1connect.NewSourceServiceClient(hc, base, opts...),
 		cluster:    cepv1connect.NewClusterServiceClient(hc, base, opts...),
 		matches:    cepv1connect.NewMatchServiceClient(hc, base, opts...),
 		savepoints: cepv1connect.NewSavepointServiceClient(hc, base, opts...),
+	}
+}
+
+// retryNotApplied asks again, for up to 30 s, when the answer is
+// Unavailable and says the change was not applied (while the metadata
+// group elects a leader), as cepctl does: on a loaded machine an election
+// may follow WaitReady, and a test's first call then failed.
+func retryNotApplied() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, r connect.AnyRequest) (connect.AnyResponse, error) {
+			deadline := time.Now().Add(30 * time.Second)
+			for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+				res, err := next(ctx, r)
+				if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "not applied") || time.Now().After(deadline) {
+					return res, err
+				}
+				select {
+				case <-ctx.Done():
+					return res, err
+				case <-time.After(wait):
+				}
+			}
+		}
 	}
 }
 
