@@ -71,7 +71,7 @@ func runPatternDeploy(ctx context.Context, d *deps, opts *patternDeployOptions) 
 	c := newClients(d, opts.globalOptions)
 	res, err := c.patterns.DeployPattern(ctx, connect.NewRequest(opts.deployRequest(f, opts.OutputSubject, opts.FromStart)))
 	if err != nil {
-		return patternRPCError(opts.File, err)
+		return patternRPCError(opts.File, []byte(f.spec), err)
 	}
 	return writeDeployed(d, opts.Output, res.Msg)
 }

@@ -85,7 +85,7 @@ func runPatternUpdate(ctx context.Context, d *deps, opts *patternUpdateOptions) 
 	c := newClients(d, opts.globalOptions)
 	res, err := c.patterns.UpdatePattern(ctx, connect.NewRequest(opts.updateRequest(f, opts.OutputSubject, opts.Policy)))
 	if err != nil {
-		return patternRPCError(opts.File, err)
+		return patternRPCError(opts.File, []byte(f.spec), err)
 	}
 	return writeUpdated(d, opts.Output, opts.Policy, res.Msg)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -171,7 +172,7 @@ func specError(file string, e *cepv1.SpecError) error {
 // patternRPCError names the file in the server's refusal of a pattern
 // (InvalidArgument) as validate does: "FILE: message", or for a query
 // "FILE:LINE:COL: message", the position said once.
-func patternRPCError(file string, err error) error {
+func patternRPCError(file string, doc []byte, err error) error {
 	var ce *connect.Error
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || !errors.As(err, &ce) {
 		return err
@@ -184,8 +185,18 @@ func patternRPCError(file string, err error) error {
 	if n, _ := fmt.Sscanf(msg, "line %d:%d: ", &line, &col); n == 2 {
 		return &rpcError{fmt.Sprintf("%s:%d:%d: %s", file, line, col, strings.TrimPrefix(msg, fmt.Sprintf("line %d:%d: ", line, col))), err}
 	}
+	// a document's refusal names the stage and field: where it writes them
+	if m := namedField.FindStringSubmatch(msg); m != nil {
+		if line, col := nfa.SpecPosition(doc, m[1], m[2]); line > 0 {
+			return &rpcError{fmt.Sprintf("%s:%d:%d: %s", file, line, col, msg), err}
+		}
+	}
 	return &rpcError{file + ": " + msg, err}
 }
+
+// namedField is how a document's refusal names what it points at:
+// `pattern "P": stage "S": field "F": ...` (the stage may be absent).
+var namedField = regexp.MustCompile(`^pattern "[^"]*": (?:stage "([^"]*)": )?field "([^"]*)":`)
 
 // serverGiven reports whether the user named a server (--server,
 // CEPCTL_SERVER or server: in the config file) rather than leaving the

@@ -105,7 +105,8 @@ func TestSourceSchemaAgainstANode(t *testing.T) {
 	}
 
 	typo := writeTemp(t, "typo.yaml", typoPattern)
-	want := typo + `: pattern "typo": stage "failed": field "where": no field "amout" in source bank; did you mean "amount"? (e.amout at 1:31)` + "\n"
+	// at the line and column where the document writes the failed stage's where
+	want := typo + `:9:5: pattern "typo": stage "failed": field "where": no field "amout" in source bank; did you mean "amount"? (e.amout at 1:31)` + "\n"
 	for _, cmd := range []string{"validate", "deploy"} {
 		if r := cepctl(t, url, "pattern", cmd, typo); r.code == 0 || r.stderr != "cepctl: "+want {
 			t.Errorf("pattern %s of a misspelt field: exit %d, stderr %q, want %q", cmd, r.code, r.stderr, want)
