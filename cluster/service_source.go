@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/cepcluster/cep/internal/clusterversion"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -123,6 +126,11 @@ func (b sourceBackend) Create(ctx context.Context, r *cepv1.CreateSourceRequest)
 	}
 	if r.Strict && len(sch) == 0 {
 		return nil, fmt.Errorf("%w: source %q: strict needs the fields its events declare (cepctl source create --schema FILE)", api.ErrInvalidArgument, r.Name)
+	}
+	if r.Strict {
+		if err := b.s.n.awaitVersion(ctx, clusterversion.Strict, 5*time.Second); err != nil {
+			return nil, fmt.Errorf("%w: source %q is strict: %v", api.ErrFailedPrecondition, r.Name, err)
+		}
 	}
 	if err := checkRequestID(r.RequestId); err != nil {
 		return nil, err

@@ -188,3 +188,28 @@ func (ms *membership) readsVersion(mb gossip.Member, v clusterversion.Version) b
 	}
 	return false
 }
+
+// awaitVersion waits up to d for the cluster's active version to reach v
+// (a cluster just started moves it within a few seconds, once every
+// member is seen), else says what holds it back.
+func (n *Node) awaitVersion(ctx context.Context, v clusterversion.Version, d time.Duration) error {
+	timeout := time.After(d)
+	for {
+		m, changed := n.meta.fsm.View()
+		if m.ActiveVersion() >= v {
+			return nil
+		}
+		select {
+		case <-changed:
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+		}
+		why := "not every node runs a release that writes it"
+		if _, held := n.versionToMoveTo(m); held != "" {
+			why = fmt.Sprintf("node %s does not run a release that writes it (or is not seen alive)", held)
+		}
+		return fmt.Errorf("it needs cluster version %v and the cluster is at %v: %s; finish the upgrade first", v, m.ActiveVersion(), why)
+	}
+}

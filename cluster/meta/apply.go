@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cepcluster/cep/internal/clusterversion"
+
 	"github.com/cepcluster/cep/keygroup"
 )
 
@@ -301,6 +303,10 @@ func (m *Meta) applyPutSource(idx uint64, c PutSource) (any, error) {
 	if s.Origin != "" && m.Sources[s.Origin] == nil {
 		// the source it re-keys was deleted meanwhile
 		return nil, refused(ErrNotFound, "source %q", s.Origin)
+	}
+	if s.Strict && m.ActiveVersion() < clusterversion.Strict {
+		// its shards would log an op a node of an older release cannot read
+		return nil, refused(ErrPrecondition, "source %q: a strict source needs cluster version %v, which every node's release must write; the cluster is at %v", s.Name, clusterversion.Strict, m.ActiveVersion())
 	}
 	s.CreatedIndex = idx
 	m.Sources[s.Name] = &s

@@ -137,3 +137,36 @@ func TestGoldenClusterVersion(t *testing.T) {
 		t.Errorf("snapshot at %v, want v3", m.ActiveVersion())
 	}
 }
+
+// A strict source is refused until the cluster is at Strict (its shards
+// would log an op an older release cannot read), and taken from then on.
+func TestStrictSourceNeedsItsVersion(t *testing.T) {
+	m := New()
+	strict := func(name string) PutSource {
+		return PutSource{Source: &Source{Name: name, Stream: "CEP_SRC_" + name, Subjects: []string{name + ".*"}, Strict: true}}
+	}
+	idx := uint64(0)
+	for _, v := range []clusterversion.Version{clusterversion.Base, clusterversion.Logged} {
+		if v != clusterversion.Base {
+			idx++
+			if _, err := m.Apply(idx, SetClusterVersion{Version: uint32(v), Expect: m.ClusterVersion}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		idx++
+		if _, err := m.Apply(idx, strict("s")); !errors.Is(err, ErrPrecondition) || m.Sources["s"] != nil {
+			t.Fatalf("a strict source at %v: %v", v, err)
+		}
+		idx++
+		if _, err := m.Apply(idx, PutSource{Source: &Source{Name: "plain" + v.String(), Stream: "P" + v.String()}}); err != nil {
+			t.Fatalf("a plain source at %v: %v", v, err)
+		}
+	}
+	idx++
+	if _, err := m.Apply(idx, SetClusterVersion{Version: uint32(clusterversion.Strict), Expect: m.ClusterVersion}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(idx+1, strict("s")); err != nil || !m.Sources["s"].Strict {
+		t.Fatalf("a strict source at %v: %v", clusterversion.Strict, err)
+	}
+}

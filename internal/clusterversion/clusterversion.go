@@ -32,9 +32,14 @@ const (
 	// snapshots it takes), so it is proposed only once no member runs
 	// Base. Its other formats are Base's.
 	Logged Version = 2
+	// Strict: a source may be strict (meta.Source.Strict), for which the
+	// shard leaders log the source's declared fields (shard op kind 13)
+	// that a Logged release cannot decode; so a strict source is refused
+	// until the cluster is at Strict. Its formats are Logged's.
+	Strict Version = 3
 
 	// Highest is the highest version this release reads and writes.
-	Highest = Logged
+	Highest = Strict
 )
 
 // Formats are the format versions a cluster version writes.
@@ -55,6 +60,7 @@ type Formats struct {
 var formats = map[Version]Formats{
 	Base:   {Batch: 9, Section: 5, MetaSnapshot: 1, Savepoint: 1},
 	Logged: {Batch: 9, Section: 5, MetaSnapshot: 1, Savepoint: 1},
+	Strict: {Batch: 9, Section: 5, MetaSnapshot: 1, Savepoint: 1},
 }
 
 // Formats returns what v writes; ok is false for a version this release
