@@ -2,10 +2,7 @@ package meta
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
-	"os"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -90,44 +87,16 @@ func TestClusterVersionMovesUpOnly(t *testing.T) {
 // The cluster version's entries (version-*) apply after the limits log
 // to the same results and metadata, and the snapshot keeps the version.
 func TestGoldenClusterVersion(t *testing.T) {
-	entries := readLines(t, "testdata/version-entries.jsonl")
-	results := readLines(t, "testdata/version-results.jsonl")
-	if len(entries) != len(results) && !*update {
-		t.Fatalf("%d entries, %d results", len(entries), len(results))
-	}
-	f := NewFSM()
-	if err := f.Restore(io.NopCloser(bytes.NewReader(readGolden(t, "limits-meta.json")))); err != nil {
+	before, err := Unmarshal(readGolden(t, "limits-meta.json"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if v := f.meta.ActiveVersion(); v != clusterversion.Base {
+	if v := before.ActiveVersion(); v != clusterversion.Base {
 		t.Fatalf("metadata of an older release at %v", v)
 	}
-	first := f.meta.Index + 1
-	var got [][]byte
-	for i, e := range entries {
-		c, err := Decode(e)
-		if err != nil {
-			t.Fatalf("entry %d: %v", i+1, err)
-		}
-		if b, _ := Encode(c); !bytes.Equal(b, e) {
-			t.Errorf("entry %d re-encodes as\n%s\nnot\n%s", i+1, b, e)
-		}
-		b, _ := json.Marshal(goldenApply(t, f, first+uint64(i), e))
-		got = append(got, b)
-	}
-	if *update {
-		os.WriteFile("testdata/version-results.jsonl", append(bytes.Join(got, []byte("\n")), '\n'), 0o644)
-		os.WriteFile("testdata/version-meta.json", append(snapshotBytes(t, f), '\n'), 0o644)
+	want := goldenChain(t, "version", "limits-meta", before.Index+1)
+	if want == nil {
 		return
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], results[i]) {
-			t.Errorf("entry %d applied to\n%s\nnot\n%s", first+uint64(i), got[i], results[i])
-		}
-	}
-	want := readGolden(t, "version-meta.json")
-	if b := snapshotBytes(t, f); !bytes.Equal(b, want) {
-		t.Fatalf("metadata:\n%s\nnot\n%s", b, want)
 	}
 	m, err := Unmarshal(want)
 	if err != nil {

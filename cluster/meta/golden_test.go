@@ -169,36 +169,7 @@ func TestGoldenLogApplies(t *testing.T) {
 // release that added ForgetPattern) apply after the old log to the same
 // results and metadata, replayed on the old log's last snapshot.
 func TestGoldenTombstoneLog(t *testing.T) {
-	entries := readLines(t, "testdata/tombstones-entries.jsonl")
-	results := readLines(t, "testdata/tombstones-results.jsonl")
-	if len(entries) != len(results) && !*update {
-		t.Fatalf("%d entries, %d results", len(entries), len(results))
-	}
-	f := NewFSM()
-	if err := f.Restore(io.NopCloser(bytes.NewReader(readGolden(t, "meta.json")))); err != nil {
-		t.Fatal(err)
-	}
-	first := uint64(len(readLines(t, "testdata/entries.jsonl")) + 1)
-	var got [][]byte
-	for i, e := range entries {
-		idx := first + uint64(i)
-		r := goldenApply(t, f, idx, e)
-		b, _ := json.Marshal(r)
-		got = append(got, b)
-	}
-	if *update {
-		os.WriteFile("testdata/tombstones-results.jsonl", append(bytes.Join(got, []byte("\n")), '\n'), 0o644)
-		os.WriteFile("testdata/tombstones-meta.json", append(snapshotBytes(t, f), '\n'), 0o644)
-		return
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], results[i]) {
-			t.Errorf("entry %d applied to\n%s\nnot\n%s", first+uint64(i), got[i], results[i])
-		}
-	}
-	if b, want := snapshotBytes(t, f), readGolden(t, "tombstones-meta.json"); !bytes.Equal(b, want) {
-		t.Fatalf("metadata:\n%s\nnot\n%s", b, want)
-	}
+	goldenChain(t, "tombstones", "meta", uint64(len(readLines(t, "testdata/entries.jsonl"))+1))
 }
 
 var update = flag.Bool("update", false, "rewrite testdata/tombstones-results.jsonl and tombstones-meta.json from what this release applies")
@@ -288,41 +259,9 @@ func goldenApply(t *testing.T, f *FSM, idx uint64, e []byte) goldenResult {
 // (no "limits" key), limits outside their bounds are refused by every
 // replica alike, and the snapshot keeps them.
 func TestGoldenSourceLimits(t *testing.T) {
-	entries := readLines(t, "testdata/limits-entries.jsonl")
-	results := readLines(t, "testdata/limits-results.jsonl")
-	if len(entries) != len(results) && !*update {
-		t.Fatalf("%d entries, %d results", len(entries), len(results))
-	}
-	f := NewFSM()
-	if err := f.Restore(io.NopCloser(bytes.NewReader(readGolden(t, "tombstones-meta.json")))); err != nil {
-		t.Fatal(err)
-	}
-	first := uint64(len(readLines(t, "testdata/entries.jsonl")) + len(readLines(t, "testdata/tombstones-entries.jsonl")) + 1)
-	var got [][]byte
-	for i, e := range entries {
-		c, err := Decode(e)
-		if err != nil {
-			t.Fatalf("entry %d: %v", i+1, err)
-		}
-		if b, _ := Encode(c); !bytes.Equal(b, e) {
-			t.Errorf("entry %d re-encodes as\n%s\nnot\n%s", i+1, b, e)
-		}
-		b, _ := json.Marshal(goldenApply(t, f, first+uint64(i), e))
-		got = append(got, b)
-	}
-	if *update {
-		os.WriteFile("testdata/limits-results.jsonl", append(bytes.Join(got, []byte("\n")), '\n'), 0o644)
-		os.WriteFile("testdata/limits-meta.json", append(snapshotBytes(t, f), '\n'), 0o644)
+	want := goldenChain(t, "limits", "tombstones-meta", uint64(len(readLines(t, "testdata/entries.jsonl"))+len(readLines(t, "testdata/tombstones-entries.jsonl"))+1))
+	if want == nil {
 		return
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], results[i]) {
-			t.Errorf("entry %d applied to\n%s\nnot\n%s", first+uint64(i), got[i], results[i])
-		}
-	}
-	want := readGolden(t, "limits-meta.json")
-	if b := snapshotBytes(t, f); !bytes.Equal(b, want) {
-		t.Fatalf("metadata:\n%s\nnot\n%s", b, want)
 	}
 	m, err := Unmarshal(want)
 	if err != nil {
@@ -337,4 +276,49 @@ func TestGoldenSourceLimits(t *testing.T) {
 	if b, _ := m.Clone().Marshal(); !bytes.Equal(b, want) {
 		t.Errorf("clones as\n%s", b)
 	}
+}
+
+// goldenChain applies testdata/NAME-entries.jsonl after the metadata
+// testdata/AFTER-meta.json holds (the log before it, of first-1 entries),
+// each entry re-encoding to its bytes, and checks the results and the
+// metadata against NAME-results.jsonl and NAME-meta.json (with -update,
+// rewrites them); it returns the golden metadata, nil after -update.
+func goldenChain(t *testing.T, name, after string, first uint64) []byte {
+	t.Helper()
+	entries := readLines(t, "testdata/"+name+"-entries.jsonl")
+	results := readLines(t, "testdata/"+name+"-results.jsonl")
+	if len(entries) != len(results) && !*update {
+		t.Fatalf("%d entries, %d results", len(entries), len(results))
+	}
+	f := NewFSM()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(readGolden(t, after+".json")))); err != nil {
+		t.Fatal(err)
+	}
+	var got [][]byte
+	for i, e := range entries {
+		c, err := Decode(e)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i+1, err)
+		}
+		if b, _ := Encode(c); !bytes.Equal(b, e) {
+			t.Errorf("entry %d re-encodes as\n%s\nnot\n%s", i+1, b, e)
+		}
+		b, _ := json.Marshal(goldenApply(t, f, first+uint64(i), e))
+		got = append(got, b)
+	}
+	if *update {
+		os.WriteFile("testdata/"+name+"-results.jsonl", append(bytes.Join(got, []byte("\n")), '\n'), 0o644)
+		os.WriteFile("testdata/"+name+"-meta.json", append(snapshotBytes(t, f), '\n'), 0o644)
+		return nil
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], results[i]) {
+			t.Errorf("entry %d applied to\n%s\nnot\n%s", first+uint64(i), got[i], results[i])
+		}
+	}
+	want := readGolden(t, name+"-meta.json")
+	if b := snapshotBytes(t, f); !bytes.Equal(b, want) {
+		t.Fatalf("metadata:\n%s\nnot\n%s", b, want)
+	}
+	return want
 }
