@@ -291,14 +291,10 @@ func (n *Node) Ready() error {
 		}
 	}
 	if free, ok := diskFree(n.cfg.DataDir); ok && free < minDiskFree {
-		return fmt.Errorf("the data directory %s has %d KiB free: its Raft logs cannot grow (free space; the node resumes by itself)", n.cfg.DataDir, free>>10)
+		return fmt.Errorf("the data directory %s has %d KiB free: its Raft logs cannot grow (a shard it leads hands its leadership over on the first append that fails; free space: the node resumes by itself)", n.cfg.DataDir, free>>10)
 	}
 	return n.quarantine.ready()
 }
-
-// minDiskFree is the free space below which a node is not ready: a Raft
-// log append of a batch needs a few pages, and a snapshot far more.
-const minDiskFree = 4 << 20
 
 // HTTPHandlers returns /metrics, /healthz and /readyz for the node.
 // /healthz answers while the process serves; /readyz while the node is

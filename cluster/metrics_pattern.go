@@ -107,7 +107,7 @@ func buildInfo() prometheus.Collector {
 // metricCollectors are what the node's /metrics serves.
 func (n *Node) metricCollectors() []prometheus.Collector {
 	return []prometheus.Collector{newCollector(n), newPatternCollector(n), newNATSCollector(n), buildInfo(), n.rpcMetrics,
-		n.applyLatency, n.readPaused, n.streamMissing, n.quarantine,
+		n.applyLatency, n.readPaused, n.streamMissing, n.quarantine, n.diskFreeGauge(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 }
 

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	cepv1 "github.com/cepcluster/cep/api/gen/cep/v1"
 	"github.com/cepcluster/cep/internal/testutil"
 )
 
@@ -67,6 +68,20 @@ func diskFull(r *faultRun, rng *rand.Rand) func() {
 		t.Logf("%s's /readyz: %s", p.id, strings.TrimSpace(string(b)))
 		return nil
 	})
+	// and leads no shard: a leader that cannot append stops its shard
+	testutil.EventuallyEvery(t, 20*time.Second, 200*time.Millisecond, func() error {
+		res, err := r.client().cluster.ListShards(r.ctx, req(&cepv1.ListShardsRequest{ClusterWide: true}))
+		if err != nil {
+			return err
+		}
+		for _, sh := range res.Msg.Shards {
+			if sh.LeaderNodeId == p.id {
+				return fmt.Errorf("%s, its disk full, still leads shard %d", p.id, sh.Id)
+			}
+		}
+		return nil
+	})
+	t.Logf("%s leads no shard", p.id)
 	return func() {
 		if err := os.Remove(filler); err != nil {
 			t.Errorf("free %s's filesystem: %v", p.id, err)
