@@ -18,6 +18,7 @@ import (
 	"github.com/cepcluster/cep/cluster"
 	"github.com/cepcluster/cep/cluster/gossip"
 	"github.com/cepcluster/cep/cluster/secret"
+	"github.com/cepcluster/cep/internal/clusterversion"
 	"github.com/cepcluster/cep/internal/testutil"
 )
 
@@ -52,7 +53,7 @@ func startFakeMember(t *testing.T, id, join string, s secret.Secret) *fakeMember
 	raftAddr := l.Addr().String()
 	l.Close() // refused from now on
 	g, err := gossip.Start(gossip.Config{NodeID: id, BindAddr: "127.0.0.1:0", RaftAddr: raftAddr, APIAddr: strings.TrimPrefix(api.URL, "http://"),
-		Fast: true, SecretKey: quorumGossipKey, Fresh: true, Proto: 1 << 20,
+		Fast: true, SecretKey: quorumGossipKey, Fresh: true, Proto: 1 << 20, Version: int(clusterversion.Highest), // it claims this release
 		Prove: func(c gossip.Claim) string { return hex.EncodeToString(s.MAC(secret.Member, c.Bytes())) }})
 	if err != nil {
 		t.Fatal(err)
