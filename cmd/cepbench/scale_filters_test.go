@@ -2,8 +2,9 @@ package main
 
 import (
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/cepcluster/cep/keygroup"
 )
@@ -21,18 +22,6 @@ func TestDyadicFiltersCoverTheShardsBlocks(t *testing.T) {
 		}
 		return s
 	}
-	match := func(filter, subj string) bool {
-		f, s := strings.Split(filter, "."), strings.Split(subj, ".")
-		if len(f) != len(s) {
-			return false
-		}
-		for i := range f {
-			if f[i] != "*" && f[i] != s[i] {
-				return false
-			}
-		}
-		return true
-	}
 	for shards := 1; shards <= blocks; shards++ {
 		seen := make([]int, blocks)
 		for s := range shards {
@@ -44,7 +33,7 @@ func TestDyadicFiltersCoverTheShardsBlocks(t *testing.T) {
 			for b := range blocks {
 				n := 0
 				for _, f := range filters {
-					if match(f, subject(b)) {
+					if server.SubjectMatchesFilter(subject(b), f) {
 						n++
 					}
 				}
